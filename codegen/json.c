@@ -1,0 +1,124 @@
+/* json.c: plan.json, exactly the Plan (format "memplan_plan": 1). Names are
+ * stable once published: extend, never rename. */
+#include "emit.h"
+#include "ops.h"
+
+static const char *op_name(OpKind k) {
+  return k == OP_ADAMW ? "adamw" : k == OP_SGD ? "sgd" : op_info(k)->name;
+}
+
+static void ints(Text *t, const int64_t *v, int n) {
+  text_printf(t, "[");
+  for (int i = 0; i < n; i++) text_printf(t, "%s%lld", i ? ", " : "", (long long)v[i]);
+  text_printf(t, "]");
+}
+
+static void buffer_ids(Text *t, const int *v, int n) {
+  text_printf(t, "[");
+  for (int i = 0; i < n; i++) text_printf(t, "%s%d", i ? ", " : "", v[i]);
+  text_printf(t, "]");
+}
+
+static void header(const Plan *p, Text *t) {
+  text_printf(t, "{\n  \"memplan_plan\": %d,\n  \"model\": ", p->version);
+  text_json_str(t, p->model);
+  text_printf(t, ",\n  \"source\": ");
+  text_json_str(t, p->source);
+  text_printf(t, ",\n  \"dims\": {");
+  for (int i = 0; i < p->ndims; i++) {
+    text_printf(t, "%s", i ? ", " : "");
+    text_json_str(t, p->dims[i].name);
+    text_printf(t, ": %lld", (long long)p->dims[i].value);
+  }
+  text_printf(t, "},\n  \"set\": {");
+  for (int i = 0, k = 0; i < p->ndims; i++)
+    if (p->dims[i].overridden) {
+      text_printf(t, "%s", k++ ? ", " : "");
+      text_json_str(t, p->dims[i].name);
+      text_printf(t, ": %lld", (long long)p->dims[i].value);
+    }
+  const Optimizer *o = &p->opt;
+  if (o->kind == OPT_ADAMW)
+    text_printf(t, "},\n  \"optimizer\": {\"type\": \"adamw\", \"lr\": %.9g, \"betas\": [%.9g, %.9g], \"eps\": %.9g, "
+                   "\"weight_decay\": %.9g},\n", o->lr, o->beta1, o->beta2, o->eps, o->weight_decay);
+  else
+    text_printf(t, "},\n  \"optimizer\": {\"type\": \"sgd\", \"lr\": %.9g, \"momentum\": %.9g, \"weight_decay\": %.9g, "
+                   "\"nesterov\": %s},\n", o->lr, o->momentum, o->weight_decay, o->nesterov ? "true" : "false");
+  text_printf(t, "  \"budget_bytes\": %lld,\n  \"align\": %lld,\n", (long long)p->budget_bytes, (long long)p->align);
+}
+
+static void totals(const Plan *p, Text *t) {
+  text_printf(t, "  \"totals\": {\"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, \"persistent_bytes\": %lld, "
+                 "\"train_peak_bytes\": %lld, \"eval_peak_bytes\": %lld, \"unfused_lower_bound_bytes\": %lld,\n"
+                 "             \"param_count\": %lld, \"step_flops\": %lld, \"extra_flops\": %lld, "
+                 "\"micro_batch\": %d, \"accumulation_steps\": %d, \"peak_position\": %d,\n"
+                 "             \"assign_method\": ",
+              (long long)p->arena_bytes, (long long)p->lower_bound_bytes, (long long)p->persistent_bytes,
+              (long long)p->train_peak_bytes, (long long)p->eval_peak_bytes, (long long)p->unfused_lower_bound,
+              (long long)p->param_count, (long long)p->step_flops, (long long)p->extra_flops, p->micro_batch,
+              p->accumulation_steps, p->peak_position);
+  text_json_str(t, p->assign_method ? p->assign_method : "");
+  text_printf(t, ", \"assign_optimal\": %s,\n             \"peak_by_role\": {", p->assign_optimal ? "true" : "false");
+  for (int r = 0; r < ROLE_COUNT; r++)
+    text_printf(t, "%s\"%s\": %lld", r ? ", " : "", plan_role_name((Role)r), (long long)p->peak_by_role[r]);
+  text_printf(t, "}},\n");
+}
+
+static void buffers(const Plan *p, Text *t) {
+  static const char *const set[] = {"train", "eval", "both"};
+  static const char *const init[] = {"none", "normal", "zeros", "ones", "uniform"};
+  text_printf(t, "  \"buffers\": [\n");
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    text_printf(t, "    {\"id\": %d, \"name\": ", b);
+    text_json_str(t, pb->name);
+    text_printf(t, ", \"role\": \"%s\", \"dtype\": \"%s\", \"shape\": ", plan_role_name(pb->role), dtype_name(pb->dtype));
+    ints(t, pb->shape.d, pb->shape.rank);
+    text_printf(t, ", \"shape_sym\": [");
+    for (int d = 0; d < pb->shape.rank; d++) {
+      text_printf(t, "%s", d ? ", " : "");
+      text_json_str(t, pb->shape.sym[d]);
+    }
+    text_printf(t, "], \"bytes\": %lld, \"offset\": %lld, \"schedule\": \"%s\", \"live\": [%d, %d]",
+                (long long)pb->bytes, (long long)pb->offset, set[pb->sched], pb->first, pb->last);
+    if (*pb->aliases) {
+      text_printf(t, ", \"in_place\": ");
+      text_json_str(t, pb->aliases);
+    }
+    if (pb->role == ROLE_PARAM)
+      text_printf(t, ", \"init\": {\"kind\": \"%s\", \"scale\": %.9g}, \"weight_decay\": %s", init[pb->init.kind],
+                  pb->init.scale, pb->decay ? "true" : "false");
+    text_printf(t, "}%s\n", b + 1 < p->nbuf ? "," : "");
+  }
+  text_printf(t, "  ],\n");
+}
+
+static void schedule(Text *t, const char *key, const PlanOp *ops, int n, bool last) {
+  text_printf(t, "  \"%s\": [\n", key);
+  for (int i = 0; i < n; i++) {
+    const PlanOp *o = &ops[i];
+    text_printf(t, "    {\"id\": %d, \"op\": \"%s\", \"phase\": \"%s\", \"layer\": ", i, op_name(o->op),
+                plan_phase_name(o->phase));
+    text_json_str(t, o->layer);
+    text_printf(t, ", \"inputs\": ");
+    buffer_ids(t, o->in, o->nin);
+    text_printf(t, ", \"outputs\": ");
+    buffer_ids(t, o->out, o->nout);
+    text_printf(t, ", \"accumulate\": [");
+    for (int k = 0; k < o->nout; k++) text_printf(t, "%s%s", k ? ", " : "", o->acc[k] ? "true" : "false");
+    text_printf(t, "], \"dims\": ");
+    ints(t, o->dim, o->ndim);
+    text_printf(t, ", \"flops\": %lld}%s\n", (long long)o->flops, i + 1 < n ? "," : "");
+  }
+  text_printf(t, "  ]%s\n", last ? "" : ",");
+}
+
+void json_plan(const Plan *p, Text *t) {
+  header(p, t);
+  totals(p, t);
+  text_printf(t, "  \"loss_buffer\": %d,\n  \"eval_loss_buffer\": %d,\n", p->loss_buf, p->eval_loss_buf);
+  buffers(p, t);
+  schedule(t, "schedule", p->sched, p->nsched, false);
+  schedule(t, "eval_schedule", p->eval, p->neval, true);
+  text_printf(t, "}\n");
+}

@@ -1,0 +1,193 @@
+/* main.c: the memplan command line. `compile` is a flat list of passes:
+ * load, autodiff, liveness (train, eval), plan, offsets, verify, emit. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff.h"
+#include "emit.h"
+#include "live.h"
+#include "load.h"
+#include "plan_build.h"
+#include "verify.h"
+
+#ifndef MEMPLAN_VERSION
+#define MEMPLAN_VERSION "0.0.0"
+#endif
+
+int pack_main(int argc, char **argv);
+
+static const char usage[] =
+    "usage: memplan compile MODEL.yaml [--budget SIZE] [-o DIR] [--set DIM=VALUE]... [--dump=PASS]\n"
+    "       memplan pack FILE.csv [--capacity N] [--timeout SECONDS] [-o OUT.csv]\n"
+    "       memplan --help | --version\n";
+
+static const char compile_help[] =
+    "memplan compile: plan a training step of MODEL.yaml in one fixed arena.\n"
+    "\n"
+    "  -b, --budget SIZE     the arena must fit SIZE bytes: 8G, 512M, 1.5G, 1000000\n"
+    "                        (K, M, G, T are powers of 1024; KB, MB, GB, TB powers of 1000)\n"
+    "  -o, --output DIR      write DIR/plan.json (files appear only when the plan succeeds)\n"
+    "  -s, --set DIM=VALUE   override a dim of the model (repeatable), recorded in plan.json\n"
+    "  -d, --dump=PASS       print a pass's result instead of the report: graph, step, live, plan\n"
+    "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
+    "      --time-limit S    seconds the offset search may take (default 0.5)\n"
+    "      --no-fuse-updates run every optimizer update after the whole backward pass\n"
+    "  -h, --help            this help\n";
+
+/* Sizes: a decimal number and an optional unit (B, K/KiB, M/MiB, G/GiB, T/TiB
+ * binary; KB, MB, GB, TB decimal). */
+static int64_t parse_size(const char *s, const char *what) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  static const struct { const char *u; double m; } units[] = {
+      {"", 1}, {"B", 1}, {"K", 0x1p10}, {"KiB", 0x1p10}, {"M", 0x1p20}, {"MiB", 0x1p20}, {"G", 0x1p30},
+      {"GiB", 0x1p30}, {"T", 0x1p40}, {"TiB", 0x1p40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  if (end != s && !errno && v >= 0)
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+      if (!strcmp(end, units[i].u) && v * units[i].m < 0x1p62) return (int64_t)llround(v * units[i].m);
+  fprintf(stderr, "memplan: error: %s '%s' is not a size; write e.g. 8G, 512M, 1.5G or a number of bytes\n", what, s);
+  exit(1);
+}
+
+static void parse_set(const char *arg, DimOverride *ov, char *name, size_t namecap) {
+  const char *eq = strchr(arg, '=');
+  char *end;
+  if (eq && eq != arg && (size_t)(eq - arg) < namecap) {
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (!*end && end != eq + 1 && !errno && v > 0) {
+      snprintf(name, namecap, "%.*s", (int)(eq - arg), arg);
+      ov->name = name;
+      ov->value = v;
+      return;
+    }
+  }
+  fprintf(stderr, "memplan: error: --set '%s': write DIM=VALUE with a positive integer, e.g. --set B=4\n", arg);
+  exit(1);
+}
+
+typedef struct {
+  const char *model, *outdir, *dump;
+  int64_t budget, align;
+  double time_limit;
+  bool no_fuse;
+  DimOverride ov[64];
+  char ovname[64][64];
+  int nov;
+} Options;
+
+static void compile_options(int argc, char **argv, Options *o) {
+  static const struct option lo[] = {
+      {"budget", required_argument, 0, 'b'}, {"output", required_argument, 0, 'o'},
+      {"set", required_argument, 0, 's'},    {"dump", required_argument, 0, 'd'},
+      {"align", required_argument, 0, 'a'},  {"time-limit", required_argument, 0, 't'},
+      {"no-fuse-updates", no_argument, 0, 'F'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  *o = (Options){.align = 256, .time_limit = 0.5};
+  int c;
+  while ((c = getopt_long(argc, argv, "b:o:s:d:h", lo, NULL)) != -1) {
+    switch (c) {
+    case 'b': o->budget = parse_size(optarg, "--budget"); break;
+    case 'o': o->outdir = optarg; break;
+    case 's':
+      if (o->nov == 64) fprintf(stderr, "memplan: error: more than 64 --set options\n"), exit(1);
+      parse_set(optarg, &o->ov[o->nov], o->ovname[o->nov], sizeof o->ovname[0]);
+      o->nov++;
+      break;
+    case 'd': o->dump = optarg; break;
+    case 'a': o->align = parse_size(optarg, "--align"); break;
+    case 't': o->time_limit = atof(optarg); break;
+    case 'F': o->no_fuse = true; break;
+    case 'h': fputs(compile_help, stdout), exit(0);
+    default: fputs(usage, stderr), exit(2);
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "memplan compile: error: %s\n%s", optind >= argc ? "no model file given" : "more than one model file", usage);
+    exit(2);
+  }
+  o->model = argv[optind];
+  if (o->align <= 0 || (o->align & (o->align - 1)))
+    fprintf(stderr, "memplan: error: --align %lld is not a power of two\n", (long long)o->align), exit(1);
+  static const char *const dumps[] = {"graph", "step", "live", "plan", NULL};
+  bool ok = !o->dump;
+  for (int i = 0; dumps[i] && !ok; i++) ok = !strcmp(o->dump, dumps[i]);
+  if (!ok) fprintf(stderr, "memplan: error: --dump=%s: choose graph, step, live or plan\n", o->dump), exit(1);
+}
+
+static bool dumping(const Options *o, const char *pass) { return o->dump && !strcmp(o->dump, pass); }
+
+static int write_outputs(const Plan *p, const char *dir) {
+  if (emit_mkdirs(dir)) return 1;
+  Text json = {0};
+  json_plan(p, &json);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/plan.json", dir);
+  int rc = text_write_atomic(&json, path);
+  text_free(&json);
+  if (!rc) printf("\nwrote %s\n", path);
+  return rc ? 1 : 0;
+}
+
+static void over_budget(const Plan *p) {
+  char a[32], b[32];
+  fprintf(stderr,
+          "memplan: error: %s does not fit the budget: the plan needs %lld bytes (%s), the budget is %lld bytes (%s).\n"
+          "  Smallest budget that fits this plan: --budget %lld\n"
+          "  (recompute, lower precision and micro-batching are not planned yet; a smaller --set of the\n"
+          "  batch or sequence dims shrinks activations)\n",
+          p->source, (long long)p->arena_bytes, mp_fmt_bytes(a, sizeof a, p->arena_bytes), (long long)p->budget_bytes,
+          mp_fmt_bytes(b, sizeof b, p->budget_bytes), (long long)p->arena_bytes);
+}
+
+static int compile_main(int argc, char **argv) {
+  Options o;
+  compile_options(argc, argv, &o);
+  double t0 = mp_now();
+  Arena ar = {0};
+  Graph *g = load_model(&ar, o.model, o.ov, o.nov);
+  if (dumping(&o, "graph")) return load_dump(g, stdout), ar_free(&ar), 0;
+  Step *s = ad_build(&ar, g, !o.no_fuse);
+  if (dumping(&o, "step")) return ad_dump(s, stdout), ar_free(&ar), 0;
+  Live *lt = live_build(&ar, s, s->train, s->ntrain);
+  Live *le = live_build(&ar, s, s->eval, s->neval);
+  if (dumping(&o, "live")) return live_dump(s, lt, stdout), ar_free(&ar), 0;
+  Plan *p = plan_build(&ar, g, s, lt, le, o.align);
+  plan_assign(p, o.time_limit);
+  if (!o.no_fuse) { /* what fusing the updates saves, for the report */
+    Step *u = ad_build(&ar, g, false);
+    int at;
+    p->unfused_lower_bound = live_peak(live_build(&ar, u, u->train, u->ntrain), o.align, &at);
+  }
+  p->compile_seconds = mp_now() - t0;
+  const char *bad = verify_plan(p);
+  if (bad) {
+    fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n", bad);
+    return ar_free(&ar), 3;
+  }
+  p->budget_bytes = o.budget;
+  if (o.budget && p->arena_bytes > o.budget) return over_budget(p), ar_free(&ar), 1;
+  if (dumping(&o, "plan")) return plan_dump(p, stdout), ar_free(&ar), 0;
+  report_plan(p, stdout);
+  printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
+  int rc = o.outdir ? write_outputs(p, o.outdir) : 0;
+  ar_free(&ar);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return fputs(usage, stderr), 2;
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help"))
+    return printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n%s", MEMPLAN_VERSION,
+                  usage, compile_help), 0;
+  if (!strcmp(cmd, "--version")) return printf("memplan %s\n", MEMPLAN_VERSION), 0;
+  if (!strcmp(cmd, "compile")) return compile_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "pack")) return pack_main(argc - 1, argv + 1);
+  fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
+  return 2;
+}

@@ -1,0 +1,75 @@
+/* report.c: the memory report printed by `memplan compile`. */
+#include <string.h>
+
+#include "emit.h"
+
+static const char *b(char *buf, int64_t v) { return mp_fmt_bytes(buf, 32, v); }
+
+static void commas(char *buf, size_t n, int64_t v) {
+  char tmp[32];
+  snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+  size_t len = strlen(tmp), o = 0;
+  for (size_t i = 0; i < len && o + 2 < n; i++) {
+    buf[o++] = tmp[i];
+    if ((len - i - 1) % 3 == 0 && i + 1 < len) buf[o++] = ',';
+  }
+  buf[o] = '\0';
+}
+
+static void counts(const Plan *p, FILE *out) {
+  int ph[PHASE_COUNT] = {0};
+  for (int i = 0; i < p->nsched; i++) ph[p->sched[i].phase]++;
+  char pc[40];
+  commas(pc, sizeof pc, p->param_count);
+  char x[32];
+  fprintf(out, "  parameters   %s (%s as f32)\n", pc, b(x, p->param_count * 4));
+  fprintf(out, "  step         %d ops: %d forward, %d backward, %d updates (%s); eval %d ops\n", p->nsched,
+          ph[PHASE_FORWARD], ph[PHASE_BACKWARD], ph[PHASE_UPDATE],
+          p->opt.kind == OPT_ADAMW ? "AdamW" : "SGD", p->neval);
+  fprintf(out, "  step FLOPs   %.3g GFLOP (forward + backward), micro-batch %d x %d\n", (double)p->step_flops / 1e9,
+          p->micro_batch, p->accumulation_steps);
+}
+
+static void peak(const Plan *p, FILE *out) {
+  char x[32];
+  const PlanOp *at = &p->sched[p->peak_position];
+  fprintf(out, "\nmemory at the training peak (op %d, %s of %s):\n", p->peak_position, plan_phase_name(at->phase),
+          at->layer);
+  int64_t tot = 0;
+  for (int r = 0; r < ROLE_COUNT; r++) {
+    if (!p->peak_by_role[r] && r > ROLE_ACTIVATION) continue;
+    fprintf(out, "  %-16s %12s\n", plan_role_name((Role)r), b(x, p->peak_by_role[r]));
+    tot += p->peak_by_role[r];
+  }
+  fprintf(out, "  %-16s %12s\n", "total", b(x, tot));
+}
+
+static void arena(const Plan *p, FILE *out) {
+  char x[32], y[32];
+  double gap = p->lower_bound_bytes ? 100.0 * (double)(p->arena_bytes - p->lower_bound_bytes) / (double)p->lower_bound_bytes : 0;
+  fprintf(out, "\n  lower bound  %12s  (max live bytes over the step, %lld-byte aligned)\n", b(x, p->lower_bound_bytes),
+          (long long)p->align);
+  fprintf(out, "  arena        %12s  (%+.2f%% over the lower bound; %s%s)\n", b(x, p->arena_bytes), gap,
+          p->assign_method ? p->assign_method : "-", p->assign_optimal ? ", optimal" : "");
+  fprintf(out, "  train / eval %12s / %s\n", b(x, p->train_peak_bytes), b(y, p->eval_peak_bytes));
+  if (p->budget_bytes)
+    fprintf(out, "  budget       %12s  (headroom %s)\n", b(x, p->budget_bytes), b(y, p->budget_bytes - p->arena_bytes));
+  if (p->unfused_lower_bound > p->lower_bound_bytes)
+    fprintf(out, "  fused updates: each parameter is updated as soon as its gradient is complete; running all\n"
+                 "                 updates after backward would need %s (%s more)\n",
+            b(x, p->unfused_lower_bound), b(y, p->unfused_lower_bound - p->lower_bound_bytes));
+  int n = 0;
+  for (int i = 0; i < p->nbuf; i++)
+    if (*p->buf[i].aliases) n++;
+  if (n) fprintf(out, "  in place:    %d buffers host an op's output in its dying input (see plan.json \"in_place\")\n", n);
+}
+
+void report_plan(const Plan *p, FILE *out) {
+  fprintf(out, "memplan: %s (model %s)\n  dims        ", p->source, p->model);
+  for (int i = 0; i < p->ndims; i++)
+    fprintf(out, " %s=%lld%s", p->dims[i].name, (long long)p->dims[i].value, p->dims[i].overridden ? "*" : "");
+  fprintf(out, "\n");
+  counts(p, out);
+  peak(p, out);
+  arena(p, out);
+}

@@ -1,0 +1,1058 @@
+/* assign.c: offsets in one arena (dynamic storage allocation).
+ *
+ * Three layers, cheapest first:
+ *   1. the liveness lower bound (a sweep over start/end events);
+ *   2. a best-fit portfolio: four orderings, each placing buffers one by one
+ *      in the smallest gap among already-placed, time-overlapping buffers
+ *      (TFLite GreedyBySize, XLA GlobalDecreasingSizeBestFitHeap);
+ *   3. when the portfolio misses the bound, an exact branch and bound in the
+ *      style of MiniMalloc (Moffitt, ASPLOS 2024) over capacities between the
+ *      bound and the best height found.
+ * Everything is deterministic: ties break by item index and the search counts
+ * nodes; the wall clock is only a safety net. No global mutable state. */
+#include "assign.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+__extension__ typedef __int128 i128;
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "memplan: error: out of memory in assign (%zu bytes)\n", n);
+    exit(1);
+  }
+  return p;
+}
+
+static void *xcalloc(size_t n, size_t sz) {
+  void *p = calloc(n ? n : 1, sz ? sz : 1);
+  if (!p) {
+    fprintf(stderr, "memplan: error: out of memory in assign (%zu x %zu bytes)\n", n, sz);
+    exit(1);
+  }
+  return p;
+}
+
+static void *xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "memplan: error: out of memory in assign (%zu bytes)\n", n);
+    exit(1);
+  }
+  return p;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+/* ------------------------------------------------------------------------
+ * The working instance: aligned sizes, one array per field. */
+
+typedef struct {
+  int n;
+  int64_t *lo, *hi; /* copies of the caller's lifetimes */
+  int64_t *size;    /* aligned up */
+} Inst;
+
+static Inst inst_make(const AsgItem *items, int n, int64_t align) {
+  Inst in = {.n = n};
+  in.lo = xmalloc(sizeof(int64_t) * (size_t)n);
+  in.hi = xmalloc(sizeof(int64_t) * (size_t)n);
+  in.size = xmalloc(sizeof(int64_t) * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    in.lo[i] = items[i].lo;
+    in.hi[i] = items[i].hi;
+    in.size[i] = align_up(items[i].size, align);
+  }
+  return in;
+}
+
+static void inst_free(Inst *in) {
+  free(in->lo);
+  free(in->hi);
+  free(in->size);
+}
+
+/* ------------------------------------------------------------------------
+ * Lower bound: max over time of live bytes. Ends sort before starts at the
+ * same time because lifetimes are half-open. */
+
+typedef struct {
+  int64_t t, delta;
+} Event;
+
+static int event_cmp(const void *a, const void *b) {
+  const Event *x = a, *y = b;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return (x->delta > 0) - (y->delta > 0); /* negative deltas first */
+}
+
+static int64_t lower_bound(const Inst *in) {
+  Event *ev = xmalloc(sizeof(Event) * 2 * (size_t)in->n);
+  for (int i = 0; i < in->n; i++) {
+    ev[2 * i] = (Event){in->lo[i], in->size[i]};
+    ev[2 * i + 1] = (Event){in->hi[i], -in->size[i]};
+  }
+  qsort(ev, 2 * (size_t)in->n, sizeof(Event), event_cmp);
+  int64_t live = 0, best = 0;
+  for (int i = 0; i < 2 * in->n; i++) {
+    live += ev[i].delta;
+    if (live > best) best = live;
+  }
+  free(ev);
+  return best;
+}
+
+int64_t assign_lower_bound(const AsgItem *items, int n, int64_t align) {
+  if (n <= 0) return 0;
+  if (align < 1) align = 1;
+  Inst in = inst_make(items, n, align);
+  int64_t lb = lower_bound(&in);
+  inst_free(&in);
+  return lb;
+}
+
+/* ------------------------------------------------------------------------
+ * Placed-interval index for best fit: a static balanced tree over the items
+ * sorted by start, each node holding the max end among placed items in its
+ * subtree. Reporting the placed items that overlap [lo, hi) costs
+ * O(log n + k) instead of a scan over all placed items. */
+
+typedef struct {
+  int n;
+  int *by_lo;      /* item ids sorted by (lo, id) */
+  int *pos;        /* item id -> index in by_lo */
+  int64_t *maxhi;  /* per tree node (= index in by_lo); INT64_MIN if none */
+  bool *placed;    /* per tree node */
+} ITree;
+
+/* qsort has no context argument in C17; a small merge sort keeps the sorting
+ * reentrant and stable (ties keep index order, which makes it deterministic). */
+typedef int (*CmpFn)(const void *ctx, int a, int b);
+
+static void msort_rec(int *a, int *tmp, int n, CmpFn cmp, const void *ctx) {
+  if (n < 2) return;
+  if (n <= 16) { /* insertion sort: stable */
+    for (int i = 1; i < n; i++) {
+      int x = a[i], j = i;
+      while (j > 0 && cmp(ctx, a[j - 1], x) > 0) a[j] = a[j - 1], j--;
+      a[j] = x;
+    }
+    return;
+  }
+  int h = n / 2;
+  msort_rec(a, tmp, h, cmp, ctx);
+  msort_rec(a + h, tmp, n - h, cmp, ctx);
+  if (cmp(ctx, a[h - 1], a[h]) <= 0) return;
+  memcpy(tmp, a, sizeof(int) * (size_t)h);
+  int i = 0, j = h, k = 0;
+  while (i < h && j < n) a[k++] = cmp(ctx, a[j], tmp[i]) < 0 ? a[j++] : tmp[i++];
+  while (i < h) a[k++] = tmp[i++];
+}
+
+static void msort(int *a, int n, CmpFn cmp, const void *ctx) {
+  int *tmp = xmalloc(sizeof(int) * (size_t)(n / 2 + 1));
+  msort_rec(a, tmp, n, cmp, ctx);
+  free(tmp);
+}
+
+static int cmp_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
+
+static int by_lo_cmp(const void *ctx, int a, int b) {
+  const Inst *in = ctx;
+  int c = cmp_i64(in->lo[a], in->lo[b]);
+  return c ? c : (a > b) - (a < b);
+}
+
+static ITree itree_make(const Inst *in) {
+  ITree t = {.n = in->n};
+  t.by_lo = xmalloc(sizeof(int) * (size_t)in->n);
+  t.pos = xmalloc(sizeof(int) * (size_t)in->n);
+  t.maxhi = xmalloc(sizeof(int64_t) * (size_t)in->n);
+  t.placed = xcalloc((size_t)in->n, sizeof(bool));
+  for (int i = 0; i < in->n; i++) t.by_lo[i] = i, t.maxhi[i] = INT64_MIN;
+  msort(t.by_lo, in->n, by_lo_cmp, in);
+  for (int i = 0; i < in->n; i++) t.pos[t.by_lo[i]] = i;
+  return t;
+}
+
+static void itree_reset(ITree *t) {
+  for (int i = 0; i < t->n; i++) t->maxhi[i] = INT64_MIN, t->placed[i] = false;
+}
+
+static void itree_free(ITree *t) {
+  free(t->by_lo);
+  free(t->pos);
+  free(t->maxhi);
+  free(t->placed);
+}
+
+/* Node of range [l, r) is its midpoint; children are the halves. */
+static int mid(int l, int r) { return l + (r - l) / 2; }
+
+static void itree_insert(ITree *t, const Inst *in, int id) {
+  int target = t->pos[id], l = 0, r = t->n;
+  t->placed[target] = true;
+  /* Every node on the root-to-target path covers target: raise its max. */
+  while (l < r) {
+    int m = mid(l, r);
+    if (t->maxhi[m] < in->hi[id]) t->maxhi[m] = in->hi[id];
+    if (m == target) break;
+    if (target < m) r = m;
+    else l = m + 1;
+  }
+}
+
+typedef struct {
+  int64_t off, end;
+} Span;
+
+typedef struct {
+  Span *v;
+  int n;
+} SpanBuf;
+
+static void itree_query_rec(const ITree *t, const Inst *in, const int64_t *off, int l,
+                            int r, int64_t qlo, int64_t qhi, SpanBuf *out) {
+  while (l < r) {
+    int m = mid(l, r);
+    if (t->maxhi[m] <= qlo) return; /* nothing placed here ends after qlo */
+    itree_query_rec(t, in, off, l, m, qlo, qhi, out);
+    int id = t->by_lo[m];
+    if (in->lo[id] >= qhi) return; /* this and everything right start too late */
+    if (t->placed[m] && in->hi[id] > qlo)
+      out->v[out->n++] = (Span){off[id], off[id] + in->size[id]};
+    l = m + 1;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Best fit. */
+
+/* Sorts spans by offset: an inlined quicksort (median of three, insertion
+ * sort below 24), several times faster than qsort's callback here, where
+ * sorting the overlapping spans is the inner loop of best fit. */
+static void span_sort(Span *s, int n) {
+  while (n > 24) {
+    int64_t a = s[0].off, b = s[n / 2].off, c = s[n - 1].off;
+    int64_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+    int i = 0, j = n - 1;
+    while (i <= j) {
+      while (s[i].off < p) i++;
+      while (s[j].off > p) j--;
+      if (i <= j) {
+        Span t = s[i];
+        s[i++] = s[j], s[j--] = t;
+      }
+    }
+    /* Recurse into the smaller part, loop on the larger: O(log n) stack. */
+    if (j + 1 < n - i) span_sort(s, j + 1), s += i, n -= i;
+    else span_sort(s + i, n - i), n = j + 1;
+  }
+  for (int i = 1; i < n; i++) {
+    Span x = s[i];
+    int j = i;
+    while (j > 0 && s[j - 1].off > x.off) s[j] = s[j - 1], j--;
+    s[j] = x;
+  }
+}
+
+/* Smallest gap that holds `size` among the spans (sorted by offset), else the
+ * top; ties go to the lowest offset. Overlapping spans (buffers that do not
+ * overlap each other in time) are merged by the running top. */
+static int64_t best_gap(const Span *s, int k, int64_t size) {
+  int64_t top = 0, best = -1, best_gap = INT64_MAX;
+  for (int i = 0; i < k; i++) {
+    if (s[i].off > top) {
+      int64_t gap = s[i].off - top;
+      if (gap >= size && gap < best_gap) best_gap = gap, best = top;
+    }
+    if (s[i].end > top) top = s[i].end;
+  }
+  return best >= 0 ? best : top;
+}
+
+typedef struct {
+  ITree tree;
+  SpanBuf spans;
+} Greedy;
+
+/* Places the items in `ord` order; returns the height. */
+static int64_t best_fit(Greedy *g, const Inst *in, const int *ord, int64_t *off) {
+  itree_reset(&g->tree);
+  int64_t height = 0;
+  for (int k = 0; k < in->n; k++) {
+    int id = ord[k];
+    g->spans.n = 0;
+    itree_query_rec(&g->tree, in, off, 0, in->n, in->lo[id], in->hi[id], &g->spans);
+    span_sort(g->spans.v, g->spans.n);
+    off[id] = best_gap(g->spans.v, g->spans.n, in->size[id]);
+    if (off[id] + in->size[id] > height) height = off[id] + in->size[id];
+    itree_insert(&g->tree, in, id);
+  }
+  return height;
+}
+
+/* The portfolio's orderings; each breaks ties by index (the sort is stable). */
+static int by_size(const void *ctx, int a, int b) {
+  const Inst *in = ctx;
+  return cmp_i64(in->size[b], in->size[a]);
+}
+
+static int by_duration(const void *ctx, int a, int b) {
+  const Inst *in = ctx;
+  return cmp_i64(in->hi[b] - in->lo[b], in->hi[a] - in->lo[a]);
+}
+
+static int by_area(const void *ctx, int a, int b) {
+  const Inst *in = ctx;
+  i128 x = (i128)in->size[a] * (in->hi[a] - in->lo[a]);
+  i128 y = (i128)in->size[b] * (in->hi[b] - in->lo[b]);
+  return (x < y) - (x > y);
+}
+
+static int by_start(const void *ctx, int a, int b) {
+  const Inst *in = ctx;
+  return cmp_i64(in->lo[a], in->lo[b]);
+}
+
+static const struct {
+  CmpFn cmp;
+  const char *name;
+} ORDERINGS[] = {
+    {by_size, "best-fit/size"},
+    {by_duration, "best-fit/duration"},
+    {by_area, "best-fit/area"},
+    {by_start, "best-fit/start"},
+};
+enum { N_ORDERINGS = sizeof(ORDERINGS) / sizeof(ORDERINGS[0]) };
+
+/* Runs every ordering, keeps the lowest height in best_off (first wins ties);
+ * stops early at the lower bound. Returns the kept ordering's index. */
+static int portfolio(const Inst *in, int64_t lb, int64_t *best_off, int64_t *best_h) {
+  Greedy g = {.tree = itree_make(in)};
+  g.spans.v = xmalloc(sizeof(Span) * (size_t)in->n);
+  int *ord = xmalloc(sizeof(int) * (size_t)in->n);
+  int64_t *off = xmalloc(sizeof(int64_t) * (size_t)in->n);
+  int kept = -1;
+  *best_h = INT64_MAX;
+  for (int o = 0; o < N_ORDERINGS && *best_h > lb; o++) {
+    for (int i = 0; i < in->n; i++) ord[i] = i;
+    msort(ord, in->n, ORDERINGS[o].cmp, in);
+    int64_t h = best_fit(&g, in, ord, off);
+    if (h < *best_h) {
+      *best_h = h, kept = o;
+      memcpy(best_off, off, sizeof(int64_t) * (size_t)in->n);
+    }
+  }
+  free(off);
+  free(ord);
+  free(g.spans.v);
+  itree_free(&g.tree);
+  return kept;
+}
+
+const char *assign_ordering_name(int ordering) {
+  return ordering >= 0 && ordering < N_ORDERINGS ? ORDERINGS[ordering].name : NULL;
+}
+
+/* Plain best fit on the whole instance, no decomposition: the baseline. */
+int64_t assign_best_fit(const AsgItem *items, int n, int64_t align, int ordering,
+                        int64_t *offsets) {
+  if (n <= 0 || ordering < 0 || ordering >= N_ORDERINGS) return 0;
+  if (align < 1) align = 1;
+  Inst in = inst_make(items, n, align);
+  Greedy g = {.tree = itree_make(&in)};
+  g.spans.v = xmalloc(sizeof(Span) * (size_t)n);
+  int *ord = xmalloc(sizeof(int) * (size_t)n);
+  for (int i = 0; i < n; i++) ord[i] = i;
+  msort(ord, n, ORDERINGS[ordering].cmp, &in);
+  int64_t h = best_fit(&g, &in, ord, offsets);
+  free(ord);
+  free(g.spans.v);
+  itree_free(&g.tree);
+  inst_free(&in);
+  return h;
+}
+
+/* ------------------------------------------------------------------------
+ * Decomposition. Two exact reductions shrink what the portfolio and the search
+ * see:
+ *  - items in different components (maximal time ranges that no lifetime
+ *    crosses) never conflict, so each component packs from its own base;
+ *  - an item live over its whole component conflicts with every other item
+ *    there, so it can sit below all of them at no cost (in any packing, lift
+ *    everything under it by its size and drop it to the base), and the rest
+ *    packs on top of the stack of such items.
+ * Repeating both yields leaves. The height is the max over leaves of base +
+ * leaf height, and the lower bound decomposes the same way, so a leaf that
+ * meets its own bound never needs search. In a training step the parameters
+ * and optimizer state span the whole step: this is what keeps best fit fast
+ * there. */
+
+enum { MAX_DEPTH = 64 }; /* nesting cap: beyond it a component is one leaf */
+
+typedef struct {
+  int a, b;     /* range in the by-start id array */
+  int64_t base; /* offset the leaf packs from */
+  int depth;
+} Leaf;
+
+typedef struct {
+  Leaf *v;
+  int n, cap;
+} LeafVec;
+
+static void leaf_push(LeafVec *lv, Leaf l) {
+  if (lv->n == lv->cap) {
+    lv->cap = lv->cap ? 2 * lv->cap : 16;
+    lv->v = xrealloc(lv->v, sizeof(Leaf) * (size_t)lv->cap);
+  }
+  lv->v[lv->n++] = l;
+}
+
+/* Moves the items of ids[c..d) that span [tlo, thi) to the front, keeping
+ * both parts in start order; returns how many span. */
+static int split_spanning(const Inst *in, int *ids, int c, int d, int64_t tlo,
+                          int64_t thi, int *tmp) {
+  int k = 0, m = 0;
+  for (int j = c; j < d; j++) {
+    int id = ids[j];
+    if (in->lo[id] == tlo && in->hi[id] == thi) ids[c + k++] = id;
+    else tmp[m++] = id;
+  }
+  memcpy(ids + c + k, tmp, sizeof(int) * (size_t)m);
+  return k;
+}
+
+/* One task: split [t.a, t.b) into components; stack each component's
+ * spanning items and queue the rest, or make the component a leaf. */
+static void decompose_task(const Inst *in, int *ids, Leaf t, int64_t *off, int *tmp,
+                           LeafVec *work, LeafVec *leaves) {
+  for (int c = t.a; c < t.b;) {
+    int64_t tlo = in->lo[ids[c]], thi = in->hi[ids[c]];
+    int d = c + 1;
+    while (d < t.b && in->lo[ids[d]] < thi) {
+      if (in->hi[ids[d]] > thi) thi = in->hi[ids[d]];
+      d++;
+    }
+    int k = t.depth < MAX_DEPTH ? split_spanning(in, ids, c, d, tlo, thi, tmp) : 0;
+    int64_t base = t.base;
+    for (int j = c; j < c + k; j++) off[ids[j]] = base, base += in->size[ids[j]];
+    if (k == 0) leaf_push(leaves, (Leaf){c, d, t.base, t.depth});
+    else if (c + k < d) leaf_push(work, (Leaf){c + k, d, base, t.depth + 1});
+    c = d;
+  }
+}
+
+/* Fills ids (sorted by start), the offsets of stacked items, and the leaves. */
+static LeafVec decompose(const Inst *in, int *ids, int64_t *off) {
+  LeafVec work = {0}, leaves = {0};
+  int *tmp = xmalloc(sizeof(int) * (size_t)in->n);
+  for (int i = 0; i < in->n; i++) ids[i] = i;
+  msort(ids, in->n, by_lo_cmp, in);
+  leaf_push(&work, (Leaf){0, in->n, 0, 0});
+  while (work.n > 0) {
+    Leaf t = work.v[--work.n];
+    decompose_task(in, ids, t, off, tmp, &work, &leaves);
+  }
+  free(tmp);
+  free(work.v);
+  return leaves;
+}
+
+/* The items of one leaf as an instance of their own (local indices). */
+static Inst leaf_inst(const Inst *in, const int *ids, Leaf l) {
+  Inst s = {.n = l.b - l.a};
+  s.lo = xmalloc(sizeof(int64_t) * (size_t)s.n);
+  s.hi = xmalloc(sizeof(int64_t) * (size_t)s.n);
+  s.size = xmalloc(sizeof(int64_t) * (size_t)s.n);
+  for (int j = 0; j < s.n; j++) {
+    int id = ids[l.a + j];
+    s.lo[j] = in->lo[id], s.hi[j] = in->hi[id], s.size[j] = in->size[id];
+  }
+  return s;
+}
+
+/* ------------------------------------------------------------------------
+ * Exact search for one leaf at one capacity, in MiniMalloc's style (Moffitt,
+ * ASPLOS 2024; this is a reimplementation from the paper's description).
+ *
+ * Any packing can be normalized so each buffer sits at 0 or on the top of a
+ * buffer it overlaps (drop buffers while one can drop); taking those buffers
+ * in order of offset, each lands at its lowest offset above what is already
+ * placed. So the search chooses only which buffer goes next, never an offset:
+ * it goes to its min offset, and offsets never decrease along a branch (equal
+ * offsets in preorder rank). Pruning, all sound:
+ *  - dominance: a buffer must not start at or above the top that some
+ *    unplaced buffer reaches from its own min offset (that one fits below, so
+ *    the same packing is found with it first);
+ *  - section inference: in a section (elementary time interval) everything
+ *    unplaced stacks above the section's floor, so floor + unplaced bytes must
+ *    fit; the floor is at least the current offset (monotone), the top of the
+ *    last buffer placed there, and the lowest min offset unplaced there;
+ *  - decomposition: once no unplaced buffer crosses a section boundary the two
+ *    sides are independent (placed buffers act only through min offsets and
+ *    floors), so each side is searched on its own. */
+
+typedef struct {
+  int n, ns;           /* buffers, sections */
+  const int64_t *size; /* aligned */
+  int *s_lo, *s_hi;    /* buffer -> its sections [s_lo, s_hi) */
+  int *ov_at, *ov;     /* CSR: buffers overlapping each buffer */
+  int *sec_at, *sec;   /* CSR: buffers live in each section */
+  int64_t *total0;     /* bytes live in each section */
+  int *pre[3];         /* preorders: rank -> buffer, one per heuristic */
+  int *rank[3];        /* buffer -> rank */
+} BB;
+
+typedef struct {
+  int64_t *slot, old;
+} Undo;
+
+typedef struct {
+  const BB *bb;
+  const int *pre, *rank; /* the preorder in use */
+  int64_t cap;
+  int64_t *off, *min_off, *floor, *total, *sol;
+  int *cuts;         /* unplaced buffers crossing boundary s | s+1 */
+  int *stamp, epoch; /* dedupes affected sections */
+  int *aff;          /* affected sections of one placement */
+  Undo *undo;        /* min offsets and floors, restored on backtrack */
+  int nundo, capundo;
+  int *pool; /* the orderings of all open nodes, stacked (ranks) */
+  int npool, cappool;
+  int64_t nodes, node_limit;
+  double deadline;
+} Search;
+
+enum { BB_NOT_FOUND, BB_FOUND, BB_ABORT };
+
+static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t min_offset,
+                       int min_rank);
+
+static int find_time(const int64_t *t, int n, int64_t x) {
+  int l = 0, r = n;
+  while (l < r) {
+    int m = mid(l, r);
+    if (t[m] < x) l = m + 1;
+    else r = m;
+  }
+  return l;
+}
+
+static int i64_cmp(const void *a, const void *b) {
+  return cmp_i64(*(const int64_t *)a, *(const int64_t *)b);
+}
+
+/* Sections are the intervals between consecutive distinct endpoints. */
+static void bb_sections(BB *bb, const Inst *in) {
+  int64_t *t = xmalloc(sizeof(int64_t) * 2 * (size_t)in->n);
+  for (int i = 0; i < in->n; i++) t[2 * i] = in->lo[i], t[2 * i + 1] = in->hi[i];
+  qsort(t, 2 * (size_t)in->n, sizeof(int64_t), i64_cmp);
+  int nt = 0;
+  for (int i = 0; i < 2 * in->n; i++)
+    if (nt == 0 || t[nt - 1] != t[i]) t[nt++] = t[i];
+  bb->ns = nt - 1;
+  bb->s_lo = xmalloc(sizeof(int) * (size_t)in->n);
+  bb->s_hi = xmalloc(sizeof(int) * (size_t)in->n);
+  for (int i = 0; i < in->n; i++)
+    bb->s_lo[i] = find_time(t, nt, in->lo[i]), bb->s_hi[i] = find_time(t, nt, in->hi[i]);
+  free(t);
+}
+
+static void bb_csr(BB *bb, const Inst *in) {
+  int n = in->n, ns = bb->ns;
+  bb->sec_at = xcalloc((size_t)ns + 1, sizeof(int));
+  bb->total0 = xcalloc((size_t)ns, sizeof(int64_t));
+  for (int i = 0; i < n; i++)
+    for (int s = bb->s_lo[i]; s < bb->s_hi[i]; s++) bb->sec_at[s + 1]++, bb->total0[s] += in->size[i];
+  for (int s = 0; s < ns; s++) bb->sec_at[s + 1] += bb->sec_at[s];
+  bb->sec = xmalloc(sizeof(int) * (size_t)bb->sec_at[ns]);
+  int *fill = xcalloc((size_t)ns, sizeof(int));
+  for (int i = 0; i < n; i++)
+    for (int s = bb->s_lo[i]; s < bb->s_hi[i]; s++) bb->sec[bb->sec_at[s] + fill[s]++] = i;
+  free(fill);
+  /* Overlaps: two passes over all pairs (leaves given to search are small). */
+  bb->ov_at = xcalloc((size_t)n + 1, sizeof(int));
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < n; i++) {
+      int k = 0;
+      for (int j = 0; j < n; j++)
+        if (j != i && bb->s_lo[i] < bb->s_hi[j] && bb->s_lo[j] < bb->s_hi[i]) {
+          if (pass) bb->ov[bb->ov_at[i] + k] = j;
+          k++;
+        }
+      if (!pass) bb->ov_at[i + 1] = bb->ov_at[i] + k;
+    }
+    if (!pass) bb->ov = xmalloc(sizeof(int) * (size_t)bb->ov_at[n] + 1);
+  }
+}
+
+/* Static preorders, MiniMalloc's "WAT", "TAW", "TWA": W = lifetime width,
+ * A = area, T = the largest section total the buffer lives in; all
+ * descending, ties by index. */
+typedef struct {
+  const Inst *in;
+  const int64_t *tmax;
+  int h;
+} PreCtx;
+
+static int pre_cmp(const void *ctx, int a, int b) {
+  const PreCtx *c = ctx;
+  static const char *keys[3] = {"WAT", "TAW", "TWA"};
+  for (const char *k = keys[c->h]; *k; k++) {
+    i128 x, y;
+    if (*k == 'W') x = c->in->hi[a] - c->in->lo[a], y = c->in->hi[b] - c->in->lo[b];
+    else if (*k == 'A')
+      x = (i128)c->in->size[a] * (c->in->hi[a] - c->in->lo[a]),
+      y = (i128)c->in->size[b] * (c->in->hi[b] - c->in->lo[b]);
+    else x = c->tmax[a], y = c->tmax[b];
+    if (x != y) return x > y ? -1 : 1;
+  }
+  return 0; /* stable sort keeps index order */
+}
+
+static void bb_preorders(BB *bb, const Inst *in) {
+  int64_t *tmax = xcalloc((size_t)in->n, sizeof(int64_t));
+  for (int i = 0; i < in->n; i++)
+    for (int s = bb->s_lo[i]; s < bb->s_hi[i]; s++)
+      if (bb->total0[s] > tmax[i]) tmax[i] = bb->total0[s];
+  for (int h = 0; h < 3; h++) {
+    PreCtx c = {in, tmax, h};
+    bb->pre[h] = xmalloc(sizeof(int) * (size_t)in->n);
+    bb->rank[h] = xmalloc(sizeof(int) * (size_t)in->n);
+    for (int i = 0; i < in->n; i++) bb->pre[h][i] = i;
+    msort(bb->pre[h], in->n, pre_cmp, &c);
+    for (int r = 0; r < in->n; r++) bb->rank[h][bb->pre[h][r]] = r;
+  }
+  free(tmax);
+}
+
+static BB bb_make(const Inst *in) {
+  BB bb = {.n = in->n, .size = in->size};
+  bb_sections(&bb, in);
+  bb_csr(&bb, in);
+  bb_preorders(&bb, in);
+  return bb;
+}
+
+static void bb_free(BB *bb) {
+  free(bb->s_lo), free(bb->s_hi), free(bb->ov_at), free(bb->ov);
+  free(bb->sec_at), free(bb->sec), free(bb->total0);
+  for (int h = 0; h < 3; h++) free(bb->pre[h]), free(bb->rank[h]);
+}
+
+static void log_set(Search *S, int64_t *slot, int64_t v) {
+  if (S->nundo == S->capundo) {
+    S->capundo = S->capundo ? 2 * S->capundo : 1024;
+    S->undo = xrealloc(S->undo, sizeof(Undo) * (size_t)S->capundo);
+  }
+  S->undo[S->nundo++] = (Undo){slot, *slot};
+  *slot = v;
+}
+
+static void undo_to(Search *S, int mark) {
+  while (S->nundo > mark) {
+    Undo u = S->undo[--S->nundo];
+    *u.slot = u.old;
+  }
+}
+
+static int pool_alloc(Search *S, int n) {
+  if (S->npool + n > S->cappool) {
+    while (S->npool + n > S->cappool) S->cappool = S->cappool ? 2 * S->cappool : 4096;
+    S->pool = xrealloc(S->pool, sizeof(int) * (size_t)S->cappool);
+  }
+  int at = S->npool;
+  S->npool += n;
+  return at;
+}
+
+/* Raises the min offsets of unplaced buffers overlapping b, marking the
+ * sections they live in; returns the number of marked sections. */
+static int raise_min_offsets(Search *S, int b, int64_t top) {
+  const BB *bb = S->bb;
+  int na = 0;
+  S->epoch++;
+  for (int k = bb->ov_at[b]; k < bb->ov_at[b + 1]; k++) {
+    int o = bb->ov[k];
+    if (S->off[o] >= 0 || S->min_off[o] >= top) continue;
+    log_set(S, &S->min_off[o], top);
+    for (int s = bb->s_lo[o]; s < bb->s_hi[o]; s++)
+      if (S->stamp[s] != S->epoch) S->stamp[s] = S->epoch, S->aff[na++] = s;
+  }
+  return na;
+}
+
+/* Places b at its min offset and updates floors and section totals. */
+static void place(Search *S, int b) {
+  const BB *bb = S->bb;
+  int64_t top = S->min_off[b] + bb->size[b];
+  S->off[b] = S->sol[b] = S->min_off[b];
+  int na = raise_min_offsets(S, b, top);
+  for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) {
+    log_set(S, &S->floor[s], top);
+    S->total[s] -= bb->size[b];
+  }
+  for (int a = 0; a < na; a++) {
+    int s = S->aff[a];
+    int64_t lowest = INT64_MAX;
+    for (int k = bb->sec_at[s]; k < bb->sec_at[s + 1]; k++) {
+      int o = bb->sec[k];
+      if (S->off[o] < 0 && S->min_off[o] < lowest) lowest = S->min_off[o];
+    }
+    if (lowest != INT64_MAX && S->floor[s] < lowest) log_set(S, &S->floor[s], lowest);
+  }
+}
+
+static void unplace(Search *S, int b, int mark) {
+  const BB *bb = S->bb;
+  for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) S->total[s] += bb->size[b];
+  undo_to(S, mark);
+  S->off[b] = -1;
+}
+
+static bool sections_fit(const Search *S, int sa, int sb, int64_t offset) {
+  for (int s = sa; s < sb; s++) {
+    int64_t f = S->floor[s] > offset ? S->floor[s] : offset;
+    if (f + S->total[s] > S->cap) return false;
+  }
+  return true;
+}
+
+/* The unplaced buffers of a parent ordering, sorted by (min offset, rank);
+ * the parent's order is nearly right, so insertion sort. */
+static int make_ordering(Search *S, int ord_at, int ord_n, int *m) {
+  int at = pool_alloc(S, ord_n), k = 0;
+  int *o = S->pool + at, *src = S->pool + ord_at;
+  for (int i = 0; i < ord_n; i++)
+    if (S->off[S->pre[src[i]]] < 0) o[k++] = src[i];
+  for (int i = 1; i < k; i++) {
+    int x = o[i], j = i;
+    int64_t kx = S->min_off[S->pre[x]];
+    while (j > 0) {
+      int64_t ky = S->min_off[S->pre[o[j - 1]]];
+      if (ky < kx || (ky == kx && o[j - 1] < x)) break;
+      o[j] = o[j - 1], j--;
+    }
+    o[j] = x;
+  }
+  *m = k;
+  return at;
+}
+
+/* Searches the unplaced buffers of ordering `ord` within [c0, c1) as a fresh
+ * subproblem (preorder ranks, offsets from 0). */
+static int solve_sub(Search *S, int ord_at, int ord_n, int c0, int c1) {
+  int at = pool_alloc(S, ord_n), k = 0;
+  int *o = S->pool + at;
+  for (int i = 0; i < ord_n; i++) {
+    int b = S->pre[S->pool[ord_at + i]];
+    if (S->off[b] < 0 && S->bb->s_lo[b] < c1 && c0 < S->bb->s_hi[b]) o[k++] = S->pool[ord_at + i];
+  }
+  for (int i = 1; i < k; i++) { /* ranks ascending */
+    int x = o[i], j = i;
+    while (j > 0 && o[j - 1] > x) o[j] = o[j - 1], j--;
+    o[j] = x;
+  }
+  int st = k ? search_node(S, at, k, c0, c1, 0, -1) : BB_FOUND;
+  S->npool = at;
+  return st;
+}
+
+/* After placing b: splits [sa, sb) where no unplaced buffer crosses any more
+ * and solves the pieces, or goes on with the same partition. */
+static int descend(Search *S, int b, int ord_at, int ord_n, int sa, int sb) {
+  const BB *bb = S->bb;
+  int ncut = 0;
+  for (int s = bb->s_lo[b]; s + 1 < bb->s_hi[b]; s++)
+    if (--S->cuts[s] == 0 && s >= sa && s + 1 < sb) ncut++;
+  int st = BB_FOUND;
+  if (ncut == 0) {
+    st = search_node(S, ord_at, ord_n, sa, sb, S->off[b], S->rank[b]);
+  } else {
+    int c0 = sa;
+    for (int s = sa; s < sb && st == BB_FOUND; s++)
+      if (s + 1 == sb || S->cuts[s] == 0) st = solve_sub(S, ord_at, ord_n, c0, s + 1), c0 = s + 1;
+  }
+  for (int s = bb->s_lo[b]; s + 1 < bb->s_hi[b]; s++) S->cuts[s]++;
+  return st;
+}
+
+static int64_t min_top(const Search *S, const int *o, int m) {
+  int64_t t = INT64_MAX;
+  for (int i = 0; i < m; i++) {
+    int b = S->pre[o[i]];
+    if (S->min_off[b] + S->bb->size[b] < t) t = S->min_off[b] + S->bb->size[b];
+  }
+  return t;
+}
+
+static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t min_offset,
+                       int min_rank) {
+  if (S->nodes++ >= S->node_limit) return BB_ABORT;
+  if ((S->nodes & 1023) == 0 && now_s() > S->deadline) return BB_ABORT;
+  int m, at = make_ordering(S, ord_at, ord_n, &m);
+  int st = BB_NOT_FOUND;
+  if (m == 0) st = BB_FOUND;
+  int64_t lowest_top = m ? min_top(S, S->pool + at, m) : 0;
+  for (int i = 0; i < m && st == BB_NOT_FOUND; i++) {
+    int r = S->pool[at + i], b = S->pre[r];
+    int64_t o = S->min_off[b];
+    if (o < min_offset || (o == min_offset && r < min_rank)) continue; /* canonical */
+    if (o >= lowest_top) break; /* dominated; later candidates start higher */
+    if (o + S->bb->size[b] > S->cap) continue;
+    int mark = S->nundo;
+    place(S, b);
+    if (sections_fit(S, sa, sb, o)) st = descend(S, b, at, m, sa, sb);
+    unplace(S, b, mark);
+  }
+  S->npool = at;
+  return st;
+}
+
+/* Search state for one leaf; reused across capacities and preorders. */
+static Search search_make(const BB *bb) {
+  Search S = {.bb = bb};
+  int n = bb->n, ns = bb->ns;
+  S.off = xmalloc(sizeof(int64_t) * (size_t)n);
+  S.min_off = xmalloc(sizeof(int64_t) * (size_t)n);
+  S.sol = xmalloc(sizeof(int64_t) * (size_t)n);
+  S.floor = xmalloc(sizeof(int64_t) * (size_t)ns);
+  S.total = xmalloc(sizeof(int64_t) * (size_t)ns);
+  S.cuts = xcalloc((size_t)ns, sizeof(int));
+  S.stamp = xcalloc((size_t)ns, sizeof(int));
+  S.aff = xmalloc(sizeof(int) * (size_t)ns);
+  return S;
+}
+
+static void search_free(Search *S) {
+  free(S->off), free(S->min_off), free(S->sol), free(S->floor), free(S->total);
+  free(S->cuts), free(S->stamp), free(S->aff), free(S->undo), free(S->pool);
+}
+
+static void search_reset(Search *S, int h, int64_t cap) {
+  const BB *bb = S->bb;
+  S->pre = bb->pre[h], S->rank = bb->rank[h], S->cap = cap;
+  for (int i = 0; i < bb->n; i++) S->off[i] = -1, S->min_off[i] = 0;
+  for (int s = 0; s < bb->ns; s++) S->floor[s] = 0, S->total[s] = bb->total0[s], S->cuts[s] = 0;
+  for (int i = 0; i < bb->n; i++)
+    for (int s = bb->s_lo[i]; s + 1 < bb->s_hi[i]; s++) S->cuts[s]++;
+  S->nundo = S->npool = 0;
+}
+
+/* Whether the leaf fits in cap: 1 (S->sol holds it), 0 (proven not), -1
+ * (node budget or deadline ran out). MiniMalloc's round robin: each preorder
+ * in turn under a node limit that doubles, so an easy preorder ends early. */
+static int bb_fit(Search *S, int64_t cap, int64_t *budget, double deadline) {
+  const BB *bb = S->bb;
+  S->deadline = deadline;
+  for (int64_t limit = 2 * (int64_t)bb->n;; limit *= 2)
+    for (int h = 0; h < 3; h++) {
+      if (*budget <= 0 || now_s() > deadline) return -1;
+      search_reset(S, h, cap);
+      S->nodes = 0;
+      S->node_limit = limit < *budget ? limit : *budget;
+      int at = pool_alloc(S, bb->n);
+      for (int r = 0; r < bb->n; r++) S->pool[at + r] = r;
+      int st = search_node(S, at, bb->n, 0, bb->ns, 0, -1);
+      *budget -= S->nodes;
+      if (st != BB_ABORT) return st == BB_FOUND;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Driving the search over leaves and capacities. */
+
+/* Search is node-counted so results do not depend on the machine's speed;
+ * the wall clock only backs it up. The rate is a conservative guess of nodes
+ * per second, turning time_limit_s into a node budget. */
+enum { NODES_PER_SECOND = 1000000, EXACT_MAX_N = 4000 };
+
+typedef struct {
+  Leaf l;
+  Inst s;           /* the leaf's items, local indices */
+  int64_t lb, h;    /* the leaf's own bound and current height */
+  int64_t *off;     /* current local offsets */
+  const char *method;
+  BB bb;            /* built on first search */
+  Search S;
+  bool built;
+} LeafSol;
+
+typedef struct {
+  const Inst *in;
+  const int *ids;
+  LeafSol *v;
+  int n;
+  int64_t budget; /* nodes left */
+  int64_t stack_top; /* top of the stacked (spanning) items */
+  double deadline;
+} Plan;
+
+static void leaves_greedy(Plan *P, const LeafVec *lv) {
+  P->n = lv->n;
+  P->v = xcalloc((size_t)lv->n, sizeof(LeafSol));
+  for (int L = 0; L < lv->n; L++) {
+    LeafSol *x = &P->v[L];
+    x->l = lv->v[L];
+    x->s = leaf_inst(P->in, P->ids, x->l);
+    x->lb = lower_bound(&x->s);
+    x->off = xmalloc(sizeof(int64_t) * (size_t)x->s.n);
+    x->method = ORDERINGS[portfolio(&x->s, x->lb, x->off, &x->h)].name;
+  }
+}
+
+static void leaves_free(Plan *P) {
+  for (int L = 0; L < P->n; L++) {
+    LeafSol *x = &P->v[L];
+    if (x->built) search_free(&x->S), bb_free(&x->bb);
+    free(x->off);
+    inst_free(&x->s);
+  }
+  free(P->v);
+}
+
+/* Makes one leaf fit under cap (its own coordinates): 1, 0 proven, -1. */
+static int leaf_fit(Plan *P, LeafSol *x, int64_t cap) {
+  if (x->h <= cap) return 1;
+  if (x->lb > cap) return 0;
+  if (x->s.n > EXACT_MAX_N) return -1;
+  if (!x->built) x->bb = bb_make(&x->s), x->S = search_make(&x->bb), x->built = true;
+  int r = bb_fit(&x->S, cap, &P->budget, P->deadline);
+  if (r == 1) {
+    x->h = 0;
+    for (int j = 0; j < x->s.n; j++) {
+      x->off[j] = x->S.sol[j];
+      if (x->off[j] + x->s.size[j] > x->h) x->h = x->off[j] + x->s.size[j];
+    }
+    x->method = "search";
+  }
+  return r;
+}
+
+/* Whether every leaf fits under a global capacity: 1, 0 (proven), -1. */
+static int fit_all(Plan *P, int64_t cap) {
+  int res = 1;
+  for (int L = 0; L < P->n && res != 0; L++) {
+    LeafSol *x = &P->v[L];
+    int r = leaf_fit(P, x, cap - x->l.base);
+    if (r < res) res = r;
+  }
+  return res;
+}
+
+static int64_t plan_height(const Plan *P, const char **method) {
+  int64_t h = P->stack_top;
+  *method = "stack";
+  for (int L = 0; L < P->n; L++)
+    if (P->v[L].l.base + P->v[L].h > h) h = P->v[L].l.base + P->v[L].h, *method = P->v[L].method;
+  return h;
+}
+
+static void plan_offsets(const Plan *P, int64_t *offsets) {
+  for (int L = 0; L < P->n; L++) {
+    const LeafSol *x = &P->v[L];
+    for (int j = 0; j < x->s.n; j++) offsets[P->ids[x->l.a + j]] = x->l.base + x->off[j];
+  }
+}
+
+/* Minimizes the height by deciding capacities between the bound and the best
+ * height: the bound first (usually the optimum), then bisection. A capacity
+ * that fails without proof is treated as too low, so `optimal` is claimed only
+ * from the bound or from a proof at best - align. Returns the height. */
+static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *optimal) {
+  const char *m;
+  int64_t lo = lb, proven = lb; /* proven: every height below it is infeasible */
+  while (lo < best && P->budget > 0 && now_s() < P->deadline) {
+    int64_t cap = lo == lb ? lb : lo + (best - lo) / align / 2 * align;
+    /* An attempt gets a share of what is left, so that one undecidable
+     * capacity cannot starve the easier ones above it. */
+    int64_t total = P->budget, share = total / (lo == lb ? 4 : 2);
+    P->budget = share;
+    int r = fit_all(P, cap);
+    P->budget = total - (share - P->budget);
+    if (r == 1) best = plan_height(P, &m);
+    else {
+      if (r == 0 && proven == lo) proven = cap + align;
+      lo = cap + align;
+    }
+  }
+  *optimal = best == lb || proven >= best;
+  return best;
+}
+
+/* ------------------------------------------------------------------------
+ * Entry points. */
+
+/* Decomposes, runs the portfolio on every leaf, and fills offsets. */
+static Plan plan_make(const Inst *in, int *ids, int64_t *offsets, double time_limit_s,
+                      double t0) {
+  for (int i = 0; i < in->n; i++) offsets[i] = 0;
+  LeafVec lv = decompose(in, ids, offsets);
+  Plan P = {.in = in, .ids = ids, .deadline = t0 + time_limit_s};
+  /* Stacked items have their offsets now, leaf items 0: a floor for the
+   * height that also covers components made only of stacked items. */
+  for (int i = 0; i < in->n; i++)
+    if (offsets[i] + in->size[i] > P.stack_top) P.stack_top = offsets[i] + in->size[i];
+  P.budget = (int64_t)(time_limit_s * NODES_PER_SECOND);
+  leaves_greedy(&P, &lv);
+  free(lv.v);
+  plan_offsets(&P, offsets);
+  return P;
+}
+
+AsgResult assign_offsets(const AsgItem *items, int n, int64_t align,
+                         double time_limit_s, int64_t *offsets) {
+  double t0 = now_s();
+  AsgResult r = {.optimal = true, .method = "empty"};
+  if (n <= 0) return r;
+  if (align < 1) align = 1;
+  Inst in = inst_make(items, n, align);
+  int *ids = xmalloc(sizeof(int) * (size_t)n);
+  r.lower_bound = lower_bound(&in);
+  Plan P = plan_make(&in, ids, offsets, time_limit_s, t0);
+  r.height = plan_height(&P, &r.method);
+  r.best_seconds = now_s() - t0;
+  r.optimal = r.height == r.lower_bound;
+  if (!r.optimal && time_limit_s > 0) {
+    int64_t h = minimize(&P, r.lower_bound, align, r.height, &r.optimal);
+    if (h < r.height) r.best_seconds = now_s() - t0; /* approximate: end of search */
+    r.height = plan_height(&P, &r.method);
+    plan_offsets(&P, offsets);
+  }
+  leaves_free(&P);
+  free(ids);
+  inst_free(&in);
+  r.seconds = now_s() - t0;
+  return r;
+}
+
+int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity,
+               double time_limit_s, int64_t *offsets) {
+  double t0 = now_s();
+  if (n <= 0) return capacity >= 0;
+  if (align < 1) align = 1;
+  Inst in = inst_make(items, n, align);
+  int res = 0;
+  if (lower_bound(&in) <= capacity) {
+    int *ids = xmalloc(sizeof(int) * (size_t)n);
+    Plan P = plan_make(&in, ids, offsets, time_limit_s, t0);
+    res = fit_all(&P, capacity);
+    if (res == 1) plan_offsets(&P, offsets);
+    leaves_free(&P);
+    free(ids);
+  }
+  inst_free(&in);
+  return res;
+}

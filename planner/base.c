@@ -1,0 +1,190 @@
+/* base.c: arena, diagnostics, checked arithmetic. */
+#include "base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void mp_internal_error(const char *file, int line, const char *what) {
+  fprintf(stderr, "%s:%d: internal error: %s\n(this is a bug in memplan; please report it with the model file)\n",
+          file, line, what);
+  abort();
+}
+
+struct ArBlock {
+  ArBlock *next;
+  size_t used, cap;
+  max_align_t data[];
+};
+
+void *ar_alloc(Arena *a, size_t n) {
+  size_t al = sizeof(max_align_t);
+  n = (n + al - 1) / al * al;
+  if (!a->head || a->head->cap - a->head->used < n) {
+    size_t cap = n > (1u << 20) ? n : (1u << 20);
+    ArBlock *b = malloc(sizeof(ArBlock) + cap);
+    if (!b) {
+      fprintf(stderr, "memplan: error: out of memory (asked for %zu bytes)\n", n);
+      exit(1);
+    }
+    b->next = a->head;
+    b->used = 0;
+    b->cap = cap;
+    a->head = b;
+  }
+  void *p = (char *)a->head->data + a->head->used;
+  a->head->used += n;
+  memset(p, 0, n);
+  return p;
+}
+
+void *ar_grow(Arena *a, void *old, size_t oldn, size_t newn) {
+  void *p = ar_alloc(a, newn);
+  if (old && oldn) memcpy(p, old, oldn < newn ? oldn : newn);
+  return p;
+}
+
+char *ar_strdup(Arena *a, const char *s) {
+  size_t n = strlen(s);
+  char *p = ar_alloc(a, n + 1);
+  memcpy(p, s, n);
+  return p;
+}
+
+char *ar_printf(Arena *a, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  char small[256];
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  char *p = ar_alloc(a, (size_t)n + 1);
+  if ((size_t)n < sizeof small) memcpy(p, small, (size_t)n + 1);
+  else vsnprintf(p, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return p;
+}
+
+void ar_free(Arena *a) {
+  while (a->head) {
+    ArBlock *n = a->head->next;
+    free(a->head);
+    a->head = n;
+  }
+}
+
+/* ---- diagnostics ---- */
+
+#define MAX_SOURCES 16
+static struct {
+  const char *file, *text;
+  size_t len;
+} sources[MAX_SOURCES];
+static int nsources;
+static jmp_buf *catcher;
+static char last_msg[1024];
+
+void diag_register_source(const char *file, const char *text, size_t len) {
+  if (nsources == MAX_SOURCES) nsources = 0; /* oldest goes; carets are a nicety */
+  sources[nsources].file = file;
+  sources[nsources].text = text;
+  sources[nsources].len = len;
+  nsources++;
+}
+
+void diag_catch(jmp_buf *jb) { catcher = jb; }
+const char *diag_last(void) { return last_msg; }
+
+/* Prints the source line of loc and a caret under its column. Tabs are kept
+ * so the caret lines up in a terminal. */
+static void print_caret(Loc loc) {
+  for (int i = 0; i < nsources; i++) {
+    if (strcmp(sources[i].file, loc.file) != 0) continue;
+    const char *p = sources[i].text, *end = p + sources[i].len;
+    for (int ln = 1; ln < loc.line && p < end; p++)
+      if (*p == '\n') ln++;
+    const char *e = p;
+    while (e < end && *e != '\n' && *e != '\r') e++;
+    if (e - p > 200) e = p + 200;
+    fprintf(stderr, "%.*s\n", (int)(e - p), p);
+    for (int c = 1; c < loc.col && p + c - 1 < e; c++) fputc(p[c - 1] == '\t' ? '\t' : ' ', stderr);
+    fputs("^\n", stderr);
+    return;
+  }
+}
+
+static void report(const char *kind, Loc loc, const char *fmt, va_list ap) {
+  char msg[768];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  if (loc.file && loc.line > 0)
+    snprintf(last_msg, sizeof last_msg, "%s:%d:%d: %s: %s", loc.file, loc.line, loc.col, kind, msg);
+  else if (loc.file)
+    snprintf(last_msg, sizeof last_msg, "%s: %s: %s", loc.file, kind, msg);
+  else
+    snprintf(last_msg, sizeof last_msg, "memplan: %s: %s", kind, msg);
+  fprintf(stderr, "%s\n", last_msg);
+  if (loc.file && loc.line > 0) print_caret(loc);
+}
+
+void diag_verror(Loc loc, const char *fmt, va_list ap) {
+  report("error", loc, fmt, ap);
+  if (catcher) longjmp(*catcher, 1);
+  exit(1);
+}
+
+void diag_error(Loc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_verror(loc, fmt, ap);
+}
+
+int64_t ck_mul_or_die(Loc loc, const char *what, int64_t a, int64_t b) {
+  int64_t r;
+  if (!ck_mul(a, b, &r))
+    diag_error(loc, "integer overflow computing %s (%lld * %lld does not fit in 64 bits); use smaller dims",
+               what, (long long)a, (long long)b);
+  return r;
+}
+
+int64_t ck_add_or_die(Loc loc, const char *what, int64_t a, int64_t b) {
+  int64_t r;
+  if (!ck_add(a, b, &r))
+    diag_error(loc, "integer overflow computing %s (%lld + %lld does not fit in 64 bits); use smaller dims",
+               what, (long long)a, (long long)b);
+  return r;
+}
+
+int64_t mp_align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+const char *mp_fmt_bytes(char *buf, size_t n, int64_t b) {
+  const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)b;
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, u++;
+  if (u == 0) snprintf(buf, n, "%lld B", (long long)b);
+  else snprintf(buf, n, "%.2f %s", v, unit[u]);
+  return buf;
+}
+
+int mp_edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 64 || lb > 64) return 1 << 20;
+  int d[65][65];
+  for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+  for (size_t i = 1; i <= la; i++)
+    for (size_t j = 1; j <= lb; j++) {
+      int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+      d[i][j] = c;
+    }
+  return d[la][lb];
+}
+
+double mp_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,73 @@
+/* base.h: what every pass uses: the compilation arena (ar_), growable arrays,
+ * source locations and user diagnostics (diag_), checked 64-bit arithmetic
+ * (ck_), and the internal-bug check (MP_ASSERT). */
+#ifndef MEMPLAN_BASE_H
+#define MEMPLAN_BASE_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Internal bugs (never user errors) abort with the place they were found. */
+#define MP_ASSERT(c)                                                             \
+  ((c) ? (void)0 : mp_internal_error(__FILE__, __LINE__, #c))
+_Noreturn void mp_internal_error(const char *file, int line, const char *what);
+
+/* One arena per compilation owns the IR and every pass's tables; freed once. */
+typedef struct ArBlock ArBlock;
+typedef struct {
+  ArBlock *head; /* newest block first */
+} Arena;
+
+void *ar_alloc(Arena *a, size_t n);                 /* zeroed, max-aligned */
+void *ar_grow(Arena *a, void *old, size_t oldn, size_t newn); /* copy into new */
+char *ar_strdup(Arena *a, const char *s);
+char *ar_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ar_free(Arena *a);
+
+/* Growable array living in an arena: VEC(int) v = {0}; VEC_PUSH(ar, v, 3); */
+#define VEC(T) struct { T *v; int n, cap; }
+#define VEC_PUSH(ar, vec, x)                                                     \
+  do {                                                                           \
+    if ((vec).n == (vec).cap) {                                                  \
+      int nc_ = (vec).cap ? 2 * (vec).cap : 8;                                   \
+      (vec).v = ar_grow((ar), (vec).v, sizeof(*(vec).v) * (size_t)(vec).cap,     \
+                        sizeof(*(vec).v) * (size_t)nc_);                         \
+      (vec).cap = nc_;                                                           \
+    }                                                                            \
+    (vec).v[(vec).n++] = (x);                                                    \
+  } while (0)
+
+/* A place in a source file; line 0 means "no place" (command line, internal). */
+typedef struct {
+  const char *file; /* path as the user gave it */
+  int line, col;    /* 1-based */
+} Loc;
+
+/* User errors: "path:line:col: error: message", the source line and a caret,
+ * then exit(1) -- or a longjmp to diag_catch's buffer when one is set (tests,
+ * fuzzers). Source text is registered by the loader so carets can be drawn. */
+void diag_register_source(const char *file, const char *text, size_t len);
+_Noreturn void diag_error(Loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+_Noreturn void diag_verror(Loc loc, const char *fmt, va_list ap);
+void diag_catch(jmp_buf *jb); /* NULL restores exit(1) */
+const char *diag_last(void);  /* the last error message (for tests) */
+
+/* Checked 64-bit arithmetic: false on overflow. */
+static inline bool ck_add(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+static inline bool ck_mul(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+int64_t ck_mul_or_die(Loc loc, const char *what, int64_t a, int64_t b);
+int64_t ck_add_or_die(Loc loc, const char *what, int64_t a, int64_t b);
+
+int64_t mp_align_up(int64_t x, int64_t a);
+/* Human-readable bytes into buf: "1.50 GiB (1610612736 B)". */
+const char *mp_fmt_bytes(char *buf, size_t n, int64_t bytes);
+/* Levenshtein distance, for "did you mean" suggestions. */
+int mp_edit_distance(const char *a, const char *b);
+/* Time since an unspecified start, in seconds (monotonic). */
+double mp_now(void);
+
+#endif

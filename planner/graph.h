@@ -1,0 +1,125 @@
+/* graph.h: the model graph IR the loader builds (forward ops only), by
+ * integer ids: tensors and ops in arrays. Later passes read it and never
+ * mutate it; each returns a new table indexed by tensor or op id. */
+#ifndef MEMPLAN_GRAPH_H
+#define MEMPLAN_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base.h"
+
+#define MAX_RANK 6
+
+typedef enum {
+  DT_F32, /* 4 bytes */
+  DT_I32, /* 4 bytes, token ids and class targets */
+  DT_COUNT
+} DType;
+
+typedef struct {
+  int rank;
+  int64_t d[MAX_RANK];       /* values */
+  const char *sym[MAX_RANK]; /* symbolic text of each dim ("B", "4*C"); never NULL once built */
+} Shape;
+
+typedef enum {
+  INIT_NONE,   /* not a parameter */
+  INIT_NORMAL, /* N(0, std^2) */
+  INIT_ZEROS,
+  INIT_ONES,
+  INIT_UNIFORM /* U(-bound, bound), PyTorch's nn.Linear default: bound = 1/sqrt(fan_in) */
+} InitKind;
+
+typedef struct {
+  InitKind kind;
+  double scale; /* std for NORMAL, bound for UNIFORM */
+} Init;
+
+typedef enum {
+  OP_LINEAR,
+  OP_MATMUL,
+  OP_ADD,
+  OP_RELU,
+  OP_GELU,
+  OP_LAYERNORM,
+  OP_SOFTMAX,
+  OP_ATTENTION, /* attention core: qkv -> out; causal_self_attention lowers to linear, attention, linear */
+  OP_EMBEDDING,
+  OP_POS_EMBEDDING,
+  OP_CROSS_ENTROPY,
+  OP_MSE,
+  OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */
+  OP_SGD,
+  OP_COUNT
+} OpKind;
+
+typedef enum {
+  TK_INPUT, /* fed by the trainer each step */
+  TK_PARAM, /* trainable */
+  TK_ACT    /* computed: layer outputs and saved statistics */
+} TensorKind;
+
+typedef struct {
+  const char *name;
+  TensorKind kind;
+  DType dtype;
+  Shape shape;
+  Loc loc;      /* where it was declared or where its layer was written */
+  int producer; /* forward op id, -1 for inputs and params */
+  Init init;    /* params only */
+} Tensor;
+
+#define MAX_OP_IN 4
+#define MAX_OP_OUT 3
+
+typedef struct {
+  OpKind kind;
+  const char *name;       /* the layer's full name, "h3.fc" */
+  Loc loc;                /* the layer's mapping in the YAML */
+  int nin;                /* data inputs, in the op table's slot order; -1 = absent (a bias) */
+  int in[MAX_OP_IN];      /* tensor ids, parameters included */
+  int nout;
+  int out[MAX_OP_OUT];    /* out[0] is the layer's output; the rest are saved statistics */
+  int64_t attr[4];        /* op-specific (heads for attention) */
+} Op;
+
+typedef struct {
+  const char *name;
+  int64_t value;
+  Loc loc;
+  bool overridden; /* set from the command line (--set) */
+} Dim;
+
+typedef enum { OPT_ADAMW, OPT_SGD } OptKind;
+
+typedef struct {
+  OptKind kind;
+  double lr, beta1, beta2, eps, weight_decay; /* AdamW */
+  double momentum;                            /* SGD */
+  bool nesterov;
+  Loc loc;
+} Optimizer;
+
+typedef struct {
+  const char *model;
+  const char *path;
+  Dim *dims;
+  int ndims;
+  Tensor *t;
+  int nt;
+  Op *ops; /* in a topological order (the forward schedule) */
+  int nops;
+  Optimizer opt;
+  int loss; /* tensor id of the scalar loss */
+} Graph;
+
+int64_t dtype_size(DType t);
+const char *dtype_name(DType t); /* "f32", "i32" */
+int64_t shape_numel(const Shape *s);
+/* "(B, T, 4*C)" into an arena string. */
+char *shape_sym_str(Arena *ar, const Shape *s);
+/* "[8, 1024, 768]" into an arena string. */
+char *shape_val_str(Arena *ar, const Shape *s);
+
+#endif

@@ -1,0 +1,790 @@
+/* load.c: the YAML front end (libyaml's document API, which keeps the line
+ * and column of every node).
+ *
+ *   model: NAME                      required
+ *   dims: {NAME: EXPR, ...}          evaluated in order; later dims may use earlier ones
+ *   inputs: {NAME: {shape: [EXPR...], dtype: i32|f32}}
+ *   optimizer: {type: adamw|sgd, ...}
+ *   init: pytorch|gpt2               parameter initialization scheme
+ *   layers: [LAYER | REPEAT ...]
+ *   LAYER  = {name, op, input?, inputs?, op-specific keys}
+ *   REPEAT = {repeat: EXPR, name: PREFIX, layers: [...]}
+ *
+ * Passes inside: flatten (expand repeats, resolve names), order (topological
+ * sort, cycle errors), build (shape rules from the op table), init. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "expr.h"
+#include "load.h"
+#include "ops.h"
+
+#define MAX_LAYERS 100000 /* after repeat expansion */
+#define MAX_NAME 256
+#define MAX_DEPTH 16
+
+typedef yaml_node_t Node;
+
+/* A layer after repeat expansion. */
+typedef struct {
+  const char *name;   /* full name: "h3.fc" */
+  const char *scope;  /* prefix of its block: "h3." or "" */
+  Node *node;         /* the YAML mapping */
+  int op;             /* OpKind, or OP_COUNT for causal_self_attention */
+  int ninputs;
+  int input[MAX_OP_IN]; /* name ids (see Names) */
+  Loc input_loc[MAX_OP_IN];
+  int share;          /* name id of a shared parameter's owner layer, -1 */
+  int out;            /* tensor id of the layer's output, after build */
+} Layer;
+
+/* A name -> id table: ids < 0 are graph inputs (-1 - tensor id), >= 0 layers. */
+typedef struct {
+  const char **key;
+  int *val;
+  int cap, n;
+} Names;
+
+typedef struct {
+  Arena *ar;
+  const char *path;
+  yaml_document_t doc;
+  VEC(Dim) dims;
+  VEC(Tensor) t;
+  VEC(Op) ops;
+  VEC(Layer) layers;
+  Names names;
+  const DimOverride *ov;
+  int nov;
+  bool gpt2_init;
+} Loader;
+
+static Loc loc_of(Loader *L, const Node *n) {
+  return (Loc){L->path, (int)n->start_mark.line + 1, (int)n->start_mark.column + 1};
+}
+
+/* ---- names ---- */
+
+static uint64_t hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static int *names_slot(Loader *L, const char *k) {
+  Names *N = &L->names;
+  if (2 * (N->n + 1) > N->cap) {
+    Names old = *N;
+    N->cap = old.cap ? 2 * old.cap : 256;
+    N->key = ar_alloc(L->ar, sizeof(char *) * (size_t)N->cap);
+    N->val = ar_alloc(L->ar, sizeof(int) * (size_t)N->cap);
+    N->n = 0;
+    for (int i = 0; i < old.cap; i++)
+      if (old.key[i]) *names_slot(L, old.key[i]) = old.val[i], N->n++;
+  }
+  size_t i = hash(k) & (size_t)(N->cap - 1);
+  while (N->key[i] && strcmp(N->key[i], k) != 0) i = (i + 1) & (size_t)(N->cap - 1);
+  if (!N->key[i]) N->key[i] = k, N->val[i] = INT32_MIN;
+  return &N->val[i];
+}
+
+static bool names_get(Loader *L, const char *k, int *v) {
+  Names *N = &L->names;
+  if (!N->cap) return false;
+  size_t i = hash(k) & (size_t)(N->cap - 1);
+  while (N->key[i]) {
+    if (strcmp(N->key[i], k) == 0) return *v = N->val[i], N->val[i] != INT32_MIN;
+    i = (i + 1) & (size_t)(N->cap - 1);
+  }
+  return false;
+}
+
+/* ---- YAML access ---- */
+
+static Node *node(Loader *L, int i) { return yaml_document_get_node(&L->doc, i); }
+
+static const char *kind_name(const Node *n) {
+  return n->type == YAML_SCALAR_NODE ? "a scalar" : n->type == YAML_SEQUENCE_NODE ? "a list" : "a mapping";
+}
+
+static Node *expect(Loader *L, Node *n, yaml_node_type_t t, const char *what) {
+  if (n->type != t)
+    diag_error(loc_of(L, n), "%s must be %s, not %s", what,
+               t == YAML_SCALAR_NODE ? "a scalar" : t == YAML_SEQUENCE_NODE ? "a list" : "a mapping",
+               kind_name(n));
+  return n;
+}
+
+static const char *scalar(Loader *L, Node *n, const char *what) {
+  return (const char *)expect(L, n, YAML_SCALAR_NODE, what)->data.scalar.value;
+}
+
+/* Value node of key in a mapping, or NULL. */
+static Node *get(Loader *L, Node *map, const char *key) {
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    Node *k = node(L, p->key);
+    if (k->type == YAML_SCALAR_NODE && strcmp((char *)k->data.scalar.value, key) == 0) return node(L, p->value);
+  }
+  return NULL;
+}
+
+static Node *need(Loader *L, Node *map, const char *key, const char *what) {
+  Node *v = get(L, map, key);
+  if (!v) diag_error(loc_of(L, map), "%s is missing the required key '%s'", what, key);
+  return v;
+}
+
+/* Every key must be a scalar from `allowed` (NULL-terminated lists, up to 3),
+ * at most once; the error suggests the closest allowed key. */
+static void check_keys(Loader *L, Node *map, const char *what, const char *const *a,
+                       const char *const *b) {
+  const char *const *lists[2] = {a, b};
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    Node *k = node(L, p->key);
+    const char *ks = scalar(L, k, "a key");
+    for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+      Node *k2 = node(L, q->key);
+      if (k2->type == YAML_SCALAR_NODE && strcmp((char *)k2->data.scalar.value, ks) == 0)
+        diag_error(loc_of(L, k), "duplicate key '%s' in %s", ks, what);
+    }
+    const char *best = NULL;
+    int bd = 1 << 30;
+    bool ok = !a && !b; /* no lists: any key, checked for duplicates only */
+    for (int l = 0; l < 2 && !ok; l++)
+      for (const char *const *s = lists[l]; s && *s && !ok; s++) {
+        if (strcmp(*s, ks) == 0) ok = true;
+        int d = mp_edit_distance(ks, *s);
+        if (d < bd) bd = d, best = *s;
+      }
+    if (ok) continue;
+    if (best && bd <= 3) diag_error(loc_of(L, k), "unknown key '%s' in %s; did you mean '%s'?", ks, what, best);
+    diag_error(loc_of(L, k), "unknown key '%s' in %s", ks, what);
+  }
+}
+
+static int64_t int_expr(Loader *L, Node *n, const char *what) {
+  const char *s = scalar(L, n, what);
+  Loc at = loc_of(L, n);
+  if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) at.col++; /* skip the quote */
+  return expr_eval(s, at, L->dims.v, L->dims.n);
+}
+
+static double number(Loader *L, Node *n, const char *what) {
+  const char *s = scalar(L, n, what);
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end || errno || !isfinite(v))
+    diag_error(loc_of(L, n), "%s must be a number, not '%s'", what, s);
+  return v;
+}
+
+static bool boolean(Loader *L, Node *n, const char *what) {
+  const char *s = scalar(L, n, what);
+  if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on")) return true;
+  if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off")) return false;
+  diag_error(loc_of(L, n), "%s must be true or false, not '%s'", what, s);
+}
+
+/* ---- dims, inputs, optimizer ---- */
+
+static void load_dims(Loader *L, Node *map) {
+  if (!map) return;
+  expect(L, map, YAML_MAPPING_NODE, "'dims'");
+  check_keys(L, map, "dims", NULL, NULL); /* duplicates only: any name is a key */
+}
+
+static void eval_dims(Loader *L, Node *map) {
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    Node *k = node(L, p->key);
+    const char *name = scalar(L, k, "a dim name");
+    if (!expr_is_ident(name))
+      diag_error(loc_of(L, k), "dim name '%s' must be an identifier (letters, digits, '_')", name);
+    Dim d = {ar_strdup(L->ar, name), 0, loc_of(L, node(L, p->value)), false};
+    for (int i = 0; i < L->nov; i++)
+      if (!strcmp(L->ov[i].name, name)) d.value = L->ov[i].value, d.overridden = true;
+    if (!d.overridden) d.value = int_expr(L, node(L, p->value), "a dim");
+    if (d.value <= 0)
+      diag_error(d.loc, "dim %s = %lld must be positive", name, (long long)d.value);
+    VEC_PUSH(L->ar, L->dims, d);
+  }
+}
+
+static void check_overrides(Loader *L) {
+  for (int i = 0; i < L->nov; i++) {
+    bool found = false;
+    const char *best = NULL;
+    int bd = 3;
+    for (int j = 0; j < L->dims.n; j++) {
+      if (!strcmp(L->dims.v[j].name, L->ov[i].name)) found = true;
+      int d = mp_edit_distance(L->ov[i].name, L->dims.v[j].name);
+      if (d < bd) bd = d, best = L->dims.v[j].name;
+    }
+    if (found) continue;
+    Loc at = {L->path, 0, 0};
+    if (best) diag_error(at, "--set %s: the model has no dim '%s'; did you mean '%s'?", L->ov[i].name, L->ov[i].name, best);
+    diag_error(at, "--set %s: the model has no dim '%s'", L->ov[i].name, L->ov[i].name);
+  }
+}
+
+static Shape eval_shape(Loader *L, Node *seq, const char *what) {
+  expect(L, seq, YAML_SEQUENCE_NODE, what);
+  Shape s = {0};
+  for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+    Node *n = node(L, *it);
+    if (s.rank == MAX_RANK) diag_error(loc_of(L, n), "%s has more than %d dims", what, MAX_RANK);
+    s.d[s.rank] = int_expr(L, n, "a shape dim");
+    if (s.d[s.rank] <= 0) diag_error(loc_of(L, n), "shape dims must be positive, not %lld", (long long)s.d[s.rank]);
+    s.sym[s.rank] = ar_strdup(L->ar, (char *)n->data.scalar.value);
+    s.rank++;
+  }
+  return s;
+}
+
+static int add_tensor(Loader *L, Tensor t) {
+  int64_t bytes = dtype_size(t.dtype);
+  for (int i = 0; i < t.shape.rank; i++) bytes = ck_mul_or_die(t.loc, "a tensor's size in bytes", bytes, t.shape.d[i]);
+  if (L->t.n >= 4 * MAX_LAYERS) diag_error(t.loc, "too many tensors (limit %d)", 4 * MAX_LAYERS);
+  VEC_PUSH(L->ar, L->t, t);
+  return L->t.n - 1;
+}
+
+static void load_inputs(Loader *L, Node *map) {
+  static const char *const keys[] = {"shape", "dtype", NULL};
+  expect(L, map, YAML_MAPPING_NODE, "'inputs'");
+  check_keys(L, map, "inputs", NULL, NULL);
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    Node *k = node(L, p->key), *v = node(L, p->value);
+    const char *name = scalar(L, k, "an input name");
+    if (!expr_is_ident(name)) diag_error(loc_of(L, k), "input name '%s' must be an identifier", name);
+    expect(L, v, YAML_MAPPING_NODE, "an input");
+    check_keys(L, v, "an input", keys, NULL);
+    Tensor t = {.name = ar_strdup(L->ar, name), .kind = TK_INPUT, .loc = loc_of(L, k), .producer = -1};
+    t.shape = eval_shape(L, need(L, v, "shape", "an input"), "'shape'");
+    Node *dt = get(L, v, "dtype");
+    const char *ds = dt ? scalar(L, dt, "'dtype'") : "f32";
+    if (!strcmp(ds, "f32")) t.dtype = DT_F32;
+    else if (!strcmp(ds, "i32")) t.dtype = DT_I32;
+    else diag_error(loc_of(L, dt), "unknown dtype '%s'; inputs are f32 or i32", ds);
+    int *slot = names_slot(L, t.name);
+    if (*slot != INT32_MIN) diag_error(t.loc, "duplicate name '%s'", name);
+    *slot = -1 - add_tensor(L, t);
+  }
+}
+
+static Optimizer load_optimizer(Loader *L, Node *map) {
+  Optimizer o = {OPT_ADAMW, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, false, {L->path, 0, 0}};
+  if (!map) return o;
+  static const char *const adam[] = {"type", "lr", "betas", "eps", "weight_decay", NULL};
+  static const char *const sgd[] = {"type", "lr", "momentum", "weight_decay", "nesterov", NULL};
+  expect(L, map, YAML_MAPPING_NODE, "'optimizer'");
+  o.loc = loc_of(L, map);
+  Node *t = need(L, map, "type", "'optimizer'");
+  const char *ts = scalar(L, t, "'type'");
+  if (!strcmp(ts, "sgd")) o = (Optimizer){OPT_SGD, 1e-2, 0, 0, 0, 0, 0, false, o.loc};
+  else if (strcmp(ts, "adamw")) diag_error(loc_of(L, t), "unknown optimizer '%s'; use adamw or sgd", ts);
+  check_keys(L, map, "'optimizer'", o.kind == OPT_SGD ? sgd : adam, NULL);
+  Node *n;
+  if ((n = get(L, map, "lr"))) o.lr = number(L, n, "'lr'");
+  if ((n = get(L, map, "eps"))) o.eps = number(L, n, "'eps'");
+  if ((n = get(L, map, "weight_decay"))) o.weight_decay = number(L, n, "'weight_decay'");
+  if ((n = get(L, map, "momentum"))) o.momentum = number(L, n, "'momentum'");
+  if ((n = get(L, map, "nesterov"))) o.nesterov = boolean(L, n, "'nesterov'");
+  if ((n = get(L, map, "betas"))) {
+    expect(L, n, YAML_SEQUENCE_NODE, "'betas'");
+    if (n->data.sequence.items.top - n->data.sequence.items.start != 2)
+      diag_error(loc_of(L, n), "'betas' must be a list of two numbers, like [0.9, 0.999]");
+    o.beta1 = number(L, node(L, n->data.sequence.items.start[0]), "a beta");
+    o.beta2 = number(L, node(L, n->data.sequence.items.start[1]), "a beta");
+  }
+  if (!(o.lr > 0)) diag_error(o.loc, "the learning rate must be positive");
+  return o;
+}
+
+/* ---- flatten: expand repeats, give each layer its full name ---- */
+
+static const char *const common_keys[] = {"name", "op", "input", "inputs", NULL};
+static const char *const csa_keys[] = {"heads", "bias", NULL};
+static const char *const repeat_keys[] = {"repeat", "name", "layers", NULL};
+
+static void flatten(Loader *L, Node *seq, const char *scope, int depth, int64_t *budget);
+
+static void flatten_repeat(Loader *L, Node *m, const char *scope, int depth, int64_t *budget) {
+  check_keys(L, m, "a repeat block", repeat_keys, NULL);
+  Node *rn = need(L, m, "repeat", "a repeat block");
+  int64_t n = int_expr(L, rn, "'repeat'");
+  const char *name = scalar(L, need(L, m, "name", "a repeat block"), "'name'");
+  if (!expr_is_ident(name)) diag_error(loc_of(L, get(L, m, "name")), "block name '%s' must be an identifier", name);
+  if (n < 0) diag_error(loc_of(L, rn), "repeat count %lld must not be negative", (long long)n);
+  if (n > MAX_LAYERS) diag_error(loc_of(L, rn), "repeat count %lld is over the limit of %d layers", (long long)n, MAX_LAYERS);
+  Node *body = expect(L, need(L, m, "layers", "a repeat block"), YAML_SEQUENCE_NODE, "'layers'");
+  for (int64_t i = 0; i < n; i++)
+    flatten(L, body, ar_printf(L->ar, "%s%s%lld.", scope, name, (long long)i), depth + 1, budget);
+}
+
+static void flatten_layer(Loader *L, Node *m, const char *scope) {
+  Node *nn = need(L, m, "name", "a layer");
+  const char *name = scalar(L, nn, "'name'");
+  if (!*name || strchr(name, '.') || name[0] == '$')
+    diag_error(loc_of(L, nn), "layer name '%s' must be non-empty, without '.' and not start with '$'", name);
+  if (strlen(name) > MAX_NAME) diag_error(loc_of(L, nn), "layer name is longer than %d characters", MAX_NAME);
+  Node *on = need(L, m, "op", "a layer");
+  const char *ops = scalar(L, on, "'op'");
+  int op = !strcmp(ops, "causal_self_attention") ? OP_COUNT : op_lookup(ops);
+  if (op < 0) {
+    const char *s = op_suggest(ops);
+    if (s) diag_error(loc_of(L, on), "unknown op '%s'; did you mean '%s'?", ops, s);
+    diag_error(loc_of(L, on), "unknown op '%s' (see the README's op table)", ops);
+  }
+  check_keys(L, m, "a layer", common_keys, op == OP_COUNT ? csa_keys : op_info(op)->keys);
+  Layer ly = {.name = ar_printf(L->ar, "%s%s", scope, name), .scope = scope, .node = m, .op = op,
+              .share = -1, .out = -1};
+  int *slot = names_slot(L, ly.name);
+  if (*slot != INT32_MIN) {
+    Loc first = *slot >= 0 ? loc_of(L, L->layers.v[*slot].node) : L->t.v[-1 - *slot].loc;
+    diag_error(loc_of(L, nn), "duplicate name '%s' (first defined at line %d)", ly.name, first.line);
+  }
+  *slot = L->layers.n;
+  VEC_PUSH(L->ar, L->layers, ly);
+}
+
+static void flatten(Loader *L, Node *seq, const char *scope, int depth, int64_t *budget) {
+  if (depth > MAX_DEPTH) diag_error(loc_of(L, seq), "repeat blocks nested deeper than %d", MAX_DEPTH);
+  for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+    Node *m = expect(L, node(L, *it), YAML_MAPPING_NODE, "a layer");
+    if (--*budget < 0) diag_error(loc_of(L, m), "the model expands to more than %d layers", MAX_LAYERS);
+    if (get(L, m, "repeat")) flatten_repeat(L, m, scope, depth, budget);
+    else flatten_layer(L, m, scope);
+  }
+}
+
+/* ---- resolve: names of inputs and shared parameters, scope by scope ---- */
+
+/* The name id of ref seen from scope "h3.b1.": h3.b1.ref, h3.ref, ref. */
+static bool resolve_name(Loader *L, const char *scope, const char *ref, int *id) {
+  size_t n = strlen(scope);
+  char buf[2 * MAX_NAME + 64];
+  for (;;) {
+    if (n + strlen(ref) + 1 < sizeof buf) {
+      snprintf(buf, sizeof buf, "%.*s%s", (int)n, scope, ref);
+      if (names_get(L, buf, id)) return true;
+    }
+    if (n == 0) return false;
+    do n--; while (n > 0 && scope[n - 1] != '.');
+  }
+}
+
+/* The block input ($in) of a scope: the layer before the block's first. */
+static int block_input(Loader *L, int li, Loc at) {
+  const char *scope = L->layers.v[li].scope;
+  int j = li;
+  while (j > 0 && !strncmp(L->layers.v[j - 1].name, scope, strlen(scope)) && *scope) j--;
+  if (!*scope) diag_error(at, "'$in' is only meaningful inside a repeat block");
+  if (j == 0) diag_error(at, "'$in': the block has no previous layer");
+  return j - 1;
+}
+
+static int resolve_ref(Loader *L, int li, Node *n) {
+  const char *ref = scalar(L, n, "an input name");
+  if (!strcmp(ref, "$in")) return block_input(L, li, loc_of(L, n));
+  int id;
+  if (resolve_name(L, L->layers.v[li].scope, ref, &id)) {
+    if (id == li) diag_error(loc_of(L, n), "layer '%s' cannot be its own input", ref);
+    return id;
+  }
+  const char *best = NULL;
+  int bd = 3;
+  for (int i = 0; i < L->names.cap; i++)
+    if (L->names.key[i]) {
+      int d = mp_edit_distance(ref, L->names.key[i]);
+      if (d < bd) bd = d, best = L->names.key[i];
+    }
+  if (best) diag_error(loc_of(L, n), "unknown layer or input '%s'; did you mean '%s'?", ref, best);
+  diag_error(loc_of(L, n), "unknown layer or input '%s'", ref);
+}
+
+static void resolve(Loader *L) {
+  for (int li = 0; li < L->layers.n; li++) {
+    Layer *ly = &L->layers.v[li];
+    Node *one = get(L, ly->node, "input"), *many = get(L, ly->node, "inputs");
+    if (one && many) diag_error(loc_of(L, many), "use either 'input' or 'inputs', not both");
+    if (one) {
+      ly->input[0] = resolve_ref(L, li, one), ly->input_loc[0] = loc_of(L, one), ly->ninputs = 1;
+    } else if (many) {
+      expect(L, many, YAML_SEQUENCE_NODE, "'inputs'");
+      for (yaml_node_item_t *it = many->data.sequence.items.start; it < many->data.sequence.items.top; it++) {
+        if (ly->ninputs == MAX_OP_IN) diag_error(loc_of(L, many), "too many inputs");
+        ly->input_loc[ly->ninputs] = loc_of(L, node(L, *it));
+        ly->input[ly->ninputs++] = resolve_ref(L, li, node(L, *it));
+      }
+    } else {
+      if (li == 0) diag_error(loc_of(L, ly->node), "the first layer needs an 'input'");
+      ly->input[0] = li - 1, ly->input_loc[0] = loc_of(L, ly->node), ly->ninputs = 1;
+    }
+    int lo = ly->op == OP_COUNT ? 1 : op_info(ly->op)->min_inputs;
+    int hi = ly->op == OP_COUNT ? 1 : op_info(ly->op)->max_inputs;
+    if (ly->ninputs < lo || ly->ninputs > hi)
+      diag_error(loc_of(L, ly->node), "op takes %d input%s, got %d", lo, lo == 1 ? "" : "s", ly->ninputs);
+    Node *w = get(L, ly->node, "weight");
+    if (w) {
+      const char *ref = scalar(L, w, "'weight'");
+      const char *dot = strrchr(ref, '.');
+      char owner[2 * MAX_NAME];
+      snprintf(owner, sizeof owner, "%.*s", dot ? (int)(dot - ref) : 0, ref);
+      int id;
+      if (!dot || !resolve_name(L, ly->scope, owner, &id) || id < 0)
+        diag_error(loc_of(L, w), "unknown parameter '%s'; name it as LAYER.weight", ref);
+      ly->share = id;
+    }
+  }
+}
+
+/* ---- order: topological sort, stable in YAML order ---- */
+
+static void cycle_error(Loader *L, const int *state, int li) {
+  /* follow unfinished inputs from li until one repeats */
+  char path[512] = "";
+  int cur = li;
+  for (int steps = 0; steps < 64; steps++) {
+    size_t n = strlen(path);
+    snprintf(path + n, sizeof path - n, "%s%s", steps ? " -> " : "", L->layers.v[cur].name);
+    int next = -1;
+    Layer *ly = &L->layers.v[cur];
+    for (int k = 0; k < ly->ninputs && next < 0; k++)
+      if (ly->input[k] >= 0 && state[ly->input[k]] == 1) next = ly->input[k];
+    if (next < 0 && ly->share >= 0 && state[ly->share] == 1) next = ly->share;
+    if (next < 0 || next == li) {
+      n = strlen(path);
+      snprintf(path + n, sizeof path - n, " -> %s", L->layers.v[li].name);
+      break;
+    }
+    cur = next;
+  }
+  diag_error(loc_of(L, L->layers.v[li].node), "cycle in the model graph: %s (each name is an input of the previous)", path);
+}
+
+/* Iterative DFS post-order; state 0 new, 1 on stack, 2 done. */
+static int *order(Loader *L) {
+  int n = L->layers.n, *state = ar_alloc(L->ar, sizeof(int) * (size_t)n);
+  int *out = ar_alloc(L->ar, sizeof(int) * (size_t)n), nout = 0;
+  int *stack = ar_alloc(L->ar, sizeof(int) * (size_t)n), *edge = ar_alloc(L->ar, sizeof(int) * (size_t)n);
+  for (int r = 0; r < n; r++) {
+    if (state[r]) continue;
+    int sp = 0;
+    stack[sp] = r, edge[sp++] = 0, state[r] = 1;
+    while (sp) {
+      int v = stack[sp - 1];
+      Layer *ly = &L->layers.v[v];
+      int e = edge[sp - 1]++;
+      int dep = e < ly->ninputs ? ly->input[e] : e == ly->ninputs ? ly->share : -2;
+      if (dep == -2) {
+        state[v] = 2, out[nout++] = v, sp--;
+        continue;
+      }
+      if (dep < 0 || state[dep] == 2) continue;
+      if (state[dep] == 1) cycle_error(L, state, dep);
+      stack[sp] = dep, edge[sp++] = 0, state[dep] = 1;
+    }
+  }
+  return out;
+}
+
+/* ---- build: shape rules through the op table ---- */
+
+struct BuildCtx {
+  Loader *L;
+  Layer *ly;
+  Op op;
+  const char *opname;  /* the op's name, "h0.attn.qkv" for lowered sub-ops */
+  const char *ovkey;   /* an int key answered by ovval instead of the YAML */
+  int64_t ovval;
+  int in[MAX_OP_IN]; /* tensor ids of the YAML inputs */
+  int nin;
+};
+
+static Node *ctx_key(BuildCtx *c, const char *key) { return key ? get(c->L, c->ly->node, key) : NULL; }
+
+void build_error(BuildCtx *c, const char *key, const char *fmt, ...) {
+  Node *n = ctx_key(c, key);
+  va_list ap;
+  va_start(ap, fmt);
+  char msg[600];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(loc_of(c->L, n ? n : c->ly->node), "layer '%s': %s", c->ly->name, msg);
+}
+
+int64_t build_int(BuildCtx *c, const char *key, bool required, int64_t dflt) {
+  if (c->ovkey && !strcmp(key, c->ovkey)) return c->ovval;
+  Node *n = ctx_key(c, key);
+  if (!n && required)
+    build_error(c, NULL, "op '%s' needs the key '%s'", op_info(c->op.kind)->name, key);
+  if (!n) return dflt;
+  int64_t v = int_expr(c->L, n, ar_printf(c->L->ar, "'%s'", key));
+  if (v <= 0) diag_error(loc_of(c->L, n), "'%s' must be positive, not %lld", key, (long long)v);
+  return v;
+}
+
+bool build_bool(BuildCtx *c, const char *key, bool dflt) {
+  Node *n = ctx_key(c, key);
+  return n ? boolean(c->L, n, ar_printf(c->L->ar, "'%s'", key)) : dflt;
+}
+
+/* Tensor pointers stay readable after later add_tensor calls: the arena
+ * never frees the old copy of a grown array, and entries never change. */
+const Tensor *build_input(BuildCtx *c, int k) { return &c->L->t.v[c->in[k]]; }
+int build_ninputs(BuildCtx *c) { return c->nin; }
+
+Shape build_shape(BuildCtx *c, int rank, const int64_t *d, const char *const *sym) {
+  Shape s = {.rank = rank};
+  for (int i = 0; i < rank; i++) {
+    s.d[i] = d[i];
+    s.sym[i] = sym && sym[i] ? sym[i] : ar_printf(c->L->ar, "%lld", (long long)d[i]);
+  }
+  return s;
+}
+
+/* Symbolic text for a dim read from a key: the key's YAML text ("4*C"). */
+static void name_dims(BuildCtx *c, Shape *s) {
+  for (int i = 0; i < s->rank; i++) {
+    const char *k = s->sym[i];
+    if (!strcmp(k, "out") || !strcmp(k, "num") || !strcmp(k, "dim") || !strcmp(k, "max") || !strcmp(k, "heads")) {
+      Node *n = c->ovkey && !strcmp(k, c->ovkey) ? NULL : ctx_key(c, k);
+      s->sym[i] = n && n->type == YAML_SCALAR_NODE ? ar_strdup(c->L->ar, (char *)n->data.scalar.value)
+                                                   : ar_printf(c->L->ar, "%lld", (long long)s->d[i]);
+    }
+  }
+}
+
+void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init) {
+  name_dims(c, &shape);
+  Node *sk = share_key ? ctx_key(c, share_key) : NULL;
+  if (sk) {
+    const char *ref = (char *)sk->data.scalar.value;
+    const char *dot = strrchr(ref, '.');
+    const char *owner = c->L->layers.v[c->ly->share].name;
+    /* the owner's parameter named by the part after the dot */
+    char want[3 * MAX_NAME];
+    snprintf(want, sizeof want, "%s.%s", owner, dot + 1);
+    for (int t = 0; t < c->L->t.n; t++) {
+      Tensor *p = &c->L->t.v[t];
+      if (p->kind != TK_PARAM || strcmp(p->name, want)) continue;
+      bool eq = p->shape.rank == shape.rank;
+      for (int i = 0; eq && i < shape.rank; i++) eq = p->shape.d[i] == shape.d[i];
+      if (!eq) {
+        Arena tmp = {0};
+        diag_error(loc_of(c->L, sk), "shape mismatch: shared parameter '%s' is %s %s, this layer needs %s %s", want,
+                   shape_sym_str(&tmp, &p->shape), shape_val_str(&tmp, &p->shape), shape_sym_str(&tmp, &shape),
+                   shape_val_str(&tmp, &shape));
+      }
+      c->op.in[slot] = t;
+      return;
+    }
+    diag_error(loc_of(c->L, sk), "layer '%s' has no parameter '%s'", owner, dot + 1);
+  }
+  Tensor t = {.name = ar_printf(c->L->ar, "%s.%s", c->opname, suffix), .kind = TK_PARAM, .dtype = DT_F32,
+              .shape = shape, .loc = loc_of(c->L, c->ly->node), .producer = -1, .init = init};
+  c->op.in[slot] = add_tensor(c->L, t);
+}
+
+void build_data(BuildCtx *c, int slot, int k) {
+  c->op.in[slot] = c->in[k];
+}
+
+void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt) {
+  name_dims(c, &shape);
+  Tensor t = {.name = suffix ? ar_printf(c->L->ar, "%s.%s", c->opname, suffix) : c->opname, .kind = TK_ACT,
+              .dtype = dt, .shape = shape, .loc = loc_of(c->L, c->ly->node), .producer = c->L->ops.n};
+  c->op.out[slot] = add_tensor(c->L, t);
+}
+
+void build_attr(BuildCtx *c, int k, int64_t v) { c->op.attr[k] = v; }
+
+/* Runs one op's shape rule; returns the output tensor id. */
+static int build_op(Loader *L, Layer *ly, OpKind k, const char *opname, const int *in, int nin,
+                    const char *ovkey, int64_t ovval) {
+  BuildCtx c = {.L = L, .ly = ly, .opname = opname, .ovkey = ovkey, .ovval = ovval, .nin = nin};
+  c.op = (Op){.kind = k, .name = opname, .loc = loc_of(L, ly->node), .nin = op_info(k)->nin, .nout = op_info(k)->nout};
+  for (int i = 0; i < MAX_OP_IN; i++) c.op.in[i] = -1;
+  for (int i = 0; i < MAX_OP_OUT; i++) c.op.out[i] = -1;
+  for (int i = 0; i < nin; i++) c.in[i] = in[i];
+  op_info(k)->build(&c);
+  VEC_PUSH(L->ar, L->ops, c.op);
+  return c.op.out[0];
+}
+
+static int tensor_of(Loader *L, int name_id) { return name_id < 0 ? -1 - name_id : L->layers.v[name_id].out; }
+
+/* causal_self_attention lowers to qkv projection, attention core, output projection. */
+static int build_csa(Loader *L, Layer *ly, int x) {
+  int64_t C = L->t.v[x].shape.d[L->t.v[x].shape.rank - 1];
+  int64_t C3 = ck_mul_or_die(loc_of(L, ly->node), "3*C", 3, C);
+  int qkv = build_op(L, ly, OP_LINEAR, ar_printf(L->ar, "%s.qkv", ly->name), &x, 1, "out", C3);
+  int att = build_op(L, ly, OP_ATTENTION, ar_printf(L->ar, "%s.core", ly->name), &qkv, 1, NULL, 0);
+  return build_op(L, ly, OP_LINEAR, ar_printf(L->ar, "%s.proj", ly->name), &att, 1, "out", C);
+}
+
+static void build_all(Loader *L, const int *ord) {
+  for (int i = 0; i < L->layers.n; i++) {
+    Layer *ly = &L->layers.v[ord[i]];
+    int in[MAX_OP_IN];
+    for (int k = 0; k < ly->ninputs; k++) in[k] = tensor_of(L, ly->input[k]);
+    ly->out = ly->op == OP_COUNT ? build_csa(L, ly, in[0])
+                                 : build_op(L, ly, ly->op, ly->name, in, ly->ninputs, NULL, 0);
+  }
+}
+
+/* ---- init schemes ---- */
+
+/* gpt2: every weight N(0, 0.02), biases zero, norms one; a linear whose
+ * output feeds a residual add gets 0.02 / sqrt(number of such projections),
+ * which is GPT-2's 0.02 / sqrt(2 L). pytorch: the op table's defaults. */
+static void apply_gpt2_init(Loader *L) {
+  int nres = 0;
+  bool *res = ar_alloc(L->ar, sizeof(bool) * (size_t)L->ops.n);
+  for (int i = 0; i < L->ops.n; i++) {
+    Op *o = &L->ops.v[i];
+    if (o->kind != OP_ADD) continue;
+    for (int k = 0; k < 2; k++) {
+      int p = L->t.v[o->in[k]].producer;
+      if (p >= 0 && L->ops.v[p].kind == OP_LINEAR && !res[p]) res[p] = true, nres++;
+    }
+  }
+  for (int i = 0; i < L->ops.n; i++) {
+    Op *o = &L->ops.v[i];
+    for (int k = 0; k < o->nin; k++) {
+      if (o->in[k] < 0) continue;
+      Tensor *t = &L->t.v[o->in[k]];
+      if (t->kind != TK_PARAM || t->init.kind == INIT_ONES) continue;
+      if (t->init.kind == INIT_UNIFORM && t->shape.rank == 1) t->init = (Init){INIT_ZEROS, 0};
+      else if (t->init.kind == INIT_UNIFORM || t->init.kind == INIT_NORMAL)
+        t->init = (Init){INIT_NORMAL, res[i] && nres ? 0.02 / sqrt((double)nres) : 0.02};
+    }
+  }
+}
+
+/* ---- the whole file ---- */
+
+static const char *const top_keys[] = {"model", "dims", "inputs", "optimizer", "init", "layers", NULL};
+
+static int find_loss(Loader *L, Node *layers) {
+  int loss = -1;
+  for (int i = 0; i < L->ops.n; i++) {
+    if (!op_info(L->ops.v[i].kind)->is_loss) continue;
+    if (loss >= 0)
+      diag_error(L->ops.v[i].loc, "a second loss layer '%s' (the first is '%s'); a model has one loss",
+                 L->ops.v[i].name, L->t.v[loss].name);
+    loss = L->ops.v[i].out[0];
+  }
+  if (loss < 0) diag_error(loc_of(L, layers), "no loss layer: end the model with a cross_entropy or mse layer");
+  return loss;
+}
+
+static Graph *load_doc(Loader *L) {
+  Node *root = yaml_document_get_root_node(&L->doc);
+  if (!root) diag_error((Loc){L->path, 1, 1}, "empty file: a model needs 'model', 'inputs' and 'layers'");
+  if (root->type != YAML_MAPPING_NODE)
+    diag_error(loc_of(L, root), "expected a model (a mapping with 'model', 'dims', 'inputs', 'layers'), found %s",
+               kind_name(root));
+  check_keys(L, root, "the model", top_keys, NULL);
+  const char *model = scalar(L, need(L, root, "model", "the model"), "'model'");
+  Node *dims = get(L, root, "dims");
+  load_dims(L, dims);
+  if (dims) eval_dims(L, dims);
+  check_overrides(L);
+  load_inputs(L, need(L, root, "inputs", "the model"));
+  Optimizer opt = load_optimizer(L, get(L, root, "optimizer"));
+  Node *init = get(L, root, "init");
+  if (init) {
+    const char *s = scalar(L, init, "'init'");
+    if (strcmp(s, "gpt2") && strcmp(s, "pytorch")) diag_error(loc_of(L, init), "unknown init '%s'; use pytorch or gpt2", s);
+    L->gpt2_init = !strcmp(s, "gpt2");
+  }
+  Node *layers = expect(L, need(L, root, "layers", "the model"), YAML_SEQUENCE_NODE, "'layers'");
+  int64_t budget = MAX_LAYERS;
+  flatten(L, layers, "", 0, &budget);
+  if (L->layers.n == 0) diag_error(loc_of(L, layers), "empty model: 'layers' has no layers");
+  resolve(L);
+  build_all(L, order(L));
+  if (L->gpt2_init) apply_gpt2_init(L);
+  Graph *g = ar_alloc(L->ar, sizeof(Graph));
+  *g = (Graph){ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, L->t.v, L->t.n, L->ops.v, L->ops.n, opt, 0};
+  g->loss = find_loss(L, layers);
+  return g;
+}
+
+/* The Graph keeps only arena strings, so the document is freed once built.
+ * (On a user error the process exits, or a test's longjmp leaks it.) */
+
+Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len, const DimOverride *ov, int nov) {
+  Loader *L = ar_alloc(ar, sizeof(Loader));
+  L->ar = ar, L->path = ar_strdup(ar, path), L->ov = ov, L->nov = nov;
+  diag_register_source(L->path, text, len);
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) diag_error((Loc){L->path, 0, 0}, "cannot initialize the YAML parser");
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+  if (!yaml_parser_load(&parser, &L->doc)) {
+    Loc at = {L->path, (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1};
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s%s%s", parser.problem ? parser.problem : "invalid YAML",
+             parser.context ? " " : "", parser.context ? parser.context : "");
+    yaml_parser_delete(&parser);
+    diag_error(at, "not valid YAML: %s", msg);
+  }
+  yaml_parser_delete(&parser);
+  Graph *g = load_doc(L);
+  yaml_document_delete(&L->doc);
+  return g;
+}
+
+Graph *load_model(Arena *ar, const char *path, const DimOverride *ov, int nov) {
+  FILE *f = fopen(path, "rb");
+  if (!f) diag_error((Loc){path, 0, 0}, "cannot read the model file: %s", strerror(errno));
+  VEC(char) buf = {0};
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (buf.n + (int64_t)n > (64 << 20)) {
+      fclose(f);
+      diag_error((Loc){path, 0, 0}, "the model file is larger than 64 MiB; is it really a model?");
+    }
+    for (size_t i = 0; i < n; i++) VEC_PUSH(ar, buf, chunk[i]);
+  }
+  bool err = ferror(f);
+  fclose(f);
+  if (err) diag_error((Loc){path, 0, 0}, "cannot read the model file: %s", strerror(errno));
+  VEC_PUSH(ar, buf, '\0');
+  if (memchr(buf.v, '\0', (size_t)buf.n - 1))
+    diag_error((Loc){path, 0, 0}, "the model file contains NUL bytes; is it a YAML file?");
+  return load_model_text(ar, path, buf.v, (size_t)buf.n - 1, ov, nov);
+}
+
+/* ---- --dump=graph ---- */
+
+void load_dump(const Graph *g, FILE *out) {
+  Arena tmp = {0};
+  fprintf(out, "model %s\n", g->model);
+  for (int i = 0; i < g->ndims; i++)
+    fprintf(out, "dim %s = %lld%s\n", g->dims[i].name, (long long)g->dims[i].value, g->dims[i].overridden ? " (--set)" : "");
+  for (int i = 0; i < g->nt; i++) {
+    const Tensor *t = &g->t[i];
+    const char *k = t->kind == TK_INPUT ? "input" : t->kind == TK_PARAM ? "param" : "act";
+    fprintf(out, "t%d %s %s %s %s %s\n", i, k, t->name, dtype_name(t->dtype), shape_sym_str(&tmp, &t->shape),
+            shape_val_str(&tmp, &t->shape));
+  }
+  for (int i = 0; i < g->nops; i++) {
+    const Op *o = &g->ops[i];
+    fprintf(out, "op%d %s %s in", i, op_info(o->kind)->name, o->name);
+    for (int k = 0; k < o->nin; k++) fprintf(out, " %s", o->in[k] < 0 ? "-" : g->t[o->in[k]].name);
+    fprintf(out, " out");
+    for (int k = 0; k < o->nout; k++) fprintf(out, " %s", g->t[o->out[k]].name);
+    fprintf(out, "  @%d:%d\n", o->loc.line, o->loc.col);
+  }
+  fprintf(out, "loss %s\n", g->t[g->loss].name);
+  ar_free(&tmp);
+}

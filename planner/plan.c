@@ -1,0 +1,179 @@
+/* plan.c: the Plan from the step, its liveness and the offsets. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "assign.h"
+#include "ops.h"
+#include "plan_build.h"
+
+const char *plan_role_name(Role r) {
+  static const char *const n[ROLE_COUNT] = {"param", "grad", "optimizer_state", "activation",
+                                            "input", "temporary", "workspace"};
+  return r < ROLE_COUNT ? n[r] : "?";
+}
+
+const char *plan_phase_name(Phase p) {
+  static const char *const n[PHASE_COUNT] = {"forward", "backward", "update", "recompute"};
+  return p < PHASE_COUNT ? n[p] : "?";
+}
+
+typedef struct {
+  Arena *ar;
+  const Step *s;
+  VEC(PlanBuffer) buf;
+  int *pers; /* per step tensor: its persistent buffer, -1 */
+} Builder;
+
+static int add_buffer(Builder *B, int tensor, SchedSet set, const LiveBuf *lb, const Live *l) {
+  const STensor *t = &B->s->t[tensor];
+  PlanBuffer pb = {.id = B->buf.n, .name = t->name, .role = t->role, .dtype = t->dtype, .shape = t->shape,
+                   .bytes = shape_numel(&t->shape) * dtype_size(t->dtype), .sched = set, .tensor = tensor,
+                   .aliases = "", .init = t->init, .decay = t->role == ROLE_PARAM && t->shape.rank >= 2};
+  if (lb) {
+    pb.first = lb->first, pb.last = lb->last;
+    for (int u = 0; lb->nalias && u < B->s->nt; u++)
+      if (u != tensor && l->buf_of[u] >= 0 && &l->b[l->buf_of[u]] == lb)
+        pb.aliases = *pb.aliases ? ar_printf(B->ar, "%s %s", pb.aliases, B->s->t[u].name) : B->s->t[u].name;
+  }
+  VEC_PUSH(B->ar, B->buf, pb);
+  return pb.id;
+}
+
+/* Plan buffer ids for one schedule's tensors. */
+static int *schedule_buffers(Builder *B, const Live *l, SchedSet set) {
+  int *map = ar_alloc(B->ar, sizeof(int) * (size_t)l->nb);
+  for (int i = 0; i < l->nb; i++)
+    map[i] = l->b[i].persistent ? B->pers[l->b[i].tensor] : add_buffer(B, l->b[i].tensor, set, &l->b[i], l);
+  int *of = ar_alloc(B->ar, sizeof(int) * (size_t)B->s->nt);
+  for (int t = 0; t < B->s->nt; t++) of[t] = l->buf_of[t] < 0 ? -1 : map[l->buf_of[t]];
+  return of;
+}
+
+static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n, const int *of) {
+  PlanOp *ops = ar_alloc(B->ar, sizeof(PlanOp) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) {
+    const Instr *x = &ins[i];
+    PlanOp *o = &ops[i];
+    *o = (PlanOp){.id = i, .op = x->kind, .phase = x->phase, .layer = x->name, .nin = x->nin, .nout = x->nout};
+    for (int k = 0; k < PLAN_MAX_IO; k++) {
+      o->in[k] = k < x->nin && x->in[k] >= 0 ? of[x->in[k]] : -1;
+      o->out[k] = k < x->nout && x->out[k] >= 0 ? of[x->out[k]] : -1;
+      o->acc[k] = x->acc[k];
+    }
+    if (x->phase == PHASE_UPDATE) {
+      o->dim[0] = shape_numel(&B->s->t[x->op].shape), o->ndim = 1;
+      o->flops = 10 * o->dim[0];
+      continue;
+    }
+    const Op *fo = &g->ops[x->op];
+    const OpInfo *oi = op_info(fo->kind);
+    o->loc = fo->loc;
+    oi->dims(g, fo, o->dim, &o->ndim);
+    o->flops = oi->flops(g, fo, x->phase == PHASE_BACKWARD);
+  }
+  return ops;
+}
+
+Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, const Live *eval, int64_t align) {
+  Builder B = {ar, s, {0}, ar_alloc(ar, sizeof(int) * (size_t)s->nt)};
+  Plan *p = ar_alloc(ar, sizeof(Plan));
+  *p = (Plan){.version = PLAN_FORMAT_VERSION, .model = g->model, .source = g->path, .dims = g->dims,
+              .ndims = g->ndims, .opt = g->opt, .align = align, .micro_batch = 0, .accumulation_steps = 1};
+  for (int t = 0; t < s->nt; t++) B.pers[t] = -1;
+  static const Role persistent[] = {ROLE_PARAM, ROLE_OPT_STATE}; /* params first, then states */
+  for (int r = 0; r < 2; r++)
+    for (int t = 0; t < s->nt; t++)
+      if (s->t[t].role == persistent[r] && train->buf_of[t] >= 0) B.pers[t] = add_buffer(&B, t, SCHED_BOTH, NULL, NULL);
+  int *tof = schedule_buffers(&B, train, SCHED_TRAIN);
+  int *eof = schedule_buffers(&B, eval, SCHED_EVAL);
+  p->sched = schedule_ops(&B, g, s->train, s->ntrain, tof), p->nsched = s->ntrain;
+  p->eval = schedule_ops(&B, g, s->eval, s->neval, eof), p->neval = s->neval;
+  p->buf = B.buf.v, p->nbuf = B.buf.n;
+  p->loss_buf = tof[s->loss], p->eval_loss_buf = eof[s->loss];
+  for (int t = 0; t < g->nt; t++)
+    if (g->t[t].kind == TK_PARAM) p->param_count += shape_numel(&g->t[t].shape);
+  for (int i = 0; i < p->nsched; i++) p->step_flops += p->sched[i].flops;
+  for (int t = 0; t < g->nt; t++) /* the batch dim is the inputs' leading dim */
+    if (g->t[t].kind == TK_INPUT && g->t[t].shape.rank > 0) p->micro_batch = (int)g->t[t].shape.d[0];
+  return p;
+}
+
+/* Packs the transient buffers of one schedule above `base`; returns the
+ * packing's height (without base) and its lower bound. */
+static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, int64_t *lb) {
+  AsgItem *it = calloc((size_t)p->nbuf + 1, sizeof(AsgItem));
+  int64_t *off = calloc((size_t)p->nbuf + 1, sizeof(int64_t));
+  int *id = calloc((size_t)p->nbuf + 1, sizeof(int));
+  MP_ASSERT(it && off && id);
+  int n = 0;
+  for (int b = 0; b < p->nbuf; b++)
+    if (p->buf[b].sched == set) it[n] = (AsgItem){p->buf[b].first, p->buf[b].last, p->buf[b].bytes}, id[n++] = b;
+  AsgResult r = assign_offsets(it, n, p->align, tl, off);
+  for (int i = 0; i < n; i++) p->buf[id[i]].offset = base + off[i];
+  if (set == SCHED_TRAIN) p->assign_method = r.method, p->assign_optimal = r.optimal;
+  else p->assign_optimal = p->assign_optimal && r.optimal;
+  *lb = r.lower_bound;
+  free(it), free(off), free(id);
+  return r.height;
+}
+
+/* Live bytes by role at the training schedule's peak (sizes aligned). */
+static void peak_by_role(Plan *p) {
+  int64_t best = -1;
+  for (int pos = 0; pos < p->nsched; pos++) {
+    int64_t role[ROLE_COUNT] = {0}, tot = 0;
+    for (int b = 0; b < p->nbuf; b++) {
+      const PlanBuffer *pb = &p->buf[b];
+      if (pb->sched == SCHED_BOTH || (pb->sched == SCHED_TRAIN && pb->first <= pos && pos < pb->last)) {
+        role[pb->role] += mp_align_up(pb->bytes, p->align);
+        tot += mp_align_up(pb->bytes, p->align);
+      }
+    }
+    if (tot > best) best = tot, p->peak_position = pos, memcpy(p->peak_by_role, role, sizeof role);
+  }
+}
+
+void plan_assign(Plan *p, double time_limit_s) {
+  int64_t base = 0;
+  for (int b = 0; b < p->nbuf; b++)
+    if (p->buf[b].sched == SCHED_BOTH) p->buf[b].offset = base, base += mp_align_up(p->buf[b].bytes, p->align);
+  p->persistent_bytes = base;
+  int64_t lbt, lbe;
+  int64_t ht = pack(p, SCHED_TRAIN, base, time_limit_s, &lbt);
+  int64_t he = pack(p, SCHED_EVAL, base, time_limit_s, &lbe);
+  p->train_peak_bytes = base + ht;
+  p->eval_peak_bytes = base + he;
+  p->arena_bytes = base + (ht > he ? ht : he);
+  p->lower_bound_bytes = base + (lbt > lbe ? lbt : lbe);
+  if (p->arena_bytes == 0) p->arena_bytes = p->align; /* never allocate zero bytes */
+  peak_by_role(p);
+}
+
+void plan_dump(const Plan *p, FILE *out) {
+  Arena tmp = {0};
+  static const char *const set[] = {"train", "eval", "both"};
+  fprintf(out, "arena %lld lower_bound %lld persistent %lld\n", (long long)p->arena_bytes,
+          (long long)p->lower_bound_bytes, (long long)p->persistent_bytes);
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    fprintf(out, "buf %d %s %s %s %s %lld @%lld %s [%d, %d)%s%s\n", b, pb->name, plan_role_name(pb->role),
+            dtype_name(pb->dtype), shape_sym_str(&tmp, &pb->shape), (long long)pb->bytes, (long long)pb->offset,
+            set[pb->sched], pb->first, pb->last, *pb->aliases ? " in-place: " : "", pb->aliases);
+  }
+  for (int s = 0; s < 2; s++) {
+    const PlanOp *ops = s ? p->eval : p->sched;
+    int n = s ? p->neval : p->nsched;
+    for (int i = 0; i < n; i++) {
+      const PlanOp *o = &ops[i];
+      fprintf(out, "%s %d %s %s %s in", s ? "eval" : "step", i, plan_phase_name(o->phase),
+              o->op == OP_ADAMW ? "adamw" : o->op == OP_SGD ? "sgd" : op_info(o->op)->name, o->layer);
+      for (int k = 0; k < o->nin; k++) fprintf(out, " %d", o->in[k]);
+      fprintf(out, " out");
+      for (int k = 0; k < o->nout; k++) fprintf(out, " %s%d", o->acc[k] ? "+" : "", o->out[k]);
+      fprintf(out, " dims");
+      for (int k = 0; k < o->ndim; k++) fprintf(out, " %lld", (long long)o->dim[k]);
+      fputc('\n', out);
+    }
+  }
+  ar_free(&tmp);
+}

@@ -1,0 +1,116 @@
+/* plan.h: the Plan, the contract between the planner and codegen.
+ *
+ * Everything an emitter needs is here; emitters never look at the YAML or at
+ * the planner's intermediate tables. plan.json serializes exactly this.
+ *
+ * Invariants (checked by verify_plan on every compile):
+ * - every buffer's offset is a multiple of `align`, offset + bytes <= arena_bytes;
+ * - within one schedule, buffers whose [first, last) ranges overlap are
+ *   address-disjoint; persistent buffers (params, optimizer state) live over
+ *   the whole of both schedules and sit below `persistent_bytes`;
+ * - every op's input and output buffers are live at its position.
+ */
+#ifndef MEMPLAN_PLAN_H
+#define MEMPLAN_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph.h"
+
+#define PLAN_FORMAT_VERSION 1
+
+typedef enum {
+  ROLE_PARAM,      /* trainable weights (fp32 master copy) */
+  ROLE_GRAD,       /* gradients of parameters */
+  ROLE_OPT_STATE,  /* optimizer state: AdamW m and v, SGD momentum */
+  ROLE_ACTIVATION, /* forward outputs, saved statistics, gradients of activations */
+  ROLE_INPUT,      /* batch inputs the trainer fills before each step (tokens, targets) */
+  ROLE_TEMP,       /* scratch live inside one op's neighbourhood (the loss scalar) */
+  ROLE_WORKSPACE,  /* library workspace (cuBLAS), owned by the plan */
+  ROLE_COUNT
+} Role;
+
+typedef enum {
+  PHASE_FORWARD,
+  PHASE_BACKWARD,
+  PHASE_UPDATE,    /* optimizer update of one parameter */
+  PHASE_RECOMPUTE, /* forward op replayed in backward (checkpointing) */
+  PHASE_COUNT
+} Phase;
+
+typedef enum { SCHED_TRAIN, SCHED_EVAL, SCHED_BOTH } SchedSet;
+
+typedef struct {
+  int id;
+  const char *name;      /* e.g. "h0.fc", "h0.fc.weight", "h0.fc.weight.grad" */
+  Role role;
+  DType dtype;
+  Shape shape;           /* values and the symbolic text of each dim */
+  int64_t bytes;         /* exact bytes (numel * dtype size) */
+  int64_t offset;        /* in the arena, multiple of Plan.align */
+  SchedSet sched;        /* which schedule(s) the buffer belongs to */
+  int first, last;       /* live over schedule positions [first, last) */
+  int tensor;            /* the first (defining) tensor; in-place tensors share */
+  const char *aliases;   /* names of tensors computed in place here, "" if none */
+  Init init;             /* params only: how the trainer initializes it */
+  bool decay;            /* params only: weight decay applies (rank >= 2) */
+} PlanBuffer;
+
+#define PLAN_MAX_IO 6
+
+typedef struct {
+  int id;                /* position in its schedule */
+  OpKind op;
+  Phase phase;
+  const char *layer;     /* YAML layer name ("h0.fc"), or the parameter for updates */
+  Loc loc;               /* where the layer was written (for reports only) */
+  int nin, nout;
+  int in[PLAN_MAX_IO];   /* buffer ids in the kernel's slot order; -1 = NULL */
+  int out[PLAN_MAX_IO];
+  bool acc[PLAN_MAX_IO]; /* backward outputs: accumulate (+=) instead of write */
+  int64_t dim[6];        /* kernel size arguments, in the kernel's order (ops.h) */
+  int ndim;
+  int64_t flops;
+} PlanOp;
+
+typedef struct Plan {
+  int version;
+  const char *model;
+  const char *source;             /* the YAML path, for the report only */
+  Dim *dims;                      /* final dim values (after --set) */
+  int ndims;
+  Optimizer opt;
+  int64_t budget_bytes;           /* 0: no budget given */
+  int64_t align;
+  /* buffers, indexed by id */
+  PlanBuffer *buf;
+  int nbuf;
+  /* the training step and the forward-only eval step, in order */
+  PlanOp *sched;
+  int nsched;
+  PlanOp *eval;
+  int neval;
+  int loss_buf;                   /* buffer holding the scalar loss (train and eval) */
+  int eval_loss_buf;
+  /* totals */
+  int64_t arena_bytes;            /* what the trainer allocates */
+  int64_t persistent_bytes;       /* params + optimizer state, at the arena's bottom */
+  int64_t lower_bound_bytes;      /* max over time of live bytes (aligned), both schedules */
+  int64_t train_peak_bytes;       /* height of the training packing */
+  int64_t eval_peak_bytes;        /* height of the eval packing */
+  int64_t unfused_lower_bound;    /* lower bound if every update ran after backward */
+  int64_t peak_by_role[ROLE_COUNT]; /* live bytes by role at the training peak */
+  int peak_position;              /* training schedule position of that peak */
+  int64_t param_count;            /* trainable scalars (shared weights once) */
+  int64_t step_flops, extra_flops;
+  int micro_batch, accumulation_steps;
+  const char *assign_method;
+  bool assign_optimal;
+  double compile_seconds;
+} Plan;
+
+const char *plan_role_name(Role r);   /* "param", "grad", "optimizer_state", ... */
+const char *plan_phase_name(Phase p); /* "forward", "backward", "update", "recompute" */
+
+#endif

@@ -1,0 +1,47 @@
+# The offset assigner (planner/assign.c) and `memplan pack`.
+add_executable(test_assign ${MEMPLAN_TEST_DIR}/test_assign.c)
+target_link_libraries(test_assign memplan_planner)
+target_compile_options(test_assign PRIVATE ${MEMPLAN_WARNINGS})
+add_test(NAME assign_unit COMMAND test_assign ${MEMPLAN_TEST_DIR}/data)
+set_tests_properties(assign_unit PROPERTIES LABELS unit)
+
+# memplan pack on the README example: optimal height 12
+add_test(NAME pack_example COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/input.12.csv)
+set_tests_properties(pack_example PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "lower bound 12\nheight 12\n.*optimal yes")
+add_test(NAME pack_reordered_columns COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/pack_reordered.csv)
+set_tests_properties(pack_reordered_columns PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "height 12\n")
+add_test(NAME pack_capacity_fits COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/input.12.csv --capacity 12)
+set_tests_properties(pack_capacity_fits PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "fits: yes")
+# below the lower bound: proven not to fit, exit 2 (WILL_FAIL checks the non-zero exit)
+add_test(NAME pack_capacity_below_bound COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/input.12.csv --capacity 11)
+set_tests_properties(pack_capacity_below_bound PROPERTIES LABELS unit WILL_FAIL TRUE)
+add_test(NAME pack_capacity_below_bound_msg COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/input.12.csv --capacity 11)
+set_tests_properties(pack_capacity_below_bound_msg PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "fits: no \\(proven\\)")
+
+# bad input names the file and line and exits 1
+set(memplan_pack_errors
+  "missing_column|pack_missing_column.csv:1: error: missing column 'upper'"
+  "non_integer|pack_non_integer.csv:3: error: column 'upper': 'x7' is not an integer"
+  "upper_le_lower|pack_upper_le_lower.csv:4: error: upper \\(5\\) must be greater than lower \\(5\\)"
+  "negative_size|pack_negative_size.csv:2: error: size -4 is negative"
+  "duplicate_id|pack_duplicate_id.csv:4: error: duplicate id 'a' \\(first on line 2\\)")
+foreach(entry ${memplan_pack_errors})
+  string(REPLACE "|" ";" parts "${entry}")
+  list(GET parts 0 name)
+  list(GET parts 1 expect)
+  add_test(NAME pack_error_${name} COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/pack_${name}.csv)
+  set_tests_properties(pack_error_${name} PROPERTIES LABELS errors PASS_REGULAR_EXPRESSION "${expect}")
+  add_test(NAME pack_error_${name}_exit COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/pack_${name}.csv)
+  set_tests_properties(pack_error_${name}_exit PROPERTIES LABELS errors WILL_FAIL TRUE)
+endforeach()
+add_test(NAME pack_error_unreadable COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/no_such_file.csv)
+set_tests_properties(pack_error_unreadable PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "no_such_file.csv: error: cannot open")
+
+# Benchmark (not pass/fail on time): `ctest -L bench`; CI runs with -LE bench.
+add_executable(bench_pack ${MEMPLAN_TEST_DIR}/bench/bench_pack.c)
+target_link_libraries(bench_pack memplan_planner)
+target_compile_options(bench_pack PRIVATE ${MEMPLAN_WARNINGS})
+add_test(NAME bench_pack COMMAND bench_pack ${MEMPLAN_SOURCE_DIR}/../shared/bench/minimalloc)
+set_tests_properties(bench_pack PROPERTIES LABELS bench)

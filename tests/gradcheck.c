@@ -1,0 +1,797 @@
+/* gradcheck.c: the CPU kernels of runtime/memplan_rt.h against double-precision
+ * references.
+ *
+ * For every op a double reference forward defines L(inputs) = sum(out * R) for
+ * a fixed random R (for losses, L = loss * R[0]). Central differences of L in
+ * double (h = 1e-5, truncation and rounding both far below float precision)
+ * give reference gradients; the float kernels must match them:
+ *   - forward: kernel output vs the reference output;
+ *   - backward, acc = 0, into buffers filled with NaN (so a kernel that reads
+ *     an "=" output fails);
+ *   - backward, acc = 1, onto random contents (expect contents + gradient);
+ *   - backward with one gradient requested at a time, the others NULL.
+ * Inputs are drawn as floats, so kernel and reference see the same point.
+ * Then: the alias-safe in-place pairs the header lists, cheap value-level
+ * forward checks, and AdamW/SGD against hand-computed steps.
+ *
+ * Error measure: max_i |got - want| / max(|want_i|, 1e-2 max_j |want_j|), so
+ * entries near zero are judged against the tensor's scale. */
+#include "memplan_rt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-4   /* float kernels vs double references */
+#define EXACT 1e-6 /* the same kernel, in place vs out of place */
+
+static int failures;
+static double worst; /* largest error seen by a TOL check */
+
+// ----------------------------------------------------------------------------
+// harness
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "%s:%d: out of memory\n", __FILE__, __LINE__);
+    exit(1);
+  }
+  return p;
+}
+#define NEW(T, n) ((T *)xmalloc((size_t)(n) * sizeof(T)))
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+/* Uniform in [-1, 1), xorshift64*. */
+static float frand(void) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  uint64_t r = rng_state * 0x2545f4914f6cdd1du;
+  return (float)((double)(r >> 40) / (double)(1u << 23) - 1.0);
+}
+
+static void fill_rand(float *x, int64_t n, float amp) {
+  for (int64_t i = 0; i < n; i++) x[i] = amp * frand();
+}
+
+static void fill(float *x, int64_t n, float v) {
+  for (int64_t i = 0; i < n; i++) x[i] = v;
+}
+
+static double check(const char *what, const float *got, const double *want, int64_t n,
+                    double tol) {
+  double mx = 0.0, err = 0.0;
+  for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(want[i]));
+  double floor = mx > 0.0 ? 1e-2 * mx : 1e-30;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)got[i] - want[i]) / fmax(fabs(want[i]), floor);
+    if (!(e <= err)) err = e; // NaN sticks
+  }
+  int ok = err <= tol;
+  if (!ok) failures++;
+  if (tol == TOL && err > worst) worst = err;
+  printf("%-4s %-44s max rel err %.2e\n", ok ? "ok" : "FAIL", what, err);
+  return err;
+}
+
+static double check_f(const char *what, const float *got, const float *want, int64_t n,
+                      double tol) {
+  double *w = NEW(double, n);
+  for (int64_t i = 0; i < n; i++) w[i] = want[i];
+  double e = check(what, got, w, n, tol);
+  free(w);
+  return e;
+}
+
+/* Relative error for |want| >= 1, absolute below. */
+static void check_scalar(const char *what, double got, double want, double tol) {
+  double err = fabs(got - want) / fmax(fabs(want), 1.0);
+  int ok = err <= tol;
+  if (!ok) failures++;
+  printf("%-4s %-44s got %.9g want %.9g\n", ok ? "ok" : "FAIL", what, got, want);
+}
+
+// ----------------------------------------------------------------------------
+// cases: an op as a reference forward, a kernel forward and a kernel backward
+
+enum { MAXIN = 3 };
+typedef struct Case Case;
+/* in[k] are the differentiable inputs; out has out_n elements (1 for losses). */
+typedef void RefFn(double *out, double *const *in, const Case *c);
+typedef void FwdFn(float *out, float *const *in, const Case *c);
+/* din[k] may be NULL. For losses dout[0] is the scale. */
+typedef void BwdFn(float *const *din, const float *dout, float *const *in, const Case *c,
+                   int acc);
+
+struct Case {
+  const char *name;
+  int nin;              /* differentiable inputs */
+  int64_t in_n[MAXIN];  /* elements per input */
+  float amp[MAXIN];     /* inputs drawn in [-amp, amp); 0 means 1 */
+  float away;           /* inputs drawn with |x| >= away (keeps relu off its kink) */
+  int64_t out_n;        /* output elements */
+  int64_t d[4];         /* op dims, in the header's order */
+  const int32_t *ids;   /* tokens or targets */
+  const float *aux;     /* mse target */
+  RefFn *ref;
+  FwdFn *fwd;
+  BwdFn *bwd;
+};
+
+static double objective(const Case *c, double *const *in, const double *R, double *out) {
+  c->ref(out, in, c);
+  double L = 0.0;
+  for (int64_t i = 0; i < c->out_n; i++) L += out[i] * R[i];
+  return L;
+}
+
+/* g[k] = dL/din[k] by central differences. */
+static void fd_grads(double **g, const Case *c, double *const *in, const double *R) {
+  const double h = 1e-5;
+  double *out = NEW(double, c->out_n);
+  for (int k = 0; k < c->nin; k++)
+    for (int64_t i = 0; i < c->in_n[k]; i++) {
+      double keep = in[k][i];
+      in[k][i] = keep + h;
+      double lp = objective(c, in, R, out);
+      in[k][i] = keep - h;
+      double lm = objective(c, in, R, out);
+      in[k][i] = keep;
+      g[k][i] = (lp - lm) / (2.0 * h);
+    }
+  free(out);
+}
+
+/* Runs backward with the gradients in mask, acc as given, and checks each
+ * against base + fd (base = contents before the call, NaN-filled for acc = 0). */
+static void check_backward(const Case *c, float *const *in, const float *dout,
+                           double *const *fd, unsigned mask, int acc, const char *tag) {
+  float *din[MAXIN] = {0};
+  float *base[MAXIN] = {0};
+  for (int k = 0; k < c->nin; k++) {
+    if (!(mask & (1u << k))) continue;
+    din[k] = NEW(float, c->in_n[k]);
+    base[k] = NEW(float, c->in_n[k]);
+    if (acc) fill_rand(base[k], c->in_n[k], 1.0f);
+    else fill(base[k], c->in_n[k], NAN);
+    memcpy(din[k], base[k], (size_t)c->in_n[k] * sizeof(float));
+  }
+  c->bwd(din, dout, in, c, acc);
+  for (int k = 0; k < c->nin; k++) {
+    if (!din[k]) continue;
+    double *want = NEW(double, c->in_n[k]);
+    for (int64_t i = 0; i < c->in_n[k]; i++)
+      want[i] = fd[k][i] + (acc ? (double)base[k][i] : 0.0);
+    char what[96];
+    snprintf(what, sizeof what, "%s d%d %s", c->name, k, tag);
+    check(what, din[k], want, c->in_n[k], TOL);
+    free(want);
+    free(din[k]);
+    free(base[k]);
+  }
+}
+
+static void run_case(const Case *c) {
+  float *in[MAXIN] = {0};
+  double *ind[MAXIN] = {0}, *fd[MAXIN] = {0};
+  for (int k = 0; k < c->nin; k++) {
+    in[k] = NEW(float, c->in_n[k]);
+    ind[k] = NEW(double, c->in_n[k]);
+    fd[k] = NEW(double, c->in_n[k]);
+    fill_rand(in[k], c->in_n[k], c->amp[k] > 0 ? c->amp[k] : 1.0f);
+    for (int64_t i = 0; i < c->in_n[k]; i++) {
+      if (c->away > 0 && fabsf(in[k][i]) < c->away)
+        in[k][i] = in[k][i] < 0 ? in[k][i] - c->away : in[k][i] + c->away;
+      ind[k][i] = in[k][i];
+    }
+  }
+  float *Rf = NEW(float, c->out_n), *out = NEW(float, c->out_n);
+  double *R = NEW(double, c->out_n), *want = NEW(double, c->out_n);
+  fill_rand(Rf, c->out_n, 1.0f);
+  if (c->out_n == 1) Rf[0] = 2.5f; // the loss scale
+  for (int64_t i = 0; i < c->out_n; i++) R[i] = Rf[i];
+
+  char what[96];
+  c->ref(want, ind, c);
+  fill(out, c->out_n, NAN);
+  c->fwd(out, in, c);
+  snprintf(what, sizeof what, "%s forward", c->name);
+  check(what, out, want, c->out_n, TOL);
+
+  fd_grads(fd, c, ind, R);
+  unsigned all = (1u << c->nin) - 1;
+  check_backward(c, in, Rf, fd, all, 0, "acc=0");
+  check_backward(c, in, Rf, fd, all, 1, "acc=1");
+  if (c->nin > 1)
+    for (int k = 0; k < c->nin; k++) {
+      check_backward(c, in, Rf, fd, 1u << k, 0, "alone acc=0");
+      check_backward(c, in, Rf, fd, 1u << k, 1, "alone acc=1");
+    }
+
+  for (int k = 0; k < c->nin; k++) {
+    free(in[k]);
+    free(ind[k]);
+    free(fd[k]);
+  }
+  free(Rf);
+  free(out);
+  free(R);
+  free(want);
+}
+
+// ----------------------------------------------------------------------------
+// linear: d = M K N; inputs x W [b]
+
+static void ref_linear(double *out, double *const *in, const Case *c) {
+  int64_t M = c->d[0], K = c->d[1], N = c->d[2];
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t n = 0; n < N; n++) {
+      double s = c->nin > 2 ? in[2][n] : 0.0;
+      for (int64_t k = 0; k < K; k++) s += in[0][i * K + k] * in[1][n * K + k];
+      out[i * N + n] = s;
+    }
+}
+static void fwd_linear(float *out, float *const *in, const Case *c) {
+  rt_linear_forward(out, in[0], in[1], c->nin > 2 ? in[2] : NULL, c->d[0], c->d[1],
+                    c->d[2]);
+}
+static void bwd_linear(float *const *din, const float *dout, float *const *in,
+                       const Case *c, int acc) {
+  rt_linear_backward(din[0], din[1], c->nin > 2 ? din[2] : NULL, dout, in[0], in[1],
+                     c->d[0], c->d[1], c->d[2], acc, acc, acc);
+}
+static void case_linear(const char *name, int64_t M, int64_t K, int64_t N, int bias) {
+  Case c = {.name = name, .nin = bias ? 3 : 2,
+            .in_n = {M * K, N * K, N}, .out_n = M * N, .d = {M, K, N},
+            .ref = ref_linear, .fwd = fwd_linear, .bwd = bwd_linear};
+  run_case(&c);
+}
+
+// ----------------------------------------------------------------------------
+// matmul: d = Bt M K N; inputs a b
+
+static void ref_matmul(double *out, double *const *in, const Case *c) {
+  int64_t Bt = c->d[0], M = c->d[1], K = c->d[2], N = c->d[3];
+  for (int64_t t = 0; t < Bt; t++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t n = 0; n < N; n++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < K; k++)
+          s += in[0][(t * M + i) * K + k] * in[1][(t * K + k) * N + n];
+        out[(t * M + i) * N + n] = s;
+      }
+}
+static void fwd_matmul(float *out, float *const *in, const Case *c) {
+  rt_matmul_forward(out, in[0], in[1], c->d[0], c->d[1], c->d[2], c->d[3]);
+}
+static void bwd_matmul(float *const *din, const float *dout, float *const *in,
+                       const Case *c, int acc) {
+  rt_matmul_backward(din[0], din[1], dout, in[0], in[1], c->d[0], c->d[1], c->d[2],
+                     c->d[3], acc, acc);
+}
+
+// ----------------------------------------------------------------------------
+// element-wise: add (a b), relu, gelu (x); d = n
+
+static void ref_add(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] + in[1][i];
+}
+static void fwd_add(float *out, float *const *in, const Case *c) {
+  rt_add_forward(out, in[0], in[1], c->d[0]);
+}
+static void bwd_add(float *const *din, const float *dout, float *const *in,
+                    const Case *c, int acc) {
+  (void)in;
+  rt_add_backward(din[0], din[1], dout, c->d[0], acc, acc);
+}
+
+static void ref_relu(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] > 0 ? in[0][i] : 0.0;
+}
+static void fwd_relu(float *out, float *const *in, const Case *c) {
+  rt_relu_forward(out, in[0], c->d[0]);
+}
+static void bwd_relu(float *const *din, const float *dout, float *const *in,
+                     const Case *c, int acc) {
+  float *out = NEW(float, c->d[0]);
+  rt_relu_forward(out, in[0], c->d[0]);
+  rt_relu_backward(din[0], dout, out, c->d[0], acc);
+  free(out);
+}
+
+static double gelu_d(double x) {
+  const double s = sqrt(2.0 / acos(-1.0));
+  return 0.5 * x * (1.0 + tanh(s * (x + 0.044715 * x * x * x)));
+}
+static void ref_gelu(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = gelu_d(in[0][i]);
+}
+static void fwd_gelu(float *out, float *const *in, const Case *c) {
+  rt_gelu_forward(out, in[0], c->d[0]);
+}
+static void bwd_gelu(float *const *din, const float *dout, float *const *in,
+                     const Case *c, int acc) {
+  rt_gelu_backward(din[0], dout, in[0], c->d[0], acc);
+}
+
+// ----------------------------------------------------------------------------
+// layernorm (x w b), softmax (x); d = N C
+
+static void ref_layernorm(double *out, double *const *in, const Case *c) {
+  int64_t N = c->d[0], C = c->d[1];
+  for (int64_t i = 0; i < N; i++) {
+    const double *x = in[0] + i * C;
+    double m = 0.0, v = 0.0;
+    for (int64_t j = 0; j < C; j++) m += x[j];
+    m /= (double)C;
+    for (int64_t j = 0; j < C; j++) v += (x[j] - m) * (x[j] - m);
+    double r = 1.0 / sqrt(v / (double)C + 1e-5);
+    for (int64_t j = 0; j < C; j++) out[i * C + j] = (x[j] - m) * r * in[1][j] + in[2][j];
+  }
+}
+static void fwd_layernorm(float *out, float *const *in, const Case *c) {
+  rt_layernorm_forward(out, NULL, NULL, in[0], in[1], in[2], c->d[0], c->d[1]);
+}
+static void bwd_layernorm(float *const *din, const float *dout, float *const *in,
+                          const Case *c, int acc) {
+  int64_t N = c->d[0], C = c->d[1];
+  float *out = NEW(float, N * C), *mean = NEW(float, N), *rstd = NEW(float, N);
+  rt_layernorm_forward(out, mean, rstd, in[0], in[1], in[2], N, C);
+  rt_layernorm_backward(din[0], din[1], din[2], dout, in[0], in[1], mean, rstd, N, C,
+                        acc, acc, acc);
+  free(out);
+  free(mean);
+  free(rstd);
+}
+
+static void ref_softmax_rows(double *out, const double *x, int64_t N, int64_t C) {
+  for (int64_t i = 0; i < N; i++) {
+    double mx = -INFINITY, s = 0.0;
+    for (int64_t j = 0; j < C; j++) mx = fmax(mx, x[i * C + j]);
+    for (int64_t j = 0; j < C; j++) s += out[i * C + j] = exp(x[i * C + j] - mx);
+    for (int64_t j = 0; j < C; j++) out[i * C + j] /= s;
+  }
+}
+static void ref_softmax(double *out, double *const *in, const Case *c) {
+  ref_softmax_rows(out, in[0], c->d[0], c->d[1]);
+}
+static void fwd_softmax(float *out, float *const *in, const Case *c) {
+  rt_softmax_forward(out, in[0], c->d[0], c->d[1]);
+}
+static void bwd_softmax(float *const *din, const float *dout, float *const *in,
+                        const Case *c, int acc) {
+  float *out = NEW(float, c->d[0] * c->d[1]);
+  rt_softmax_forward(out, in[0], c->d[0], c->d[1]);
+  rt_softmax_backward(din[0], dout, out, c->d[0], c->d[1], acc);
+  free(out);
+}
+
+// ----------------------------------------------------------------------------
+// attention (qkv); d = B T C NH
+
+static void ref_attention(double *out, double *const *in, const Case *c) {
+  int64_t B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], hs = C / NH;
+  double *p = NEW(double, T);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t t = 0; t < T; t++) {
+        const double *q = in[0] + (b * T + t) * 3 * C + h * hs;
+        for (int64_t t2 = 0; t2 <= t; t2++) {
+          const double *k = in[0] + (b * T + t2) * 3 * C + C + h * hs;
+          double s = 0.0;
+          for (int64_t i = 0; i < hs; i++) s += q[i] * k[i];
+          p[t2] = s / sqrt((double)hs);
+        }
+        ref_softmax_rows(p, p, 1, t + 1);
+        for (int64_t i = 0; i < hs; i++) {
+          double s = 0.0;
+          for (int64_t t2 = 0; t2 <= t; t2++)
+            s += p[t2] * in[0][(b * T + t2) * 3 * C + 2 * C + h * hs + i];
+          out[(b * T + t) * C + h * hs + i] = s;
+        }
+      }
+  free(p);
+}
+static void fwd_attention(float *out, float *const *in, const Case *c) {
+  int64_t B = c->d[0], T = c->d[1], NH = c->d[3];
+  float *lse = NEW(float, B * NH * T);
+  rt_attention_forward(out, lse, in[0], B, T, c->d[2], NH);
+  free(lse);
+}
+static void bwd_attention(float *const *din, const float *dout, float *const *in,
+                          const Case *c, int acc) {
+  int64_t B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
+  float *out = NEW(float, B * T * C), *lse = NEW(float, B * NH * T);
+  fill(out, B * T * C, NAN); // forward must write every output and statistic
+  fill(lse, B * NH * T, NAN);
+  rt_attention_forward(out, lse, in[0], B, T, C, NH);
+  rt_attention_backward(din[0], dout, in[0], out, lse, B, T, C, NH, acc);
+  free(out);
+  free(lse);
+}
+
+// ----------------------------------------------------------------------------
+// embedding (W; tokens in ids), d = N C V; position embedding (W), d = B T C Wrows
+
+static void ref_embedding(double *out, double *const *in, const Case *c) {
+  int64_t N = c->d[0], C = c->d[1];
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t j = 0; j < C; j++) out[i * C + j] = in[0][c->ids[i] * C + j];
+}
+static void fwd_embedding(float *out, float *const *in, const Case *c) {
+  rt_embedding_forward(out, c->ids, in[0], c->d[0], c->d[1], c->d[2]);
+}
+static void bwd_embedding(float *const *din, const float *dout, float *const *in,
+                          const Case *c, int acc) {
+  (void)in;
+  rt_embedding_backward(din[0], dout, c->ids, c->d[0], c->d[1], c->d[2], acc);
+}
+
+static void ref_posemb(double *out, double *const *in, const Case *c) {
+  int64_t B = c->d[0], T = c->d[1], C = c->d[2];
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t j = 0; j < C; j++) out[(b * T + t) * C + j] = in[0][t * C + j];
+}
+static void fwd_posemb(float *out, float *const *in, const Case *c) {
+  rt_position_embedding_forward(out, in[0], c->d[0], c->d[1], c->d[2]);
+}
+static void bwd_posemb(float *const *din, const float *dout, float *const *in,
+                       const Case *c, int acc) {
+  (void)in;
+  rt_position_embedding_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], acc);
+}
+
+// ----------------------------------------------------------------------------
+// losses: cross-entropy (logits; targets in ids), d = N V;
+// mse (pred; target in aux), d = n
+
+static void ref_cross_entropy(double *out, double *const *in, const Case *c) {
+  int64_t N = c->d[0], V = c->d[1];
+  double total = 0.0;
+  for (int64_t i = 0; i < N; i++) {
+    const double *l = in[0] + i * V;
+    double mx = -INFINITY, s = 0.0;
+    for (int64_t j = 0; j < V; j++) mx = fmax(mx, l[j]);
+    for (int64_t j = 0; j < V; j++) s += exp(l[j] - mx);
+    total += mx + log(s) - l[c->ids[i]];
+  }
+  out[0] = total / (double)N;
+}
+static void fwd_cross_entropy(float *out, float *const *in, const Case *c) {
+  rt_cross_entropy_forward(out, NULL, in[0], c->ids, c->d[0], c->d[1]);
+}
+static void bwd_cross_entropy(float *const *din, const float *dout, float *const *in,
+                              const Case *c, int acc) {
+  float loss, *lse = NEW(float, c->d[0]);
+  rt_cross_entropy_forward(&loss, lse, in[0], c->ids, c->d[0], c->d[1]);
+  rt_cross_entropy_backward(din[0], in[0], c->ids, lse, c->d[0], c->d[1], dout[0], acc);
+  free(lse);
+}
+
+static void ref_mse(double *out, double *const *in, const Case *c) {
+  double s = 0.0;
+  for (int64_t i = 0; i < c->d[0]; i++) {
+    double e = in[0][i] - c->aux[i];
+    s += e * e;
+  }
+  out[0] = s / (double)c->d[0];
+}
+static void fwd_mse(float *out, float *const *in, const Case *c) {
+  rt_mse_forward(out, in[0], c->aux, c->d[0]);
+}
+static void bwd_mse(float *const *din, const float *dout, float *const *in,
+                    const Case *c, int acc) {
+  rt_mse_backward(din[0], in[0], c->aux, c->d[0], dout[0], acc);
+}
+
+static void gradchecks(void) {
+  case_linear("linear", 4, 6, 5, 1);
+  case_linear("linear (no bias)", 4, 6, 5, 0);
+  case_linear("linear (N=70)", 3, 4, 70, 1); // db spans two column blocks
+  run_case(&(Case){.name = "matmul", .nin = 2, .in_n = {2 * 3 * 4, 2 * 4 * 5},
+                   .out_n = 2 * 3 * 5, .d = {2, 3, 4, 5}, .ref = ref_matmul,
+                   .fwd = fwd_matmul, .bwd = bwd_matmul});
+  run_case(&(Case){.name = "add", .nin = 2, .in_n = {11, 11}, .out_n = 11, .d = {11},
+                   .ref = ref_add, .fwd = fwd_add, .bwd = bwd_add});
+  run_case(&(Case){.name = "relu", .nin = 1, .in_n = {13}, .away = 0.05f, .out_n = 13,
+                   .d = {13}, .ref = ref_relu, .fwd = fwd_relu, .bwd = bwd_relu});
+  run_case(&(Case){.name = "gelu", .nin = 1, .in_n = {40}, .amp = {4.0f}, .out_n = 40,
+                   .d = {40}, .ref = ref_gelu, .fwd = fwd_gelu, .bwd = bwd_gelu});
+  run_case(&(Case){.name = "layernorm", .nin = 3, .in_n = {3 * 8, 8, 8}, .out_n = 3 * 8,
+                   .d = {3, 8}, .ref = ref_layernorm, .fwd = fwd_layernorm,
+                   .bwd = bwd_layernorm});
+  // Variance near eps, so a wrong eps or an unbiased variance shows; C = 70
+  // spans two column blocks in the dw/db reduction.
+  run_case(&(Case){.name = "layernorm (small var, C=70)", .nin = 3,
+                   .in_n = {3 * 70, 70, 70}, .amp = {0.005f}, .out_n = 3 * 70,
+                   .d = {3, 70}, .ref = ref_layernorm, .fwd = fwd_layernorm,
+                   .bwd = bwd_layernorm});
+  run_case(&(Case){.name = "softmax", .nin = 1, .in_n = {4 * 7}, .amp = {3.0f},
+                   .out_n = 4 * 7, .d = {4, 7}, .ref = ref_softmax, .fwd = fwd_softmax,
+                   .bwd = bwd_softmax});
+  run_case(&(Case){.name = "attention", .nin = 1, .in_n = {2 * 5 * 3 * 8},
+                   .amp = {1.5f}, .out_n = 2 * 5 * 8, .d = {2, 5, 8, 2},
+                   .ref = ref_attention, .fwd = fwd_attention, .bwd = bwd_attention});
+  // Head size 12: the dot product's eight-lane body and its tail.
+  run_case(&(Case){.name = "attention (hs=12)", .nin = 1, .in_n = {1 * 4 * 3 * 24},
+                   .out_n = 1 * 4 * 24, .d = {1, 4, 24, 2}, .ref = ref_attention,
+                   .fwd = fwd_attention, .bwd = bwd_attention});
+  // Longer rows, three heads: recomputed probabilities across many positions.
+  run_case(&(Case){.name = "attention (T=17, NH=3)", .nin = 1,
+                   .in_n = {2 * 17 * 3 * 48}, .out_n = 2 * 17 * 48,
+                   .d = {2, 17, 48, 3}, .ref = ref_attention, .fwd = fwd_attention,
+                   .bwd = bwd_attention});
+  static const int32_t tokens[9] = {3, 1, 3, 0, 3, 5, 1, 3, 0}; // rows 2, 4, 6 unused
+  run_case(&(Case){.name = "embedding", .nin = 1, .in_n = {7 * 5}, .out_n = 9 * 5,
+                   .d = {9, 5, 7}, .ids = tokens, .ref = ref_embedding,
+                   .fwd = fwd_embedding, .bwd = bwd_embedding});
+  run_case(&(Case){.name = "embedding (C=70)", .nin = 1, .in_n = {7 * 70},
+                   .out_n = 9 * 70, .d = {9, 70, 7}, .ids = tokens, .ref = ref_embedding,
+                   .fwd = fwd_embedding, .bwd = bwd_embedding});
+  // Wrows > T: rows T.. are zeroed with acc = 0, untouched with acc = 1.
+  run_case(&(Case){.name = "position_embedding", .nin = 1, .in_n = {6 * 5},
+                   .out_n = 3 * 4 * 5, .d = {3, 4, 5, 6}, .ref = ref_posemb,
+                   .fwd = fwd_posemb, .bwd = bwd_posemb});
+  static const int32_t targets[5] = {0, 6, 2, 2, 5};
+  run_case(&(Case){.name = "cross_entropy", .nin = 1, .in_n = {5 * 7}, .amp = {3.0f},
+                   .out_n = 1, .d = {5, 7}, .ids = targets, .ref = ref_cross_entropy,
+                   .fwd = fwd_cross_entropy, .bwd = bwd_cross_entropy});
+  float mse_target[12];
+  fill_rand(mse_target, 12, 1.0f);
+  run_case(&(Case){.name = "mse", .nin = 1, .in_n = {12}, .out_n = 1, .d = {12},
+                   .aux = mse_target, .ref = ref_mse, .fwd = fwd_mse, .bwd = bwd_mse});
+}
+
+// ----------------------------------------------------------------------------
+// in place: each alias-safe pair gives the same result as separate buffers
+
+enum { AN = 40000 }; /* above the kernels' threshold for going parallel */
+
+static void alias_elementwise(void) {
+  float *a = NEW(float, AN), *b = NEW(float, AN), *g = NEW(float, AN);
+  float *want = NEW(float, AN), *io = NEW(float, AN);
+  fill_rand(a, AN, 2.0f);
+  fill_rand(b, AN, 1.0f);
+  fill_rand(g, AN, 1.0f);
+  rt_add_forward(want, a, b, AN);
+  memcpy(io, a, sizeof(float) * AN);
+  rt_add_forward(io, io, b, AN);
+  check_f("in place add forward (out, a)", io, want, AN, EXACT);
+  memcpy(io, b, sizeof(float) * AN);
+  rt_add_forward(io, a, io, AN);
+  check_f("in place add forward (out, b)", io, want, AN, EXACT);
+
+  float *db = NEW(float, AN);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_add_backward(io, db, io, AN, 0, 0); // da aliases dout
+  check_f("in place add backward (da, dout)", io, g, AN, EXACT);
+  check_f("in place add backward (da, dout): db", db, g, AN, EXACT);
+  memcpy(io, g, sizeof(float) * AN);
+  fill_rand(db, AN, 1.0f);
+  for (int64_t i = 0; i < AN; i++) want[i] = db[i] + g[i];
+  rt_add_backward(db, io, io, AN, 1, 0); // db aliases dout, da accumulates
+  check_f("in place add backward (db, dout)", io, g, AN, EXACT);
+  check_f("in place add backward (db, dout): da acc=1", db, want, AN, EXACT);
+  free(db);
+
+  rt_relu_forward(want, a, AN);
+  memcpy(io, a, sizeof(float) * AN);
+  rt_relu_forward(io, io, AN);
+  check_f("in place relu forward (out, x)", io, want, AN, EXACT);
+  float *out = NEW(float, AN);
+  rt_relu_forward(out, a, AN);
+  rt_relu_backward(want, g, out, AN, 0);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_relu_backward(io, io, out, AN, 0);
+  check_f("in place relu backward (dx, dout)", io, want, AN, EXACT);
+
+  rt_gelu_forward(want, a, AN);
+  memcpy(io, a, sizeof(float) * AN);
+  rt_gelu_forward(io, io, AN);
+  check_f("in place gelu forward (out, x)", io, want, AN, EXACT);
+  rt_gelu_backward(want, g, a, AN, 0);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_gelu_backward(io, io, a, AN, 0);
+  check_f("in place gelu backward (dx, dout)", io, want, AN, EXACT);
+
+  free(a);
+  free(b);
+  free(g);
+  free(want);
+  free(io);
+  free(out);
+}
+
+static void alias_rows(void) {
+  const int64_t N = 300, C = 129;
+  float *x = NEW(float, N * C), *g = NEW(float, N * C), *out = NEW(float, N * C);
+  float *want = NEW(float, N * C), *io = NEW(float, N * C);
+  fill_rand(x, N * C, 4.0f);
+  fill_rand(g, N * C, 1.0f);
+  rt_softmax_forward(out, x, N, C);
+  memcpy(io, x, sizeof(float) * N * C);
+  rt_softmax_forward(io, io, N, C);
+  check_f("in place softmax forward (out, x)", io, out, N * C, EXACT);
+  rt_softmax_backward(want, g, out, N, C, 0);
+  memcpy(io, g, sizeof(float) * N * C);
+  rt_softmax_backward(io, io, out, N, C, 0);
+  check_f("in place softmax backward (dx, dout)", io, want, N * C, EXACT);
+
+  int32_t *y = NEW(int32_t, N);
+  for (int64_t i = 0; i < N; i++) y[i] = (int32_t)((i * 37) % C);
+  float loss, *lse = NEW(float, N);
+  rt_cross_entropy_forward(&loss, lse, x, y, N, C);
+  rt_cross_entropy_backward(want, x, y, lse, N, C, 1.0f, 0);
+  memcpy(io, x, sizeof(float) * N * C);
+  rt_cross_entropy_backward(io, io, y, lse, N, C, 1.0f, 0);
+  check_f("in place cross_entropy backward (dlogits, logits)", io, want, N * C, EXACT);
+  free(x);
+  free(g);
+  free(out);
+  free(want);
+  free(io);
+  free(y);
+  free(lse);
+}
+
+// ----------------------------------------------------------------------------
+// value-level forward checks
+
+static void values_softmax_ce(void) {
+  enum { N = 3, V = 50 };
+  float x[N * V], p[N * V];
+  for (int i = 0; i < N * V; i++) x[i] = 1000.0f + 5.0f * frand(); // exp would overflow
+  rt_softmax_forward(p, x, N, V);
+  for (int i = 0; i < N; i++) {
+    double s = 0.0;
+    for (int j = 0; j < V; j++) s += p[i * V + j];
+    check_scalar("softmax row sums to 1 (logits ~1000)", s, 1.0, 1e-5);
+  }
+  int32_t y[N] = {0, 17, 49};
+  float loss, lse[N];
+  fill(x, N * V, 500.0f);
+  rt_cross_entropy_forward(&loss, lse, x, y, N, V);
+  check_scalar("cross_entropy of uniform logits = log V", loss, log((double)V), 1e-5);
+  check_scalar("cross_entropy lse of uniform logits", lse[1], 500.0 + log((double)V),
+               1e-6);
+  float mse;
+  float pred[4] = {1, 2, 3, 4}, tgt[4] = {1, 0, 3, 8};
+  rt_mse_forward(&mse, pred, tgt, 4);
+  check_scalar("mse of known values = 5", mse, 5.0, 1e-7);
+}
+
+static void values_gelu_layernorm(void) {
+  float x[4] = {0.0f, 1.0f, -10.0f, 10.0f}, y[4];
+  rt_gelu_forward(y, x, 4);
+  check_scalar("gelu(0) = 0", y[0], 0.0, 1e-7);
+  check_scalar("gelu(1) = 0.8411920 (tanh approximation)", y[1], 0.84119199, 1e-6);
+  check_scalar("gelu(-10) = 0", y[2], 0.0, 1e-7);
+  check_scalar("gelu(10) = 10", y[3], 10.0, 1e-7);
+
+  enum { N = 2, C = 64 };
+  float in[N * C], out[N * C], w[C], b[C], mean[N], rstd[N];
+  fill_rand(in, N * C, 3.0f);
+  fill(w, C, 1.0f);
+  fill(b, C, 0.0f);
+  rt_layernorm_forward(out, mean, rstd, in, w, b, N, C);
+  for (int i = 0; i < N; i++) {
+    double m = 0.0, v = 0.0, xm = 0.0, xv = 0.0;
+    for (int j = 0; j < C; j++) {
+      m += out[i * C + j];
+      xm += in[i * C + j];
+    }
+    m /= C;
+    xm /= C;
+    for (int j = 0; j < C; j++) {
+      v += (out[i * C + j] - m) * (out[i * C + j] - m);
+      xv += (in[i * C + j] - xm) * (in[i * C + j] - xm);
+    }
+    v /= C; // biased, like PyTorch
+    xv /= C;
+    check_scalar("layernorm saved mean", mean[i], xm, 1e-6);
+    check_scalar("layernorm saved rstd = 1/sqrt(var + 1e-5)", rstd[i],
+                 1.0 / sqrt(xv + 1e-5), 1e-6);
+    check_scalar("layernorm row mean = 0", m, 0.0, 1e-6);
+    check_scalar("layernorm row var = var/(var+eps)", v, xv / (xv + 1e-5), 1e-5);
+  }
+}
+
+/* lse[b,h,t] = log sum_t2<=t exp(q_t . k_t2 / sqrt(hs)), in double. */
+static void ref_attention_lse(double *lse, const float *qkv, int64_t B, int64_t T,
+                              int64_t C, int64_t NH) {
+  int64_t hs = C / NH;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t t = 0; t < T; t++) {
+        const float *q = qkv + (b * T + t) * 3 * C + h * hs;
+        double s = 0.0;
+        for (int64_t t2 = 0; t2 <= t; t2++) {
+          const float *k = qkv + (b * T + t2) * 3 * C + C + h * hs;
+          double d = 0.0;
+          for (int64_t i = 0; i < hs; i++) d += (double)q[i] * k[i];
+          s += exp(d / sqrt((double)hs));
+        }
+        lse[(b * NH + h) * T + t] = log(s);
+      }
+}
+
+static void values_attention(void) {
+  enum { B = 2, T = 6, C = 8, NH = 2 };
+  float qkv[B * T * 3 * C], out[B * T * C], out2[B * T * C], lse[B * NH * T];
+  double want[B * NH * T];
+  fill_rand(qkv, B * T * 3 * C, 2.0f);
+  rt_attention_forward(out, lse, qkv, B, T, C, NH);
+  rt_attention_forward(out2, NULL, qkv, B, T, C, NH);
+  check_f("attention eval (lse = NULL) = training output", out2, out, B * T * C, 0.0);
+  ref_attention_lse(want, qkv, B, T, C, NH);
+  check("attention saved lse (log-sum-exp of scores)", lse, want, B * NH * T, TOL);
+  // Position 0 attends only to itself: its output is its own v, its lse its score.
+  for (int b = 0; b < B; b++)
+    check_f("attention at t=0 = v", out + b * T * C, qkv + b * T * 3 * C + 2 * C, C,
+            1e-7);
+  // Scaled scores near 128 overflow expf unless the row max is subtracted.
+  for (int i = 0; i < B * T * 3 * C; i++) qkv[i] = 8.0f + 0.1f * frand();
+  rt_attention_forward(out, lse, qkv, B, T, C, NH);
+  ref_attention_lse(want, qkv, B, T, C, NH);
+  check("attention lse with large scores", lse, want, B * NH * T, TOL);
+}
+
+// ----------------------------------------------------------------------------
+// optimizers against hand-computed steps
+
+static void values_optimizers(void) {
+  // AdamW, t = 1, lr 0.1, wd 0.1: p = 0.99 (decay); m = 0.05, v = 0.00025;
+  // m/(1-0.9) = 0.5, sqrt(v/(1-0.999)) = 0.5; p = 0.99 - 0.1 * 0.5/(0.5+1e-8).
+  float p = 1.0f, g = 0.5f, m = 0.0f, v = 0.0f;
+  rt_adamw_update(&p, &g, &m, &v, 1, 0.1, 0.9, 0.999, 1e-8, 0.1, 1);
+  check_scalar("adamw step 1: p", p, 0.89, 1e-6);
+  check_scalar("adamw step 1: m", m, 0.05, 1e-6);
+  check_scalar("adamw step 1: v", v, 0.00025, 1e-6);
+  // Step 2, g = -1: p = 0.89*0.99 = 0.8811; m = 0.045 - 0.1 = -0.055;
+  // v = 0.00024975 + 0.001 = 0.00124975; mhat = -0.055/0.19 = -0.289473684;
+  // vhat = 0.00124975/0.001999 = 0.625187594, sqrt = 0.790688053;
+  // p = 0.8811 + (0.1/0.19) * 0.055/(0.790688053 + 1e-8) = 0.917710354.
+  g = -1.0f;
+  rt_adamw_update(&p, &g, &m, &v, 1, 0.1, 0.9, 0.999, 1e-8, 0.1, 2);
+  check_scalar("adamw step 2: p", p, 0.917710354, 1e-6);
+  check_scalar("adamw step 2: m", m, -0.055, 1e-6);
+  check_scalar("adamw step 2: v", v, 0.00124975, 1e-6);
+
+  // SGD, lr 0.1, wd 0.1, momentum 0.9, g = 0.5: g' = 0.6, buf = 0.6, p = 0.94;
+  // step 2: g' = 0.5 + 0.094 = 0.594, buf = 0.54 + 0.594 = 1.134, p = 0.8266.
+  float q = 1.0f, buf = 0.0f;
+  g = 0.5f;
+  rt_sgd_update(&q, &g, &buf, 1, 0.1, 0.9, 0.1, 0);
+  check_scalar("sgd momentum step 1: p", q, 0.94, 1e-6);
+  rt_sgd_update(&q, &g, &buf, 1, 0.1, 0.9, 0.1, 0);
+  check_scalar("sgd momentum step 2: p", q, 0.8266, 1e-6);
+  check_scalar("sgd momentum step 2: buf", buf, 1.134, 1e-6);
+  // Nesterov: buf = 0.6, step g' + 0.9 buf = 1.14, p = 0.886.
+  q = 1.0f;
+  buf = 0.0f;
+  rt_sgd_update(&q, &g, &buf, 1, 0.1, 0.9, 0.1, 1);
+  check_scalar("sgd nesterov step 1: p", q, 0.886, 1e-6);
+  check_scalar("sgd nesterov step 1: buf", buf, 0.6, 1e-6);
+  // No momentum, no buffer: p = 1 - 0.1 * 0.6.
+  q = 1.0f;
+  rt_sgd_update(&q, &g, NULL, 1, 0.1, 0.0, 0.1, 0);
+  check_scalar("sgd plain step: p", q, 0.94, 1e-6);
+}
+
+int main(void) {
+  rt_set_threads(2);
+  gradchecks();
+  alias_elementwise();
+  alias_rows();
+  values_softmax_ce();
+  values_gelu_layernorm();
+  values_attention();
+  values_optimizers();
+  printf("worst relative error against double references: %.2e (tolerance %.0e)\n",
+         worst, TOL);
+  if (failures) printf("%d check(s) FAILED\n", failures);
+  return failures ? 1 : 0;
+}

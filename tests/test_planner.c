@@ -1,0 +1,305 @@
+/* test_planner.c: unit tests of each planner pass, and the verifier attacked
+ * with mutated plans. Usage: test_planner MODELS_DIR */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff.h"
+#include "expr.h"
+#include "live.h"
+#include "load.h"
+#include "ops.h"
+#include "plan_build.h"
+#include "verify.h"
+
+static int failures, checks;
+static const char *models;
+
+#define CHECK(c)                                                                                   \
+  do {                                                                                             \
+    checks++;                                                                                      \
+    if (!(c)) failures++, fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);    \
+  } while (0)
+
+/* Runs load on text and returns the graph, or NULL with the error in diag_last(). */
+static Graph *try_load(Arena *ar, const char *text, const DimOverride *ov, int nov) {
+  static jmp_buf jb;
+  if (setjmp(jb)) {
+    diag_catch(NULL);
+    return NULL;
+  }
+  diag_catch(&jb);
+  Graph *g = load_model_text(ar, "t.yaml", text, strlen(text), ov, nov);
+  diag_catch(NULL);
+  return g;
+}
+
+static int64_t try_expr(const char *s, const Dim *d, int n, bool *ok) {
+  static jmp_buf jb;
+  static const Loc at = {"e", 1, 1};
+  if (setjmp(jb)) {
+    diag_catch(NULL);
+    *ok = false;
+    return 0;
+  }
+  diag_catch(&jb);
+  int64_t v = expr_eval(s, at, d, n);
+  diag_catch(NULL);
+  *ok = true;
+  return v;
+}
+
+static void test_expr(void) {
+  Dim d[2] = {{"C", 768, {0}, false}, {"NH", 12, {0}, false}};
+  bool ok;
+  CHECK(try_expr("4*C", d, 2, &ok) == 3072 && ok);
+  CHECK(try_expr("(C + 1) / 2 - NH % 5", d, 2, &ok) == 382 && ok);
+  CHECK(try_expr("-3 + 2*3", d, 2, &ok) == 3 && ok);
+  try_expr("C / (NH - 12)", d, 2, &ok);
+  CHECK(!ok && strstr(diag_last(), "division by zero"));
+  try_expr("9223372036854775807 + 1", d, 2, &ok);
+  CHECK(!ok && strstr(diag_last(), "integer overflow"));
+  try_expr("4*Cx", d, 2, &ok);
+  CHECK(!ok && strstr(diag_last(), "e:1:3: error: unknown dim 'Cx'; did you mean 'C'?"));
+  try_expr("4*(C", d, 2, &ok);
+  CHECK(!ok && strstr(diag_last(), "expected ')'"));
+}
+
+static const char *block_model =
+    "model: t\n"
+    "dims: {B: 2, C: 8, D: 2*C}\n"
+    "inputs:\n"
+    "  x: {shape: [B, C]}\n"
+    "  y: {shape: [B, C]}\n"
+    "layers:\n"
+    "  - {name: inp, op: linear, input: x, out: C}\n"
+    "  - repeat: 2\n"
+    "    name: h\n"
+    "    layers:\n"
+    "      - {name: fc, op: linear, out: D}\n"
+    "      - {name: act, op: gelu}\n"
+    "      - {name: proj, op: linear, out: C}\n"
+    "      - {name: res, op: add, inputs: [proj, $in]}\n"
+    "  - {name: out, op: linear, out: C, weight: inp.weight, bias: false}\n"
+    "  - {name: loss, op: mse, inputs: [out, y]}\n";
+
+static int find_tensor(const Graph *g, const char *name) {
+  for (int i = 0; i < g->nt; i++)
+    if (!strcmp(g->t[i].name, name)) return i;
+  return -1;
+}
+
+static int find_op(const Graph *g, const char *name) {
+  for (int i = 0; i < g->nops; i++)
+    if (!strcmp(g->ops[i].name, name)) return i;
+  return -1;
+}
+
+static void test_load(void) {
+  Arena ar = {0};
+  Graph *g = try_load(&ar, block_model, NULL, 0);
+  CHECK(g != NULL);
+  if (!g) {
+    ar_free(&ar);
+    return;
+  }
+  CHECK(g->ndims == 3 && g->dims[2].value == 16);
+  int fc = find_op(g, "h1.fc"), res0 = find_op(g, "h0.res"), res1 = find_op(g, "h1.res");
+  CHECK(fc >= 0 && res0 >= 0 && res1 >= 0);
+  /* default input chains to the previous layer; block 1 starts from block 0's output */
+  CHECK(g->ops[fc].in[0] == g->ops[res0].out[0]);
+  /* $in of block 1 is block 0's last layer, of block 0 the layer before the block */
+  CHECK(g->ops[res1].in[1] == g->ops[res0].out[0]);
+  CHECK(g->ops[res0].in[1] == g->ops[find_op(g, "inp")].out[0]);
+  /* a shared weight is one tensor, used by both layers */
+  int out = find_op(g, "out"), pw = find_tensor(g, "inp.weight");
+  CHECK(pw >= 0 && g->ops[out].in[1] == pw && g->ops[out].in[2] == -1);
+  CHECK(find_tensor(g, "out.weight") < 0);
+  CHECK(g->t[find_tensor(g, "h0.fc")].shape.d[1] == 16);
+  CHECK(!strcmp(g->t[find_tensor(g, "h0.fc")].shape.sym[1], "D"));
+  /* --set replaces a dim before later dims are computed */
+  DimOverride ov = {"C", 4};
+  Graph *g2 = try_load(&ar, block_model, &ov, 1);
+  CHECK(g2 && g2->dims[2].value == 8 && g2->dims[1].overridden);
+  ar_free(&ar);
+}
+
+/* Each gradient's first write assigns, later ones accumulate; an update
+ * follows the last write of its gradient; eval saves nothing. */
+static void test_autodiff(void) {
+  Arena ar = {0};
+  Graph *g = try_load(&ar, block_model, NULL, 0);
+  if (!g) {
+    ar_free(&ar);
+    return;
+  }
+  Step *s = ad_build(&ar, g, true);
+  int *writes = calloc((size_t)s->nt, sizeof(int));
+  bool *updated = calloc((size_t)s->nt, sizeof(bool));
+  int nupd = 0;
+  for (int i = 0; i < s->ntrain; i++) {
+    const Instr *x = &s->train[i];
+    if (x->phase == PHASE_UPDATE) {
+      nupd++;
+      int gt = x->in[0];
+      CHECK(writes[gt] > 0 && !updated[gt]);
+      updated[gt] = true;
+      continue;
+    }
+    for (int k = 0; k < x->nout && x->phase == PHASE_BACKWARD; k++) {
+      int t = x->out[k];
+      if (t < 0) continue;
+      CHECK(x->acc[k] == (writes[t] > 0));
+      CHECK(!updated[t]); /* no write after the update */
+      writes[t]++;
+    }
+  }
+  int nparams = 0;
+  for (int t = 0; t < g->nt; t++) nparams += g->t[t].kind == TK_PARAM;
+  CHECK(nupd == nparams);
+  /* the shared weight gets two gradient contributions */
+  CHECK(writes[s->grad[find_tensor(g, "inp.weight")]] == 2);
+  for (int i = 0; i < s->neval; i++) CHECK(s->eval[i].phase == PHASE_FORWARD);
+  /* the saved set is exactly what backward reads: gelu saves its input */
+  CHECK(s->saved[find_tensor(g, "h0.fc")]);
+  CHECK(s->saved[find_tensor(g, "h0.act")]); /* the next linear's input */
+  CHECK(s->saved[find_tensor(g, "h0.res")]);   /* h1.fc's input */
+  CHECK(!s->saved[find_tensor(g, "h0.proj")]); /* only an add reads it */
+  free(writes), free(updated);
+  ar_free(&ar);
+}
+
+static void test_live(void) {
+  Arena ar = {0};
+  Graph *g = try_load(&ar, block_model, NULL, 0);
+  if (!g) {
+    ar_free(&ar);
+    return;
+  }
+  Step *s = ad_build(&ar, g, true);
+  Live *lt = live_build(&ar, s, s->train, s->ntrain), *le = live_build(&ar, s, s->eval, s->neval);
+  int fc = find_tensor(g, "h0.fc"), act = find_tensor(g, "h0.act");
+  int proj = find_tensor(g, "h0.proj"), res = find_tensor(g, "h0.res");
+  /* training: gelu's input is saved for backward, so it cannot run in place */
+  CHECK(lt->buf_of[fc] != lt->buf_of[act]);
+  /* eval: gelu and the residual add run in place */
+  CHECK(le->buf_of[fc] == le->buf_of[act]);
+  CHECK(le->buf_of[proj] == le->buf_of[res]);
+  /* parameters are live over the whole step */
+  int w = lt->buf_of[find_tensor(g, "h0.fc.weight")];
+  CHECK(lt->b[w].first == 0 && lt->b[w].last == s->ntrain && lt->b[w].persistent);
+  /* a fused update ends its gradient's life */
+  int gw = lt->buf_of[s->grad[find_tensor(g, "h0.fc.weight")]];
+  CHECK(lt->b[gw].last < s->ntrain);
+  ar_free(&ar);
+}
+
+static Plan *plan_of(Arena *ar, const char *path, const DimOverride *ov, int nov) {
+  Graph *g = load_model(ar, path, ov, nov);
+  Step *s = ad_build(ar, g, true);
+  Plan *p = plan_build(ar, g, s, live_build(ar, s, s->train, s->ntrain), live_build(ar, s, s->eval, s->neval), 256);
+  plan_assign(p, 0.2);
+  return p;
+}
+
+/* Two training buffers live at the same time. */
+static bool coexisting(const Plan *p, int *a, int *b) {
+  for (int i = 0; i < p->nbuf; i++)
+    for (int j = i + 1; j < p->nbuf; j++) {
+      const PlanBuffer *x = &p->buf[i], *y = &p->buf[j];
+      if (x->sched != SCHED_TRAIN || y->sched != SCHED_TRAIN) continue;
+      if (x->first < y->last && y->first < x->last && x->bytes >= 256 && y->bytes >= 256) return *a = i, *b = j, true;
+    }
+  return false;
+}
+
+/* Two training buffers sharing bytes at different times. */
+static bool sharing(const Plan *p, int *a, int *b) {
+  for (int i = 0; i < p->nbuf; i++)
+    for (int j = 0; j < p->nbuf; j++) {
+      const PlanBuffer *x = &p->buf[i], *y = &p->buf[j];
+      if (i == j || x->sched != SCHED_TRAIN || y->sched != SCHED_TRAIN || x->last > y->first) continue;
+      if (x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes) return *a = i, *b = j, true;
+    }
+  return false;
+}
+
+static void test_verifier_mutants(void) {
+  Arena ar = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gpt2-mini.yaml", models);
+  Plan *p = plan_of(&ar, path, NULL, 0);
+  CHECK(verify_plan(p) == NULL);
+  size_t size = sizeof(PlanBuffer) * (size_t)p->nbuf;
+  PlanBuffer *orig = malloc(size);
+  memcpy(orig, p->buf, size);
+  int a = 0, b = 0, mutants = 0;
+#define MUTANT(desc, stmt)                                                                         \
+  do {                                                                                             \
+    memcpy(p->buf, orig, size);                                                                    \
+    stmt;                                                                                          \
+    mutants++;                                                                                     \
+    const char *e = verify_plan(p);                                                                \
+    if (!e) fprintf(stderr, "mutant not caught: %s\n", desc);                                      \
+    CHECK(e != NULL);                                                                              \
+  } while (0)
+  CHECK(coexisting(p, &a, &b));
+  MUTANT("shift an offset onto a coexisting neighbor", p->buf[b].offset = p->buf[a].offset);
+  MUTANT("overlap by one aligned unit", p->buf[b].offset = p->buf[a].offset + mp_align_up(p->buf[a].bytes, 256) - 256);
+  CHECK(sharing(p, &a, &b));
+  MUTANT("extend a live range into the next tenant of its bytes", p->buf[a].last = p->buf[b].first + 1);
+  MUTANT("misalign an offset", p->buf[a].offset += 4);
+  MUTANT("exceed the arena", p->buf[a].offset = p->arena_bytes - p->buf[a].bytes + 256);
+  MUTANT("negative offset", p->buf[a].offset = -256);
+  MUTANT("shrink a live range before its last use", p->buf[a].last = p->buf[a].first);
+  MUTANT("a persistent buffer over another", p->buf[1].offset = p->buf[0].offset);
+  MUTANT("a size that does not match the shape", p->buf[a].bytes += 256);
+  MUTANT("a parameter only in one schedule", p->buf[0].sched = SCHED_TRAIN);
+  memcpy(p->buf, orig, size);
+  int saved = p->sched[3].in[0];
+  p->sched[3].in[0] = p->nbuf + 5;
+  CHECK(verify_plan(p) != NULL);
+  p->sched[3].in[0] = saved;
+  p->budget_bytes = p->arena_bytes - 1;
+  CHECK(verify_plan(p) != NULL);
+  p->budget_bytes = 0;
+  CHECK(verify_plan(p) == NULL);
+  CHECK(mutants == 10);
+  free(orig);
+  ar_free(&ar);
+}
+
+/* Every bundled model: the plan verifies and its arena is within 1% of the
+ * lower bound; GPT-2 small has its published parameter count. */
+static void test_models(void) {
+  const char *names[] = {"mlp", "gpt2-mini", "gpt2-124m"};
+  for (int i = 0; i < 3; i++) {
+    Arena ar = {0};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.yaml", models, names[i]);
+    Plan *p = plan_of(&ar, path, NULL, 0);
+    CHECK(verify_plan(p) == NULL);
+    CHECK((double)p->arena_bytes <= 1.01 * (double)p->lower_bound_bytes);
+    printf("%-10s arena %lld lower bound %lld params %lld\n", names[i], (long long)p->arena_bytes,
+           (long long)p->lower_bound_bytes, (long long)p->param_count);
+    ar_free(&ar);
+  }
+  Arena ar = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gpt2-124m.yaml", models);
+  DimOverride ov = {"V", 50257};
+  CHECK(plan_of(&ar, path, &ov, 1)->param_count == 124439808);
+  ar_free(&ar);
+}
+
+int main(int argc, char **argv) {
+  models = argc > 1 ? argv[1] : "models";
+  test_expr();
+  test_load();
+  test_autodiff();
+  test_live();
+  test_verifier_mutants();
+  test_models();
+  printf("%d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
