@@ -26,8 +26,11 @@ static void counts(const Plan *p, FILE *out) {
   fprintf(out, "  step         %d ops: %d forward, %d backward, %d updates (%s); eval %d ops\n", p->nsched,
           ph[PHASE_FORWARD], ph[PHASE_BACKWARD], ph[PHASE_UPDATE],
           p->opt.kind == OPT_ADAMW ? "AdamW" : "SGD", p->neval);
-  fprintf(out, "  step FLOPs   %.3g GFLOP (forward + backward), micro-batch %d x %d\n", (double)p->step_flops / 1e9,
-          p->micro_batch, p->accumulation_steps);
+  double f = (double)p->step_flops;
+  const char *u = f >= 1e12 ? "TFLOP" : f >= 1e9 ? "GFLOP" : "MFLOP";
+  double d = f >= 1e12 ? 1e12 : f >= 1e9 ? 1e9 : 1e6;
+  fprintf(out, "  step FLOPs   %.2f %s (forward + backward), micro-batch %d x %d\n", f / d, u, p->micro_batch,
+          p->accumulation_steps);
 }
 
 static void peak(const Plan *p, FILE *out) {

@@ -58,3 +58,10 @@ add_test(NAME plan_json COMMAND ${CMAKE_COMMAND} -DMEMPLAN=$<TARGET_FILE:memplan
          -DMODEL=${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml -DOUT=${CMAKE_CURRENT_BINARY_DIR}/plan_json
          -P ${MEMPLAN_TEST_DIR}/scripts/plan_json.cmake)
 set_tests_properties(plan_json PROPERTIES LABELS e2e)
+
+# benchmark (not run by CI: ctest -L bench -V)
+add_executable(bench_compile ${MEMPLAN_TEST_DIR}/bench/bench_compile.c)
+target_link_libraries(bench_compile memplan_planner)
+target_compile_options(bench_compile PRIVATE ${MEMPLAN_WARNINGS})
+add_test(NAME bench_compile COMMAND bench_compile ${MEMPLAN_SOURCE_DIR}/models)
+set_tests_properties(bench_compile PROPERTIES LABELS bench)
