@@ -28,4 +28,38 @@ void json_plan(const Plan *p, Text *out);
 /* The human report (report.c). */
 void report_plan(const Plan *p, FILE *out);
 
+/* The CPU trainer (emitc.c): trainer.c and its CMakeLists.txt from the Plan
+ * alone. 0, or -1 with a message on stderr when the plan needs something the
+ * CPU trainer cannot do; the Texts are then incomplete and must be dropped. */
+int emitc_trainer(const Plan *p, Text *trainer_c, Text *cmakelists);
+
+/* The runtime files a trainer folder needs (memplan_rt.h, cpu.c,
+ * memplan_trainer.{h,c}), embedded in memplan at build time from runtime/
+ * (runtime_files.c, made by codegen/embed.cmake). */
+typedef struct {
+  const char *name;
+  const unsigned char *data;
+  size_t size;
+} EmbeddedFile;
+extern const EmbeddedFile emitc_runtime_files[];
+extern const int emitc_nruntime_files;
+
+/* The plan graph (dot.c): the training step's ops as a Graphviz graph built
+ * with cgraph, as DOT text (unlaid, for people and other tools) and as SVG
+ * laid out by gvc. Repeat blocks ("h3.*") are clusters; when the model has
+ * more than about 40 forward and backward ops they start collapsed to one
+ * node per phase. Either Text may be NULL. No file I/O. */
+typedef struct {
+  bool expand;       /* --expand: open every block */
+  const char *block; /* --block NAME: open this block (NULL: none) */
+} DotOptions;
+void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *svg_out);
+/* Whether the training step has a repeat block of that name (for --block). */
+bool dot_block_exists(const Plan *p, const char *block);
+
+/* timeline.svg (timeline.c): every buffer as a rectangle over its live range
+ * (x: schedule position, y: arena offset), colored by role, with hover
+ * titles; the live-bytes curve; budget, arena and lower-bound lines. */
+void timeline_svg(const Plan *p, Text *out);
+
 #endif

@@ -9,6 +9,7 @@
 
 #include "autodiff.h"
 #include "emit.h"
+#include "fit.h"
 #include "live.h"
 #include "load.h"
 #include "plan_build.h"
@@ -22,6 +23,7 @@ int pack_main(int argc, char **argv);
 
 static const char usage[] =
     "usage: memplan compile MODEL.yaml [--budget SIZE] [-o DIR] [--set DIM=VALUE]... [--dump=PASS]\n"
+    "       memplan sweep MODEL.yaml [--set DIM=VALUE]...\n"
     "       memplan pack FILE.csv [--capacity N] [--timeout SECONDS] [-o OUT.csv]\n"
     "       memplan --help | --version\n";
 
@@ -122,26 +124,48 @@ static void compile_options(int argc, char **argv, Options *o) {
 static bool dumping(const Options *o, const char *pass) { return o->dump && !strcmp(o->dump, pass); }
 
 static int write_outputs(const Plan *p, const char *dir) {
-  if (emit_mkdirs(dir)) return 1;
-  Text json = {0};
-  json_plan(p, &json);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/plan.json", dir);
-  int rc = text_write_atomic(&json, path);
-  text_free(&json);
-  if (!rc) printf("\nwrote %s\n", path);
-  return rc ? 1 : 0;
+  // Every output is built in memory first; files are written (each
+  // atomically) only when all of them were built.
+  enum { NFIXED = 3, MAXF = NFIXED + 16 };
+  const char *name[MAXF] = {"plan.json", "trainer.c", "CMakeLists.txt"};
+  Text out[MAXF] = {{0}};
+  int n = NFIXED, rc = 0;
+  json_plan(p, &out[0]);
+  if (emitc_trainer(p, &out[1], &out[2])) rc = 1;
+  for (int i = 0; i < emitc_nruntime_files && n < MAXF; i++, n++) {
+    name[n] = emitc_runtime_files[i].name;
+    text_printf(&out[n], "%.*s", (int)emitc_runtime_files[i].size, (const char *)emitc_runtime_files[i].data);
+  }
+  if (!rc && emit_mkdirs(dir)) rc = 1;
+  for (int i = 0; i < n && !rc; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name[i]);
+    rc = text_write_atomic(&out[i], path) ? 1 : 0;
+  }
+  if (!rc) {
+    printf("\nwrote %s/:", dir);
+    for (int i = 0; i < n; i++) printf(" %s", name[i]);
+    printf("\n  build and train: cmake -S %s -B %s/build && cmake --build %s/build && %s/build/trainer --help\n", dir,
+           dir, dir, dir);
+  }
+  for (int i = 0; i < n; i++) text_free(&out[i]);
+  return rc;
 }
 
-static void over_budget(const Plan *p) {
+static void over_budget(const char *model, int64_t budget, const FitResult *r) {
   char a[32], b[32];
   fprintf(stderr,
-          "memplan: error: %s does not fit the budget: the plan needs %lld bytes (%s), the budget is %lld bytes (%s).\n"
-          "  Smallest budget that fits this plan: --budget %lld\n"
-          "  (recompute, lower precision and micro-batching are not planned yet; a smaller --set of the\n"
-          "  batch or sequence dims shrinks activations)\n",
-          p->source, (long long)p->arena_bytes, mp_fmt_bytes(a, sizeof a, p->arena_bytes), (long long)p->budget_bytes,
-          mp_fmt_bytes(b, sizeof b, p->budget_bytes), (long long)p->arena_bytes);
+          "memplan: error: %s does not fit the budget of %lld bytes (%s), even recomputing every stage it can.\n"
+          "  Smallest budget that fits: --budget %lld (%s)\n"
+          "  Also try: a smaller batch or sequence (--set B=... or T=...); lower precision and\n"
+          "  micro-batching are not planned yet.\n",
+          model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)r->min_arena,
+          mp_fmt_bytes(b, sizeof b, r->min_arena));
+}
+
+static FitOptions fit_options(const Options *o) {
+  return (FitOptions){.fuse = !o->no_fuse, .align = o->align, .time_limit = o->time_limit, .backend = BACKEND_CPU,
+                      .units = 500};
 }
 
 static int compile_main(int argc, char **argv) {
@@ -151,15 +175,14 @@ static int compile_main(int argc, char **argv) {
   Arena ar = {0};
   Graph *g = load_model(&ar, o.model, o.ov, o.nov);
   if (dumping(&o, "graph")) return load_dump(g, stdout), ar_free(&ar), 0;
-  Step *s = ad_build(&ar, g, !o.no_fuse);
-  if (dumping(&o, "step")) return ad_dump(s, stdout), ar_free(&ar), 0;
-  Live *lt = live_build(&ar, s, s->train, s->ntrain);
-  Live *le = live_build(&ar, s, s->eval, s->neval);
-  if (dumping(&o, "live")) return live_dump(s, lt, stdout), ar_free(&ar), 0;
-  Plan *p = plan_build(&ar, g, s, lt, le, o.align);
-  plan_assign(p, o.time_limit);
+  FitOptions fo = fit_options(&o);
+  FitResult r = fit_budget(&ar, g, o.budget, &fo);
+  if (!r.plan) return over_budget(o.model, o.budget, &r), ar_free(&ar), 1;
+  Plan *p = r.plan;
+  if (dumping(&o, "step")) return ad_dump(r.step, stdout), ar_free(&ar), 0;
+  if (dumping(&o, "live")) return live_dump(r.step, live_build(&ar, r.step, r.step->train, r.step->ntrain), stdout), ar_free(&ar), 0;
   if (!o.no_fuse) { /* what fusing the updates saves, for the report */
-    Step *u = ad_build(&ar, g, false);
+    Step *u = ad_build(&ar, g, false, NULL);
     int at;
     p->unfused_lower_bound = live_peak(live_build(&ar, u, u->train, u->ntrain), o.align, &at);
   }
@@ -170,13 +193,25 @@ static int compile_main(int argc, char **argv) {
     return ar_free(&ar), 3;
   }
   p->budget_bytes = o.budget;
-  if (o.budget && p->arena_bytes > o.budget) return over_budget(p), ar_free(&ar), 1;
   if (dumping(&o, "plan")) return plan_dump(p, stdout), ar_free(&ar), 0;
   report_plan(p, stdout);
   printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
   int rc = o.outdir ? write_outputs(p, o.outdir) : 0;
   ar_free(&ar);
   return rc;
+}
+
+/* memplan sweep MODEL: the memory/recompute Pareto table. */
+static int sweep_main(int argc, char **argv) {
+  Options o;
+  compile_options(argc, argv, &o);
+  Arena ar = {0};
+  Graph *g = load_model(&ar, o.model, o.ov, o.nov);
+  FitOptions fo = fit_options(&o);
+  printf("memplan sweep: %s (model %s): fastest plan at each arena size\n", o.model, g->model);
+  fit_sweep(&ar, g, &fo, stdout);
+  ar_free(&ar);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -188,6 +223,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "--version")) return printf("memplan %s\n", MEMPLAN_VERSION), 0;
   if (!strcmp(cmd, "compile")) return compile_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "pack")) return pack_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "sweep")) return sweep_main(argc - 1, argv + 1);
   fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
   return 2;
 }

@@ -67,6 +67,22 @@ static void arena(const Plan *p, FILE *out) {
   if (n) fprintf(out, "  in place:    %d buffers host an op's output in its dying input (see plan.json \"in_place\")\n", n);
 }
 
+/* Checkpointing: per stage, what is kept and what is recomputed. */
+static void stages(const Plan *p, FILE *out) {
+  if (!p->extra_flops) return;
+  char x[32];
+  fprintf(out, "\ncheckpointing: %.2f%% extra FLOPs (%.3g GFLOP recomputed per step)\n",
+          100.0 * (double)p->extra_flops / (double)p->step_flops, (double)p->extra_flops / 1e9);
+  for (int i = 0; i < p->nstages; i++) {
+    const PlanStage *s = &p->stages[i];
+    const char *what = s->choice == 'R'   ? "recomputed from its input checkpoint"
+                       : s->choice == 'S' ? "selective: matrix products kept, cheap ops recomputed"
+                                          : "kept";
+    fprintf(out, "  %-12s .. %-12s %-54s keeps %s\n", s->first_layer, s->last_layer, what,
+            mp_fmt_bytes(x, sizeof x, s->kept_bytes));
+  }
+}
+
 void report_plan(const Plan *p, FILE *out) {
   fprintf(out, "memplan: %s (model %s)\n  dims        ", p->source, p->model);
   for (int i = 0; i < p->ndims; i++)
@@ -75,4 +91,5 @@ void report_plan(const Plan *p, FILE *out) {
   counts(p, out);
   peak(p, out);
   arena(p, out);
+  stages(p, out);
 }

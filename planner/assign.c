@@ -122,18 +122,7 @@ int64_t assign_lower_bound(const AsgItem *items, int n, int64_t align) {
 }
 
 /* ------------------------------------------------------------------------
- * Placed-interval index for best fit: a static balanced tree over the items
- * sorted by start, each node holding the max end among placed items in its
- * subtree. Reporting the placed items that overlap [lo, hi) costs
- * O(log n + k) instead of a scan over all placed items. */
-
-typedef struct {
-  int n;
-  int *by_lo;      /* item ids sorted by (lo, id) */
-  int *pos;        /* item id -> index in by_lo */
-  int64_t *maxhi;  /* per tree node (= index in by_lo); INT64_MIN if none */
-  bool *placed;    /* per tree node */
-} ITree;
+ * Sorting and compressed time. */
 
 /* qsort has no context argument in C17; a small merge sort keeps the sorting
  * reentrant and stable (ties keep index order, which makes it deterministic). */
@@ -173,43 +162,80 @@ static int by_lo_cmp(const void *ctx, int a, int b) {
   return c ? c : (a > b) - (a < b);
 }
 
-static ITree itree_make(const Inst *in) {
-  ITree t = {.n = in->n};
-  t.by_lo = xmalloc(sizeof(int) * (size_t)in->n);
-  t.pos = xmalloc(sizeof(int) * (size_t)in->n);
-  t.maxhi = xmalloc(sizeof(int64_t) * (size_t)in->n);
-  t.placed = xcalloc((size_t)in->n, sizeof(bool));
-  for (int i = 0; i < in->n; i++) t.by_lo[i] = i, t.maxhi[i] = INT64_MIN;
-  msort(t.by_lo, in->n, by_lo_cmp, in);
-  for (int i = 0; i < in->n; i++) t.pos[t.by_lo[i]] = i;
-  return t;
-}
-
-static void itree_reset(ITree *t) {
-  for (int i = 0; i < t->n; i++) t->maxhi[i] = INT64_MIN, t->placed[i] = false;
-}
-
-static void itree_free(ITree *t) {
-  free(t->by_lo);
-  free(t->pos);
-  free(t->maxhi);
-  free(t->placed);
-}
-
-/* Node of range [l, r) is its midpoint; children are the halves. */
 static int mid(int l, int r) { return l + (r - l) / 2; }
 
-static void itree_insert(ITree *t, const Inst *in, int id) {
-  int target = t->pos[id], l = 0, r = t->n;
-  t->placed[target] = true;
-  /* Every node on the root-to-target path covers target: raise its max. */
+static int find_time(const int64_t *t, int n, int64_t x) {
+  int l = 0, r = n;
   while (l < r) {
     int m = mid(l, r);
-    if (t->maxhi[m] < in->hi[id]) t->maxhi[m] = in->hi[id];
-    if (m == target) break;
-    if (target < m) r = m;
-    else l = m + 1;
+    if (t[m] < x) l = m + 1;
+    else r = m;
   }
+  return l;
+}
+
+static int i64_cmp(const void *a, const void *b) {
+  return cmp_i64(*(const int64_t *)a, *(const int64_t *)b);
+}
+
+/* Sections are the intervals between consecutive distinct endpoints; item i
+ * lives in sections [s_lo[i], s_hi[i]). Returns the number of sections. */
+static int sections_of(const Inst *in, int *s_lo, int *s_hi) {
+  int64_t *t = xmalloc(sizeof(int64_t) * 2 * (size_t)in->n);
+  for (int i = 0; i < in->n; i++) t[2 * i] = in->lo[i], t[2 * i + 1] = in->hi[i];
+  qsort(t, 2 * (size_t)in->n, sizeof(int64_t), i64_cmp);
+  int nt = 0;
+  for (int i = 0; i < 2 * in->n; i++)
+    if (nt == 0 || t[nt - 1] != t[i]) t[nt++] = t[i];
+  for (int i = 0; i < in->n; i++)
+    s_lo[i] = find_time(t, nt, in->lo[i]), s_hi[i] = find_time(t, nt, in->hi[i]);
+  free(t);
+  return nt > 0 ? nt - 1 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Occupancy index for best fit.
+ *
+ * Best fit needs, for a new buffer, the union of the offset ranges of the
+ * placed buffers that overlap it in time. Collecting and sorting all of them
+ * costs O(k log k) per placement, and in a training step k is in the
+ * thousands (every saved activation is live in the middle of the step). But
+ * best fit packs tightly, so such a union has few runs (maximal occupied
+ * ranges). A segment tree over sections keeps unions instead of buffers:
+ *   C[x]: runs of the buffers whose section range has x as a canonical node;
+ *   U[x]: runs of the buffers overlapping x's range that are stored at x or
+ *         below, or that cover x (a superset is harmless: all overlap x).
+ * A buffer overlapping a window is stored either at or below a canonical node
+ * of the window (in its U) or at an ancestor of one, which contains the
+ * window's first or last section (in C along those two leaf-to-root paths).
+ * So a query merges O(log T) run lists and an insertion touches O(log T). */
+
+typedef struct {
+  int64_t *v; /* v[2i], v[2i+1]: run i = [start, end), sorted, disjoint, not touching */
+  int n, cap;
+} Runs;
+
+/* Adds [a, b) to the runs, merging every run it overlaps or touches. */
+static void runs_add(Runs *r, int64_t a, int64_t b) {
+  int l = 0, h = r->n; /* first run with end >= a */
+  while (l < h) {
+    int m = mid(l, h);
+    if (r->v[2 * m + 1] < a) l = m + 1;
+    else h = m;
+  }
+  int j = l;
+  while (j < r->n && r->v[2 * j] <= b) j++;
+  if (j > l) { /* runs l .. j-1 merge into one */
+    if (r->v[2 * l] < a) a = r->v[2 * l];
+    if (r->v[2 * j - 1] > b) b = r->v[2 * j - 1];
+  } else if (r->n == r->cap) {
+    r->cap = r->cap ? 2 * r->cap : 4;
+    r->v = xrealloc(r->v, sizeof(int64_t) * 2 * (size_t)r->cap);
+  }
+  int keep = j > l ? j - l - 1 : -1; /* runs removed (-1: one inserted) */
+  memmove(r->v + 2 * (l + 1), r->v + 2 * j, sizeof(int64_t) * 2 * (size_t)(r->n - j));
+  r->n -= keep;
+  r->v[2 * l] = a, r->v[2 * l + 1] = b;
 }
 
 typedef struct {
@@ -217,22 +243,60 @@ typedef struct {
 } Span;
 
 typedef struct {
-  Span *v;
-  int n;
-} SpanBuf;
+  int p;      /* leaves: sections padded to a power of two */
+  Runs *c, *u; /* per node, 1 .. 2p-1 */
+  Span *buf;  /* a query's gathered runs */
+  int nbuf, capbuf;
+} Occ;
 
-static void itree_query_rec(const ITree *t, const Inst *in, const int64_t *off, int l,
-                            int r, int64_t qlo, int64_t qhi, SpanBuf *out) {
-  while (l < r) {
-    int m = mid(l, r);
-    if (t->maxhi[m] <= qlo) return; /* nothing placed here ends after qlo */
-    itree_query_rec(t, in, off, l, m, qlo, qhi, out);
-    int id = t->by_lo[m];
-    if (in->lo[id] >= qhi) return; /* this and everything right start too late */
-    if (t->placed[m] && in->hi[id] > qlo)
-      out->v[out->n++] = (Span){off[id], off[id] + in->size[id]};
-    l = m + 1;
+static Occ occ_make(int ns) {
+  Occ o = {.p = 1};
+  while (o.p < ns) o.p *= 2;
+  o.c = xcalloc(2 * (size_t)o.p, sizeof(Runs));
+  o.u = xcalloc(2 * (size_t)o.p, sizeof(Runs));
+  return o;
+}
+
+static void occ_reset(Occ *o) {
+  for (int x = 0; x < 2 * o->p; x++) o->c[x].n = o->u[x].n = 0;
+}
+
+static void occ_free(Occ *o) {
+  for (int x = 0; x < 2 * o->p; x++) free(o->c[x].v), free(o->u[x].v);
+  free(o->c), free(o->u), free(o->buf);
+}
+
+/* Inserts [a, b) over sections [l, r). */
+static void occ_add(Occ *o, int l, int r, int64_t a, int64_t b) {
+  for (int x = l + o->p, y = r + o->p; x < y; x >>= 1, y >>= 1) {
+    if (x & 1) runs_add(&o->c[x], a, b), runs_add(&o->u[x], a, b), x++;
+    if (y & 1) --y, runs_add(&o->c[y], a, b), runs_add(&o->u[y], a, b);
   }
+  /* Strict ancestors of the first and last leaf, each once. */
+  int x = (l + o->p) >> 1, y = (r - 1 + o->p) >> 1;
+  for (; x != y; x >>= 1, y >>= 1) runs_add(&o->u[x], a, b), runs_add(&o->u[y], a, b);
+  for (; x >= 1; x >>= 1) runs_add(&o->u[x], a, b);
+}
+
+static void gather(Occ *o, const Runs *r) {
+  if (o->nbuf + r->n > o->capbuf) {
+    while (o->nbuf + r->n > o->capbuf) o->capbuf = o->capbuf ? 2 * o->capbuf : 256;
+    o->buf = xrealloc(o->buf, sizeof(Span) * (size_t)o->capbuf);
+  }
+  for (int i = 0; i < r->n; i++) o->buf[o->nbuf++] = (Span){r->v[2 * i], r->v[2 * i + 1]};
+}
+
+/* Gathers into o->buf runs whose union is that of the placed buffers
+ * overlapping sections [l, r) (runs may overlap each other). */
+static void occ_query(Occ *o, int l, int r) {
+  o->nbuf = 0;
+  for (int x = l + o->p, y = r + o->p; x < y; x >>= 1, y >>= 1) {
+    if (x & 1) gather(o, &o->u[x++]);
+    if (y & 1) gather(o, &o->u[--y]);
+  }
+  int x = l + o->p, y = r - 1 + o->p;
+  for (; x != y; x >>= 1, y >>= 1) gather(o, &o->c[x]), gather(o, &o->c[y]);
+  for (; x >= 1; x >>= 1) gather(o, &o->c[x]);
 }
 
 /* ------------------------------------------------------------------------
@@ -240,7 +304,7 @@ static void itree_query_rec(const ITree *t, const Inst *in, const int64_t *off, 
 
 /* Sorts spans by offset: an inlined quicksort (median of three, insertion
  * sort below 24), several times faster than qsort's callback here, where
- * sorting the overlapping spans is the inner loop of best fit. */
+ * sorting the gathered runs is the inner loop of best fit. */
 static void span_sort(Span *s, int n) {
   while (n > 24) {
     int64_t a = s[0].off, b = s[n / 2].off, c = s[n - 1].off;
@@ -267,8 +331,8 @@ static void span_sort(Span *s, int n) {
 }
 
 /* Smallest gap that holds `size` among the spans (sorted by offset), else the
- * top; ties go to the lowest offset. Overlapping spans (buffers that do not
- * overlap each other in time) are merged by the running top. */
+ * top; ties go to the lowest offset. Overlapping spans are merged by the
+ * running top. */
 static int64_t best_gap(const Span *s, int k, int64_t size) {
   int64_t top = 0, best = -1, best_gap = INT64_MAX;
   for (int i = 0; i < k; i++) {
@@ -282,22 +346,38 @@ static int64_t best_gap(const Span *s, int k, int64_t size) {
 }
 
 typedef struct {
-  ITree tree;
-  SpanBuf spans;
+  int *s_lo, *s_hi; /* each item's sections */
+  Occ occ;
 } Greedy;
 
-/* Places the items in `ord` order; returns the height. */
+static Greedy greedy_make(const Inst *in) {
+  Greedy g;
+  g.s_lo = xmalloc(sizeof(int) * (size_t)in->n);
+  g.s_hi = xmalloc(sizeof(int) * (size_t)in->n);
+  g.occ = occ_make(sections_of(in, g.s_lo, g.s_hi));
+  return g;
+}
+
+static void greedy_free(Greedy *g) {
+  free(g->s_lo), free(g->s_hi);
+  occ_free(&g->occ);
+}
+
+/* Places the items in `ord` order, each in the smallest gap (among the
+ * placed items overlapping it in time) that holds it; returns the height.
+ * Zero-size items hold no bytes: they go to 0. */
 static int64_t best_fit(Greedy *g, const Inst *in, const int *ord, int64_t *off) {
-  itree_reset(&g->tree);
+  occ_reset(&g->occ);
   int64_t height = 0;
   for (int k = 0; k < in->n; k++) {
     int id = ord[k];
-    g->spans.n = 0;
-    itree_query_rec(&g->tree, in, off, 0, in->n, in->lo[id], in->hi[id], &g->spans);
-    span_sort(g->spans.v, g->spans.n);
-    off[id] = best_gap(g->spans.v, g->spans.n, in->size[id]);
+    off[id] = 0;
+    if (in->size[id] == 0) continue;
+    occ_query(&g->occ, g->s_lo[id], g->s_hi[id]);
+    span_sort(g->occ.buf, g->occ.nbuf);
+    off[id] = best_gap(g->occ.buf, g->occ.nbuf, in->size[id]);
     if (off[id] + in->size[id] > height) height = off[id] + in->size[id];
-    itree_insert(&g->tree, in, id);
+    occ_add(&g->occ, g->s_lo[id], g->s_hi[id], off[id], off[id] + in->size[id]);
   }
   return height;
 }
@@ -339,8 +419,7 @@ enum { N_ORDERINGS = sizeof(ORDERINGS) / sizeof(ORDERINGS[0]) };
 /* Runs every ordering, keeps the lowest height in best_off (first wins ties);
  * stops early at the lower bound. Returns the kept ordering's index. */
 static int portfolio(const Inst *in, int64_t lb, int64_t *best_off, int64_t *best_h) {
-  Greedy g = {.tree = itree_make(in)};
-  g.spans.v = xmalloc(sizeof(Span) * (size_t)in->n);
+  Greedy g = greedy_make(in);
   int *ord = xmalloc(sizeof(int) * (size_t)in->n);
   int64_t *off = xmalloc(sizeof(int64_t) * (size_t)in->n);
   int kept = -1;
@@ -356,8 +435,7 @@ static int portfolio(const Inst *in, int64_t lb, int64_t *best_off, int64_t *bes
   }
   free(off);
   free(ord);
-  free(g.spans.v);
-  itree_free(&g.tree);
+  greedy_free(&g);
   return kept;
 }
 
@@ -371,15 +449,13 @@ int64_t assign_best_fit(const AsgItem *items, int n, int64_t align, int ordering
   if (n <= 0 || ordering < 0 || ordering >= N_ORDERINGS) return 0;
   if (align < 1) align = 1;
   Inst in = inst_make(items, n, align);
-  Greedy g = {.tree = itree_make(&in)};
-  g.spans.v = xmalloc(sizeof(Span) * (size_t)n);
+  Greedy g = greedy_make(&in);
   int *ord = xmalloc(sizeof(int) * (size_t)n);
   for (int i = 0; i < n; i++) ord[i] = i;
   msort(ord, n, ORDERINGS[ordering].cmp, &in);
   int64_t h = best_fit(&g, &in, ord, offsets);
   free(ord);
-  free(g.spans.v);
-  itree_free(&g.tree);
+  greedy_free(&g);
   inst_free(&in);
   return h;
 }
@@ -540,34 +616,10 @@ enum { BB_NOT_FOUND, BB_FOUND, BB_ABORT };
 static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t min_offset,
                        int min_rank);
 
-static int find_time(const int64_t *t, int n, int64_t x) {
-  int l = 0, r = n;
-  while (l < r) {
-    int m = mid(l, r);
-    if (t[m] < x) l = m + 1;
-    else r = m;
-  }
-  return l;
-}
-
-static int i64_cmp(const void *a, const void *b) {
-  return cmp_i64(*(const int64_t *)a, *(const int64_t *)b);
-}
-
-/* Sections are the intervals between consecutive distinct endpoints. */
 static void bb_sections(BB *bb, const Inst *in) {
-  int64_t *t = xmalloc(sizeof(int64_t) * 2 * (size_t)in->n);
-  for (int i = 0; i < in->n; i++) t[2 * i] = in->lo[i], t[2 * i + 1] = in->hi[i];
-  qsort(t, 2 * (size_t)in->n, sizeof(int64_t), i64_cmp);
-  int nt = 0;
-  for (int i = 0; i < 2 * in->n; i++)
-    if (nt == 0 || t[nt - 1] != t[i]) t[nt++] = t[i];
-  bb->ns = nt - 1;
   bb->s_lo = xmalloc(sizeof(int) * (size_t)in->n);
   bb->s_hi = xmalloc(sizeof(int) * (size_t)in->n);
-  for (int i = 0; i < in->n; i++)
-    bb->s_lo[i] = find_time(t, nt, in->lo[i]), bb->s_hi[i] = find_time(t, nt, in->hi[i]);
-  free(t);
+  bb->ns = sections_of(in, bb->s_lo, bb->s_hi);
 }
 
 static void bb_csr(BB *bb, const Inst *in) {

@@ -1,6 +1,10 @@
 /* autodiff.c: reverse-mode differentiation over the op table's slot
  * layouts. The first backward write of a gradient assigns (acc = 0), later
- * ones accumulate, so no gradient is ever cleared. */
+ * ones accumulate, so no gradient is ever cleared.
+ *
+ * With checkpointing actions, a stage may run forward more than once: every
+ * run after the first is a recompute whose outputs are new tensors ("h0.fc@2"),
+ * and backward reads the newest copy, so liveness sees each copy's own life. */
 #include "autodiff.h"
 
 #include <string.h>
@@ -13,7 +17,14 @@ typedef struct {
   Step *s;
   VEC(STensor) t;
   VEC(Instr) train, eval;
-  bool *live_op; /* the op contributes to the loss */
+  VEC(int) saved;
+  bool *live_op;   /* the op contributes to the loss */
+  int *fwd;        /* the forward list: live graph ops in order */
+  int nfwd;
+  int *cur;        /* per graph tensor: its newest copy */
+  int *runs;       /* per graph op: forward runs so far */
+  int *last_writer;/* per param: the graph op whose backward completes its gradient */
+  bool fuse;
 } Ad;
 
 static Role role_of(TensorKind k) {
@@ -22,21 +33,23 @@ static Role role_of(TensorKind k) {
 
 static int new_tensor(Ad *a, const char *name, Role r, int of) {
   const Tensor *src = &a->g->t[of];
-  STensor t = {name, r, DT_F32, src->shape, of, {INIT_NONE, 0}};
+  STensor t = {name, r, src->dtype, src->shape, of, {INIT_NONE, 0}};
   VEC_PUSH(a->ar, a->t, t);
   return a->t.n - 1;
 }
 
-/* Graph tensors, at most one gradient each, at most two optimizer states
- * per parameter: bounds the step's tensor count, so per-tensor tables can be
- * sized once. */
-static int max_tensors(const Graph *g) { return 4 * g->nt + 1; }
+static Instr instr(OpKind k, Phase ph, int op, const char *name, int nin, int nout) {
+  Instr x = {k, ph, op, name, nin, nout, {0}, {0}, {0}};
+  for (int i = 0; i < PLAN_MAX_IO; i++) x.in[i] = x.out[i] = -1;
+  return x;
+}
 
-/* Ops that reach the loss, walking back from it. */
+/* Ops that reach the loss, walking back from it, and their forward order. */
 static void mark_live_ops(Ad *a) {
   const Graph *g = a->g;
   bool *needed = ar_alloc(a->ar, sizeof(bool) * (size_t)g->nt);
   a->live_op = ar_alloc(a->ar, sizeof(bool) * (size_t)g->nops);
+  a->fwd = ar_alloc(a->ar, sizeof(int) * (size_t)g->nops);
   needed[g->loss] = true;
   for (int i = g->nops - 1; i >= 0; i--) {
     const Op *o = &g->ops[i];
@@ -45,6 +58,8 @@ static void mark_live_ops(Ad *a) {
     for (int k = 0; k < o->nin; k++)
       if (o->in[k] >= 0) needed[o->in[k]] = true;
   }
+  for (int i = 0; i < g->nops; i++)
+    if (a->live_op[i]) a->fwd[a->nfwd++] = i;
 }
 
 /* Gradient tensors: for every tensor that depends on a parameter and feeds a
@@ -52,10 +67,8 @@ static void mark_live_ops(Ad *a) {
 static void make_grads(Ad *a) {
   const Graph *g = a->g;
   bool *dep = ar_alloc(a->ar, sizeof(bool) * (size_t)g->nt);
-  int cap = max_tensors(g);
-  int *grad = ar_alloc(a->ar, sizeof(int) * (size_t)cap);
-  for (int i = 0; i < cap; i++) grad[i] = -1;
-  for (int i = 0; i < g->nt; i++) dep[i] = g->t[i].kind == TK_PARAM;
+  int *grad = ar_alloc(a->ar, sizeof(int) * (size_t)g->nt);
+  for (int i = 0; i < g->nt; i++) dep[i] = g->t[i].kind == TK_PARAM, grad[i] = -1;
   for (int i = 0; i < g->nops; i++) {
     const Op *o = &g->ops[i];
     const OpInfo *oi = op_info(o->kind);
@@ -76,28 +89,41 @@ static void make_grads(Ad *a) {
   a->s->grad = grad;
 }
 
-static void forward(Ad *a) {
-  const Graph *g = a->g;
-  for (int i = 0; i < g->nops; i++) {
-    if (!a->live_op[i]) continue;
-    const Op *o = &g->ops[i];
+/* The eval list: forward once, saving nothing. */
+static void eval_list(Ad *a) {
+  for (int i = 0; i < a->nfwd; i++) {
+    const Op *o = &a->g->ops[a->fwd[i]];
     const OpInfo *oi = op_info(o->kind);
-    Instr f = {o->kind, PHASE_FORWARD, i, o->name, oi->nin, oi->nout, {0}, {0}, {0}};
-    for (int k = 0; k < PLAN_MAX_IO; k++) f.in[k] = f.out[k] = -1;
+    Instr f = instr(o->kind, PHASE_FORWARD, a->fwd[i], o->name, oi->nin, oi->nout);
     for (int k = 0; k < oi->nin; k++) f.in[k] = o->in[k];
-    for (int k = 0; k < oi->nout; k++) f.out[k] = o->out[k];
-    VEC_PUSH(a->ar, a->train, f);
-    for (int k = oi->nout - oi->nstats; k < oi->nout; k++) f.out[k] = -1; /* eval saves nothing */
+    for (int k = 0; k < oi->nout - oi->nstats; k++) f.out[k] = o->out[k];
     VEC_PUSH(a->ar, a->eval, f);
   }
+}
+
+/* One forward run of graph op i: the first run writes the graph's tensors,
+ * later runs write fresh copies. */
+static void run_forward(Ad *a, int i) {
+  const Op *o = &a->g->ops[i];
+  const OpInfo *oi = op_info(o->kind);
+  bool again = a->runs[i]++ > 0;
+  Instr f = instr(o->kind, again ? PHASE_RECOMPUTE : PHASE_FORWARD, i, o->name, oi->nin, oi->nout);
+  for (int k = 0; k < oi->nin; k++) f.in[k] = o->in[k] >= 0 ? a->cur[o->in[k]] : -1;
+  for (int k = 0; k < oi->nout; k++) {
+    int t = o->out[k];
+    if (again) a->cur[t] = new_tensor(a, ar_printf(a->ar, "%s@%d", a->g->t[t].name, a->runs[i]), ROLE_ACTIVATION, t);
+    f.out[k] = a->cur[t];
+  }
+  if (again) a->s->recompute_flops += oi->flops(a->g, o, false);
+  VEC_PUSH(a->ar, a->train, f);
 }
 
 static int resolve_ref(Ad *a, const Op *o, int ref) {
   int slot = REF_SLOT(ref);
   switch (REF_KIND(ref)) {
   case 0: return ref == REF_DOUT ? a->s->grad[o->out[0]] : -1;
-  case REF_IN(0): return o->in[slot];
-  case REF_OUT(0): return o->out[slot];
+  case REF_IN(0): return o->in[slot] >= 0 ? a->cur[o->in[slot]] : -1;
+  case REF_OUT(0): return a->cur[o->out[slot]];
   case REF_GIN(0): return o->in[slot] >= 0 && op_info(o->kind)->grad_to[slot] ? a->s->grad[o->in[slot]] : -1;
   }
   MP_ASSERT(0);
@@ -106,8 +132,7 @@ static int resolve_ref(Ad *a, const Op *o, int ref) {
 static void update(Ad *a, int p) {
   const Optimizer *opt = &a->g->opt;
   const char *pn = a->g->t[p].name;
-  Instr u = {opt->kind == OPT_ADAMW ? OP_ADAMW : OP_SGD, PHASE_UPDATE, p, pn, 1, 0, {0}, {0}, {0}};
-  for (int k = 0; k < PLAN_MAX_IO; k++) u.in[k] = u.out[k] = -1;
+  Instr u = instr(opt->kind == OPT_ADAMW ? OP_ADAMW : OP_SGD, PHASE_UPDATE, p, pn, 1, 0);
   u.in[0] = a->s->grad[p];
   u.out[u.nout++] = p;
   if (opt->kind == OPT_ADAMW) {
@@ -119,61 +144,108 @@ static void update(Ad *a, int p) {
   VEC_PUSH(a->ar, a->train, u);
 }
 
-/* Backward in reverse op order; each parameter's update right after the
- * last backward instruction that writes its gradient (when fused). */
-static void backward(Ad *a, bool fuse) {
-  const Graph *g = a->g;
-  int nt = a->t.n;
-  bool *written = ar_alloc(a->ar, sizeof(bool) * (size_t)nt);
-  int *last_writer = ar_alloc(a->ar, sizeof(int) * (size_t)g->nt);
-  for (int i = 0; i < g->nt; i++) last_writer[i] = -1;
-  for (int i = 0; i < g->nops; i++) /* reverse order: the lowest op index writes last */
-    for (int k = 0; a->live_op[i] && k < g->ops[i].nin; k++) {
-      int t = g->ops[i].in[k];
-      if (t >= 0 && g->t[t].kind == TK_PARAM && a->s->grad[t] >= 0 && last_writer[t] < 0) last_writer[t] = i;
-    }
-  for (int i = g->nops - 1; i >= 0; i--) {
-    if (!a->live_op[i]) continue;
-    const Op *o = &g->ops[i];
-    const OpInfo *oi = op_info(o->kind);
-    Instr b = {o->kind, PHASE_BACKWARD, i, o->name, oi->nbin, oi->nbout, {0}, {0}, {0}};
-    bool any = false;
-    for (int k = 0; k < oi->nbin; k++) b.in[k] = resolve_ref(a, o, oi->bin[k]);
-    for (int k = 0; k < oi->nbout; k++) {
-      int t = resolve_ref(a, o, oi->bout[k]);
-      b.out[k] = t;
-      if (t < 0) continue;
-      any = true;
-      b.acc[k] = written[t];
-      written[t] = true;
-    }
-    if (!any) continue;
-    for (int k = 0; k < oi->nbin; k++)
-      if (b.in[k] >= 0 && a->t.v[b.in[k]].of == b.in[k]) a->s->saved[b.in[k]] = true;
-    VEC_PUSH(a->ar, a->train, b);
-    for (int k = 0; fuse && k < o->nin; k++) {
-      int t = o->in[k];
-      bool dup = false; /* a parameter used twice by this op updates once */
-      for (int j = 0; j < k; j++) dup |= o->in[j] == t;
-      if (t >= 0 && !dup && last_writer[t] == i) update(a, t);
-    }
+/* The backward of graph op i, then (fused) the updates its gradients complete. */
+static void run_backward(Ad *a, int i, bool *written) {
+  const Op *o = &a->g->ops[i];
+  const OpInfo *oi = op_info(o->kind);
+  Instr b = instr(o->kind, PHASE_BACKWARD, i, o->name, oi->nbin, oi->nbout);
+  bool any = false;
+  for (int k = 0; k < oi->nbin; k++) b.in[k] = resolve_ref(a, o, oi->bin[k]);
+  for (int k = 0; k < oi->nbout; k++) {
+    int t = resolve_ref(a, o, oi->bout[k]);
+    b.out[k] = t;
+    if (t < 0) continue;
+    any = true;
+    b.acc[k] = written[t];
+    written[t] = true;
   }
-  for (int t = 0; !fuse && t < g->nt; t++)
-    if (g->t[t].kind == TK_PARAM && a->s->grad[t] >= 0) update(a, t);
+  if (!any) return;
+  for (int k = 0; k < oi->nbin; k++)
+    if (b.in[k] >= 0 && REF_KIND(oi->bin[k]) != 0) VEC_PUSH(a->ar, a->saved, b.in[k]);
+  VEC_PUSH(a->ar, a->train, b);
+  for (int k = 0; a->fuse && k < o->nin; k++) {
+    int t = o->in[k];
+    bool dup = false; /* a parameter used twice by this op updates once */
+    for (int j = 0; j < k; j++) dup |= o->in[j] == t;
+    if (t >= 0 && !dup && a->g->t[t].kind == TK_PARAM && a->last_writer[t] == i) update(a, t);
+  }
 }
 
-Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates) {
-  Ad a = {ar, g, ar_alloc(ar, sizeof(Step)), {0}, {0}, {0}, NULL};
+static void find_last_writers(Ad *a) {
+  const Graph *g = a->g;
+  a->last_writer = ar_alloc(a->ar, sizeof(int) * (size_t)g->nt);
+  for (int i = 0; i < g->nt; i++) a->last_writer[i] = -1;
+  for (int j = 0; j < a->nfwd; j++) /* backward runs in reverse: the first op writes last */
+    for (int k = 0; k < g->ops[a->fwd[j]].nin; k++) {
+      int t = g->ops[a->fwd[j]].in[k];
+      if (t >= 0 && g->t[t].kind == TK_PARAM && a->s->grad[t] >= 0 && a->last_writer[t] < 0)
+        a->last_writer[t] = a->fwd[j];
+    }
+}
+
+/* Runs the actions; with none, one stage keeping everything. */
+static void run_actions(Ad *a, const Actions *acts, bool *written) {
+  if (!acts) {
+    for (int j = 0; j < a->nfwd; j++) run_forward(a, a->fwd[j]);
+    for (int j = a->nfwd - 1; j >= 0; j--) run_backward(a, a->fwd[j], written);
+    return;
+  }
+  int *option = ar_alloc(a->ar, sizeof(int) * (size_t)acts->nstages);
+  for (int x = 0; x < acts->n; x++) {
+    const Action *ac = &acts->a[x];
+    int lo = acts->stage_first[ac->stage], hi = acts->stage_first[ac->stage + 1];
+    if (ac->kind != ACT_BACKWARD) {
+      option[ac->stage] = ac->option;
+      for (int j = lo; j < hi; j++) run_forward(a, a->fwd[j]);
+      continue;
+    }
+    /* recompute, in forward order, the ops whose dropped outputs backward reads */
+    for (int j = lo; j < hi; j++) {
+      const Op *o = &a->g->ops[a->fwd[j]];
+      bool redo = false;
+      for (int k = 0; k < o->nout; k++)
+        redo |= a->s->saved[o->out[k]] && !acts->keeps(acts->ctx, ac->stage, option[ac->stage], o->out[k]);
+      if (redo) run_forward(a, a->fwd[j]);
+    }
+    for (int j = hi - 1; j >= lo; j--) run_backward(a, a->fwd[j], written);
+  }
+}
+
+/* Which graph tensors backward reads, from a plain run (the checkpointing
+ * actions consult it to know what a stage's backward needs). */
+static bool *plain_saved(Ad *a) {
+  const Graph *g = a->g;
+  bool *saved = ar_alloc(a->ar, sizeof(bool) * (size_t)g->nt);
+  for (int j = 0; j < a->nfwd; j++) {
+    const Op *o = &g->ops[a->fwd[j]];
+    const OpInfo *oi = op_info(o->kind);
+    for (int k = 0; k < oi->nbin; k++) {
+      int r = oi->bin[k], t = REF_KIND(r) == REF_IN(0) ? o->in[REF_SLOT(r)] : REF_KIND(r) == REF_OUT(0) ? o->out[REF_SLOT(r)] : -1;
+      if (t >= 0) saved[t] = true;
+    }
+  }
+  return saved;
+}
+
+Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts) {
+  Ad a = {.ar = ar, .g = g, .s = ar_alloc(ar, sizeof(Step)), .fuse = fuse_updates};
   for (int i = 0; i < g->nt; i++) {
     STensor t = {g->t[i].name, role_of(g->t[i].kind), g->t[i].dtype, g->t[i].shape, i, g->t[i].init};
     VEC_PUSH(ar, a.t, t);
   }
   mark_live_ops(&a);
   make_grads(&a);
-  a.s->saved = ar_alloc(ar, sizeof(bool) * (size_t)max_tensors(g));
-  forward(&a);
-  backward(&a, fuse_updates);
+  find_last_writers(&a);
+  a.cur = ar_alloc(ar, sizeof(int) * (size_t)g->nt);
+  a.runs = ar_alloc(ar, sizeof(int) * (size_t)g->nops);
+  for (int t = 0; t < g->nt; t++) a.cur[t] = t;
+  a.s->saved = plain_saved(&a); /* graph-sized for now: run_actions reads it */
+  eval_list(&a);
+  bool *written = ar_alloc(ar, sizeof(bool) * (size_t)(a.t.n + 1));
+  run_actions(&a, acts, written);
   Step *s = a.s;
+  s->saved = ar_alloc(ar, sizeof(bool) * (size_t)a.t.n);
+  for (int i = 0; i < a.saved.n; i++) s->saved[a.saved.v[i]] = true;
   s->t = a.t.v, s->nt = a.t.n;
   s->train = a.train.v, s->ntrain = a.train.n;
   s->eval = a.eval.v, s->neval = a.eval.n;

@@ -28,22 +28,49 @@ typedef struct {
   bool acc[PLAN_MAX_IO];
 } Instr;
 
+/* Checkpointing actions over the stages of a chain (chain.h), in the order
+ * the step runs them; produced by ckpt.c. */
+typedef enum {
+  ACT_FORWARD,  /* run a stage forward, keeping nothing for its backward */
+  ACT_KEEP,     /* run a stage forward, keeping what its option says */
+  ACT_BACKWARD  /* recompute what the option dropped, then the stage's backward */
+} ActKind;
+
 typedef struct {
-  STensor *t; /* graph tensors keep their ids; gradients and states follow */
+  ActKind kind;
+  int stage;
+  int option; /* KeepOption, for ACT_KEEP */
+} Action;
+
+typedef struct {
+  const Action *a;
+  int n;
+  const int *stage_first; /* per stage: its first forward-list index; [nstages] = the end */
+  int nstages;
+  /* does option k of stage s keep graph tensor t for backward? */
+  bool (*keeps)(const void *ctx, int s, int k, int t);
+  const void *ctx;
+} Actions;
+
+typedef struct {
+  STensor *t; /* graph tensors keep their ids; gradients, states and recomputed copies follow */
   int nt;
   Instr *train;
   int ntrain;
   Instr *eval;
   int neval;
-  int *grad;   /* per step tensor: its gradient's id, or -1 */
-  bool *saved; /* per step tensor: a forward tensor that backward reads */
+  int *grad;   /* per graph tensor: its gradient's step tensor id, or -1 */
+  bool *saved; /* per step tensor: an activation that backward reads */
   int loss;
   bool fused;  /* updates run as soon as their gradient is complete */
+  int64_t recompute_flops;
 } Step;
 
 /* Builds the step. fuse_updates = false puts every update after the whole
- * backward pass (needed for global-norm clipping or accumulation). */
-Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates);
+ * backward pass (needed for global-norm clipping or accumulation). acts =
+ * NULL runs forward once, keeping everything backward reads; otherwise the
+ * actions say which stages run forward when, and what they keep. */
+Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts);
 
 /* --dump=step */
 void ad_dump(const Step *s, FILE *out);

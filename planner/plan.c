@@ -92,7 +92,8 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   p->loss_buf = tof[s->loss], p->eval_loss_buf = eof[s->loss];
   for (int t = 0; t < g->nt; t++)
     if (g->t[t].kind == TK_PARAM) p->param_count += shape_numel(&g->t[t].shape);
-  for (int i = 0; i < p->nsched; i++) p->step_flops += p->sched[i].flops;
+  for (int i = 0; i < p->nsched; i++) /* recomputation is counted apart, as extra */
+    if (p->sched[i].phase != PHASE_RECOMPUTE) p->step_flops += p->sched[i].flops;
   for (int t = 0; t < g->nt; t++) /* the batch dim is the inputs' leading dim */
     if (g->t[t].kind == TK_INPUT && g->t[t].shape.rank > 0) p->micro_batch = (int)g->t[t].shape.d[0];
   return p;

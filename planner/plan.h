@@ -74,6 +74,14 @@ typedef struct {
   int64_t flops;
 } PlanOp;
 
+/* A checkpointing stage as the planner decided it (report and diagrams). */
+typedef struct {
+  const char *first_layer, *last_layer;
+  char choice;        /* 'K' keep all, 'S' selective (cheap ops recomputed), 'R' forward rerun from a checkpoint */
+  int runs;           /* forward runs of the stage */
+  int64_t kept_bytes; /* what its kept run holds for backward */
+} PlanStage;
+
 typedef struct Plan {
   int version;
   const char *model;
@@ -103,7 +111,9 @@ typedef struct Plan {
   int64_t peak_by_role[ROLE_COUNT]; /* live bytes by role at the training peak */
   int peak_position;              /* training schedule position of that peak */
   int64_t param_count;            /* trainable scalars (shared weights once) */
-  int64_t step_flops, extra_flops;
+  int64_t step_flops, extra_flops;  /* extra: recomputation */
+  PlanStage *stages;              /* checkpointing stages; NULL when nothing is recomputed */
+  int nstages;
   int micro_batch, accumulation_steps;
   const char *assign_method;
   bool assign_optimal;

@@ -26,7 +26,7 @@ static int event_cmp(const void *a, const void *b) {
 
 /* The live set is kept sorted by offset. Its members are pairwise disjoint
  * (checked on every insertion), so checking the two neighbours of a new
- * buffer is enough. */
+ * buffer is enough; members have distinct offsets since sizes are > 0. */
 static int find_slot(const int *live, int nlive, const int64_t *offset, int64_t off) {
   int lo = 0, hi = nlive;
   while (lo < hi) {
@@ -43,7 +43,7 @@ static const char *check_one(int i, const int64_t *lo, const int64_t *hi,
   if (lo[i] >= hi[i])
     return snprintf(msg, sizeof msg, "buffer %d: empty lifetime [%lld, %lld)", i,
                     (long long)lo[i], (long long)hi[i]), msg;
-  if (size[i] <= 0)
+  if (size[i] < 0)
     return snprintf(msg, sizeof msg, "buffer %d: size %lld", i, (long long)size[i]), msg;
   if (offset[i] < 0 || (align > 0 && offset[i] % align != 0))
     return snprintf(msg, sizeof msg, "buffer %d: offset %lld not a non-negative multiple of %lld",
@@ -67,14 +67,13 @@ const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
     free(ev), free(live);
     return "verifier out of memory";
   }
-  for (int i = 0; i < n; i++) {
-    ev[2 * i] = (Event){lo[i], 1, i};
-    ev[2 * i + 1] = (Event){hi[i], 0, i};
-  }
-  qsort(ev, (size_t)(2 * n), sizeof(Event), event_cmp);
+  int nev = 0; /* zero-size buffers occupy no bytes: nothing to overlap */
+  for (int i = 0; i < n; i++)
+    if (size[i] > 0) ev[nev++] = (Event){lo[i], 1, i}, ev[nev++] = (Event){hi[i], 0, i};
+  qsort(ev, (size_t)nev, sizeof(Event), event_cmp);
   const char *err = NULL;
   int nlive = 0;
-  for (int k = 0; k < 2 * n && !err; k++) {
+  for (int k = 0; k < nev && !err; k++) {
     int i = ev[k].i;
     int s = find_slot(live, nlive, offset, offset[i]);
     if (ev[k].kind == 0) {

@@ -1,7 +1,8 @@
 /* cpu.c: the CPU backend of memplan_rt.h (C17, OpenMP, OpenBLAS).
  *
  * Matrix products go through cblas_sgemm, transposes as CBLAS flags and
- * beta = acc ? 1 : 0, so "=" and "+=" cost the same. Everything else is a
+ * beta = acc ? 1 : 0, so "=" and "+=" cost the same; OpenBLAS runs on one
+ * thread per call and gemm() splits a product over the OpenMP threads. Everything else is a
  * plain loop, parallel over rows, or over column blocks where rows would race
  * on a sum (bias, layernorm and embedding gradients). Row reductions (means,
  * softmax sums, losses) accumulate in double. Nothing here allocates.
@@ -29,6 +30,14 @@ void openblas_set_num_threads(int num_threads);
 /* Element-wise kernels below this size run on one thread: a parallel region
  * costs more than the loop. */
 #define RT_PAR_MIN 16384
+/* Losses sum over a fixed number of parts, added in order: OpenMP's
+ * reduction clause combines in whatever order threads finish, and a loss
+ * must not depend on the thread count or on timing. */
+#define RT_SUM_PARTS 64
+/* Products below this many multiply-adds run on one thread; a split gives
+ * each thread blocks of whole multiples of the quantum (SIMD-friendly). */
+#define RT_GEMM_PAR_MIN (1 << 18)
+#define RT_GEMM_QUANTUM 16
 
 static const float RT_LN_EPS = 1e-5f;                   /* PyTorch's default */
 static const float RT_SQRT_2_OVER_PI = 0.7978845608028654f; /* M_PI is not C17 */
@@ -42,7 +51,7 @@ _Noreturn static void rt_fail(const char *file, int line, const char *msg) {
 void rt_set_threads(int n) {
   if (n < 1) n = 1;
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  openblas_set_num_threads(1); // gemm() splits products over OpenMP threads
 }
 
 // ----------------------------------------------------------------------------
@@ -57,12 +66,42 @@ static int blas_dim(int64_t d) {
 /* C[m,n] (+)= op(A)[m,k] @ op(B)[k,n], row-major. ta: A is stored [k,m];
  * tb: B is stored [n,k]. beta = 0 never reads C (BLAS contract), so acc = 0
  * needs no memset. */
-static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
-                 const float *B, float *C, int acc) {
+static void gemm1(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, blas_dim(m), blas_dim(n), blas_dim(k),
-              1.0f, A, blas_dim(ta ? m : k), B, blas_dim(tb ? k : n),
-              acc ? 1.0f : 0.0f, C, blas_dim(n));
+              1.0f, A, blas_dim(lda), B, blas_dim(ldb), acc ? 1.0f : 0.0f, C,
+              blas_dim(ldc));
+}
+
+/* The same product split across the OpenMP threads, each calling a
+ * single-threaded sgemm on a block of rows of C (or of columns, when C is
+ * wider than tall). One thread pool for everything: OpenBLAS's own threads
+ * and OpenMP's spinning workers would fight over the cores. Blocks depend on
+ * the thread count only, so results are deterministic for a given count. */
+static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
+                 const float *B, float *C, int acc) {
+  int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  int nt = omp_get_max_threads();
+  if (nt == 1 || m * n * k < RT_GEMM_PAR_MIN) {
+    gemm1(ta, tb, m, n, k, A, lda, B, ldb, C, n, acc);
+    return;
+  }
+  int rows = m >= n;
+#pragma omp parallel num_threads(nt)
+  {
+    int id = omp_get_thread_num(), tn = omp_get_num_threads();
+    int64_t len = rows ? m : n, q = RT_GEMM_QUANTUM;
+    int64_t lo = (len / q) * id / tn * q, hi = id + 1 == tn ? len : (len / q) * (id + 1) / tn * q;
+    if (hi > lo) {
+      if (rows)
+        gemm1(ta, tb, hi - lo, n, k, ta ? A + lo : A + lo * lda, lda, B, ldb, C + lo * n,
+              n, acc);
+      else
+        gemm1(ta, tb, m, hi - lo, k, A, lda, tb ? B + lo * ldb : B + lo, ldb, C + lo, n,
+              acc);
+    }
+  }
 }
 
 /* dst (+)= src. dst == src with acc = 0 is the in-place no-op. */
@@ -99,6 +138,12 @@ static float dot(const float *a, const float *b, int64_t n) {
   float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
   for (; i < n; i++) r += a[i] * b[i];
   return r;
+}
+
+static double sum_parts(const double *part) {
+  double s = 0.0;
+  for (int c = 0; c < RT_SUM_PARTS; c++) s += part[c];
+  return s;
 }
 
 /* log(sum(exp(x))) of one row, max subtracted so nothing overflows. */
@@ -466,15 +511,16 @@ void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int
 
 void rt_cross_entropy_forward(float *loss, float *lse, const float *logits,
                               const int32_t *targets, int64_t N, int64_t V) {
-  double total = 0.0;
-#pragma omp parallel for reduction(+ : total)
-  for (int64_t i = 0; i < N; i++) {
-    const float *li = logits + i * V;
-    float l = row_lse(li, V);
-    if (lse) lse[i] = l;
-    total += (double)l - li[targets[i]];
-  }
-  loss[0] = (float)(total / (double)N);
+  double part[RT_SUM_PARTS] = {0};
+#pragma omp parallel for
+  for (int64_t c = 0; c < RT_SUM_PARTS; c++)
+    for (int64_t i = N * c / RT_SUM_PARTS; i < N * (c + 1) / RT_SUM_PARTS; i++) {
+      const float *li = logits + i * V;
+      float l = row_lse(li, V);
+      if (lse) lse[i] = l;
+      part[c] += (double)l - li[targets[i]];
+    }
+  loss[0] = (float)(sum_parts(part) / (double)N);
 }
 
 void rt_cross_entropy_backward(float *dlogits, const float *logits,
@@ -497,13 +543,14 @@ void rt_cross_entropy_backward(float *dlogits, const float *logits,
 }
 
 void rt_mse_forward(float *loss, const float *pred, const float *target, int64_t n) {
-  double total = 0.0;
-#pragma omp parallel for reduction(+ : total) if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) {
-    double d = (double)pred[i] - target[i];
-    total += d * d;
-  }
-  loss[0] = (float)(total / (double)n);
+  double part[RT_SUM_PARTS] = {0};
+#pragma omp parallel for if (n >= RT_PAR_MIN)
+  for (int64_t c = 0; c < RT_SUM_PARTS; c++)
+    for (int64_t i = n * c / RT_SUM_PARTS; i < n * (c + 1) / RT_SUM_PARTS; i++) {
+      double d = (double)pred[i] - target[i];
+      part[c] += d * d;
+    }
+  loss[0] = (float)(sum_parts(part) / (double)n);
 }
 
 void rt_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,

@@ -739,6 +739,50 @@ static void values_attention(void) {
   check("attention lse with large scores", lse, want, B * NH * T, TOL);
 }
 
+/* Products large enough that gemm() splits them over threads (by rows of C,
+ * or by columns when C is wider), against direct double sums: the finite-
+ * difference cases above are too small to be split. */
+static void values_linear_split(void) {
+  enum { M = 96, K = 64, N = 130 };
+  float *x = NEW(float, M * K), *W = NEW(float, N * K), *b = NEW(float, N);
+  float *g = NEW(float, M * N), *out = NEW(float, M * N);
+  float *dx = NEW(float, M * K), *dW = NEW(float, N * K), *db = NEW(float, N);
+  double *want = NEW(double, N * K > M * N ? N * K : M * N);
+  fill_rand(x, M * K, 1.0f);
+  fill_rand(W, N * K, 1.0f);
+  fill_rand(b, N, 1.0f);
+  fill_rand(g, M * N, 1.0f);
+  rt_linear_forward(out, x, W, b, M, K, N);
+  for (int i = 0; i < M; i++)
+    for (int n = 0; n < N; n++) {
+      double s = b[n];
+      for (int k = 0; k < K; k++) s += (double)x[i * K + k] * W[n * K + k];
+      want[i * N + n] = s;
+    }
+  check("linear forward, split over threads", out, want, M * N, TOL);
+  fill_rand(dx, M * K, 1.0f); // acc = 1 onto these
+  float *dx0 = NEW(float, M * K);
+  memcpy(dx0, dx, sizeof(float) * M * K);
+  fill(dW, N * K, NAN);
+  rt_linear_backward(dx, dW, db, g, x, W, M, K, N, 1, 0, 0);
+  for (int i = 0; i < M; i++)
+    for (int k = 0; k < K; k++) {
+      double s = dx0[i * K + k];
+      for (int n = 0; n < N; n++) s += (double)g[i * N + n] * W[n * K + k];
+      want[i * K + k] = s;
+    }
+  check("linear dx acc=1, split over threads", dx, want, M * K, TOL);
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++) {
+      double s = 0.0;
+      for (int i = 0; i < M; i++) s += (double)g[i * N + n] * x[i * K + k];
+      want[n * K + k] = s;
+    }
+  check("linear dW acc=0, split over threads", dW, want, N * K, TOL);
+  free(x), free(W), free(b), free(g), free(out), free(dx), free(dx0), free(dW), free(db);
+  free(want);
+}
+
 // ----------------------------------------------------------------------------
 // optimizers against hand-computed steps
 
@@ -789,6 +833,7 @@ int main(void) {
   values_softmax_ce();
   values_gelu_layernorm();
   values_attention();
+  values_linear_split();
   values_optimizers();
   printf("worst relative error against double references: %.2e (tolerance %.0e)\n",
          worst, TOL);

@@ -29,7 +29,15 @@ set_tests_properties(gpt2_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESS
 # a budget that is too small names the bytes needed
 add_test(NAME budget_too_small COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --budget 1M)
 set_tests_properties(budget_too_small PROPERTIES LABELS errors
-  PASS_REGULAR_EXPRESSION "does not fit the budget: the plan needs [0-9]+ bytes .*Smallest budget that fits this plan: --budget [0-9]+")
+  PASS_REGULAR_EXPRESSION "does not fit the budget of 1048576 bytes .*even recomputing every stage it can.*Smallest budget that fits: --budget [0-9]+")
+
+# a budget between the least and the full arena is met by recomputation
+add_test(NAME budget_checkpointing COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --budget 6G)
+set_tests_properties(budget_checkpointing PROPERTIES LABELS e2e
+  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*selective: matrix products kept.*plan verified")
+add_test(NAME sweep_gpt2_mini COMMAND memplan sweep ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml)
+set_tests_properties(sweep_gpt2_mini PROPERTIES LABELS e2e
+  PASS_REGULAR_EXPRESSION "all kept \\(no recomputation\\).*R[KSR]*\n")
 
 # one test per user error class: tests/errors/*.yaml carry their expected message
 file(GLOB memplan_error_cases ${MEMPLAN_TEST_DIR}/errors/*.yaml)
@@ -65,3 +73,10 @@ target_link_libraries(bench_compile memplan_planner)
 target_compile_options(bench_compile PRIVATE ${MEMPLAN_WARNINGS})
 add_test(NAME bench_compile COMMAND bench_compile ${MEMPLAN_SOURCE_DIR}/models)
 set_tests_properties(bench_compile PROPERTIES LABELS bench)
+
+# checkpointing: DP against exhaustive search and Revolve, budgets on models
+add_executable(test_ckpt ${MEMPLAN_TEST_DIR}/test_ckpt.c)
+target_link_libraries(test_ckpt memplan_planner)
+target_compile_options(test_ckpt PRIVATE ${MEMPLAN_WARNINGS})
+add_test(NAME ckpt_unit COMMAND test_ckpt ${MEMPLAN_SOURCE_DIR}/models)
+set_tests_properties(ckpt_unit PROPERTIES LABELS unit)

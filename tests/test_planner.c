@@ -133,7 +133,7 @@ static void test_autodiff(void) {
     ar_free(&ar);
     return;
   }
-  Step *s = ad_build(&ar, g, true);
+  Step *s = ad_build(&ar, g, true, NULL);
   int *writes = calloc((size_t)s->nt, sizeof(int));
   bool *updated = calloc((size_t)s->nt, sizeof(bool));
   int nupd = 0;
@@ -176,7 +176,7 @@ static void test_live(void) {
     ar_free(&ar);
     return;
   }
-  Step *s = ad_build(&ar, g, true);
+  Step *s = ad_build(&ar, g, true, NULL);
   Live *lt = live_build(&ar, s, s->train, s->ntrain), *le = live_build(&ar, s, s->eval, s->neval);
   int fc = find_tensor(g, "h0.fc"), act = find_tensor(g, "h0.act");
   int proj = find_tensor(g, "h0.proj"), res = find_tensor(g, "h0.res");
@@ -196,7 +196,7 @@ static void test_live(void) {
 
 static Plan *plan_of(Arena *ar, const char *path, const DimOverride *ov, int nov) {
   Graph *g = load_model(ar, path, ov, nov);
-  Step *s = ad_build(ar, g, true);
+  Step *s = ad_build(ar, g, true, NULL);
   Plan *p = plan_build(ar, g, s, live_build(ar, s, s->train, s->ntrain), live_build(ar, s, s->eval, s->neval), 256);
   plan_assign(p, 0.2);
   return p;

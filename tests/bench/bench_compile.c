@@ -18,7 +18,7 @@ static int cmp(const void *a, const void *b) {
 
 static Plan *compile(Arena *ar, const char *path) {
   Graph *g = load_model(ar, path, NULL, 0);
-  Step *s = ad_build(ar, g, true);
+  Step *s = ad_build(ar, g, true, NULL);
   Plan *p = plan_build(ar, g, s, live_build(ar, s, s->train, s->ntrain), live_build(ar, s, s->eval, s->neval), 256);
   plan_assign(p, 0.5);
   if (verify_plan(p)) fprintf(stderr, "%s: plan failed verification\n", path), exit(1);

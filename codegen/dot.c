@@ -1,0 +1,571 @@
+/* dot.c: the plan graph (plan.dot, plan.svg), built with cgraph and laid
+ * out and rendered with gvc.
+ *
+ * Nodes are the training step's ops in schedule order; an edge is a buffer
+ * one op writes and a later op reads, labelled with the tensor's name, shape,
+ * dtype and bytes. Forward ops run down the left, their backward ops up the
+ * right beside them (backward edges are laid out reversed, drawn with
+ * dir=back, so the rank of a backward op is that of its forward op), and the
+ * optimizer updates a backward op enables sit in one node to its right.
+ * Tensors saved for backward are bold purple edges; tensors made by recompute
+ * ops are dashed. Each repeat block ("h3.*") is a cluster; a collapsed block
+ * shows one node per phase and summarized edges, which keeps GPT-2's ~400 ops
+ * to a page.
+ *
+ * Names the tests rely on: op nodes "opN" (N = schedule position), collapsed
+ * block nodes "blk:<block>:<phase>", update groups "updN" / "blk:<block>:update",
+ * batch inputs "inN" (N = buffer id), clusters "cluster_<block>", "legend". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <graphviz/cgraph.h>
+#include <graphviz/gvc.h>
+
+#include "emit.h"
+#include "ops.h"
+
+/* Above this many forward, backward and recompute ops, blocks start
+ * collapsed: beyond it the expanded picture is a wall of nodes. */
+#define DOT_EXPAND_MAX_OPS 40
+
+typedef enum { DN_OP, DN_BLOCK, DN_UPDATE, DN_INPUT } DNodeKind;
+
+typedef struct {
+  DNodeKind kind;
+  Phase phase;
+  const char *block; /* the cluster it sits in, NULL for none */
+  int first, last;   /* first and last member op (for DN_INPUT: the buffer id) */
+  int nops;
+  int depth;         /* layout key: forward position of the layer it belongs to */
+  int anchor;        /* DN_UPDATE: the node whose gradients it consumes, -1 */
+  int64_t flops;
+  Agnode_t *n;
+} DNode;
+
+typedef struct {
+  int u, v;          /* node ids */
+  int buf;
+  const char *name;  /* the tensor living in buf when it was read */
+  bool saved, recomputed;
+} DEdge;
+
+typedef struct {
+  const Plan *p;
+  const DotOptions *o;
+  Arena ar;
+  VEC(DNode) node;
+  VEC(DEdge) edge;
+  int *node_of;      /* per training op */
+  int *depth_of;     /* per training op */
+  const char **blocks;
+  int nblocks;
+  bool deep;
+  Agraph_t *g;
+} Dot;
+
+static void set(void *obj, const char *k, const char *v) { agsafeset(obj, (char *)k, (char *)v, ""); }
+
+static const char *op_kind_name(OpKind k) {
+  return k == OP_ADAMW ? "AdamW" : k == OP_SGD ? "SGD" : op_info(k)->name;
+}
+
+/* The repeat block of a layer name: the prefix up to the first '.', when it
+ * ends in a digit ("h3" of "h3.attn.qkv"); NULL otherwise. */
+static const char *block_of(Arena *ar, const char *layer) {
+  const char *dot = strchr(layer, '.');
+  if (!dot || dot == layer || dot[-1] < '0' || dot[-1] > '9') return NULL;
+  return ar_printf(ar, "%.*s", (int)(dot - layer), layer);
+}
+
+static int block_index(const Dot *d, const char *b) {
+  for (int i = 0; b && i < d->nblocks; i++)
+    if (!strcmp(d->blocks[i], b)) return i;
+  return -1;
+}
+
+bool dot_block_exists(const Plan *p, const char *block) {
+  Arena ar = {0};
+  bool found = false;
+  for (int i = 0; i < p->nsched && !found; i++) {
+    const char *b = block_of(&ar, p->sched[i].layer);
+    found = b && !strcmp(b, block);
+  }
+  ar_free(&ar);
+  return found;
+}
+
+static bool block_open(const Dot *d, const char *b) {
+  return !b || d->o->expand || !d->deep || (d->o->block && !strcmp(d->o->block, b));
+}
+
+static int add_node(Dot *d, DNodeKind kind, Phase ph, const char *block, int op, int depth) {
+  DNode n = {.kind = kind, .phase = ph, .block = block, .first = op, .last = op, .depth = depth, .anchor = -1};
+  VEC_PUSH(&d->ar, d->node, n);
+  return d->node.n - 1;
+}
+
+static void add_member(Dot *d, int node, int op) {
+  DNode *n = &d->node.v[node];
+  if (op > n->last) n->last = op;
+  if (d->depth_of[op] < n->depth) n->depth = d->depth_of[op];
+  n->nops++;
+  n->flops += d->p->sched[op].flops;
+}
+
+/* Layout depth of each op: a forward op's own position; a backward or
+ * recompute op takes its forward op's (same layer and kind), which puts it
+ * beside that op. */
+static void fill_depth(Dot *d) {
+  const Plan *p = d->p;
+  for (int i = 0; i < p->nsched; i++) {
+    const PlanOp *o = &p->sched[i];
+    d->depth_of[i] = i;
+    if (o->phase == PHASE_FORWARD) continue;
+    for (int f = 0; f < p->nsched; f++)
+      if (p->sched[f].phase == PHASE_FORWARD && p->sched[f].op == o->op && !strcmp(p->sched[f].layer, o->layer)) {
+        d->depth_of[i] = f;
+        break;
+      }
+  }
+}
+
+/* The last op before `op` that wrote buffer b, -1. */
+static int writer_before(const Plan *p, int b, int op) {
+  for (int i = op - 1; i >= 0; i--)
+    for (int k = 0; k < p->sched[i].nout; k++)
+      if (p->sched[i].out[k] == b) return i;
+  return -1;
+}
+
+/* A collapsed block's node for one phase, made on first use. */
+static int block_node(Dot *d, const char *block, Phase ph, int op) {
+  for (int i = 0; i < d->node.n; i++) {
+    const DNode *n = &d->node.v[i];
+    if (n->kind == DN_BLOCK && n->phase == ph && !strcmp(n->block, block)) return i;
+  }
+  return add_node(d, DN_BLOCK, ph, block, op, d->depth_of[op]);
+}
+
+/* Updates join one node per backward node that completes their gradient:
+ * GPT-2's 148 updates become one small node beside each backward op (or one
+ * per collapsed block). */
+static int update_node(Dot *d, int op, const char *block) {
+  if (!block_open(d, block)) return block_node(d, block, PHASE_UPDATE, op);
+  const PlanOp *o = &d->p->sched[op];
+  int w = o->nin > 0 && o->in[0] >= 0 ? writer_before(d->p, o->in[0], op) : -1;
+  int anchor = w >= 0 ? d->node_of[w] : -1;
+  for (int i = 0; anchor >= 0 && i < d->node.n; i++)
+    if (d->node.v[i].kind == DN_UPDATE && d->node.v[i].anchor == anchor) return i;
+  int n = add_node(d, DN_UPDATE, PHASE_UPDATE, anchor >= 0 ? d->node.v[anchor].block : block, op,
+                   anchor >= 0 ? d->node.v[anchor].depth : d->depth_of[op]);
+  d->node.v[n].anchor = anchor;
+  return n;
+}
+
+static void fill_nodes(Dot *d) {
+  const Plan *p = d->p;
+  for (int i = 0; i < p->nsched; i++) {
+    const PlanOp *o = &p->sched[i];
+    const char *b = block_of(&d->ar, o->layer);
+    int bi = block_index(d, b);
+    if (b && bi < 0) {
+      d->blocks = ar_grow(&d->ar, d->blocks, sizeof(char *) * (size_t)d->nblocks,
+                          sizeof(char *) * (size_t)(d->nblocks + 1));
+      d->blocks[d->nblocks++] = b;
+    } else if (b) {
+      b = d->blocks[bi];
+    }
+    int n;
+    if (o->phase == PHASE_UPDATE) n = update_node(d, i, b);
+    else if (block_open(d, b)) n = add_node(d, DN_OP, o->phase, b, i, d->depth_of[i]);
+    else n = block_node(d, b, o->phase, i);
+    d->node_of[i] = n;
+    add_member(d, n, i);
+  }
+  for (int i = 0; i < d->node.n; i++) /* a collapsed block's updates follow its backward */
+    if (d->node.v[i].kind == DN_BLOCK && d->node.v[i].phase == PHASE_UPDATE)
+      for (int j = 0; j < d->node.n; j++)
+        if (d->node.v[j].kind == DN_BLOCK && d->node.v[j].phase == PHASE_BACKWARD &&
+            !strcmp(d->node.v[j].block, d->node.v[i].block))
+          d->node.v[i].depth = d->node.v[j].depth;
+}
+
+/* The tensor in buffer b after its k-th overwrite (in-place ops put new
+ * tensors in a buffer; Plan aliases lists them in order). */
+static const char *tensor_name(Dot *d, int b, int k) {
+  const PlanBuffer *pb = &d->p->buf[b];
+  const char *s = pb->aliases;
+  for (int i = 1; i < k && *s; i++) {
+    const char *sp = strchr(s, ' ');
+    s = sp ? sp + 1 : s + strlen(s);
+  }
+  if (k == 0 || !*s) return pb->name;
+  const char *sp = strchr(s, ' ');
+  return sp ? ar_printf(&d->ar, "%.*s", (int)(sp - s), s) : s;
+}
+
+static int input_node(Dot *d, int b) {
+  for (int i = 0; i < d->node.n; i++)
+    if (d->node.v[i].kind == DN_INPUT && d->node.v[i].first == b) return i;
+  return add_node(d, DN_INPUT, PHASE_FORWARD, NULL, b, -1);
+}
+
+static void add_edge(Dot *d, int w, int j, int b, const char *name) {
+  const Plan *p = d->p;
+  int u = w >= 0 ? d->node_of[w] : input_node(d, b), v = d->node_of[j];
+  if (u == v) return;
+  Phase pw = w >= 0 ? p->sched[w].phase : PHASE_FORWARD;
+  DEdge e = {.u = u, .v = v, .buf = b, .name = name, .recomputed = pw == PHASE_RECOMPUTE,
+             .saved = w >= 0 && pw == PHASE_FORWARD && p->sched[j].phase == PHASE_BACKWARD};
+  for (int i = 0; i < d->edge.n; i++)
+    if (d->edge.v[i].u == u && d->edge.v[i].v == v && d->edge.v[i].buf == b) return;
+  VEC_PUSH(&d->ar, d->edge, e);
+}
+
+/* Producer -> consumer for every buffer an op reads (an accumulating output
+ * is read too); parameters and optimizer state have no producer in the step
+ * and are named in the op's tooltip instead. */
+static void fill_edges(Dot *d) {
+  const Plan *p = d->p;
+  int *lastw = ar_alloc(&d->ar, sizeof(int) * (size_t)(p->nbuf + 1));
+  int *writes = ar_alloc(&d->ar, sizeof(int) * (size_t)(p->nbuf + 1));
+  const char **cur = ar_alloc(&d->ar, sizeof(char *) * (size_t)(p->nbuf + 1));
+  for (int b = 0; b < p->nbuf; b++) lastw[b] = -1, cur[b] = p->buf[b].name;
+  for (int j = 0; j < p->nsched; j++) {
+    const PlanOp *o = &p->sched[j];
+    for (int k = 0; k < o->nin; k++) {
+      int b = o->in[k];
+      if (b >= 0 && (lastw[b] >= 0 || p->buf[b].role == ROLE_INPUT)) add_edge(d, lastw[b], j, b, cur[b]);
+    }
+    for (int k = 0; k < o->nout; k++) {
+      int b = o->out[k];
+      if (b < 0) continue;
+      if (o->acc[k] && lastw[b] >= 0) add_edge(d, lastw[b], j, b, cur[b]);
+      if (!o->acc[k] && o->phase != PHASE_UPDATE) cur[b] = tensor_name(d, b, writes[b]++);
+      lastw[b] = j;
+    }
+  }
+}
+
+/* ---- labels ---- */
+
+/* A name inside a Graphviz label: backslashes are escapes there (\\N, \\n). */
+static const char *esc(Dot *d, const char *s) {
+  if (!strchr(s, '\\')) return s;
+  char *r = ar_alloc(&d->ar, 2 * strlen(s) + 1), *q = r;
+  for (; *s; s++) {
+    if (*s == '\\') *q++ = '\\';
+    *q++ = *s;
+  }
+  return r;
+}
+
+static const char *sym_shape(Dot *d, const PlanBuffer *b) {
+  return b->shape.rank ? shape_sym_str(&d->ar, &b->shape) : "scalar";
+}
+
+static const char *tensor_line(Dot *d, const DEdge *e) {
+  const PlanBuffer *b = &d->p->buf[e->buf];
+  char s[32];
+  return ar_printf(&d->ar, "%s\\n%s %s, %s", esc(d, e->name), sym_shape(d, b), dtype_name(b->dtype),
+                   mp_fmt_bytes(s, sizeof s, b->bytes));
+}
+
+static const char *tensor_tip(Dot *d, const DEdge *e) {
+  const PlanBuffer *b = &d->p->buf[e->buf];
+  return ar_printf(&d->ar, "%s: %s = %s %s, %lld bytes, buffer %d live [%d, %d)", e->name, sym_shape(d, b),
+                   shape_val_str(&d->ar, &b->shape), dtype_name(b->dtype), (long long)b->bytes, b->id, b->first,
+                   b->last);
+}
+
+static const char *range(Dot *d, const DNode *n) {
+  return n->first == n->last ? ar_printf(&d->ar, "op %d", n->first) : ar_printf(&d->ar, "ops %d-%d", n->first, n->last);
+}
+
+static const char *gflops(Dot *d, int64_t f) {
+  return f >= 1000000000 ? ar_printf(&d->ar, "%.1f GFLOP", (double)f / 1e9) : ar_printf(&d->ar, "%.1f MFLOP", (double)f / 1e6);
+}
+
+/* Parameters an update group updates, relative to its anchor's layer. */
+static const char *update_params(Dot *d, int node) {
+  const Plan *p = d->p;
+  const DNode *n = &d->node.v[node];
+  const char *base = n->anchor >= 0 ? p->sched[d->node.v[n->anchor].first].layer : "";
+  size_t bl = strlen(base);
+  const char *s = "";
+  for (int i = n->first; i <= n->last; i++) {
+    if (d->node_of[i] != node) continue;
+    const char *l = p->sched[i].layer;
+    if (bl && !strncmp(l, base, bl) && l[bl] == '.') l += bl + 1;
+    s = *s ? ar_printf(&d->ar, "%s, %s", s, l) : l;
+  }
+  return s;
+}
+
+static const char *node_label(Dot *d, int i) {
+  const Plan *p = d->p;
+  const DNode *n = &d->node.v[i];
+  const PlanOp *o = &p->sched[n->first];
+  static const char *const verb[PHASE_COUNT] = {"forward", "backward", "update", "recompute"};
+  switch (n->kind) {
+  case DN_OP:
+    return ar_printf(&d->ar, "%s\\n%s%s%s, op %d", esc(d, o->layer), op_kind_name(o->op), n->phase == PHASE_FORWARD ? "" : " ",
+                     n->phase == PHASE_FORWARD ? "" : verb[n->phase], n->first);
+  case DN_BLOCK:
+    if (n->phase == PHASE_UPDATE)
+      return ar_printf(&d->ar, "%s %s\\n%d parameters, %s", esc(d, n->block), op_kind_name(o->op), n->nops, range(d, n));
+    return ar_printf(&d->ar, "%s %s\\n%d ops, %s\\n%s", esc(d, n->block), verb[n->phase], n->nops, range(d, n),
+                     gflops(d, n->flops));
+  case DN_UPDATE:
+    return ar_printf(&d->ar, "%s %s\\n%s", op_kind_name(o->op), esc(d, update_params(d, i)), range(d, n));
+  case DN_INPUT: {
+    const PlanBuffer *b = &p->buf[n->first];
+    return ar_printf(&d->ar, "%s\\nbatch input", esc(d, b->name));
+  }
+  }
+  return "";
+}
+
+/* The tooltip of an op node: what it reads and writes, parameters included. */
+static const char *op_tip(Dot *d, int op) {
+  const Plan *p = d->p;
+  const PlanOp *o = &p->sched[op];
+  const char *s = ar_printf(&d->ar, "op %d: %s %s %s, %s; reads", op, plan_phase_name(o->phase), op_kind_name(o->op),
+                            o->layer, gflops(d, o->flops));
+  for (int k = 0; k < o->nin; k++)
+    if (o->in[k] >= 0) s = ar_printf(&d->ar, "%s %s", s, p->buf[o->in[k]].name);
+  s = ar_printf(&d->ar, "%s; writes", s);
+  for (int k = 0; k < o->nout; k++)
+    if (o->out[k] >= 0) s = ar_printf(&d->ar, "%s %s%s", s, o->acc[k] ? "+=" : "", p->buf[o->out[k]].name);
+  return s;
+}
+
+/* ---- the graph ---- */
+
+static const char *node_id(Dot *d, int i) {
+  const DNode *n = &d->node.v[i];
+  switch (n->kind) {
+  case DN_OP: return ar_printf(&d->ar, "op%d", n->first);
+  case DN_BLOCK: return ar_printf(&d->ar, "blk:%s:%s", n->block, plan_phase_name(n->phase));
+  case DN_UPDATE: return ar_printf(&d->ar, "upd%d", n->first);
+  case DN_INPUT: return ar_printf(&d->ar, "in%d", n->first);
+  }
+  return "";
+}
+
+static void style_node(Dot *d, int i) {
+  static const char *const fill[PHASE_COUNT] = {"#dbe7f5", "#f8d9d6", "#fde3c3", "#dff0d8"};
+  static const char *const line[PHASE_COUNT] = {"#4e79a7", "#c0392b", "#d9730d", "#3f8f3a"};
+  static const char *const style[PHASE_COUNT] = {"rounded,filled", "filled", "filled", "rounded,filled,dashed"};
+  const DNode *n = &d->node.v[i];
+  Agnode_t *an = n->n;
+  set(an, "label", node_label(d, i));
+  if (n->kind == DN_INPUT) {
+    set(an, "shape", "cylinder"), set(an, "style", "filled"), set(an, "fillcolor", "#eeeeee");
+    set(an, "tooltip", ar_printf(&d->ar, "batch input %s, filled by the trainer each step", d->p->buf[n->first].name));
+    return;
+  }
+  set(an, "shape", n->kind == DN_BLOCK ? "box3d" : n->phase == PHASE_UPDATE ? "cds" : "box");
+  set(an, "style", n->kind == DN_BLOCK && n->phase != PHASE_RECOMPUTE ? "filled" : style[n->phase]);
+  set(an, "fillcolor", fill[n->phase]);
+  set(an, "color", line[n->phase]);
+  set(an, "tooltip", n->kind == DN_OP ? op_tip(d, n->first) : node_label(d, i));
+  if (n->phase == PHASE_UPDATE) set(an, "fontsize", "9");
+  if (d->p->peak_position >= n->first && d->p->peak_position <= n->last &&
+      d->node_of[d->p->peak_position] == i) { /* where the step needs the most memory */
+    char s[32];
+    set(an, "penwidth", "3");
+    set(an, "label", ar_printf(&d->ar, "%s\\nmemory peak: %s", node_label(d, i),
+                               mp_fmt_bytes(s, sizeof s, d->p->lower_bound_bytes)));
+  }
+}
+
+static Agraph_t *cluster(Dot *d, const char *block) {
+  char *name = ar_printf(&d->ar, "cluster_%s", block);
+  Agraph_t *c = agsubg(d->g, name, 0);
+  if (c) return c;
+  c = agsubg(d->g, name, 1);
+  bool open = block_open(d, block);
+  set(c, "label", open ? block : ar_printf(&d->ar, "%s (collapsed: --block %s opens it)", block, block));
+  set(c, "style", "rounded,filled");
+  set(c, "fillcolor", open ? "#f6f6f6" : "#efefef");
+  set(c, "color", "#b0b0b0");
+  set(c, "fontname", "Helvetica-Bold");
+  return c;
+}
+
+static void make_nodes(Dot *d) {
+  for (int i = 0; i < d->node.n; i++) {
+    DNode *n = &d->node.v[i];
+    Agraph_t *sg = n->block ? cluster(d, n->block) : d->g;
+    n->n = agnode(sg, (char *)node_id(d, i), 1);
+    style_node(d, i);
+  }
+  /* a backward op, and the updates it enables, sit on the rank of its
+   * forward op: forward down the left, backward up beside it */
+  for (int i = 0; i < d->node.n; i++) {
+    const DNode *n = &d->node.v[i];
+    if (n->kind == DN_INPUT || n->depth < 0 || d->p->sched[n->depth].phase != PHASE_FORWARD) continue;
+    /* in the root graph (newrank allows it): Graphviz 2.43 frees the layout
+     * twice when a rank=same subgraph sits inside a cluster */
+    Agraph_t *r = agsubg(d->g, ar_printf(&d->ar, "rank_%d", n->depth), 1);
+    set(r, "rank", "same");
+    agsubnode(r, n->n, 1);
+  }
+}
+
+static int edge_cmp(const void *a, const void *b) {
+  const DEdge *x = a, *y = b;
+  return x->u != y->u ? x->u - y->u : x->v != y->v ? x->v - y->v : x->buf - y->buf;
+}
+
+/* One drawn edge per pair of nodes: its tensors (all of them in the
+ * tooltip; up to two in the label, else a count and total bytes). */
+static void draw_edge(Dot *d, const DEdge *e, int n) {
+  char s[32];
+  int64_t bytes = 0;
+  bool saved = false, recomputed = true;
+  const char *tip = "";
+  for (int i = 0; i < n; i++) {
+    bytes += d->p->buf[e[i].buf].bytes;
+    saved = saved || e[i].saved;
+    recomputed = recomputed && e[i].recomputed;
+    tip = ar_printf(&d->ar, "%s%s%s", tip, i ? "; " : "", tensor_tip(d, &e[i]));
+  }
+  const char *label = n == 1 ? tensor_line(d, &e[0])
+                      : n == 2 ? ar_printf(&d->ar, "%s\\n%s", tensor_line(d, &e[0]), tensor_line(d, &e[1]))
+                               : ar_printf(&d->ar, "%d tensors, %s", n, mp_fmt_bytes(s, sizeof s, bytes));
+  if (saved) label = ar_printf(&d->ar, "saved: %s", label);
+  const DNode *u = &d->node.v[e->u], *v = &d->node.v[e->v];
+  bool back = u->depth > v->depth; /* backward data flow: lay it out downwards, draw the arrow up */
+  Agedge_t *ae = agedge(d->g, back ? v->n : u->n, back ? u->n : v->n, NULL, 1);
+  if (back) set(ae, "dir", "back");
+  set(ae, "label", label);
+  set(ae, "tooltip", tip);
+  set(ae, "labeltooltip", tip);
+  if (saved) set(ae, "color", "#8e44ad"), set(ae, "fontcolor", "#6c3483"), set(ae, "penwidth", "2.2");
+  else if (v->phase == PHASE_UPDATE) set(ae, "color", "#d9730d"), set(ae, "fontcolor", "#a0520a");
+  if (recomputed) set(ae, "style", "dashed"), set(ae, "color", "#3f8f3a");
+}
+
+static void make_edges(Dot *d) {
+  qsort(d->edge.v, (size_t)d->edge.n, sizeof(DEdge), edge_cmp);
+  for (int i = 0, j; i < d->edge.n; i = j) {
+    for (j = i; j < d->edge.n && d->edge.v[j].u == d->edge.v[i].u && d->edge.v[j].v == d->edge.v[i].v; j++) {
+    }
+    draw_edge(d, &d->edge.v[i], j - i);
+  }
+}
+
+/* The legend: one node with an HTML table; shapes and colors as drawn. */
+static void legend(Dot *d) {
+  Agnode_t *n = agnode(d->g, "legend", 1);
+  const char *html =
+      "<TABLE BORDER=\"0\" CELLBORDER=\"1\" CELLSPACING=\"0\" CELLPADDING=\"4\">"
+      "<TR><TD COLSPAN=\"2\"><B>legend</B></TD></TR>"
+      "<TR><TD BGCOLOR=\"#dbe7f5\" STYLE=\"rounded\">forward op</TD><TD ALIGN=\"LEFT\">rounded box, runs down</TD></TR>"
+      "<TR><TD BGCOLOR=\"#f8d9d6\">backward op</TD><TD ALIGN=\"LEFT\">square box, runs up</TD></TR>"
+      "<TR><TD BGCOLOR=\"#dff0d8\" STYLE=\"rounded,dashed\">recompute op</TD><TD ALIGN=\"LEFT\">dashed: replayed "
+      "forward</TD></TR>"
+      "<TR><TD BGCOLOR=\"#fde3c3\">optimizer update</TD><TD ALIGN=\"LEFT\">arrow box beside its backward op</TD></TR>"
+      "<TR><TD BGCOLOR=\"#efefef\">collapsed block</TD><TD ALIGN=\"LEFT\">3-d box: all ops of one phase</TD></TR>"
+      "<TR><TD><FONT COLOR=\"#555555\">&#8212;&#8212;&#9654;</FONT></TD><TD ALIGN=\"LEFT\">tensor: name, shape, "
+      "dtype, bytes</TD></TR>"
+      "<TR><TD><FONT COLOR=\"#8e44ad\"><B>&#9473;&#9473;&#9654;</B></FONT></TD><TD ALIGN=\"LEFT\">saved for "
+      "backward</TD></TR>"
+      "<TR><TD><FONT COLOR=\"#3f8f3a\">- - &#9654;</FONT></TD><TD ALIGN=\"LEFT\">recomputed tensor</TD></TR>"
+      "<TR><TD><FONT COLOR=\"#d9730d\">&#8212;&#8212;&#9654;</FONT></TD><TD ALIGN=\"LEFT\">gradient to its "
+      "update</TD></TR>"
+      "</TABLE>";
+  char *h = agstrdup_html(d->g, (char *)html);
+  agsafeset(n, "label", h, "");
+  agstrfree(d->g, h);
+  set(n, "shape", "plain");
+  set(n, "fontsize", "10");
+}
+
+static void title(Dot *d) {
+  const Plan *p = d->p;
+  int count[PHASE_COUNT] = {0};
+  for (int i = 0; i < p->nsched; i++) count[p->sched[i].phase]++;
+  char a[32], l[32];
+  const char *t = ar_printf(&d->ar, "%s: training step, %d ops (%d forward, %d backward, %d updates%s)\\n"
+                                    "arena %s, lower bound %s",
+                            p->model, p->nsched, count[PHASE_FORWARD], count[PHASE_BACKWARD], count[PHASE_UPDATE],
+                            count[PHASE_RECOMPUTE] ? ar_printf(&d->ar, ", %d recompute", count[PHASE_RECOMPUTE]) : "",
+                            mp_fmt_bytes(a, sizeof a, p->arena_bytes), mp_fmt_bytes(l, sizeof l, p->lower_bound_bytes));
+  bool any_closed = false;
+  for (int i = 0; i < d->nblocks; i++) any_closed = any_closed || !block_open(d, d->blocks[i]);
+  if (any_closed) t = ar_printf(&d->ar, "%s; blocks collapsed (--expand or --block NAME opens them)", t);
+  set(d->g, "label", t);
+}
+
+static void graph_attrs(Dot *d) {
+  set(d->g, "rankdir", "TB");
+  set(d->g, "newrank", "true");
+  set(d->g, "nodesep", "0.25");
+  set(d->g, "ranksep", "0.3");
+  set(d->g, "labelloc", "t");
+  set(d->g, "fontname", "Helvetica");
+  set(d->g, "fontsize", "16");
+  agattr(d->g, AGNODE, "fontname", "Helvetica");
+  agattr(d->g, AGNODE, "fontsize", "10");
+  agattr(d->g, AGNODE, "margin", "0.08,0.03");
+  agattr(d->g, AGEDGE, "fontname", "Helvetica");
+  agattr(d->g, AGEDGE, "fontsize", "8");
+  agattr(d->g, AGEDGE, "color", "#666666");
+  agattr(d->g, AGEDGE, "fontcolor", "#444444");
+  agattr(d->g, AGEDGE, "arrowsize", "0.6");
+}
+
+static void render(GVC_t *gvc, Agraph_t *g, const char *format, Text *out) {
+  char *data = NULL;
+  unsigned int len = 0;
+  if (gvRenderData(gvc, g, format, &data, &len) == 0 && data) text_printf(out, "%.*s", (int)len, data);
+  MP_ASSERT(out->n > 0); /* the plugins ship with libgvc; their absence is an installation bug */
+  gvFreeRenderData(data);
+}
+
+/* The graph as DOT, before layout: what a person edits or feeds to other
+ * Graphviz tools. agwrite needs a FILE; a memory stream keeps it off disk. */
+static void write_dot(Agraph_t *g, Text *out) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  MP_ASSERT(f);
+  MP_ASSERT(agwrite(g, f) == 0);
+  MP_ASSERT(fclose(f) == 0);
+  text_printf(out, "%.*s", (int)len, buf);
+  free(buf);
+}
+
+void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *svg_out) {
+  static const DotOptions none = {0};
+  Dot d = {.p = p, .o = o ? o : &none};
+  int fwd = 0;
+  for (int i = 0; i < p->nsched; i++) fwd += p->sched[i].phase != PHASE_UPDATE;
+  d.deep = fwd > DOT_EXPAND_MAX_OPS;
+  d.node_of = ar_alloc(&d.ar, sizeof(int) * (size_t)(p->nsched + 1));
+  d.depth_of = ar_alloc(&d.ar, sizeof(int) * (size_t)(p->nsched + 1));
+  fill_depth(&d);
+  fill_nodes(&d);
+  fill_edges(&d);
+  agseterr(AGERR); /* Graphviz warnings are layout chatter, not the user's business */
+  d.g = agopen("plan", Agdirected, NULL);
+  graph_attrs(&d);
+  title(&d);
+  legend(&d);
+  make_nodes(&d);
+  make_edges(&d);
+  GVC_t *gvc = gvContext();
+  if (dot_out) write_dot(d.g, dot_out);
+  if (svg_out) {
+    MP_ASSERT(gvLayout(gvc, d.g, "dot") == 0);
+    render(gvc, d.g, "svg", svg_out);
+    gvFreeLayout(gvc, d.g);
+  }
+  agclose(d.g);
+  gvFreeContext(gvc);
+  ar_free(&d.ar);
+}

@@ -1,0 +1,101 @@
+/* chain.c: stages and their keep options. */
+#include "chain.h"
+
+#include "ops.h"
+
+/* Element-wise and normalization ops: cheap to recompute, so the selective
+ * option drops their outputs (Megatron-LM's selective recompute and PyTorch's
+ * default partitioner make the same split). */
+static bool cheap(OpKind k) {
+  return k == OP_ADD || k == OP_RELU || k == OP_GELU || k == OP_LAYERNORM || k == OP_SOFTMAX ||
+         k == OP_POS_EMBEDDING;
+}
+
+static int64_t tbytes(const Graph *g, int t) { return shape_numel(&g->t[t].shape) * dtype_size(g->t[t].dtype); }
+
+bool chain_keeps(const Graph *g, const Step *plain, const Stage *s, KeepOption k, int t) {
+  if (t == s->out) return true;
+  if (!plain->saved[t]) return false;
+  return k == KEEP_ALL || !cheap(g->ops[g->t[t].producer].kind);
+}
+
+/* Positions after which exactly one activation is live into later ops. */
+static bool *cuts(Arena *ar, const Graph *g, const Step *s, int nf, int *crossing) {
+  int *pos = ar_alloc(ar, sizeof(int) * (size_t)g->nops), *delta = ar_alloc(ar, sizeof(int) * (size_t)(nf + 1));
+  int *lastuse = ar_alloc(ar, sizeof(int) * (size_t)g->nt);
+  for (int t = 0; t < g->nt; t++) lastuse[t] = -1;
+  for (int i = 0; i < nf; i++) {
+    pos[s->train[i].op] = i;
+    for (int k = 0; k < s->train[i].nin; k++)
+      if (s->train[i].in[k] >= 0) lastuse[s->train[i].in[k]] = i;
+  }
+  for (int t = 0; t < g->nt; t++) {
+    if (g->t[t].kind != TK_ACT || lastuse[t] < 0) continue;
+    int p = pos[g->t[t].producer];
+    delta[p]++, delta[lastuse[t]]--; /* crosses the cuts after p .. lastuse-1 */
+  }
+  bool *cut = ar_alloc(ar, sizeof(bool) * (size_t)nf);
+  for (int i = 0, live = 0; i + 1 < nf; i++) {
+    live += delta[i];
+    cut[i] = live == 1;
+  }
+  for (int t = 0; t < g->nt; t++) /* remember which tensor crosses each cut */
+    if (g->t[t].kind == TK_ACT && lastuse[t] >= 0)
+      for (int i = pos[g->t[t].producer]; i < lastuse[t]; i++)
+        if (cut[i]) crossing[i] = t;
+  return cut;
+}
+
+static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, Stage *st) {
+  double bwd = 0;
+  for (int i = st->first; i < st->last; i++) {
+    const Op *o = &g->ops[plain->train[i].op];
+    st->f += cost_op(cm, g, o, false);
+    st->f_flops += op_info(o->kind)->flops(g, o, false);
+    bwd += cost_op(cm, g, o, true);
+    for (int k = 0; k < o->nout; k++) {
+      int64_t b = tbytes(g, o->out[k]);
+      if (2 * b > st->work) st->work = 2 * b; /* a tensor and its gradient */
+    }
+  }
+  st->nopt = 0;
+  for (int k = 0; k < KEEP_COUNT; k++) {
+    StageOption *so = &st->opt[st->nopt];
+    *so = (StageOption){bwd, 0, 0, 0};
+    for (int i = st->first; i < st->last; i++) {
+      const Op *o = &g->ops[plain->train[i].op];
+      bool redo = false;
+      for (int j = 0; j < o->nout; j++) {
+        int t = o->out[j];
+        if (chain_keeps(g, plain, st, (KeepOption)k, t)) so->keep_bytes += tbytes(g, t);
+        else redo |= plain->saved[t];
+      }
+      if (redo) {
+        so->recompute += cost_op(cm, g, o, false);
+        so->recompute_flops += op_info(o->kind)->flops(g, o, false);
+      }
+    }
+    so->b += so->recompute;
+    /* an option identical in memory to the previous one adds nothing */
+    if (st->nopt == 0 || so->keep_bytes < st->opt[st->nopt - 1].keep_bytes) st->nopt++;
+  }
+}
+
+Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm) {
+  int nf = 0;
+  while (nf < plain->ntrain && plain->train[nf].phase == PHASE_FORWARD) nf++;
+  int *crossing = ar_alloc(ar, sizeof(int) * (size_t)(nf + 1));
+  bool *cut = cuts(ar, g, plain, nf, crossing);
+  Chain *c = ar_alloc(ar, sizeof(Chain));
+  c->s = ar_alloc(ar, sizeof(Stage) * (size_t)(nf + 1));
+  int start = 0, in = -1;
+  for (int i = 0; i < nf; i++) {
+    if (i + 1 < nf && !cut[i]) continue;
+    Stage *st = &c->s[c->n++];
+    *st = (Stage){.first = start, .last = i + 1, .in = in, .out = i + 1 < nf ? crossing[i] : plain->loss};
+    st->x_in = in >= 0 ? tbytes(g, in) : 0;
+    stage_costs(g, plain, cm, st);
+    start = i + 1, in = st->out;
+  }
+  return c;
+}

@@ -1,0 +1,37 @@
+/* cost.c: the roofline constants and per-op estimates.
+ *
+ * CPU: OpenBLAS sgemm measured at about 350 GFLOP/s on the 2-core machines
+ * this project builds on; other kernels are memory-bound C+OpenMP loops at
+ * about 10 GB/s and 20 GFLOP/s. CUDA: an H100/H200-class GPU in fp32 without
+ * TF32 (about 50 TFLOP/s), 3 TB/s of HBM bandwidth. Only ratios between ops
+ * matter to the checkpointing planner: it compares recomputation against
+ * itself, never against a wall clock. */
+#include "cost.h"
+
+#include "ops.h"
+
+static const CostModel models[BACKEND_COUNT] = {
+    [BACKEND_CPU] = {"cpu", 350e9, 20e9, 10e9},
+    [BACKEND_CUDA] = {"cuda", 50e12, 5e12, 3e12},
+};
+
+const CostModel *cost_model(Backend b) { return &models[b]; }
+
+static bool is_matmul(OpKind k) { return k == OP_LINEAR || k == OP_MATMUL || k == OP_ATTENTION; }
+
+/* Bytes an op moves: its inputs and outputs once (twice for backward, which
+ * reads the forward tensors and writes their gradients). */
+static int64_t op_bytes(const Graph *g, const Op *o, bool backward) {
+  int64_t b = 0;
+  for (int k = 0; k < o->nin; k++)
+    if (o->in[k] >= 0) b += shape_numel(&g->t[o->in[k]].shape) * dtype_size(g->t[o->in[k]].dtype);
+  for (int k = 0; k < o->nout; k++) b += shape_numel(&g->t[o->out[k]].shape) * dtype_size(g->t[o->out[k]].dtype);
+  return backward ? 2 * b : b;
+}
+
+double cost_op(const CostModel *m, const Graph *g, const Op *o, bool backward) {
+  double f = (double)op_info(o->kind)->flops(g, o, backward);
+  double t_compute = f / (is_matmul(o->kind) ? m->matmul_flops : m->other_flops);
+  double t_memory = (double)op_bytes(g, o, backward) / m->bandwidth;
+  return t_compute > t_memory ? t_compute : t_memory;
+}

@@ -1,0 +1,149 @@
+/* fit.c: budget-driven choice among checkpointing schedules. */
+#include "fit.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "live.h"
+#include "plan_build.h"
+
+Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
+  Live *lt = live_build(ar, s, s->train, s->ntrain), *le = live_build(ar, s, s->eval, s->neval);
+  Plan *p = plan_build(ar, g, s, lt, le, o->align);
+  plan_assign(p, o->time_limit);
+  p->extra_flops = s->recompute_flops;
+  return p;
+}
+
+typedef struct {
+  const Graph *g;
+  const Step *plain;
+  const Chain *c;
+} KeepCtx;
+
+static bool keeps(const void *ctx, int s, int k, int t) {
+  const KeepCtx *kc = ctx;
+  return chain_keeps(kc->g, kc->plain, &kc->c->s[s], (KeepOption)k, t);
+}
+
+/* Per-stage decisions of a schedule, for the report. */
+static void describe(Arena *ar, Plan *p, const Graph *g, const Step *plain, const Chain *c, const Actions *a) {
+  p->nstages = c->n;
+  p->stages = ar_alloc(ar, sizeof(PlanStage) * (size_t)c->n);
+  for (int i = 0; i < c->n; i++) {
+    PlanStage *ps = &p->stages[i];
+    ps->first_layer = g->ops[plain->train[c->s[i].first].op].name;
+    ps->last_layer = g->ops[plain->train[c->s[i].last - 1].op].name;
+  }
+  for (int x = 0; x < a->n; x++) {
+    PlanStage *ps = &p->stages[a->a[x].stage];
+    if (a->a[x].kind == ACT_BACKWARD) continue;
+    ps->runs++;
+    if (a->a[x].kind == ACT_KEEP) {
+      ps->kept_bytes = c->s[a->a[x].stage].opt[a->a[x].option].keep_bytes;
+      ps->choice = a->a[x].option == KEEP_SELECTIVE ? 'S' : 'K';
+    }
+  }
+  for (int i = 0; i < c->n; i++)
+    if (p->stages[i].runs > 1) p->stages[i].choice = 'R';
+}
+
+typedef struct {
+  const Graph *g;
+  const FitOptions *o;
+  Step *plain;
+  Chain *chain;
+  CkptTable *T;
+  KeepCtx kc;
+} Solver;
+
+static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
+  S->g = g, S->o = o;
+  S->plain = ad_build(ar, g, o->fuse, NULL);
+  S->chain = chain_build(ar, g, S->plain, cost_model(o->backend));
+  S->kc = (KeepCtx){g, S->plain, S->chain};
+  int M = o->units > 0 ? o->units : 500;
+  S->T = S->chain->n > 1 ? ckpt_solve(ar, S->chain, M, ckpt_unit(S->chain, M)) : NULL;
+}
+
+/* The plan of the DP's schedule at m units, built in ar. */
+static Plan *candidate(Arena *ar, Solver *S, int m, Step **step) {
+  Actions a = ckpt_actions(ar, S->T, m, keeps, &S->kc);
+  Step *s = ad_build(ar, S->g, S->o->fuse, &a);
+  Plan *p = fit_plan(ar, S->g, s, S->o);
+  describe(ar, p, S->g, S->plain, S->chain, &a);
+  if (step) *step = s;
+  return p;
+}
+
+FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o) {
+  FitResult r = {0};
+  Step *plain = ad_build(ar, g, o->fuse, NULL);
+  Plan *p = fit_plan(ar, g, plain, o);
+  r.min_arena = p->arena_bytes, r.candidates = 1;
+  if (!budget || p->arena_bytes <= budget) return r.plan = p, r.step = plain, r;
+  Arena scratch = {0};
+  Solver S;
+  solver_init(&scratch, &S, g, o);
+  int chosen = -1;
+  double last = NAN;
+  for (int m = S.T ? S.T->M : -1; m >= 0 && chosen < 0; m--) {
+    double c = ckpt_cost(S.T, m);
+    if (!isfinite(c)) break;
+    if (c == last) continue; /* the same schedule as the previous m */
+    last = c;
+    Arena tmp = {0};
+    int64_t arena = candidate(&tmp, &S, m, NULL)->arena_bytes;
+    ar_free(&tmp);
+    r.candidates++;
+    if (arena < r.min_arena) r.min_arena = arena;
+    if (arena <= budget) chosen = m;
+  }
+  if (chosen >= 0) {
+    Solver W; /* rebuild the winner in the caller's arena */
+    solver_init(ar, &W, g, o);
+    r.plan = candidate(ar, &W, chosen, &r.step);
+  }
+  ar_free(&scratch);
+  return r;
+}
+
+static void sweep_row(FILE *out, const Plan *p) {
+  char buf[32], stages[4096];
+  int n = 0;
+  for (int i = 0; i < p->nstages && n + 2 < (int)sizeof stages; i++) stages[n++] = p->stages[i].choice;
+  stages[n] = '\0';
+  fprintf(out, "%-16lld %16s %8.2f%%  %s\n", (long long)p->arena_bytes, mp_fmt_bytes(buf, sizeof buf, p->arena_bytes),
+          100.0 * (double)p->extra_flops / (double)p->step_flops, n ? stages : "all kept (no recomputation)");
+}
+
+/* Prints a Pareto row when it saves at least 1% of the full arena over the
+ * last printed one, and always the least-memory row. */
+void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
+  Solver S;
+  solver_init(ar, &S, g, o);
+  Plan *base = fit_plan(ar, g, S.plain, o);
+  fprintf(out, "%-16s %16s %9s  stages (K keep, S selective, R recompute)\n", "arena bytes", "arena", "extra %");
+  sweep_row(out, base);
+  int64_t best = base->arena_bytes, printed = best, step = base->arena_bytes / 100;
+  double last = NAN;
+  Arena keep = {0};
+  Plan *pending = NULL;
+  for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
+    double c = ckpt_cost(S.T, m);
+    if (!isfinite(c)) break;
+    if (c == last) continue;
+    last = c;
+    Arena tmp = {0};
+    Plan *p = candidate(&tmp, &S, m, NULL);
+    if (p->arena_bytes < best) { /* less memory for more compute */
+      best = p->arena_bytes;
+      ar_free(&keep);
+      keep = tmp, tmp = (Arena){0}, pending = p;
+      if (printed - best >= step) sweep_row(out, p), printed = best, pending = NULL;
+    }
+    ar_free(&tmp);
+  }
+  if (pending) sweep_row(out, pending);
+  ar_free(&keep);
+}

@@ -1,0 +1,36 @@
+/* fit.h: the budget pass. Plans the step keeping everything; when that
+ * arena exceeds the budget, walks the checkpointing schedules of ckpt.c from
+ * the cheapest down and keeps the first whose final arena (after offsets and
+ * verification, not a liveness estimate) fits. */
+#ifndef MEMPLAN_FIT_H
+#define MEMPLAN_FIT_H
+
+#include "ckpt.h"
+#include "plan.h"
+
+typedef struct {
+  bool fuse;          /* fused optimizer updates */
+  int64_t align;
+  double time_limit;  /* offset search, per plan */
+  Backend backend;    /* cost model */
+  int units;          /* DP memory units (default 500) */
+} FitOptions;
+
+typedef struct {
+  Plan *plan;         /* the chosen plan (NULL when nothing fits) */
+  Step *step;         /* its step */
+  int64_t min_arena;  /* the smallest arena any candidate reached */
+  int candidates;     /* plans built and checked */
+} FitResult;
+
+/* A verified-ready plan for one step: liveness, buffers, offsets. */
+Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o);
+
+/* The fastest plan within budget (0: no budget, keep everything). */
+FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o);
+
+/* memplan sweep: one line per Pareto-optimal schedule, from keeping
+ * everything down to the least memory. */
+void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out);
+
+#endif

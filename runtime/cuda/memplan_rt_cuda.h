@@ -1,0 +1,160 @@
+/* memplan_rt_cuda.h: the CUDA backend of memplan_rt.h (kernels.cu, cuBLAS,
+ * cuBLASLt).
+ *
+ * Every kernel of memplan_rt.h exists here as rt_cuda_<name>, with the same
+ * arguments and the same contract (shapes, acc "=" / "+=" flags, NULL
+ * gradients, alias-safe pairs), except that every tensor pointer is a device
+ * pointer. The prefix keeps both backends linkable into one program (the
+ * comparison test, a trainer that checks one against the other). rt_set_threads
+ * has no counterpart.
+ *
+ * Execution model:
+ * - One runtime context per process, on the device current at rt_cuda_init.
+ *   It holds one CUDA stream, a cuBLAS and a cuBLASLt handle, and the
+ *   workspace. Every kernel is enqueued on that stream and returns without
+ *   waiting; only the helpers that move data to the host synchronize.
+ * - The workspace is a device buffer the plan owns (256-byte aligned; 32 MiB
+ *   is cuBLAS's recommendation on Hopper, 4 MiB before). cuBLAS and cuBLASLt
+ *   use it as scratch, never allocating their own. The kernels here borrow it
+ *   too, between matrix products (the stream orders all users): only
+ *   rt_cuda_cross_entropy_forward with lse = NULL does, for 4 N bytes.
+ * - Matrix products are fp32 in fp32 (no TF32) unless rt_cuda_set_tf32(1), so
+ *   results match the CPU backend to rounding. NVIDIA_TF32_OVERRIDE=1 in the
+ *   environment would force TF32 anyway; leave it unset.
+ * - Deterministic: the same inputs give bitwise the same outputs on the same
+ *   GPU and library versions. No kernel uses floating-point atomics; every
+ *   sum over rows (bias, layernorm and embedding gradients, attention's dk, dv,
+ *   losses) has a fixed order. cuBLAS is deterministic on one stream with a
+ *   fixed workspace.
+ * - Errors (a failed CUDA or cuBLAS call, a size that does not fit) print
+ *   file:line and the reason and exit(1); a kernel's launch error is caught at
+ *   launch, an execution error at the next synchronizing call.
+ *
+ * Limits beyond memplan_rt.h: attention's head size C/NH is bounded by shared
+ * memory (about 700 floats on Hopper, 350 on Ampere), not T.
+ */
+#ifndef MEMPLAN_RT_CUDA_H
+#define MEMPLAN_RT_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cudaStream_t, spelled without the CUDA headers so plain C can include this. */
+typedef struct CUstream_st *rt_cuda_stream_t;
+
+// ----------------------------------------------------------------------------
+// context and host helpers
+
+/* Number of CUDA devices; 0 when there is no usable device or driver (never
+ * exits: tests use it to skip). */
+int rt_cuda_device_count(void);
+/* Creates the stream and the cuBLAS/cuBLASLt handles on the current device and
+ * gives them `workspace` (device memory, 256-byte aligned, may be NULL with
+ * 0 bytes). Call once, after selecting the device, before any kernel. */
+void rt_cuda_init(void *workspace, size_t workspace_bytes);
+/* Waits for the stream, then destroys the handles and the stream. */
+void rt_cuda_shutdown(void);
+/* The stream every kernel runs on (for events and timing). */
+rt_cuda_stream_t rt_cuda_stream(void);
+/* Matrix products in TF32 (1) or exact fp32 (0, the default). */
+void rt_cuda_set_tf32(int on);
+/* linear forward with a bias through a cuBLASLt bias epilogue (1, default) or
+ * a bias broadcast then a cuBLAS product onto it (0); for tests and timing. */
+void rt_cuda_set_cublaslt(int on);
+/* Waits until every enqueued kernel finished; reports execution errors. */
+void rt_cuda_synchronize(void);
+
+/* The trainer's one allocation (the arena) and its release; checked. */
+void *rt_cuda_malloc(size_t bytes);
+void rt_cuda_free(void *dev);
+/* Copies on the runtime stream that return once the copy is done, so the host
+ * buffer may be reused and kernels enqueued before see the old contents. */
+void rt_cuda_memcpy_h2d(void *dst_dev, const void *src_host, size_t bytes);
+void rt_cuda_memcpy_d2h(void *dst_host, const void *src_dev, size_t bytes);
+/* Zeroes device memory (optimizer state before the first step), enqueued. */
+void rt_cuda_memset_zero(void *dev, size_t bytes);
+/* The loss leaves the device as one float (waits for the stream). */
+float rt_cuda_read_loss(const float *loss_dev);
+/* cudaMemGetInfo: free and total bytes of the current device. */
+void rt_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+// ----------------------------------------------------------------------------
+// kernels: see memplan_rt.h for each contract; pointers are device pointers
+
+void rt_cuda_linear_forward(float *out, const float *x, const float *W, const float *b,
+                            int64_t M, int64_t K, int64_t N);
+void rt_cuda_linear_backward(float *dx, float *dW, float *db, const float *dout,
+                             const float *x, const float *W, int64_t M, int64_t K,
+                             int64_t N, int acc_dx, int acc_dW, int acc_db);
+
+void rt_cuda_matmul_forward(float *out, const float *a, const float *b, int64_t Bt,
+                            int64_t M, int64_t K, int64_t N);
+void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const float *a,
+                             const float *b, int64_t Bt, int64_t M, int64_t K,
+                             int64_t N, int acc_da, int acc_db);
+
+void rt_cuda_add_forward(float *out, const float *a, const float *b, int64_t n);
+void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n,
+                          int acc_da, int acc_db);
+
+void rt_cuda_relu_forward(float *out, const float *x, int64_t n);
+void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64_t n,
+                           int acc);
+
+void rt_cuda_gelu_forward(float *out, const float *x, int64_t n);
+void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n,
+                           int acc);
+
+void rt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
+                               const float *w, const float *b, int64_t N, int64_t C);
+void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
+                                const float *x, const float *w, const float *mean,
+                                const float *rstd, int64_t N, int64_t C, int acc_dx,
+                                int acc_dw, int acc_db);
+
+void rt_cuda_softmax_forward(float *out, const float *x, int64_t N, int64_t C);
+void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
+                              int64_t C, int acc);
+
+/* No T limit here (no stack scratch); see the head-size limit above. */
+void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
+                               int64_t T, int64_t C, int64_t NH);
+void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                const float *out, const float *lse, int64_t B,
+                                int64_t T, int64_t C, int64_t NH, int acc);
+
+void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W,
+                               int64_t N, int64_t C, int64_t V);
+void rt_cuda_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
+                                int64_t N, int64_t C, int64_t V, int acc);
+
+void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B,
+                                        int64_t T, int64_t C);
+void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B,
+                                         int64_t T, int64_t C, int64_t Wrows, int acc);
+
+/* loss is a device pointer too; read it with rt_cuda_read_loss. */
+void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits,
+                                   const int32_t *targets, int64_t N, int64_t V);
+void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits,
+                                    const int32_t *targets, const float *lse, int64_t N,
+                                    int64_t V, float scale, int acc);
+
+void rt_cuda_mse_forward(float *loss, const float *pred, const float *target, int64_t n);
+void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target,
+                          int64_t n, float scale, int acc);
+
+void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
+                          double lr, double beta1, double beta2, double eps, double wd,
+                          int64_t t);
+void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
+                        double momentum, double wd, int nesterov);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

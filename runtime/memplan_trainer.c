@@ -1,0 +1,744 @@
+/* memplan_trainer.c: the trainer program every generated trainer.c shares:
+ * options, data loading, parameter initialization, safetensors checkpoints,
+ * logging, profiling and memory reporting. The plan-specific part (arena
+ * layout, step, eval) is in trainer.c; see memplan_trainer.h.
+ *
+ * Memory: everything here is allocated before the first step (the arena, the
+ * data file, profile tables); the training loop itself allocates nothing,
+ * which --check-alloc verifies when a counting allocator is preloaded
+ * (tests/alloc_count.c exports memplan_alloc_count). */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include "memplan_trainer.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memplan_rt.h"
+
+#define TR_TOKEN_MAGIC 20240520 /* llm.c's token shard header */
+#define TR_EVAL_SAMPLE0 ((int64_t)1 << 40) /* synthetic eval samples never meet training ones */
+
+// ----------------------------------------------------------------------------
+// helpers
+
+__attribute__((format(printf, 1, 2))) _Noreturn static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fflush(stdout);
+  fputs("trainer: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+static void *xmalloc(size_t n, const char *what) {
+  void *p = malloc(n ? n : 1);
+  if (!p) die("out of memory allocating %zu bytes for %s", n, what);
+  return p;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Peak resident set size of this process, bytes. */
+static int64_t peak_rss(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (int64_t)ru.ru_maxrss * 1024;
+}
+
+static const char *fmt_bytes(char *buf, size_t n, int64_t b) {
+  if (b >= ((int64_t)1 << 30)) snprintf(buf, n, "%.2f GiB", (double)b / (1 << 30));
+  else snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+  return buf;
+}
+
+// ----------------------------------------------------------------------------
+// random numbers: splitmix64, for initialization and the synthetic data
+
+static uint64_t mix64(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15u;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+/* A hash of (tag, a, b): the synthetic data set's only source of randomness. */
+static uint64_t key3(uint64_t tag, uint64_t a, uint64_t b) {
+  return mix64(mix64(mix64(tag) ^ a) ^ b);
+}
+
+/* Uniform in [0, 1) with 24 bits: exact in float, double and Python. */
+static double unit24(uint64_t h) { return (double)(h >> 40) * 0x1p-24; }
+
+typedef struct {
+  uint64_t s;
+  int has_spare;
+  double spare;
+} Rng;
+
+static double rng_uniform(Rng *r) { /* [0, 1), 53 bits */
+  r->s += 0x9e3779b97f4a7c15u;
+  return (double)(mix64(r->s) >> 11) * 0x1p-53;
+}
+
+static double rng_normal(Rng *r) { /* Box-Muller */
+  if (r->has_spare) return r->has_spare = 0, r->spare;
+  double u1 = rng_uniform(r), u2 = rng_uniform(r);
+  double rad = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
+  r->spare = rad * sin(th), r->has_spare = 1;
+  return rad * cos(th);
+}
+
+// ----------------------------------------------------------------------------
+// data: token streams (--text, --data) and the synthetic blobs
+
+typedef struct {
+  const char *path;
+  uint16_t *tok;
+  int64_t n, pos;
+} Stream;
+
+static unsigned char *read_file(const char *path, int64_t *size, const char *what) {
+  FILE *f = fopen(path, "rb");
+  if (!f) die("cannot open %s file %s: %s", what, path, strerror(errno));
+  if (fseek(f, 0, SEEK_END) != 0) die("cannot seek in %s: %s", path, strerror(errno));
+  long n = ftell(f);
+  if (n < 0) die("cannot size %s: %s", path, strerror(errno));
+  rewind(f);
+  unsigned char *b = xmalloc((size_t)n, what);
+  if (fread(b, 1, (size_t)n, f) != (size_t)n) die("cannot read %s: %s", path, strerror(errno));
+  fclose(f);
+  *size = n;
+  return b;
+}
+
+static uint32_t le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* --text: bytes are tokens; --data: an llm.c shard (see memplan_trainer.h). */
+static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
+  int64_t size;
+  unsigned char *b = read_file(path, &size, is_text ? "text" : "token");
+  Stream s = {.path = path};
+  if (is_text) {
+    s.n = size;
+    s.tok = xmalloc((size_t)size * sizeof(uint16_t), "tokens");
+    for (int64_t i = 0; i < size; i++) s.tok[i] = b[i];
+  } else {
+    if (size < 1024) die("%s: too short for a token file header (%lld of 1024 bytes)", path, (long long)size);
+    if (le32(b) != TR_TOKEN_MAGIC)
+      die("%s: not a token file: magic %u, expected %d (llm.c format: 256 int32 header, then uint16 tokens)",
+          path, le32(b), TR_TOKEN_MAGIC);
+    if (le32(b + 4) != 1) die("%s: unsupported token file version %u (expected 1)", path, le32(b + 4));
+    s.n = le32(b + 8);
+    if (size != 1024 + 2 * s.n)
+      die("%s: header says %lld tokens (%lld bytes) but the file has %lld bytes%s", path, (long long)s.n,
+          (long long)(1024 + 2 * s.n), (long long)size, size < 1024 + 2 * s.n ? " (truncated?)" : "");
+    s.tok = xmalloc((size_t)s.n * sizeof(uint16_t), "tokens");
+    for (int64_t i = 0; i < s.n; i++) s.tok[i] = (uint16_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8);
+  }
+  free(b);
+  for (int64_t i = 0; i < s.n; i++)
+    if (s.tok[i] >= vocab)
+      die("%s: token %u at position %lld is out of range: the model's vocabulary has %lld entries%s", path,
+          s.tok[i], (long long)i, (long long)vocab, is_text ? " (--text needs V >= 256)" : "");
+  return s;
+}
+
+/* Fills a token model's inputs from the next window of s. */
+static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s) {
+  int64_t w = in[0].rows * in[0].cols;
+  if (s->pos + w + 1 > s->n) s->pos = 0;
+  const uint16_t *src = s->tok + s->pos;
+  for (int k = 0; k < nin; k++) {
+    int32_t *dst = (int32_t *)(arena + in[k].offset);
+    int shift = in[k].kind == TR_IN_NEXT;
+    for (int64_t i = 0; i < w; i++) dst[i] = src[i + shift];
+  }
+  s->pos += w;
+}
+
+/* The "blobs" data set. Sample s has class y = key3(1, s, 0) mod K; feature
+ * j is centre(y, j) / 16 + noise with centre = 2 u(key3(2, y, j)) - 1 and
+ * noise = 2 u(key3(3, s, j)) - 1 (u: the top 24 bits as a fraction), in
+ * double, rounded to float once: classes overlap in every single feature and
+ * separate only over many. Regression targets are centre(y, j). */
+static int64_t blob_class(int64_t s, int64_t K) { return (int64_t)(key3(1, (uint64_t)s, 0) % (uint64_t)K); }
+
+static float blob_value(int64_t s, int64_t y, int64_t j, int noisy) {
+  double c = 2.0 * unit24(key3(2, (uint64_t)y, (uint64_t)j)) - 1.0;
+  if (!noisy) return (float)c;
+  return (float)(c / 16.0 + (2.0 * unit24(key3(3, (uint64_t)s, (uint64_t)j)) - 1.0));
+}
+
+static void fill_blob_batch(unsigned char *arena, const TrInput *in, int nin, int64_t sample0, int64_t K) {
+  for (int k = 0; k < nin; k++)
+    for (int64_t r = 0; r < in[k].rows; r++) {
+      int64_t s = sample0 + r, y = blob_class(s, K);
+      if (in[k].dtype == TR_I32) {
+        int32_t *dst = (int32_t *)(arena + in[k].offset) + r * in[k].cols;
+        for (int64_t j = 0; j < in[k].cols; j++) dst[j] = (int32_t)y;
+      } else {
+        float *dst = (float *)(arena + in[k].offset) + r * in[k].cols;
+        for (int64_t j = 0; j < in[k].cols; j++) dst[j] = blob_value(s, y, j, in[k].kind == TR_IN_FEATURES);
+      }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// parameters: initialization, safetensors
+
+static void init_params(unsigned char *arena, const TrModel *m, uint64_t seed) {
+  for (int i = 0; i < m->nparams; i++) {
+    const TrParam *p = &m->params[i];
+    float *w = (float *)(arena + p->offset);
+    Rng r = {.s = mix64(seed) ^ mix64((uint64_t)i + 1)}; // one stream per parameter
+    for (int64_t k = 0; k < p->numel; k++) {
+      switch (p->init) {
+      case TR_INIT_NORMAL: w[k] = (float)(p->scale * rng_normal(&r)); break;
+      case TR_INIT_UNIFORM: w[k] = (float)(p->scale * (2.0 * rng_uniform(&r) - 1.0)); break;
+      case TR_INIT_ONES: w[k] = 1.0f; break;
+      default: w[k] = 0.0f; break;
+      }
+    }
+  }
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+    else fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
+/* safetensors: u64 header length N, N bytes of JSON (padded with spaces to a
+ * multiple of 8), then the tensors' bytes; F32, little-endian, row-major.
+ * Written to a temp file, synced, then renamed over path. */
+static void save_safetensors(const char *path, const unsigned char *arena, const TrModel *m) {
+  char *hdr = NULL;
+  size_t hn = 0;
+  FILE *h = open_memstream(&hdr, &hn);
+  if (!h) die("cannot build the safetensors header: %s", strerror(errno));
+  fprintf(h, "{\"__metadata__\":{\"format\":\"pt\",\"model\":");
+  json_str(h, m->model);
+  fputc('}', h);
+  int64_t off = 0;
+  for (int i = 0; i < m->nparams; i++) {
+    const TrParam *p = &m->params[i];
+    fputc(',', h);
+    json_str(h, p->name);
+    fprintf(h, ":{\"dtype\":\"F32\",\"shape\":[");
+    for (int d = 0; d < p->rank; d++) fprintf(h, "%s%lld", d ? "," : "", (long long)p->shape[d]);
+    fprintf(h, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + 4 * p->numel));
+    off += 4 * p->numel;
+  }
+  fputc('}', h);
+  while ((ftell(h) % 8) != 0) fputc(' ', h);
+  fclose(h);
+  size_t tn = strlen(path) + 32;
+  char *tmp = xmalloc(tn, "a path");
+  snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) die("cannot write %s: %s", tmp, strerror(errno));
+  unsigned char len[8];
+  for (int k = 0; k < 8; k++) len[k] = (unsigned char)((uint64_t)hn >> (8 * k));
+  int ok = fwrite(len, 1, 8, f) == 8 && fwrite(hdr, 1, hn, f) == hn;
+  for (int i = 0; ok && i < m->nparams; i++)
+    ok = fwrite(arena + m->params[i].offset, 4, (size_t)m->params[i].numel, f) == (size_t)m->params[i].numel;
+  ok = fflush(f) == 0 && ok;
+  ok = fsync(fileno(f)) == 0 && ok;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    int e = errno;
+    remove(tmp);
+    die("cannot write %s: %s", path, strerror(e));
+  }
+  free(tmp);
+  free(hdr);
+}
+
+/* A JSON reader just large enough for safetensors headers. */
+typedef struct {
+  const char *p, *end, *path;
+} Js;
+
+_Noreturn static void js_fail(const Js *j, const char *what) {
+  die("%s: malformed safetensors header: %s", j->path, what);
+}
+
+static void js_ws(Js *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+static int js_eat(Js *j, char c) {
+  js_ws(j);
+  if (j->p < j->end && *j->p == c) return j->p++, 1;
+  return 0;
+}
+
+static void js_expect(Js *j, char c) {
+  if (!js_eat(j, c)) {
+    char msg[32];
+    snprintf(msg, sizeof msg, "expected '%c'", c);
+    js_fail(j, msg);
+  }
+}
+
+/* A string into out (cap bytes); \u escapes beyond ASCII become '?'. */
+static void js_string(Js *j, char *out, size_t cap) {
+  js_expect(j, '"');
+  size_t n = 0;
+  for (;;) {
+    if (j->p >= j->end) js_fail(j, "unterminated string");
+    char c = *j->p++;
+    if (c == '"') break;
+    if (c == '\\') {
+      if (j->p >= j->end) js_fail(j, "bad escape");
+      char e = *j->p++;
+      static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+      const char *k = strchr(from, e);
+      if (e == 'u') {
+        if (j->end - j->p < 4) js_fail(j, "bad \\u escape");
+        unsigned v = (unsigned)strtoul((char[5]){j->p[0], j->p[1], j->p[2], j->p[3], 0}, NULL, 16);
+        j->p += 4;
+        c = v < 0x80 ? (char)v : '?';
+      } else if (k && e) c = to[k - from];
+      else js_fail(j, "bad escape");
+    }
+    if (n + 1 < cap) out[n++] = c;
+  }
+  out[n] = '\0';
+}
+
+static int64_t js_int(Js *j) {
+  js_ws(j);
+  char *e;
+  errno = 0;
+  long long v = strtoll(j->p, &e, 10);
+  if (e == j->p || errno || e > j->end) js_fail(j, "expected an integer");
+  j->p = e;
+  return v;
+}
+
+static void js_skip(Js *j) {
+  js_ws(j);
+  if (j->p >= j->end) js_fail(j, "unexpected end");
+  char c = *j->p;
+  if (c == '"') {
+    char tmp[8];
+    js_string(j, tmp, sizeof tmp);
+  } else if (c == '{' || c == '[') {
+    char close = c == '{' ? '}' : ']';
+    j->p++;
+    if (js_eat(j, close)) return;
+    do {
+      if (c == '{') {
+        char tmp[8];
+        js_string(j, tmp, sizeof tmp);
+        js_expect(j, ':');
+      }
+      js_skip(j);
+    } while (js_eat(j, ','));
+    js_expect(j, close);
+  } else {
+    while (j->p < j->end && !strchr(",}] \t\r\n", *j->p)) j->p++;
+  }
+}
+
+/* One tensor entry: dtype, shape, data_offsets. */
+static void js_tensor(Js *j, char *dtype, int *rank, int64_t *shape, int64_t *b, int64_t *e) {
+  *rank = -1, *b = *e = -1, dtype[0] = '\0';
+  js_expect(j, '{');
+  if (js_eat(j, '}')) return;
+  do {
+    char key[32];
+    js_string(j, key, sizeof key);
+    js_expect(j, ':');
+    if (!strcmp(key, "dtype")) js_string(j, dtype, 16);
+    else if (!strcmp(key, "shape")) {
+      js_expect(j, '[');
+      *rank = 0;
+      if (!js_eat(j, ']')) {
+        do {
+          int64_t d = js_int(j);
+          if (*rank < 6) shape[*rank] = d;
+          ++*rank;
+        } while (js_eat(j, ','));
+        js_expect(j, ']');
+      }
+    } else if (!strcmp(key, "data_offsets")) {
+      js_expect(j, '[');
+      *b = js_int(j);
+      js_expect(j, ',');
+      *e = js_int(j);
+      js_expect(j, ']');
+    } else js_skip(j);
+  } while (js_eat(j, ','));
+  js_expect(j, '}');
+}
+
+static void shape_str(char *buf, size_t n, int rank, const int64_t *d) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < rank && i < 6 && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)d[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static void load_safetensors(const char *path, unsigned char *arena, const TrModel *m) {
+  int64_t size;
+  unsigned char *f = read_file(path, &size, "weights");
+  if (size < 8) die("%s: too short for a safetensors file (%lld bytes)", path, (long long)size);
+  uint64_t hn = 0;
+  for (int k = 0; k < 8; k++) hn |= (uint64_t)f[k] << (8 * k);
+  if (hn > (uint64_t)size - 8) die("%s: header length %llu runs past the end of the file (truncated?)", path,
+                                   (unsigned long long)hn);
+  int64_t data0 = 8 + (int64_t)hn;
+  Js j = {(const char *)f + 8, (const char *)f + data0, path};
+  char *seen = xmalloc((size_t)m->nparams + 1, "flags");
+  memset(seen, 0, (size_t)m->nparams + 1);
+  js_expect(&j, '{');
+  if (!js_eat(&j, '}')) {
+    do {
+      char name[512], dtype[16];
+      int rank;
+      int64_t shape[6], b, e;
+      js_string(&j, name, sizeof name);
+      js_expect(&j, ':');
+      if (!strcmp(name, "__metadata__")) {
+        js_skip(&j);
+        continue;
+      }
+      js_tensor(&j, dtype, &rank, shape, &b, &e);
+      int i = 0;
+      while (i < m->nparams && strcmp(m->params[i].name, name)) i++;
+      if (i == m->nparams) {
+        fprintf(stderr, "trainer: warning: %s: tensor '%s' is not a parameter of %s; ignored\n", path, name, m->model);
+        continue;
+      }
+      const TrParam *p = &m->params[i];
+      if (strcmp(dtype, "F32")) die("%s: tensor '%s' has dtype %s; the trainer reads F32", path, name, dtype);
+      int same = rank == p->rank;
+      for (int d = 0; same && d < rank; d++) same = shape[d] == p->shape[d];
+      if (!same) {
+        char got[128], want[128];
+        shape_str(got, sizeof got, rank, shape);
+        shape_str(want, sizeof want, p->rank, p->shape);
+        die("%s: shape mismatch for tensor '%s': the file has %s, the model needs %s", path, name, got, want);
+      }
+      if (b < 0 || e - b != 4 * p->numel || data0 + e > size)
+        die("%s: tensor '%s': data_offsets [%lld, %lld] do not hold %lld floats within the file (truncated?)", path,
+            name, (long long)b, (long long)e, (long long)p->numel);
+      memcpy(arena + p->offset, f + data0 + b, (size_t)(4 * p->numel));
+      seen[i] = 1;
+    } while (js_eat(&j, ','));
+    js_expect(&j, '}');
+  }
+  for (int i = 0; i < m->nparams; i++)
+    if (!seen[i]) die("%s: no tensor '%s' (the model needs every parameter)", path, m->params[i].name);
+  free(seen);
+  free(f);
+}
+
+// ----------------------------------------------------------------------------
+// profiling
+
+int tr_profiling;
+static double *prof_time, prof_last;
+
+void tr_tick(int op) {
+  double t = now_s();
+  prof_time[op] += t - prof_last;
+  prof_last = t;
+}
+
+typedef struct {
+  const char *kind, *phase, *layer;
+  double t;
+} ProfRow;
+
+static int prof_cmp(const void *a, const void *b) {
+  double x = ((const ProfRow *)a)->t, y = ((const ProfRow *)b)->t;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void prof_report(const TrModel *m, int64_t steps, double step_s) {
+  ProfRow *rows = xmalloc(sizeof(ProfRow) * (size_t)m->nops, "profile"), *kinds = xmalloc(sizeof(ProfRow) * (size_t)m->nops, "profile");
+  int nk = 0;
+  double total = 0.0;
+  for (int i = 0; i < m->nops; i++) {
+    rows[i] = (ProfRow){m->ops[i].kind, m->ops[i].phase, m->ops[i].layer, prof_time[i] / (double)steps};
+    total += rows[i].t;
+    int k = 0;
+    while (k < nk && (strcmp(kinds[k].kind, rows[i].kind) || strcmp(kinds[k].phase, rows[i].phase))) k++;
+    if (k == nk) kinds[nk++] = (ProfRow){rows[i].kind, rows[i].phase, "", 0.0};
+    kinds[k].t += rows[i].t;
+  }
+  qsort(rows, (size_t)m->nops, sizeof *rows, prof_cmp);
+  qsort(kinds, (size_t)nk, sizeof *kinds, prof_cmp);
+  printf("\nprofile over %lld steps: ops take %.2f ms of a %.2f ms step\n", (long long)steps, 1e3 * total, 1e3 * step_s);
+  printf("by op kind:\n  %10s %6s  %-16s %s\n", "ms/step", "share", "kind", "phase");
+  for (int k = 0; k < nk; k++)
+    printf("  %10.3f %5.1f%%  %-16s %s\n", 1e3 * kinds[k].t, 100.0 * kinds[k].t / step_s, kinds[k].kind, kinds[k].phase);
+  int top = m->nops < 20 ? m->nops : 20;
+  printf("top %d ops:\n  %10s %6s  %-16s %-9s %s\n", top, "ms/step", "share", "kind", "phase", "layer");
+  for (int i = 0; i < top; i++)
+    printf("  %10.3f %5.1f%%  %-16s %-9s %s\n", 1e3 * rows[i].t, 100.0 * rows[i].t / step_s, rows[i].kind,
+           rows[i].phase, rows[i].layer);
+  free(rows);
+  free(kinds);
+}
+
+// ----------------------------------------------------------------------------
+// options
+
+static const char help_text[] =
+    "usage: trainer [options]\n"
+    "Trains %s with the plan memplan compiled into this program.\n"
+    "\n"
+    "  --steps N         training steps (default 100)\n"
+    "  --lr X            learning rate (default %g, from the model's YAML)\n"
+    "  --seed N          parameter initialization seed (default 1337)\n"
+    "  --threads N       OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores)\n"
+    "  --text FILE       training text: each byte is a token (models with V >= 256)\n"
+    "  --data FILE       training tokens, llm.c format: 256 int32 header (20240520, 1, n, ...),\n"
+    "                    then n uint16 tokens\n"
+    "  --val FILE        evaluation data, same format (default: the training data)\n"
+    "  --eval-every N    evaluate every N steps (default 0: only after the last step)\n"
+    "  --eval-batches N  batches per evaluation, read from the start of the data (default 4; 0: none)\n"
+    "  --log-every N     print one line every N steps (default 1)\n"
+    "  --log FILE        also write step,loss,ms,eval_loss as CSV\n"
+    "  --profile         time every op; print time per op kind and the top ops at the end\n"
+    "  --load FILE       initial weights from a safetensors file (names as in plan.json)\n"
+    "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename)\n"
+    "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
+    "                    inside the training loop (tests/alloc_count.c)\n"
+    "  --help            this text\n"
+    "\n"
+    "Batches of a token model are consecutive windows of B*T+1 tokens (inputs, and targets\n"
+    "shifted by one), from the start of the data, wrapping around at its end. Models\n"
+    "with f32 inputs train on the synthetic 'blobs' data set (see memplan_trainer.h).\n";
+
+typedef struct {
+  int64_t steps, seed, eval_every, eval_batches, log_every;
+  int threads, profile, check_alloc;
+  double lr;
+  const char *text, *data, *val, *load, *save, *log;
+} Opts;
+
+static int64_t opt_int(const char *s, const char *name, int64_t min) {
+  char *e;
+  errno = 0;
+  long long v = strtoll(s, &e, 10);
+  if (e == s || *e || errno || v < min) die("%s '%s': expected an integer >= %lld", name, s, (long long)min);
+  return v;
+}
+
+static Opts parse_opts(int argc, char **argv, const TrModel *m) {
+  enum { O_STEPS = 256, O_LR, O_SEED, O_THREADS, O_TEXT, O_DATA, O_VAL, O_EVERY, O_EBATCH, O_LOGE, O_LOG, O_PROF,
+         O_LOAD, O_SAVE, O_CHECK, O_HELP };
+  static const struct option lo[] = {
+      {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
+      {"text", 1, 0, O_TEXT}, {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"eval-every", 1, 0, O_EVERY},
+      {"eval-batches", 1, 0, O_EBATCH}, {"log-every", 1, 0, O_LOGE}, {"log", 1, 0, O_LOG},
+      {"profile", 0, 0, O_PROF}, {"load", 1, 0, O_LOAD}, {"save", 1, 0, O_SAVE}, {"check-alloc", 0, 0, O_CHECK},
+      {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+  Opts o = {.steps = 100, .seed = 1337, .eval_batches = 4, .log_every = 1, .lr = m->lr,
+            .threads = omp_get_max_threads()};
+  int c;
+  while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    switch (c) {
+    case O_STEPS: o.steps = opt_int(optarg, "--steps", 0); break;
+    case O_LR: {
+      char *e;
+      o.lr = strtod(optarg, &e);
+      if (e == optarg || *e || !(o.lr >= 0)) die("--lr '%s': expected a number >= 0", optarg);
+      break;
+    }
+    case O_SEED: o.seed = opt_int(optarg, "--seed", 0); break;
+    case O_THREADS: o.threads = (int)opt_int(optarg, "--threads", 1); break;
+    case O_TEXT: o.text = optarg; break;
+    case O_DATA: o.data = optarg; break;
+    case O_VAL: o.val = optarg; break;
+    case O_EVERY: o.eval_every = opt_int(optarg, "--eval-every", 0); break;
+    case O_EBATCH: o.eval_batches = opt_int(optarg, "--eval-batches", 0); break;
+    case O_LOGE: o.log_every = opt_int(optarg, "--log-every", 1); break;
+    case O_LOG: o.log = optarg; break;
+    case O_PROF: o.profile = 1; break;
+    case O_LOAD: o.load = optarg; break;
+    case O_SAVE: o.save = optarg; break;
+    case O_CHECK: o.check_alloc = 1; break;
+    case 'h':
+    case O_HELP: printf(help_text, m->model, m->lr); exit(0);
+    default: fprintf(stderr, "run 'trainer --help' for the options\n"); exit(2);
+    }
+  }
+  if (optind < argc) die("unexpected argument '%s' (see --help)", argv[optind]);
+  if (o.text && o.data) die("give --text or --data, not both");
+  if (m->vocab && !o.text && !o.data) die("%s reads tokens: give --text FILE or --data FILE", m->model);
+  if (!m->vocab && (o.text || o.data || o.val))
+    die("%s has f32 inputs and trains on synthetic data; --text, --data and --val do not apply", m->model);
+  return o;
+}
+
+// ----------------------------------------------------------------------------
+// the program
+
+typedef struct {
+  const TrModel *m;
+  unsigned char *arena;
+  Stream train, val;
+} Run;
+
+static void fill_train(Run *r, int64_t step) {
+  const TrModel *m = r->m;
+  if (m->vocab) fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train);
+  else fill_blob_batch(r->arena, m->train_in, m->ntrain_in, (step - 1) * m->train_in[0].rows, m->classes);
+}
+
+/* Mean loss over the first `batches` eval batches (the same ones every time). */
+static double evaluate(Run *r, int64_t batches) {
+  const TrModel *m = r->m;
+  double total = 0.0;
+  r->val.pos = 0;
+  for (int64_t k = 0; k < batches; k++) {
+    if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val);
+    else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0 + k * m->eval_in[0].rows, m->classes);
+    m->eval(r->arena);
+    total += *(const float *)(r->arena + m->eval_loss_offset);
+  }
+  return total / (double)batches;
+}
+
+/* One forward pass of the eval plan before training: OpenMP starts its
+ * threads and OpenBLAS sets up its buffers on first use, and those one-time
+ * allocations belong to setup, not to the training loop. Changes no weights. */
+static void warm_up(Run *r) {
+  const TrModel *m = r->m;
+  if (!m->neval_in) return;
+  Stream s = r->train;
+  s.pos = 0;
+  if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s);
+  else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
+  m->eval(r->arena);
+}
+
+static void check_window(const Stream *s, const TrInput *in) {
+  int64_t w = in->rows * in->cols + 1;
+  if (s->n < w)
+    die("%s: %lld tokens is too short: one batch needs %lld x %lld + 1 = %lld tokens", s->path, (long long)s->n,
+        (long long)in->rows, (long long)in->cols, (long long)w);
+}
+
+static unsigned char *alloc_arena(const TrModel *m) {
+  size_t n = ((size_t)m->arena_bytes + 4095) / 4096 * 4096;
+  void *p = NULL;
+  if (posix_memalign(&p, 4096, n ? n : 4096) != 0) {
+    char b[32];
+    die("cannot allocate the arena: %lld bytes (%s)", (long long)m->arena_bytes, fmt_bytes(b, sizeof b, m->arena_bytes));
+  }
+  memset(p, 0, n); // touches every page (RSS shows the arena) and zeroes optimizer state
+  return p;
+}
+
+typedef long (*AllocCount)(void);
+
+int tr_main(int argc, char **argv, const TrModel *m) {
+  Opts o = parse_opts(argc, argv, m);
+  rt_set_threads(o.threads);
+  Run r = {.m = m};
+  if (m->vocab) {
+    r.train = load_tokens(o.text ? o.text : o.data, o.text != NULL, m->vocab);
+    r.val = o.val ? load_tokens(o.val, o.text != NULL, m->vocab) : r.train;
+    check_window(&r.train, &m->train_in[0]);
+    if (o.eval_batches) check_window(&r.val, &m->eval_in[0]);
+  }
+  FILE *log = o.log ? fopen(o.log, "w") : NULL;
+  if (o.log && !log) die("cannot write %s: %s", o.log, strerror(errno));
+  if (log) fprintf(log, "step,loss,ms,eval_loss\n");
+  AllocCount alloc_count = (AllocCount)(uintptr_t)dlsym(RTLD_DEFAULT, "memplan_alloc_count");
+  if (o.check_alloc && !alloc_count) die("--check-alloc needs a counting allocator: LD_PRELOAD=liballoc_count.so");
+  if (o.profile) {
+    prof_time = xmalloc(sizeof(double) * (size_t)(m->nops ? m->nops : 1), "profile");
+    memset(prof_time, 0, sizeof(double) * (size_t)(m->nops ? m->nops : 1));
+  }
+
+  char b1[32], b2[32];
+  r.arena = alloc_arena(m);
+  if (o.load) load_safetensors(o.load, r.arena, m);
+  else init_params(r.arena, m, (uint64_t)o.seed);
+  printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr,
+         o.load ? o.load : "initialized from --seed");
+  printf("arena: planned %lld bytes (%s); peak RSS after setup %s\n", (long long)m->arena_bytes,
+         fmt_bytes(b1, sizeof b1, m->arena_bytes), fmt_bytes(b2, sizeof b2, peak_rss()));
+  fflush(stdout);
+  warm_up(&r);
+
+  long allocs0 = alloc_count ? alloc_count() : 0;
+  double t_steps = 0.0, ev = NAN;
+  for (int64_t step = 1; step <= o.steps; step++) {
+    double t0 = now_s();
+    fill_train(&r, step);
+    if (o.profile) prof_last = now_s();
+    m->step(r.arena, o.lr, step);
+    double dt = now_s() - t0;
+    t_steps += dt;
+    float loss = *(const float *)(r.arena + m->loss_offset);
+    if (!isfinite(loss)) die("the loss is %f at step %lld (lower --lr?)", (double)loss, (long long)step);
+    ev = NAN;
+    if (o.eval_every && step % o.eval_every == 0 && o.eval_batches) ev = evaluate(&r, o.eval_batches);
+    if (step % o.log_every == 0 || step == 1 || step == o.steps) {
+      printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f %s/s", (long long)step, (long long)o.steps,
+             (double)loss, 1e3 * dt, (double)m->samples_per_step / dt, m->vocab ? "tok" : "samples");
+      if (!isnan(ev)) printf(" | eval loss %.6f", ev);
+      printf("\n");
+      fflush(stdout);
+    }
+    if (log) fprintf(log, "%lld,%.9g,%.4f,%.9g\n", (long long)step, (double)loss, 1e3 * dt, ev);
+  }
+  long allocs = alloc_count ? alloc_count() - allocs0 : -1;
+
+  if (o.eval_batches && !(o.eval_every && o.steps && o.steps % o.eval_every == 0)) {
+    ev = evaluate(&r, o.eval_batches);
+    printf("eval loss %.6f (%lld batches, forward only)\n", ev, (long long)o.eval_batches);
+  }
+  if (o.steps) {
+    double ms = 1e3 * t_steps / (double)o.steps;
+    printf("mean %.2f ms/step, %.0f %s/s, %.2f GFLOP/s\n", ms, (double)m->samples_per_step * 1e3 / ms,
+           m->vocab ? "tok" : "samples", (double)m->step_flops / ms * 1e-6);
+  }
+  if (o.profile && o.steps) prof_report(m, o.steps, t_steps / (double)o.steps);
+  if (o.save) {
+    save_safetensors(o.save, r.arena, m);
+    printf("saved %s\n", o.save);
+  }
+  int64_t rss = peak_rss();
+  printf("memory: planned arena %lld bytes (%s), measured peak RSS %lld bytes (%s)\n", (long long)m->arena_bytes,
+         fmt_bytes(b1, sizeof b1, m->arena_bytes), (long long)rss, fmt_bytes(b2, sizeof b2, rss));
+  if (alloc_count) printf("allocations inside the training loop: %ld\n", allocs);
+  if (log) fclose(log);
+  free(r.arena);
+  if (o.check_alloc && allocs != 0) {
+    fprintf(stderr, "trainer: error: %ld allocations inside the training loop (expected none)\n", allocs);
+    return 4;
+  }
+  return 0;
+}

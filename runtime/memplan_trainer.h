@@ -1,0 +1,92 @@
+/* memplan_trainer.h: what a generated trainer.c hands to the shared trainer
+ * program (memplan_trainer.c): the arena's size, tables of its parameters,
+ * inputs and ops, and the two plan-specific functions, step() and eval().
+ * trainer.c is the plan; memplan_trainer.c is everything a plan does not
+ * change: options, data, initialization, safetensors, logging, profiling.
+ *
+ * Data formats (also in --help):
+ * - --text FILE: the file's bytes are the tokens (a byte-level model, V >= 256).
+ * - --data FILE: an llm.c token shard: a header of 256 little-endian int32
+ *   (magic 20240520, version 1, token count n, the rest unused), then n
+ *   little-endian uint16 tokens; the file is exactly 1024 + 2n bytes.
+ * - Batches of a token model are sequential windows, as llm.c's loader: batch
+ *   k reads tokens [p, p + B*T] with p = k*B*T, wrapping to 0 when the window
+ *   would pass the end; inputs are the first B*T tokens, targets the B*T
+ *   tokens one position later.
+ * - Models with f32 inputs train on a synthetic data set ("blobs", see
+ *   tr_blob_value in memplan_trainer.c): sample s has class y(s), and every
+ *   feature is a fixed class centre plus uniform noise, all from integer
+ *   hashes, so Python reproduces it bit for bit. */
+#ifndef MEMPLAN_TRAINER_H
+#define MEMPLAN_TRAINER_H
+
+#include <stdint.h>
+
+enum { TR_INIT_NONE, TR_INIT_NORMAL, TR_INIT_ZEROS, TR_INIT_ONES, TR_INIT_UNIFORM };
+enum { TR_ADAMW, TR_SGD };
+enum { TR_F32, TR_I32 };
+
+/* What the trainer writes into an input buffer before each step. */
+typedef enum {
+  TR_IN_TOKENS,   /* i32 [rows, cols]: token ids of a window */
+  TR_IN_NEXT,     /* i32 [rows, cols]: the same window shifted by one (targets) */
+  TR_IN_LABELS,   /* i32 [rows]: the class of each synthetic sample */
+  TR_IN_FEATURES, /* f32 [rows, cols]: synthetic features of each sample */
+  TR_IN_VALUES    /* f32 [rows, cols]: synthetic regression targets */
+} TrInputKind;
+
+typedef struct {
+  const char *name;  /* the plan's name ("h0.fc.weight"), also the safetensors key */
+  int64_t offset;    /* bytes into the arena */
+  int rank;
+  int64_t shape[6];
+  int64_t numel;
+  int init;          /* TR_INIT_* */
+  double scale;      /* std (normal) or bound (uniform) */
+} TrParam;
+
+typedef struct {
+  const char *name;
+  int64_t offset;
+  int dtype;         /* TR_F32, TR_I32 */
+  TrInputKind kind;
+  int64_t rows, cols; /* rows = samples (B); cols = per-sample elements */
+} TrInput;
+
+typedef struct {
+  const char *layer; /* YAML layer, or the parameter an update updates */
+  const char *kind;  /* "linear", "adamw", ... */
+  const char *phase; /* "forward", "backward", "update", "recompute" */
+} TrOp;
+
+typedef struct {
+  const char *model;
+  int64_t arena_bytes;
+  const TrParam *params;
+  int nparams;
+  const TrInput *train_in, *eval_in; /* each schedule has its own input buffers */
+  int ntrain_in, neval_in;
+  const TrOp *ops;                   /* the training schedule, for --profile */
+  int nops;
+  int64_t loss_offset, eval_loss_offset; /* the scalar losses (f32) */
+  int opt;                           /* TR_ADAMW, TR_SGD */
+  double lr;                         /* the YAML's learning rate (--lr overrides) */
+  int64_t vocab;                     /* token ids must be < vocab (0: no tokens) */
+  int64_t classes;                   /* synthetic labels are < classes */
+  int64_t samples_per_step;          /* tokens (token models) or samples per step */
+  int64_t param_count, step_flops;
+  /* One training step: forward, backward, fused updates; t is 1-based. */
+  void (*step)(unsigned char *arena, double lr, int64_t t);
+  /* Forward only, the eval plan: nothing saved. */
+  void (*eval)(unsigned char *arena);
+} TrModel;
+
+/* The trainer program: parses argv, runs, returns the exit status. */
+int tr_main(int argc, char **argv, const TrModel *m);
+
+/* --profile: step() calls tr_tick(i) after op i; it adds the time since the
+ * previous tick to op i. */
+extern int tr_profiling;
+void tr_tick(int op);
+
+#endif
