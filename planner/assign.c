@@ -203,12 +203,12 @@ static int sections_of(const Inst *in, int *s_lo, int *s_hi) {
  * best fit packs tightly, so such a union has few runs (maximal occupied
  * ranges). A segment tree over sections keeps unions instead of buffers:
  *   C[x]: runs of the buffers whose section range has x as a canonical node;
- *   U[x]: runs of the buffers overlapping x's range that are stored at x or
- *         below, or that cover x (a superset is harmless: all overlap x).
+ *   U[x]: runs of the buffers stored at x or below it.
  * A buffer overlapping a window is stored either at or below a canonical node
- * of the window (in its U) or at an ancestor of one, which contains the
- * window's first or last section (in C along those two leaf-to-root paths).
- * So a query merges O(log T) run lists and an insertion touches O(log T). */
+ * of the window (in its U) or at a strict ancestor of one, which reaches past
+ * the window and contains its first or last section (in C along those two
+ * leaf-to-root paths). So a query merges O(log T) run lists and an insertion
+ * touches O(log T) lists. */
 
 typedef struct {
   int64_t *v; /* v[2i], v[2i+1]: run i = [start, end), sorted, disjoint, not touching */
@@ -245,8 +245,10 @@ typedef struct {
 typedef struct {
   int p;      /* leaves: sections padded to a power of two */
   Runs *c, *u; /* per node, 1 .. 2p-1 */
-  Span *buf;  /* a query's gathered runs */
+  Span *buf, *tmp; /* a query's gathered runs; scratch for merging */
   int nbuf, capbuf;
+  int seg[8 * 32 + 2]; /* where each gathered list starts in buf */
+  int nseg;
 } Occ;
 
 static Occ occ_make(int ns) {
@@ -263,75 +265,95 @@ static void occ_reset(Occ *o) {
 
 static void occ_free(Occ *o) {
   for (int x = 0; x < 2 * o->p; x++) free(o->c[x].v), free(o->u[x].v);
-  free(o->c), free(o->u), free(o->buf);
+  free(o->c), free(o->u), free(o->buf), free(o->tmp);
 }
 
-/* Inserts [a, b) over sections [l, r). */
+/* Whether node x, h levels above the leaves, reaches outside [l, r): the
+ * strict ancestors of canonical nodes are exactly the path nodes that do. */
+static bool partial(const Occ *o, int x, int h, int l, int r) {
+  return (x << h) - o->p < l || ((x + 1) << h) - o->p > r;
+}
+
+/* Inserts [a, b) over sections [l, r): into C and U of the canonical nodes,
+ * into U of their strict ancestors. */
 static void occ_add(Occ *o, int l, int r, int64_t a, int64_t b) {
   for (int x = l + o->p, y = r + o->p; x < y; x >>= 1, y >>= 1) {
     if (x & 1) runs_add(&o->c[x], a, b), runs_add(&o->u[x], a, b), x++;
     if (y & 1) --y, runs_add(&o->c[y], a, b), runs_add(&o->u[y], a, b);
   }
-  /* Strict ancestors of the first and last leaf, each once. */
-  int x = (l + o->p) >> 1, y = (r - 1 + o->p) >> 1;
-  for (; x != y; x >>= 1, y >>= 1) runs_add(&o->u[x], a, b), runs_add(&o->u[y], a, b);
-  for (; x >= 1; x >>= 1) runs_add(&o->u[x], a, b);
+  int x = l + o->p, y = r - 1 + o->p, h = 0;
+  for (; x != y; x >>= 1, y >>= 1, h++) {
+    if (partial(o, x, h, l, r)) runs_add(&o->u[x], a, b);
+    if (partial(o, y, h, l, r)) runs_add(&o->u[y], a, b);
+  }
+  for (; x >= 1; x >>= 1, h++)
+    if (partial(o, x, h, l, r)) runs_add(&o->u[x], a, b);
 }
 
 static void gather(Occ *o, const Runs *r) {
   if (o->nbuf + r->n > o->capbuf) {
     while (o->nbuf + r->n > o->capbuf) o->capbuf = o->capbuf ? 2 * o->capbuf : 256;
     o->buf = xrealloc(o->buf, sizeof(Span) * (size_t)o->capbuf);
+    o->tmp = xrealloc(o->tmp, sizeof(Span) * (size_t)o->capbuf);
   }
+  if (r->n == 0) return;
+  o->seg[o->nseg++] = o->nbuf;
   for (int i = 0; i < r->n; i++) o->buf[o->nbuf++] = (Span){r->v[2 * i], r->v[2 * i + 1]};
 }
 
-/* Gathers into o->buf runs whose union is that of the placed buffers
- * overlapping sections [l, r) (runs may overlap each other). */
+/* Union of two sorted run lists into out, coalescing overlapping and
+ * touching runs; returns the length. */
+static int union_runs(const Span *a, int na, const Span *b, int nb, Span *out) {
+  int i = 0, j = 0, k = 0;
+  while (i < na || j < nb) {
+    Span x = j == nb || (i < na && a[i].off <= b[j].off) ? a[i++] : b[j++];
+    if (k > 0 && x.off <= out[k - 1].end) {
+      if (x.end > out[k - 1].end) out[k - 1].end = x.end;
+    } else out[k++] = x;
+  }
+  return k;
+}
+
+/* Merges the gathered lists pairwise (each is sorted, so this is a merge
+ * sort's upper levels) until one sorted, disjoint run list is left in buf. */
+static void occ_merge(Occ *o) {
+  o->seg[o->nseg] = o->nbuf;
+  while (o->nseg > 1) {
+    int ns = 0, k = 0;
+    for (int i = 0; i < o->nseg; i += 2) {
+      int a = o->seg[i], b = o->seg[i + 1], e = i + 2 <= o->nseg ? o->seg[i + 2] : b;
+      o->seg[ns++] = k;
+      k += union_runs(o->buf + a, b - a, o->buf + b, e - b, o->tmp + k);
+    }
+    Span *t = o->buf;
+    o->buf = o->tmp, o->tmp = t;
+    o->nbuf = k, o->nseg = ns, o->seg[ns] = k;
+  }
+}
+
+/* Leaves in o->buf the union, as sorted disjoint runs, of the offset ranges
+ * of the placed buffers overlapping sections [l, r). */
 static void occ_query(Occ *o, int l, int r) {
-  o->nbuf = 0;
+  o->nbuf = o->nseg = 0;
   for (int x = l + o->p, y = r + o->p; x < y; x >>= 1, y >>= 1) {
     if (x & 1) gather(o, &o->u[x++]);
     if (y & 1) gather(o, &o->u[--y]);
   }
-  int x = l + o->p, y = r - 1 + o->p;
-  for (; x != y; x >>= 1, y >>= 1) gather(o, &o->c[x]), gather(o, &o->c[y]);
-  for (; x >= 1; x >>= 1) gather(o, &o->c[x]);
+  int x = l + o->p, y = r - 1 + o->p, h = 0;
+  for (; x != y; x >>= 1, y >>= 1, h++) {
+    if (partial(o, x, h, l, r)) gather(o, &o->c[x]);
+    if (partial(o, y, h, l, r)) gather(o, &o->c[y]);
+  }
+  for (; x >= 1; x >>= 1, h++)
+    if (partial(o, x, h, l, r)) gather(o, &o->c[x]);
+  occ_merge(o);
 }
 
 /* ------------------------------------------------------------------------
  * Best fit. */
 
-/* Sorts spans by offset: an inlined quicksort (median of three, insertion
- * sort below 24), several times faster than qsort's callback here, where
- * sorting the gathered runs is the inner loop of best fit. */
-static void span_sort(Span *s, int n) {
-  while (n > 24) {
-    int64_t a = s[0].off, b = s[n / 2].off, c = s[n - 1].off;
-    int64_t p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-    int i = 0, j = n - 1;
-    while (i <= j) {
-      while (s[i].off < p) i++;
-      while (s[j].off > p) j--;
-      if (i <= j) {
-        Span t = s[i];
-        s[i++] = s[j], s[j--] = t;
-      }
-    }
-    /* Recurse into the smaller part, loop on the larger: O(log n) stack. */
-    if (j + 1 < n - i) span_sort(s, j + 1), s += i, n -= i;
-    else span_sort(s + i, n - i), n = j + 1;
-  }
-  for (int i = 1; i < n; i++) {
-    Span x = s[i];
-    int j = i;
-    while (j > 0 && s[j - 1].off > x.off) s[j] = s[j - 1], j--;
-    s[j] = x;
-  }
-}
-
 /* Smallest gap that holds `size` among the spans (sorted by offset), else the
- * top; ties go to the lowest offset. Overlapping spans are merged by the
+ * top; ties go to the lowest offset. Overlapping spans would be merged by the
  * running top. */
 static int64_t best_gap(const Span *s, int k, int64_t size) {
   int64_t top = 0, best = -1, best_gap = INT64_MAX;
@@ -374,7 +396,6 @@ static int64_t best_fit(Greedy *g, const Inst *in, const int *ord, int64_t *off)
     off[id] = 0;
     if (in->size[id] == 0) continue;
     occ_query(&g->occ, g->s_lo[id], g->s_hi[id]);
-    span_sort(g->occ.buf, g->occ.nbuf);
     off[id] = best_gap(g->occ.buf, g->occ.nbuf, in->size[id]);
     if (off[id] + in->size[id] > height) height = off[id] + in->size[id];
     occ_add(&g->occ, g->s_lo[id], g->s_hi[id], off[id], off[id] + in->size[id]);

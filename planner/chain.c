@@ -46,6 +46,22 @@ static bool *cuts(Arena *ar, const Graph *g, const Step *s, int nf, int *crossin
   return cut;
 }
 
+/* Working memory of one op beyond what the stage keeps: the gradients its
+ * backward writes fresh (in-place ones reuse a dying buffer), or the largest
+ * output forward makes that is not the stage's output. */
+static int64_t op_work(const Graph *g, const Op *o, int stage_out) {
+  const OpInfo *oi = op_info(o->kind);
+  int64_t grads = 0, outs = 0;
+  for (int k = 0; k < o->nin; k++) {
+    bool inplace = false;
+    for (int j = 0; j < 2; j++) inplace |= oi->inplace_bwd[j][0] >= 0 && REF_SLOT(oi->bout[oi->inplace_bwd[j][0]]) == k;
+    if (o->in[k] >= 0 && oi->grad_to[k] && g->t[o->in[k]].kind != TK_INPUT && !inplace) grads += tbytes(g, o->in[k]);
+  }
+  for (int k = 0; k < o->nout; k++)
+    if (o->out[k] != stage_out && tbytes(g, o->out[k]) > outs) outs = tbytes(g, o->out[k]);
+  return grads > outs ? grads : outs;
+}
+
 static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, Stage *st) {
   double bwd = 0;
   for (int i = st->first; i < st->last; i++) {
@@ -53,10 +69,8 @@ static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, 
     st->f += cost_op(cm, g, o, false);
     st->f_flops += op_info(o->kind)->flops(g, o, false);
     bwd += cost_op(cm, g, o, true);
-    for (int k = 0; k < o->nout; k++) {
-      int64_t b = tbytes(g, o->out[k]);
-      if (2 * b > st->work) st->work = 2 * b; /* a tensor and its gradient */
-    }
+    int64_t w = op_work(g, o, st->out);
+    if (w > st->work) st->work = w;
   }
   st->nopt = 0;
   for (int k = 0; k < KEEP_COUNT; k++) {

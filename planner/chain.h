@@ -26,7 +26,7 @@ typedef struct {
   int first, last;    /* forward ops of the stage: indices [first, last) of the Step's forward list */
   int in, out;        /* graph tensors crossing in (-1 for the first stage) and out */
   int64_t x_in;       /* bytes of the input checkpoint */
-  int64_t work;       /* working memory while the stage runs (largest tensor and its gradient) */
+  int64_t work;       /* working memory while the stage runs (fresh gradients, transient outputs) */
   double f;           /* seconds of forward */
   int64_t f_flops;
   int nopt;           /* options that differ: 1 or 2 */

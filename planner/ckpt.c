@@ -5,8 +5,11 @@
 
 #define AT(T, s, t, m) (((size_t)(s) * (size_t)(T)->c->n + (size_t)(t)) * (size_t)((T)->M + 1) + (size_t)(m))
 
+/* Bytes to units, rounded to nearest: the DP ranks schedules and the real
+ * arena of each candidate is checked after offsets, so unbiased rounding
+ * beats a pessimistic ceiling that adds up over many stages. */
 static int units(const CkptTable *T, int64_t bytes) {
-  int64_t u = (bytes + T->unit - 1) / T->unit;
+  int64_t u = (bytes + T->unit / 2) / T->unit;
   return u > T->M ? T->M + 1 : (int)u;
 }
 

@@ -76,6 +76,42 @@ static Plan *candidate(Arena *ar, Solver *S, int m, Step **step) {
   return p;
 }
 
+/* Seconds a schedule takes under the chain's cost model. */
+static double schedule_time(const Chain *c, const Actions *a) {
+  double t = 0;
+  for (int x = 0; x < a->n; x++) {
+    const Stage *st = &c->s[a->a[x].stage];
+    t += a->a[x].kind == ACT_BACKWARD ? st->opt[a->a[x].option].b : st->f;
+  }
+  return t;
+}
+
+/* The same schedule with every kept stage on its lightest option: the DP's
+ * memory units cannot see a few megabytes, the arena check can. */
+static Actions lightest(Arena *ar, const Chain *c, Actions a) {
+  Action *v = ar_alloc(ar, sizeof(Action) * (size_t)(a.n ? a.n : 1));
+  for (int x = 0; x < a.n; x++) {
+    v[x] = a.a[x];
+    if (v[x].kind != ACT_FORWARD) v[x].option = c->s[v[x].stage].nopt - 1;
+  }
+  a.a = v;
+  return a;
+}
+
+/* Candidate m, or its lightest variant, built and checked in a scratch arena. */
+static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, double *time) {
+  Arena tmp = {0};
+  Actions a = ckpt_actions(&tmp, S->T, m, keeps, &S->kc);
+  if (light) a = lightest(&tmp, S->chain, a);
+  Plan *p = fit_plan(&tmp, S->g, ad_build(&tmp, S->g, S->o->fuse, &a), S->o);
+  int64_t arena = p->arena_bytes;
+  *time = schedule_time(S->chain, &a);
+  ar_free(&tmp);
+  r->candidates++;
+  if (arena < r->min_arena) r->min_arena = arena;
+  return arena <= budget;
+}
+
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o) {
   FitResult r = {0};
   Step *plain = ad_build(ar, g, o->fuse, NULL);
@@ -85,24 +121,30 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   Arena scratch = {0};
   Solver S;
   solver_init(&scratch, &S, g, o);
-  int chosen = -1;
-  double last = NAN;
-  for (int m = S.T ? S.T->M : -1; m >= 0 && chosen < 0; m--) {
+  /* Walk the DP's schedules from the cheapest; a schedule that misses may
+   * fit with lighter options, which is kept while nothing cheaper fits. */
+  int best_m = -1;
+  bool best_light = false;
+  double best_time = INFINITY, last = NAN, t;
+  for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
     double c = ckpt_cost(S.T, m);
-    if (!isfinite(c)) break;
+    if (!isfinite(c) || c >= best_time) break;
     if (c == last) continue; /* the same schedule as the previous m */
     last = c;
-    Arena tmp = {0};
-    int64_t arena = candidate(&tmp, &S, m, NULL)->arena_bytes;
-    ar_free(&tmp);
-    r.candidates++;
-    if (arena < r.min_arena) r.min_arena = arena;
-    if (arena <= budget) chosen = m;
+    if (try_fit(&S, m, false, budget, &r, &t)) {
+      best_m = m, best_light = false, best_time = t;
+      break;
+    }
+    if (try_fit(&S, m, true, budget, &r, &t) && t < best_time) best_m = m, best_light = true, best_time = t;
   }
-  if (chosen >= 0) {
-    Solver W; /* rebuild the winner in the caller's arena */
+  if (best_m >= 0) { /* rebuild the winner in the caller's arena */
+    Solver W;
     solver_init(ar, &W, g, o);
-    r.plan = candidate(ar, &W, chosen, &r.step);
+    Actions a = ckpt_actions(ar, W.T, best_m, keeps, &W.kc);
+    if (best_light) a = lightest(ar, W.chain, a);
+    r.step = ad_build(ar, g, o->fuse, &a);
+    r.plan = fit_plan(ar, g, r.step, o);
+    describe(ar, r.plan, g, W.plain, W.chain, &a);
   }
   ar_free(&scratch);
   return r;
