@@ -94,6 +94,12 @@ void diag_register_source(const char *file, const char *text, size_t len) {
 }
 
 void diag_catch(jmp_buf *jb) { catcher = jb; }
+jmp_buf *diag_catcher(void) { return catcher; }
+
+void diag_rethrow(void) {
+  if (catcher) longjmp(*catcher, 1);
+  exit(1);
+}
 const char *diag_last(void) { return last_msg; }
 
 /* Prints the source line of loc and a caret under its column. Tabs are kept

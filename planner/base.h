@@ -54,6 +54,8 @@ _Noreturn void diag_error(Loc loc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 _Noreturn void diag_verror(Loc loc, const char *fmt, va_list ap);
 void diag_catch(jmp_buf *jb); /* NULL restores exit(1) */
+jmp_buf *diag_catcher(void);  /* the current one, to restore after a local catch */
+_Noreturn void diag_rethrow(void); /* after cleaning up: on to the catcher, or exit(1) */
 const char *diag_last(void);  /* the last error message (for tests) */
 
 /* Checked 64-bit arithmetic: false on overflow. */

@@ -718,8 +718,7 @@ static Graph *load_doc(Loader *L) {
   return g;
 }
 
-/* The Graph keeps only arena strings, so the document is freed once built.
- * (On a user error the process exits, or a test's longjmp leaks it.) */
+/* The Graph keeps only arena strings, so the document is freed once built. */
 
 Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len, const DimOverride *ov, int nov) {
   Loader *L = ar_alloc(ar, sizeof(Loader));
@@ -737,7 +736,17 @@ Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len
     diag_error(at, "not valid YAML: %s", msg);
   }
   yaml_parser_delete(&parser);
+  /* a user error inside frees the document before going on to the caller's
+   * catcher (tests, fuzzers) or exiting */
+  jmp_buf *outer = diag_catcher(), here;
+  if (setjmp(here)) {
+    yaml_document_delete(&L->doc);
+    diag_catch(outer);
+    diag_rethrow();
+  }
+  diag_catch(&here);
   Graph *g = load_doc(L);
+  diag_catch(outer);
   yaml_document_delete(&L->doc);
   return g;
 }

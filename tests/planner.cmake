@@ -85,3 +85,10 @@ target_link_libraries(bench_ckpt memplan_planner)
 target_compile_options(bench_ckpt PRIVATE ${MEMPLAN_WARNINGS})
 add_test(NAME bench_ckpt COMMAND bench_ckpt ${MEMPLAN_SOURCE_DIR}/models)
 set_tests_properties(bench_ckpt PROPERTIES LABELS bench)
+
+# recomputation is exact: bit-identical losses and weights with and without
+# (8M recomputes whole stages from checkpoints, 9500K recomputes selectively)
+add_test(NAME ckpt_exact_gpt2_mini
+         COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact 8M 9500K)
+set_tests_properties(ckpt_exact_gpt2_mini PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
