@@ -70,9 +70,13 @@ static const char *op_kind_name(OpKind k) {
   return k == OP_ADAMW ? "AdamW" : k == OP_SGD ? "SGD" : op_info(k)->name;
 }
 
-/* The repeat block of a layer name: the prefix up to the first '.', when it
- * ends in a digit ("h3" of "h3.attn.qkv"); NULL otherwise. */
-static const char *block_of(Arena *ar, const char *layer) {
+/* The repeat block of an op: the prefix of its layer name up to the first
+ * '.', when it ends in a digit ("h3" of "h3.attn.qkv"); NULL otherwise. An
+ * update's layer is a parameter ("fc1.weight"): its layer is the part
+ * before the last '.'. */
+static const char *block_of(Arena *ar, const PlanOp *o) {
+  const char *layer = o->layer, *last = strrchr(layer, '.');
+  if (o->phase == PHASE_UPDATE) layer = last ? ar_printf(ar, "%.*s", (int)(last - layer), layer) : "";
   const char *dot = strchr(layer, '.');
   if (!dot || dot == layer || dot[-1] < '0' || dot[-1] > '9') return NULL;
   return ar_printf(ar, "%.*s", (int)(dot - layer), layer);
@@ -88,7 +92,7 @@ bool dot_block_exists(const Plan *p, const char *block) {
   Arena ar = {0};
   bool found = false;
   for (int i = 0; i < p->nsched && !found; i++) {
-    const char *b = block_of(&ar, p->sched[i].layer);
+    const char *b = block_of(&ar, &p->sched[i]);
     found = b && !strcmp(b, block);
   }
   ar_free(&ar);
@@ -113,18 +117,19 @@ static void add_member(Dot *d, int node, int op) {
   n->flops += d->p->sched[op].flops;
 }
 
-/* Layout depth of each op: a forward op's own position; a backward or
- * recompute op takes its forward op's (same layer and kind), which puts it
- * beside that op. */
+/* Layout depth of each op: 3f for forward op f; its recompute 3f+1 and its
+ * backward 3f+2 (same layer and kind), which puts them just below and beside
+ * it; updates take their group's. Edges from deeper to shallower nodes are
+ * the backward flow, laid out reversed. */
 static void fill_depth(Dot *d) {
   const Plan *p = d->p;
   for (int i = 0; i < p->nsched; i++) {
     const PlanOp *o = &p->sched[i];
-    d->depth_of[i] = i;
-    if (o->phase == PHASE_FORWARD) continue;
+    d->depth_of[i] = o->phase == PHASE_UPDATE ? 3 * p->nsched + 3 : 3 * i;
+    if (o->phase == PHASE_FORWARD || o->phase == PHASE_UPDATE) continue;
     for (int f = 0; f < p->nsched; f++)
       if (p->sched[f].phase == PHASE_FORWARD && p->sched[f].op == o->op && !strcmp(p->sched[f].layer, o->layer)) {
-        d->depth_of[i] = f;
+        d->depth_of[i] = 3 * f + (o->phase == PHASE_RECOMPUTE ? 1 : 2);
         break;
       }
   }
@@ -167,7 +172,7 @@ static void fill_nodes(Dot *d) {
   const Plan *p = d->p;
   for (int i = 0; i < p->nsched; i++) {
     const PlanOp *o = &p->sched[i];
-    const char *b = block_of(&d->ar, o->layer);
+    const char *b = block_of(&d->ar, o);
     int bi = block_index(d, b);
     if (b && bi < 0) {
       d->blocks = ar_grow(&d->ar, d->blocks, sizeof(char *) * (size_t)d->nblocks,
@@ -303,6 +308,16 @@ static const char *update_params(Dot *d, int node) {
   return s;
 }
 
+/* Bytes of the gradients a node's updates read. */
+static const char *grad_bytes(Dot *d, int node) {
+  char s[32];
+  int64_t sum = 0;
+  for (int i = d->node.v[node].first; i <= d->node.v[node].last; i++)
+    if (d->node_of[i] == node && d->p->sched[i].nin > 0 && d->p->sched[i].in[0] >= 0)
+      sum += d->p->buf[d->p->sched[i].in[0]].bytes;
+  return ar_printf(&d->ar, "%s", mp_fmt_bytes(s, sizeof s, sum));
+}
+
 static const char *node_label(Dot *d, int i) {
   const Plan *p = d->p;
   const DNode *n = &d->node.v[i];
@@ -314,11 +329,13 @@ static const char *node_label(Dot *d, int i) {
                      n->phase == PHASE_FORWARD ? "" : verb[n->phase], n->first);
   case DN_BLOCK:
     if (n->phase == PHASE_UPDATE)
-      return ar_printf(&d->ar, "%s %s\\n%d parameters, %s", esc(d, n->block), op_kind_name(o->op), n->nops, range(d, n));
+      return ar_printf(&d->ar, "%s %s\\n%d parameters, %s\\n%s of gradients", esc(d, n->block), op_kind_name(o->op),
+                       n->nops, range(d, n), grad_bytes(d, i));
     return ar_printf(&d->ar, "%s %s\\n%d ops, %s\\n%s", esc(d, n->block), verb[n->phase], n->nops, range(d, n),
                      gflops(d, n->flops));
   case DN_UPDATE:
-    return ar_printf(&d->ar, "%s %s\\n%s", op_kind_name(o->op), esc(d, update_params(d, i)), range(d, n));
+    return ar_printf(&d->ar, "%s %s\\n%s of gradients, %s", op_kind_name(o->op), esc(d, update_params(d, i)),
+                     grad_bytes(d, i), range(d, n));
   case DN_INPUT: {
     const PlanBuffer *b = &p->buf[n->first];
     return ar_printf(&d->ar, "%s\\nbatch input", esc(d, b->name));
@@ -372,6 +389,9 @@ static void style_node(Dot *d, int i) {
   set(an, "color", line[n->phase]);
   set(an, "tooltip", n->kind == DN_OP ? op_tip(d, n->first) : node_label(d, i));
   if (n->phase == PHASE_UPDATE) set(an, "fontsize", "9");
+  /* a group per phase keeps each chain (the residual stream forward, its
+   * gradient backward) straight instead of a staircase of blocks */
+  set(an, "group", plan_phase_name(n->phase));
   if (d->p->peak_position >= n->first && d->p->peak_position <= n->last &&
       d->node_of[d->p->peak_position] == i) { /* where the step needs the most memory */
     char s[32];
@@ -387,7 +407,7 @@ static Agraph_t *cluster(Dot *d, const char *block) {
   if (c) return c;
   c = agsubg(d->g, name, 1);
   bool open = block_open(d, block);
-  set(c, "label", open ? block : ar_printf(&d->ar, "%s (collapsed: --block %s opens it)", block, block));
+  set(c, "label", open ? esc(d, block) : ar_printf(&d->ar, "%s (collapsed)", esc(d, block)));
   set(c, "style", "rounded,filled");
   set(c, "fillcolor", open ? "#f6f6f6" : "#efefef");
   set(c, "color", "#b0b0b0");
@@ -402,17 +422,6 @@ static void make_nodes(Dot *d) {
     n->n = agnode(sg, (char *)node_id(d, i), 1);
     style_node(d, i);
   }
-  /* a backward op, and the updates it enables, sit on the rank of its
-   * forward op: forward down the left, backward up beside it */
-  for (int i = 0; i < d->node.n; i++) {
-    const DNode *n = &d->node.v[i];
-    if (n->kind == DN_INPUT || n->depth < 0 || d->p->sched[n->depth].phase != PHASE_FORWARD) continue;
-    /* in the root graph (newrank allows it): Graphviz 2.43 frees the layout
-     * twice when a rank=same subgraph sits inside a cluster */
-    Agraph_t *r = agsubg(d->g, ar_printf(&d->ar, "rank_%d", n->depth), 1);
-    set(r, "rank", "same");
-    agsubnode(r, n->n, 1);
-  }
 }
 
 static int edge_cmp(const void *a, const void *b) {
@@ -420,10 +429,33 @@ static int edge_cmp(const void *a, const void *b) {
   return x->u != y->u ? x->u - y->u : x->v != y->v ? x->v - y->v : x->buf - y->buf;
 }
 
+static bool same_block(const DNode *u, const DNode *v) {
+  return u->block == v->block || (u->block && v->block && !strcmp(u->block, v->block));
+}
+
+/* Up to three tensors of one shape and dtype (a norm's mean and rstd) share
+ * a line; other pairs get a line each; more become a count. */
+static const char *edge_label(Dot *d, const DEdge *e, int n, int64_t bytes) {
+  char s[32];
+  if (n == 1) return tensor_line(d, &e[0]);
+  const PlanBuffer *b0 = &d->p->buf[e[0].buf];
+  const char *shape = sym_shape(d, b0), *names = esc(d, e[0].name);
+  bool same = n <= 3;
+  for (int i = 1; i < n && same; i++) {
+    const PlanBuffer *b = &d->p->buf[e[i].buf];
+    same = b->dtype == b0->dtype && b->bytes == b0->bytes && !strcmp(sym_shape(d, b), shape);
+    names = ar_printf(&d->ar, "%s, %s", names, esc(d, e[i].name));
+  }
+  if (same)
+    return ar_printf(&d->ar, "%s\\n%s %s, %d x %s", names, shape, dtype_name(b0->dtype), n,
+                     mp_fmt_bytes(s, sizeof s, b0->bytes));
+  if (n == 2) return ar_printf(&d->ar, "%s\\n%s", tensor_line(d, &e[0]), tensor_line(d, &e[1]));
+  return ar_printf(&d->ar, "%d tensors, %s", n, mp_fmt_bytes(s, sizeof s, bytes));
+}
+
 /* One drawn edge per pair of nodes: its tensors (all of them in the
  * tooltip; up to two in the label, else a count and total bytes). */
 static void draw_edge(Dot *d, const DEdge *e, int n) {
-  char s[32];
   int64_t bytes = 0;
   bool saved = false, recomputed = true;
   const char *tip = "";
@@ -433,15 +465,22 @@ static void draw_edge(Dot *d, const DEdge *e, int n) {
     recomputed = recomputed && e[i].recomputed;
     tip = ar_printf(&d->ar, "%s%s%s", tip, i ? "; " : "", tensor_tip(d, &e[i]));
   }
-  const char *label = n == 1 ? tensor_line(d, &e[0])
-                      : n == 2 ? ar_printf(&d->ar, "%s\\n%s", tensor_line(d, &e[0]), tensor_line(d, &e[1]))
-                               : ar_printf(&d->ar, "%d tensors, %s", n, mp_fmt_bytes(s, sizeof s, bytes));
+  const char *label = edge_label(d, e, n, bytes);
   if (saved) label = ar_printf(&d->ar, "saved: %s", label);
   const DNode *u = &d->node.v[e->u], *v = &d->node.v[e->v];
   bool back = u->depth > v->depth; /* backward data flow: lay it out downwards, draw the arrow up */
   Agedge_t *ae = agedge(d->g, back ? v->n : u->n, back ? u->n : v->n, NULL, 1);
   if (back) set(ae, "dir", "back");
-  set(ae, "label", label);
+  if (v->phase == PHASE_UPDATE && u->depth == v->depth) {
+    /* beside its backward op; unlabelled, since Graphviz 2.43's dot corrupts
+     * memory on labelled flat edges in clusters (the update node names the
+     * parameters, the tooltip the gradients) */
+    set(ae, "minlen", "0");
+  } else {
+    set(ae, "label", label);
+  }
+  if (!same_block(u, v)) /* the next block starts below this one's backward ops, not beside them */
+    set(ae, "minlen", "2");
   set(ae, "tooltip", tip);
   set(ae, "labeltooltip", tip);
   if (saved) set(ae, "color", "#8e44ad"), set(ae, "fontcolor", "#6c3483"), set(ae, "penwidth", "2.2");
@@ -507,6 +546,7 @@ static void graph_attrs(Dot *d) {
   set(d->g, "nodesep", "0.25");
   set(d->g, "ranksep", "0.3");
   set(d->g, "labelloc", "t");
+  set(d->g, "forcelabels", "true");
   set(d->g, "fontname", "Helvetica");
   set(d->g, "fontsize", "16");
   agattr(d->g, AGNODE, "fontname", "Helvetica");
@@ -568,4 +608,18 @@ void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *svg_out) 
   agclose(d.g);
   gvFreeContext(gvc);
   ar_free(&d.ar);
+}
+
+/* LeakSanitizer (the sanitizer build): Graphviz 2.43 never frees its plugin
+ * config (gvconfig), parts of parsed HTML labels, its text-size cache, or
+ * some virtual edges dot's cluster ordering makes; fontconfig and pango keep
+ * their font tables for the life of the process. None of it belongs to
+ * memplan or grows with it: the graph, layout, context and rendered text
+ * memplan asks for are all freed in dot_plan. The fast unwinder stops at
+ * Graphviz's allocator, so the suppressions name libraries, not functions;
+ * libcgraph (the graph itself) stays checked. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+  return "leak:libgvc.so\nleak:libgvplugin_dot_layout.so\nleak:libgvplugin_core.so\nleak:libgvplugin_pango.so\n"
+         "leak:libfontconfig.so\nleak:libpango\nleak:libglib\nleak:libgobject\nleak:libcairo\n";
 }

@@ -32,7 +32,10 @@ static const char compile_help[] =
     "\n"
     "  -b, --budget SIZE     the arena must fit SIZE bytes: 8G, 512M, 1.5G, 1000000\n"
     "                        (K, M, G, T are powers of 1024; KB, MB, GB, TB powers of 1000)\n"
-    "  -o, --output DIR      write DIR/plan.json (files appear only when the plan succeeds)\n"
+    "  -o, --output DIR      write DIR/: plan.json, trainer.c and its runtime, plan.dot, plan.svg,\n"
+    "                        timeline.svg (files appear only when everything succeeded)\n"
+    "      --expand          draw every repeat block of plan.svg open (default: collapsed when deep)\n"
+    "      --block NAME      open one block in plan.svg, e.g. --block h3\n"
     "  -s, --set DIM=VALUE   override a dim of the model (repeatable), recorded in plan.json\n"
     "  -d, --dump=PASS       print a pass's result instead of the report: graph, step, live, plan\n"
     "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
@@ -77,7 +80,8 @@ typedef struct {
   const char *model, *outdir, *dump;
   int64_t budget, align;
   double time_limit;
-  bool no_fuse;
+  bool no_fuse, expand;
+  const char *block;
   DimOverride ov[64];
   char ovname[64][64];
   int nov;
@@ -88,7 +92,8 @@ static void compile_options(int argc, char **argv, Options *o) {
       {"budget", required_argument, 0, 'b'}, {"output", required_argument, 0, 'o'},
       {"set", required_argument, 0, 's'},    {"dump", required_argument, 0, 'd'},
       {"align", required_argument, 0, 'a'},  {"time-limit", required_argument, 0, 't'},
-      {"no-fuse-updates", no_argument, 0, 'F'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
+      {"block", required_argument, 0, 'B'},  {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   *o = (Options){.align = 256, .time_limit = 0.5};
   int c;
   while ((c = getopt_long(argc, argv, "b:o:s:d:h", lo, NULL)) != -1) {
@@ -104,6 +109,8 @@ static void compile_options(int argc, char **argv, Options *o) {
     case 'a': o->align = parse_size(optarg, "--align"); break;
     case 't': o->time_limit = atof(optarg); break;
     case 'F': o->no_fuse = true; break;
+    case 'E': o->expand = true; break;
+    case 'B': o->block = optarg; break;
     case 'h': fputs(compile_help, stdout), exit(0);
     default: fputs(usage, stderr), exit(2);
     }
@@ -123,15 +130,17 @@ static void compile_options(int argc, char **argv, Options *o) {
 
 static bool dumping(const Options *o, const char *pass) { return o->dump && !strcmp(o->dump, pass); }
 
-static int write_outputs(const Plan *p, const char *dir) {
+static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {
   // Every output is built in memory first; files are written (each
   // atomically) only when all of them were built.
-  enum { NFIXED = 3, MAXF = NFIXED + 16 };
-  const char *name[MAXF] = {"plan.json", "trainer.c", "CMakeLists.txt"};
+  enum { NFIXED = 6, MAXF = NFIXED + 16 };
+  const char *name[MAXF] = {"plan.json", "trainer.c", "CMakeLists.txt", "plan.dot", "plan.svg", "timeline.svg"};
   Text out[MAXF] = {{0}};
   int n = NFIXED, rc = 0;
   json_plan(p, &out[0]);
   if (emitc_trainer(p, &out[1], &out[2])) rc = 1;
+  dot_plan(p, dot, &out[3], &out[4]);
+  timeline_svg(p, &out[5]);
   for (int i = 0; i < emitc_nruntime_files && n < MAXF; i++, n++) {
     name[n] = emitc_runtime_files[i].name;
     text_printf(&out[n], "%.*s", (int)emitc_runtime_files[i].size, (const char *)emitc_runtime_files[i].data);
@@ -196,7 +205,8 @@ static int compile_main(int argc, char **argv) {
   if (dumping(&o, "plan")) return plan_dump(p, stdout), ar_free(&ar), 0;
   report_plan(p, stdout);
   printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
-  int rc = o.outdir ? write_outputs(p, o.outdir) : 0;
+  DotOptions dot = {o.expand, o.block};
+  int rc = o.outdir ? write_outputs(p, o.outdir, &dot) : 0;
   ar_free(&ar);
   return rc;
 }

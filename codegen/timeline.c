@@ -11,12 +11,13 @@
  * The SVG is written as text: it is a chart, not a graph, so there is nothing
  * for Graphviz to lay out. Structure the tests rely on: every buffer rect, and
  * nothing else, sits in <g id="buffers">, in buffer id order. */
+#include <stdint.h>
 #include <string.h>
 
 #include "emit.h"
 
 /* Geometry in SVG pixels. */
-enum { LEFT = 86, TOP = 78, PLOT_H = 600, TRAIN_W = 1000, GAP = 14, RIGHT = 200, STRIP_H = 12, BOTTOM = 150 };
+enum { LEFT = 86, TOP = 92, PLOT_H = 600, TRAIN_W = 1000, GAP = 24, RIGHT = 200, STRIP_H = 12, BOTTOM = 150 };
 
 typedef struct {
   const Plan *p;
@@ -119,8 +120,9 @@ static void y_axis(const Chart *c) {
 static void x_axis(const Chart *c, double x0, const PlanOp *ops, int n, const char *name) {
   static const char *const phase_color[PHASE_COUNT] = {"#4e79a7", "#e15759", "#f28e2b", "#59a14f"};
   double yb = TOP + PLOT_H;
-  int step = 1;
-  while (n / step > 12) step = step == 1 ? 5 : step * 2;
+  static const int steps[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
+  int step = 1; /* ticks at least 40 px apart */
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0] && step * c->px_per_op < 40; i++) step = steps[i];
   text_printf(c->t, "<g class=\"x-axis\" text-anchor=\"middle\" fill=\"#333\">\n");
   for (int i = 0; i <= n; i += step)
     text_printf(c->t,
@@ -181,7 +183,7 @@ static void buffer_title(const Chart *c, const PlanBuffer *b) {
  * pixel tall so every buffer can be hovered. */
 static void buffers(const Chart *c) {
   const Plan *p = c->p;
-  text_printf(c->t, "<g id=\"buffers\" stroke=\"white\" stroke-width=\"0.4\">\n");
+  text_printf(c->t, "<g id=\"buffers\" stroke=\"white\" stroke-width=\"0.5\">\n");
   for (int i = 0; i < p->nbuf; i++) {
     const PlanBuffer *b = &p->buf[i];
     double x0 = b->sched == SCHED_EVAL ? c->x_eval + b->first * c->px_per_op : c->x_train + b->first * c->px_per_op;
@@ -189,8 +191,10 @@ static void buffers(const Chart *c) {
     if (b->sched == SCHED_BOTH) x0 = c->x_train;
     double y1 = y_of(c, (double)b->offset), y0 = y_of(c, (double)(b->offset + b->bytes));
     double w = x1 - x0 < 1 ? 1 : x1 - x0, h = y1 - y0 < 1 ? 1 : y1 - y0;
-    text_printf(c->t, "<rect class=\"buf %s\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">",
-                plan_role_name(b->role), x0, y1 - h, w, h, is_act_grad(b) ? ACT_GRAD_COLOR : role_color[b->role]);
+    /* outlines only where they separate, not wash out, thin buffers */
+    text_printf(c->t, "<rect class=\"buf %s\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"%s>",
+                plan_role_name(b->role), x0, y1 - h, w, h, is_act_grad(b) ? ACT_GRAD_COLOR : role_color[b->role],
+                h < 3 || w < 3 ? " stroke=\"none\"" : "");
     buffer_title(c, b);
     text_printf(c->t, "</rect>\n");
   }
@@ -208,6 +212,29 @@ static void buffers(const Chart *c) {
     text_printf(c->t, "<text x=\"%.1f\" y=\"%.1f\">", x0 + w / 2, y1 - h / 2 + 3);
     xml(c->t, b->name);
     text_printf(c->t, "</text>\n");
+  }
+  text_printf(c->t, "</g>\n");
+}
+
+/* Persistent buffers are a band of many thin rects: name each role's part
+ * of it (params, then optimizer state) where it is tall enough. */
+static void band_labels(const Chart *c) {
+  const Plan *p = c->p;
+  char b[32];
+  text_printf(c->t, "<g id=\"band-names\" font-size=\"11\" font-weight=\"bold\" fill=\"white\" "
+                    "pointer-events=\"none\">\n");
+  for (int r = 0; r < ROLE_COUNT; r++) {
+    int64_t lo = INT64_MAX, hi = 0, sum = 0;
+    for (int i = 0; i < p->nbuf; i++)
+      if (p->buf[i].sched == SCHED_BOTH && p->buf[i].role == (Role)r) {
+        const PlanBuffer *pb = &p->buf[i];
+        lo = pb->offset < lo ? pb->offset : lo;
+        hi = pb->offset + pb->bytes > hi ? pb->offset + pb->bytes : hi;
+        sum += pb->bytes;
+      }
+    if (!sum || y_of(c, (double)lo) - y_of(c, (double)hi) < 13) continue;
+    text_printf(c->t, "<text x=\"%.1f\" y=\"%.1f\">%s: %s, the whole step</text>\n", c->x_train + 8,
+                (y_of(c, (double)lo) + y_of(c, (double)hi)) / 2 + 4, role_label((Role)r), fmt(b, sizeof b, sum));
   }
   text_printf(c->t, "</g>\n");
 }
@@ -311,19 +338,17 @@ static void legend(const Chart *c) {
                     "(op %d):</text>\n",
               x, y, p->peak_position);
   x += 170;
+  bool has[ROLE_COUNT + 1] = {false}; /* roles in the plan; [ROLE_COUNT]: activation gradients */
+  for (int i = 0; i < p->nbuf; i++) has[is_act_grad(&p->buf[i]) ? ROLE_COUNT : p->buf[i].role] = true;
   for (int r = 0; r <= ROLE_COUNT; r++) {
+    if (!has[r]) continue;
     bool actg = r == ROLE_COUNT;
-    Role role = actg ? ROLE_ACTIVATION : (Role)r;
-    if (!actg && role != ROLE_PARAM && role != ROLE_OPT_STATE && role != ROLE_ACTIVATION && !p->peak_by_role[role])
-      continue; /* grad may be 0 at the peak but is still worth naming; see below */
-    text_printf(c->t, "<rect class=\"swatch\" x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>",
-                x, y - 10, actg ? ACT_GRAD_COLOR : role_color[role]);
-    if (actg)
-      text_printf(c->t, "<text x=\"%.0f\" y=\"%.0f\">activation gradient</text>\n", x + 16, y);
-    else
-      text_printf(c->t, "<text x=\"%.0f\" y=\"%.0f\">%s %s</text>\n", x + 16, y, role_label(role),
-                  fmt(b, sizeof b, p->peak_by_role[role]));
-    x += actg ? 140 : 16 + 7.0 * (double)(strlen(role_label(role)) + 10);
+    const char *what = actg ? "activation gradient" : role_label((Role)r);
+    const char *bytes = actg ? "" : fmt(b, sizeof b, p->peak_by_role[r]);
+    text_printf(c->t, "<rect class=\"swatch\" x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                      "<text x=\"%.0f\" y=\"%.0f\">%s %s</text>\n",
+                x, y - 10, actg ? ACT_GRAD_COLOR : role_color[r], x + 16, y, what, bytes);
+    x += 16 + 6.5 * (double)(strlen(what) + strlen(bytes) + 3);
     if (x > c->x_end - 60) x = LEFT + 170, y += 18;
   }
   y += 22, x = LEFT;
@@ -352,6 +377,7 @@ void timeline_svg(const Plan *p, Text *out) {
   header(&c);
   y_axis(&c);
   buffers(&c);
+  band_labels(&c);
   panel_frames(&c);
   live_curve(&c, SCHED_TRAIN, c.x_train, p->nsched);
   live_curve(&c, SCHED_EVAL, c.x_eval, p->neval);

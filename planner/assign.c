@@ -551,7 +551,13 @@ static void decompose_task(const Inst *in, int *ids, Leaf t, int64_t *off, int *
   }
 }
 
-/* Fills ids (sorted by start), the offsets of stacked items, and the leaves. */
+static int by_index(const void *ctx, int a, int b) {
+  (void)ctx;
+  return (a > b) - (a < b);
+}
+
+/* Fills ids (each leaf a range, in index order), the offsets of stacked
+ * items, and the leaves. */
 static LeafVec decompose(const Inst *in, int *ids, int64_t *off) {
   LeafVec work = {0}, leaves = {0};
   int *tmp = xmalloc(sizeof(int) * (size_t)in->n);
@@ -562,6 +568,10 @@ static LeafVec decompose(const Inst *in, int *ids, int64_t *off) {
     Leaf t = work.v[--work.n];
     decompose_task(in, ids, t, off, tmp, &work, &leaves);
   }
+  /* Within a leaf, index order: orderings then break ties as on the whole
+   * instance, so a leaf that is the whole instance packs like plain best fit. */
+  for (int L = 0; L < leaves.n; L++)
+    msort(ids + leaves.v[L].a, leaves.v[L].b - leaves.v[L].a, by_index, NULL);
   free(tmp);
   free(work.v);
   return leaves;
@@ -622,7 +632,10 @@ typedef struct {
   int64_t cap;
   int64_t *off, *min_off, *floor, *total, *sol;
   int *cuts;         /* unplaced buffers crossing boundary s | s+1 */
+  int *open_ov;      /* per buffer: unplaced buffers overlapping it */
   int *stamp, epoch; /* dedupes affected sections */
+  int *raised;       /* per buffer: epoch of the placement that last raised it */
+  int *tmp;          /* scratch for sorting orderings */
   int *aff;          /* affected sections of one placement */
   Undo *undo;        /* min offsets and floors, restored on backtrack */
   int nundo, capundo;
@@ -759,16 +772,34 @@ static int raise_min_offsets(Search *S, int b, int64_t top) {
   S->epoch++;
   for (int k = bb->ov_at[b]; k < bb->ov_at[b + 1]; k++) {
     int o = bb->ov[k];
+    S->open_ov[o]--;
     if (S->off[o] >= 0 || S->min_off[o] >= top) continue;
     log_set(S, &S->min_off[o], top);
+    S->raised[o] = S->epoch;
     for (int s = bb->s_lo[o]; s < bb->s_hi[o]; s++)
       if (S->stamp[s] != S->epoch) S->stamp[s] = S->epoch, S->aff[na++] = s;
   }
   return na;
 }
 
-/* Places b at its min offset and updates floors and section totals. */
-static void place(Search *S, int b) {
+/* Raises section s's floor to the lowest min offset among its unplaced
+ * buffers. The floor is already a lower bound of that minimum, so one buffer
+ * at the floor ends the scan: usually early. */
+static void raise_floor(Search *S, int s) {
+  const BB *bb = S->bb;
+  int64_t lowest = INT64_MAX, f = S->floor[s];
+  for (int k = bb->sec_at[s]; k < bb->sec_at[s + 1]; k++) {
+    int o = bb->sec[k];
+    if (S->off[o] >= 0) continue;
+    if (S->min_off[o] <= f) return;
+    if (S->min_off[o] < lowest) lowest = S->min_off[o];
+  }
+  if (lowest != INT64_MAX) log_set(S, &S->floor[s], lowest);
+}
+
+/* Places b at its min offset and updates floors and section totals; returns
+ * the number of affected sections (in S->aff). */
+static int place(Search *S, int b) {
   const BB *bb = S->bb;
   int64_t top = S->min_off[b] + bb->size[b];
   S->off[b] = S->sol[b] = S->min_off[b];
@@ -777,55 +808,76 @@ static void place(Search *S, int b) {
     log_set(S, &S->floor[s], top);
     S->total[s] -= bb->size[b];
   }
-  for (int a = 0; a < na; a++) {
-    int s = S->aff[a];
-    int64_t lowest = INT64_MAX;
-    for (int k = bb->sec_at[s]; k < bb->sec_at[s + 1]; k++) {
-      int o = bb->sec[k];
-      if (S->off[o] < 0 && S->min_off[o] < lowest) lowest = S->min_off[o];
-    }
-    if (lowest != INT64_MAX && S->floor[s] < lowest) log_set(S, &S->floor[s], lowest);
-  }
+  for (int a = 0; a < na; a++) raise_floor(S, S->aff[a]);
+  return na;
 }
 
 static void unplace(Search *S, int b, int mark) {
   const BB *bb = S->bb;
+  for (int k = bb->ov_at[b]; k < bb->ov_at[b + 1]; k++) S->open_ov[bb->ov[k]]++;
   for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) S->total[s] += bb->size[b];
   undo_to(S, mark);
   S->off[b] = -1;
 }
 
-static bool sections_fit(const Search *S, int sa, int sb, int64_t offset) {
-  for (int s = sa; s < sb; s++) {
-    int64_t f = S->floor[s] > offset ? S->floor[s] : offset;
-    if (f + S->total[s] > S->cap) return false;
-  }
+static bool section_fits(const Search *S, int s, int64_t offset) {
+  int64_t f = S->floor[s] > offset ? S->floor[s] : offset;
+  return f + S->total[s] <= S->cap;
+}
+
+/* Section inference after placing b at `offset`: in every section of the
+ * partition the unplaced bytes must fit above max(floor, offset). The caller
+ * has checked offset + (largest section total) <= cap, which covers every
+ * section through the offset; so only sections whose floor rose can fail:
+ * b's own and the affected ones. */
+static bool sections_fit(const Search *S, int b, int na, int64_t offset) {
+  const BB *bb = S->bb;
+  for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++)
+    if (!section_fits(S, s, offset)) return false;
+  for (int a = 0; a < na; a++)
+    if (!section_fits(S, S->aff[a], offset)) return false;
   return true;
 }
 
-/* The unplaced buffers of a parent ordering, sorted by (min offset, rank);
- * the parent's order is nearly right, so insertion sort. */
+static int64_t max_total(const Search *S, int sa, int sb) {
+  int64_t m = 0;
+  for (int s = sa; s < sb; s++)
+    if (S->total[s] > m) m = S->total[s];
+  return m;
+}
+
+/* Orders ranks by (min offset, rank): the dynamic ordering. */
+static int by_key(const void *ctx, int x, int y) {
+  const Search *S = ctx;
+  int c = cmp_i64(S->min_off[S->pre[x]], S->min_off[S->pre[y]]);
+  return c ? c : (x > y) - (x < y);
+}
+
+/* The unplaced buffers of a parent ordering, sorted by (min offset, rank).
+ * The parent's ordering was sorted, and since then only the placement that
+ * led here changed keys (raised some min offsets): keep the others in order,
+ * sort the raised ones, and merge. O(m) plus the raised ones' sort. */
 static int make_ordering(Search *S, int ord_at, int ord_n, int *m) {
-  int at = pool_alloc(S, ord_n), k = 0;
-  int *o = S->pool + at, *src = S->pool + ord_at;
-  for (int i = 0; i < ord_n; i++)
-    if (S->off[S->pre[src[i]]] < 0) o[k++] = src[i];
-  for (int i = 1; i < k; i++) {
-    int x = o[i], j = i;
-    int64_t kx = S->min_off[S->pre[x]];
-    while (j > 0) {
-      int64_t ky = S->min_off[S->pre[o[j - 1]]];
-      if (ky < kx || (ky == kx && o[j - 1] < x)) break;
-      o[j] = o[j - 1], j--;
-    }
-    o[j] = x;
+  int at = pool_alloc(S, 2 * ord_n), ka = 0, kb = 0;
+  int *a = S->pool + at, *b = a + ord_n, *src = S->pool + ord_at;
+  for (int i = 0; i < ord_n; i++) {
+    int r = src[i], x = S->pre[r];
+    if (S->off[x] >= 0) continue;
+    if (S->raised[x] == S->epoch) b[kb++] = r;
+    else a[ka++] = r;
   }
-  *m = k;
+  msort_rec(b, S->tmp, kb, by_key, S);
+  /* Merge b into a, from the back, so a holds the result in place. */
+  int i = ka - 1, j = kb - 1;
+  for (int k = ka + kb - 1; j >= 0; k--)
+    a[k] = i >= 0 && by_key(S, a[i], b[j]) > 0 ? a[i--] : b[j--];
+  S->npool = at + ka + kb;
+  *m = ka + kb;
   return at;
 }
 
 /* Searches the unplaced buffers of ordering `ord` within [c0, c1) as a fresh
- * subproblem (preorder ranks, offsets from 0). */
+ * subproblem (offsets from 0 again). */
 static int solve_sub(Search *S, int ord_at, int ord_n, int c0, int c1) {
   int at = pool_alloc(S, ord_n), k = 0;
   int *o = S->pool + at;
@@ -833,11 +885,8 @@ static int solve_sub(Search *S, int ord_at, int ord_n, int c0, int c1) {
     int b = S->pre[S->pool[ord_at + i]];
     if (S->off[b] < 0 && S->bb->s_lo[b] < c1 && c0 < S->bb->s_hi[b]) o[k++] = S->pool[ord_at + i];
   }
-  for (int i = 1; i < k; i++) { /* ranks ascending */
-    int x = o[i], j = i;
-    while (j > 0 && o[j - 1] > x) o[j] = o[j - 1], j--;
-    o[j] = x;
-  }
+  msort_rec(o, S->tmp, k, by_key, S); /* a fresh dynamic ordering */
+  S->epoch++;                         /* which make_ordering keeps */
   int st = k ? search_node(S, at, k, c0, c1, 0, -1) : BB_FOUND;
   S->npool = at;
   return st;
@@ -879,16 +928,26 @@ static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t
   int st = BB_NOT_FOUND;
   if (m == 0) st = BB_FOUND;
   int64_t lowest_top = m ? min_top(S, S->pool + at, m) : 0;
+  int64_t mt = m ? max_total(S, sa, sb) : 0;
   for (int i = 0; i < m && st == BB_NOT_FOUND; i++) {
     int r = S->pool[at + i], b = S->pre[r];
     int64_t o = S->min_off[b];
-    if (o < min_offset || (o == min_offset && r < min_rank)) continue; /* canonical */
+    bool hatless = S->open_ov[b] == 0;
+    if (o < min_offset || (o == min_offset && r < min_rank)) { /* canonical */
+      if (hatless) break; /* its offset is final and already passed: dead end */
+      continue;
+    }
     if (o >= lowest_top) break; /* dominated; later candidates start higher */
-    if (o + S->bb->size[b] > S->cap) continue;
+    /* Everything unplaced in the fullest section goes at or above o. */
+    if (o + mt > S->cap) break;
     int mark = S->nundo;
-    place(S, b);
-    if (sections_fit(S, sa, sb, o)) st = descend(S, b, at, m, sa, sb);
+    int na = place(S, b);
+    if (sections_fit(S, b, na, o)) st = descend(S, b, at, m, sa, sb);
     unplace(S, b, mark);
+    /* Hatless: nothing unplaced overlaps b, so its offset is final; any
+     * later candidate comes after it in (offset, rank) and could never
+     * place it. */
+    if (hatless) break;
   }
   S->npool = at;
   return st;
@@ -904,14 +963,17 @@ static Search search_make(const BB *bb) {
   S.floor = xmalloc(sizeof(int64_t) * (size_t)ns);
   S.total = xmalloc(sizeof(int64_t) * (size_t)ns);
   S.cuts = xcalloc((size_t)ns, sizeof(int));
+  S.open_ov = xmalloc(sizeof(int) * (size_t)n);
   S.stamp = xcalloc((size_t)ns, sizeof(int));
+  S.raised = xcalloc((size_t)n, sizeof(int));
+  S.tmp = xmalloc(sizeof(int) * (size_t)n);
   S.aff = xmalloc(sizeof(int) * (size_t)ns);
   return S;
 }
 
 static void search_free(Search *S) {
   free(S->off), free(S->min_off), free(S->sol), free(S->floor), free(S->total);
-  free(S->cuts), free(S->stamp), free(S->aff), free(S->undo), free(S->pool);
+  free(S->cuts), free(S->open_ov), free(S->stamp), free(S->raised), free(S->tmp), free(S->aff), free(S->undo), free(S->pool);
 }
 
 static void search_reset(Search *S, int h, int64_t cap) {
@@ -919,9 +981,11 @@ static void search_reset(Search *S, int h, int64_t cap) {
   S->pre = bb->pre[h], S->rank = bb->rank[h], S->cap = cap;
   for (int i = 0; i < bb->n; i++) S->off[i] = -1, S->min_off[i] = 0;
   for (int s = 0; s < bb->ns; s++) S->floor[s] = 0, S->total[s] = bb->total0[s], S->cuts[s] = 0;
+  for (int i = 0; i < bb->n; i++) S->open_ov[i] = bb->ov_at[i + 1] - bb->ov_at[i];
   for (int i = 0; i < bb->n; i++)
     for (int s = bb->s_lo[i]; s + 1 < bb->s_hi[i]; s++) S->cuts[s]++;
   S->nundo = S->npool = 0;
+  S->epoch++; /* nothing counts as just raised */
 }
 
 /* Whether the leaf fits in cap: 1 (S->sol holds it), 0 (proven not), -1
@@ -971,6 +1035,11 @@ typedef struct {
   int64_t budget; /* nodes left */
   int64_t stack_top; /* top of the stacked (spanning) items */
   double deadline;
+  /* Plain best fit on the whole instance, when the decomposition changed
+   * anything: rarely, it beats the leaves, and the result must never be
+   * worse than it. plain_h is INT64_MAX when not run. */
+  int64_t plain_h, *plain_off;
+  const char *plain_method;
 } Plan;
 
 static void leaves_greedy(Plan *P, const LeafVec *lv) {
@@ -994,6 +1063,7 @@ static void leaves_free(Plan *P) {
     inst_free(&x->s);
   }
   free(P->v);
+  free(P->plain_off);
 }
 
 /* Makes one leaf fit under cap (its own coordinates): 1, 0 proven, -1. */
@@ -1068,9 +1138,10 @@ static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *
 /* ------------------------------------------------------------------------
  * Entry points. */
 
-/* Decomposes, runs the portfolio on every leaf, and fills offsets. */
-static Plan plan_make(const Inst *in, int *ids, int64_t *offsets, double time_limit_s,
-                      double t0) {
+/* Decomposes, runs the portfolio on every leaf and fills offsets; then plain
+ * best fit on the whole instance as a fallback (see Plan). */
+static Plan plan_make(const Inst *in, int64_t lb, int *ids, int64_t *offsets,
+                      double time_limit_s, double t0) {
   for (int i = 0; i < in->n; i++) offsets[i] = 0;
   LeafVec lv = decompose(in, ids, offsets);
   Plan P = {.in = in, .ids = ids, .deadline = t0 + time_limit_s};
@@ -1082,7 +1153,27 @@ static Plan plan_make(const Inst *in, int *ids, int64_t *offsets, double time_li
   leaves_greedy(&P, &lv);
   free(lv.v);
   plan_offsets(&P, offsets);
+  P.plain_h = INT64_MAX;
+  const char *m;
+  bool whole = P.n == 1 && P.v[0].s.n == in->n;
+  if (!whole && plan_height(&P, &m) > lb) {
+    P.plain_off = xmalloc(sizeof(int64_t) * (size_t)in->n);
+    P.plain_method = ORDERINGS[portfolio(in, lb, P.plain_off, &P.plain_h)].name;
+  }
   return P;
+}
+
+/* The plan's height, or the plain one's when strictly lower (then its
+ * offsets go to `offsets`). */
+static int64_t plan_result(const Plan *P, int64_t *offsets, const char **method) {
+  int64_t h = plan_height(P, method);
+  if (P->plain_h < h) {
+    memcpy(offsets, P->plain_off, sizeof(int64_t) * (size_t)P->in->n);
+    *method = P->plain_method;
+    return P->plain_h;
+  }
+  plan_offsets(P, offsets);
+  return h;
 }
 
 AsgResult assign_offsets(const AsgItem *items, int n, int64_t align,
@@ -1094,15 +1185,14 @@ AsgResult assign_offsets(const AsgItem *items, int n, int64_t align,
   Inst in = inst_make(items, n, align);
   int *ids = xmalloc(sizeof(int) * (size_t)n);
   r.lower_bound = lower_bound(&in);
-  Plan P = plan_make(&in, ids, offsets, time_limit_s, t0);
-  r.height = plan_height(&P, &r.method);
+  Plan P = plan_make(&in, r.lower_bound, ids, offsets, time_limit_s, t0);
+  r.height = plan_result(&P, offsets, &r.method);
   r.best_seconds = now_s() - t0;
   r.optimal = r.height == r.lower_bound;
   if (!r.optimal && time_limit_s > 0) {
     int64_t h = minimize(&P, r.lower_bound, align, r.height, &r.optimal);
     if (h < r.height) r.best_seconds = now_s() - t0; /* approximate: end of search */
-    r.height = plan_height(&P, &r.method);
-    plan_offsets(&P, offsets);
+    r.height = plan_result(&P, offsets, &r.method);
   }
   leaves_free(&P);
   free(ids);
@@ -1120,9 +1210,9 @@ int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity,
   int res = 0;
   if (lower_bound(&in) <= capacity) {
     int *ids = xmalloc(sizeof(int) * (size_t)n);
-    Plan P = plan_make(&in, ids, offsets, time_limit_s, t0);
-    res = fit_all(&P, capacity);
-    if (res == 1) plan_offsets(&P, offsets);
+    Plan P = plan_make(&in, lower_bound(&in), ids, offsets, time_limit_s, t0);
+    if (P.plain_h <= capacity) res = 1, memcpy(offsets, P.plain_off, sizeof(int64_t) * (size_t)n);
+    else if ((res = fit_all(&P, capacity)) == 1) plan_offsets(&P, offsets);
     leaves_free(&P);
     free(ids);
   }

@@ -39,6 +39,36 @@ void openblas_set_num_threads(int num_threads);
 #define RT_GEMM_PAR_MIN (1 << 18)
 #define RT_GEMM_QUANTUM 16
 
+/* for header { body } on the OpenMP threads when par holds and there is more
+ * than one thread, else as a plain loop. Not entering a region at all matters
+ * beyond speed: libgomp allocates a team for every region that runs on one
+ * thread (an if clause or one thread), and a trainer allocates nothing while
+ * it trains. Teams of several threads are cached. */
+#define RT_PAR_FOR(par, header, ...)                                             \
+  do {                                                                           \
+    if ((par) && omp_get_max_threads() > 1) {                                    \
+      _Pragma("omp parallel for") for header { __VA_ARGS__ }                     \
+    } else {                                                                     \
+      for header { __VA_ARGS__ }                                                 \
+    }                                                                            \
+  } while (0)
+#define RT_PAR_FOR2(par, h1, h2, ...)                                            \
+  do {                                                                           \
+    if ((par) && omp_get_max_threads() > 1) {                                    \
+      _Pragma("omp parallel for collapse(2)") for h1 for h2 { __VA_ARGS__ }      \
+    } else {                                                                     \
+      for h1 for h2 { __VA_ARGS__ }                                              \
+    }                                                                            \
+  } while (0)
+#define RT_PAR_FOR3(par, h1, h2, h3, ...)                                        \
+  do {                                                                           \
+    if ((par) && omp_get_max_threads() > 1) {                                    \
+      _Pragma("omp parallel for collapse(3)") for h1 for h2 for h3 { __VA_ARGS__ } \
+    } else {                                                                     \
+      for h1 for h2 for h3 { __VA_ARGS__ }                                       \
+    }                                                                            \
+  } while (0)
+
 static const float RT_LN_EPS = 1e-5f;                   /* PyTorch's default */
 static const float RT_SQRT_2_OVER_PI = 0.7978845608028654f; /* M_PI is not C17 */
 
@@ -111,21 +141,19 @@ static void accumulate(float *dst, const float *src, int64_t n, int acc) {
     memmove(dst, src, (size_t)n * sizeof(float));
     return;
   }
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
+    dst[i] += src[i];);
 }
 
 /* out[j] (+)= sum_i in[i,j] over M rows of N columns. */
 static void colsum(float *out, const float *in, int64_t M, int64_t N, int acc) {
-#pragma omp parallel for
-  for (int64_t j0 = 0; j0 < N; j0 += RT_COL_BLOCK) {
+  RT_PAR_FOR(1, (int64_t j0 = 0; j0 < N; j0 += RT_COL_BLOCK),
     int64_t nj = N - j0 < RT_COL_BLOCK ? N - j0 : RT_COL_BLOCK;
     double s[RT_COL_BLOCK] = {0};
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < nj; j++) s[j] += in[i * N + j0 + j];
     for (int64_t j = 0; j < nj; j++)
-      out[j0 + j] = (float)(acc ? out[j0 + j] + s[j] : s[j]);
-  }
+      out[j0 + j] = (float)(acc ? out[j0 + j] + s[j] : s[j]););
 }
 
 /* Eight partial sums: without -ffast-math the compiler may not reorder a
@@ -175,8 +203,8 @@ void rt_linear_forward(float *out, const float *x, const float *W, const float *
                        int64_t M, int64_t K, int64_t N) {
   // With a bias, rows start as b and the product is added onto them (beta = 1).
   if (b) {
-#pragma omp parallel for
-    for (int64_t i = 0; i < M; i++) memcpy(out + i * N, b, (size_t)N * sizeof(float));
+    RT_PAR_FOR(1, (int64_t i = 0; i < M; i++),
+      memcpy(out + i * N, b, (size_t)N * sizeof(float)););
   }
   gemm(0, 1, M, N, K, x, W, out, b != NULL);
 }
@@ -209,8 +237,8 @@ void rt_matmul_backward(float *da, float *db, const float *dout, const float *a,
 // element-wise: add, relu, gelu
 
 void rt_add_forward(float *out, const float *a, const float *b, int64_t n) {
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
+    out[i] = a[i] + b[i];);
 }
 
 void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
@@ -222,30 +250,25 @@ void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc
 }
 
 void rt_relu_forward(float *out, const float *x, int64_t n) {
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
+    out[i] = x[i] > 0.0f ? x[i] : 0.0f;);
 }
 
 void rt_relu_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) {
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
     float g = out[i] > 0.0f ? dout[i] : 0.0f;
-    dx[i] = acc ? dx[i] + g : g;
-  }
+    dx[i] = acc ? dx[i] + g : g;);
 }
 
 void rt_gelu_forward(float *out, const float *x, int64_t n) {
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) {
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
     float xi = x[i];
     float u = RT_SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
-    out[i] = 0.5f * xi * (1.0f + tanhf(u));
-  }
+    out[i] = 0.5f * xi * (1.0f + tanhf(u)););
 }
 
 void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) {
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
     float xi = x[i];
     float u = RT_SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
     float ch = coshf(u);
@@ -254,8 +277,7 @@ void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, i
     // 1/cosh^2 is ~3x more accurate than 1 - tanh^2 where tanh nears +-1,
     // and an overflowing cosh gives sech^2 = 0, the right limit.
     float g = dout[i] * (0.5f * (1.0f + tanhf(u)) + 0.5f * xi * du / (ch * ch));
-    dx[i] = acc ? dx[i] + g : g;
-  }
+    dx[i] = acc ? dx[i] + g : g;);
 }
 
 // ----------------------------------------------------------------------------
@@ -263,8 +285,7 @@ void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, i
 
 void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
                           const float *w, const float *b, int64_t N, int64_t C) {
-#pragma omp parallel for
-  for (int64_t i = 0; i < N; i++) {
+  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
     const float *xi = x + i * C;
     float *oi = out + i * C;
     double s = 0.0;
@@ -275,16 +296,14 @@ void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
     float r = 1.0f / sqrtf((float)(v / (double)C) + RT_LN_EPS);
     for (int64_t j = 0; j < C; j++) oi[j] = (xi[j] - m) * r * w[j] + b[j];
     if (mean) mean[i] = m;
-    if (rstd) rstd[i] = r;
-  }
+    if (rstd) rstd[i] = r;);
 }
 
 /* dx (+)= rstd (w dout - mean(w dout) - xhat mean(w dout xhat)), per row. */
 static void layernorm_backward_dx(float *dx, const float *dout, const float *x,
                                   const float *w, const float *mean, const float *rstd,
                                   int64_t N, int64_t C, int acc) {
-#pragma omp parallel for
-  for (int64_t i = 0; i < N; i++) {
+  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
     const float *xi = x + i * C, *gi = dout + i * C;
     float *dxi = dx + i * C;
     float m = mean[i], r = rstd[i];
@@ -298,16 +317,14 @@ static void layernorm_backward_dx(float *dx, const float *dout, const float *x,
     for (int64_t j = 0; j < C; j++) {
       float g = r * (w[j] * gi[j] - m1 - (xi[j] - m) * r * m2);
       dxi[j] = acc ? dxi[j] + g : g;
-    }
-  }
+    });
 }
 
 /* dw (+)= sum_rows dout * xhat; db (+)= sum_rows dout. */
 static void layernorm_backward_wb(float *dw, float *db, const float *dout,
                                   const float *x, const float *mean, const float *rstd,
                                   int64_t N, int64_t C, int acc_dw, int acc_db) {
-#pragma omp parallel for
-  for (int64_t j0 = 0; j0 < C; j0 += RT_COL_BLOCK) {
+  RT_PAR_FOR(1, (int64_t j0 = 0; j0 < C; j0 += RT_COL_BLOCK),
     int64_t nj = C - j0 < RT_COL_BLOCK ? C - j0 : RT_COL_BLOCK;
     double sw[RT_COL_BLOCK] = {0}, sb[RT_COL_BLOCK] = {0};
     for (int64_t i = 0; i < N; i++) {
@@ -320,8 +337,7 @@ static void layernorm_backward_wb(float *dw, float *db, const float *dout,
     for (int64_t j = 0; j < nj; j++) {
       if (dw) dw[j0 + j] = (float)(acc_dw ? dw[j0 + j] + sw[j] : sw[j]);
       if (db) db[j0 + j] = (float)(acc_db ? db[j0 + j] + sb[j] : sb[j]);
-    }
-  }
+    });
 }
 
 void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
@@ -336,17 +352,14 @@ void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 // softmax
 
 void rt_softmax_forward(float *out, const float *x, int64_t N, int64_t C) {
-#pragma omp parallel for
-  for (int64_t i = 0; i < N; i++) {
+  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
     if (out != x) memcpy(out + i * C, x + i * C, (size_t)C * sizeof(float));
-    softmax_row(out + i * C, C);
-  }
+    softmax_row(out + i * C, C););
 }
 
 void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
                          int64_t C, int acc) {
-#pragma omp parallel for
-  for (int64_t i = 0; i < N; i++) {
+  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
     const float *gi = dout + i * C, *yi = out + i * C;
     float *dxi = dx + i * C;
     double s = 0.0; // read all of the row's dout before dx (may alias it) is written
@@ -354,8 +367,7 @@ void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t
     for (int64_t j = 0; j < C; j++) {
       float g = yi[j] * (gi[j] - (float)s);
       dxi[j] = acc ? dxi[j] + g : g;
-    }
-  }
+    });
 }
 
 // ----------------------------------------------------------------------------
@@ -395,16 +407,12 @@ void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
   RT_CHECK(T <= RT_ATT_MAX_T, "attention needs T <= 16384");
   int64_t hs = C / NH, C3 = 3 * C;
   float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(3)
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t t = 0; t < T; t++)
-      for (int64_t h = 0; h < NH; h++) {
-        float p[RT_ATT_MAX_T]; // only p[0..t] is touched
-        const float *base = qkv + b * T * C3 + h * hs;
-        float l = attention_row(out + (b * T + t) * C + h * hs, p, base + t * C3,
-                                base + C, base + 2 * C, t, hs, C3, scale);
-        if (lse) lse[(b * NH + h) * T + t] = l;
-      }
+  RT_PAR_FOR3(1, (int64_t b = 0; b < B; b++), (int64_t t = 0; t < T; t++), (int64_t h = 0; h < NH; h++),
+    float p[RT_ATT_MAX_T]; // only p[0..t] is touched
+    const float *base = qkv + b * T * C3 + h * hs;
+    float l = attention_row(out + (b * T + t) * C + h * hs, p, base + t * C3,
+                            base + C, base + 2 * C, t, hs, C3, scale);
+    if (lse) lse[(b * NH + h) * T + t] = l;);
 }
 
 /* Backward of one query row t with output grad g, FlashAttention-style: the
@@ -437,22 +445,19 @@ void rt_attention_backward(float *dqkv, const float *dout, const float *qkv,
   float scale = 1.0f / sqrtf((float)hs);
   // Parallel over (b, h) only: row t adds into dk, dv of every t2 <= t, but
   // a (b, h) pair owns its channels of dqkv, so pairs never race.
-#pragma omp parallel for collapse(2)
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < NH; h++) {
-      const float *base = qkv + b * T * C3 + h * hs;
-      float *dbase = dqkv + b * T * C3 + h * hs;
-      if (!acc)
-        for (int64_t t = 0; t < T; t++)
-          for (int64_t part = 0; part < 3; part++)
-            memset(dbase + t * C3 + part * C, 0, (size_t)hs * sizeof(float));
-      for (int64_t t = 0; t < T; t++) {
-        int64_t row = (b * T + t) * C + h * hs;
-        attention_row_backward(dbase + t * C3, dbase + C, dbase + 2 * C, dout + row,
-                               out + row, lse[(b * NH + h) * T + t], base + t * C3,
-                               base + C, base + 2 * C, t, hs, C3, scale);
-      }
-    }
+  RT_PAR_FOR2(1, (int64_t b = 0; b < B; b++), (int64_t h = 0; h < NH; h++),
+    const float *base = qkv + b * T * C3 + h * hs;
+    float *dbase = dqkv + b * T * C3 + h * hs;
+    if (!acc)
+      for (int64_t t = 0; t < T; t++)
+        for (int64_t part = 0; part < 3; part++)
+          memset(dbase + t * C3 + part * C, 0, (size_t)hs * sizeof(float));
+    for (int64_t t = 0; t < T; t++) {
+      int64_t row = (b * T + t) * C + h * hs;
+      attention_row_backward(dbase + t * C3, dbase + C, dbase + 2 * C, dout + row,
+                             out + row, lse[(b * NH + h) * T + t], base + t * C3,
+                             base + C, base + 2 * C, t, hs, C3, scale);
+    });
 }
 
 // ----------------------------------------------------------------------------
@@ -461,49 +466,42 @@ void rt_attention_backward(float *dqkv, const float *dout, const float *qkv,
 void rt_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
                           int64_t C, int64_t V) {
   (void)V; // ids were checked by the data loader
-#pragma omp parallel for
-  for (int64_t i = 0; i < N; i++)
-    memcpy(out + i * C, W + (int64_t)tokens[i] * C, (size_t)C * sizeof(float));
+  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
+    memcpy(out + i * C, W + (int64_t)tokens[i] * C, (size_t)C * sizeof(float)););
 }
 
 void rt_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
                            int64_t N, int64_t C, int64_t V, int acc) {
   if (!acc) {
-#pragma omp parallel for
-    for (int64_t v = 0; v < V; v++) memset(dW + v * C, 0, (size_t)C * sizeof(float));
+    RT_PAR_FOR(1, (int64_t v = 0; v < V; v++),
+      memset(dW + v * C, 0, (size_t)C * sizeof(float)););
   }
   // Repeated tokens add into the same row: tasks own column blocks, not rows.
-#pragma omp parallel for
-  for (int64_t j0 = 0; j0 < C; j0 += RT_COL_BLOCK) {
+  RT_PAR_FOR(1, (int64_t j0 = 0; j0 < C; j0 += RT_COL_BLOCK),
     int64_t nj = C - j0 < RT_COL_BLOCK ? C - j0 : RT_COL_BLOCK;
     for (int64_t i = 0; i < N; i++) {
       float *row = dW + (int64_t)tokens[i] * C + j0;
       const float *gi = dout + i * C + j0;
       for (int64_t j = 0; j < nj; j++) row[j] += gi[j];
-    }
-  }
+    });
 }
 
 void rt_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
                                    int64_t C) {
-#pragma omp parallel for collapse(2)
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t t = 0; t < T; t++)
-      memcpy(out + (b * T + t) * C, W + t * C, (size_t)C * sizeof(float));
+  RT_PAR_FOR2(1, (int64_t b = 0; b < B; b++), (int64_t t = 0; t < T; t++),
+    memcpy(out + (b * T + t) * C, W + t * C, (size_t)C * sizeof(float)););
 }
 
 void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
                                     int64_t C, int64_t Wrows, int acc) {
-#pragma omp parallel for
-  for (int64_t t = 0; t < Wrows; t++) {
+  RT_PAR_FOR(1, (int64_t t = 0; t < Wrows; t++),
     float *row = dW + t * C;
     if (!acc) memset(row, 0, (size_t)C * sizeof(float));
     if (t >= T) continue;
     for (int64_t b = 0; b < B; b++) {
       const float *gi = dout + (b * T + t) * C;
       for (int64_t j = 0; j < C; j++) row[j] += gi[j];
-    }
-  }
+    });
 }
 
 // ----------------------------------------------------------------------------
@@ -512,14 +510,13 @@ void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int
 void rt_cross_entropy_forward(float *loss, float *lse, const float *logits,
                               const int32_t *targets, int64_t N, int64_t V) {
   double part[RT_SUM_PARTS] = {0};
-#pragma omp parallel for
-  for (int64_t c = 0; c < RT_SUM_PARTS; c++)
+  RT_PAR_FOR(1, (int64_t c = 0; c < RT_SUM_PARTS; c++),
     for (int64_t i = N * c / RT_SUM_PARTS; i < N * (c + 1) / RT_SUM_PARTS; i++) {
       const float *li = logits + i * V;
       float l = row_lse(li, V);
       if (lse) lse[i] = l;
       part[c] += (double)l - li[targets[i]];
-    }
+    });
   loss[0] = (float)(sum_parts(part) / (double)N);
 }
 
@@ -529,8 +526,7 @@ void rt_cross_entropy_backward(float *dlogits, const float *logits,
   float k = (float)((double)scale / (double)N);
   // Each element depends on its own logit and the saved lse only, so writing
   // dlogits over logits (acc = 0) never reads an overwritten value.
-#pragma omp parallel for
-  for (int64_t i = 0; i < N; i++) {
+  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
     const float *li = logits + i * V;
     float *di = dlogits + i * V;
     float l = lse[i];
@@ -538,29 +534,25 @@ void rt_cross_entropy_backward(float *dlogits, const float *logits,
     for (int64_t j = 0; j < V; j++) {
       float g = k * (expf(li[j] - l) - (j == y ? 1.0f : 0.0f));
       di[j] = acc ? di[j] + g : g;
-    }
-  }
+    });
 }
 
 void rt_mse_forward(float *loss, const float *pred, const float *target, int64_t n) {
   double part[RT_SUM_PARTS] = {0};
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t c = 0; c < RT_SUM_PARTS; c++)
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t c = 0; c < RT_SUM_PARTS; c++),
     for (int64_t i = n * c / RT_SUM_PARTS; i < n * (c + 1) / RT_SUM_PARTS; i++) {
       double d = (double)pred[i] - target[i];
       part[c] += d * d;
-    }
+    });
   loss[0] = (float)(sum_parts(part) / (double)n);
 }
 
 void rt_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
                      float scale, int acc) {
   float k = (float)(2.0 * scale / (double)n);
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) {
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
     float g = k * (pred[i] - target[i]);
-    dpred[i] = acc ? dpred[i] + g : g;
-  }
+    dpred[i] = acc ? dpred[i] + g : g;);
 }
 
 // ----------------------------------------------------------------------------
@@ -577,27 +569,23 @@ void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, do
   float decay = (float)(1.0 - lr * wd), epsf = (float)eps;
   float b1 = (float)beta1, b2 = (float)beta2;
   float a1 = (float)(1.0 - beta1), a2 = (float)(1.0 - beta2);
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) {
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
     float gi = g[i];
     m[i] = m[i] * b1 + a1 * gi;
     v[i] = v[i] * b2 + a2 * (gi * gi);
     float pd = p[i] * decay;
-    p[i] = pd - step * m[i] / (sqrtf(v[i]) / bc2_sqrt + epsf);
-  }
+    p[i] = pd - step * m[i] / (sqrtf(v[i]) / bc2_sqrt + epsf););
 }
 
 void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
                    double momentum, double wd, int nesterov) {
   // torch.optim.SGD (dampening 0): scalars rounded to float as torch does.
   float lrf = (float)lr, mom = (float)momentum, wdf = (float)wd;
-#pragma omp parallel for if (n >= RT_PAR_MIN)
-  for (int64_t i = 0; i < n; i++) {
+  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
     float d = g[i] + wdf * p[i];
     if (mom != 0.0f) {
       buf[i] = mom * buf[i] + d;
       d = nesterov ? d + mom * buf[i] : buf[i];
     }
-    p[i] -= lrf * d;
-  }
+    p[i] -= lrf * d;);
 }

@@ -30,8 +30,8 @@
  *   file:line and the reason and exit(1); a kernel's launch error is caught at
  *   launch, an execution error at the next synchronizing call.
  *
- * Limits beyond memplan_rt.h: attention's head size C/NH is bounded by shared
- * memory (about 700 floats on Hopper, 350 on Ampere), not T.
+ * Limits beyond memplan_rt.h: attention has no limit on T, but its head size
+ * C/NH is bounded by shared memory: about 440 on Hopper, 310 on A100.
  */
 #ifndef MEMPLAN_RT_CUDA_H
 #define MEMPLAN_RT_CUDA_H
@@ -94,12 +94,12 @@ void rt_cuda_linear_backward(float *dx, float *dW, float *db, const float *dout,
 void rt_cuda_matmul_forward(float *out, const float *a, const float *b, int64_t Bt,
                             int64_t M, int64_t K, int64_t N);
 void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const float *a,
-                             const float *b, int64_t Bt, int64_t M, int64_t K,
-                             int64_t N, int acc_da, int acc_db);
+                             const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N,
+                             int acc_da, int acc_db);
 
 void rt_cuda_add_forward(float *out, const float *a, const float *b, int64_t n);
-void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n,
-                          int acc_da, int acc_db);
+void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
+                          int acc_db);
 
 void rt_cuda_relu_forward(float *out, const float *x, int64_t n);
 void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64_t n,
@@ -124,18 +124,18 @@ void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, in
 void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
                                int64_t T, int64_t C, int64_t NH);
 void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                const float *out, const float *lse, int64_t B,
-                                int64_t T, int64_t C, int64_t NH, int acc);
+                                const float *out, const float *lse, int64_t B, int64_t T,
+                                int64_t C, int64_t NH, int acc);
 
-void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W,
-                               int64_t N, int64_t C, int64_t V);
+void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
+                               int64_t C, int64_t V);
 void rt_cuda_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
                                 int64_t N, int64_t C, int64_t V, int acc);
 
-void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B,
-                                        int64_t T, int64_t C);
-void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B,
-                                         int64_t T, int64_t C, int64_t Wrows, int acc);
+void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
+                                        int64_t C);
+void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
+                                         int64_t C, int64_t Wrows, int acc);
 
 /* loss is a device pointer too; read it with rt_cuda_read_loss. */
 void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits,
@@ -145,8 +145,8 @@ void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits,
                                     int64_t V, float scale, int acc);
 
 void rt_cuda_mse_forward(float *loss, const float *pred, const float *target, int64_t n);
-void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target,
-                          int64_t n, float scale, int acc);
+void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
+                          float scale, int acc);
 
 void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
                           double lr, double beta1, double beta2, double eps, double wd,

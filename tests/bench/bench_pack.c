@@ -22,17 +22,22 @@ static double now_s(void) {
 
 typedef struct {
   AsgItem *v;
+  char *optional; /* generator: a temporary that may be dropped */
   int n, cap;
 } Items;
 
-static void push(Items *it, int64_t lo, int64_t hi, int64_t size) {
+static void push_opt(Items *it, int64_t lo, int64_t hi, int64_t size, int optional) {
   if (it->n == it->cap) {
     it->cap = it->cap ? 2 * it->cap : 1024;
     it->v = realloc(it->v, sizeof(AsgItem) * (size_t)it->cap);
-    if (!it->v) abort();
+    it->optional = realloc(it->optional, (size_t)it->cap);
+    if (!it->v || !it->optional) abort();
   }
+  it->optional[it->n] = (char)optional;
   it->v[it->n++] = (AsgItem){lo, hi, size};
 }
+
+static void push(Items *it, int64_t lo, int64_t hi, int64_t size) { push_opt(it, lo, hi, size, 0); }
 
 /* Reads id,lower,upper,size rows (the suite's files have exactly that header). */
 static int read_csv(const char *path, Items *it) {
@@ -99,7 +104,7 @@ static void bench_suite(const char *dir, double timeout) {
            1e3 * r.seconds, 1e3 * r.best_seconds, r.method, r.optimal ? ", optimal" : "",
            r.height <= 1048576 ? "" : "  ABOVE 1048576");
     free(off);
-    free(it.v);
+    free(it.v), free(it.optional);
   }
 }
 
@@ -137,7 +142,7 @@ static int block_ops(FwdOp *ops, int64_t BT, int64_t C, int64_t att) {
 /* A training step of L blocks: parameters and optimizer state for the whole
  * step, saved activations from forward to their backward op (nested), short
  * temporaries and activation gradients, weight gradients from backward to
- * their optimizer update at the end (set_to_none). About 90 buffers per block. */
+ * their optimizer update at the end (set_to_none). About 65 buffers per block. */
 static void gen_training(Items *it, int L, uint64_t seed) {
   uint64_t s = seed;
   int64_t BT = 2048, C = 256, att = 4 * 512 * 512 * 4, t = 0;
@@ -150,7 +155,7 @@ static void gen_training(Items *it, int L, uint64_t seed) {
       int i = l * nops + k;
       saved_at[i] = t, sz[i] = jitter(&s, ops[k].size);
       if (!ops[k].saved) push(it, t, t + 2, sz[i]);  /* consumed by the next op */
-      if (rng_next(&s) % 4 == 0) push(it, t, t + 1, jitter(&s, ops[k].size / 2));
+      if (rng_next(&s) % 4 == 0) push_opt(it, t, t + 1, jitter(&s, ops[k].size / 2), 1);
     }
   int64_t nw = 0, *wdef = malloc(sizeof(int64_t) * (size_t)(L * nops)), *wsz = malloc(sizeof(int64_t) * (size_t)(L * nops));
   for (int l = L - 1; l >= 0; l--)
@@ -158,7 +163,7 @@ static void gen_training(Items *it, int L, uint64_t seed) {
       int i = l * nops + k;
       if (ops[k].saved) push(it, saved_at[i], t + 1, sz[i]);
       push(it, t, t + 2, jitter(&s, ops[k].size));          /* input gradient */
-      if (rng_next(&s) % 3 == 0) push(it, t, t + 1, jitter(&s, ops[k].size)); /* workspace */
+      if (rng_next(&s) % 3 == 0) push_opt(it, t, t + 1, jitter(&s, ops[k].size), 1); /* workspace */
       if (ops[k].has_w) wdef[nw] = t, wsz[nw++] = jitter(&s, C * C * 4 * (1 + (int64_t)(rng_next(&s) % 4)));
     }
   int64_t end = t + nw + 1;
@@ -169,14 +174,35 @@ static void gen_training(Items *it, int L, uint64_t seed) {
   free(saved_at), free(sz), free(wdef), free(wsz);
 }
 
+/* A training step of exactly `n` buffers: the fewest blocks that give at
+ * least n, then optional temporaries dropped, evenly spread, down to n.
+ * Returns the number of blocks. */
+static int gen_training_n(Items *it, int n, uint64_t seed) {
+  for (int L = n / 70 > 0 ? n / 70 : 1;; L++) {
+    it->n = 0;
+    gen_training(it, L, seed);
+    int64_t nopt = 0, drop = it->n - n, j = 0;
+    for (int i = 0; i < it->n; i++) nopt += it->optional[i];
+    if (drop < 0 || drop > nopt) continue;
+    int k = 0;
+    for (int i = 0; i < it->n; i++) {
+      /* Optional item j goes when floor(j * drop / nopt) steps up: `drop` of them. */
+      int go = it->optional[i] && ((j + 1) * drop / nopt > j * drop / nopt);
+      j += it->optional[i];
+      if (!go) it->v[k] = it->v[i], it->optional[k++] = it->optional[i];
+    }
+    it->n = k;
+    return L;
+  }
+}
+
 static void bench_training(const int *sizes, int nsizes, int baseline) {
   printf("\nGenerated training steps, heuristic path (time limit 0)\n");
   printf("%6s %9s %11s %11s %11s %7s %8s %8s\n", "n", "blocks", "LB", "greedy",
          "height", "gap%", "ms", "greedy_ms");
   for (int k = 0; k < nsizes; k++) {
-    int L = sizes[k] / 90 > 0 ? sizes[k] / 90 : 1;
     Items it = {0};
-    gen_training(&it, L, 12345 + (uint64_t)k);
+    int L = gen_training_n(&it, sizes[k], 12345 + (uint64_t)k);
     int64_t *off = malloc(sizeof(int64_t) * (size_t)it.n);
     AsgResult r = assign_offsets(it.v, it.n, 256, 0, off);
     check("training", &it, off, r.height);
@@ -189,7 +215,7 @@ static void bench_training(const int *sizes, int nsizes, int baseline) {
            1e3 * r.seconds, baseline ? gms : 0.0,
            baseline && r.height > g ? "  WORSE THAN GREEDY" : "");
     free(off);
-    free(it.v);
+    free(it.v), free(it.optional);
   }
 }
 

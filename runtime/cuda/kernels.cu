@@ -1,0 +1,1289 @@
+/* kernels.cu: the CUDA backend of memplan_rt.h (see memplan_rt_cuda.h).
+ *
+ * Matrix products go through cuBLAS (cublasGemmEx, strided-batched for
+ * matmul; row-major products as column-major ones with the operands swapped,
+ * transposes as flags, beta = acc ? 1 : 0) and, for linear forward with a
+ * bias, cuBLASLt with a bias epilogue. Everything else is a kernel here, one
+ * per op direction, each with a launch helper; reductions accumulate in
+ * double like cpu.c, in a fixed order (no float atomics anywhere), so every
+ * result is reproducible run to run.
+ *
+ * Thread layouts, chosen per op:
+ * - element-wise ops: grid-stride loops, 64-bit indices;
+ * - row ops (layernorm, softmax): one warp per row, lanes stride the row;
+ * - sums over rows (bias, layernorm weight grads): a block owns 8 columns and
+ *   64 row groups, reduced in shared memory in a fixed order;
+ * - attention: a block owns 16 consecutive rows of one (batch, head), one per
+ *   warp, and streams the other side in tiles of 32 positions (one per lane)
+ *   through shared memory (see the attention section).
+ */
+#include "memplan_rt_cuda.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+// ----------------------------------------------------------------------------
+// error checking: trainers are programs, so every failure prints file:line and
+// the library's reason, then exits
+
+static void rt_cuda_fail(const char *file, int line, const char *what, const char *why) {
+  fprintf(stderr, "%s:%d: memplan CUDA runtime: %s: %s\n", file, line, what, why);
+  exit(1);
+}
+
+#define CUDA_CHECK(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t err_ = (call);                                                             \
+    if (err_ != cudaSuccess)                                                               \
+      rt_cuda_fail(__FILE__, __LINE__, #call, cudaGetErrorString(err_));                   \
+  } while (0)
+#define CUBLAS_CHECK(call)                                                                 \
+  do {                                                                                     \
+    cublasStatus_t st_ = (call);                                                           \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                      \
+      rt_cuda_fail(__FILE__, __LINE__, #call, cublasGetStatusString(st_));                 \
+  } while (0)
+/* A contract violation by the caller (a size that does not fit, no context). */
+#define RT_CHECK(cond, msg)                                                                \
+  do {                                                                                     \
+    if (!(cond)) rt_cuda_fail(__FILE__, __LINE__, #cond, (msg));                           \
+  } while (0)
+/* Kernel launches report configuration errors here; faults inside a kernel
+ * surface at the next synchronizing call. */
+#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+// ----------------------------------------------------------------------------
+// context
+
+static struct {
+  int ready;
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  cublasLtHandle_t lt;
+  void *workspace; // plan-owned scratch: cuBLAS, cuBLASLt, and kernels between them
+  size_t workspace_bytes;
+  int tf32;          // matrix products in TF32 (rt_cuda_set_tf32; any time)
+  int lt_off;        // no cuBLASLt bias epilogue (rt_cuda_set_cublaslt(0))
+  int num_sms;       // sizes grid-stride launches
+  size_t smem_optin; // largest dynamic shared memory a block may opt into
+} ctx;
+
+static void need_ctx(void) { RT_CHECK(ctx.ready, "call rt_cuda_init first"); }
+
+int rt_cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError(); // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+void rt_cuda_init(void *workspace, size_t workspace_bytes) {
+  RT_CHECK(!ctx.ready, "rt_cuda_init called twice");
+  RT_CHECK(workspace_bytes == 0 || workspace != NULL, "workspace bytes without a pointer");
+  RT_CHECK((uintptr_t)workspace % 256 == 0, "cuBLAS needs a 256-byte aligned workspace");
+  int dev = 0, optin = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&ctx.num_sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  ctx.smem_optin = (size_t)optin;
+  CUDA_CHECK(cudaStreamCreate(&ctx.stream));
+  CUBLAS_CHECK(cublasCreate(&ctx.blas));
+  CUBLAS_CHECK(cublasLtCreate(&ctx.lt));
+  // cublasSetStream resets the handle to cuBLAS's own workspace pool, so the
+  // plan's workspace is set after it.
+  CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
+  CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, workspace, workspace_bytes));
+  ctx.workspace = workspace;
+  ctx.workspace_bytes = workspace_bytes;
+  ctx.ready = 1;
+}
+
+void rt_cuda_shutdown(void) {
+  need_ctx();
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  CUBLAS_CHECK(cublasLtDestroy(ctx.lt));
+  CUBLAS_CHECK(cublasDestroy(ctx.blas));
+  CUDA_CHECK(cudaStreamDestroy(ctx.stream));
+  ctx.ready = 0;
+}
+
+rt_cuda_stream_t rt_cuda_stream(void) {
+  need_ctx();
+  return ctx.stream;
+}
+
+void rt_cuda_set_tf32(int on) { ctx.tf32 = on != 0; }
+void rt_cuda_set_cublaslt(int on) { ctx.lt_off = on == 0; }
+
+void rt_cuda_synchronize(void) {
+  need_ctx();
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+}
+
+void *rt_cuda_malloc(size_t bytes) {
+  void *p = NULL;
+  CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+  return p;
+}
+
+void rt_cuda_free(void *dev) { CUDA_CHECK(cudaFree(dev)); }
+
+void rt_cuda_memcpy_h2d(void *dst_dev, const void *src_host, size_t bytes) {
+  need_ctx();
+  CUDA_CHECK(cudaMemcpyAsync(dst_dev, src_host, bytes, cudaMemcpyHostToDevice, ctx.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+}
+
+void rt_cuda_memcpy_d2h(void *dst_host, const void *src_dev, size_t bytes) {
+  need_ctx();
+  CUDA_CHECK(cudaMemcpyAsync(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, ctx.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+}
+
+void rt_cuda_memset_zero(void *dev, size_t bytes) {
+  need_ctx();
+  CUDA_CHECK(cudaMemsetAsync(dev, 0, bytes, ctx.stream));
+}
+
+float rt_cuda_read_loss(const float *loss_dev) {
+  float v = 0.0f;
+  rt_cuda_memcpy_d2h(&v, loss_dev, sizeof v);
+  return v;
+}
+
+void rt_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+  CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
+// ----------------------------------------------------------------------------
+// launch helpers and device reductions
+
+#define FULL_MASK 0xffffffffu
+
+/* cuBLAS and the kernels' 32-bit row/column indices take int dimensions. */
+static int dim_int(int64_t d) {
+  RT_CHECK(d >= 0 && d <= INT_MAX, "dimension does not fit int");
+  return (int)d;
+}
+
+/* Blocks for a grid-stride loop over n items: enough to fill the GPU, no
+ * more (the loop covers the rest). */
+static unsigned grid_for(int64_t n, int block) {
+  int64_t g = (n + block - 1) / block, cap = (int64_t)ctx.num_sms * 16;
+  return (unsigned)(g < cap ? g : cap);
+}
+
+/* Lets `kernel` use `bytes` of dynamic shared memory (above 48 KiB needs an
+ * explicit opt-in). */
+static void smem_optin(const void *kernel, size_t bytes, const char *what) {
+  if (bytes <= 48 * 1024) return;
+  if (bytes > ctx.smem_optin) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s needs %zu bytes of shared memory, the device has %zu",
+             what, bytes, ctx.smem_optin);
+    rt_cuda_fail(__FILE__, __LINE__, "shared memory", msg);
+  }
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)bytes));
+}
+
+/* Butterfly reductions: every lane ends with the same value, bit for bit
+ * (each step adds the same two numbers on both partner lanes). */
+static __device__ double warp_sum_d(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+  return v;
+}
+static __device__ float warp_sum_f(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+  return v;
+}
+static __device__ float warp_max_f(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+  return v;
+}
+
+/* Whole-block reductions (blockDim.x a multiple of 32); every thread gets the
+ * result. `sh` holds 32 values; the leading barrier lets calls follow each
+ * other on the same `sh`. */
+static __device__ double block_sum_d(double v, double *sh) {
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  v = warp_sum_d(v);
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  return warp_sum_d(lane < nw ? sh[lane] : 0.0);
+}
+static __device__ float block_max_f(float v, float *sh) {
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  v = warp_max_f(v);
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  return warp_max_f(lane < nw ? sh[lane] : -INFINITY);
+}
+
+// ----------------------------------------------------------------------------
+// matrix products (cuBLAS, cuBLASLt)
+
+static cublasComputeType_t compute_type(void) {
+  return ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+/* C[m,n] (+)= op(A)[m,k] @ op(B)[k,n], row-major, for `batch` matrices
+ * `sA`, `sB`, `sC` floats apart. ta: A is stored [k,m]; tb: B is stored
+ * [n,k] (as cpu.c's gemm). Row-major C is column-major C^T = op(B)^T op(A)^T,
+ * so cuBLAS gets B first, with the same flags and leading dimensions.
+ * beta = 0 never reads C, so acc = 0 needs no memset and ignores NaN there. */
+static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
+                 const float *B, float *C, int acc, int64_t batch, int64_t sA, int64_t sB,
+                 int64_t sC) {
+  need_ctx();
+  int mi = dim_int(m), ni = dim_int(n), ki = dim_int(k), bi = dim_int(batch);
+  if (mi == 0 || ni == 0 || bi == 0) return;
+  int lda = ta ? mi : ki, ldb = tb ? ki : ni;
+  lda = lda > 0 ? lda : 1; // k = 0: cuBLAS still wants ld >= 1
+  ldb = ldb > 0 ? ldb : 1;
+  float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
+  cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (bi == 1)
+    CUBLAS_CHECK(cublasGemmEx(ctx.blas, opB, opA, ni, mi, ki, &alpha, B, CUDA_R_32F, ldb, A,
+                              CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ni, compute_type(),
+                              CUBLAS_GEMM_DEFAULT));
+  else
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        ctx.blas, opB, opA, ni, mi, ki, &alpha, B, CUDA_R_32F, ldb, sB, A, CUDA_R_32F, lda,
+        sA, &beta, C, CUDA_R_32F, ni, sC, bi, compute_type(), CUBLAS_GEMM_DEFAULT));
+}
+
+/* Largest power of two up to 256 dividing the address: cuBLASLt's heuristic
+ * assumes 256-byte aligned operands unless told otherwise. */
+static uint32_t align_of(const void *p) {
+  uint32_t a = 256;
+  while (a > 4 && (uintptr_t)p % a) a >>= 1;
+  return a;
+}
+
+#define LT_SET(fn, obj, attr, val) CUBLAS_CHECK(fn(obj, attr, &(val), sizeof(val)))
+
+/* out[M,N] = x[M,K] @ W[N,K]^T + b[N] as one cuBLASLt call, the bias added
+ * in the epilogue (no extra pass over out). Column-major: out^T[N,M] =
+ * op_T(W: K x N) @ x^T (K x M), the bias one value per row of out^T.
+ * Returns 0, having done nothing, when cuBLASLt offers no algorithm. */
+static int linear_forward_lt(float *out, const float *x, const float *W, const float *b,
+                             int M, int K, int N) {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, compute_type(), CUDA_R_32F));
+  cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  LT_SET(cublasLtMatmulDescSetAttribute, op, CUBLASLT_MATMUL_DESC_TRANSA, opT);
+  LT_SET(cublasLtMatmulDescSetAttribute, op, CUBLASLT_MATMUL_DESC_TRANSB, opN);
+  LT_SET(cublasLtMatmulDescSetAttribute, op, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+  LT_SET(cublasLtMatmulDescSetAttribute, op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, b);
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, K, N, K));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, K, M, K));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, N, M, N));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = ctx.workspace_bytes;
+  uint32_t alA = align_of(W), alB = align_of(x), alD = align_of(out);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
+         CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
+         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alA);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
+         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alB);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
+         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alD);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
+         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alD);
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  // "Not supported" here is an answer, not an error: the caller falls back.
+  cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx.lt, op, la, lb, lc, lc, pref, 1, &res, &found);
+  int ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (ok) {
+    float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt, op, &alpha, W, la, x, lb, &beta, out, lc, out, lc,
+                                &res.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+  }
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+  CUBLAS_CHECK(cublasLtMatmulDescDestroy(op));
+  return ok;
+}
+
+/* out[i, :] = b for every row: the product is then added onto it (beta = 1),
+ * as cpu.c does. */
+static __global__ void bias_broadcast_kernel(float *out, const float *b, int64_t M, int N) {
+  int64_t n = M * N;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = b[i % N];
+}
+
+// Column sums: a block owns COL_BLOCK columns and ROW_GROUPS row groups;
+// thread (g, c) sums rows g, g + ROW_GROUPS, ... of column c in double, then
+// the group sums are added in group order. A warp reads 4 rows of 8
+// consecutive floats: whole 32-byte sectors.
+#define COL_BLOCK 8
+#define ROW_GROUPS 64
+
+/* Adds the ROW_GROUPS partial sums of each column in a fixed order; thread
+ * c < COL_BLOCK gets column c's total. sh has COL_BLOCK * ROW_GROUPS. */
+static __device__ double column_total(double part, double *sh) {
+  int c = threadIdx.x % COL_BLOCK, g = threadIdx.x / COL_BLOCK;
+  __syncthreads();
+  sh[g * COL_BLOCK + c] = part;
+  __syncthreads();
+  double s = 0.0;
+  if (g == 0)
+    for (int i = 0; i < ROW_GROUPS; i++) s += sh[i * COL_BLOCK + c];
+  return s;
+}
+
+/* out[j] (+)= sum_i in[i, j]: the bias gradient. */
+static __global__ void colsum_kernel(float *out, const float *in, int64_t M, int N,
+                                     int acc) {
+  __shared__ double sh[COL_BLOCK * ROW_GROUPS];
+  int c = threadIdx.x % COL_BLOCK, g = threadIdx.x / COL_BLOCK;
+  int j = blockIdx.x * COL_BLOCK + c;
+  double s = 0.0;
+  if (j < N)
+    for (int64_t i = g; i < M; i += ROW_GROUPS) s += in[i * N + j];
+  s = column_total(s, sh);
+  if (g == 0 && j < N) out[j] = (float)(acc ? out[j] + s : s);
+}
+
+static void colsum(float *out, const float *in, int64_t M, int64_t N, int acc) {
+  int n = dim_int(N);
+  if (n == 0) return;
+  colsum_kernel<<<(n + COL_BLOCK - 1) / COL_BLOCK, COL_BLOCK * ROW_GROUPS, 0, ctx.stream>>>(
+      out, in, M, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_linear_forward(float *out, const float *x, const float *W, const float *b,
+                            int64_t M, int64_t K, int64_t N) {
+  need_ctx();
+  if (b && !ctx.lt_off && M > 0 && N > 0 && K > 0 &&
+      linear_forward_lt(out, x, W, b, dim_int(M), dim_int(K), dim_int(N)))
+    return;
+  if (b) {
+    bias_broadcast_kernel<<<grid_for(M * N, 256), 256, 0, ctx.stream>>>(out, b, M,
+                                                                        dim_int(N));
+    LAUNCH_CHECK();
+  }
+  gemm(0, 1, M, N, K, x, W, out, b != NULL, 1, 0, 0, 0);
+}
+
+void rt_cuda_linear_backward(float *dx, float *dW, float *db, const float *dout,
+                             const float *x, const float *W, int64_t M, int64_t K,
+                             int64_t N, int acc_dx, int acc_dW, int acc_db) {
+  need_ctx();
+  if (dx) gemm(0, 0, M, K, N, dout, W, dx, acc_dx, 1, 0, 0, 0); // [M,N] @ [N,K]
+  if (dW) gemm(1, 0, N, K, M, dout, x, dW, acc_dW, 1, 0, 0, 0); // [M,N]^T @ [M,K]
+  if (db) colsum(db, dout, M, N, acc_db);
+}
+
+void rt_cuda_matmul_forward(float *out, const float *a, const float *b, int64_t Bt,
+                            int64_t M, int64_t K, int64_t N) {
+  gemm(0, 0, M, N, K, a, b, out, 0, Bt, M * K, K * N, M * N);
+}
+
+void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const float *a,
+                             const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N,
+                             int acc_da, int acc_db) {
+  if (da) gemm(0, 1, M, K, N, dout, b, da, acc_da, Bt, M * N, K * N, M * K);
+  if (db) gemm(1, 0, K, N, M, a, dout, db, acc_db, Bt, M * K, M * N, K * N);
+}
+
+// ----------------------------------------------------------------------------
+// element-wise: add, relu, gelu (one thread per element, each element read
+// before it is written by the same thread: that is what makes the in-place
+// pairs of the header safe)
+
+#define GRID_STRIDE(i, n)                                                                  \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                \
+       i += (int64_t)gridDim.x * blockDim.x)
+
+#define SQRT_2_OVER_PI 0.7978845608028654f
+
+static __global__ void add_forward_kernel(float *out, const float *a, const float *b,
+                                          int64_t n) {
+  GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+/* da and db in one pass over dout. A gradient aliasing dout has acc = 0, and
+ * writing it is skipped (its value is already there). */
+static __global__ void add_backward_kernel(float *da, float *db, const float *dout,
+                                           int64_t n, int acc_da, int acc_db) {
+  bool wa = da && !(da == dout && !acc_da), wb = db && !(db == dout && !acc_db);
+  GRID_STRIDE(i, n) {
+    float g = dout[i];
+    if (wa) da[i] = acc_da ? da[i] + g : g;
+    if (wb) db[i] = acc_db ? db[i] + g : g;
+  }
+}
+
+static __global__ void relu_forward_kernel(float *out, const float *x, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static __global__ void relu_backward_kernel(float *dx, const float *dout, const float *out,
+                                            int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float g = out[i] > 0.0f ? dout[i] : 0.0f;
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+static __global__ void gelu_forward_kernel(float *out, const float *x, int64_t n) {
+  GRID_STRIDE(i, n) {
+    float xi = x[i];
+    float u = SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
+    out[i] = 0.5f * xi * (1.0f + tanhf(u));
+  }
+}
+
+/* Same formula as cpu.c: sech^2 as 1/cosh^2 (accurate where tanh nears +-1;
+ * an overflowing cosh gives 0, the right limit). */
+static __global__ void gelu_backward_kernel(float *dx, const float *dout, const float *x,
+                                            int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float xi = x[i];
+    float u = SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
+    float ch = coshf(u);
+    float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * xi * xi);
+    float g = dout[i] * (0.5f * (1.0f + tanhf(u)) + 0.5f * xi * du / (ch * ch));
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+void rt_cuda_add_forward(float *out, const float *a, const float *b, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  add_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, a, b, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
+                          int acc_db) {
+  need_ctx();
+  if (n <= 0 || (!da && !db)) return;
+  add_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(da, db, dout, n, acc_da,
+                                                                acc_db);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_relu_forward(float *out, const float *x, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  relu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64_t n,
+                           int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  relu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, out, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_gelu_forward(float *out, const float *x, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  gelu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n,
+                           int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  gelu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
+  LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// layernorm, softmax: one warp per row, WARPS_PER_BLOCK rows per block
+
+#define WARPS_PER_BLOCK 8
+#define LN_EPS 1e-5f /* PyTorch's default */
+
+static unsigned row_blocks(int64_t rows) {
+  int64_t g = (rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
+  RT_CHECK(g <= INT_MAX, "too many rows");
+  return (unsigned)g;
+}
+
+/* cpu.c's arithmetic: double sums, the mean rounded to float before the
+ * two-pass variance, rstd = 1 / sqrtf(var + eps). */
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
+                                                const float *x, const float *w,
+                                                const float *b, int64_t N, int C) {
+  int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float *xr = x + row * C;
+  float *o = out + row * C;
+  double s = 0.0;
+  for (int j = lane; j < C; j += 32) s += xr[j];
+  float m = (float)(warp_sum_d(s) / (double)C);
+  double v = 0.0;
+  for (int j = lane; j < C; j += 32) {
+    float d = xr[j] - m;
+    v += (double)d * d;
+  }
+  float r = 1.0f / sqrtf((float)(warp_sum_d(v) / (double)C) + LN_EPS);
+  for (int j = lane; j < C; j += 32) o[j] = (xr[j] - m) * r * w[j] + b[j];
+  if (lane == 0) {
+    if (mean) mean[row] = m;
+    if (rstd) rstd[row] = r;
+  }
+}
+
+/* dx (+)= rstd (w dout - mean(w dout) - xhat mean(w dout xhat)), per row. */
+static __global__ void layernorm_backward_dx_kernel(float *dx, const float *dout,
+                                                    const float *x, const float *w,
+                                                    const float *mean, const float *rstd,
+                                                    int64_t N, int C, int acc) {
+  int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float *xr = x + row * C, *gr = dout + row * C;
+  float *dxr = dx + row * C;
+  float m = mean[row], r = rstd[row];
+  double s1 = 0.0, s2 = 0.0;
+  for (int j = lane; j < C; j += 32) {
+    float wg = w[j] * gr[j];
+    s1 += wg;
+    s2 += wg * ((xr[j] - m) * r);
+  }
+  float m1 = (float)(warp_sum_d(s1) / (double)C), m2 = (float)(warp_sum_d(s2) / (double)C);
+  for (int j = lane; j < C; j += 32) {
+    float g = r * (w[j] * gr[j] - m1 - (xr[j] - m) * r * m2);
+    dxr[j] = acc ? dxr[j] + g : g;
+  }
+}
+
+/* dw (+)= sum_rows dout * xhat; db (+)= sum_rows dout (column sums). */
+static __global__ void layernorm_backward_wb_kernel(float *dw, float *db, const float *dout,
+                                                    const float *x, const float *mean,
+                                                    const float *rstd, int64_t N, int C,
+                                                    int acc_dw, int acc_db) {
+  __shared__ double sh[COL_BLOCK * ROW_GROUPS];
+  int c = threadIdx.x % COL_BLOCK, g = threadIdx.x / COL_BLOCK;
+  int j = blockIdx.x * COL_BLOCK + c;
+  double sw = 0.0, sb = 0.0;
+  if (j < C)
+    for (int64_t i = g; i < N; i += ROW_GROUPS) {
+      float gi = dout[i * C + j];
+      sw += gi * ((x[i * C + j] - mean[i]) * rstd[i]);
+      sb += gi;
+    }
+  sw = column_total(sw, sh);
+  sb = column_total(sb, sh);
+  if (g == 0 && j < C) {
+    if (dw) dw[j] = (float)(acc_dw ? dw[j] + sw : sw);
+    if (db) db[j] = (float)(acc_db ? db[j] + sb : sb);
+  }
+}
+
+void rt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
+                               const float *w, const float *b, int64_t N, int64_t C) {
+  need_ctx();
+  if (N <= 0) return;
+  layernorm_forward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(
+      out, mean, rstd, x, w, b, N, dim_int(C));
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
+                                const float *x, const float *w, const float *mean,
+                                const float *rstd, int64_t N, int64_t C, int acc_dx,
+                                int acc_dw, int acc_db) {
+  need_ctx();
+  int c = dim_int(C);
+  if (dx && N > 0) {
+    layernorm_backward_dx_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(
+        dx, dout, x, w, mean, rstd, N, c, acc_dx);
+    LAUNCH_CHECK();
+  }
+  if ((dw || db) && c > 0) {
+    layernorm_backward_wb_kernel<<<(c + COL_BLOCK - 1) / COL_BLOCK, COL_BLOCK * ROW_GROUPS,
+                                   0, ctx.stream>>>(dw, db, dout, x, mean, rstd, N, c,
+                                                    acc_dw, acc_db);
+    LAUNCH_CHECK();
+  }
+}
+
+/* Three passes over the row (max, sum, write); the write pass recomputes
+ * exp rather than storing it, so out may be x: a lane reads x[j] just before
+ * writing out[j], and the whole warp finished reading in the sum's shuffle. */
+static __global__ void softmax_forward_kernel(float *out, const float *x, int64_t N,
+                                              int C) {
+  int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float *xr = x + row * C;
+  float *o = out + row * C;
+  float mx = -INFINITY;
+  for (int j = lane; j < C; j += 32) mx = fmaxf(mx, xr[j]);
+  mx = warp_max_f(mx);
+  double s = 0.0;
+  for (int j = lane; j < C; j += 32) s += expf(xr[j] - mx);
+  float inv = (float)(1.0 / warp_sum_d(s));
+  for (int j = lane; j < C; j += 32) o[j] = expf(xr[j] - mx) * inv;
+}
+
+/* dx (+)= out * (dout - sum(dout * out)); the sum is complete (shuffle)
+ * before any lane writes, so dx may be dout. */
+static __global__ void softmax_backward_kernel(float *dx, const float *dout,
+                                               const float *out, int64_t N, int C,
+                                               int acc) {
+  int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float *gr = dout + row * C, *yr = out + row * C;
+  float *dxr = dx + row * C;
+  double s = 0.0;
+  for (int j = lane; j < C; j += 32) s += gr[j] * yr[j];
+  float sf = (float)warp_sum_d(s);
+  for (int j = lane; j < C; j += 32) {
+    float g = yr[j] * (gr[j] - sf);
+    dxr[j] = acc ? dxr[j] + g : g;
+  }
+}
+
+void rt_cuda_softmax_forward(float *out, const float *x, int64_t N, int64_t C) {
+  need_ctx();
+  if (N <= 0) return;
+  softmax_forward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(
+      out, x, N, dim_int(C));
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
+                              int64_t C, int acc) {
+  need_ctx();
+  if (N <= 0 || !dx) return;
+  softmax_backward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(
+      dx, dout, out, N, dim_int(C), acc);
+  LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// causal self-attention
+//
+// Layout (as cpu.c): qkv[b,t,:] = q (C) | k (C) | v (C); head h uses channels
+// h*hs .. h*hs+hs-1 of each; out[b,t,h*hs+d]; lse[b,h,t].
+//
+// Three kernels, each a block of ATT_ROWS warps owning ATT_ROWS consecutive
+// positions of one (b, h), one position per warp, and streaming the other
+// side in tiles of ATT_TILE positions (one per lane) through shared memory,
+// so each K/V (or Q/dout) load serves ATT_ROWS rows:
+// - forward: per query row, online softmax over key tiles (running max m,
+//   running sum l, output rescaled when m grows), FlashAttention's recurrence;
+//   saves lse = m + log l.
+// - backward dq: per query row over key tiles: p = exp(q.k scale - lse),
+//   ds = p (dout.v - D) scale with D = dout.out, dq += ds k.
+// - backward dk, dv: per key row over query tiles t >= key: dv += p dout,
+//   dk += ds q. Splitting dq from dk/dv recomputes p twice but needs no
+//   atomics and no scratch: every gradient element has one writer, which
+//   also makes acc = 0 a plain store.
+// Shared-memory rows of a tile are padded to an odd stride so that lane j
+// reading row j, column d hits bank (j * stride + d) % 32: all distinct.
+
+#define ATT_ROWS 16
+#define ATT_TILE 32
+
+static __host__ __device__ int att_stride(int hs) { return hs % 2 ? hs : hs + 1; }
+
+/* Dot product of an own row with a shared row; plain loop, lanes differ in
+ * `b` only, so `a` reads are broadcasts. */
+static __device__ float dot_sh(const float *a, const float *b, int n) {
+  float s = 0.0f;
+  for (int d = 0; d < n; d++) s += a[d] * b[d];
+  return s;
+}
+
+static size_t att_forward_smem(int hs) {
+  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) +
+                          (size_t)2 * ATT_ROWS * hs + ATT_ROWS * ATT_TILE);
+}
+
+static __global__ void attention_forward_kernel(float *out, float *lse, const float *qkv,
+                                                int T, int C, int NH, float scale) {
+  extern __shared__ float sm[];
+  int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
+  float *Ks = sm;                 // [ATT_TILE][st] keys of this tile
+  float *Vs = Ks + ATT_TILE * st; // [ATT_TILE][st] values
+  float *Qs = Vs + ATT_TILE * st; // [ATT_ROWS][hs] each warp's query
+  float *Os = Qs + ATT_ROWS * hs; // [ATT_ROWS][hs] each warp's output accumulator
+  float *Ps = Os + ATT_ROWS * hs; // [ATT_ROWS][ATT_TILE] each warp's probabilities
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int h = blockIdx.y, b = blockIdx.z;
+  int t0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS; // longest rows first
+  int t = t0 + warp, tlast = min(t0 + ATT_ROWS, T) - 1;
+  const float *base = qkv + (int64_t)b * T * C3 + h * hs; // q of position 0
+  float *q = Qs + warp * hs, *o = Os + warp * hs, *p_sh = Ps + warp * ATT_TILE;
+  if (t < T)
+    for (int d = lane; d < hs; d += 32) {
+      q[d] = base[(int64_t)t * C3 + d];
+      o[d] = 0.0f;
+    }
+  float m = -INFINITY, l = 0.0f;
+  for (int s0 = 0; s0 <= tlast; s0 += ATT_TILE) {
+    __syncthreads(); // the previous tile is consumed
+    for (int i = threadIdx.x; i < ATT_TILE * hs; i += blockDim.x) {
+      int j = i / hs, d = i % hs, s = s0 + j;
+      bool in = s <= tlast;
+      Ks[j * st + d] = in ? base[(int64_t)s * C3 + C + d] : 0.0f;
+      Vs[j * st + d] = in ? base[(int64_t)s * C3 + 2 * C + d] : 0.0f;
+    }
+    __syncthreads();
+    if (t >= T || s0 > t) continue; // no key of this tile is visible to row t
+    int s = s0 + lane;
+    float score = s <= t ? dot_sh(q, Ks + lane * st, hs) * scale : -INFINITY;
+    float mnew = fmaxf(m, warp_max_f(score)); // finite: key s0 <= t is visible
+    float p = s <= t ? expf(score - mnew) : 0.0f;
+    float corr = expf(m - mnew); // 0 on the first tile (m = -inf)
+    l = l * corr + warp_sum_f(p);
+    m = mnew;
+    p_sh[lane] = p;
+    __syncwarp();
+    int jn = min(ATT_TILE, t - s0 + 1);
+    for (int d = lane; d < hs; d += 32) {
+      float acc = o[d] * corr;
+      for (int j = 0; j < jn; j++) acc += p_sh[j] * Vs[j * st + d];
+      o[d] = acc;
+    }
+    __syncwarp(); // p_sh is rewritten next tile
+  }
+  if (t >= T) return;
+  float inv = 1.0f / l;
+  float *orow = out + ((int64_t)b * T + t) * C + h * hs;
+  for (int d = lane; d < hs; d += 32) orow[d] = o[d] * inv;
+  if (lse && lane == 0) lse[((int64_t)b * NH + h) * T + t] = m + logf(l);
+}
+
+static size_t att_dq_smem(int hs) {
+  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) +
+                          (size_t)3 * ATT_ROWS * hs + ATT_ROWS * ATT_TILE);
+}
+
+/* dq (+)= sum over keys s <= t of ds(t, s) k[s]. */
+static __global__ void attention_backward_dq_kernel(float *dqkv, const float *dout,
+                                                    const float *qkv, const float *out,
+                                                    const float *lse, int T, int C, int NH,
+                                                    float scale, int acc) {
+  extern __shared__ float sm[];
+  int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
+  float *Ks = sm;                  // [ATT_TILE][st]
+  float *Vs = Ks + ATT_TILE * st;  // [ATT_TILE][st]
+  float *Qs = Vs + ATT_TILE * st;  // [ATT_ROWS][hs] query rows
+  float *Gs = Qs + ATT_ROWS * hs;  // [ATT_ROWS][hs] dout rows
+  float *dQs = Gs + ATT_ROWS * hs; // [ATT_ROWS][hs] dq accumulators
+  float *Ps = dQs + ATT_ROWS * hs; // [ATT_ROWS][ATT_TILE] ds per key
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int h = blockIdx.y, b = blockIdx.z;
+  int t0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS;
+  int t = t0 + warp, tlast = min(t0 + ATT_ROWS, T) - 1;
+  const float *base = qkv + (int64_t)b * T * C3 + h * hs;
+  float *q = Qs + warp * hs, *g = Gs + warp * hs, *dq = dQs + warp * hs;
+  float *ds_sh = Ps + warp * ATT_TILE;
+  float D = 0.0f, L = 0.0f;
+  if (t < T) {
+    int64_t row = ((int64_t)b * T + t) * C + h * hs;
+    float part = 0.0f;
+    for (int d = lane; d < hs; d += 32) {
+      q[d] = base[(int64_t)t * C3 + d];
+      g[d] = dout[row + d];
+      dq[d] = 0.0f;
+      part += g[d] * out[row + d];
+    }
+    D = warp_sum_f(part);
+    L = lse[((int64_t)b * NH + h) * T + t];
+  }
+  __syncwarp();
+  for (int s0 = 0; s0 <= tlast; s0 += ATT_TILE) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < ATT_TILE * hs; i += blockDim.x) {
+      int j = i / hs, d = i % hs, s = s0 + j;
+      bool in = s <= tlast;
+      Ks[j * st + d] = in ? base[(int64_t)s * C3 + C + d] : 0.0f;
+      Vs[j * st + d] = in ? base[(int64_t)s * C3 + 2 * C + d] : 0.0f;
+    }
+    __syncthreads();
+    if (t >= T || s0 > t) continue;
+    int s = s0 + lane;
+    float ds = 0.0f;
+    if (s <= t) {
+      float p = expf(dot_sh(q, Ks + lane * st, hs) * scale - L);
+      ds = p * (dot_sh(g, Vs + lane * st, hs) - D) * scale;
+    }
+    ds_sh[lane] = ds;
+    __syncwarp();
+    int jn = min(ATT_TILE, t - s0 + 1);
+    for (int d = lane; d < hs; d += 32) {
+      float a = dq[d];
+      for (int j = 0; j < jn; j++) a += ds_sh[j] * Ks[j * st + d];
+      dq[d] = a;
+    }
+    __syncwarp();
+  }
+  if (t >= T) return;
+  float *dst = dqkv + ((int64_t)b * T + t) * C3 + h * hs;
+  for (int d = lane; d < hs; d += 32) dst[d] = acc ? dst[d] + dq[d] : dq[d];
+}
+
+static size_t att_dkv_smem(int hs) {
+  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) + 2 * ATT_TILE +
+                          (size_t)4 * ATT_ROWS * hs + (size_t)2 * ATT_ROWS * ATT_TILE);
+}
+
+/* dk (+)= sum over queries t >= s of ds(t, s) q[t]; dv (+)= sum of p(t, s)
+ * dout[t]. Rows here are keys; tiles are queries from the block's first key
+ * on (earlier queries see none of them). */
+static __global__ void attention_backward_dkv_kernel(float *dqkv, const float *dout,
+                                                     const float *qkv, const float *out,
+                                                     const float *lse, int T, int C, int NH,
+                                                     float scale, int acc) {
+  extern __shared__ float sm[];
+  int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
+  float *Qs = sm;                        // [ATT_TILE][st] queries of this tile
+  float *Gs = Qs + ATT_TILE * st;        // [ATT_TILE][st] their dout rows
+  float *Ls = Gs + ATT_TILE * st;        // [ATT_TILE] their lse
+  float *Ds = Ls + ATT_TILE;             // [ATT_TILE] their D = dout.out
+  float *Kw = Ds + ATT_TILE;             // [ATT_ROWS][hs] each warp's key row
+  float *Vw = Kw + ATT_ROWS * hs;        // [ATT_ROWS][hs] each warp's value row
+  float *dKs = Vw + ATT_ROWS * hs;       // [ATT_ROWS][hs] dk accumulators
+  float *dVs = dKs + ATT_ROWS * hs;      // [ATT_ROWS][hs] dv accumulators
+  float *Ps = dVs + ATT_ROWS * hs;       // [ATT_ROWS][ATT_TILE] p per query
+  float *DSs = Ps + ATT_ROWS * ATT_TILE; // [ATT_ROWS][ATT_TILE] ds per query
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int h = blockIdx.y, b = blockIdx.z;
+  int k0 = blockIdx.x * ATT_ROWS; // the first blocks see the most queries
+  int s = k0 + warp;              // this warp's key position
+  const float *base = qkv + (int64_t)b * T * C3 + h * hs;
+  const float *lse_bh = lse + ((int64_t)b * NH + h) * T;
+  int64_t orow0 = (int64_t)b * T * C + h * hs; // out/dout of position 0
+  float *k = Kw + warp * hs, *v = Vw + warp * hs, *dk = dKs + warp * hs,
+        *dv = dVs + warp * hs;
+  float *p_sh = Ps + warp * ATT_TILE, *ds_sh = DSs + warp * ATT_TILE;
+  if (s < T)
+    for (int d = lane; d < hs; d += 32) {
+      k[d] = base[(int64_t)s * C3 + C + d];
+      v[d] = base[(int64_t)s * C3 + 2 * C + d];
+      dk[d] = 0.0f;
+      dv[d] = 0.0f;
+    }
+  for (int s0 = k0; s0 < T; s0 += ATT_TILE) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < ATT_TILE * hs; i += blockDim.x) {
+      int j = i / hs, d = i % hs, tq = s0 + j;
+      bool in = tq < T;
+      Qs[j * st + d] = in ? base[(int64_t)tq * C3 + d] : 0.0f;
+      Gs[j * st + d] = in ? dout[orow0 + (int64_t)tq * C + d] : 0.0f;
+    }
+    for (int j = warp; j < ATT_TILE; j += ATT_ROWS) { // D and lse of each query
+      int tq = s0 + j;
+      float part = 0.0f;
+      if (tq < T)
+        for (int d = lane; d < hs; d += 32)
+          part += dout[orow0 + (int64_t)tq * C + d] * out[orow0 + (int64_t)tq * C + d];
+      part = warp_sum_f(part);
+      if (lane == 0) {
+        Ds[j] = part;
+        Ls[j] = tq < T ? lse_bh[tq] : 0.0f;
+      }
+    }
+    __syncthreads();
+    if (s >= T) continue;
+    int tq = s0 + lane;
+    float p = 0.0f, ds = 0.0f;
+    if (tq >= s && tq < T) {
+      p = expf(dot_sh(k, Qs + lane * st, hs) * scale - Ls[lane]);
+      ds = p * (dot_sh(v, Gs + lane * st, hs) - Ds[lane]) * scale;
+    }
+    p_sh[lane] = p;
+    ds_sh[lane] = ds;
+    __syncwarp();
+    for (int d = lane; d < hs; d += 32) {
+      float a = dk[d], c = dv[d];
+      for (int j = 0; j < ATT_TILE; j++) {
+        a += ds_sh[j] * Qs[j * st + d];
+        c += p_sh[j] * Gs[j * st + d];
+      }
+      dk[d] = a;
+      dv[d] = c;
+    }
+    __syncwarp();
+  }
+  if (s >= T) return;
+  float *dst = dqkv + ((int64_t)b * T + s) * C3 + h * hs;
+  for (int d = lane; d < hs; d += 32) {
+    dst[C + d] = acc ? dst[C + d] + dk[d] : dk[d];
+    dst[2 * C + d] = acc ? dst[2 * C + d] + dv[d] : dv[d];
+  }
+}
+
+/* Checks the shapes and returns the grid: (row blocks, NH, B). */
+static dim3 att_grid(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  need_ctx();
+  RT_CHECK(NH > 0 && C % NH == 0, "attention needs C % NH == 0");
+  RT_CHECK(B <= 65535 && NH <= 65535, "attention grid: B and NH must be <= 65535");
+  dim_int(3 * C);
+  dim_int(T);
+  return dim3((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NH, (unsigned)B);
+}
+
+void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
+                               int64_t T, int64_t C, int64_t NH) {
+  dim3 grid = att_grid(B, T, C, NH);
+  if (B == 0 || T == 0) return;
+  int hs = (int)(C / NH);
+  size_t smem = att_forward_smem(hs);
+  smem_optin((const void *)attention_forward_kernel, smem, "attention forward");
+  attention_forward_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(
+      out, lse, qkv, (int)T, (int)C, (int)NH, 1.0f / sqrtf((float)hs));
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                const float *out, const float *lse, int64_t B, int64_t T,
+                                int64_t C, int64_t NH, int acc) {
+  dim3 grid = att_grid(B, T, C, NH);
+  if (B == 0 || T == 0 || !dqkv) return;
+  int hs = (int)(C / NH);
+  float scale = 1.0f / sqrtf((float)hs);
+  size_t smem = att_dq_smem(hs);
+  smem_optin((const void *)attention_backward_dq_kernel, smem, "attention backward (dq)");
+  attention_backward_dq_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(
+      dqkv, dout, qkv, out, lse, (int)T, (int)C, (int)NH, scale, acc);
+  LAUNCH_CHECK();
+  smem = att_dkv_smem(hs);
+  smem_optin((const void *)attention_backward_dkv_kernel, smem,
+             "attention backward (dk, dv)");
+  attention_backward_dkv_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(
+      dqkv, dout, qkv, out, lse, (int)T, (int)C, (int)NH, scale, acc);
+  LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// embeddings
+
+static __global__ void embedding_forward_kernel(float *out, const int32_t *tokens,
+                                                const float *W, int64_t N, int C) {
+  GRID_STRIDE(i, N * C) {
+    int64_t row = i / C;
+    out[i] = W[(int64_t)tokens[row] * C + (i - row * C)];
+  }
+}
+
+// Embedding backward, deterministic without sorting or scratch: rows of dW
+// are split into EMB_BUCKETS buckets (token % EMB_BUCKETS); a warp owns one
+// bucket and 32 columns, so no two warps ever touch one element. The warp
+// scans all N tokens 32 at a time (a ballot finds its bucket's), visits its
+// matches in position order, and keeps a running sum in registers while
+// consecutive matches hit the same row, adding it into dW when the row
+// changes. Each dW element thus receives a fixed sequence of adds. Work per
+// warp is N/32 ballots plus its matches; a very frequent token serializes on
+// its warp, which the register run keeps cheap.
+#define EMB_BUCKETS 256
+#define EMB_WARPS 8 // buckets per block
+
+static __global__ void embedding_backward_kernel(float *dW, const float *dout,
+                                                 const int32_t *tokens, int64_t N, int C) {
+  int lane = threadIdx.x % 32;
+  int bucket = blockIdx.y * EMB_WARPS + threadIdx.x / 32;
+  int col = blockIdx.x * 32 + lane;
+  bool mine = col < C;
+  int cur = -1;     // the row the running sum belongs to
+  float run = 0.0f; // running sum of dout for row `cur`
+  for (int64_t i0 = 0; i0 < N; i0 += 32) {
+    int64_t i = i0 + lane;
+    int tok = i < N ? tokens[i] : -1;
+    unsigned hits = __ballot_sync(FULL_MASK, tok >= 0 && tok % EMB_BUCKETS == bucket);
+    while (hits) { // warp-uniform: every lane holds the same mask
+      int src = __ffs(hits) - 1;
+      hits &= hits - 1;
+      int row = __shfl_sync(FULL_MASK, tok, src);
+      if (row != cur) {
+        if (cur >= 0 && mine) dW[(int64_t)cur * C + col] += run;
+        cur = row;
+        run = 0.0f;
+      }
+      if (mine) run += dout[(i0 + src) * C + col];
+    }
+  }
+  if (cur >= 0 && mine) dW[(int64_t)cur * C + col] += run;
+}
+
+void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
+                               int64_t C, int64_t V) {
+  need_ctx();
+  (void)V; // ids were checked by the data loader
+  if (N <= 0 || C <= 0) return;
+  embedding_forward_kernel<<<grid_for(N * C, 256), 256, 0, ctx.stream>>>(out, tokens, W, N,
+                                                                         dim_int(C));
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
+                                int64_t N, int64_t C, int64_t V, int acc) {
+  need_ctx();
+  if (!dW || C <= 0) return;
+  dim_int(V);
+  if (!acc) CUDA_CHECK(cudaMemsetAsync(dW, 0, (size_t)(V * C) * sizeof(float), ctx.stream));
+  if (N <= 0) return;
+  dim3 grid((unsigned)((dim_int(C) + 31) / 32), EMB_BUCKETS / EMB_WARPS);
+  embedding_backward_kernel<<<grid, EMB_WARPS * 32, 0, ctx.stream>>>(dW, dout, tokens, N,
+                                                                     (int)C);
+  LAUNCH_CHECK();
+}
+
+static __global__ void position_embedding_forward_kernel(float *out, const float *W,
+                                                         int64_t n, int64_t TC) {
+  GRID_STRIDE(i, n) out[i] = W[i % TC];
+}
+
+/* One thread per dW element, summing over b in order: cpu.c's exact
+ * arithmetic (start at 0 or dW, add each batch row). */
+static __global__ void position_embedding_backward_kernel(float *dW, const float *dout,
+                                                          int64_t B, int64_t T, int64_t C,
+                                                          int64_t Wrows, int acc) {
+  GRID_STRIDE(i, Wrows * C) {
+    int64_t t = i / C;
+    float s = acc ? dW[i] : 0.0f;
+    if (t < T)
+      for (int64_t b = 0; b < B; b++) s += dout[b * T * C + i];
+    if (t < T || !acc) dW[i] = s;
+  }
+}
+
+void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
+                                        int64_t C) {
+  need_ctx();
+  int64_t n = B * T * C;
+  if (n <= 0) return;
+  position_embedding_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, W, n,
+                                                                              T * C);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
+                                         int64_t C, int64_t Wrows, int acc) {
+  need_ctx();
+  if (!dW || Wrows * C <= 0) return;
+  position_embedding_backward_kernel<<<grid_for(Wrows * C, 256), 256, 0, ctx.stream>>>(
+      dW, dout, B, T, C, Wrows, acc);
+  LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// losses: per-row kernels, then one block adds the rows in a fixed order (a
+// deterministic mean without atomics)
+
+#define LOSS_BLOCK 1024
+
+/* lse[i] = log(sum(exp(logits[i, :]))), max subtracted; a block per row
+ * (vocabularies are long), rows strided over the grid. */
+static __global__ void cross_entropy_lse_kernel(float *lse, const float *logits, int64_t N,
+                                                int V) {
+  __shared__ float shf[32];
+  __shared__ double shd[32];
+  for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
+    const float *li = logits + i * V;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, li[j]);
+    mx = block_max_f(mx, shf);
+    double s = 0.0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(li[j] - mx);
+    s = block_sum_d(s, shd);
+    if (threadIdx.x == 0) lse[i] = mx + (float)log(s);
+  }
+}
+
+/* loss[0] = mean over rows of lse_i - logits[i, target_i]. */
+static __global__ void cross_entropy_mean_kernel(float *loss, const float *lse,
+                                                 const float *logits,
+                                                 const int32_t *targets, int64_t N, int V) {
+  __shared__ double sh[32];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
+    s += (double)lse[i] - logits[i * V + targets[i]];
+  s = block_sum_d(s, sh);
+  if (threadIdx.x == 0) loss[0] = (float)(s / (double)N);
+}
+
+/* Each element reads only its own logit and the row's saved lse, so
+ * dlogits may be logits (acc = 0). */
+static __global__ void cross_entropy_backward_kernel(float *dlogits, const float *logits,
+                                                     const int32_t *targets,
+                                                     const float *lse, int64_t N, int V,
+                                                     float k, int acc) {
+  for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
+    const float *li = logits + i * V;
+    float *di = dlogits + i * V;
+    float l = lse[i];
+    int y = targets[i];
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+      float g = k * (expf(li[j] - l) - (j == y ? 1.0f : 0.0f));
+      di[j] = acc ? di[j] + g : g;
+    }
+  }
+}
+
+/* Threads per row-block: 256, or fewer (a multiple of 32) for short rows. */
+static int row_threads(int V) {
+  int t = (V + 31) / 32 * 32;
+  return t < 256 ? (t > 0 ? t : 32) : 256;
+}
+
+static unsigned row_grid(int64_t N) {
+  int64_t cap = (int64_t)ctx.num_sms * 32;
+  return (unsigned)(N < cap ? N : cap);
+}
+
+void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits,
+                                   const int32_t *targets, int64_t N, int64_t V) {
+  need_ctx();
+  int v = dim_int(V);
+  RT_CHECK(N > 0, "cross-entropy of no rows");
+  float *rows = lse;
+  if (!rows) { // eval: the row values go to the workspace (stream-ordered, free here)
+    RT_CHECK((size_t)N * sizeof(float) <= ctx.workspace_bytes,
+             "cross-entropy with lse = NULL needs 4 N bytes of workspace");
+    rows = (float *)ctx.workspace;
+  }
+  cross_entropy_lse_kernel<<<row_grid(N), row_threads(v), 0, ctx.stream>>>(rows, logits, N,
+                                                                           v);
+  LAUNCH_CHECK();
+  cross_entropy_mean_kernel<<<1, LOSS_BLOCK, 0, ctx.stream>>>(loss, rows, logits, targets,
+                                                              N, v);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits,
+                                    const int32_t *targets, const float *lse, int64_t N,
+                                    int64_t V, float scale, int acc) {
+  need_ctx();
+  int v = dim_int(V);
+  if (N <= 0 || !dlogits) return;
+  float k = (float)((double)scale / (double)N);
+  cross_entropy_backward_kernel<<<row_grid(N), row_threads(v), 0, ctx.stream>>>(
+      dlogits, logits, targets, lse, N, v, k, acc);
+  LAUNCH_CHECK();
+}
+
+/* One block: n is an output's size, small next to the products before it. */
+static __global__ void mse_forward_kernel(float *loss, const float *pred,
+                                          const float *target, int64_t n) {
+  __shared__ double sh[32];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    double d = (double)pred[i] - target[i];
+    s += d * d;
+  }
+  s = block_sum_d(s, sh);
+  if (threadIdx.x == 0) loss[0] = (float)(s / (double)n);
+}
+
+static __global__ void mse_backward_kernel(float *dpred, const float *pred,
+                                           const float *target, int64_t n, float k,
+                                           int acc) {
+  GRID_STRIDE(i, n) {
+    float g = k * (pred[i] - target[i]);
+    dpred[i] = acc ? dpred[i] + g : g;
+  }
+}
+
+void rt_cuda_mse_forward(float *loss, const float *pred, const float *target, int64_t n) {
+  need_ctx();
+  RT_CHECK(n > 0, "mse of no elements");
+  mse_forward_kernel<<<1, LOSS_BLOCK, 0, ctx.stream>>>(loss, pred, target, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
+                          float scale, int acc) {
+  need_ctx();
+  if (n <= 0 || !dpred) return;
+  float k = (float)(2.0 * scale / (double)n);
+  mse_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dpred, pred, target, n, k,
+                                                                acc);
+  LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// optimizers: cpu.c's float operations in cpu.c's order, the scalars rounded
+// on the host exactly as cpu.c rounds them. The _rn intrinsics forbid nvcc's
+// multiply-add contraction, so each step rounds as on the CPU and the
+// parameters match cpu.c bit for bit.
+
+static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n,
+                                    float step, float bc2_sqrt, float decay, float eps,
+                                    float b1, float b2, float a1, float a2) {
+  GRID_STRIDE(i, n) {
+    float gi = g[i];
+    float mi = __fadd_rn(__fmul_rn(m[i], b1), __fmul_rn(a1, gi));
+    float vi = __fadd_rn(__fmul_rn(v[i], b2), __fmul_rn(a2, __fmul_rn(gi, gi)));
+    m[i] = mi;
+    v[i] = vi;
+    float pd = __fmul_rn(p[i], decay);
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+    p[i] = __fsub_rn(pd, __fdiv_rn(__fmul_rn(step, mi), denom));
+  }
+}
+
+static __global__ void sgd_kernel(float *p, const float *g, float *buf, int64_t n, float lr,
+                                  float mom, float wd, int nesterov) {
+  GRID_STRIDE(i, n) {
+    float d = __fadd_rn(g[i], __fmul_rn(wd, p[i]));
+    if (mom != 0.0f) {
+      float bi = __fadd_rn(__fmul_rn(mom, buf[i]), d);
+      buf[i] = bi;
+      d = nesterov ? __fadd_rn(d, __fmul_rn(mom, bi)) : bi;
+    }
+    p[i] = __fsub_rn(p[i], __fmul_rn(lr, d));
+  }
+}
+
+void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
+                          double lr, double beta1, double beta2, double eps, double wd,
+                          int64_t t) {
+  need_ctx();
+  if (n <= 0) return;
+  double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+  float step = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+  float decay = (float)(1.0 - lr * wd);
+  adamw_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(
+      p, g, m, v, n, step, bc2_sqrt, decay, (float)eps, (float)beta1, (float)beta2,
+      (float)(1.0 - beta1), (float)(1.0 - beta2));
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
+                        double momentum, double wd, int nesterov) {
+  need_ctx();
+  if (n <= 0) return;
+  sgd_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(
+      p, g, buf, n, (float)lr, (float)momentum, (float)wd, nesterov);
+  LAUNCH_CHECK();
+}

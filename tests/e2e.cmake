@@ -1,0 +1,82 @@
+# End to end (label e2e): compile bundled models with memplan, build each
+# generated folder with its own CMake (-Wall -Wextra -Werror) inside this
+# build tree, train, and check what the trainer promises: the loss falls,
+# runs are deterministic, checkpoints round-trip, bad files give clear errors,
+# and the training loop allocates nothing. Reference (label reference): the
+# same weights and batches through PyTorch (tests/reference/reference.py).
+find_program(MEMPLAN_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+find_program(MEMPLAN_PYTHON3 python3)
+set(e2e_dir ${CMAKE_CURRENT_BINARY_DIR}/e2e)
+set(e2e_py ${MEMPLAN_TEST_DIR}/e2e/e2e.py)
+# Training text: a source file of this repository that no test writes.
+set(e2e_text ${MEMPLAN_SOURCE_DIR}/runtime/memplan_rt.h)
+set(e2e_trainer_flags "")
+if(MEMPLAN_SANITIZE)
+  set(e2e_trainer_flags "-DCMAKE_C_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer")
+endif()
+
+# The counting allocator (LD_PRELOAD) and its probe.
+add_library(alloc_count SHARED ${MEMPLAN_TEST_DIR}/e2e/alloc_count.c)
+add_executable(alloc_probe ${MEMPLAN_TEST_DIR}/e2e/alloc_count.c)
+target_compile_definitions(alloc_probe PRIVATE ALLOC_PROBE)
+target_link_libraries(alloc_probe ${CMAKE_DL_LIBS})
+if(NOT MEMPLAN_SANITIZE) # ASan brings its own allocator
+  add_test(NAME e2e_alloc_probe COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:alloc_count>
+           $<TARGET_FILE:alloc_probe>)
+  set_tests_properties(e2e_alloc_probe PROPERTIES LABELS e2e TIMEOUT 30)
+endif()
+
+# e2e_build_<name>: memplan compile + cmake + build; a fixture for the rest.
+function(memplan_e2e_build name yaml)
+  add_test(NAME e2e_build_${name}
+           COMMAND ${MEMPLAN_PYTHON3} ${e2e_py} build $<TARGET_FILE:memplan> ${yaml} ${e2e_dir}/${name}
+                   ${e2e_trainer_flags} ${ARGN})
+  set_tests_properties(e2e_build_${name} PROPERTIES LABELS e2e TIMEOUT 180 FIXTURES_SETUP trainer_${name})
+endfunction()
+
+function(memplan_e2e name fixture)
+  add_test(NAME ${name} COMMAND ${MEMPLAN_PYTHON3} ${e2e_py} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS e2e TIMEOUT 120 FIXTURES_REQUIRED trainer_${fixture})
+endfunction()
+
+memplan_e2e_build(gpt2-mini ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml)
+memplan_e2e_build(mlp ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml)
+memplan_e2e_build(mlp-adamw ${MEMPLAN_TEST_DIR}/reference/mlp-adamw.yaml)
+# Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
+memplan_e2e_build(gpt2-124m ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml)
+
+set(mini ${e2e_dir}/gpt2-mini/build/trainer)
+set(mlp ${e2e_dir}/mlp/build/trainer)
+# Loss falls: gpt2-mini from ~5.5 (ln 256) by at least 1.5 nats in 150 steps;
+# mlp from ~2.3 (ln 10) by at least 0.4 in 300 steps on the blobs data set.
+memplan_e2e(e2e_train_gpt2-mini gpt2-mini train ${mini} 1.5 --steps 150 --text ${e2e_text} --log-every 25
+            --eval-every 50 --threads 2)
+memplan_e2e(e2e_train_mlp mlp train ${mlp} 0.4 --steps 300 --log-every 50 --threads 2)
+memplan_e2e(e2e_determinism_gpt2-mini gpt2-mini determinism ${mini} --steps 8 --text ${e2e_text} --threads 2
+            --eval-batches 0)
+memplan_e2e(e2e_roundtrip_gpt2-mini gpt2-mini roundtrip ${mini} ${e2e_dir}/roundtrip --text ${e2e_text})
+memplan_e2e(e2e_errors_gpt2-mini gpt2-mini errors ${mini} ${e2e_dir}/errors-mini --text ${e2e_text})
+memplan_e2e(e2e_errors_mlp mlp errors ${mlp} ${e2e_dir}/errors-mlp)
+if(NOT MEMPLAN_SANITIZE)
+  foreach(th 1 2)
+    memplan_e2e(e2e_noalloc_gpt2-mini_t${th} gpt2-mini noalloc ${mini} $<TARGET_FILE:alloc_count> --steps 6
+                --text ${e2e_text} --threads ${th})
+    memplan_e2e(e2e_noalloc_mlp_t${th} mlp noalloc ${mlp} $<TARGET_FILE:alloc_count> --steps 6 --threads ${th})
+  endforeach()
+endif()
+
+# Reference: per-step losses within 1e-5 and final weights within 1e-4 of
+# PyTorch over 5 optimizer steps; skipped (77) only where torch is absent.
+function(memplan_reference name fixture)
+  add_test(NAME ${name}
+           COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/reference/reference.py
+                   --trainer ${e2e_dir}/${fixture}/build/trainer --plan ${e2e_dir}/${fixture}/plan.json
+                   --workdir ${e2e_dir}/ref-${name} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS reference TIMEOUT 180 SKIP_RETURN_CODE 77
+                       FIXTURES_REQUIRED trainer_${fixture})
+endfunction()
+memplan_reference(reference_gpt2-mini_adamw gpt2-mini --text ${e2e_text})
+memplan_reference(reference_mlp_adamw mlp-adamw)
+memplan_reference(reference_mlp_sgd mlp)
+# The check must be able to fail: torch with lr x 1.01 must not match.
+memplan_reference(reference_detects_wrong_lr gpt2-mini --text ${e2e_text} --perturb-lr 1.01)

@@ -1,0 +1,436 @@
+/* ref.c: naive double-precision references of the runtime kernels (ref.h). */
+#include "ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double *dnew(int64_t n) {
+  double *p = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+  if (!p) {
+    fprintf(stderr, "%s:%d: out of memory\n", __FILE__, __LINE__);
+    exit(1);
+  }
+  return p;
+}
+
+/* dst (+)= val, rounded once; then frees val. NULL dst: nothing wanted. */
+static void store(float *dst, double *val, int64_t n, int acc) {
+  if (dst)
+    for (int64_t i = 0; i < n; i++) dst[i] = (float)(acc ? dst[i] + val[i] : val[i]);
+  free(val);
+}
+
+// ----------------------------------------------------------------------------
+// products
+
+void ref_linear_forward(float *out, const float *x, const float *W, const float *b,
+                        int64_t M, int64_t K, int64_t N) {
+  double *o = dnew(M * N);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double s = b ? b[j] : 0.0;
+      for (int64_t k = 0; k < K; k++) s += (double)x[i * K + k] * W[j * K + k];
+      o[i * N + j] = s;
+    }
+  store(out, o, M * N, 0);
+}
+
+void ref_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
+                         const float *W, int64_t M, int64_t K, int64_t N, int acc_dx,
+                         int acc_dW, int acc_db) {
+  double *gx = dnew(M * K), *gW = dnew(N * K), *gb = dnew(N);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double g = dout[i * N + j];
+      gb[j] += g;
+      for (int64_t k = 0; k < K; k++) {
+        gx[i * K + k] += g * W[j * K + k];
+        gW[j * K + k] += g * x[i * K + k];
+      }
+    }
+  store(dx, gx, M * K, acc_dx);
+  store(dW, gW, N * K, acc_dW);
+  store(db, gb, N, acc_db);
+}
+
+void ref_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M,
+                        int64_t K, int64_t N) {
+  double *o = dnew(Bt * M * N);
+  for (int64_t t = 0; t < Bt; t++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < K; k++)
+          s += (double)a[(t * M + i) * K + k] * b[(t * K + k) * N + j];
+        o[(t * M + i) * N + j] = s;
+      }
+  store(out, o, Bt * M * N, 0);
+}
+
+void ref_matmul_backward(float *da, float *db, const float *dout, const float *a,
+                         const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N,
+                         int acc_da, int acc_db) {
+  double *ga = dnew(Bt * M * K), *gb = dnew(Bt * K * N);
+  for (int64_t t = 0; t < Bt; t++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double g = dout[(t * M + i) * N + j];
+        for (int64_t k = 0; k < K; k++) {
+          ga[(t * M + i) * K + k] += g * b[(t * K + k) * N + j];
+          gb[(t * K + k) * N + j] += g * a[(t * M + i) * K + k];
+        }
+      }
+  store(da, ga, Bt * M * K, acc_da);
+  store(db, gb, Bt * K * N, acc_db);
+}
+
+// ----------------------------------------------------------------------------
+// element-wise
+
+void ref_add_forward(float *out, const float *a, const float *b, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = (double)a[i] + b[i];
+  store(out, o, n, 0);
+}
+
+void ref_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
+                      int acc_db) {
+  double *ga = dnew(n), *gb = dnew(n);
+  for (int64_t i = 0; i < n; i++) ga[i] = gb[i] = dout[i];
+  store(da, ga, n, acc_da);
+  store(db, gb, n, acc_db);
+}
+
+void ref_relu_forward(float *out, const float *x, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0.0f ? x[i] : 0.0;
+  store(out, o, n, 0);
+}
+
+void ref_relu_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) g[i] = out[i] > 0.0f ? dout[i] : 0.0;
+  store(dx, g, n, acc);
+}
+
+static const double SQRT_2_OVER_PI = 0.79788456080286535588;
+
+void ref_gelu_forward(float *out, const float *x, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) {
+    double xi = x[i], u = SQRT_2_OVER_PI * (xi + 0.044715 * xi * xi * xi);
+    o[i] = 0.5 * xi * (1.0 + tanh(u));
+  }
+  store(out, o, n, 0);
+}
+
+void ref_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) {
+    double xi = x[i], u = SQRT_2_OVER_PI * (xi + 0.044715 * xi * xi * xi);
+    double du = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * xi * xi), ch = cosh(u);
+    g[i] = dout[i] * (0.5 * (1.0 + tanh(u)) + 0.5 * xi * du / (ch * ch));
+  }
+  store(dx, g, n, acc);
+}
+
+// ----------------------------------------------------------------------------
+// layernorm, softmax
+
+void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
+                           const float *w, const float *b, int64_t N, int64_t C) {
+  double *o = dnew(N * C), *mu = dnew(N), *rs = dnew(N);
+  for (int64_t i = 0; i < N; i++) {
+    const float *xi = x + i * C;
+    double m = 0.0, v = 0.0;
+    for (int64_t j = 0; j < C; j++) m += xi[j];
+    m /= (double)C;
+    for (int64_t j = 0; j < C; j++) v += (xi[j] - m) * (xi[j] - m);
+    double r = 1.0 / sqrt(v / (double)C + 1e-5);
+    for (int64_t j = 0; j < C; j++) o[i * C + j] = (xi[j] - m) * r * w[j] + b[j];
+    mu[i] = m;
+    rs[i] = r;
+  }
+  store(out, o, N * C, 0);
+  store(mean, mu, N, 0);
+  store(rstd, rs, N, 0);
+}
+
+void ref_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
+                            const float *x, const float *w, const float *mean,
+                            const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
+                            int acc_db) {
+  double *gx = dnew(N * C), *gw = dnew(C), *gb = dnew(C);
+  for (int64_t i = 0; i < N; i++) {
+    const float *xi = x + i * C, *gi = dout + i * C;
+    double r = rstd[i], s1 = 0.0, s2 = 0.0;
+    for (int64_t j = 0; j < C; j++) {
+      double xh = (xi[j] - (double)mean[i]) * r, wg = (double)w[j] * gi[j];
+      s1 += wg;
+      s2 += wg * xh;
+      gw[j] += gi[j] * xh;
+      gb[j] += gi[j];
+    }
+    s1 /= (double)C;
+    s2 /= (double)C;
+    for (int64_t j = 0; j < C; j++) {
+      double xh = (xi[j] - (double)mean[i]) * r;
+      gx[i * C + j] = r * ((double)w[j] * gi[j] - s1 - xh * s2);
+    }
+  }
+  store(dx, gx, N * C, acc_dx);
+  store(dw, gw, C, acc_dw);
+  store(db, gb, C, acc_db);
+}
+
+void ref_softmax_forward(float *out, const float *x, int64_t N, int64_t C) {
+  double *o = dnew(N * C);
+  for (int64_t i = 0; i < N; i++) {
+    const float *xi = x + i * C;
+    double mx = -INFINITY, s = 0.0;
+    for (int64_t j = 0; j < C; j++) mx = xi[j] > mx ? xi[j] : mx;
+    for (int64_t j = 0; j < C; j++) s += o[i * C + j] = exp(xi[j] - mx);
+    for (int64_t j = 0; j < C; j++) o[i * C + j] /= s;
+  }
+  store(out, o, N * C, 0);
+}
+
+void ref_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
+                          int64_t C, int acc) {
+  double *g = dnew(N * C);
+  for (int64_t i = 0; i < N; i++) {
+    double s = 0.0;
+    for (int64_t j = 0; j < C; j++) s += (double)dout[i * C + j] * out[i * C + j];
+    for (int64_t j = 0; j < C; j++) g[i * C + j] = out[i * C + j] * (dout[i * C + j] - s);
+  }
+  store(dx, g, N * C, acc);
+}
+
+// ----------------------------------------------------------------------------
+// attention: the full [t, t2] probability rows, recomputed per query
+
+/* p[0..t] = softmax of the scaled scores of query t in (b, h); returns lse. */
+static double att_probs(double *p, const float *qkv, int64_t b, int64_t t, int64_t h,
+                        int64_t T, int64_t C, int64_t hs) {
+  const float *q = qkv + (b * T + t) * 3 * C + h * hs;
+  double scale = 1.0 / sqrt((double)hs), mx = -INFINITY, s = 0.0;
+  for (int64_t t2 = 0; t2 <= t; t2++) {
+    const float *k = qkv + (b * T + t2) * 3 * C + C + h * hs;
+    double d = 0.0;
+    for (int64_t i = 0; i < hs; i++) d += (double)q[i] * k[i];
+    p[t2] = d * scale;
+    mx = p[t2] > mx ? p[t2] : mx;
+  }
+  for (int64_t t2 = 0; t2 <= t; t2++) s += p[t2] = exp(p[t2] - mx);
+  for (int64_t t2 = 0; t2 <= t; t2++) p[t2] /= s;
+  return mx + log(s);
+}
+
+void ref_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T,
+                           int64_t C, int64_t NH) {
+  int64_t hs = C / NH;
+  double *o = dnew(B * T * C), *l = dnew(B * NH * T), *p = dnew(T);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t t = 0; t < T; t++) {
+        l[(b * NH + h) * T + t] = att_probs(p, qkv, b, t, h, T, C, hs);
+        for (int64_t t2 = 0; t2 <= t; t2++) {
+          const float *v = qkv + (b * T + t2) * 3 * C + 2 * C + h * hs;
+          for (int64_t i = 0; i < hs; i++) o[(b * T + t) * C + h * hs + i] += p[t2] * v[i];
+        }
+      }
+  free(p);
+  store(out, o, B * T * C, 0);
+  store(lse, l, B * NH * T, 0);
+}
+
+/* Softmax backward in its textbook form: ds = p (dp - sum_t2 p dp). */
+void ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int64_t B, int64_t T,
+                            int64_t C, int64_t NH, int acc) {
+  (void)out, (void)lse;
+  int64_t hs = C / NH, C3 = 3 * C;
+  double scale = 1.0 / sqrt((double)hs);
+  double *g = dnew(B * T * C3), *p = dnew(T), *dp = dnew(T);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t t = 0; t < T; t++) {
+        att_probs(p, qkv, b, t, h, T, C, hs);
+        const float *go = dout + (b * T + t) * C + h * hs;
+        const float *q = qkv + (b * T + t) * C3 + h * hs;
+        double sum = 0.0;
+        for (int64_t t2 = 0; t2 <= t; t2++) {
+          const float *v = qkv + (b * T + t2) * C3 + 2 * C + h * hs;
+          double d = 0.0;
+          for (int64_t i = 0; i < hs; i++) d += (double)go[i] * v[i];
+          dp[t2] = d;
+          sum += p[t2] * d;
+        }
+        for (int64_t t2 = 0; t2 <= t; t2++) {
+          const float *k = qkv + (b * T + t2) * C3 + C + h * hs;
+          double ds = p[t2] * (dp[t2] - sum) * scale;
+          double *gq = g + (b * T + t) * C3 + h * hs,
+                 *gk = g + (b * T + t2) * C3 + C + h * hs;
+          double *gv = gk + C;
+          for (int64_t i = 0; i < hs; i++) {
+            gq[i] += ds * k[i];
+            gk[i] += ds * q[i];
+            gv[i] += p[t2] * go[i];
+          }
+        }
+      }
+  free(p);
+  free(dp);
+  store(dqkv, g, B * T * C3, acc);
+}
+
+// ----------------------------------------------------------------------------
+// embeddings
+
+void ref_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
+                           int64_t C, int64_t V) {
+  (void)V;
+  double *o = dnew(N * C);
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t j = 0; j < C; j++) o[i * C + j] = W[(int64_t)tokens[i] * C + j];
+  store(out, o, N * C, 0);
+}
+
+void ref_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N,
+                            int64_t C, int64_t V, int acc) {
+  double *g = dnew(V * C);
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t j = 0; j < C; j++) g[(int64_t)tokens[i] * C + j] += dout[i * C + j];
+  store(dW, g, V * C, acc);
+}
+
+void ref_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
+                                    int64_t C) {
+  double *o = dnew(B * T * C);
+  for (int64_t i = 0; i < B * T * C; i++) o[i] = W[i % (T * C)];
+  store(out, o, B * T * C, 0);
+}
+
+void ref_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
+                                     int64_t C, int64_t Wrows, int acc) {
+  double *g = dnew(Wrows * C);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < T * C; i++) g[i] += dout[b * T * C + i];
+  store(dW, g, Wrows * C, acc); // rows >= T: 0, or their contents plus 0
+}
+
+// ----------------------------------------------------------------------------
+// losses
+
+static double row_lse(const float *x, int64_t n) {
+  double mx = -INFINITY, s = 0.0;
+  for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+  for (int64_t j = 0; j < n; j++) s += exp(x[j] - mx);
+  return mx + log(s);
+}
+
+void ref_cross_entropy_forward(float *loss, float *lse, const float *logits,
+                               const int32_t *targets, int64_t N, int64_t V) {
+  double *l = dnew(N), *total = dnew(1);
+  for (int64_t i = 0; i < N; i++) {
+    l[i] = row_lse(logits + i * V, V);
+    total[0] += l[i] - logits[i * V + targets[i]];
+  }
+  total[0] /= (double)N;
+  store(lse, l, N, 0);
+  store(loss, total, 1, 0);
+}
+
+void ref_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets,
+                                const float *lse, int64_t N, int64_t V, float scale,
+                                int acc) {
+  (void)lse;
+  double *g = dnew(N * V);
+  for (int64_t i = 0; i < N; i++) {
+    double l = row_lse(logits + i * V, V);
+    for (int64_t j = 0; j < V; j++)
+      g[i * V + j] = (double)scale / (double)N *
+                     (exp(logits[i * V + j] - l) - (j == targets[i] ? 1.0 : 0.0));
+  }
+  store(dlogits, g, N * V, acc);
+}
+
+void ref_mse_forward(float *loss, const float *pred, const float *target, int64_t n) {
+  double *total = dnew(1);
+  for (int64_t i = 0; i < n; i++) {
+    double d = (double)pred[i] - target[i];
+    total[0] += d * d;
+  }
+  total[0] /= (double)n;
+  store(loss, total, 1, 0);
+}
+
+void ref_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
+                      float scale, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++)
+    g[i] = 2.0 * scale * ((double)pred[i] - target[i]) / (double)n;
+  store(dpred, g, n, acc);
+}
+
+// ----------------------------------------------------------------------------
+// optimizers
+
+void ref_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr,
+                      double beta1, double beta2, double eps, double wd, int64_t t) {
+  double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+  for (int64_t i = 0; i < n; i++) {
+    double pi = p[i] * (1.0 - lr * wd);
+    double mi = beta1 * m[i] + (1.0 - beta1) * g[i];
+    double vi = beta2 * v[i] + (1.0 - beta2) * (double)g[i] * g[i];
+    p[i] = (float)(pi - lr * (mi / bc1) / (sqrt(vi / bc2) + eps));
+    m[i] = (float)mi;
+    v[i] = (float)vi;
+  }
+}
+
+void ref_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
+                    double momentum, double wd, int nesterov) {
+  for (int64_t i = 0; i < n; i++) {
+    double d = g[i] + wd * p[i];
+    if (momentum != 0.0) {
+      double bi = momentum * buf[i] + d;
+      buf[i] = (float)bi;
+      d = nesterov ? d + momentum * bi : bi;
+    }
+    p[i] = (float)(p[i] - lr * d);
+  }
+}
+
+/* cpu.c's float sequence (torch's roundings), statement for statement. */
+void ref_adamw_update_f32(float *p, const float *g, float *m, float *v, int64_t n,
+                          double lr, double beta1, double beta2, double eps, double wd,
+                          int64_t t) {
+  double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+  float step = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+  float decay = (float)(1.0 - lr * wd), epsf = (float)eps;
+  float b1 = (float)beta1, b2 = (float)beta2;
+  float a1 = (float)(1.0 - beta1), a2 = (float)(1.0 - beta2);
+  for (int64_t i = 0; i < n; i++) {
+    float gi = g[i];
+    m[i] = m[i] * b1 + a1 * gi;
+    v[i] = v[i] * b2 + a2 * (gi * gi);
+    float pd = p[i] * decay;
+    p[i] = pd - step * m[i] / (sqrtf(v[i]) / bc2_sqrt + epsf);
+  }
+}
+
+void ref_sgd_update_f32(float *p, const float *g, float *buf, int64_t n, double lr,
+                        double momentum, double wd, int nesterov) {
+  float lrf = (float)lr, mom = (float)momentum, wdf = (float)wd;
+  for (int64_t i = 0; i < n; i++) {
+    float d = g[i] + wdf * p[i];
+    if (mom != 0.0f) {
+      buf[i] = mom * buf[i] + d;
+      d = nesterov ? d + mom * buf[i] : buf[i];
+    }
+    p[i] -= lrf * d;
+  }
+}

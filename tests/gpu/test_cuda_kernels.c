@@ -1,0 +1,793 @@
+/* test_cuda_kernels.c: every kernel of the CUDA backend (runtime/cuda) against
+ * the double-precision references of ref.c, on the same random inputs.
+ *
+ * Built two ways from this one file:
+ * - default: the backend under test is rt_cuda_* (device buffers). Without a
+ *   usable GPU it prints why and exits 77 (CTest's skip code).
+ * - -DTEST_CPU_BACKEND: the backend under test is cpu.c's rt_*. It runs
+ *   anywhere, so the build machine checks the references and tolerances that
+ *   the GPU run relies on against the CPU backend before any GPU sees them.
+ *
+ * For every kernel: forward outputs; backward outputs with acc = 0 into
+ * buffers filled with NaN (a kernel that reads an "=" output fails), with
+ * acc = 1 onto random contents, with some gradients NULL; the alias-safe
+ * in-place pairs of memplan_rt.h; eval paths (lse, mean, rstd NULL). CUDA
+ * only: TF32 products, linear without the cuBLASLt epilogue, and run-to-run
+ * determinism (bitwise) of the kernels that reduce over rows.
+ *
+ * Error measure (as tests/gradcheck.c): max_i |got - want| /
+ * max(|want_i|, 1e-2 max_j |want_j|), so entries near zero are judged
+ * against the tensor's scale. One table row per checked output:
+ * name, max abs err, max rel err, ok/FAIL.
+ *
+ * Usage: test_cuda_kernels [--quick] [--bench] [FILTER]
+ *   --quick  small shapes only (for compute-sanitizer runs)
+ *   --bench  CUDA only: also time GPT-2 124M-sized kernels (no checks)
+ *   FILTER   only cases whose name contains FILTER
+ * Exit status: 0 all ok, 1 a check failed, 77 no GPU (CUDA build).
+ */
+#ifdef TEST_CPU_BACKEND
+#include "memplan_rt.h"
+#define UT(fn) rt_##fn
+#define BACKEND "cpu.c"
+#else
+#include "memplan_rt_cuda.h"
+#define UT(fn) rt_cuda_##fn
+#define BACKEND "cuda"
+#endif
+#include "ref.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Tolerances (max rel err, measure above), about 5x what cpu.c shows in the
+ * cuda_refs test. TOL_SUM: outputs that sum hundreds of float terms (matrix
+ * products at K = 384 reach 4e-5; attention) or inherit a float rounding of
+ * an input-sized value (layernorm's mean at offset 100: 6e-5). TOL: the rest
+ * (double reductions, element-wise; CUDA's tanhf/coshf are within 2 ulp).
+ * The optimizers must match cpu.c's float sequence exactly. */
+#define TOL_SUM 2e-4
+#define TOL 5e-5
+#define TOL_ATT TOL_SUM
+#define TOL_TF32 5e-3 /* TF32 products, judged against the tensor's max (floor 1) */
+#define EXACT 0.0
+
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+
+static int failures, checks, quick;
+static const char *filter;
+
+// ----------------------------------------------------------------------------
+// harness: memory of the backend under test
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "%s:%d: out of memory\n", __FILE__, __LINE__);
+    exit(1);
+  }
+  return p;
+}
+
+/* Everything a case allocates is released when it ends. */
+#define MAX_ALLOCS 256
+static struct {
+  void *p;
+  int ut; // backend memory (device memory for CUDA)
+} allocs[MAX_ALLOCS];
+static int nallocs;
+
+static void *track(void *p, int ut) {
+  if (nallocs == MAX_ALLOCS) {
+    fprintf(stderr, "%s:%d: too many allocations in one case\n", __FILE__, __LINE__);
+    exit(1);
+  }
+  allocs[nallocs].p = p;
+  allocs[nallocs++].ut = ut;
+  return p;
+}
+
+static void release_all(void) {
+  for (int i = 0; i < nallocs; i++) {
+#ifndef TEST_CPU_BACKEND
+    if (allocs[i].ut) {
+      rt_cuda_free(allocs[i].p);
+      continue;
+    }
+#endif
+    free(allocs[i].p);
+  }
+  nallocs = 0;
+}
+
+static void *host_alloc(size_t bytes) { return track(xmalloc(bytes), 0); }
+
+#ifdef TEST_CPU_BACKEND
+static void *ut_alloc(size_t bytes) { return track(xmalloc(bytes), 1); }
+static void ut_put(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void ut_get(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+#else
+static void *ut_alloc(size_t bytes) { return track(rt_cuda_malloc(bytes), 1); }
+static void ut_put(void *dst, const void *src, size_t bytes) {
+  rt_cuda_memcpy_h2d(dst, src, bytes);
+}
+static void ut_get(void *dst, const void *src, size_t bytes) {
+  rt_cuda_memcpy_d2h(dst, src, bytes);
+}
+#endif
+
+// ----------------------------------------------------------------------------
+// harness: tensors held twice, once for the reference, once for the backend
+
+typedef struct {
+  int64_t n;
+  float *ref; // host buffer the reference reads or writes
+  float *ut;  // the backend's buffer, same initial contents
+} Ten;
+
+typedef struct {
+  int64_t n;
+  int32_t *ref, *ut;
+} Ids;
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+/* Uniform in [-1, 1), xorshift64*. */
+static float frand(void) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  uint64_t r = rng_state * 0x2545f4914f6cdd1du;
+  return (float)((double)(r >> 40) / (double)(1u << 23) - 1.0);
+}
+
+static Ten ten_upload(float *host, int64_t n) {
+  Ten t = {n, host, ut_alloc((size_t)n * sizeof(float))};
+  ut_put(t.ut, host, (size_t)n * sizeof(float));
+  return t;
+}
+
+static Ten ten_rand(int64_t n, float amp) {
+  float *h = host_alloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++) h[i] = amp * frand();
+  return ten_upload(h, n);
+}
+
+static Ten ten_fill(int64_t n, float v) {
+  float *h = host_alloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++) h[i] = v;
+  return ten_upload(h, n);
+}
+
+/* A gradient output: NaN for "=" (must not be read), random for "+=". */
+static Ten ten_grad(int64_t n, int acc) {
+  return acc ? ten_rand(n, 1.0f) : ten_fill(n, NAN);
+}
+
+/* Copies of a tensor's current contents on both sides (for a second run). */
+static Ten ten_copy(const Ten *t) {
+  float *h = host_alloc((size_t)t->n * sizeof(float));
+  memcpy(h, t->ref, (size_t)t->n * sizeof(float));
+  Ten c = {t->n, h, ut_alloc((size_t)t->n * sizeof(float))};
+  float *tmp = xmalloc((size_t)t->n * sizeof(float));
+  ut_get(tmp, t->ut, (size_t)t->n * sizeof(float));
+  ut_put(c.ut, tmp, (size_t)t->n * sizeof(float));
+  free(tmp);
+  return c;
+}
+
+/* Token ids in [0, V); with skew, every other id is 3 (a frequent token). */
+static Ids ids_rand(int64_t n, int64_t V, int skew) {
+  Ids t = {n, host_alloc((size_t)n * sizeof(int32_t)),
+           ut_alloc((size_t)n * sizeof(int32_t))};
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = (int64_t)((frand() + 1.0f) * 0.5f * (float)V);
+    t.ref[i] = (int32_t)(skew && i % 2 && V > 3 ? 3 : (r < V ? r : V - 1));
+  }
+  ut_put(t.ut, t.ref, (size_t)n * sizeof(int32_t));
+  return t;
+}
+
+static int selected(const char *name) { return !filter || strstr(name, filter); }
+
+/* One table row: the backend's buffer against the reference's. floor_frac:
+ * entries are judged against max(|want_i|, floor_frac * max_j |want_j|). */
+static void check_floor(const Ten *t, double tol, double floor_frac, const char *fmt, ...) {
+  char name[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  float *got = xmalloc((size_t)t->n * sizeof(float));
+  ut_get(got, t->ut, (size_t)t->n * sizeof(float));
+  double mx = 0.0, abs_err = 0.0, rel_err = 0.0;
+  for (int64_t i = 0; i < t->n; i++) mx = fmax(mx, fabs(t->ref[i]));
+  double floor = mx > 0.0 ? floor_frac * mx : 1e-30;
+  for (int64_t i = 0; i < t->n; i++) {
+    double d = fabs((double)got[i] - t->ref[i]);
+    double e = d / fmax(fabs(t->ref[i]), floor);
+    if (!(d <= abs_err)) abs_err = d; // NaN sticks
+    if (!(e <= rel_err)) rel_err = e;
+  }
+  free(got);
+  int ok = rel_err <= tol;
+  failures += !ok;
+  checks++;
+  printf("%-58s %9.2e %9.2e  %s\n", name, abs_err, rel_err, ok ? "ok" : "FAIL");
+}
+
+#define check(t, tol, ...) check_floor((t), (tol), 1e-2, __VA_ARGS__)
+
+#define SHAPE3 "(%lld,%lld,%lld)"
+#define LL(x) ((long long)(x))
+
+// ----------------------------------------------------------------------------
+// cases: products
+
+static void case_linear(int64_t M, int64_t K, int64_t N, double tol, const char *tag) {
+  for (int bias = 0; bias <= 1; bias++) {
+    Ten x = ten_rand(M * K, 1), W = ten_rand(N * K, 1), b = ten_rand(N, 1);
+    Ten out = ten_fill(M * N, NAN);
+    ref_linear_forward(out.ref, x.ref, W.ref, bias ? b.ref : NULL, M, K, N);
+    UT(linear_forward)(out.ut, x.ut, W.ut, bias ? b.ut : NULL, M, K, N);
+    check_floor(&out, tol, tol == TOL_TF32 ? 1.0 : 1e-2, "linear_forward%s bias=%d " SHAPE3,
+                tag, bias, LL(M), LL(K), LL(N));
+    release_all();
+  }
+  // acc patterns (dx, dW, db): all "=", all "+=", mixed; -1 is a NULL gradient
+  static const int pat[][3] = {{0, 0, 0}, {1, 1, 1}, {1, 0, 1}, {-1, 0, -1}, {0, -1, -1}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *a = pat[p];
+    Ten x = ten_rand(M * K, 1), W = ten_rand(N * K, 1), g = ten_rand(M * N, 1);
+    Ten dx = ten_grad(M * K, a[0] > 0), dW = ten_grad(N * K, a[1] > 0),
+        db = ten_grad(N, a[2] > 0);
+    ref_linear_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dW.ref,
+                        a[2] < 0 ? NULL : db.ref, g.ref, x.ref, W.ref, M, K, N, a[0] > 0,
+                        a[1] > 0, a[2] > 0);
+    UT(linear_backward)
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dW.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut,
+     W.ut, M, K, N, a[0] > 0, a[1] > 0, a[2] > 0);
+    double fl = tol == TOL_TF32 ? 1.0 : 1e-2;
+    if (a[0] >= 0)
+      check_floor(&dx, tol, fl, "linear_backward%s dx acc=%d " SHAPE3, tag, a[0], LL(M),
+                  LL(K), LL(N));
+    if (a[1] >= 0)
+      check_floor(&dW, tol, fl, "linear_backward%s dW acc=%d " SHAPE3, tag, a[1], LL(M),
+                  LL(K), LL(N));
+    if (a[2] >= 0)
+      check_floor(&db, tol, fl, "linear_backward%s db acc=%d " SHAPE3, tag, a[2], LL(M),
+                  LL(K), LL(N));
+    release_all();
+  }
+}
+
+static void case_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, double tol,
+                        const char *tag) {
+  double fl = tol == TOL_TF32 ? 1.0 : 1e-2;
+  Ten a = ten_rand(Bt * M * K, 1), b = ten_rand(Bt * K * N, 1),
+      out = ten_fill(Bt * M * N, NAN);
+  ref_matmul_forward(out.ref, a.ref, b.ref, Bt, M, K, N);
+  UT(matmul_forward)(out.ut, a.ut, b.ut, Bt, M, K, N);
+  check_floor(&out, tol, fl, "matmul_forward%s Bt=%lld " SHAPE3, tag, LL(Bt), LL(M), LL(K),
+              LL(N));
+  for (int acc = 0; acc <= 1; acc++)
+    for (int only = 0; only <= 2; only++) { // 0: both, 1: da only, 2: db only
+      if (acc && only) continue;
+      Ten g = ten_rand(Bt * M * N, 1);
+      Ten da = ten_grad(Bt * M * K, acc), db = ten_grad(Bt * K * N, acc);
+      ref_matmul_backward(only == 2 ? NULL : da.ref, only == 1 ? NULL : db.ref, g.ref,
+                          a.ref, b.ref, Bt, M, K, N, acc, acc);
+      UT(matmul_backward)
+      (only == 2 ? NULL : da.ut, only == 1 ? NULL : db.ut, g.ut, a.ut, b.ut, Bt, M, K, N,
+       acc, acc);
+      if (only != 2)
+        check_floor(&da, tol, fl, "matmul_backward%s da acc=%d%s", tag, acc,
+                    only ? " (db NULL)" : "");
+      if (only != 1)
+        check_floor(&db, tol, fl, "matmul_backward%s db acc=%d%s", tag, acc,
+                    only ? " (da NULL)" : "");
+    }
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
+// cases: element-wise
+
+static void case_add(int64_t n) {
+  Ten a = ten_rand(n, 1), b = ten_rand(n, 1), out = ten_fill(n, NAN);
+  ref_add_forward(out.ref, a.ref, b.ref, n);
+  UT(add_forward)(out.ut, a.ut, b.ut, n);
+  check(&out, TOL, "add_forward n=%lld", LL(n));
+  ref_add_forward(a.ref, a.ref, b.ref, n); // in place: out = a
+  UT(add_forward)(a.ut, a.ut, b.ut, n);
+  check(&a, TOL, "add_forward in place (out=a)");
+  ref_add_forward(b.ref, a.ref, b.ref, n); // out = b
+  UT(add_forward)(b.ut, a.ut, b.ut, n);
+  check(&b, TOL, "add_forward in place (out=b)");
+  release_all();
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), da = ten_grad(n, acc), db = ten_grad(n, !acc);
+    ref_add_backward(da.ref, db.ref, g.ref, n, acc, !acc);
+    UT(add_backward)(da.ut, db.ut, g.ut, n, acc, !acc);
+    check(&da, TOL, "add_backward da acc=%d", acc);
+    check(&db, TOL, "add_backward db acc=%d", !acc);
+    release_all();
+  }
+  // da aliases dout (acc_da = 0, a no-op), db accumulates from the same dout
+  Ten g = ten_rand(n, 1), db = ten_grad(n, 1);
+  ref_add_backward(g.ref, db.ref, g.ref, n, 0, 1);
+  UT(add_backward)(g.ut, db.ut, g.ut, n, 0, 1);
+  check(&g, TOL, "add_backward in place da=dout");
+  check(&db, TOL, "add_backward db acc=1 beside da=dout");
+  Ten g2 = ten_rand(n, 1), da = ten_grad(n, 0);
+  ref_add_backward(da.ref, g2.ref, g2.ref, n, 0, 0);
+  UT(add_backward)(da.ut, g2.ut, g2.ut, n, 0, 0);
+  check(&da, TOL, "add_backward da acc=0 beside db=dout");
+  check(&g2, TOL, "add_backward in place db=dout");
+  release_all();
+}
+
+static void case_relu_gelu(int64_t n) {
+  for (int op = 0; op < 2; op++) {
+    const char *nm = op ? "gelu" : "relu";
+    Ten x = ten_rand(n, 4), out = ten_fill(n, NAN);
+    if (op) {
+      ref_gelu_forward(out.ref, x.ref, n);
+      UT(gelu_forward)(out.ut, x.ut, n);
+    } else {
+      ref_relu_forward(out.ref, x.ref, n);
+      UT(relu_forward)(out.ut, x.ut, n);
+    }
+    check(&out, TOL, "%s_forward n=%lld", nm, LL(n));
+    for (int acc = 0; acc <= 1; acc++) {
+      Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+      if (op) {
+        ref_gelu_backward(dx.ref, g.ref, x.ref, n, acc);
+        UT(gelu_backward)(dx.ut, g.ut, x.ut, n, acc);
+      } else {
+        ref_relu_backward(dx.ref, g.ref, out.ref, n, acc);
+        UT(relu_backward)(dx.ut, g.ut, out.ut, n, acc);
+      }
+      check(&dx, TOL, "%s_backward acc=%d", nm, acc);
+    }
+    Ten g = ten_rand(n, 1); // in place: dx = dout
+    if (op) {
+      ref_gelu_backward(g.ref, g.ref, x.ref, n, 0);
+      UT(gelu_backward)(g.ut, g.ut, x.ut, n, 0);
+      ref_gelu_forward(x.ref, x.ref, n);
+      UT(gelu_forward)(x.ut, x.ut, n);
+    } else {
+      ref_relu_backward(g.ref, g.ref, out.ref, n, 0);
+      UT(relu_backward)(g.ut, g.ut, out.ut, n, 0);
+      ref_relu_forward(x.ref, x.ref, n);
+      UT(relu_forward)(x.ut, x.ut, n);
+    }
+    check(&g, TOL, "%s_backward in place (dx=dout)", nm);
+    check(&x, TOL, "%s_forward in place (out=x)", nm);
+    release_all();
+  }
+}
+
+// ----------------------------------------------------------------------------
+// cases: layernorm, softmax
+
+static void case_layernorm(int64_t N, int64_t C) {
+  Ten x = ten_rand(N * C, 2), w = ten_rand(C, 1), b = ten_rand(C, 1);
+  // a row offset far from 0 tests the two-pass variance
+  for (int64_t j = 0; j < C; j++) x.ref[j] += 100.0f;
+  ut_put(x.ut, x.ref, (size_t)C * sizeof(float));
+  Ten out = ten_fill(N * C, NAN), mean = ten_fill(N, NAN), rstd = ten_fill(N, NAN);
+  ref_layernorm_forward(out.ref, mean.ref, rstd.ref, x.ref, w.ref, b.ref, N, C);
+  UT(layernorm_forward)(out.ut, mean.ut, rstd.ut, x.ut, w.ut, b.ut, N, C);
+  check(&out, TOL_SUM, "layernorm_forward (%lld,%lld)", LL(N), LL(C));
+  check(&mean, TOL, "layernorm_forward mean");
+  check(&rstd, TOL, "layernorm_forward rstd");
+  Ten out2 = ten_fill(N * C, NAN);
+  ref_layernorm_forward(out2.ref, NULL, NULL, x.ref, w.ref, b.ref, N, C);
+  UT(layernorm_forward)(out2.ut, NULL, NULL, x.ut, w.ut, b.ut, N, C);
+  check(&out2, TOL_SUM, "layernorm_forward eval (mean, rstd NULL)");
+  // backward from the reference statistics, identical on both sides
+  ut_put(mean.ut, mean.ref, (size_t)N * sizeof(float));
+  ut_put(rstd.ut, rstd.ref, (size_t)N * sizeof(float));
+  static const int pat[][3] = {{0, 0, 0}, {1, 1, 1}, {0, 1, -1}, {-1, -1, 0}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *a = pat[p];
+    Ten g = ten_rand(N * C, 1);
+    Ten dx = ten_grad(N * C, a[0] > 0), dw = ten_grad(C, a[1] > 0),
+        db = ten_grad(C, a[2] > 0);
+    ref_layernorm_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref,
+                           a[2] < 0 ? NULL : db.ref, g.ref, x.ref, w.ref, mean.ref,
+                           rstd.ref, N, C, a[0] > 0, a[1] > 0, a[2] > 0);
+    UT(layernorm_backward)
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut,
+     w.ut, mean.ut, rstd.ut, N, C, a[0] > 0, a[1] > 0, a[2] > 0);
+    if (a[0] >= 0) check(&dx, TOL, "layernorm_backward dx acc=%d", a[0]);
+    if (a[1] >= 0) check(&dw, TOL, "layernorm_backward dw acc=%d", a[1]);
+    if (a[2] >= 0) check(&db, TOL, "layernorm_backward db acc=%d", a[2]);
+  }
+  release_all();
+}
+
+static void case_softmax(int64_t N, int64_t C) {
+  Ten x = ten_rand(N * C, 5), out = ten_fill(N * C, NAN);
+  ref_softmax_forward(out.ref, x.ref, N, C);
+  UT(softmax_forward)(out.ut, x.ut, N, C);
+  check(&out, TOL, "softmax_forward (%lld,%lld)", LL(N), LL(C));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(N * C, 1), dx = ten_grad(N * C, acc);
+    ref_softmax_backward(dx.ref, g.ref, out.ref, N, C, acc);
+    UT(softmax_backward)(dx.ut, g.ut, out.ut, N, C, acc);
+    check(&dx, TOL, "softmax_backward acc=%d", acc);
+  }
+  Ten g = ten_rand(N * C, 1);
+  ref_softmax_backward(g.ref, g.ref, out.ref, N, C, 0);
+  UT(softmax_backward)(g.ut, g.ut, out.ut, N, C, 0);
+  check(&g, TOL, "softmax_backward in place (dx=dout)");
+  ref_softmax_forward(x.ref, x.ref, N, C);
+  UT(softmax_forward)(x.ut, x.ut, N, C);
+  check(&x, TOL, "softmax_forward in place (out=x)");
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
+// cases: attention
+
+static void case_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "B=%lld T=%lld C=%lld NH=%lld", LL(B), LL(T), LL(C),
+           LL(NH));
+  Ten qkv = ten_rand(B * T * 3 * C, 1.5f);
+  Ten out = ten_fill(B * T * C, NAN), lse = ten_fill(B * NH * T, NAN);
+  ref_attention_forward(out.ref, lse.ref, qkv.ref, B, T, C, NH);
+  UT(attention_forward)(out.ut, lse.ut, qkv.ut, B, T, C, NH);
+  check(&out, TOL_ATT, "attention_forward out %s", shape);
+  check(&lse, TOL_ATT, "attention_forward lse");
+  Ten out2 = ten_fill(B * T * C, NAN);
+  ref_attention_forward(out2.ref, NULL, qkv.ref, B, T, C, NH);
+  UT(attention_forward)(out2.ut, NULL, qkv.ut, B, T, C, NH);
+  check(&out2, TOL_ATT, "attention_forward eval (lse NULL)");
+  // backward from the reference out and lse, identical on both sides
+  ut_put(out.ut, out.ref, (size_t)out.n * sizeof(float));
+  ut_put(lse.ut, lse.ref, (size_t)lse.n * sizeof(float));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(B * T * C, 1), dqkv = ten_grad(B * T * 3 * C, acc);
+    ref_attention_backward(dqkv.ref, g.ref, qkv.ref, out.ref, lse.ref, B, T, C, NH, acc);
+    UT(attention_backward)(dqkv.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, acc);
+    check(&dqkv, TOL_ATT, "attention_backward dqkv acc=%d", acc);
+  }
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
+// cases: embeddings
+
+static void case_embedding(int64_t N, int64_t C, int64_t V, int skew) {
+  Ids tok = ids_rand(N, V, skew);
+  Ten W = ten_rand(V * C, 1), out = ten_fill(N * C, NAN);
+  ref_embedding_forward(out.ref, tok.ref, W.ref, N, C, V);
+  UT(embedding_forward)(out.ut, tok.ut, W.ut, N, C, V);
+  check(&out, EXACT, "embedding_forward N=%lld C=%lld V=%lld%s", LL(N), LL(C), LL(V),
+        skew ? " skewed" : "");
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(N * C, 1), dW = ten_grad(V * C, acc);
+    ref_embedding_backward(dW.ref, g.ref, tok.ref, N, C, V, acc);
+    UT(embedding_backward)(dW.ut, g.ut, tok.ut, N, C, V, acc);
+    check(&dW, TOL, "embedding_backward acc=%d", acc);
+  }
+  release_all();
+}
+
+static void case_position_embedding(int64_t B, int64_t T, int64_t C, int64_t Wrows) {
+  Ten W = ten_rand(Wrows * C, 1), out = ten_fill(B * T * C, NAN);
+  ref_position_embedding_forward(out.ref, W.ref, B, T, C);
+  UT(position_embedding_forward)(out.ut, W.ut, B, T, C);
+  check(&out, EXACT, "position_embedding_forward B=%lld T=%lld C=%lld", LL(B), LL(T),
+        LL(C));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(B * T * C, 1), dW = ten_grad(Wrows * C, acc);
+    ref_position_embedding_backward(dW.ref, g.ref, B, T, C, Wrows, acc);
+    UT(position_embedding_backward)(dW.ut, g.ut, B, T, C, Wrows, acc);
+    check(&dW, TOL, "position_embedding_backward acc=%d Wrows=%lld", acc, LL(Wrows));
+  }
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
+// cases: losses
+
+static void case_cross_entropy(int64_t N, int64_t V) {
+  Ten logits = ten_rand(N * V, 4);
+  Ids tgt = ids_rand(N, V, 0);
+  Ten loss = ten_fill(1, NAN), lse = ten_fill(N, NAN);
+  ref_cross_entropy_forward(loss.ref, lse.ref, logits.ref, tgt.ref, N, V);
+  UT(cross_entropy_forward)(loss.ut, lse.ut, logits.ut, tgt.ut, N, V);
+  check(&loss, TOL, "cross_entropy_forward loss N=%lld V=%lld", LL(N), LL(V));
+  check(&lse, TOL, "cross_entropy_forward lse");
+  Ten loss2 = ten_fill(1, NAN);
+  ref_cross_entropy_forward(loss2.ref, NULL, logits.ref, tgt.ref, N, V);
+  UT(cross_entropy_forward)(loss2.ut, NULL, logits.ut, tgt.ut, N, V);
+  check(&loss2, TOL, "cross_entropy_forward eval (lse NULL)");
+  ut_put(lse.ut, lse.ref, (size_t)N * sizeof(float));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten d = ten_grad(N * V, acc);
+    ref_cross_entropy_backward(d.ref, logits.ref, tgt.ref, lse.ref, N, V, 2.5f, acc);
+    UT(cross_entropy_backward)(d.ut, logits.ut, tgt.ut, lse.ut, N, V, 2.5f, acc);
+    check(&d, TOL, "cross_entropy_backward acc=%d scale=2.5", acc);
+  }
+  ref_cross_entropy_backward(logits.ref, logits.ref, tgt.ref, lse.ref, N, V, 1.0f, 0);
+  UT(cross_entropy_backward)(logits.ut, logits.ut, tgt.ut, lse.ut, N, V, 1.0f, 0);
+  check(&logits, TOL, "cross_entropy_backward in place (dlogits=logits)");
+  release_all();
+}
+
+static void case_mse(int64_t n) {
+  Ten pred = ten_rand(n, 1), target = ten_rand(n, 1), loss = ten_fill(1, NAN);
+  ref_mse_forward(loss.ref, pred.ref, target.ref, n);
+  UT(mse_forward)(loss.ut, pred.ut, target.ut, n);
+  check(&loss, TOL, "mse_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten d = ten_grad(n, acc);
+    ref_mse_backward(d.ref, pred.ref, target.ref, n, 0.5f, acc);
+    UT(mse_backward)(d.ut, pred.ut, target.ut, n, 0.5f, acc);
+    check(&d, TOL, "mse_backward acc=%d scale=0.5", acc);
+  }
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
+// cases: optimizers (several steps, state carried on both sides)
+
+static void case_adamw(int64_t n) {
+  Ten p = ten_rand(n, 1), m = ten_fill(n, 0), v = ten_fill(n, 0);
+  Ten p32 = ten_copy(&p), m32 = ten_copy(&m), v32 = ten_copy(&v);
+  for (int64_t t = 1; t <= 3; t++) {
+    Ten g = ten_rand(n, 1e-2f * (float)t);
+    ref_adamw_update(p.ref, g.ref, m.ref, v.ref, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
+    UT(adamw_update)(p.ut, g.ut, m.ut, v.ut, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
+    ref_adamw_update_f32(p32.ref, g.ref, m32.ref, v32.ref, n, 1e-3, 0.9, 0.95, 1e-8, 0.1,
+                         t);
+    UT(adamw_update)(p32.ut, g.ut, m32.ut, v32.ut, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
+  }
+  check(&p, TOL, "adamw_update p, 3 steps, n=%lld", LL(n));
+  check(&m, TOL, "adamw_update m");
+  check(&v, TOL, "adamw_update v");
+  check(&p32, EXACT, "adamw_update p == cpu.c's float sequence");
+  check(&m32, EXACT, "adamw_update m == cpu.c's float sequence");
+  check(&v32, EXACT, "adamw_update v == cpu.c's float sequence");
+  release_all();
+}
+
+static void case_sgd(int64_t n) {
+  static const struct {
+    double mom, wd;
+    int nesterov;
+  } cfg[] = {{0.0, 0.0, 0}, {0.9, 0.01, 0}, {0.9, 0.01, 1}};
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    Ten p = ten_rand(n, 1), buf = ten_fill(n, 0);
+    Ten p32 = ten_copy(&p), buf32 = ten_copy(&buf);
+    int nb = cfg[c].mom == 0.0; // momentum 0: buf may be NULL
+    for (int t = 1; t <= 3; t++) {
+      Ten g = ten_rand(n, 1);
+      ref_sgd_update(p.ref, g.ref, nb ? NULL : buf.ref, n, 0.1, cfg[c].mom, cfg[c].wd,
+                     cfg[c].nesterov);
+      UT(sgd_update)
+      (p.ut, g.ut, nb ? NULL : buf.ut, n, 0.1, cfg[c].mom, cfg[c].wd, cfg[c].nesterov);
+      ref_sgd_update_f32(p32.ref, g.ref, nb ? NULL : buf32.ref, n, 0.1, cfg[c].mom,
+                         cfg[c].wd, cfg[c].nesterov);
+      UT(sgd_update)
+      (p32.ut, g.ut, nb ? NULL : buf32.ut, n, 0.1, cfg[c].mom, cfg[c].wd, cfg[c].nesterov);
+    }
+    check(&p, TOL, "sgd_update p momentum=%.1f nesterov=%d, 3 steps", cfg[c].mom,
+          cfg[c].nesterov);
+    if (!nb) check(&buf, TOL, "sgd_update buf");
+    check(&p32, EXACT, "sgd_update p == cpu.c's float sequence");
+    release_all();
+  }
+}
+
+// ----------------------------------------------------------------------------
+// CUDA only: determinism, and timing of GPT-2 124M-sized kernels
+
+#ifndef TEST_CPU_BACKEND
+/* Two backend buffers must be equal bit for bit (run-to-run determinism). */
+static void check_same(const Ten *a, const Ten *b, const char *what) {
+  size_t bytes = (size_t)a->n * sizeof(float);
+  float *x = xmalloc(bytes), *y = xmalloc(bytes);
+  ut_get(x, a->ut, bytes);
+  ut_get(y, b->ut, bytes);
+  double abs_err = 0.0;
+  for (int64_t i = 0; i < a->n; i++) abs_err = fmax(abs_err, fabs((double)x[i] - y[i]));
+  int ok = memcmp(x, y, bytes) == 0;
+  free(x);
+  free(y);
+  failures += !ok;
+  checks++;
+  printf("%-58s %9.2e %9s  %s\n", what, abs_err, "-", ok ? "ok" : "FAIL");
+}
+
+/* The kernels that sum over rows, run twice on the same inputs. */
+static void case_determinism(void) {
+  int64_t B = 2, T = 256, C = 256, NH = 4, N = 4096, V = 300;
+  Ten qkv = ten_rand(B * T * 3 * C, 1.5f), out = ten_fill(B * T * C, 0);
+  Ten lse = ten_fill(B * NH * T, 0), g = ten_rand(B * T * C, 1);
+  UT(attention_forward)(out.ut, lse.ut, qkv.ut, B, T, C, NH);
+  Ten d1 = ten_fill(B * T * 3 * C, 0), d2 = ten_fill(B * T * 3 * C, 0);
+  UT(attention_backward)(d1.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, 0);
+  UT(attention_backward)(d2.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, 0);
+  check_same(&d1, &d2, "determinism: attention_backward twice");
+  Ids tok = ids_rand(N, V, 1);
+  Ten ge = ten_rand(N * C, 1), e1 = ten_fill(V * C, 0), e2 = ten_fill(V * C, 0);
+  UT(embedding_backward)(e1.ut, ge.ut, tok.ut, N, C, V, 0);
+  UT(embedding_backward)(e2.ut, ge.ut, tok.ut, N, C, V, 0);
+  check_same(&e1, &e2, "determinism: embedding_backward twice");
+  Ten x = ten_rand(N * C, 1), w = ten_rand(C, 1), m = ten_rand(N, 1), r = ten_rand(N, 1);
+  Ten w1 = ten_fill(C, 0), w2 = ten_fill(C, 0), b1 = ten_fill(C, 0), b2 = ten_fill(C, 0);
+  UT(layernorm_backward)(NULL, w1.ut, b1.ut, ge.ut, x.ut, w.ut, m.ut, r.ut, N, C, 0, 0, 0);
+  UT(layernorm_backward)(NULL, w2.ut, b2.ut, ge.ut, x.ut, w.ut, m.ut, r.ut, N, C, 0, 0, 0);
+  check_same(&w1, &w2, "determinism: layernorm_backward dw twice");
+  check_same(&b1, &b2, "determinism: layernorm_backward db twice");
+  Ten logits = ten_rand(64 * 5000, 4), l1 = ten_fill(1, 0), l2 = ten_fill(1, 0);
+  Ids tgt = ids_rand(64, 5000, 0);
+  UT(cross_entropy_forward)(l1.ut, NULL, logits.ut, tgt.ut, 64, 5000);
+  UT(cross_entropy_forward)(l2.ut, NULL, logits.ut, tgt.ut, 64, 5000);
+  check_same(&l1, &l2, "determinism: cross_entropy_forward twice");
+  release_all();
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+#define TIME(label, flops, stmt)                                                           \
+  do {                                                                                     \
+    stmt;                                                                                  \
+    rt_cuda_synchronize();                                                                 \
+    double t0_ = now_ms();                                                                 \
+    for (int it_ = 0; it_ < 5; it_++) stmt;                                                \
+    rt_cuda_synchronize();                                                                 \
+    double ms_ = (now_ms() - t0_) / 5;                                                     \
+    if ((flops) > 0)                                                                       \
+      printf("%-46s %9.3f ms %8.1f TFLOP/s\n", label, ms_, (flops) / ms_ * 1e-9);          \
+    else                                                                                   \
+      printf("%-46s %9.3f ms\n", label, ms_);                                              \
+  } while (0)
+
+/* GPT-2 124M at B=8, T=1024 (no checks; inputs random, outputs discarded). */
+static void bench(void) {
+  int64_t B = 8, T = 1024, C = 768, NH = 12, V = 50304, M = B * T;
+  printf("\ntiming, GPT-2 124M shapes, B=%lld T=%lld (mean of 5 after a warm-up)\n", LL(B),
+         LL(T));
+  float *x = ut_alloc((size_t)M * 4 * C * 4), *W = ut_alloc((size_t)4 * C * C * 4);
+  float *bias = ut_alloc((size_t)4 * C * 4), *y = ut_alloc((size_t)M * 4 * C * 4);
+  float *dx = ut_alloc((size_t)M * 4 * C * 4), *dW = ut_alloc((size_t)4 * C * C * 4);
+  float *qkv = ut_alloc((size_t)M * 3 * C * 4), *dqkv = ut_alloc((size_t)M * 3 * C * 4);
+  float *lse = ut_alloc((size_t)B * NH * T * 4), *mean = ut_alloc((size_t)M * 4);
+  float *rstd = ut_alloc((size_t)M * 4), *logits = ut_alloc((size_t)M * V * 4);
+  float *loss = ut_alloc(4), *wte = ut_alloc((size_t)V * C * 4);
+  Ten r = ten_rand(M * 3 * C, 1); // random qkv (zeros would make attention trivial)
+  ut_put(qkv, r.ref, (size_t)M * 3 * C * 4);
+  rt_cuda_memset_zero(x, (size_t)M * 4 * C * 4);
+  rt_cuda_memset_zero(W, (size_t)4 * C * C * 4);
+  rt_cuda_memset_zero(bias, (size_t)4 * C * 4);
+  rt_cuda_memset_zero(logits, (size_t)M * V * 4);
+  rt_cuda_memset_zero(wte, (size_t)V * C * 4);
+  Ids tgt = ids_rand(M, V, 0);
+  double fl = 2.0 * M * C * 4 * C;
+  for (int tf32 = 0; tf32 <= 1; tf32++) {
+    rt_cuda_set_tf32(tf32);
+    printf("-- %s\n", tf32 ? "TF32" : "fp32");
+    TIME("linear_forward fc (8192x768 -> 3072, bias)", fl,
+         UT(linear_forward)(y, x, W, bias, M, C, 4 * C));
+    TIME("linear_backward fc (dx, dW, db)", 2 * fl,
+         UT(linear_backward)(dx, dW, bias, y, x, W, M, C, 4 * C, 0, 0, 0));
+    TIME("linear_forward lm head (8192x768 -> 50304)", 2.0 * M * C * V,
+         UT(linear_forward)(logits, x, wte, NULL, M, C, V));
+  }
+  rt_cuda_set_tf32(0);
+  double fa = 4.0 * B * NH * T * T / 2 * (C / NH);
+  TIME("attention_forward", fa, UT(attention_forward)(y, lse, qkv, B, T, C, NH));
+  TIME("attention_backward", 2.5 * fa,
+       UT(attention_backward)(dqkv, y, qkv, y, lse, B, T, C, NH, 0));
+  TIME("layernorm_forward (8192x768)", 0,
+       UT(layernorm_forward)(y, mean, rstd, qkv, W, bias, M, C));
+  TIME("layernorm_backward", 0,
+       UT(layernorm_backward)(dx, dW, bias, y, qkv, W, mean, rstd, M, C, 0, 0, 0));
+  TIME("gelu_forward (8192x3072)", 0, UT(gelu_forward)(y, dx, M * 4 * C));
+  TIME("cross_entropy_forward (8192x50304)", 0,
+       UT(cross_entropy_forward)(loss, lse, logits, tgt.ut, M, V));
+  TIME("cross_entropy_backward (in place)", 0,
+       UT(cross_entropy_backward)(logits, logits, tgt.ut, lse, M, V, 1.0f, 0));
+  TIME("embedding_backward (8192 tokens, V=50304)", 0,
+       UT(embedding_backward)(logits, y, tgt.ut, M, C, V, 0));
+  int64_t np = 100000000; // p, g, m, v: four slices of the logits buffer
+  TIME("adamw_update (100M parameters)", 0,
+       UT(adamw_update)(logits, logits + np, logits + 2 * np, logits + 3 * np, np, 1e-3,
+                        0.9, 0.95, 1e-8, 0.1, 1));
+  release_all();
+}
+#endif
+
+// ----------------------------------------------------------------------------
+
+#define RUN(name, call)                                                                    \
+  do {                                                                                     \
+    if (selected(name)) call;                                                              \
+  } while (0)
+
+int main(int argc, char **argv) {
+  int do_bench = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick"))
+      quick = 1;
+    else if (!strcmp(argv[i], "--bench"))
+      do_bench = 1;
+    else
+      filter = argv[i];
+  }
+#ifndef TEST_CPU_BACKEND
+  if (rt_cuda_device_count() == 0) {
+    printf("test_cuda_kernels: no CUDA device or driver: skipped\n");
+    return 77;
+  }
+  void *ws = rt_cuda_malloc(WORKSPACE_BYTES);
+  rt_cuda_init(ws, WORKSPACE_BYTES);
+  size_t free_b = 0, total_b = 0;
+  rt_cuda_mem_info(&free_b, &total_b);
+  printf("device memory: %.1f GiB free of %.1f GiB\n", free_b / 1073741824.0,
+         total_b / 1073741824.0);
+#else
+  rt_set_threads(4);
+#endif
+  printf("backend %s against double references%s\n", BACKEND, quick ? " (quick)" : "");
+  printf("%-58s %9s %9s  %s\n", "kernel / output", "max abs", "max rel", "ok");
+  RUN("linear", case_linear(37, 61, 53, TOL_SUM, ""));
+  if (!quick) RUN("linear", case_linear(256, 384, 320, TOL_SUM, ""));
+  RUN("matmul", case_matmul(3, 17, 29, 23, TOL_SUM, ""));
+  if (!quick) RUN("matmul", case_matmul(4, 64, 96, 128, TOL_SUM, ""));
+  RUN("add", case_add(quick ? 1000 : 100003));
+  RUN("relu_gelu", case_relu_gelu(quick ? 1000 : 100003));
+  RUN("layernorm", case_layernorm(67, 129));
+  if (!quick) RUN("layernorm", case_layernorm(512, 768));
+  RUN("softmax", case_softmax(50, 1000));
+  RUN("softmax", case_softmax(33, 7));
+  RUN("attention", case_attention(2, 67, 96, 4)); // head size 24, ragged tiles
+  RUN("attention", case_attention(1, 33, 40, 5)); // head size 8
+  if (!quick) {
+    RUN("attention", case_attention(2, 128, 128, 2)); // head size 64
+    RUN("attention", case_attention(1, 100, 240, 2)); // head size 120
+    RUN("attention", case_attention(1, 40, 512, 2));  // head size 256 (large shared memory)
+  }
+  RUN("embedding", case_embedding(1000, 100, 50, 0)); // many repeats per row
+  RUN("embedding", case_embedding(777, 70, 5000, 1)); // one very frequent token
+  RUN("position_embedding", case_position_embedding(3, 17, 40, 24));
+  RUN("cross_entropy", case_cross_entropy(300, 10));
+  RUN("cross_entropy", case_cross_entropy(quick ? 4 : 64, 50257));
+  RUN("mse", case_mse(10007));
+  RUN("adamw", case_adamw(10007));
+  RUN("sgd", case_sgd(10007));
+#ifndef TEST_CPU_BACKEND
+  rt_cuda_set_tf32(1);
+  RUN("tf32", case_linear(64, 256, 96, TOL_TF32, " tf32"));
+  RUN("tf32", case_matmul(2, 32, 128, 48, TOL_TF32, " tf32"));
+  rt_cuda_set_tf32(0);
+  rt_cuda_set_cublaslt(0);
+  RUN("nolt", case_linear(37, 61, 53, TOL_SUM, " no-cublasLt"));
+  rt_cuda_set_cublaslt(1);
+  RUN("determinism", case_determinism());
+#endif
+  printf("%d checks, %d failed\n", checks, failures);
+#ifndef TEST_CPU_BACKEND
+  if (do_bench) bench();
+  rt_cuda_shutdown();
+  rt_cuda_free(ws);
+#else
+  (void)do_bench;
+#endif
+  return failures ? 1 : 0;
+}

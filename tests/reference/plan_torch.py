@@ -1,0 +1,207 @@
+"""plan_torch.py: runs a memplan plan.json with PyTorch eager ops, generically:
+the forward schedule interpreted op by op, autograd for the backward, and
+torch.optim.AdamW / SGD with the plan's hyperparameters and param groups
+(weight decay only where the plan says so: rank >= 2 parameters). Also
+reproduces the generated trainer's batches exactly (memplan_trainer.h):
+sequential token windows, or the synthetic "blobs" data set."""
+import json
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MASK = (1 << 64) - 1
+
+
+def load_plan(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------------------
+# inputs and batches (the same rules as codegen/emitc.c and memplan_trainer.c)
+
+def classify_inputs(plan, sched_key, sched_set):
+    """[(buffer, kind)] of one schedule's inputs, tokens first."""
+    bufs = plan["buffers"]
+    kinds = {}
+    for b in bufs:
+        if b["role"] != "input" or b["schedule"] != sched_set:
+            continue
+        for op in plan[sched_key]:
+            if op["phase"] == "forward" and b["id"] in op["inputs"]:
+                slot = op["inputs"].index(b["id"])
+                if op["op"] == "embedding" and slot == 0:
+                    kinds[b["id"]] = ("tokens", op["dims"][2])
+                elif op["op"] == "cross_entropy" and slot == 1:
+                    kinds[b["id"]] = ("labels", op["dims"][1])
+                elif op["op"] == "mse" and slot == 1:
+                    kinds[b["id"]] = ("values", 0)
+                else:
+                    kinds[b["id"]] = ("features", 0)
+                break
+    has_tokens = any(k == "tokens" for k, _ in kinds.values())
+    out = []
+    for bid, (k, n) in kinds.items():
+        if k == "labels" and has_tokens:
+            k = "next"
+        out.append((bufs[bid], k, n))
+    out.sort(key=lambda e: e[1] != "tokens")
+    return out
+
+
+def read_tokens(path, is_text):
+    with open(path, "rb") as f:
+        blob = f.read()
+    if is_text:
+        return np.frombuffer(blob, dtype=np.uint8).astype(np.int64)
+    header = np.frombuffer(blob[:1024], dtype="<i4")
+    assert header[0] == 20240520 and header[1] == 1
+    return np.frombuffer(blob[1024:1024 + 2 * int(header[2])], dtype="<u2").astype(np.int64)
+
+
+def _mix64(x):
+    z = (x + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def _key3(tag, a, b):
+    return _mix64(_mix64(_mix64(tag) ^ a) ^ b)
+
+
+def _unit24(h):
+    return (h >> 40) * 2.0 ** -24
+
+
+class Batches:
+    """The trainer's training batches, in order."""
+
+    def __init__(self, plan, tokens=None):
+        self.inputs = classify_inputs(plan, "schedule", "train")
+        self.tokens, self.pos, self.step = tokens, 0, 0
+        self.classes = next((n for _, k, n in self.inputs if k == "labels"), 10)
+
+    def next(self):
+        self.step += 1
+        out = {}
+        if self.tokens is not None:
+            b0 = self.inputs[0][0]
+            w = int(np.prod(b0["shape"]))
+            if self.pos + w + 1 > len(self.tokens):
+                self.pos = 0
+            win = self.tokens[self.pos:self.pos + w + 1]
+            for b, k, _ in self.inputs:
+                out[b["id"]] = torch.from_numpy(win[1:] if k == "next" else win[:-1]).reshape(b["shape"])
+            self.pos += w
+            return out
+        for b, k, _ in self.inputs:
+            rows = b["shape"][0] if b["shape"] else 1
+            cols = int(np.prod(b["shape"])) // rows
+            s0 = (self.step - 1) * rows
+            a = np.zeros((rows, cols), dtype=np.float32 if k != "labels" else np.int64)
+            for r in range(rows):
+                s = s0 + r
+                y = _key3(1, s, 0) % self.classes
+                for j in range(cols):
+                    if k == "labels":
+                        a[r, j] = y
+                        continue
+                    c = 2.0 * _unit24(_key3(2, y, j)) - 1.0
+                    a[r, j] = c / 16.0 + (2.0 * _unit24(_key3(3, s, j)) - 1.0) if k == "features" else c
+            t = torch.from_numpy(a).reshape(b["shape"])
+            out[b["id"]] = t
+        return out
+
+
+# ---------------------------------------------------------------------------
+# parameters, forward, optimizer
+
+def init_params(plan, seed=0):
+    """{name: float32 numpy array}, drawn with torch from the plan's init specs."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for b in plan["buffers"]:
+        if b["role"] != "param":
+            continue
+        t = torch.empty(b["shape"], dtype=torch.float32)
+        kind, s = b["init"]["kind"], b["init"]["scale"]
+        if kind == "normal":
+            t.normal_(0.0, s, generator=g)
+        elif kind == "uniform":
+            t.uniform_(-s, s, generator=g)
+        elif kind == "ones":
+            t.fill_(1.0)
+        else:
+            t.zero_()
+        out[b["name"]] = t.numpy()
+    return out
+
+
+def make_params(plan, weights, dtype):
+    """{buffer id: leaf tensor} from {name: array}."""
+    return {b["id"]: torch.tensor(weights[b["name"]], dtype=dtype, requires_grad=True)
+            for b in plan["buffers"] if b["role"] == "param"}
+
+
+def _attention(qkv, B, T, C, NH):
+    hs = C // NH
+    q, k, v = qkv.view(B, T, 3, NH, hs).permute(2, 0, 3, 1, 4)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+    return (att @ v).transpose(1, 2).reshape(B, T, C)
+
+
+def forward(plan, params, inputs, dtype, sched_key="schedule"):
+    """Interprets the forward ops of a schedule; returns the loss tensor."""
+    env = dict(params)
+    for bid, t in inputs.items():
+        env[bid] = t.to(dtype) if t.is_floating_point() else t.long()
+    bufs = plan["buffers"]
+    for op in plan[sched_key]:
+        if op["phase"] != "forward":
+            continue
+        a = [env[i] if i >= 0 else None for i in op["inputs"]]
+        d, k, o = op["dims"], op["op"], op["outputs"][0]
+        shape = bufs[o]["shape"]
+        if k == "linear":
+            y = F.linear(a[0].reshape(d[0], d[1]), a[1], a[2])
+        elif k == "matmul":
+            y = torch.bmm(a[0].reshape(d[0], d[1], d[2]), a[1].reshape(d[0], d[2], d[3]))
+        elif k == "add":
+            y = a[0] + a[1]
+        elif k == "relu":
+            y = F.relu(a[0])
+        elif k == "gelu":
+            y = F.gelu(a[0], approximate="tanh")
+        elif k == "layernorm":
+            y = F.layer_norm(a[0], (d[1],), a[1], a[2], eps=1e-5)
+        elif k == "softmax":
+            y = a[0].softmax(-1)
+        elif k == "attention":
+            y = _attention(a[0], *d[:4])
+        elif k == "embedding":
+            y = F.embedding(a[0], a[1])
+        elif k == "position_embedding":
+            y = a[0][:d[1]].unsqueeze(0).expand(d[0], d[1], d[2])
+        elif k == "cross_entropy":
+            y = F.cross_entropy(a[0].reshape(d[0], d[1]), a[1].reshape(-1))
+        elif k == "mse":
+            y = F.mse_loss(a[0], a[1])
+        else:
+            raise ValueError("plan_torch: no torch version of op %s" % k)
+        env[o] = y.reshape(shape)
+    return env[plan["loss_buffer" if sched_key == "schedule" else "eval_loss_buffer"]]
+
+
+def make_optimizer(plan, params, lr):
+    o = plan["optimizer"]
+    decay = [params[b["id"]] for b in plan["buffers"] if b["role"] == "param" and b["weight_decay"]]
+    rest = [params[b["id"]] for b in plan["buffers"] if b["role"] == "param" and not b["weight_decay"]]
+    groups = [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": rest, "weight_decay": 0.0}]
+    if o["type"] == "adamw":
+        return torch.optim.AdamW(groups, lr=lr, betas=tuple(o["betas"]), eps=o["eps"])
+    return torch.optim.SGD(groups, lr=lr, momentum=o["momentum"], nesterov=o["nesterov"])
