@@ -206,6 +206,11 @@ static int compile_main(int argc, char **argv) {
   report_plan(p, stdout);
   printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
   DotOptions dot = {o.expand, o.block};
+  if (o.block && !dot_block_exists(p, o.block)) {
+    fprintf(stderr, "memplan: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
+            o.block, o.block);
+    return ar_free(&ar), 1;
+  }
   int rc = o.outdir ? write_outputs(p, o.outdir, &dot) : 0;
   ar_free(&ar);
   return rc;
