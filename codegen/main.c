@@ -41,6 +41,8 @@ static const char compile_help[] =
     "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
     "      --time-limit S    seconds the offset search may take (default 0.5)\n"
     "      --no-fuse-updates run every optimizer update after the whole backward pass\n"
+    "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
+    "                        (default: only when nothing else fits the budget)\n"
     "  -h, --help            this help\n";
 
 /* Sizes: a decimal number and an optional unit (B, K/KiB, M/MiB, G/GiB, T/TiB
@@ -81,6 +83,7 @@ typedef struct {
   int64_t budget, align;
   double time_limit;
   bool no_fuse, expand;
+  int64_t micro_batch;
   const char *block;
   DimOverride ov[64];
   char ovname[64][64];
@@ -93,7 +96,8 @@ static void compile_options(int argc, char **argv, Options *o) {
       {"set", required_argument, 0, 's'},    {"dump", required_argument, 0, 'd'},
       {"align", required_argument, 0, 'a'},  {"time-limit", required_argument, 0, 't'},
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
-      {"block", required_argument, 0, 'B'},  {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
+      {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
   *o = (Options){.align = 256, .time_limit = 0.5};
   int c;
   while ((c = getopt_long(argc, argv, "b:o:s:d:h", lo, NULL)) != -1) {
@@ -110,6 +114,10 @@ static void compile_options(int argc, char **argv, Options *o) {
     case 't': o->time_limit = atof(optarg); break;
     case 'F': o->no_fuse = true; break;
     case 'E': o->expand = true; break;
+    case 'M':
+      o->micro_batch = atoll(optarg);
+      if (o->micro_batch <= 0) fprintf(stderr, "memplan: error: --micro-batch '%s' must be a positive integer\n", optarg), exit(1);
+      break;
     case 'B': o->block = optarg; break;
     case 'h': fputs(compile_help, stdout), exit(0);
     default: fputs(usage, stderr), exit(2);
@@ -164,17 +172,77 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
 static void over_budget(const char *model, int64_t budget, const FitResult *r) {
   char a[32], b[32];
   fprintf(stderr,
-          "memplan: error: %s does not fit the budget of %lld bytes (%s), even recomputing every stage it can.\n"
+          "memplan: error: %s does not fit the budget of %lld bytes (%s).\n"
           "  Smallest budget that fits: --budget %lld (%s)\n"
-          "  Also try: a smaller batch or sequence (--set B=... or T=...); lower precision and\n"
-          "  micro-batching are not planned yet.\n",
+          "  (tried recomputation, then every micro-batch size down to 1; a shorter sequence (--set T=...)\n"
+          "  shrinks activations, and lower precision is not planned yet)\n",
           model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)r->min_arena,
           mp_fmt_bytes(b, sizeof b, r->min_arena));
 }
 
 static FitOptions fit_options(const Options *o) {
   return (FitOptions){.fuse = !o->no_fuse, .align = o->align, .time_limit = o->time_limit, .backend = BACKEND_CPU,
-                      .units = 500};
+                      .units = 500, .accumulation = 1};
+}
+
+/* The dim that sizes the batch: the inputs' leading dim, when every input
+ * starts with the same plain dim name (B). NULL: no micro-batching. */
+static const char *batch_dim(const Graph *g) {
+  const char *name = NULL;
+  for (int t = 0; t < g->nt; t++) {
+    if (g->t[t].kind != TK_INPUT) continue;
+    const char *d = g->t[t].shape.rank ? g->t[t].shape.sym[0] : NULL;
+    if (!d || (name && strcmp(name, d))) return NULL;
+    name = d;
+  }
+  for (int i = 0; name && i < g->ndims; i++)
+    if (!strcmp(g->dims[i].name, name)) return name;
+  return NULL;
+}
+
+static int64_t dim_value(const Graph *g, const char *name) {
+  for (int i = 0; i < g->ndims; i++)
+    if (!strcmp(g->dims[i].name, name)) return g->dims[i].value;
+  return 0;
+}
+
+/* The model again with the batch dim set to mb (after the user's --set). */
+static Graph *with_micro_batch(Arena *ar, Options *o, const char *bdim, int64_t mb) {
+  DimOverride ov[65];
+  memcpy(ov, o->ov, sizeof(DimOverride) * (size_t)o->nov);
+  int n = o->nov, i = 0;
+  while (i < n && strcmp(ov[i].name, bdim)) i++;
+  ov[i] = (DimOverride){bdim, mb};
+  return load_model(ar, o->model, ov, i == n ? n + 1 : n);
+}
+
+/* The budget's levers in order: keep everything; recompute (fit_budget);
+ * then the largest micro-batch dividing the batch that fits, recomputing
+ * at that size too. --micro-batch forces one. */
+static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
+  const char *bdim = batch_dim(*g);
+  int64_t B = bdim ? dim_value(*g, bdim) : 0;
+  if (o->micro_batch) {
+    if (!bdim || B % o->micro_batch) {
+      fprintf(stderr, "memplan: error: --micro-batch %lld must divide the batch %s = %lld\n", (long long)o->micro_batch,
+              bdim ? bdim : "(the inputs have no common leading dim)", (long long)B);
+      exit(1);
+    }
+    fo->accumulation = (int)(B / o->micro_batch);
+    *g = with_micro_batch(ar, o, bdim, o->micro_batch);
+    return fit_budget(ar, *g, o->budget, fo);
+  }
+  FitResult r = fit_budget(ar, *g, o->budget, fo);
+  int64_t least = r.min_arena;
+  for (int64_t mb = B - 1; !r.plan && mb >= 1; mb--) {
+    if (B % mb) continue;
+    fo->accumulation = (int)(B / mb);
+    *g = with_micro_batch(ar, o, bdim, mb);
+    r = fit_budget(ar, *g, o->budget, fo);
+    if (r.min_arena < least) least = r.min_arena;
+  }
+  r.min_arena = least;
+  return r;
 }
 
 static int compile_main(int argc, char **argv) {
@@ -185,12 +253,12 @@ static int compile_main(int argc, char **argv) {
   Graph *g = load_model(&ar, o.model, o.ov, o.nov);
   if (dumping(&o, "graph")) return load_dump(g, stdout), ar_free(&ar), 0;
   FitOptions fo = fit_options(&o);
-  FitResult r = fit_budget(&ar, g, o.budget, &fo);
+  FitResult r = fit_levers(&ar, &o, &g, &fo);
   if (!r.plan) return over_budget(o.model, o.budget, &r), ar_free(&ar), 1;
   Plan *p = r.plan;
   if (dumping(&o, "step")) return ad_dump(r.step, stdout), ar_free(&ar), 0;
   if (dumping(&o, "live")) return live_dump(r.step, live_build(&ar, r.step, r.step->train, r.step->ntrain), stdout), ar_free(&ar), 0;
-  if (!o.no_fuse) { /* what fusing the updates saves, for the report */
+  if (!o.no_fuse && p->accumulation_steps == 1) { /* what fusing the updates saves, for the report */
     Step *u = ad_build(&ar, g, false, NULL);
     int at;
     p->unfused_lower_bound = live_peak(live_build(&ar, u, u->train, u->ntrain), o.align, &at);

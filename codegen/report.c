@@ -26,11 +26,14 @@ static void counts(const Plan *p, FILE *out) {
   fprintf(out, "  step         %d ops: %d forward, %d backward, %d updates (%s); eval %d ops\n", p->nsched,
           ph[PHASE_FORWARD], ph[PHASE_BACKWARD], ph[PHASE_UPDATE],
           p->opt.kind == OPT_ADAMW ? "AdamW" : "SGD", p->neval);
-  double f = (double)p->step_flops;
+  double f = (double)p->step_flops * p->accumulation_steps;
   const char *u = f >= 1e12 ? "TFLOP" : f >= 1e9 ? "GFLOP" : "MFLOP";
   double d = f >= 1e12 ? 1e12 : f >= 1e9 ? 1e9 : 1e6;
-  fprintf(out, "  step FLOPs   %.2f %s (forward + backward), micro-batch %d x %d\n", f / d, u, p->micro_batch,
-          p->accumulation_steps);
+  if (p->accumulation_steps > 1)
+    fprintf(out, "  step FLOPs   %.2f %s (forward + backward), batch %lld as %d micro-batches of %d, gradients accumulated\n",
+            f / d, u, (long long)p->batch, p->accumulation_steps, p->micro_batch);
+  else
+    fprintf(out, "  step FLOPs   %.2f %s (forward + backward), batch %d\n", f / d, u, p->micro_batch);
 }
 
 static void peak(const Plan *p, FILE *out) {

@@ -618,8 +618,7 @@ typedef struct {
   int *ov_at, *ov;     /* CSR: buffers overlapping each buffer */
   int *sec_at, *sec;   /* CSR: buffers live in each section */
   int64_t *total0;     /* bytes live in each section */
-  int *pre[3];         /* preorders: rank -> buffer, one per heuristic */
-  int *rank[3];        /* buffer -> rank */
+  const Inst *in;      /* lifetimes and sizes, for the preorders */
 } BB;
 
 typedef struct {
@@ -628,14 +627,17 @@ typedef struct {
 
 typedef struct {
   const BB *bb;
-  const int *pre, *rank; /* the preorder in use */
+  int h;     /* the preorder heuristic in use */
+  int *rank; /* per buffer: its rank in the preorder of its (sub)problem */
+  int64_t *tkey; /* per buffer: the preorders' T key, scratch */
   int64_t cap;
   int64_t *off, *min_off, *floor, *total, *sol;
   int *cuts;         /* unplaced buffers crossing boundary s | s+1 */
   int *open_ov;      /* per buffer: unplaced buffers overlapping it */
   int *stamp, epoch; /* dedupes affected sections */
+  int *witness;      /* per section: a buffer last seen at its floor (a hint) */
   int *raised;       /* per buffer: epoch of the placement that last raised it */
-  int *tmp;          /* scratch for sorting orderings */
+  int *tmp, *tmp2;   /* scratch for sorting */
   int *aff;          /* affected sections of one placement */
   Undo *undo;        /* min offsets and floors, restored on backtrack */
   int nundo, capundo;
@@ -684,9 +686,9 @@ static void bb_csr(BB *bb, const Inst *in) {
   }
 }
 
-/* Static preorders, MiniMalloc's "WAT", "TAW", "TWA": W = lifetime width,
- * A = area, T = the largest section total the buffer lives in; all
- * descending, ties by index. */
+/* Preorders, MiniMalloc's "WAT", "TAW", "TWA": W = lifetime width, A = area,
+ * T = the largest section total the buffer lives in (unplaced bytes, so a
+ * subproblem gets its own preorder); all descending, ties by index. */
 typedef struct {
   const Inst *in;
   const int64_t *tmax;
@@ -708,34 +710,16 @@ static int pre_cmp(const void *ctx, int a, int b) {
   return 0; /* stable sort keeps index order */
 }
 
-static void bb_preorders(BB *bb, const Inst *in) {
-  int64_t *tmax = xcalloc((size_t)in->n, sizeof(int64_t));
-  for (int i = 0; i < in->n; i++)
-    for (int s = bb->s_lo[i]; s < bb->s_hi[i]; s++)
-      if (bb->total0[s] > tmax[i]) tmax[i] = bb->total0[s];
-  for (int h = 0; h < 3; h++) {
-    PreCtx c = {in, tmax, h};
-    bb->pre[h] = xmalloc(sizeof(int) * (size_t)in->n);
-    bb->rank[h] = xmalloc(sizeof(int) * (size_t)in->n);
-    for (int i = 0; i < in->n; i++) bb->pre[h][i] = i;
-    msort(bb->pre[h], in->n, pre_cmp, &c);
-    for (int r = 0; r < in->n; r++) bb->rank[h][bb->pre[h][r]] = r;
-  }
-  free(tmax);
-}
-
 static BB bb_make(const Inst *in) {
-  BB bb = {.n = in->n, .size = in->size};
+  BB bb = {.n = in->n, .size = in->size, .in = in};
   bb_sections(&bb, in);
   bb_csr(&bb, in);
-  bb_preorders(&bb, in);
   return bb;
 }
 
 static void bb_free(BB *bb) {
   free(bb->s_lo), free(bb->s_hi), free(bb->ov_at), free(bb->ov);
   free(bb->sec_at), free(bb->sec), free(bb->total0);
-  for (int h = 0; h < 3; h++) free(bb->pre[h]), free(bb->rank[h]);
 }
 
 static void log_set(Search *S, int64_t *slot, int64_t v) {
@@ -764,8 +748,9 @@ static int pool_alloc(Search *S, int n) {
   return at;
 }
 
-/* Raises the min offsets of unplaced buffers overlapping b, marking the
- * sections they live in; returns the number of marked sections. */
+/* Raises the min offsets of unplaced buffers overlapping b to top, marking
+ * the sections they live in whose floor is below top (elsewhere the floor,
+ * at most the lowest min offset there, cannot rise); returns how many. */
 static int raise_min_offsets(Search *S, int b, int64_t top) {
   const BB *bb = S->bb;
   int na = 0;
@@ -777,24 +762,30 @@ static int raise_min_offsets(Search *S, int b, int64_t top) {
     log_set(S, &S->min_off[o], top);
     S->raised[o] = S->epoch;
     for (int s = bb->s_lo[o]; s < bb->s_hi[o]; s++)
-      if (S->stamp[s] != S->epoch) S->stamp[s] = S->epoch, S->aff[na++] = s;
+      if (S->stamp[s] != S->epoch && S->floor[s] < top) S->stamp[s] = S->epoch, S->aff[na++] = s;
   }
   return na;
 }
 
 /* Raises section s's floor to the lowest min offset among its unplaced
  * buffers. The floor is already a lower bound of that minimum, so one buffer
- * at the floor ends the scan: usually early. */
+ * at the floor settles it: first the one that did last time (a hint, checked,
+ * so it needs no undo), else a scan that stops at the first such buffer. */
 static void raise_floor(Search *S, int s) {
   const BB *bb = S->bb;
   int64_t lowest = INT64_MAX, f = S->floor[s];
+  int w = S->witness[s];
+  if (S->off[w] < 0 && S->min_off[w] <= f) return;
   for (int k = bb->sec_at[s]; k < bb->sec_at[s + 1]; k++) {
     int o = bb->sec[k];
     if (S->off[o] >= 0) continue;
-    if (S->min_off[o] <= f) return;
-    if (S->min_off[o] < lowest) lowest = S->min_off[o];
+    if (S->min_off[o] <= f) {
+      S->witness[s] = o;
+      return;
+    }
+    if (S->min_off[o] < lowest) lowest = S->min_off[o], w = o;
   }
-  if (lowest != INT64_MAX) log_set(S, &S->floor[s], lowest);
+  if (lowest != INT64_MAX) log_set(S, &S->floor[s], lowest), S->witness[s] = w;
 }
 
 /* Places b at its min offset and updates floors and section totals; returns
@@ -803,11 +794,11 @@ static int place(Search *S, int b) {
   const BB *bb = S->bb;
   int64_t top = S->min_off[b] + bb->size[b];
   S->off[b] = S->sol[b] = S->min_off[b];
-  int na = raise_min_offsets(S, b, top);
   for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) {
     log_set(S, &S->floor[s], top);
     S->total[s] -= bb->size[b];
   }
+  int na = raise_min_offsets(S, b, top);
   for (int a = 0; a < na; a++) raise_floor(S, S->aff[a]);
   return na;
 }
@@ -846,11 +837,27 @@ static int64_t max_total(const Search *S, int sa, int sb) {
   return m;
 }
 
-/* Orders ranks by (min offset, rank): the dynamic ordering. */
+/* Orders buffers by (min offset, rank): the dynamic ordering. */
 static int by_key(const void *ctx, int x, int y) {
   const Search *S = ctx;
-  int c = cmp_i64(S->min_off[S->pre[x]], S->min_off[S->pre[y]]);
-  return c ? c : (x > y) - (x < y);
+  int c = cmp_i64(S->min_off[x], S->min_off[y]);
+  return c ? c : (S->rank[x] > S->rank[y]) - (S->rank[x] < S->rank[y]);
+}
+
+/* Ranks the k buffers ids[] (in index order) by the preorder, with T from
+ * the current section totals. */
+static void rank_buffers(Search *S, const int *ids, int k) {
+  const BB *bb = S->bb;
+  int *o = S->tmp2;
+  for (int i = 0; i < k; i++) {
+    int b = o[i] = ids[i];
+    S->tkey[b] = 0;
+    for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++)
+      if (S->total[s] > S->tkey[b]) S->tkey[b] = S->total[s];
+  }
+  PreCtx c = {bb->in, S->tkey, S->h};
+  msort_rec(o, S->tmp, k, pre_cmp, &c);
+  for (int r = 0; r < k; r++) S->rank[o[r]] = r;
 }
 
 /* The unplaced buffers of a parent ordering, sorted by (min offset, rank).
@@ -861,10 +868,10 @@ static int make_ordering(Search *S, int ord_at, int ord_n, int *m) {
   int at = pool_alloc(S, 2 * ord_n), ka = 0, kb = 0;
   int *a = S->pool + at, *b = a + ord_n, *src = S->pool + ord_at;
   for (int i = 0; i < ord_n; i++) {
-    int r = src[i], x = S->pre[r];
+    int x = src[i];
     if (S->off[x] >= 0) continue;
-    if (S->raised[x] == S->epoch) b[kb++] = r;
-    else a[ka++] = r;
+    if (S->raised[x] == S->epoch) b[kb++] = x;
+    else a[ka++] = x;
   }
   msort_rec(b, S->tmp, kb, by_key, S);
   /* Merge b into a, from the back, so a holds the result in place. */
@@ -877,17 +884,27 @@ static int make_ordering(Search *S, int ord_at, int ord_n, int *m) {
 }
 
 /* Searches the unplaced buffers of ordering `ord` within [c0, c1) as a fresh
- * subproblem (offsets from 0 again). */
+ * subproblem: its own preorder, offsets from 0 again. The buffers' ranks in
+ * the parent problem are saved and restored around it. */
 static int solve_sub(Search *S, int ord_at, int ord_n, int c0, int c1) {
-  int at = pool_alloc(S, ord_n), k = 0;
-  int *o = S->pool + at;
+  int at = pool_alloc(S, 2 * ord_n), k = 0;
+  int *o = S->pool + at, *saved = o + ord_n;
   for (int i = 0; i < ord_n; i++) {
-    int b = S->pre[S->pool[ord_at + i]];
-    if (S->off[b] < 0 && S->bb->s_lo[b] < c1 && c0 < S->bb->s_hi[b]) o[k++] = S->pool[ord_at + i];
+    int b = S->pool[ord_at + i];
+    if (S->off[b] < 0 && S->bb->s_lo[b] < c1 && c0 < S->bb->s_hi[b]) o[k++] = b;
   }
-  msort_rec(o, S->tmp, k, by_key, S); /* a fresh dynamic ordering */
-  S->epoch++;                         /* which make_ordering keeps */
-  int st = k ? search_node(S, at, k, c0, c1, 0, -1) : BB_FOUND;
+  int st = BB_FOUND;
+  if (k > 0) {
+    msort_rec(o, S->tmp, k, by_index, NULL);
+    for (int i = 0; i < k; i++) saved[i] = S->rank[o[i]];
+    rank_buffers(S, o, k);
+    msort_rec(o, S->tmp, k, by_key, S); /* a fresh dynamic ordering, */
+    S->epoch++;                         /* which make_ordering keeps */
+    st = search_node(S, at, k, c0, c1, 0, -1);
+    o = S->pool + at, saved = o + ord_n; /* the pool may have moved */
+    msort_rec(o, S->tmp, k, by_index, NULL); /* back in line with saved[] */
+    for (int i = 0; i < k; i++) S->rank[o[i]] = saved[i];
+  }
   S->npool = at;
   return st;
 }
@@ -914,7 +931,7 @@ static int descend(Search *S, int b, int ord_at, int ord_n, int sa, int sb) {
 static int64_t min_top(const Search *S, const int *o, int m) {
   int64_t t = INT64_MAX;
   for (int i = 0; i < m; i++) {
-    int b = S->pre[o[i]];
+    int b = o[i];
     if (S->min_off[b] + S->bb->size[b] < t) t = S->min_off[b] + S->bb->size[b];
   }
   return t;
@@ -930,7 +947,7 @@ static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t
   int64_t lowest_top = m ? min_top(S, S->pool + at, m) : 0;
   int64_t mt = m ? max_total(S, sa, sb) : 0;
   for (int i = 0; i < m && st == BB_NOT_FOUND; i++) {
-    int r = S->pool[at + i], b = S->pre[r];
+    int b = S->pool[at + i], r = S->rank[b];
     int64_t o = S->min_off[b];
     bool hatless = S->open_ov[b] == 0;
     if (o < min_offset || (o == min_offset && r < min_rank)) { /* canonical */
@@ -965,20 +982,24 @@ static Search search_make(const BB *bb) {
   S.cuts = xcalloc((size_t)ns, sizeof(int));
   S.open_ov = xmalloc(sizeof(int) * (size_t)n);
   S.stamp = xcalloc((size_t)ns, sizeof(int));
+  S.witness = xcalloc((size_t)ns, sizeof(int)); /* any buffer will do */
   S.raised = xcalloc((size_t)n, sizeof(int));
   S.tmp = xmalloc(sizeof(int) * (size_t)n);
+  S.tmp2 = xmalloc(sizeof(int) * (size_t)n);
+  S.rank = xmalloc(sizeof(int) * (size_t)n);
+  S.tkey = xmalloc(sizeof(int64_t) * (size_t)n);
   S.aff = xmalloc(sizeof(int) * (size_t)ns);
   return S;
 }
 
 static void search_free(Search *S) {
   free(S->off), free(S->min_off), free(S->sol), free(S->floor), free(S->total);
-  free(S->cuts), free(S->open_ov), free(S->stamp), free(S->raised), free(S->tmp), free(S->aff), free(S->undo), free(S->pool);
+  free(S->cuts), free(S->open_ov), free(S->stamp), free(S->witness), free(S->raised), free(S->tmp), free(S->tmp2), free(S->rank), free(S->tkey), free(S->aff), free(S->undo), free(S->pool);
 }
 
 static void search_reset(Search *S, int h, int64_t cap) {
   const BB *bb = S->bb;
-  S->pre = bb->pre[h], S->rank = bb->rank[h], S->cap = cap;
+  S->h = h, S->cap = cap;
   for (int i = 0; i < bb->n; i++) S->off[i] = -1, S->min_off[i] = 0;
   for (int s = 0; s < bb->ns; s++) S->floor[s] = 0, S->total[s] = bb->total0[s], S->cuts[s] = 0;
   for (int i = 0; i < bb->n; i++) S->open_ov[i] = bb->ov_at[i + 1] - bb->ov_at[i];
@@ -1001,7 +1022,9 @@ static int bb_fit(Search *S, int64_t cap, int64_t *budget, double deadline) {
       S->nodes = 0;
       S->node_limit = limit < *budget ? limit : *budget;
       int at = pool_alloc(S, bb->n);
-      for (int r = 0; r < bb->n; r++) S->pool[at + r] = r;
+      for (int i = 0; i < bb->n; i++) S->pool[at + i] = i;
+      rank_buffers(S, S->pool + at, bb->n);
+      msort_rec(S->pool + at, S->tmp, bb->n, by_key, S); /* min offsets all 0 */
       int st = search_node(S, at, bb->n, 0, bb->ns, 0, -1);
       *budget -= S->nodes;
       if (st != BB_ABORT) return st == BB_FOUND;
@@ -1014,7 +1037,7 @@ static int bb_fit(Search *S, int64_t cap, int64_t *budget, double deadline) {
 /* Search is node-counted so results do not depend on the machine's speed;
  * the wall clock only backs it up. The rate is a conservative guess of nodes
  * per second, turning time_limit_s into a node budget. */
-enum { NODES_PER_SECOND = 1000000, EXACT_MAX_N = 4000 };
+enum { NODES_PER_SECOND = 250000, EXACT_MAX_N = 4000 };
 
 typedef struct {
   Leaf l;
@@ -1110,28 +1133,39 @@ static void plan_offsets(const Plan *P, int64_t *offsets) {
   }
 }
 
-/* Minimizes the height by deciding capacities between the bound and the best
- * height: the bound first (usually the optimum), then bisection. A capacity
- * that fails without proof is treated as too low, so `optimal` is claimed only
- * from the bound or from a proof at best - align. Returns the height. */
+/* fit_all with at most `allow` nodes of the budget. */
+static int fit_allowed(Plan *P, int64_t cap, int64_t allow) {
+  int64_t total = P->budget, share = allow < total ? allow : total;
+  P->budget = share;
+  int r = fit_all(P, cap);
+  P->budget = total - (share - P->budget);
+  return r;
+}
+
+/* Minimizes the height by deciding capacities between what is proven
+ * infeasible and the best height, in rounds of bisection. An attempt gets
+ * `allow` nodes; one that runs out counts as too low for the rest of its
+ * round, and the next round retries with 4x the nodes. So capacities that
+ * are easy to decide are settled first, and no single undecidable capacity
+ * (often the bound, when the optimum is above it) eats the whole budget.
+ * Each round tries the bound first: usually it is the optimum. `optimal` is
+ * claimed only from the bound or from a proof at best - align. */
 static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *optimal) {
   const char *m;
-  int64_t lo = lb, proven = lb; /* proven: every height below it is infeasible */
-  while (lo < best && P->budget > 0 && now_s() < P->deadline) {
-    int64_t cap = lo == lb ? lb : lo + (best - lo) / align / 2 * align;
-    /* An attempt gets a share of what is left, so that one undecidable
-     * capacity cannot starve the easier ones above it. */
-    int64_t total = P->budget, share = total / (lo == lb ? 4 : 2);
-    P->budget = share;
-    int r = fit_all(P, cap);
-    P->budget = total - (share - P->budget);
-    if (r == 1) best = plan_height(P, &m);
-    else {
-      if (r == 0 && proven == lo) proven = cap + align;
-      lo = cap + align;
+  int64_t proven = lb; /* every height below it is infeasible */
+  for (int64_t allow = 16 * (int64_t)P->in->n; proven < best; allow *= 4) {
+    for (int64_t lo = proven; lo < best && P->budget > 0 && now_s() < P->deadline;) {
+      int64_t cap = lo == proven ? lo : lo + (best - lo) / align / 2 * align;
+      int r = fit_allowed(P, cap, allow);
+      if (r == 1) best = plan_height(P, &m);
+      else {
+        if (r == 0 && cap + align > proven) proven = cap + align; /* all below fail too */
+        lo = cap + align;
+      }
     }
+    if (allow >= P->budget || now_s() >= P->deadline) break;
   }
-  *optimal = best == lb || proven >= best;
+  *optimal = proven >= best;
   return best;
 }
 

@@ -243,6 +243,8 @@ Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts
   eval_list(&a);
   bool *written = ar_alloc(ar, sizeof(bool) * (size_t)(a.t.n + 1));
   run_actions(&a, acts, written);
+  for (int t = 0; !fuse_updates && t < g->nt; t++) /* unfused: every update after backward */
+    if (g->t[t].kind == TK_PARAM && a.s->grad[t] >= 0) update(&a, t);
   Step *s = a.s;
   s->saved = ar_alloc(ar, sizeof(bool) * (size_t)a.t.n);
   for (int i = 0; i < a.saved.n; i++) s->saved[a.saved.v[i]] = true;
@@ -251,6 +253,7 @@ Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts
   s->eval = a.eval.v, s->neval = a.eval.n;
   s->loss = g->loss;
   s->fused = fuse_updates;
+  s->accumulation = 1;
   return s;
 }
 

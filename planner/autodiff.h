@@ -63,6 +63,7 @@ typedef struct {
   bool *saved; /* per step tensor: an activation that backward reads */
   int loss;
   bool fused;  /* updates run as soon as their gradient is complete */
+  int accumulation; /* micro-batches per step (>= 1): train[] before the updates runs that often */
   int64_t recompute_flops;
 } Step;
 

@@ -7,6 +7,16 @@
 #include "live.h"
 #include "plan_build.h"
 
+/* The step for actions (NULL: keep everything) under the options: with
+ * micro-batches, gradients accumulate across the loop, so updates wait for
+ * the last pass. */
+static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Actions *a) {
+  bool accum = o->accumulation > 1;
+  Step *s = ad_build(ar, g, o->fuse && !accum, a);
+  s->accumulation = accum ? o->accumulation : 1;
+  return s;
+}
+
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   Live *lt = live_build(ar, s, s->train, s->ntrain), *le = live_build(ar, s, s->eval, s->neval);
   Plan *p = plan_build(ar, g, s, lt, le, o->align);
@@ -59,7 +69,7 @@ typedef struct {
 
 static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
   S->g = g, S->o = o;
-  S->plain = ad_build(ar, g, o->fuse, NULL);
+  S->plain = build_step(ar, g, o, NULL);
   S->chain = chain_build(ar, g, S->plain, cost_model(o->backend));
   S->kc = (KeepCtx){g, S->plain, S->chain};
   int M = o->units > 0 ? o->units : 500;
@@ -69,7 +79,7 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
 /* The plan of the DP's schedule at m units, built in ar. */
 static Plan *candidate(Arena *ar, Solver *S, int m, Step **step) {
   Actions a = ckpt_actions(ar, S->T, m, keeps, &S->kc);
-  Step *s = ad_build(ar, S->g, S->o->fuse, &a);
+  Step *s = build_step(ar, S->g, S->o, &a);
   Plan *p = fit_plan(ar, S->g, s, S->o);
   describe(ar, p, S->g, S->plain, S->chain, &a);
   if (step) *step = s;
@@ -103,7 +113,7 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, 
   Arena tmp = {0};
   Actions a = ckpt_actions(&tmp, S->T, m, keeps, &S->kc);
   if (light) a = lightest(&tmp, S->chain, a);
-  Plan *p = fit_plan(&tmp, S->g, ad_build(&tmp, S->g, S->o->fuse, &a), S->o);
+  Plan *p = fit_plan(&tmp, S->g, build_step(&tmp, S->g, S->o, &a), S->o);
   int64_t arena = p->arena_bytes;
   *time = schedule_time(S->chain, &a);
   ar_free(&tmp);
@@ -114,7 +124,7 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, 
 
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o) {
   FitResult r = {0};
-  Step *plain = ad_build(ar, g, o->fuse, NULL);
+  Step *plain = build_step(ar, g, o, NULL);
   Plan *p = fit_plan(ar, g, plain, o);
   r.min_arena = p->arena_bytes, r.candidates = 1;
   if (!budget || p->arena_bytes <= budget) return r.plan = p, r.step = plain, r;
@@ -142,7 +152,7 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     solver_init(ar, &W, g, o);
     Actions a = ckpt_actions(ar, W.T, best_m, keeps, &W.kc);
     if (best_light) a = lightest(ar, W.chain, a);
-    r.step = ad_build(ar, g, o->fuse, &a);
+    r.step = build_step(ar, g, o, &a);
     r.plan = fit_plan(ar, g, r.step, o);
     describe(ar, r.plan, g, W.plain, W.chain, &a);
   }

@@ -14,6 +14,7 @@ typedef struct {
   double time_limit;  /* offset search, per plan */
   Backend backend;    /* cost model */
   int units;          /* DP memory units (default 500) */
+  int accumulation;   /* micro-batches per step; > 1 keeps gradients across them (updates unfused) */
 } FitOptions;
 
 typedef struct {

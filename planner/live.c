@@ -10,7 +10,9 @@
 static bool transient(const STensor *t) { return t->role != ROLE_PARAM && t->role != ROLE_OPT_STATE; }
 
 /* first/last use of every tensor; inputs are filled before the step (def 0)
- * and the loss is read after it (live to the end). */
+ * and the loss is read after it (live to the end). With micro-batches,
+ * a parameter's gradient accumulates over every pass of the loop, so it
+ * lives from the loop's start to its update. */
 static void uses(const Step *s, const Instr *ins, int n, int *first, int *last) {
   for (int t = 0; t < s->nt; t++) first[t] = -1, last[t] = -1;
   for (int p = 0; p < n; p++) {
@@ -25,6 +27,7 @@ static void uses(const Step *s, const Instr *ins, int n, int *first, int *last) 
   for (int t = 0; t < s->nt; t++) {
     if (first[t] < 0) continue;
     if (s->t[t].role == ROLE_INPUT || !transient(&s->t[t])) first[t] = 0;
+    if (s->accumulation > 1 && s->t[t].role == ROLE_GRAD) first[t] = 0;
     if (t == s->loss || !transient(&s->t[t])) last[t] = n - 1;
   }
 }

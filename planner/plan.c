@@ -96,6 +96,8 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
     if (p->sched[i].phase != PHASE_RECOMPUTE) p->step_flops += p->sched[i].flops;
   for (int t = 0; t < g->nt; t++) /* the batch dim is the inputs' leading dim */
     if (g->t[t].kind == TK_INPUT && g->t[t].shape.rank > 0) p->micro_batch = (int)g->t[t].shape.d[0];
+  p->accumulation_steps = s->accumulation;
+  p->batch = (int64_t)p->micro_batch * s->accumulation;
   return p;
 }
 

@@ -114,7 +114,12 @@ typedef struct Plan {
   int64_t step_flops, extra_flops;  /* extra: recomputation */
   PlanStage *stages;              /* checkpointing stages; NULL when nothing is recomputed */
   int nstages;
+  /* micro-batching: the schedule's forward, recompute and backward ops run
+   * accumulation_steps times per step, each on micro_batch rows of the
+   * batch, before the updates; outputs of role grad then accumulate in every
+   * pass after the first, and loss backward is scaled by 1/accumulation_steps */
   int micro_batch, accumulation_steps;
+  int64_t batch;                  /* the effective batch (micro_batch * accumulation_steps) */
   const char *assign_method;
   bool assign_optimal;
   double compile_seconds;

@@ -125,21 +125,25 @@ static void test_load(void) {
 }
 
 /* Each gradient's first write assigns, later ones accumulate; an update
- * follows the last write of its gradient; eval saves nothing. */
-static void test_autodiff(void) {
+ * follows the last write of its gradient (fused, or after all of backward);
+ * eval saves nothing. */
+static void test_autodiff(bool fuse) {
   Arena ar = {0};
   Graph *g = try_load(&ar, block_model, NULL, 0);
   if (!g) {
     ar_free(&ar);
     return;
   }
-  Step *s = ad_build(&ar, g, true, NULL);
+  Step *s = ad_build(&ar, g, fuse, NULL);
+  bool seen_update = false;
   int *writes = calloc((size_t)s->nt, sizeof(int));
   bool *updated = calloc((size_t)s->nt, sizeof(bool));
   int nupd = 0;
   for (int i = 0; i < s->ntrain; i++) {
     const Instr *x = &s->train[i];
+    CHECK(fuse || !seen_update || x->phase == PHASE_UPDATE); /* unfused: updates come last */
     if (x->phase == PHASE_UPDATE) {
+      seen_update = true;
       nupd++;
       int gt = x->in[0];
       CHECK(writes[gt] > 0 && !updated[gt]);
@@ -296,7 +300,8 @@ int main(int argc, char **argv) {
   models = argc > 1 ? argv[1] : "models";
   test_expr();
   test_load();
-  test_autodiff();
+  test_autodiff(true);
+  test_autodiff(false);
   test_live();
   test_verifier_mutants();
   test_models();
