@@ -3,10 +3,6 @@
 #include "emit.h"
 #include "ops.h"
 
-static const char *op_name(OpKind k) {
-  return k == OP_ADAMW ? "adamw" : k == OP_SGD ? "sgd" : op_info(k)->name;
-}
-
 static void ints(Text *t, const int64_t *v, int n) {
   text_printf(t, "[");
   for (int i = 0; i < n; i++) text_printf(t, "%s%lld", i ? ", " : "", (long long)v[i]);
@@ -45,6 +41,7 @@ static void header(const Plan *p, Text *t) {
     text_printf(t, "},\n  \"optimizer\": {\"type\": \"sgd\", \"lr\": %.9g, \"momentum\": %.9g, \"weight_decay\": %.9g, "
                    "\"nesterov\": %s},\n", o->lr, o->momentum, o->weight_decay, o->nesterov ? "true" : "false");
   text_printf(t, "  \"budget_bytes\": %lld,\n  \"align\": %lld,\n", (long long)p->budget_bytes, (long long)p->align);
+  text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision, p->loss_scaling ? "true" : "false");
 }
 
 static void totals(const Plan *p, Text *t) {
@@ -97,7 +94,7 @@ static void schedule(Text *t, const char *key, const PlanOp *ops, int n, bool la
   text_printf(t, "  \"%s\": [\n", key);
   for (int i = 0; i < n; i++) {
     const PlanOp *o = &ops[i];
-    text_printf(t, "    {\"id\": %d, \"op\": \"%s\", \"phase\": \"%s\", \"layer\": ", i, op_name(o->op),
+    text_printf(t, "    {\"id\": %d, \"op\": \"%s\", \"phase\": \"%s\", \"layer\": ", i, op_info(o->op)->name,
                 plan_phase_name(o->phase));
     text_json_str(t, o->layer);
     text_printf(t, ", \"inputs\": ");

@@ -41,6 +41,8 @@ static const char compile_help[] =
     "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
     "      --time-limit S    seconds the offset search may take (default 0.5)\n"
     "      --no-fuse-updates run every optimizer update after the whole backward pass\n"
+    "      --precision P     storage of saved activations: fp32 (default), bf16, fp16 (with loss\n"
+    "                        scaling), or auto (bf16 only where it recomputes less than fp32)\n"
     "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
     "                        (default: only when nothing else fits the budget)\n"
     "  -h, --help            this help\n";
@@ -84,6 +86,7 @@ typedef struct {
   double time_limit;
   bool no_fuse, expand;
   int64_t micro_batch;
+  Precision precision;
   const char *block;
   DimOverride ov[64];
   char ovname[64][64];
@@ -97,7 +100,7 @@ static void compile_options(int argc, char **argv, Options *o) {
       {"align", required_argument, 0, 'a'},  {"time-limit", required_argument, 0, 't'},
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
-      {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+      {"precision", required_argument, 0, 'P'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   *o = (Options){.align = 256, .time_limit = 0.5};
   int c;
   while ((c = getopt_long(argc, argv, "b:o:s:d:h", lo, NULL)) != -1) {
@@ -114,6 +117,14 @@ static void compile_options(int argc, char **argv, Options *o) {
     case 't': o->time_limit = atof(optarg); break;
     case 'F': o->no_fuse = true; break;
     case 'E': o->expand = true; break;
+    case 'P': {
+      static const char *const names[] = {"fp32", "bf16", "fp16", "auto"};
+      int k = 0;
+      while (k < 4 && strcmp(optarg, names[k])) k++;
+      if (k == 4) fprintf(stderr, "memplan: error: --precision %s: choose fp32, bf16, fp16 or auto\n", optarg), exit(1);
+      o->precision = (Precision)k;
+      break;
+    }
     case 'M':
       o->micro_batch = atoll(optarg);
       if (o->micro_batch <= 0) fprintf(stderr, "memplan: error: --micro-batch '%s' must be a positive integer\n", optarg), exit(1);
@@ -175,7 +186,7 @@ static void over_budget(const char *model, int64_t budget, const FitResult *r) {
           "memplan: error: %s does not fit the budget of %lld bytes (%s).\n"
           "  Smallest budget that fits: --budget %lld (%s)\n"
           "  (tried recomputation, then every micro-batch size down to 1; a shorter sequence (--set T=...)\n"
-          "  shrinks activations, and lower precision is not planned yet)\n",
+          "  shrinks activations; --precision auto or bf16 stores saved activations in half precision)\n",
           model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)r->min_arena,
           mp_fmt_bytes(b, sizeof b, r->min_arena));
 }
@@ -216,9 +227,24 @@ static Graph *with_micro_batch(Arena *ar, Options *o, const char *bdim, int64_t 
   return load_model(ar, o->model, ov, i == n ? n + 1 : n);
 }
 
-/* The budget's levers in order: keep everything; recompute (fit_budget);
- * then the largest micro-batch dividing the batch that fits, recomputing
- * at that size too. --micro-batch forces one. */
+/* The fastest plan at one batch size over the precisions allowed (auto:
+ * fp32, then bf16 when fp32 needs recomputation: lowering wins when it
+ * recomputes less). */
+static FitResult fit_precisions(Arena *ar, const Options *o, Graph *g, FitOptions *fo) {
+  if (o->precision != PREC_AUTO) return fo->precision = o->precision, fit_budget(ar, g, o->budget, fo);
+  fo->precision = PREC_FP32;
+  FitResult a = fit_budget(ar, g, o->budget, fo);
+  if (a.plan && a.plan->extra_flops == 0) return a;
+  fo->precision = PREC_BF16;
+  FitResult b = fit_budget(ar, g, o->budget, fo);
+  if (b.min_arena > a.min_arena) b.min_arena = a.min_arena;
+  if (!b.plan || (a.plan && a.plan->extra_flops <= b.plan->extra_flops)) return a.min_arena = b.min_arena, a;
+  return b;
+}
+
+/* The budget's levers in order: keep everything; recompute and (auto) lower
+ * precision (fit_precisions); then the largest micro-batch dividing the
+ * batch that fits, with both at that size too. --micro-batch forces one. */
 static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
   const char *bdim = batch_dim(*g);
   int64_t B = bdim ? dim_value(*g, bdim) : 0;
@@ -230,15 +256,15 @@ static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
     }
     fo->accumulation = (int)(B / o->micro_batch);
     *g = with_micro_batch(ar, o, bdim, o->micro_batch);
-    return fit_budget(ar, *g, o->budget, fo);
+    return fit_precisions(ar, o, *g, fo);
   }
-  FitResult r = fit_budget(ar, *g, o->budget, fo);
+  FitResult r = fit_precisions(ar, o, *g, fo);
   int64_t least = r.min_arena;
   for (int64_t mb = B - 1; !r.plan && mb >= 1; mb--) {
     if (B % mb) continue;
     fo->accumulation = (int)(B / mb);
     *g = with_micro_batch(ar, o, bdim, mb);
-    r = fit_budget(ar, *g, o->budget, fo);
+    r = fit_precisions(ar, o, *g, fo);
     if (r.min_arena < least) least = r.min_arena;
   }
   r.min_arena = least;
@@ -258,11 +284,8 @@ static int compile_main(int argc, char **argv) {
   Plan *p = r.plan;
   if (dumping(&o, "step")) return ad_dump(r.step, stdout), ar_free(&ar), 0;
   if (dumping(&o, "live")) return live_dump(r.step, live_build(&ar, r.step, r.step->train, r.step->ntrain), stdout), ar_free(&ar), 0;
-  if (!o.no_fuse && p->accumulation_steps == 1) { /* what fusing the updates saves, for the report */
-    Step *u = ad_build(&ar, g, false, NULL);
-    int at;
-    p->unfused_lower_bound = live_peak(live_build(&ar, u, u->train, u->ntrain), o.align, &at);
-  }
+  if (r.step->fused && !p->extra_flops) /* what fusing the updates saves, for the report */
+    p->unfused_lower_bound = fit_unfused_lower_bound(&ar, g, &fo);
   p->compile_seconds = mp_now() - t0;
   const char *bad = verify_plan(p);
   if (bad) {

@@ -86,6 +86,21 @@ static void stages(const Plan *p, FILE *out) {
   }
 }
 
+/* Half-precision storage: which saved activations were lowered. */
+static void lowered(const Plan *p, FILE *out) {
+  int n = 0;
+  int64_t bytes = 0;
+  for (int b = 0; b < p->nbuf; b++)
+    if (p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) n++, bytes += p->buf[b].bytes;
+  if (!n) return;
+  char x[32];
+  fprintf(out, "\nprecision %s: %d saved activations stored in half precision (%s; computed in fp32)%s\n", p->precision,
+          n, mp_fmt_bytes(x, sizeof x, bytes), p->loss_scaling ? "; dynamic loss scaling" : "");
+  for (int b = 0, shown = 0; b < p->nbuf && shown < 12; b++)
+    if (p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) fprintf(out, "  %s\n", p->buf[b].name), shown++;
+  if (n > 12) fprintf(out, "  ... and %d more (plan.json lists them all)\n", n - 12);
+}
+
 void report_plan(const Plan *p, FILE *out) {
   fprintf(out, "memplan: %s (model %s)\n  dims        ", p->source, p->model);
   for (int i = 0; i < p->ndims; i++)
@@ -94,5 +109,6 @@ void report_plan(const Plan *p, FILE *out) {
   counts(p, out);
   peak(p, out);
   arena(p, out);
+  lowered(p, out);
   stages(p, out);
 }

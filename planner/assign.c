@@ -634,7 +634,7 @@ typedef struct {
   int64_t *off, *min_off, *floor, *total, *sol;
   int *cuts;         /* unplaced buffers crossing boundary s | s+1 */
   int *open_ov;      /* per buffer: unplaced buffers overlapping it */
-  int *stamp, epoch; /* dedupes affected sections */
+  int epoch;         /* counts placements (and fresh orderings) */
   int *witness;      /* per section: a buffer last seen at its floor (a hint) */
   int *raised;       /* per buffer: epoch of the placement that last raised it */
   int *tmp, *tmp2;   /* scratch for sorting */
@@ -748,22 +748,33 @@ static int pool_alloc(Search *S, int n) {
   return at;
 }
 
-/* Raises the min offsets of unplaced buffers overlapping b to top, marking
- * the sections they live in whose floor is below top (elsewhere the floor,
- * at most the lowest min offset there, cannot rise); returns how many. */
+/* Raises the min offsets of unplaced buffers overlapping b to top and marks
+ * the sections whose floor may need raising, for section inference.
+ * Refreshing a floor is always sound (it becomes the lowest min offset of the
+ * section's unplaced buffers), so rather than the raised buffers' sections
+ * one by one, take the range they span: each meets b, so with b's sections
+ * it is one contiguous range. Within it, skip a section whose floor is
+ * already >= top (a raised buffer caps its new floor at top, and any other
+ * section keeps its floor) or where top + total <= cap (it passes the check
+ * whatever its floor; its floor stays low, which loses nothing, since every
+ * later check of a section refreshes it first). Returns the number marked
+ * (in S->aff). */
 static int raise_min_offsets(Search *S, int b, int64_t top) {
   const BB *bb = S->bb;
-  int na = 0;
+  int lo = bb->s_lo[b], hi = bb->s_hi[b], any = 0;
   S->epoch++;
   for (int k = bb->ov_at[b]; k < bb->ov_at[b + 1]; k++) {
     int o = bb->ov[k];
     S->open_ov[o]--;
     if (S->off[o] >= 0 || S->min_off[o] >= top) continue;
     log_set(S, &S->min_off[o], top);
-    S->raised[o] = S->epoch;
-    for (int s = bb->s_lo[o]; s < bb->s_hi[o]; s++)
-      if (S->stamp[s] != S->epoch && S->floor[s] < top) S->stamp[s] = S->epoch, S->aff[na++] = s;
+    S->raised[o] = S->epoch, any = 1;
+    if (bb->s_lo[o] < lo) lo = bb->s_lo[o];
+    if (bb->s_hi[o] > hi) hi = bb->s_hi[o];
   }
+  int na = 0;
+  for (int s = lo; any && s < hi; s++)
+    if (S->floor[s] < top && top + S->total[s] > S->cap) S->aff[na++] = s;
   return na;
 }
 
@@ -794,11 +805,9 @@ static int place(Search *S, int b) {
   const BB *bb = S->bb;
   int64_t top = S->min_off[b] + bb->size[b];
   S->off[b] = S->sol[b] = S->min_off[b];
-  for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) {
-    log_set(S, &S->floor[s], top);
-    S->total[s] -= bb->size[b];
-  }
+  for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) S->total[s] -= bb->size[b];
   int na = raise_min_offsets(S, b, top);
+  for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) log_set(S, &S->floor[s], top);
   for (int a = 0; a < na; a++) raise_floor(S, S->aff[a]);
   return na;
 }
@@ -981,7 +990,6 @@ static Search search_make(const BB *bb) {
   S.total = xmalloc(sizeof(int64_t) * (size_t)ns);
   S.cuts = xcalloc((size_t)ns, sizeof(int));
   S.open_ov = xmalloc(sizeof(int) * (size_t)n);
-  S.stamp = xcalloc((size_t)ns, sizeof(int));
   S.witness = xcalloc((size_t)ns, sizeof(int)); /* any buffer will do */
   S.raised = xcalloc((size_t)n, sizeof(int));
   S.tmp = xmalloc(sizeof(int) * (size_t)n);
@@ -994,7 +1002,7 @@ static Search search_make(const BB *bb) {
 
 static void search_free(Search *S) {
   free(S->off), free(S->min_off), free(S->sol), free(S->floor), free(S->total);
-  free(S->cuts), free(S->open_ov), free(S->stamp), free(S->witness), free(S->raised), free(S->tmp), free(S->tmp2), free(S->rank), free(S->tkey), free(S->aff), free(S->undo), free(S->pool);
+  free(S->cuts), free(S->open_ov), free(S->witness), free(S->raised), free(S->tmp), free(S->tmp2), free(S->rank), free(S->tkey), free(S->aff), free(S->undo), free(S->pool);
 }
 
 static void search_reset(Search *S, int h, int64_t cap) {
@@ -1143,23 +1151,26 @@ static int fit_allowed(Plan *P, int64_t cap, int64_t allow) {
 }
 
 /* Minimizes the height by deciding capacities between what is proven
- * infeasible and the best height, in rounds of bisection. An attempt gets
- * `allow` nodes; one that runs out counts as too low for the rest of its
- * round, and the next round retries with 4x the nodes. So capacities that
- * are easy to decide are settled first, and no single undecidable capacity
- * (often the bound, when the optimum is above it) eats the whole budget.
- * Each round tries the bound first: usually it is the optimum. `optimal` is
- * claimed only from the bound or from a proof at best - align. */
+ * infeasible and the best height, in rounds. A round tries the bound with
+ * `allow` nodes (usually the bound is the optimum, and it can take many),
+ * then bisects above it with allow / 8 per capacity; an attempt that runs out
+ * counts as too low for the rest of its round, and the third such ends the
+ * round (further ones would only creep up towards the best height). The next
+ * round has 4x the nodes. So easy capacities are settled first, and no undecidable one (often
+ * the bound, when the optimum is above it) eats the whole budget. `optimal`
+ * is claimed only from the bound or from a proof at best - align. */
 static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *optimal) {
   const char *m;
   int64_t proven = lb; /* every height below it is infeasible */
   for (int64_t allow = 16 * (int64_t)P->in->n; proven < best; allow *= 4) {
-    for (int64_t lo = proven; lo < best && P->budget > 0 && now_s() < P->deadline;) {
+    int unknown = 0;
+    for (int64_t lo = proven; lo < best && unknown < 4 && P->budget > 0 && now_s() < P->deadline;) {
       int64_t cap = lo == proven ? lo : lo + (best - lo) / align / 2 * align;
-      int r = fit_allowed(P, cap, allow);
+      int r = fit_allowed(P, cap, lo == proven ? allow : allow / 8);
       if (r == 1) best = plan_height(P, &m);
       else {
         if (r == 0 && cap + align > proven) proven = cap + align; /* all below fail too */
+        unknown += r < 0;
         lo = cap + align;
       }
     }

@@ -261,7 +261,7 @@ void ad_dump(const Step *s, FILE *out) {
   static const char *const ph[] = {"fwd", "bwd", "upd", "rec"};
   for (int i = 0; i < s->ntrain; i++) {
     const Instr *x = &s->train[i];
-    fprintf(out, "%d %s %s %s in", i, ph[x->phase], x->kind == OP_ADAMW ? "adamw" : x->kind == OP_SGD ? "sgd" : op_info(x->kind)->name, x->name);
+    fprintf(out, "%d %s %s %s in", i, ph[x->phase], op_info(x->kind)->name, x->name);
     for (int k = 0; k < x->nin; k++) fprintf(out, " %s", x->in[k] < 0 ? "-" : s->t[x->in[k]].name);
     fprintf(out, " out");
     for (int k = 0; k < x->nout; k++) fprintf(out, " %s%s", x->acc[k] ? "+=" : "", x->out[k] < 0 ? "-" : s->t[x->out[k]].name);

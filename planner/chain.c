@@ -13,6 +13,11 @@ static bool cheap(OpKind k) {
 
 static int64_t tbytes(const Graph *g, int t) { return shape_numel(&g->t[t].shape) * dtype_size(g->t[t].dtype); }
 
+/* Bytes a tensor takes while kept for backward (half-precision storage). */
+static int64_t kept_bytes(const Graph *g, const bool *half, int t) {
+  return half && half[t] ? shape_numel(&g->t[t].shape) * 2 : tbytes(g, t);
+}
+
 bool chain_keeps(const Graph *g, const Step *plain, const Stage *s, KeepOption k, int t) {
   if (t == s->out) return true;
   if (!plain->saved[t]) return false;
@@ -62,7 +67,7 @@ static int64_t op_work(const Graph *g, const Op *o, int stage_out) {
   return grads > outs ? grads : outs;
 }
 
-static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, Stage *st) {
+static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, const bool *half, Stage *st) {
   double bwd = 0;
   for (int i = st->first; i < st->last; i++) {
     const Op *o = &g->ops[plain->train[i].op];
@@ -81,7 +86,7 @@ static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, 
       bool redo = false;
       for (int j = 0; j < o->nout; j++) {
         int t = o->out[j];
-        if (chain_keeps(g, plain, st, (KeepOption)k, t)) so->keep_bytes += tbytes(g, t);
+        if (chain_keeps(g, plain, st, (KeepOption)k, t)) so->keep_bytes += kept_bytes(g, half, t);
         else redo |= plain->saved[t];
       }
       if (redo) {
@@ -95,7 +100,7 @@ static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, 
   }
 }
 
-Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm) {
+Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, const bool *half) {
   int nf = 0;
   while (nf < plain->ntrain && plain->train[nf].phase == PHASE_FORWARD) nf++;
   int *crossing = ar_alloc(ar, sizeof(int) * (size_t)(nf + 1));
@@ -108,7 +113,7 @@ Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel
     Stage *st = &c->s[c->n++];
     *st = (Stage){.first = start, .last = i + 1, .in = in, .out = i + 1 < nf ? crossing[i] : plain->loss};
     st->x_in = in >= 0 ? tbytes(g, in) : 0;
-    stage_costs(g, plain, cm, st);
+    stage_costs(g, plain, cm, half, st);
     start = i + 1, in = st->out;
   }
   return c;

@@ -39,8 +39,9 @@ typedef struct {
 } Chain;
 
 /* Cuts the forward list of a plain step (ad_build with no checkpointing)
- * into stages. A graph with no cut is one stage: nothing to recompute. */
-Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm);
+ * into stages. A graph with no cut is one stage: nothing to recompute.
+ * half (may be NULL): graph tensors whose saved copy is stored in 2 bytes. */
+Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, const bool *half);
 
 /* Does option k of stage s keep graph tensor t (produced in the stage)? */
 bool chain_keeps(const Graph *g, const Step *plain, const Stage *s, KeepOption k, int t);

@@ -7,13 +7,24 @@
 #include "live.h"
 #include "plan_build.h"
 
+/* Saved activations that the precision policy stores in half (NULL: none). */
+static bool *half_set(Arena *ar, const Graph *g, const FitOptions *o) {
+  return o->precision == PREC_FP32 ? NULL : prec_candidates(ar, g, ad_build(ar, g, true, NULL));
+}
+
 /* The step for actions (NULL: keep everything) under the options: with
  * micro-batches, gradients accumulate across the loop, so updates wait for
- * the last pass. */
-static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Actions *a) {
-  bool accum = o->accumulation > 1;
-  Step *s = ad_build(ar, g, o->fuse && !accum, a);
+ * the last pass, as they do under fp16's loss scaling, which must see every
+ * gradient before any update; half lists tensors stored in half precision. */
+static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Actions *a, const bool *half) {
+  bool accum = o->accumulation > 1, scaled = o->precision == PREC_FP16;
+  Step *s = ad_build(ar, g, o->fuse && !accum && !scaled, a);
   s->accumulation = accum ? o->accumulation : 1;
+  if (half) {
+    int acc = s->accumulation;
+    s = prec_lower(ar, s, half, prec_dtype(o->precision));
+    s->accumulation = acc;
+  }
   return s;
 }
 
@@ -22,7 +33,17 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   Plan *p = plan_build(ar, g, s, lt, le, o->align);
   plan_assign(p, o->time_limit);
   p->extra_flops = s->recompute_flops;
+  p->precision = prec_name(o->precision);
+  p->loss_scaling = o->precision == PREC_FP16;
   return p;
+}
+
+int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o) {
+  FitOptions u = *o;
+  u.fuse = false;
+  Step *s = build_step(ar, g, &u, NULL, half_set(ar, g, o));
+  int at;
+  return live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
 }
 
 typedef struct {
@@ -65,12 +86,14 @@ typedef struct {
   Chain *chain;
   CkptTable *T;
   KeepCtx kc;
+  bool *half;
 } Solver;
 
 static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
   S->g = g, S->o = o;
-  S->plain = build_step(ar, g, o, NULL);
-  S->chain = chain_build(ar, g, S->plain, cost_model(o->backend));
+  S->half = half_set(ar, g, o);
+  S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
+  S->chain = chain_build(ar, g, S->plain, cost_model(o->backend), S->half);
   S->kc = (KeepCtx){g, S->plain, S->chain};
   int M = o->units > 0 ? o->units : 500;
   S->T = S->chain->n > 1 ? ckpt_solve(ar, S->chain, M, ckpt_unit(S->chain, M)) : NULL;
@@ -79,7 +102,7 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
 /* The plan of the DP's schedule at m units, built in ar. */
 static Plan *candidate(Arena *ar, Solver *S, int m, Step **step) {
   Actions a = ckpt_actions(ar, S->T, m, keeps, &S->kc);
-  Step *s = build_step(ar, S->g, S->o, &a);
+  Step *s = build_step(ar, S->g, S->o, &a, S->half);
   Plan *p = fit_plan(ar, S->g, s, S->o);
   describe(ar, p, S->g, S->plain, S->chain, &a);
   if (step) *step = s;
@@ -113,7 +136,7 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, 
   Arena tmp = {0};
   Actions a = ckpt_actions(&tmp, S->T, m, keeps, &S->kc);
   if (light) a = lightest(&tmp, S->chain, a);
-  Plan *p = fit_plan(&tmp, S->g, build_step(&tmp, S->g, S->o, &a), S->o);
+  Plan *p = fit_plan(&tmp, S->g, build_step(&tmp, S->g, S->o, &a, S->half), S->o);
   int64_t arena = p->arena_bytes;
   *time = schedule_time(S->chain, &a);
   ar_free(&tmp);
@@ -124,7 +147,7 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, 
 
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o) {
   FitResult r = {0};
-  Step *plain = build_step(ar, g, o, NULL);
+  Step *plain = build_step(ar, g, o, NULL, half_set(ar, g, o));
   Plan *p = fit_plan(ar, g, plain, o);
   r.min_arena = p->arena_bytes, r.candidates = 1;
   if (!budget || p->arena_bytes <= budget) return r.plan = p, r.step = plain, r;
@@ -152,7 +175,7 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     solver_init(ar, &W, g, o);
     Actions a = ckpt_actions(ar, W.T, best_m, keeps, &W.kc);
     if (best_light) a = lightest(ar, W.chain, a);
-    r.step = build_step(ar, g, o, &a);
+    r.step = build_step(ar, g, o, &a, W.half);
     r.plan = fit_plan(ar, g, r.step, o);
     describe(ar, r.plan, g, W.plain, W.chain, &a);
   }
@@ -174,7 +197,7 @@ static void sweep_row(FILE *out, const Plan *p) {
 void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   Solver S;
   solver_init(ar, &S, g, o);
-  Plan *base = fit_plan(ar, g, S.plain, o);
+  Plan *base = fit_plan(ar, g, build_step(ar, g, o, NULL, S.half), o);
   fprintf(out, "%-16s %16s %9s  stages (K keep, S selective, R recompute)\n", "arena bytes", "arena", "extra %");
   sweep_row(out, base);
   int64_t best = base->arena_bytes, printed = best, step = base->arena_bytes / 100;

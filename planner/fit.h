@@ -7,6 +7,7 @@
 
 #include "ckpt.h"
 #include "plan.h"
+#include "precision.h"
 
 typedef struct {
   bool fuse;          /* fused optimizer updates */
@@ -15,6 +16,7 @@ typedef struct {
   Backend backend;    /* cost model */
   int units;          /* DP memory units (default 500) */
   int accumulation;   /* micro-batches per step; > 1 keeps gradients across them (updates unfused) */
+  Precision precision;/* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
 } FitOptions;
 
 typedef struct {
@@ -26,6 +28,10 @@ typedef struct {
 
 /* A verified-ready plan for one step: liveness, buffers, offsets. */
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o);
+
+/* The liveness lower bound of the plain step with every update after
+ * backward: what fusing the updates saves, for the report. */
+int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o);
 
 /* The fastest plan within budget (0: no budget, keep everything). */
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o);

@@ -12,8 +12,10 @@
 #define MAX_RANK 6
 
 typedef enum {
-  DT_F32, /* 4 bytes */
-  DT_I32, /* 4 bytes, token ids and class targets */
+  DT_F32,  /* 4 bytes */
+  DT_I32,  /* 4 bytes, token ids and class targets */
+  DT_BF16, /* 2 bytes, storage only: saved activations under a bf16 policy */
+  DT_F16,  /* 2 bytes, storage only, with loss scaling */
   DT_COUNT
 } DType;
 
@@ -51,6 +53,7 @@ typedef enum {
   OP_MSE,
   OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
+  OP_CAST,  /* storage precision change, inserted by the precision pass */
   OP_COUNT
 } OpKind;
 

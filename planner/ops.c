@@ -331,10 +331,13 @@ static const OpInfo table[OP_COUNT] = {
     [OP_MSE] = {"mse", NULL, 2, 2, 2, 1, 0, mse_build, mse_dims, mse_flops,
                 2, 1, {REF_IN(0), REF_IN(1)}, {REF_GIN(0)},
                 {true, false}, NO_INPLACE, NO_INPLACE_BWD, true},
-    [OP_ADAMW] = {NULL, NULL, 0, 0, 1, 3, 0, NULL, NULL, NULL, 0, 0, {0}, {0}, {false}, NO_INPLACE,
+    /* not written in YAML (no build rule): updates and casts the passes insert */
+    [OP_ADAMW] = {"adamw", NULL, 0, 0, 1, 3, 0, NULL, NULL, NULL, 0, 0, {0}, {0}, {false}, NO_INPLACE,
                   NO_INPLACE_BWD, false},
-    [OP_SGD] = {NULL, NULL, 0, 0, 1, 2, 0, NULL, NULL, NULL, 0, 0, {0}, {0}, {false}, NO_INPLACE,
+    [OP_SGD] = {"sgd", NULL, 0, 0, 1, 2, 0, NULL, NULL, NULL, 0, 0, {0}, {0}, {false}, NO_INPLACE,
                 NO_INPLACE_BWD, false},
+    [OP_CAST] = {"cast", NULL, 0, 0, 1, 1, 0, NULL, NULL, NULL, 0, 0, {0}, {0}, {false}, NO_INPLACE,
+                 NO_INPLACE_BWD, false},
 };
 
 const OpInfo *op_info(OpKind k) {
@@ -344,7 +347,7 @@ const OpInfo *op_info(OpKind k) {
 
 int op_lookup(const char *s) {
   for (int k = 0; k < OP_COUNT; k++)
-    if (table[k].name && strcmp(table[k].name, s) == 0) return k;
+    if (table[k].build && strcmp(table[k].name, s) == 0) return k;
   return -1;
 }
 
@@ -354,7 +357,7 @@ const char *op_suggest(const char *s) {
   int bd = 1 << 30;
   for (int k = 0; k < OP_COUNT + 1; k++) {
     const char *n = k < OP_COUNT ? table[k].name : extra[0];
-    if (!n) continue;
+    if (k < OP_COUNT && !table[k].build) continue;
     int d = mp_edit_distance(s, n);
     if (d < bd) bd = d, best = n;
   }
@@ -363,8 +366,11 @@ const char *op_suggest(const char *s) {
 
 /* ---- graph.h helpers ---- */
 
-int64_t dtype_size(DType t) { return t == DT_F32 || t == DT_I32 ? 4 : 0; }
-const char *dtype_name(DType t) { return t == DT_F32 ? "f32" : t == DT_I32 ? "i32" : "?"; }
+int64_t dtype_size(DType t) { return t == DT_F32 || t == DT_I32 ? 4 : t == DT_BF16 || t == DT_F16 ? 2 : 0; }
+const char *dtype_name(DType t) {
+  static const char *const n[DT_COUNT] = {"f32", "i32", "bf16", "f16"};
+  return t < DT_COUNT ? n[t] : "?";
+}
 
 int64_t shape_numel(const Shape *s) {
   int64_t n = 1;

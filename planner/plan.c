@@ -65,6 +65,10 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
       o->flops = 10 * o->dim[0];
       continue;
     }
+    if (x->kind == OP_CAST) { /* a storage precision change: memory traffic, no model FLOPs */
+      o->dim[0] = shape_numel(&B->s->t[x->in[0]].shape), o->ndim = 1;
+      continue;
+    }
     const Op *fo = &g->ops[x->op];
     const OpInfo *oi = op_info(fo->kind);
     o->loc = fo->loc;
@@ -78,7 +82,8 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   Builder B = {ar, s, {0}, ar_alloc(ar, sizeof(int) * (size_t)s->nt)};
   Plan *p = ar_alloc(ar, sizeof(Plan));
   *p = (Plan){.version = PLAN_FORMAT_VERSION, .model = g->model, .source = g->path, .dims = g->dims,
-              .ndims = g->ndims, .opt = g->opt, .align = align, .micro_batch = 0, .accumulation_steps = 1};
+              .ndims = g->ndims, .opt = g->opt, .align = align, .micro_batch = 0, .accumulation_steps = 1,
+              .precision = "fp32"};
   for (int t = 0; t < s->nt; t++) B.pers[t] = -1;
   static const Role persistent[] = {ROLE_PARAM, ROLE_OPT_STATE}; /* params first, then states */
   for (int r = 0; r < 2; r++)
@@ -169,7 +174,7 @@ void plan_dump(const Plan *p, FILE *out) {
     for (int i = 0; i < n; i++) {
       const PlanOp *o = &ops[i];
       fprintf(out, "%s %d %s %s %s in", s ? "eval" : "step", i, plan_phase_name(o->phase),
-              o->op == OP_ADAMW ? "adamw" : o->op == OP_SGD ? "sgd" : op_info(o->op)->name, o->layer);
+              op_info(o->op)->name, o->layer);
       for (int k = 0; k < o->nin; k++) fprintf(out, " %d", o->in[k]);
       fprintf(out, " out");
       for (int k = 0; k < o->nout; k++) fprintf(out, " %s%d", o->acc[k] ? "+" : "", o->out[k]);

@@ -120,6 +120,11 @@ typedef struct Plan {
    * pass after the first, and loss backward is scaled by 1/accumulation_steps */
   int micro_batch, accumulation_steps;
   int64_t batch;                  /* the effective batch (micro_batch * accumulation_steps) */
+  /* precision: saved activations listed as buffers of dtype bf16 or f16
+   * (cast ops write and read them); with fp16 the trainer scales the loss,
+   * and updates run after backward only when every gradient is finite */
+  const char *precision;          /* "fp32", "bf16", "fp16" */
+  bool loss_scaling;
   const char *assign_method;
   bool assign_optimal;
   double compile_seconds;

@@ -83,7 +83,7 @@ static void gpt2(const char *models) {
   Arena ar = {0};
   Graph *g = load_model(&ar, path, NULL, 0);
   Step *plain = ad_build(&ar, g, true, NULL);
-  Chain *c = chain_build(&ar, g, plain, cost_model(BACKEND_CPU));
+  Chain *c = chain_build(&ar, g, plain, cost_model(BACKEND_CPU), NULL);
   Ctx x = {g, plain, c};
   Plan *full = fit_plan(&ar, g, plain, &o);
   int64_t act_full = full->arena_bytes - full->persistent_bytes;
