@@ -176,14 +176,15 @@ static void header(Emit *E, Text *t) {
   text_printf(t, "#include \"memplan_rt.h\"\n#include \"memplan_trainer.h\"\n\n"
                  "#define F32(offset) ((float *)(arena + (offset)))\n"
                  "#define I32(offset) ((int32_t *)(arena + (offset)))\n"
+                 "#define U16(offset) ((uint16_t *)(arena + (offset))) // bf16 or fp16 storage\n"
                  "#define TICK(op) do { if (tr_profiling) tr_tick(op); } while (0)\n\n");
 }
 
 static void buffer_line(Emit *E, Text *t, int b) {
   const PlanBuffer *pb = &E->p->buf[b];
   Arena tmp = {0};
-  char *def = ar_printf(&tmp, "#define %s %s(%lld)", E->id[b], pb->dtype == DT_I32 ? "I32" : "F32",
-                        (long long)pb->offset);
+  const char *mac = pb->dtype == DT_I32 ? "I32" : pb->dtype == DT_F32 ? "F32" : "U16";
+  char *def = ar_printf(&tmp, "#define %s %s(%lld)", E->id[b], mac, (long long)pb->offset);
   int n = (int)strlen(def);
   text_printf(t, "%s%*s // %s %s %s @ %lld", def, n < 48 ? 48 - n : 0, "", comment_safe(E, pb->name),
               comment_safe(E, shape_sym_str(&tmp, &pb->shape)), dtype_name(pb->dtype), (long long)pb->offset);
@@ -232,6 +233,14 @@ static void call(Emit *E, Text *t, const PlanOp *o) {
                   fmt_double(E, opt->momentum), fmt_double(E, wd), opt->nesterov ? 1 : 0);
     return;
   }
+  if (o->op == OP_CAST) {
+    DType from = E->p->buf[o->in[0]].dtype, to = E->p->buf[o->out[0]].dtype;
+    const char *half = from == DT_BF16 || to == DT_BF16 ? "bf16" : "f16";
+    if (to == DT_F32) text_printf(t, "rt_%s_to_f32(", half);
+    else text_printf(t, "rt_f32_to_%s(", half);
+    text_printf(t, "%s, %s, %lld)", E->id[o->out[0]], E->id[o->in[0]], (long long)o->dim[0]);
+    return;
+  }
   bool bwd = o->phase == PHASE_BACKWARD;
   text_printf(t, "rt_%s_%s(", op_info(o->op)->name, bwd ? "backward" : "forward");
   for (int k = 0; k < o->nout; k++) {
@@ -241,40 +250,72 @@ static void call(Emit *E, Text *t, const PlanOp *o) {
   for (int k = 0; k < o->nin; k++) arg_buf(E, t, o->in[k]);
   int nd = o->op == OP_POS_EMBEDDING && !bwd ? 3 : o->ndim; // forward never reads Wrows
   for (int k = 0; k < nd; k++) text_printf(t, ", %lld", (long long)o->dim[k]);
-  if (bwd && op_info(o->op)->is_loss) text_printf(t, ", 1.0f");
-  for (int k = 0; bwd && k < o->nout; k++) text_printf(t, ", %d", o->out[k] >= 0 && o->acc[k] ? 1 : 0);
+  if (bwd && op_info(o->op)->is_loss) text_printf(t, ", scale");
+  /* with micro-batches, parameter gradients accumulate in every pass after the first */
+  bool accum = E->p->accumulation_steps > 1;
+  for (int k = 0; bwd && k < o->nout; k++) {
+    bool param_grad = o->out[k] >= 0 && E->p->buf[o->out[k]].role == ROLE_GRAD;
+    text_printf(t, ", %s", o->out[k] >= 0 && o->acc[k] ? "1" : accum && param_grad ? "mb > 0" : "0");
+  }
   text_printf(t, ")");
 }
 
-static const char *section_of(const PlanOp *o, const char *prev) {
+static const char *section_of(const PlanOp *o, const char *prev, bool fused) {
   if (o->phase == PHASE_UPDATE)
     return prev && strcmp(prev, "forward") ? prev : "optimizer updates";
-  if (o->phase == PHASE_BACKWARD) return "backward, each parameter updated as soon as its gradient is complete";
+  if (o->op == OP_CAST && prev) return prev; /* casts belong to the section around them */
+  if (o->phase == PHASE_BACKWARD)
+    return fused ? "backward, each parameter updated as soon as its gradient is complete" : "backward";
   return plan_phase_name(o->phase);
 }
 
-static void schedule_fn(Emit *E, Text *t, const PlanOp *ops, int n, bool train) {
-  text_printf(t, "// ----------------------------------------------------------------------------\n");
-  if (train)
-    text_printf(t, "// the training step: %d ops in schedule order; t is the 1-based step count\n\n"
-                   "static void step(unsigned char *arena, double lr, int64_t t) {\n", n);
-  else
-    text_printf(t, "// the eval step: %d forward ops of the no-grad plan\n\n"
-                   "static void eval(unsigned char *arena) {\n", n);
-  if (train && n && E->p->opt.kind != OPT_ADAMW) text_printf(t, "  (void)t; // SGD keeps no step count\n");
+/* Updates run in a function of their own when they wait for every
+ * gradient: with micro-batches (after the last pass) or loss scaling (only
+ * when every gradient is finite). */
+static bool separate_updates(const Plan *p) { return p->accumulation_steps > 1 || p->loss_scaling; }
+
+/* The ops of a schedule for which keep(op) holds, as straight-line calls. */
+static void body(Emit *E, Text *t, const PlanOp *ops, int n, bool train, bool updates) {
   const char *sec = NULL;
+  bool fused = train && !separate_updates(E->p);
   for (int i = 0; i < n; i++) {
-    const char *s = section_of(&ops[i], sec);
+    if (train && (ops[i].phase == PHASE_UPDATE) != updates && !fused) continue;
+    const char *s = section_of(&ops[i], sec, fused);
     if (!sec || strcmp(s, sec)) text_printf(t, "%s  // %s\n", sec ? "\n" : "", s);
     sec = s;
     text_printf(t, "  ");
     call(E, t, &ops[i]);
-    if (train) text_printf(t, "; TICK(%d);\n", i);
-    else text_printf(t, ";\n");
+    text_printf(t, train ? "; TICK(%d);\n" : ";\n", i);
   }
-  if (train && !n) text_printf(t, "  (void)arena, (void)lr, (void)t;\n");
-  if (!train && !n) text_printf(t, "  (void)arena;\n");
-  text_printf(t, "}\n\n");
+}
+
+static void schedule_fn(Emit *E, Text *t, const PlanOp *ops, int n, bool train) {
+  const Plan *p = E->p;
+  text_printf(t, "// ----------------------------------------------------------------------------\n");
+  if (!train) {
+    text_printf(t, "// the eval step: %d forward ops of the no-grad plan\n\nstatic void eval(unsigned char *arena) {\n"
+                   "  (void)arena;\n", n);
+    body(E, t, ops, n, false, false);
+    text_printf(t, "}\n\n");
+    return;
+  }
+  text_printf(t, "// the training step: %d ops in schedule order. mb is the micro-batch (0..%d), scale the\n"
+                 "// loss gradient (1/micro-batches, times the loss scale under fp16); t is the 1-based step\n\n"
+                 "static void step(unsigned char *arena, double lr, int64_t t, int mb, float scale) {\n"
+                 "  (void)arena, (void)lr, (void)t, (void)mb, (void)scale;\n", n, p->accumulation_steps - 1);
+  body(E, t, ops, n, true, false);
+  text_printf(t, "}\n\n// optimizer updates that wait for every gradient (empty when fused into step)\n\n"
+                 "static void update(unsigned char *arena, double lr, int64_t t) {\n"
+                 "  (void)arena, (void)lr, (void)t;\n");
+  if (separate_updates(p)) body(E, t, ops, n, true, true);
+  text_printf(t, "}\n\n// loss scaling: unscale every gradient; 1 when all were finite\n\n"
+                 "static int unscale(unsigned char *arena, float inv_scale) {\n  int finite = 1;\n"
+                 "  (void)arena, (void)inv_scale;\n");
+  for (int b = 0; p->loss_scaling && b < p->nbuf; b++)
+    if (p->buf[b].role == ROLE_GRAD)
+      text_printf(t, "  finite &= rt_unscale_check(%s, %lld, inv_scale);\n", E->id[b],
+                  (long long)shape_numel(&p->buf[b].shape));
+  text_printf(t, "  return finite;\n}\n\n");
 }
 
 static void shape_init(Text *t, const Shape *s) {
@@ -331,7 +372,7 @@ static void op_table(Emit *E, Text *t) {
     const PlanOp *o = &p->sched[i];
     text_printf(t, "    {");
     c_string(t, o->layer);
-    text_printf(t, ", \"%s\", \"%s\"},\n", o->op == OP_ADAMW ? "adamw" : o->op == OP_SGD ? "sgd" : op_info(o->op)->name,
+    text_printf(t, ", \"%s\", \"%s\"},\n", op_info(o->op)->name,
                 plan_phase_name(o->phase));
   }
   if (!p->nsched) text_printf(t, "    {\"\", \"\", \"\"},\n");
@@ -345,7 +386,8 @@ static void model_table(Emit *E, Text *t, int ntrain, int neval) {
   for (int b = 0; b < p->nbuf; b++) {
     nparams += p->buf[b].role == ROLE_PARAM;
     if (E->kind[b] && p->buf[b].sched == SCHED_TRAIN && !samples)
-      samples = E->vocab ? shape_numel(&p->buf[b].shape) : (p->buf[b].shape.rank ? p->buf[b].shape.d[0] : 1);
+      samples = (E->vocab ? shape_numel(&p->buf[b].shape) : (p->buf[b].shape.rank ? p->buf[b].shape.d[0] : 1)) *
+                p->accumulation_steps;
   }
   text_printf(t, "static const TrModel MODEL = {\n    .model = ");
   c_string(t, p->model);
@@ -358,8 +400,10 @@ static void model_table(Emit *E, Text *t, int ntrain, int neval) {
   text_printf(t, "    .opt = %s, .lr = %s,\n", p->opt.kind == OPT_ADAMW ? "TR_ADAMW" : "TR_SGD", fmt_double(E, p->opt.lr));
   text_printf(t, "    .vocab = %lld, .classes = %lld, .samples_per_step = %lld,\n", (long long)E->vocab,
               (long long)(E->classes ? E->classes : 10), (long long)samples);
-  text_printf(t, "    .param_count = %lld, .step_flops = %lld,\n", (long long)p->param_count, (long long)p->step_flops);
-  text_printf(t, "    .step = step, .eval = eval,\n};\n\n"
+  text_printf(t, "    .param_count = %lld, .step_flops = %lld,\n", (long long)p->param_count,
+              (long long)(p->step_flops * p->accumulation_steps));
+  text_printf(t, "    .accumulation = %d, .loss_scaling = %d,\n", p->accumulation_steps, p->loss_scaling ? 1 : 0);
+  text_printf(t, "    .step = step, .update = update, .unscale = unscale, .eval = eval,\n};\n\n"
                  "int main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
 }
 
@@ -398,10 +442,6 @@ static void cmake(Emit *E, Text *t) {
 
 int emitc_trainer(const Plan *p, Text *trainer_c, Text *cmakelists) {
   Emit E = {.p = p};
-  if (p->accumulation_steps > 1) {
-    fprintf(stderr, "memplan: error: the CPU trainer does not run gradient accumulation yet\n");
-    return -1;
-  }
   name_buffers(&E);
   E.kind = ar_alloc(&E.ar, sizeof(char *) * (size_t)p->nbuf);
   if (classify_inputs(&E, p->sched, p->nsched) || classify_inputs(&E, p->eval, p->neval)) return ar_free(&E.ar), -1;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,10 @@ typedef struct {
   int line;
 } Where;
 
+/* Bad input: die_at reports it and exits, or, while pack_main reads its
+ * input, jumps back there so that pack_main returns 1 (fuzzers, tests). */
+static jmp_buf *input_error;
+
 static void die_at(Where w, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 static void die_at(Where w, const char *fmt, ...) {
   va_list ap;
@@ -42,6 +47,7 @@ static void die_at(Where w, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+  if (input_error) longjmp(*input_error, 1);
   exit(1);
 }
 
@@ -150,11 +156,12 @@ static void check_duplicates(const char *path, const Rows *r, const int *line_of
   if (!ix) die_at((Where){path, 0}, "out of memory");
   for (int i = 0; i < r->n; i++) ix[i] = (IdRow){r->id[i], i};
   qsort(ix, (size_t)r->n, sizeof(IdRow), id_cmp);
-  for (int i = 1; i < r->n; i++)
-    if (!strcmp(ix[i - 1].id, ix[i].id))
-      die_at((Where){path, line_of[ix[i].row]}, "duplicate id '%s' (first on line %d)",
-             ix[i].id, line_of[ix[i - 1].row]);
+  int dup = 1;
+  while (dup < r->n && strcmp(ix[dup - 1].id, ix[dup].id)) dup++;
+  IdRow a = dup < r->n ? ix[dup - 1] : (IdRow){0}, b = dup < r->n ? ix[dup] : (IdRow){0};
   free(ix);
+  if (dup < r->n)
+    die_at((Where){path, line_of[b.row]}, "duplicate id '%s' (first on line %d)", b.id, line_of[a.row]);
 }
 
 /* The assigner works in int64: every offset stays below the sum of sizes. */
@@ -166,13 +173,21 @@ static void check_totals(const char *path, const Rows *r, const int *line_of) {
       die_at((Where){path, line_of[i]}, "sizes or lifetimes too large to pack in 64 bits");
 }
 
-static int *read_csv(const char *path, Rows *r) {
-  FILE *f = fopen(path, "r");
+/* What read_csv holds, owned by the caller so that it can be freed after
+ * an input error. */
+typedef struct {
+  FILE *f;
+  char *line;
+  int *line_of;
+} Reader;
+
+static void read_csv(const char *path, Rows *r, Reader *rd) {
+  FILE *f = rd->f = fopen(path, "r");
   if (!f) die_at((Where){path, 0}, "cannot open: %s", strerror(errno));
-  char *line = NULL;
   size_t cap = 0;
-  int pos[N_COLS], nf = 0, lineno = 0, *line_of = NULL, lcap = 0;
-  while (getline(&line, &cap, f) >= 0) {
+  int pos[N_COLS], nf = 0, lineno = 0, lcap = 0;
+  while (getline(&rd->line, &cap, f) >= 0) {
+    char *line = rd->line;
     Where w = {path, ++lineno};
     if (lineno == 1) {
       nf = read_header(w, line, pos);
@@ -180,17 +195,28 @@ static int *read_csv(const char *path, Rows *r) {
     }
     if (strspn(line, " \t\r\n") == strlen(line)) continue; /* blank line */
     read_row(w, line, pos, nf, r);
-    if (r->n > lcap) lcap = 2 * r->n, line_of = xrealloc(line_of, sizeof(int) * (size_t)lcap);
-    line_of[r->n - 1] = lineno;
+    if (r->n > lcap) lcap = 2 * r->n, rd->line_of = xrealloc(rd->line_of, sizeof(int) * (size_t)lcap);
+    rd->line_of[r->n - 1] = lineno;
   }
   if (ferror(f)) die_at((Where){path, lineno}, "read error: %s", strerror(errno));
   if (lineno == 0) die_at((Where){path, 1}, "empty file (need a header id,lower,upper,size)");
-  free(line);
-  fclose(f);
-  if (!line_of) line_of = xrealloc(NULL, sizeof(int));
-  check_duplicates(path, r, line_of);
-  check_totals(path, r, line_of);
-  return line_of;
+  if (!rd->line_of) rd->line_of = xrealloc(NULL, sizeof(int));
+  check_duplicates(path, r, rd->line_of);
+  check_totals(path, r, rd->line_of);
+}
+
+/* read_csv with input errors returned (-1, already reported) instead of
+ * exiting; the caller frees r and rd either way. */
+static int read_input(const char *path, Rows *r, Reader *rd) {
+  jmp_buf jb;
+  if (setjmp(jb)) {
+    input_error = NULL;
+    return -1;
+  }
+  input_error = &jb;
+  read_csv(path, r, rd);
+  input_error = NULL;
+  return 0;
 }
 
 /* Writes the rows with offsets: temp file beside `out`, then rename. */
@@ -276,18 +302,10 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Internal bug if the assigner's packing fails the independent check.
- * Zero-size rows hold no bytes, so they are left out of the check. */
+/* Internal bug if the assigner's packing fails the independent check
+ * (which accepts zero-size rows: they hold no bytes). */
 static void verify_or_abort(const Rows *r, const int64_t *off, int64_t cap) {
-  size_t n = r->n > 0 ? (size_t)r->n : 1;
-  int64_t *v = malloc(sizeof(int64_t) * 4 * n);
-  if (!v) abort();
-  int k = 0;
-  for (int i = 0; i < r->n; i++)
-    if (r->size[i] > 0)
-      v[k] = r->lo[i], v[n + k] = r->hi[i], v[2 * n + k] = r->size[i], v[3 * n + k] = off[i], k++;
-  const char *err = verify_packing(k, v, v + n, v + 2 * n, v + 3 * n, 1, cap);
-  free(v);
+  const char *err = verify_packing(r->n, r->lo, r->hi, r->size, off, 1, cap);
   if (err) {
     fprintf(stderr, "%s:%d: internal error: packing fails verification: %s\n", __FILE__,
             __LINE__, err);
@@ -324,14 +342,20 @@ static int run_minimize(const Opts *o, const Rows *r, const AsgItem *items, int6
 int pack_main(int argc, char **argv) {
   Opts o = parse_opts(argc, argv);
   Rows r = {0};
-  int *line_of = read_csv(o.in, &r);
-  size_t n = r.n > 0 ? (size_t)r.n : 1;
-  AsgItem *items = malloc(sizeof(AsgItem) * n);
-  int64_t *off = malloc(sizeof(int64_t) * n);
-  if (!items || !off) die_at((Where){o.in, 0}, "out of memory");
-  for (int i = 0; i < r.n; i++) items[i] = (AsgItem){r.lo[i], r.hi[i], r.size[i]};
-  int rc = o.capacity >= 0 ? run_capacity(&o, &r, items, off) : run_minimize(&o, &r, items, off);
+  Reader rd = {0};
+  int rc = 1;
+  AsgItem *items = NULL;
+  int64_t *off = NULL;
+  if (read_input(o.in, &r, &rd) == 0) {
+    size_t n = r.n > 0 ? (size_t)r.n : 1;
+    items = malloc(sizeof(AsgItem) * n);
+    off = malloc(sizeof(int64_t) * n);
+    if (!items || !off) die_at((Where){o.in, 0}, "out of memory");
+    for (int i = 0; i < r.n; i++) items[i] = (AsgItem){r.lo[i], r.hi[i], r.size[i]};
+    rc = o.capacity >= 0 ? run_capacity(&o, &r, items, off) : run_minimize(&o, &r, items, off);
+  }
+  if (rd.f) fclose(rd.f);
   for (int i = 0; i < r.n; i++) free(r.id[i]);
-  free(r.id), free(r.lo), free(r.hi), free(r.size), free(items), free(off), free(line_of);
+  free(r.id), free(r.lo), free(r.hi), free(r.size), free(items), free(off), free(rd.line), free(rd.line_of);
   return rc;
 }

@@ -9,7 +9,7 @@
  *      style of MiniMalloc (Moffitt, ASPLOS 2024) over capacities between the
  *      bound and the best height found.
  * Everything is deterministic: ties break by item index and the search counts
- * nodes; the wall clock is only a safety net. No global mutable state. */
+ * its work; the wall clock is only a safety net. No global mutable state. */
 #include "assign.h"
 
 #include <stdio.h>
@@ -211,7 +211,11 @@ static int sections_of(const Inst *in, int *s_lo, int *s_hi) {
  * touches O(log T) lists. */
 
 typedef struct {
-  int64_t *v; /* v[2i], v[2i+1]: run i = [start, end), sorted, disjoint, not touching */
+  int64_t off, end;
+} Span;
+
+typedef struct {
+  Span *v; /* runs [off, end): sorted, disjoint, not touching */
   int n, cap;
 } Runs;
 
@@ -220,35 +224,34 @@ static void runs_add(Runs *r, int64_t a, int64_t b) {
   int l = 0, h = r->n; /* first run with end >= a */
   while (l < h) {
     int m = mid(l, h);
-    if (r->v[2 * m + 1] < a) l = m + 1;
+    if (r->v[m].end < a) l = m + 1;
     else h = m;
   }
   int j = l;
-  while (j < r->n && r->v[2 * j] <= b) j++;
+  while (j < r->n && r->v[j].off <= b) j++;
   if (j > l) { /* runs l .. j-1 merge into one */
-    if (r->v[2 * l] < a) a = r->v[2 * l];
-    if (r->v[2 * j - 1] > b) b = r->v[2 * j - 1];
+    if (r->v[l].off < a) a = r->v[l].off;
+    if (r->v[j - 1].end > b) b = r->v[j - 1].end;
   } else if (r->n == r->cap) {
     r->cap = r->cap ? 2 * r->cap : 4;
-    r->v = xrealloc(r->v, sizeof(int64_t) * 2 * (size_t)r->cap);
+    r->v = xrealloc(r->v, sizeof(Span) * (size_t)r->cap);
   }
-  int keep = j > l ? j - l - 1 : -1; /* runs removed (-1: one inserted) */
-  memmove(r->v + 2 * (l + 1), r->v + 2 * j, sizeof(int64_t) * 2 * (size_t)(r->n - j));
-  r->n -= keep;
-  r->v[2 * l] = a, r->v[2 * l + 1] = b;
+  int removed = j > l ? j - l - 1 : -1; /* -1: one inserted */
+  memmove(r->v + l + 1, r->v + j, sizeof(Span) * (size_t)(r->n - j));
+  r->n -= removed;
+  r->v[l] = (Span){a, b};
 }
 
-typedef struct {
-  int64_t off, end;
-} Span;
+enum { MAX_LISTS = 4 * 32 };
 
 typedef struct {
-  int p;      /* leaves: sections padded to a power of two */
+  int p;       /* leaves: sections padded to a power of two */
   Runs *c, *u; /* per node, 1 .. 2p-1 */
-  Span *buf, *tmp; /* a query's gathered runs; scratch for merging */
-  int nbuf, capbuf;
-  int seg[8 * 32 + 2]; /* where each gathered list starts in buf */
-  int nseg;
+  /* A query's lists: pointers into c and u, then into the merge scratch. */
+  const Span *list[MAX_LISTS];
+  int len[MAX_LISTS], nlist, total;
+  Span *tmp; /* merge scratch */
+  size_t captmp;
 } Occ;
 
 static Occ occ_make(int ns) {
@@ -265,7 +268,7 @@ static void occ_reset(Occ *o) {
 
 static void occ_free(Occ *o) {
   for (int x = 0; x < 2 * o->p; x++) free(o->c[x].v), free(o->u[x].v);
-  free(o->c), free(o->u), free(o->buf), free(o->tmp);
+  free(o->c), free(o->u), free(o->tmp);
 }
 
 /* Whether node x, h levels above the leaves, reaches outside [l, r): the
@@ -291,18 +294,14 @@ static void occ_add(Occ *o, int l, int r, int64_t a, int64_t b) {
 }
 
 static void gather(Occ *o, const Runs *r) {
-  if (o->nbuf + r->n > o->capbuf) {
-    while (o->nbuf + r->n > o->capbuf) o->capbuf = o->capbuf ? 2 * o->capbuf : 256;
-    o->buf = xrealloc(o->buf, sizeof(Span) * (size_t)o->capbuf);
-    o->tmp = xrealloc(o->tmp, sizeof(Span) * (size_t)o->capbuf);
-  }
   if (r->n == 0) return;
-  o->seg[o->nseg++] = o->nbuf;
-  for (int i = 0; i < r->n; i++) o->buf[o->nbuf++] = (Span){r->v[2 * i], r->v[2 * i + 1]};
+  o->list[o->nlist] = r->v, o->len[o->nlist++] = r->n;
+  o->total += r->n;
 }
 
 /* Union of two sorted run lists into out, coalescing overlapping and
- * touching runs; returns the length. */
+ * touching runs; returns the length. (Galloping through stretches of one
+ * list measured slower here: the lists interleave finely.) */
 static int union_runs(const Span *a, int na, const Span *b, int nb, Span *out) {
   int i = 0, j = 0, k = 0;
   while (i < na || j < nb) {
@@ -314,27 +313,33 @@ static int union_runs(const Span *a, int na, const Span *b, int nb, Span *out) {
   return k;
 }
 
-/* Merges the gathered lists pairwise (each is sorted, so this is a merge
- * sort's upper levels) until one sorted, disjoint run list is left in buf. */
+/* Merges the gathered lists (each sorted) down to at most two. Always the
+ * two shortest first, as in Huffman coding: the long lists (a high node's
+ * union) are copied once or twice, not once per level of a balanced merge,
+ * and the scratch written stays under total * (log2(lists) + 1). The last
+ * two are left to best_gap, which scans their union without writing it. */
 static void occ_merge(Occ *o) {
-  o->seg[o->nseg] = o->nbuf;
-  while (o->nseg > 1) {
-    int ns = 0, k = 0;
-    for (int i = 0; i < o->nseg; i += 2) {
-      int a = o->seg[i], b = o->seg[i + 1], e = i + 2 <= o->nseg ? o->seg[i + 2] : b;
-      o->seg[ns++] = k;
-      k += union_runs(o->buf + a, b - a, o->buf + b, e - b, o->tmp + k);
-    }
-    Span *t = o->buf;
-    o->buf = o->tmp, o->tmp = t;
-    o->nbuf = k, o->nseg = ns, o->seg[ns] = k;
+  size_t need = (size_t)o->total * 8 + 1; /* log2(MAX_LISTS) + 1 */
+  if (need > o->captmp) o->captmp = 2 * need, o->tmp = xrealloc(o->tmp, sizeof(Span) * o->captmp);
+  Span *out = o->tmp;
+  int n = o->nlist;
+  while (n > 2) {
+    int a = 0, b = 1; /* the two shortest, a shorter */
+    if (o->len[b] < o->len[a]) a = 1, b = 0;
+    for (int i = 2; i < n; i++)
+      if (o->len[i] < o->len[a]) b = a, a = i;
+      else if (o->len[i] < o->len[b]) b = i;
+    int m = union_runs(o->list[a], o->len[a], o->list[b], o->len[b], out);
+    o->list[a] = out, o->len[a] = m, out += m;
+    o->list[b] = o->list[n - 1], o->len[b] = o->len[n - 1], n--;
   }
+  o->nlist = n;
 }
 
-/* Leaves in o->buf the union, as sorted disjoint runs, of the offset ranges
- * of the placed buffers overlapping sections [l, r). */
+/* Leaves in o->list at most two sorted run lists whose union is that of the
+ * offset ranges of the placed buffers overlapping sections [l, r). */
 static void occ_query(Occ *o, int l, int r) {
-  o->nbuf = o->nseg = 0;
+  o->nlist = o->total = 0;
   for (int x = l + o->p, y = r + o->p; x < y; x >>= 1, y >>= 1) {
     if (x & 1) gather(o, &o->u[x++]);
     if (y & 1) gather(o, &o->u[--y]);
@@ -352,17 +357,19 @@ static void occ_query(Occ *o, int l, int r) {
 /* ------------------------------------------------------------------------
  * Best fit. */
 
-/* Smallest gap that holds `size` among the spans (sorted by offset), else the
- * top; ties go to the lowest offset. Overlapping spans would be merged by the
+/* Smallest gap that holds `size` in the union of two sorted run lists, else
+ * the top; ties go to the lowest offset. Overlapping runs are merged by the
  * running top. */
-static int64_t best_gap(const Span *s, int k, int64_t size) {
+static int64_t best_gap(const Span *a, int na, const Span *b, int nb, int64_t size) {
   int64_t top = 0, best = -1, best_gap = INT64_MAX;
-  for (int i = 0; i < k; i++) {
-    if (s[i].off > top) {
-      int64_t gap = s[i].off - top;
-      if (gap >= size && gap < best_gap) best_gap = gap, best = top;
+  for (int i = 0, j = 0; i < na || j < nb;) {
+    Span x = j == nb || (i < na && a[i].off <= b[j].off) ? a[i++] : b[j++];
+    if (x.off > top) {
+      int64_t gap = x.off - top;
+      if (gap == size) return top; /* exact fit: nothing later can beat it */
+      if (gap > size && gap < best_gap) best_gap = gap, best = top;
     }
-    if (s[i].end > top) top = s[i].end;
+    if (x.end > top) top = x.end;
   }
   return best >= 0 ? best : top;
 }
@@ -396,7 +403,9 @@ static int64_t best_fit(Greedy *g, const Inst *in, const int *ord, int64_t *off)
     off[id] = 0;
     if (in->size[id] == 0) continue;
     occ_query(&g->occ, g->s_lo[id], g->s_hi[id]);
-    off[id] = best_gap(g->occ.buf, g->occ.nbuf, in->size[id]);
+    const Occ *o = &g->occ;
+    off[id] = best_gap(o->list[0], o->nlist > 0 ? o->len[0] : 0, o->list[1],
+                       o->nlist > 1 ? o->len[1] : 0, in->size[id]);
     if (off[id] + in->size[id] > height) height = off[id] + in->size[id];
     occ_add(&g->occ, g->s_lo[id], g->s_hi[id], off[id], off[id] + in->size[id]);
   }
@@ -437,15 +446,17 @@ static const struct {
 };
 enum { N_ORDERINGS = sizeof(ORDERINGS) / sizeof(ORDERINGS[0]) };
 
-/* Runs every ordering, keeps the lowest height in best_off (first wins ties);
- * stops early at the lower bound. Returns the kept ordering's index. */
-static int portfolio(const Inst *in, int64_t lb, int64_t *best_off, int64_t *best_h) {
+/* Runs every ordering (or only `only`, when >= 0), keeps the lowest height
+ * in best_off (first wins ties); stops early at the lower bound. Returns the
+ * kept ordering's index. */
+static int portfolio(const Inst *in, int64_t lb, int only, int64_t *best_off, int64_t *best_h) {
   Greedy g = greedy_make(in);
   int *ord = xmalloc(sizeof(int) * (size_t)in->n);
   int64_t *off = xmalloc(sizeof(int64_t) * (size_t)in->n);
   int kept = -1;
   *best_h = INT64_MAX;
   for (int o = 0; o < N_ORDERINGS && *best_h > lb; o++) {
+    if (only >= 0 && o != only) continue;
     for (int i = 0; i < in->n; i++) ord[i] = i;
     msort(ord, in->n, ORDERINGS[o].cmp, in);
     int64_t h = best_fit(&g, in, ord, off);
@@ -606,10 +617,19 @@ static Inst leaf_inst(const Inst *in, const int *ids, Leaf l) {
  *  - section inference: in a section (elementary time interval) everything
  *    unplaced stacks above the section's floor, so floor + unplaced bytes must
  *    fit; the floor is at least the current offset (monotone), the top of the
- *    last buffer placed there, and the lowest min offset unplaced there;
+ *    last buffer placed there, and the lowest min offset unplaced there. As
+ *    offsets only grow, once offset + the fullest section's unplaced bytes
+ *    exceeds the capacity no later candidate of the node can fit either;
+ *  - hatless buffers: one that no unplaced buffer overlaps has its final
+ *    offset, so it must come before the order passes it: after trying it, or
+ *    on meeting it already passed, the node is done;
  *  - decomposition: once no unplaced buffer crosses a section boundary the two
  *    sides are independent (placed buffers act only through min offsets and
- *    floors), so each side is searched on its own. */
+ *    floors), so each side is searched on its own, with its own preorder
+ *    (MiniMalloc recomputes the T key from the bytes still unplaced; keeping
+ *    the parent's ranks instead left H and I of its suite unsolved).
+ * Every check is incremental: a placement touches only b's overlaps and the
+ * section range they span; orderings are merged, not re-sorted. */
 
 typedef struct {
   int n, ns;           /* buffers, sections */
@@ -641,9 +661,11 @@ typedef struct {
   int *aff;          /* affected sections of one placement */
   Undo *undo;        /* min offsets and floors, restored on backtrack */
   int nundo, capundo;
-  int *pool; /* the orderings of all open nodes, stacked (ranks) */
+  int *pool; /* the orderings of all open nodes, stacked (buffer ids) */
   int npool, cappool;
-  int64_t nodes, node_limit;
+  int64_t nodes, node_limit; /* per preorder run: MiniMalloc's round robin */
+  int64_t work, work_limit;  /* the budget's currency, see WORK_PER_SECOND */
+  int64_t done_cap, done_limit; /* every preorder ran out of done_limit at done_cap */
   double deadline;
 } Search;
 
@@ -728,6 +750,7 @@ static void log_set(Search *S, int64_t *slot, int64_t v) {
     S->undo = xrealloc(S->undo, sizeof(Undo) * (size_t)S->capundo);
   }
   S->undo[S->nundo++] = (Undo){slot, *slot};
+  S->work++;
   *slot = v;
 }
 
@@ -785,18 +808,16 @@ static int raise_min_offsets(Search *S, int b, int64_t top) {
 static void raise_floor(Search *S, int s) {
   const BB *bb = S->bb;
   int64_t lowest = INT64_MAX, f = S->floor[s];
-  int w = S->witness[s];
+  int w = S->witness[s], k = bb->sec_at[s];
   if (S->off[w] < 0 && S->min_off[w] <= f) return;
-  for (int k = bb->sec_at[s]; k < bb->sec_at[s + 1]; k++) {
+  for (; k < bb->sec_at[s + 1]; k++) {
     int o = bb->sec[k];
-    if (S->off[o] >= 0) continue;
-    if (S->min_off[o] <= f) {
-      S->witness[s] = o;
-      return;
-    }
-    if (S->min_off[o] < lowest) lowest = S->min_off[o], w = o;
+    if (S->off[o] < 0 && S->min_off[o] <= f) break;
+    if (S->off[o] < 0 && S->min_off[o] < lowest) lowest = S->min_off[o], w = o;
   }
-  if (lowest != INT64_MAX) log_set(S, &S->floor[s], lowest), S->witness[s] = w;
+  S->work += (k - bb->sec_at[s]) / 4;
+  if (k < bb->sec_at[s + 1]) S->witness[s] = bb->sec[k];
+  else if (lowest != INT64_MAX) log_set(S, &S->floor[s], lowest), S->witness[s] = w;
 }
 
 /* Places b at its min offset and updates floors and section totals; returns
@@ -805,6 +826,7 @@ static int place(Search *S, int b) {
   const BB *bb = S->bb;
   int64_t top = S->min_off[b] + bb->size[b];
   S->off[b] = S->sol[b] = S->min_off[b];
+  S->work += 20 + (bb->ov_at[b + 1] - bb->ov_at[b]) / 4;
   for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) S->total[s] -= bb->size[b];
   int na = raise_min_offsets(S, b, top);
   for (int s = bb->s_lo[b]; s < bb->s_hi[b]; s++) log_set(S, &S->floor[s], top);
@@ -948,9 +970,10 @@ static int64_t min_top(const Search *S, const int *o, int m) {
 
 static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t min_offset,
                        int min_rank) {
-  if (S->nodes++ >= S->node_limit) return BB_ABORT;
+  if (S->nodes++ >= S->node_limit || S->work >= S->work_limit) return BB_ABORT;
   if ((S->nodes & 1023) == 0 && now_s() > S->deadline) return BB_ABORT;
   int m, at = make_ordering(S, ord_at, ord_n, &m);
+  S->work += 4 + ord_n / 4;
   int st = BB_NOT_FOUND;
   if (m == 0) st = BB_FOUND;
   int64_t lowest_top = m ? min_top(S, S->pool + at, m) : 0;
@@ -1018,34 +1041,46 @@ static void search_reset(Search *S, int h, int64_t cap) {
 }
 
 /* Whether the leaf fits in cap: 1 (S->sol holds it), 0 (proven not), -1
- * (node budget or deadline ran out). MiniMalloc's round robin: each preorder
+ * (work budget or deadline ran out). MiniMalloc's round robin: each preorder
  * in turn under a node limit that doubles, so an easy preorder ends early. */
 static int bb_fit(Search *S, int64_t cap, int64_t *budget, double deadline) {
   const BB *bb = S->bb;
   S->deadline = deadline;
-  for (int64_t limit = 2 * (int64_t)bb->n;; limit *= 2)
+  /* The search is deterministic: limits that all three preorders ran out of
+   * at this capacity before would run out again, so resume above them. */
+  int64_t limit = 2 * (int64_t)bb->n;
+  if (cap == S->done_cap && S->done_limit >= limit) limit = 2 * S->done_limit;
+  for (;; limit *= 2) {
+    int spent = 0; /* preorders that used the whole limit */
     for (int h = 0; h < 3; h++) {
       if (*budget <= 0 || now_s() > deadline) return -1;
       search_reset(S, h, cap);
-      S->nodes = 0;
-      S->node_limit = limit < *budget ? limit : *budget;
+      S->nodes = S->work = 0;
+      S->node_limit = limit, S->work_limit = *budget;
       int at = pool_alloc(S, bb->n);
       for (int i = 0; i < bb->n; i++) S->pool[at + i] = i;
       rank_buffers(S, S->pool + at, bb->n);
       msort_rec(S->pool + at, S->tmp, bb->n, by_key, S); /* min offsets all 0 */
       int st = search_node(S, at, bb->n, 0, bb->ns, 0, -1);
-      *budget -= S->nodes;
+      *budget -= S->work;
       if (st != BB_ABORT) return st == BB_FOUND;
+      spent += S->nodes > limit;
     }
+    if (spent == 3) S->done_cap = cap, S->done_limit = limit;
+  }
 }
 
 /* ------------------------------------------------------------------------
  * Driving the search over leaves and capacities. */
 
-/* Search is node-counted so results do not depend on the machine's speed;
- * the wall clock only backs it up. The rate is a conservative guess of nodes
- * per second, turning time_limit_s into a node budget. */
-enum { NODES_PER_SECOND = 250000, EXACT_MAX_N = 4000 };
+/* The search counts its work so that results do not depend on the machine's
+ * speed; the wall clock only backs it up. Work units: one per undo-logged
+ * change (min offset or floor), about one per four buffers scanned (section
+ * floors, orderings, overlaps), 20 per placement, 4 per node. Per unit the
+ * time varies about 2x over the MiniMalloc suite (per node it varies 10x).
+ * The rate, a conservative guess of units per second on a loaded machine,
+ * turns time_limit_s into the budget. */
+enum { WORK_PER_SECOND = 65000000, EXACT_MAX_N = 4000, LEAF_PORTFOLIO_MAX_N = 5000 };
 
 typedef struct {
   Leaf l;
@@ -1063,7 +1098,8 @@ typedef struct {
   const int *ids;
   LeafSol *v;
   int n;
-  int64_t budget; /* nodes left */
+  int64_t budget; /* work units left */
+  double best_at;  /* when minimize last lowered the height */
   int64_t stack_top; /* top of the stacked (spanning) items */
   double deadline;
   /* Plain best fit on the whole instance, when the decomposition changed
@@ -1073,7 +1109,8 @@ typedef struct {
   const char *plain_method;
 } Plan;
 
-static void leaves_greedy(Plan *P, const LeafVec *lv) {
+/* Best fit on every leaf: the portfolio, or the one ordering `only`. */
+static void leaves_greedy(Plan *P, const LeafVec *lv, int only) {
   P->n = lv->n;
   P->v = xcalloc((size_t)lv->n, sizeof(LeafSol));
   for (int L = 0; L < lv->n; L++) {
@@ -1082,7 +1119,7 @@ static void leaves_greedy(Plan *P, const LeafVec *lv) {
     x->s = leaf_inst(P->in, P->ids, x->l);
     x->lb = lower_bound(&x->s);
     x->off = xmalloc(sizeof(int64_t) * (size_t)x->s.n);
-    x->method = ORDERINGS[portfolio(&x->s, x->lb, x->off, &x->h)].name;
+    x->method = ORDERINGS[portfolio(&x->s, x->lb, only, x->off, &x->h)].name;
   }
 }
 
@@ -1141,7 +1178,7 @@ static void plan_offsets(const Plan *P, int64_t *offsets) {
   }
 }
 
-/* fit_all with at most `allow` nodes of the budget. */
+/* fit_all with at most `allow` work units of the budget. */
 static int fit_allowed(Plan *P, int64_t cap, int64_t allow) {
   int64_t total = P->budget, share = allow < total ? allow : total;
   P->budget = share;
@@ -1152,22 +1189,26 @@ static int fit_allowed(Plan *P, int64_t cap, int64_t allow) {
 
 /* Minimizes the height by deciding capacities between what is proven
  * infeasible and the best height, in rounds. A round tries the bound with
- * `allow` nodes (usually the bound is the optimum, and it can take many),
- * then bisects above it with allow / 8 per capacity; an attempt that runs out
- * counts as too low for the rest of its round, and the third such ends the
- * round (further ones would only creep up towards the best height). The next
- * round has 4x the nodes. So easy capacities are settled first, and no undecidable one (often
- * the bound, when the optimum is above it) eats the whole budget. `optimal`
- * is claimed only from the bound or from a proof at best - align. */
+ * `allow` work units (usually the bound is the optimum, and it can take many),
+ * then searches the rest of the gap with allow / 2 per capacity, each a
+ * quarter of the gap below the best height (the bound is often weak, so the
+ * optimum tends to sit nearer the best height than the bound); an attempt
+ * that runs out counts as too low for the rest of its round, and the fourth
+ * such ends the round (further ones would only creep up towards the best
+ * height). The next
+ * round has 4x the work. So easy capacities are settled first, and no
+ * undecidable one (often the bound, when the optimum is above it) eats the
+ * whole budget. `optimal` is claimed only from the bound or from a proof at
+ * best - align. */
 static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *optimal) {
   const char *m;
   int64_t proven = lb; /* every height below it is infeasible */
-  for (int64_t allow = 16 * (int64_t)P->in->n; proven < best; allow *= 4) {
+  for (int64_t allow = 2000 * (int64_t)P->in->n; proven < best; allow *= 4) {
     int unknown = 0;
     for (int64_t lo = proven; lo < best && unknown < 4 && P->budget > 0 && now_s() < P->deadline;) {
-      int64_t cap = lo == proven ? lo : lo + (best - lo) / align / 2 * align;
-      int r = fit_allowed(P, cap, lo == proven ? allow : allow / 8);
-      if (r == 1) best = plan_height(P, &m);
+      int64_t cap = lo == proven ? lo : best - ((best - lo) / align / 4 + 1) * align;
+      int r = fit_allowed(P, cap, lo == proven ? allow : allow / 2);
+      if (r == 1) best = plan_height(P, &m), P->best_at = now_s();
       else {
         if (r == 0 && cap + align > proven) proven = cap + align; /* all below fail too */
         unknown += r < 0;
@@ -1183,8 +1224,8 @@ static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *
 /* ------------------------------------------------------------------------
  * Entry points. */
 
-/* Decomposes, runs the portfolio on every leaf and fills offsets; then plain
- * best fit on the whole instance as a fallback (see Plan). */
+/* Decomposes; runs plain best fit on the whole instance as a fallback (see
+ * Plan), then the portfolio on every leaf, and fills offsets. */
 static Plan plan_make(const Inst *in, int64_t lb, int *ids, int64_t *offsets,
                       double time_limit_s, double t0) {
   for (int i = 0; i < in->n; i++) offsets[i] = 0;
@@ -1194,17 +1235,20 @@ static Plan plan_make(const Inst *in, int64_t lb, int *ids, int64_t *offsets,
    * height that also covers components made only of stacked items. */
   for (int i = 0; i < in->n; i++)
     if (offsets[i] + in->size[i] > P.stack_top) P.stack_top = offsets[i] + in->size[i];
-  P.budget = (int64_t)(time_limit_s * NODES_PER_SECOND);
-  leaves_greedy(&P, &lv);
+  P.budget = (int64_t)(time_limit_s * WORK_PER_SECOND);
+  P.plain_h = INT64_MAX;
+  int only = -1;
+  if (!(lv.n == 1 && lv.v[0].b - lv.v[0].a == in->n)) { /* not the whole instance */
+    P.plain_off = xmalloc(sizeof(int64_t) * (size_t)in->n);
+    only = portfolio(in, lb, -1, P.plain_off, &P.plain_h);
+    P.plain_method = ORDERINGS[only].name;
+    /* On large instances the leaves rarely beat plain best fit by much; the
+     * ordering that won there is enough for the leaves' starting points. */
+    if (in->n <= LEAF_PORTFOLIO_MAX_N) only = -1;
+  }
+  leaves_greedy(&P, &lv, only);
   free(lv.v);
   plan_offsets(&P, offsets);
-  P.plain_h = INT64_MAX;
-  const char *m;
-  bool whole = P.n == 1 && P.v[0].s.n == in->n;
-  if (!whole && plan_height(&P, &m) > lb) {
-    P.plain_off = xmalloc(sizeof(int64_t) * (size_t)in->n);
-    P.plain_method = ORDERINGS[portfolio(in, lb, P.plain_off, &P.plain_h)].name;
-  }
   return P;
 }
 
@@ -1236,7 +1280,7 @@ AsgResult assign_offsets(const AsgItem *items, int n, int64_t align,
   r.optimal = r.height == r.lower_bound;
   if (!r.optimal && time_limit_s > 0) {
     int64_t h = minimize(&P, r.lower_bound, align, r.height, &r.optimal);
-    if (h < r.height) r.best_seconds = now_s() - t0; /* approximate: end of search */
+    if (h < r.height) r.best_seconds = P.best_at - t0;
     r.height = plan_result(&P, offsets, &r.method);
   }
   leaves_free(&P);

@@ -589,3 +589,76 @@ void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
     }
     p[i] -= lrf * d;);
 }
+
+// ----------------------------------------------------------------------------
+// storage precision and loss scaling
+
+static uint16_t to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);              /* nearest even */
+}
+
+static float from_bf16(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+/* IEEE binary16, nearest even, subnormals kept. */
+static uint16_t to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
+  if (exp == 0xffu) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  int32_t e = (int32_t)exp - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - e), half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++; /* a carry may round up to inf: correct */
+  return (uint16_t)(sign | half);
+}
+
+static float from_f16(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
+  if (exp == 0x1fu) x = sign | 0x7f800000u | (mant << 13);
+  else if (exp == 0) {
+    float f = (float)mant * 0x1p-24f; /* zero or subnormal: exact in float */
+    memcpy(&x, &f, 4);
+    x |= sign;
+  } else x = sign | ((exp + 112u) << 23) | (mant << 13);
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+void rt_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = to_bf16(src[i]);
+}
+void rt_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = from_bf16(src[i]);
+}
+void rt_f32_to_f16(uint16_t *dst, const float *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = to_f16(src[i]);
+}
+void rt_f16_to_f32(float *dst, const uint16_t *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = from_f16(src[i]);
+}
+
+int rt_unscale_check(float *g, int64_t n, float inv_scale) {
+  int finite = 1;
+  for (int64_t i = 0; i < n; i++) {
+    finite &= isfinite(g[i]) != 0;
+    g[i] *= inv_scale;
+  }
+  return finite;
+}

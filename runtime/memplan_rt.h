@@ -140,6 +140,18 @@ void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, do
 void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
                    double momentum, double wd, int nesterov);
 
+/* Storage precision (the plan's cast ops): half-precision copies of saved
+ * activations are raw 16-bit patterns, bf16 or IEEE fp16. Conversions to
+ * half round to nearest even; NaN stays NaN; fp16 overflow gives inf. */
+void rt_f32_to_bf16(uint16_t *dst, const float *src, int64_t n);
+void rt_bf16_to_f32(float *dst, const uint16_t *src, int64_t n);
+void rt_f32_to_f16(uint16_t *dst, const float *src, int64_t n);
+void rt_f16_to_f32(float *dst, const uint16_t *src, int64_t n);
+
+/* Loss scaling: g *= inv_scale; returns 1 when every element was finite,
+ * 0 otherwise (then g's contents are unspecified: the step is skipped). */
+int rt_unscale_check(float *g, int64_t n, float inv_scale);
+
 #ifdef __cplusplus
 }
 #endif

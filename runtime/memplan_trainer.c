@@ -161,17 +161,18 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
   return s;
 }
 
-/* Fills a token model's inputs from the next window of s. */
-static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s) {
+/* Fills a token model's inputs with micro-batch mb of the window at s->pos
+ * (a batch is `micro` micro-batches); the last one moves s on. */
+static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s, int mb, int micro) {
   int64_t w = in[0].rows * in[0].cols;
-  if (s->pos + w + 1 > s->n) s->pos = 0;
-  const uint16_t *src = s->tok + s->pos;
+  if (mb == 0 && s->pos + w * micro + 1 > s->n) s->pos = 0;
+  const uint16_t *src = s->tok + s->pos + (int64_t)mb * w;
   for (int k = 0; k < nin; k++) {
     int32_t *dst = (int32_t *)(arena + in[k].offset);
     int shift = in[k].kind == TR_IN_NEXT;
     for (int64_t i = 0; i < w; i++) dst[i] = src[i + shift];
   }
-  s->pos += w;
+  if (mb == micro - 1) s->pos += w * micro;
 }
 
 /* The "blobs" data set. Sample s has class y = key3(1, s, 0) mod K; feature
@@ -529,6 +530,9 @@ static const char help_text[] =
     "  --profile         time every op; print time per op kind and the top ops at the end\n"
     "  --load FILE       initial weights from a safetensors file (names as in plan.json)\n"
     "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename)\n"
+    "  --loss-scale X    initial loss scale of fp16 plans (default 65536; halves on overflow,\n"
+    "                    doubles after 2000 clean steps)\n"
+    "  --force-overflow N  test hook: scale step N's loss gradient by inf, as an overflow would\n"
     "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
     "                    inside the training loop (tests/alloc_count.c)\n"
     "  --help            this text\n"
@@ -538,9 +542,9 @@ static const char help_text[] =
     "with f32 inputs train on the synthetic 'blobs' data set (see memplan_trainer.h).\n";
 
 typedef struct {
-  int64_t steps, seed, eval_every, eval_batches, log_every;
+  int64_t steps, seed, eval_every, eval_batches, log_every, force_overflow;
   int threads, profile, check_alloc;
-  double lr;
+  double lr, loss_scale;
   const char *text, *data, *val, *load, *save, *log;
 } Opts;
 
@@ -554,14 +558,14 @@ static int64_t opt_int(const char *s, const char *name, int64_t min) {
 
 static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   enum { O_STEPS = 256, O_LR, O_SEED, O_THREADS, O_TEXT, O_DATA, O_VAL, O_EVERY, O_EBATCH, O_LOGE, O_LOG, O_PROF,
-         O_LOAD, O_SAVE, O_CHECK, O_HELP };
+         O_LOAD, O_SAVE, O_CHECK, O_SCALE, O_FORCE, O_HELP };
   static const struct option lo[] = {
       {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
       {"text", 1, 0, O_TEXT}, {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"eval-every", 1, 0, O_EVERY},
       {"eval-batches", 1, 0, O_EBATCH}, {"log-every", 1, 0, O_LOGE}, {"log", 1, 0, O_LOG},
       {"profile", 0, 0, O_PROF}, {"load", 1, 0, O_LOAD}, {"save", 1, 0, O_SAVE}, {"check-alloc", 0, 0, O_CHECK},
-      {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
-  Opts o = {.steps = 100, .seed = 1337, .eval_batches = 4, .log_every = 1, .lr = m->lr,
+      {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+  Opts o = {.steps = 100, .seed = 1337, .eval_batches = 4, .log_every = 1, .lr = m->lr, .loss_scale = 65536.0,
             .threads = omp_get_max_threads()};
   int c;
   while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -586,6 +590,14 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_LOAD: o.load = optarg; break;
     case O_SAVE: o.save = optarg; break;
     case O_CHECK: o.check_alloc = 1; break;
+    case O_FORCE: o.force_overflow = opt_int(optarg, "--force-overflow", 1); break;
+    case O_SCALE: {
+      char *e;
+      o.loss_scale = strtod(optarg, &e);
+      if (e == optarg || *e || !(o.loss_scale > 0) || isinf(o.loss_scale))
+        die("--loss-scale '%s': expected a positive number", optarg);
+      break;
+    }
     case 'h':
     case O_HELP: printf(help_text, m->model, m->lr); exit(0);
     default: fprintf(stderr, "run 'trainer --help' for the options\n"); exit(2);
@@ -608,10 +620,11 @@ typedef struct {
   Stream train, val;
 } Run;
 
-static void fill_train(Run *r, int64_t step) {
+static void fill_train(Run *r, int64_t step, int mb) {
   const TrModel *m = r->m;
-  if (m->vocab) fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train);
-  else fill_blob_batch(r->arena, m->train_in, m->ntrain_in, (step - 1) * m->train_in[0].rows, m->classes);
+  int64_t rows = m->train_in[0].rows;
+  if (m->vocab) fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train, mb, m->accumulation);
+  else fill_blob_batch(r->arena, m->train_in, m->ntrain_in, ((step - 1) * m->accumulation + mb) * rows, m->classes);
 }
 
 /* Mean loss over the first `batches` eval batches (the same ones every time). */
@@ -620,7 +633,7 @@ static double evaluate(Run *r, int64_t batches) {
   double total = 0.0;
   r->val.pos = 0;
   for (int64_t k = 0; k < batches; k++) {
-    if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val);
+    if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val, 0, 1);
     else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0 + k * m->eval_in[0].rows, m->classes);
     m->eval(r->arena);
     total += *(const float *)(r->arena + m->eval_loss_offset);
@@ -636,16 +649,16 @@ static void warm_up(Run *r) {
   if (!m->neval_in) return;
   Stream s = r->train;
   s.pos = 0;
-  if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s);
+  if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
   else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
   m->eval(r->arena);
 }
 
-static void check_window(const Stream *s, const TrInput *in) {
-  int64_t w = in->rows * in->cols + 1;
+static void check_window(const Stream *s, const TrInput *in, int micro) {
+  int64_t w = micro * in->rows * in->cols + 1;
   if (s->n < w)
     die("%s: %lld tokens is too short: one batch needs %lld x %lld + 1 = %lld tokens", s->path, (long long)s->n,
-        (long long)in->rows, (long long)in->cols, (long long)w);
+        (long long)(micro * in->rows), (long long)in->cols, (long long)w);
 }
 
 static unsigned char *alloc_arena(const TrModel *m) {
@@ -661,6 +674,26 @@ static unsigned char *alloc_arena(const TrModel *m) {
 
 typedef long (*AllocCount)(void);
 
+/* Dynamic loss scaling with torch.cuda.amp.GradScaler's defaults: growth 2x
+ * after 2000 clean steps, backoff 0.5 and the step skipped on inf/nan. */
+typedef struct {
+  double scale;
+  int64_t clean, applied, skipped;
+} LossScaler;
+
+enum { TR_SCALE_GROWTH_INTERVAL = 2000 };
+
+static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, double lr, int64_t step) {
+  if (m->unscale(arena, (float)(1.0 / ls->scale))) {
+    m->update(arena, lr, ++ls->applied);
+    if (++ls->clean == TR_SCALE_GROWTH_INTERVAL) ls->scale *= 2, ls->clean = 0;
+    return;
+  }
+  ls->skipped++, ls->clean = 0;
+  ls->scale *= 0.5;
+  printf("step %lld skipped: a gradient overflowed; loss scale now %g\n", (long long)step, ls->scale);
+}
+
 int tr_main(int argc, char **argv, const TrModel *m) {
   Opts o = parse_opts(argc, argv, m);
   rt_set_threads(o.threads);
@@ -668,14 +701,15 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   if (m->vocab) {
     r.train = load_tokens(o.text ? o.text : o.data, o.text != NULL, m->vocab);
     r.val = o.val ? load_tokens(o.val, o.text != NULL, m->vocab) : r.train;
-    check_window(&r.train, &m->train_in[0]);
-    if (o.eval_batches) check_window(&r.val, &m->eval_in[0]);
+    check_window(&r.train, &m->train_in[0], m->accumulation);
+    if (o.eval_batches) check_window(&r.val, &m->eval_in[0], 1);
   }
   FILE *log = o.log ? fopen(o.log, "w") : NULL;
   if (o.log && !log) die("cannot write %s: %s", o.log, strerror(errno));
   if (log) fprintf(log, "step,loss,ms,eval_loss\n");
   AllocCount alloc_count = (AllocCount)(uintptr_t)dlsym(RTLD_DEFAULT, "memplan_alloc_count");
   if (o.check_alloc && !alloc_count) die("--check-alloc needs a counting allocator: LD_PRELOAD=liballoc_count.so");
+  tr_profiling = o.profile;
   if (o.profile) {
     prof_time = xmalloc(sizeof(double) * (size_t)(m->nops ? m->nops : 1), "profile");
     memset(prof_time, 0, sizeof(double) * (size_t)(m->nops ? m->nops : 1));
@@ -694,14 +728,22 @@ int tr_main(int argc, char **argv, const TrModel *m) {
 
   long allocs0 = alloc_count ? alloc_count() : 0;
   double t_steps = 0.0, ev = NAN;
+  LossScaler ls = {o.loss_scale, 0, 0, 0};
   for (int64_t step = 1; step <= o.steps; step++) {
-    double t0 = now_s();
-    fill_train(&r, step);
-    if (o.profile) prof_last = now_s();
-    m->step(r.arena, o.lr, step);
+    double t0 = now_s(), sum = 0.0;
+    float scale = (float)((m->loss_scaling ? ls.scale : 1.0) / m->accumulation);
+    if (step == o.force_overflow) scale = INFINITY;
+    for (int mb = 0; mb < m->accumulation; mb++) {
+      fill_train(&r, step, mb);
+      if (o.profile) prof_last = now_s();
+      m->step(r.arena, o.lr, ls.applied + 1, mb, scale);
+      sum += *(const float *)(r.arena + m->loss_offset);
+    }
+    if (!m->loss_scaling) m->update(r.arena, o.lr, step), ls.applied = step;
+    else scaler_step(&ls, m, r.arena, o.lr, step);
     double dt = now_s() - t0;
     t_steps += dt;
-    float loss = *(const float *)(r.arena + m->loss_offset);
+    float loss = (float)(sum / m->accumulation);
     if (!isfinite(loss)) die("the loss is %f at step %lld (lower --lr?)", (double)loss, (long long)step);
     ev = NAN;
     if (o.eval_every && step % o.eval_every == 0 && o.eval_batches) ev = evaluate(&r, o.eval_batches);
@@ -734,8 +776,13 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   printf("memory: planned arena %lld bytes (%s), measured peak RSS %lld bytes (%s)\n", (long long)m->arena_bytes,
          fmt_bytes(b1, sizeof b1, m->arena_bytes), (long long)rss, fmt_bytes(b2, sizeof b2, rss));
   if (alloc_count) printf("allocations inside the training loop: %ld\n", allocs);
+  if (m->loss_scaling) printf("loss scaling: %lld of %lld steps skipped, final scale %g\n", (long long)ls.skipped,
+                              (long long)o.steps, ls.scale);
   if (log) fclose(log);
   free(r.arena);
+  if (r.val.tok != r.train.tok) free(r.val.tok);
+  free(r.train.tok);
+  free(prof_time);
   if (o.check_alloc && allocs != 0) {
     fprintf(stderr, "trainer: error: %ld allocations inside the training loop (expected none)\n", allocs);
     return 4;

@@ -12,7 +12,8 @@
  * - Batches of a token model are sequential windows, as llm.c's loader: batch
  *   k reads tokens [p, p + B*T] with p = k*B*T, wrapping to 0 when the window
  *   would pass the end; inputs are the first B*T tokens, targets the B*T
- *   tokens one position later.
+ *   tokens one position later. With micro-batches of b rows, micro-batch j
+ *   reads the rows j*b .. (j+1)*b - 1 of that same window.
  * - Models with f32 inputs train on a synthetic data set ("blobs", see
  *   tr_blob_value in memplan_trainer.c): sample s has class y(s), and every
  *   feature is a fixed class centre plus uniform noise, all from integer
@@ -75,8 +76,15 @@ typedef struct {
   int64_t classes;                   /* synthetic labels are < classes */
   int64_t samples_per_step;          /* tokens (token models) or samples per step */
   int64_t param_count, step_flops;
-  /* One training step: forward, backward, fused updates; t is 1-based. */
-  void (*step)(unsigned char *arena, double lr, int64_t t);
+  int accumulation;                  /* micro-batches per step; inputs hold one micro-batch */
+  int loss_scaling;                  /* fp16: dynamic loss scaling (GradScaler's semantics) */
+  /* One micro-batch of the training step: forward, backward, and the
+   * updates when they are fused; scale multiplies the loss gradient. */
+  void (*step)(unsigned char *arena, double lr, int64_t t, int mb, float scale);
+  /* The updates that wait for every gradient (empty when fused). */
+  void (*update)(unsigned char *arena, double lr, int64_t t);
+  /* Loss scaling: multiplies every gradient by inv_scale; 0 if any was not finite. */
+  int (*unscale)(unsigned char *arena, float inv_scale);
   /* Forward only, the eval plan: nothing saved. */
   void (*eval)(unsigned char *arena);
 } TrModel;

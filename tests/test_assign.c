@@ -177,7 +177,8 @@ static void test_edges(void) {
   CHECK(r.height == 8 && off[0] == 0, "one item, aligned: %lld", (long long)r.height);
   AsgItem zero[2] = {{0, 2, 0}, {1, 3, 0}};
   r = assign_offsets(zero, 2, 1, 1.0, off);
-  CHECK(r.height == 0 && off[0] == 0 && off[1] == 0, "zero sizes"); /* verify_packing wants size > 0 */
+  CHECK(r.height == 0 && off[0] == 0 && off[1] == 0, "zero sizes");
+  CHECK(!verify_items(zero, 2, off, 1, 0), "zero sizes verify");
   /* Half-open lifetimes: touching buffers share bytes. */
   AsgItem touch[2] = {{0, 5, 10}, {5, 9, 10}};
   r = assign_offsets(touch, 2, 1, 1.0, off);
@@ -226,6 +227,48 @@ static void test_vs_best_fit(void) {
   }
 }
 
+/* A training-step-like instance of exactly n buffers: weights and optimizer
+ * state live throughout, each forward activation until its backward op
+ * (nested lifetimes), short temporaries and gradients in between. */
+static int gen_training(AsgItem *it, int n, uint64_t seed) {
+  uint64_t s = seed;
+  int k = 0, L = n / 10; /* forward ops */
+  int64_t T = 2 * L + 2;
+  for (int i = 0; i < L && k < n; i++) { /* activation i: forward i .. backward */
+    int64_t size = 256 * (1 + (int64_t)(rng(&s) % 64));
+    it[k++] = (AsgItem){i, T - 1 - i, size};
+  }
+  while (k < n) {
+    int64_t t = (int64_t)(rng(&s) % (uint64_t)T), kind = (int64_t)(rng(&s) % 8);
+    int64_t size = 256 * (1 + (int64_t)(rng(&s) % 128));
+    if (kind == 0) it[k++] = (AsgItem){0, T, size}; /* weight, m, v */
+    else it[k++] = (AsgItem){t, t + 1 + kind % 3, size};
+  }
+  return n;
+}
+
+/* On a 2,000-buffer training step, assign_offsets (heuristics only, and with
+ * a little search) is never above plain best fit in any ordering. */
+static void test_training_vs_best_fit(void) {
+  enum { N = 2000 };
+  static AsgItem it[N];
+  static int64_t off[N];
+  for (uint64_t seed = 1; seed <= 3; seed++) {
+    gen_training(it, N, seed);
+    for (double tl = 0; tl <= 0.1; tl += 0.1) {
+      AsgResult r = assign_offsets(it, N, 256, tl, off);
+      const char *e = verify_items(it, N, off, 256, r.height);
+      CHECK(!e, "seed %llu: %s", (unsigned long long)seed, e);
+      for (int o = 0; o < ASSIGN_N_ORDERINGS; o++) {
+        int64_t h = assign_best_fit(it, N, 256, o, off);
+        CHECK(!verify_items(it, N, off, 256, h), "best fit %s", assign_ordering_name(o));
+        CHECK(r.height <= h, "seed %llu, limit %g: %lld above %s %lld", (unsigned long long)seed,
+              tl, (long long)r.height, assign_ordering_name(o), (long long)h);
+      }
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "tests/data";
   test_edges();
@@ -234,6 +277,7 @@ int main(int argc, char **argv) {
   test_readme_example(dir);
   test_determinism();
   test_vs_best_fit();
+  test_training_vs_best_fit();
   if (failures) {
     fprintf(stderr, "test_assign: %d failures\n", failures);
     return 1;

@@ -1,0 +1,69 @@
+#!/bin/sh
+# run.sh MEMPLAN PYTHON WORKDIR: precision and micro-batching, end to end on
+# gpt2-mini's generated trainer:
+#  1. micro-batches with gradient accumulation equal the full batch (fp32):
+#     gpt2-mini's losses over 10 AdamW steps, and mlp's losses and weights
+#     after 10 SGD steps, to 1e-6 (AdamW's weights are compared by losses
+#     only: it moves an element whose gradient is rounding noise, like the
+#     key bias of attention, by lr whatever the noise);
+#  2. bf16 and fp16 (with loss scaling) track fp32 within 2% of the mean loss
+#     of the last 20 of 200 steps;
+#  3. a forced overflow (the trainer's test hook --force-overflow) skips the
+#     step, halves the scale and leaves the weights untouched.
+set -eu
+memplan=$1 py=$2 work=$3
+here=$(dirname "$0")
+model=$here/../../models/gpt2-mini.yaml
+mlp=$here/../../models/mlp.yaml
+text=$here/../../README.md
+rm -rf "$work"
+mkdir -p "$work"
+build() { # name [memplan options]
+  v=$1
+  shift
+  m=$model
+  case $v in mlp*) m=$mlp ;; esac
+  "$memplan" compile "$m" "$@" -o "$work/$v" > "$work/$v.report"
+  cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release -DTRAINER_WERROR=ON > /dev/null
+  cmake --build "$work/$v/build" -j2 > /dev/null
+}
+train() { # name tag steps [trainer options]
+  v=$1 tag=$2 steps=$3
+  shift 3
+  data="--text $text"
+  case $v in mlp*) data="" ;; esac
+  "$work/$v/build/trainer" $data --steps "$steps" --seed 11 --threads 2 --log-every 50 --eval-batches 0 \
+    --log "$work/$tag.csv" --save "$work/$tag.safetensors" "$@" > "$work/$tag.out"
+}
+build fp32
+build mb2 --micro-batch 2
+build bf16 --precision bf16
+build fp16 --precision fp16
+build mlp
+build mlp_mb --micro-batch 16
+grep -q "batch 4 as 2 micro-batches of 2" "$work/mb2.report" || { echo "FAIL: no micro-batches planned"; exit 1; }
+grep -q "precision bf16: .* saved activations stored in half precision" "$work/bf16.report" || { echo "FAIL: nothing lowered"; exit 1; }
+
+echo "== micro-batches equal the full batch"
+train fp32 fp32_10 10
+train mb2 mb2_10 10
+"$py" "$here/compare.py" losses "$work/fp32_10.csv" "$work/mb2_10.csv" 1e-6
+train mlp mlp_10 10
+train mlp_mb mlp_mb_10 10
+"$py" "$here/compare.py" same "$work/mlp_10.csv" "$work/mlp_mb_10.csv" "$work/mlp_10.safetensors" "$work/mlp_mb_10.safetensors" 1e-6
+
+echo "== half precision tracks fp32"
+train fp32 fp32_200 200
+train bf16 bf16_200 200
+train fp16 fp16_200 200
+"$py" "$here/compare.py" track "$work/fp32_200.csv" "$work/bf16_200.csv" 0.02 20
+"$py" "$here/compare.py" track "$work/fp32_200.csv" "$work/fp16_200.csv" 0.02 20
+grep "loss scaling:" "$work/fp16_200.out"
+
+echo "== a forced overflow skips the step"
+train fp16 init 0
+train fp16 overflow 1 --force-overflow 1
+grep -q "step 1 skipped: a gradient overflowed; loss scale now 32768" "$work/overflow.out" || { echo "FAIL: no skipped step"; cat "$work/overflow.out"; exit 1; }
+grep "skipped" "$work/overflow.out"
+"$py" "$here/compare.py" equal "$work/init.safetensors" "$work/overflow.safetensors"
+echo "all precision checks passed"
