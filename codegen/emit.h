@@ -28,13 +28,35 @@ void json_plan(const Plan *p, Text *out);
 /* The human report (report.c). */
 void report_plan(const Plan *p, FILE *out);
 
-/* The CPU trainer (emitc.c): trainer.c and its CMakeLists.txt from the Plan
- * alone. 0, or -1 with a message on stderr when the plan needs something the
- * CPU trainer cannot do; the Texts are then incomplete and must be dropped. */
-int emitc_trainer(const Plan *p, Text *trainer_c, Text *cmakelists);
+/* The trainers (emitc.c): one schedule walk, two backends. An EmitBackend decides
+ * only what differs between trainer.c and trainer.cu; everything else
+ * (sections, op bodies, acc and micro-batch flags, casts, the update and
+ * unscale split, the tables) is the same code. */
+typedef struct {
+  const char *file;        /* "trainer.c", "trainer.cu" */
+  const char *prefix;      /* kernel prefix: "rt_" (memplan_rt.h), "rt_cuda_" (memplan_rt_cuda.h) */
+  const char *about;       /* header comment lines after the arena's size */
+  const char *includes;    /* #include lines */
+  const char *tick;        /* the TICK(op) macro (--profile) */
+  const char *unscale_all; /* NULL: unscale_check returns each gradient's verdict; else the
+                              expression that returns all of them at once, after the calls */
+  const char *hooks;       /* the model table's backend fields (set_threads, device) */
+} EmitBackend;
+extern const EmitBackend emit_backend_c;    /* emitc.c */
+extern const EmitBackend emit_backend_cuda; /* emitcu.c */
+
+/* trainer.c or trainer.cu from the Plan alone. 0, or -1 with a message on
+ * stderr when the plan needs something the trainer cannot do; the Text is then
+ * incomplete and must be dropped. */
+int emit_trainer(const Plan *p, const EmitBackend *be, Text *out);
+/* The folder's CMakeLists.txt: the CPU trainer where OpenBLAS and OpenMP are
+ * found, the CUDA trainer where a CUDA compiler is (architectures 80;90 by
+ * default); an error only when neither can be built. */
+void emit_cmakelists(const Plan *p, Text *out);
 
 /* The runtime files a trainer folder needs (memplan_rt.h, cpu.c,
- * memplan_trainer.{h,c}), embedded in memplan at build time from runtime/
+ * memplan_trainer.{h,c}, and the CUDA side: memplan_rt_cuda.h, kernels.cu,
+ * memplan_trainer_cuda.cu), embedded in memplan at build time from runtime/
  * (runtime_files.c, made by codegen/embed.cmake). */
 typedef struct {
   const char *name;

@@ -32,7 +32,7 @@ static const char compile_help[] =
     "\n"
     "  -b, --budget SIZE     the arena must fit SIZE bytes: 8G, 512M, 1.5G, 1000000\n"
     "                        (K, M, G, T are powers of 1024; KB, MB, GB, TB powers of 1000)\n"
-    "  -o, --output DIR      write DIR/: plan.json, trainer.c and its runtime, plan.dot, plan.svg,\n"
+    "  -o, --output DIR      write DIR/: plan.json, trainer.c, trainer.cu and their runtime, plan.dot, plan.svg,\n"
     "                        timeline.svg (files appear only when everything succeeded)\n"
     "      --expand          draw every repeat block of plan.svg open (default: collapsed when deep)\n"
     "      --block NAME      open one block in plan.svg, e.g. --block h3\n"
@@ -152,14 +152,16 @@ static bool dumping(const Options *o, const char *pass) { return o->dump && !str
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {
   // Every output is built in memory first; files are written (each
   // atomically) only when all of them were built.
-  enum { NFIXED = 6, MAXF = NFIXED + 16 };
-  const char *name[MAXF] = {"plan.json", "trainer.c", "CMakeLists.txt", "plan.dot", "plan.svg", "timeline.svg"};
+  enum { NFIXED = 7, MAXF = NFIXED + 16 };
+  const char *name[MAXF] = {"plan.json", "trainer.c", "trainer.cu", "CMakeLists.txt", "plan.dot", "plan.svg",
+                            "timeline.svg"};
   Text out[MAXF] = {{0}};
   int n = NFIXED, rc = 0;
   json_plan(p, &out[0]);
-  if (emitc_trainer(p, &out[1], &out[2])) rc = 1;
-  dot_plan(p, dot, &out[3], &out[4]);
-  timeline_svg(p, &out[5]);
+  if (emit_trainer(p, &emit_backend_c, &out[1]) || emit_trainer(p, &emit_backend_cuda, &out[2])) rc = 1;
+  emit_cmakelists(p, &out[3]);
+  dot_plan(p, dot, &out[4], &out[5]);
+  timeline_svg(p, &out[6]);
   for (int i = 0; i < emitc_nruntime_files && n < MAXF; i++, n++) {
     name[n] = emitc_runtime_files[i].name;
     text_printf(&out[n], "%.*s", (int)emitc_runtime_files[i].size, (const char *)emitc_runtime_files[i].data);
@@ -173,8 +175,8 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
   if (!rc) {
     printf("\nwrote %s/:", dir);
     for (int i = 0; i < n; i++) printf(" %s", name[i]);
-    printf("\n  build and train: cmake -S %s -B %s/build && cmake --build %s/build && %s/build/trainer --help\n", dir,
-           dir, dir, dir);
+    printf("\n  build and train: cmake -S %s -B %s/build && cmake --build %s/build && %s/build/trainer --help\n"
+           "  (build/trainer where OpenBLAS is found, build/trainer_cuda where nvcc is)\n", dir, dir, dir, dir);
   }
   for (int i = 0; i < n; i++) text_free(&out[i]);
   return rc;

@@ -77,20 +77,35 @@ void ar_free(Arena *a) {
 /* ---- diagnostics ---- */
 
 #define MAX_SOURCES 16
+/* Keyed by a copy of the file name: a caller that loads again (tests,
+ * fuzzers, micro-batch reloads) may have freed the old name and text, and
+ * registering the same name replaces the entry, so a caret never reads
+ * freed text. */
 static struct {
-  const char *file, *text;
+  char *file;
+  const char *text;
   size_t len;
 } sources[MAX_SOURCES];
-static int nsources;
+static int nsources, next_victim;
 static jmp_buf *catcher;
 static char last_msg[1024];
 
 void diag_register_source(const char *file, const char *text, size_t len) {
-  if (nsources == MAX_SOURCES) nsources = 0; /* oldest goes; carets are a nicety */
-  sources[nsources].file = file;
-  sources[nsources].text = text;
-  sources[nsources].len = len;
-  nsources++;
+  int i = 0;
+  while (i < nsources && strcmp(sources[i].file, file) != 0) i++;
+  if (i == nsources) {
+    char *copy = strdup(file);
+    if (!copy) return;
+    if (i == MAX_SOURCES) { /* the oldest goes; carets are a nicety */
+      i = next_victim, next_victim = (next_victim + 1) % MAX_SOURCES;
+      free(sources[i].file);
+    } else {
+      nsources++;
+    }
+    sources[i].file = copy;
+  }
+  sources[i].text = text;
+  sources[i].len = len;
 }
 
 void diag_catch(jmp_buf *jb) { catcher = jb; }

@@ -24,9 +24,23 @@
 #include "load.h"
 #include "ops.h"
 
-#define MAX_LAYERS 100000 /* after repeat expansion */
-#define MAX_NAME 256
-#define MAX_DEPTH 16
+/* Limits: each keeps a pass linear (or bounded) in the file's size and
+ * every size and FLOP count of the plan inside 64 bits. */
+#define MAX_LAYERS 100000 /* after repeat expansion (a repeat block counts as one) */
+#define MAX_NAME 256      /* a layer, block, dim or input name as written */
+#define MAX_SCOPE 1024    /* the prefix of nested block names, "h3.b1." */
+#define MAX_DEPTH 16      /* nested repeat blocks */
+#define MAX_DIMS 1024     /* entries under dims: and inputs: (checked pairwise) */
+#define MAX_EXPR 1024     /* characters of one expression (re-read per expanded layer) */
+/* The graph's tensors together: with gradients, optimizer states and
+ * alignment, every sum of buffer sizes a plan makes stays far below 2^63. */
+#define MAX_TOTAL_BYTES (INT64_C(1) << 50) /* 1 PiB */
+/* Forward and backward FLOPs of all layers: step totals stay below 2^63. */
+#define MAX_STEP_FLOPS (INT64_C(1) << 60)
+/* YAML nesting and size: libyaml's scanner is quadratic in flow nesting
+ * ("[[[[..."), and each node costs about 100 bytes in its document. */
+#define MAX_YAML_DEPTH 64
+#define MAX_YAML_NODES 4000000
 
 typedef yaml_node_t Node;
 
@@ -62,6 +76,7 @@ typedef struct {
   const DimOverride *ov;
   int nov;
   bool gpt2_init;
+  int64_t total_bytes; /* of all tensors so far */
 } Loader;
 
 static Loc loc_of(Loader *L, const Node *n) {
@@ -85,11 +100,11 @@ static int *names_slot(Loader *L, const char *k) {
     N->val = ar_alloc(L->ar, sizeof(int) * (size_t)N->cap);
     N->n = 0;
     for (int i = 0; i < old.cap; i++)
-      if (old.key[i]) *names_slot(L, old.key[i]) = old.val[i], N->n++;
+      if (old.key[i]) *names_slot(L, old.key[i]) = old.val[i];
   }
   size_t i = hash(k) & (size_t)(N->cap - 1);
   while (N->key[i] && strcmp(N->key[i], k) != 0) i = (i + 1) & (size_t)(N->cap - 1);
-  if (!N->key[i]) N->key[i] = k, N->val[i] = INT32_MIN;
+  if (!N->key[i]) N->key[i] = k, N->val[i] = INT32_MIN, N->n++; /* counts every key, so the table grows */
   return &N->val[i];
 }
 
@@ -170,6 +185,8 @@ static void check_keys(Loader *L, Node *map, const char *what, const char *const
 static int64_t int_expr(Loader *L, Node *n, const char *what) {
   const char *s = scalar(L, n, what);
   Loc at = loc_of(L, n);
+  if (n->data.scalar.length > MAX_EXPR)
+    diag_error(at, "%s is an expression longer than %d characters", what, MAX_EXPR);
   if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) at.col++; /* skip the quote */
   return expr_eval(s, at, L->dims.v, L->dims.n);
 }
@@ -193,9 +210,20 @@ static bool boolean(Loader *L, Node *n, const char *what) {
 
 /* ---- dims, inputs, optimizer ---- */
 
+/* Entries of a mapping checked pairwise for duplicates: at most MAX_DIMS. */
+static void check_count(Loader *L, Node *map, const char *what) {
+  if (map->data.mapping.pairs.top - map->data.mapping.pairs.start > MAX_DIMS)
+    diag_error(loc_of(L, map), "more than %d %s", MAX_DIMS, what);
+}
+
+static void check_name(Loader *L, Node *n, const char *name, const char *what) {
+  if (strlen(name) > MAX_NAME) diag_error(loc_of(L, n), "%s is longer than %d characters", what, MAX_NAME);
+}
+
 static void load_dims(Loader *L, Node *map) {
   if (!map) return;
   expect(L, map, YAML_MAPPING_NODE, "'dims'");
+  check_count(L, map, "dims");
   check_keys(L, map, "dims", NULL, NULL); /* duplicates only: any name is a key */
 }
 
@@ -203,6 +231,7 @@ static void eval_dims(Loader *L, Node *map) {
   for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
     Node *k = node(L, p->key);
     const char *name = scalar(L, k, "a dim name");
+    check_name(L, k, name, "a dim name");
     if (!expr_is_ident(name))
       diag_error(loc_of(L, k), "dim name '%s' must be an identifier (letters, digits, '_')", name);
     Dim d = {ar_strdup(L->ar, name), 0, loc_of(L, node(L, p->value)), false};
@@ -250,6 +279,10 @@ static int add_tensor(Loader *L, Tensor t) {
   int64_t bytes = dtype_size(t.dtype);
   for (int i = 0; i < t.shape.rank; i++) bytes = ck_mul_or_die(t.loc, "a tensor's size in bytes", bytes, t.shape.d[i]);
   if (L->t.n >= 4 * MAX_LAYERS) diag_error(t.loc, "too many tensors (limit %d)", 4 * MAX_LAYERS);
+  if (bytes > MAX_TOTAL_BYTES - L->total_bytes)
+    diag_error(t.loc, "the model's tensors take more than 1 PiB (%lld bytes) with '%s' (%lld bytes); use smaller dims",
+               (long long)MAX_TOTAL_BYTES, t.name, (long long)bytes);
+  L->total_bytes += bytes;
   VEC_PUSH(L->ar, L->t, t);
   return L->t.n - 1;
 }
@@ -257,10 +290,12 @@ static int add_tensor(Loader *L, Tensor t) {
 static void load_inputs(Loader *L, Node *map) {
   static const char *const keys[] = {"shape", "dtype", NULL};
   expect(L, map, YAML_MAPPING_NODE, "'inputs'");
+  check_count(L, map, "inputs");
   check_keys(L, map, "inputs", NULL, NULL);
   for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
     Node *k = node(L, p->key), *v = node(L, p->value);
     const char *name = scalar(L, k, "an input name");
+    check_name(L, k, name, "an input name");
     if (!expr_is_ident(name)) diag_error(loc_of(L, k), "input name '%s' must be an identifier", name);
     expect(L, v, YAML_MAPPING_NODE, "an input");
     check_keys(L, v, "an input", keys, NULL);
@@ -319,7 +354,11 @@ static void flatten_repeat(Loader *L, Node *m, const char *scope, int depth, int
   Node *rn = need(L, m, "repeat", "a repeat block");
   int64_t n = int_expr(L, rn, "'repeat'");
   const char *name = scalar(L, need(L, m, "name", "a repeat block"), "'name'");
-  if (!expr_is_ident(name)) diag_error(loc_of(L, get(L, m, "name")), "block name '%s' must be an identifier", name);
+  Node *nn = get(L, m, "name");
+  check_name(L, nn, name, "a block name");
+  if (!expr_is_ident(name)) diag_error(loc_of(L, nn), "block name '%s' must be an identifier", name);
+  if (strlen(scope) + strlen(name) + 24 > MAX_SCOPE)
+    diag_error(loc_of(L, nn), "block names nested here make a prefix longer than %d characters", MAX_SCOPE);
   if (n < 0) diag_error(loc_of(L, rn), "repeat count %lld must not be negative", (long long)n);
   if (n > MAX_LAYERS) diag_error(loc_of(L, rn), "repeat count %lld is over the limit of %d layers", (long long)n, MAX_LAYERS);
   Node *body = expect(L, need(L, m, "layers", "a repeat block"), YAML_SEQUENCE_NODE, "'layers'");
@@ -368,7 +407,7 @@ static void flatten(Loader *L, Node *seq, const char *scope, int depth, int64_t 
 /* The name id of ref seen from scope "h3.b1.": h3.b1.ref, h3.ref, ref. */
 static bool resolve_name(Loader *L, const char *scope, const char *ref, int *id) {
   size_t n = strlen(scope);
-  char buf[2 * MAX_NAME + 64];
+  char buf[MAX_SCOPE + MAX_NAME + 64];
   for (;;) {
     if (n + strlen(ref) + 1 < sizeof buf) {
       snprintf(buf, sizeof buf, "%.*s%s", (int)n, scope, ref);
@@ -569,7 +608,7 @@ void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_ke
     const char *dot = strrchr(ref, '.');
     const char *owner = c->L->layers.v[c->ly->share].name;
     /* the owner's parameter named by the part after the dot */
-    char want[3 * MAX_NAME];
+    char want[MAX_SCOPE + 3 * MAX_NAME];
     snprintf(want, sizeof want, "%s.%s", owner, dot + 1);
     for (int t = 0; t < c->L->t.n; t++) {
       Tensor *p = &c->L->t.v[t];
@@ -577,10 +616,10 @@ void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_ke
       bool eq = p->shape.rank == shape.rank;
       for (int i = 0; eq && i < shape.rank; i++) eq = p->shape.d[i] == shape.d[i];
       if (!eq) {
-        Arena tmp = {0};
+        Arena *ar = c->L->ar;
         diag_error(loc_of(c->L, sk), "shape mismatch: shared parameter '%s' is %s %s, this layer needs %s %s", want,
-                   shape_sym_str(&tmp, &p->shape), shape_val_str(&tmp, &p->shape), shape_sym_str(&tmp, &shape),
-                   shape_val_str(&tmp, &shape));
+                   shape_sym_str(ar, &p->shape), shape_val_str(ar, &p->shape), shape_sym_str(ar, &shape),
+                   shape_val_str(ar, &shape));
       }
       c->op.in[slot] = t;
       return;
@@ -685,6 +724,19 @@ static int find_loss(Loader *L, Node *layers) {
   return loss;
 }
 
+/* Forward plus backward FLOPs of every layer, summed over the model, stay
+ * below MAX_STEP_FLOPS (the op table saturates instead of overflowing). */
+static void check_flops(const Graph *g) {
+  int64_t total = 0, fb;
+  for (int i = 0; i < g->nops; i++) {
+    const Op *o = &g->ops[i];
+    const OpInfo *oi = op_info(o->kind);
+    if (!ck_add(oi->flops(g, o, false), oi->flops(g, o, true), &fb) || !ck_add(total, fb, &total) ||
+        total > MAX_STEP_FLOPS)
+      diag_error(o->loc, "layer '%s': a training step would take more than 2^60 FLOPs; use smaller dims", o->name);
+  }
+}
+
 static Graph *load_doc(Loader *L) {
   Node *root = yaml_document_get_root_node(&L->doc);
   if (!root) diag_error((Loc){L->path, 1, 1}, "empty file: a model needs 'model', 'inputs' and 'layers'");
@@ -715,7 +767,49 @@ static Graph *load_doc(Loader *L) {
   Graph *g = ar_alloc(L->ar, sizeof(Graph));
   *g = (Graph){ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, L->t.v, L->t.n, L->ops.v, L->ops.n, opt, 0};
   g->loss = find_loss(L, layers);
+  check_flops(g);
   return g;
+}
+
+/* Reports the libyaml parser's error at its problem mark. */
+_Noreturn static void yaml_fail(Loader *L, yaml_parser_t *parser) {
+  Loc at = {L->path, (int)parser->problem_mark.line + 1, (int)parser->problem_mark.column + 1};
+  char msg[300];
+  snprintf(msg, sizeof msg, "%s%s%s", parser->problem ? parser->problem : "invalid YAML",
+           parser->context ? " " : "", parser->context ? parser->context : "");
+  yaml_parser_delete(parser);
+  diag_error(at, "not valid YAML: %s", msg);
+}
+
+/* A pass over the parser's events before building the document: nesting
+ * deeper than MAX_YAML_DEPTH or more than MAX_YAML_NODES nodes is an error
+ * found after bounded work, before libyaml's loader spends quadratic time
+ * or gigabytes on it. Syntax errors are left to the loading pass. */
+static void check_yaml_shape(Loader *L, const char *text, size_t len) {
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) diag_error((Loc){L->path, 0, 0}, "cannot initialize the YAML parser");
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+  int depth = 0;
+  long nodes = 0;
+  for (;;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(&parser, &ev)) break;
+    yaml_event_type_t t = ev.type;
+    Loc at = {L->path, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
+    yaml_event_delete(&ev);
+    if (t == YAML_STREAM_END_EVENT) break;
+    if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) depth--;
+    if (t != YAML_SEQUENCE_START_EVENT && t != YAML_MAPPING_START_EVENT && t != YAML_SCALAR_EVENT) continue;
+    if (t != YAML_SCALAR_EVENT && ++depth > MAX_YAML_DEPTH) {
+      yaml_parser_delete(&parser);
+      diag_error(at, "YAML nested deeper than %d levels", MAX_YAML_DEPTH);
+    }
+    if (++nodes > MAX_YAML_NODES) {
+      yaml_parser_delete(&parser);
+      diag_error(at, "more than %d YAML nodes; is it really a model?", MAX_YAML_NODES);
+    }
+  }
+  yaml_parser_delete(&parser);
 }
 
 /* The Graph keeps only arena strings, so the document is freed once built. */
@@ -724,17 +818,11 @@ Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len
   Loader *L = ar_alloc(ar, sizeof(Loader));
   L->ar = ar, L->path = ar_strdup(ar, path), L->ov = ov, L->nov = nov;
   diag_register_source(L->path, text, len);
+  check_yaml_shape(L, text, len);
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) diag_error((Loc){L->path, 0, 0}, "cannot initialize the YAML parser");
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-  if (!yaml_parser_load(&parser, &L->doc)) {
-    Loc at = {L->path, (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1};
-    char msg[300];
-    snprintf(msg, sizeof msg, "%s%s%s", parser.problem ? parser.problem : "invalid YAML",
-             parser.context ? " " : "", parser.context ? parser.context : "");
-    yaml_parser_delete(&parser);
-    diag_error(at, "not valid YAML: %s", msg);
-  }
+  if (!yaml_parser_load(&parser, &L->doc)) yaml_fail(L, &parser);
   yaml_parser_delete(&parser);
   /* a user error inside frees the document before going on to the caller's
    * catcher (tests, fuzzers) or exiting */

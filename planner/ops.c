@@ -9,6 +9,15 @@
 
 static const Shape *in_shape(BuildCtx *c, int k) { return &build_input(c, k)->shape; }
 
+/* Scratch for the shape strings of an error message: build_error does not
+ * return, so the strings cannot be freed after it; the previous message's
+ * are freed instead (in-process callers catch errors and go on). */
+static Arena *msg_arena(void) {
+  static Arena a;
+  ar_free(&a);
+  return &a;
+}
+
 /* The same shape with the last dim replaced. */
 static Shape with_last(BuildCtx *c, const Shape *s, int64_t v, const char *sym) {
   int64_t d[MAX_RANK];
@@ -51,12 +60,23 @@ static void same_shape(BuildCtx *c, int a, int b) {
   bool eq = x->rank == y->rank;
   for (int i = 0; eq && i < x->rank; i++) eq = x->d[i] == y->d[i];
   if (!eq) {
-    Arena tmp = {0};
+    Arena *tmp = msg_arena();
     build_error(c, NULL, "shape mismatch: '%s' is %s %s but '%s' is %s %s", build_input(c, a)->name,
-                shape_sym_str(&tmp, x), shape_val_str(&tmp, x), build_input(c, b)->name,
-                shape_sym_str(&tmp, y), shape_val_str(&tmp, y));
+                shape_sym_str(tmp, x), shape_val_str(tmp, x), build_input(c, b)->name,
+                shape_sym_str(tmp, y), shape_val_str(tmp, y));
   }
 }
+
+/* FLOP counts saturate at INT64_MAX instead of overflowing: the loader
+ * rejects any op whose count reaches its limit (load.c, MAX_STEP_FLOPS), so
+ * a saturated count never reaches a plan. */
+static int64_t fl(int n, const int64_t *f) {
+  int64_t r = 1;
+  for (int i = 0; i < n; i++)
+    if (!ck_mul(r, f[i], &r)) return INT64_MAX;
+  return r;
+}
+#define FLOPS(...) fl((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 static int64_t rows(const Shape *s) {
   int64_t n = 1;
@@ -91,7 +111,7 @@ static int64_t linear_flops(const Graph *g, const Op *op, bool bwd) {
   int64_t d[6];
   int n;
   linear_dims(g, op, d, &n);
-  return (bwd ? 4 : 2) * d[0] * d[1] * d[2];
+  return FLOPS(bwd ? 4 : 2, d[0], d[1], d[2]);
 }
 
 /* ---- matmul: a[..., M, K] @ b[..., K, N], equal leading dims ---- */
@@ -103,10 +123,10 @@ static void matmul_build(BuildCtx *c) {
   bool ok = a->rank == b->rank && a->d[a->rank - 1] == b->d[b->rank - 2];
   for (int i = 0; ok && i + 2 < a->rank; i++) ok = a->d[i] == b->d[i];
   if (!ok) {
-    Arena tmp = {0};
+    Arena *tmp = msg_arena();
     build_error(c, NULL, "shape mismatch: matmul of '%s' %s %s and '%s' %s %s (need [..., M, K] @ [..., K, N])",
-                build_input(c, 0)->name, shape_sym_str(&tmp, a), shape_val_str(&tmp, a),
-                build_input(c, 1)->name, shape_sym_str(&tmp, b), shape_val_str(&tmp, b));
+                build_input(c, 0)->name, shape_sym_str(tmp, a), shape_val_str(tmp, a),
+                build_input(c, 1)->name, shape_sym_str(tmp, b), shape_val_str(tmp, b));
   }
   build_data(c, 0, 0), build_data(c, 1, 1);
   build_output(c, 0, NULL, with_last(c, a, last(b), b->sym[b->rank - 1]), DT_F32);
@@ -120,7 +140,7 @@ static int64_t matmul_flops(const Graph *g, const Op *op, bool bwd) {
   int64_t d[6];
   int n;
   matmul_dims(g, op, d, &n);
-  return (bwd ? 4 : 2) * d[0] * d[1] * d[2] * d[3];
+  return FLOPS(bwd ? 4 : 2, d[0], d[1], d[2], d[3]);
 }
 
 /* ---- element-wise ---- */
@@ -144,7 +164,7 @@ static int64_t add_flops(const Graph *g, const Op *op, bool bwd) {
   return shape_numel(tshape(g, op->out[0]));
 }
 static int64_t gelu_flops(const Graph *g, const Op *op, bool bwd) {
-  return (bwd ? 16 : 8) * shape_numel(tshape(g, op->out[0]));
+  return FLOPS(bwd ? 16 : 8, shape_numel(tshape(g, op->out[0])));
 }
 
 /* ---- row-wise: layernorm, softmax ---- */
@@ -166,7 +186,7 @@ static void rowwise_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   d[0] = rows(x), d[1] = last(x), *n = 2;
 }
 static int64_t rowwise_flops(const Graph *g, const Op *op, bool bwd) {
-  return (bwd ? 10 : 6) * shape_numel(tshape(g, op->out[0]));
+  return FLOPS(bwd ? 10 : 6, shape_numel(tshape(g, op->out[0])));
 }
 
 /* ---- attention core: qkv[B, T, 3C] -> out[B, T, C], lse[B, NH, T] ---- */
@@ -176,9 +196,9 @@ static void attention_build(BuildCtx *c) {
   need_float(c, 0);
   const Shape *x = in_shape(c, 0);
   if (x->rank != 3 || x->d[2] % 3 != 0) {
-    Arena tmp = {0};
+    Arena *tmp = msg_arena();
     build_error(c, NULL, "attention needs qkv of shape (B, T, 3*C); '%s' is %s %s", build_input(c, 0)->name,
-                shape_sym_str(&tmp, x), shape_val_str(&tmp, x));
+                shape_sym_str(tmp, x), shape_val_str(tmp, x));
   }
   int64_t C = x->d[2] / 3, NH = build_int(c, "heads", true, 0);
   if (NH <= 0 || C % NH != 0)
@@ -201,8 +221,8 @@ static int64_t attention_flops(const Graph *g, const Op *op, bool bwd) {
   attention_dims(g, op, d, &n);
   /* q k^T and att v, causal (half the square), 2 flops per multiply-add;
    * backward recomputes q k^T (FlashAttention-style) on top of its 4 products */
-  int64_t f = 2 * d[0] * d[1] * d[1] * d[2];
-  return bwd ? 5 * f / 2 : f;
+  int64_t f = FLOPS(2, d[0], d[1], d[1], d[2]);
+  return !bwd ? f : f > INT64_MAX / 5 ? INT64_MAX : 5 * f / 2;
 }
 
 /* ---- embeddings ---- */
@@ -262,18 +282,18 @@ static void ce_build(BuildCtx *c) {
   bool ok = tg->dtype == DT_I32 && tg->shape.rank == r.rank;
   for (int i = 0; ok && i < r.rank; i++) ok = tg->shape.d[i] == r.d[i];
   if (!ok) {
-    Arena tmp = {0};
+    Arena *tmp = msg_arena();
     build_error(c, NULL, "shape mismatch: cross_entropy of logits '%s' %s %s needs i32 targets of shape %s %s; '%s' is %s %s %s",
-                build_input(c, 0)->name, shape_sym_str(&tmp, x), shape_val_str(&tmp, x), shape_sym_str(&tmp, &r),
-                shape_val_str(&tmp, &r), tg->name, dtype_name(tg->dtype), shape_sym_str(&tmp, &tg->shape),
-                shape_val_str(&tmp, &tg->shape));
+                build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x), shape_sym_str(tmp, &r),
+                shape_val_str(tmp, &r), tg->name, dtype_name(tg->dtype), shape_sym_str(tmp, &tg->shape),
+                shape_val_str(tmp, &tg->shape));
   }
   build_data(c, 0, 0), build_data(c, 1, 1);
   build_output(c, 0, NULL, build_shape(c, 0, NULL, NULL), DT_F32);
   build_output(c, 1, "lse", r, DT_F32);
 }
 static int64_t ce_flops(const Graph *g, const Op *op, bool bwd) {
-  return (bwd ? 4 : 5) * shape_numel(tshape(g, op->in[0]));
+  return FLOPS(bwd ? 4 : 5, shape_numel(tshape(g, op->in[0])));
 }
 
 static void mse_build(BuildCtx *c) {
@@ -286,7 +306,8 @@ static void mse_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   d[0] = shape_numel(tshape(g, op->in[0])), *n = 1;
 }
 static int64_t mse_flops(const Graph *g, const Op *op, bool bwd) {
-  return (bwd ? 3 : 3) * shape_numel(tshape(g, op->in[0]));
+  (void)bwd;
+  return FLOPS(3, shape_numel(tshape(g, op->in[0])));
 }
 
 /* ---- the table ---- */
@@ -374,7 +395,10 @@ const char *dtype_name(DType t) {
 
 int64_t shape_numel(const Shape *s) {
   int64_t n = 1;
-  for (int i = 0; i < s->rank; i++) n *= s->d[i]; /* sizes were checked when built */
+  for (int i = 0; i < s->rank; i++) {
+    bool ok = ck_mul(n, s->d[i], &n);
+    MP_ASSERT(ok); /* sizes were checked when built */
+  }
   return n;
 }
 

@@ -78,6 +78,41 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
   return ops;
 }
 
+/* The library workspace (ROLE_WORKSPACE): device scratch the CUDA trainer
+ * hands cuBLAS and cuBLASLt, so neither allocates its own (and a CUDA graph
+ * can capture them), and that its kernels borrow between matrix products
+ * (cross-entropy without saved row statistics, in eval: 4 bytes a row).
+ * cuBLAS's split-K partial sums are on the order of a product's output, so:
+ * the largest matrix-product output, at least what cross-entropy borrows,
+ * between 64 KiB and 32 MiB (cuBLAS's recommendation on Hopper). Persistent,
+ * at the bottom with the parameters; the CPU trainer never touches it. */
+#define WORKSPACE_MIN ((int64_t)64 << 10)
+#define WORKSPACE_MAX ((int64_t)32 << 20)
+
+static int64_t workspace_need(const PlanOp *o) {
+  if (o->phase == PHASE_UPDATE) return 0;
+  if (o->op == OP_LINEAR) return 4 * o->dim[0] * o->dim[2];                /* M K N */
+  if (o->op == OP_MATMUL) return 4 * o->dim[0] * o->dim[1] * o->dim[3];    /* Bt M K N */
+  if (o->op == OP_CROSS_ENTROPY) return 4 * o->dim[0];                     /* N V */
+  return 0;
+}
+
+static void size_workspace(Plan *p, int b) {
+  int64_t ws = WORKSPACE_MIN, ce = 0;
+  for (int s = 0; s < 2; s++)
+    for (int i = 0; i < (s ? p->neval : p->nsched); i++) {
+      const PlanOp *o = s ? &p->eval[i] : &p->sched[i];
+      int64_t need = workspace_need(o);
+      if (o->op == OP_CROSS_ENTROPY) ce = need > ce ? need : ce;
+      else ws = need > ws ? need : ws;
+    }
+  ws = ws < WORKSPACE_MAX ? ws : WORKSPACE_MAX;
+  ws = mp_align_up(ce > ws ? ce : ws, 256);
+  PlanBuffer *pb = &p->buf[b];
+  pb->bytes = ws;
+  pb->shape = (Shape){.rank = 1, .d = {ws / 4}, .sym = {"workspace"}};
+}
+
 Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, const Live *eval, int64_t align) {
   Builder B = {ar, s, {0}, ar_alloc(ar, sizeof(int) * (size_t)s->nt)};
   Plan *p = ar_alloc(ar, sizeof(Plan));
@@ -89,11 +124,15 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   for (int r = 0; r < 2; r++)
     for (int t = 0; t < s->nt; t++)
       if (s->t[t].role == persistent[r] && train->buf_of[t] >= 0) B.pers[t] = add_buffer(&B, t, SCHED_BOTH, NULL, NULL);
+  int ws = B.buf.n; /* sized below, from the schedules' matrix products */
+  VEC_PUSH(ar, B.buf, ((PlanBuffer){.id = ws, .name = "workspace", .role = ROLE_WORKSPACE, .dtype = DT_F32,
+                                    .sched = SCHED_BOTH, .tensor = -1, .aliases = ""}));
   int *tof = schedule_buffers(&B, train, SCHED_TRAIN);
   int *eof = schedule_buffers(&B, eval, SCHED_EVAL);
   p->sched = schedule_ops(&B, g, s->train, s->ntrain, tof), p->nsched = s->ntrain;
   p->eval = schedule_ops(&B, g, s->eval, s->neval, eof), p->neval = s->neval;
   p->buf = B.buf.v, p->nbuf = B.buf.n;
+  size_workspace(p, ws);
   p->loss_buf = tof[s->loss], p->eval_loss_buf = eof[s->loss];
   for (int t = 0; t < g->nt; t++)
     if (g->t[t].kind == TK_PARAM) p->param_count += shape_numel(&g->t[t].shape);

@@ -6,7 +6,8 @@
  * Invariants (checked by verify_plan on every compile):
  * - every buffer's offset is a multiple of `align`, offset + bytes <= arena_bytes;
  * - within one schedule, buffers whose [first, last) ranges overlap are
- *   address-disjoint; persistent buffers (params, optimizer state) live over
+ *   address-disjoint; persistent buffers (params, optimizer state, the
+ *   workspace) live over
  *   the whole of both schedules and sit below `persistent_bytes`;
  * - every op's input and output buffers are live at its position.
  */
@@ -27,7 +28,8 @@ typedef enum {
   ROLE_ACTIVATION, /* forward outputs, saved statistics, gradients of activations */
   ROLE_INPUT,      /* batch inputs the trainer fills before each step (tokens, targets) */
   ROLE_TEMP,       /* scratch live inside one op's neighbourhood (the loss scalar) */
-  ROLE_WORKSPACE,  /* library workspace (cuBLAS), owned by the plan */
+  ROLE_WORKSPACE,  /* library workspace (cuBLAS, cuBLASLt): one persistent buffer, "workspace",
+                      sized by plan_build (plan.c); the CPU trainer ignores it */
   ROLE_COUNT
 } Role;
 
@@ -103,7 +105,7 @@ typedef struct Plan {
   int eval_loss_buf;
   /* totals */
   int64_t arena_bytes;            /* what the trainer allocates */
-  int64_t persistent_bytes;       /* params + optimizer state, at the arena's bottom */
+  int64_t persistent_bytes;       /* params + optimizer state + workspace, at the arena's bottom */
   int64_t lower_bound_bytes;      /* max over time of live bytes (aligned), both schedules */
   int64_t train_peak_bytes;       /* height of the training packing */
   int64_t eval_peak_bytes;        /* height of the eval packing */

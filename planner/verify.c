@@ -157,7 +157,7 @@ static const char *check_buffers(const Plan *p) {
     if (numel * dtype_size(pb->dtype) != pb->bytes)
       return snprintf(msg, sizeof msg, "buffer %s: %lld bytes for %lld elements of %s", pb->name,
                       (long long)pb->bytes, (long long)numel, dtype_name(pb->dtype)), msg;
-    bool persistent = pb->role == ROLE_PARAM || pb->role == ROLE_OPT_STATE;
+    bool persistent = pb->role == ROLE_PARAM || pb->role == ROLE_OPT_STATE || pb->role == ROLE_WORKSPACE;
     if (persistent != (pb->sched == SCHED_BOTH))
       return snprintf(msg, sizeof msg, "buffer %s: persistent iff in both schedules", pb->name), msg;
     if (persistent && pb->offset + pb->bytes > p->persistent_bytes)

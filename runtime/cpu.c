@@ -1,11 +1,21 @@
-/* cpu.c: the CPU backend of memplan_rt.h (C17, OpenMP, OpenBLAS).
+/* cpu.c: the CPU backend of memplan_rt.h (C17, POSIX threads, OpenBLAS).
  *
  * Matrix products go through cblas_sgemm, transposes as CBLAS flags and
  * beta = acc ? 1 : 0, so "=" and "+=" cost the same; OpenBLAS runs on one
- * thread per call and gemm() splits a product over the OpenMP threads. Everything else is a
- * plain loop, parallel over rows, or over column blocks where rows would race
- * on a sum (bias, layernorm and embedding gradients). Row reductions (means,
- * softmax sums, losses) accumulate in double. Nothing here allocates.
+ * thread per call and gemm() splits a product into blocks of rows or columns
+ * for the thread pool below. Everything else is a plain loop, parallel over
+ * rows, or over column blocks where rows would race on a sum (bias, layernorm
+ * and embedding gradients). Row reductions (means, softmax sums, losses)
+ * accumulate in double. exp and gelu are branch-free float code that the
+ * compiler vectorizes. Nothing here allocates after rt_set_threads.
+ *
+ * The thread pool: a parallel loop is cut into a fixed number of chunks (a
+ * function of the loop and the thread count only, so results are
+ * deterministic for a given count); the caller and the workers claim chunks
+ * from one atomic counter, and the caller returns once every chunk is done.
+ * Unlike an OpenMP region it never waits for a worker that has not started:
+ * on a loaded machine a descheduled worker costs nothing, the caller runs its
+ * chunks. Idle workers spin briefly, then sleep on a condition variable.
  */
 #include "memplan_rt.h"
 
@@ -13,6 +23,9 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,47 +40,23 @@ void openblas_set_num_threads(int num_threads);
  * columns, so no two threads add into one element and the summation order
  * does not depend on the thread count. */
 #define RT_COL_BLOCK 64
-/* Element-wise kernels below this size run on one thread: a parallel region
- * costs more than the loop. */
+/* Element-wise kernels below this size run on the caller alone: handing out
+ * chunks costs more than the loop. */
 #define RT_PAR_MIN 16384
-/* Losses sum over a fixed number of parts, added in order: OpenMP's
- * reduction clause combines in whatever order threads finish, and a loss
- * must not depend on the thread count or on timing. */
+/* Losses sum over a fixed number of parts, added in order: a loss must not
+ * depend on the thread count or on timing. */
 #define RT_SUM_PARTS 64
 /* Products below this many multiply-adds run on one thread; a split gives
- * each thread blocks of whole multiples of the quantum (SIMD-friendly). */
+ * blocks of whole multiples of the quantum (SIMD-friendly). */
 #define RT_GEMM_PAR_MIN (1 << 18)
 #define RT_GEMM_QUANTUM 16
-
-/* for header { body } on the OpenMP threads when par holds and there is more
- * than one thread, else as a plain loop. Not entering a region at all matters
- * beyond speed: libgomp allocates a team for every region that runs on one
- * thread (an if clause or one thread), and a trainer allocates nothing while
- * it trains. Teams of several threads are cached. */
-#define RT_PAR_FOR(par, header, ...)                                             \
-  do {                                                                           \
-    if ((par) && omp_get_max_threads() > 1) {                                    \
-      _Pragma("omp parallel for") for header { __VA_ARGS__ }                     \
-    } else {                                                                     \
-      for header { __VA_ARGS__ }                                                 \
-    }                                                                            \
-  } while (0)
-#define RT_PAR_FOR2(par, h1, h2, ...)                                            \
-  do {                                                                           \
-    if ((par) && omp_get_max_threads() > 1) {                                    \
-      _Pragma("omp parallel for collapse(2)") for h1 for h2 { __VA_ARGS__ }      \
-    } else {                                                                     \
-      for h1 for h2 { __VA_ARGS__ }                                              \
-    }                                                                            \
-  } while (0)
-#define RT_PAR_FOR3(par, h1, h2, h3, ...)                                        \
-  do {                                                                           \
-    if ((par) && omp_get_max_threads() > 1) {                                    \
-      _Pragma("omp parallel for collapse(3)") for h1 for h2 for h3 { __VA_ARGS__ } \
-    } else {                                                                     \
-      for h1 for h2 for h3 { __VA_ARGS__ }                                       \
-    }                                                                            \
-  } while (0)
+/* Chunks per thread of a parallel loop (of a product: RT_GEMM_CHUNKS):
+ * more than one, so a late thread's share is picked up by the others. */
+#define RT_CHUNKS 4
+#define RT_GEMM_CHUNKS 2
+/* Pool limits; an idle worker polls this many times (~50 us) before it sleeps. */
+#define RT_MAX_THREADS 256
+#define RT_SPIN 4000
 
 static const float RT_LN_EPS = 1e-5f;                   /* PyTorch's default */
 static const float RT_SQRT_2_OVER_PI = 0.7978845608028654f; /* M_PI is not C17 */
@@ -78,10 +67,132 @@ _Noreturn static void rt_fail(const char *file, int line, const char *msg) {
 }
 #define RT_CHECK(cond, msg) ((cond) ? (void)0 : rt_fail(__FILE__, __LINE__, (msg)))
 
+// ----------------------------------------------------------------------------
+// thread pool
+
+/* fn(ctx, lo, hi) runs iterations [lo, hi) of a loop. */
+typedef void (*RtTask)(const void *ctx, int64_t lo, int64_t hi);
+
+static int rt_nt = 1;      /* threads, the caller included (rt_set_threads) */
+static int rt_workers;     /* worker threads started */
+/* The current job: generation << 32 | next unclaimed chunk. A claim is a
+ * compare-and-swap on it, so a worker that read a finished job's fields can
+ * never run a chunk of it: the generation has moved on and its CAS fails. */
+static _Atomic uint64_t rt_ticket;
+#define RT_CLOSED 0xffffffffu /* next chunk while the caller writes a job's fields */
+static _Atomic(RtTask) rt_fn;
+static _Atomic(const void *) rt_ctx;
+static _Atomic int64_t rt_n, rt_nchunks;
+static _Atomic int64_t rt_done;   /* chunks finished in the current job */
+static _Atomic int rt_sleepers;
+static pthread_mutex_t rt_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rt_cv = PTHREAD_COND_INITIALIZER;
+
+static inline void rt_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static uint32_t rt_gen(void) { return (uint32_t)(atomic_load(&rt_ticket) >> 32); }
+
+/* Claims and runs chunks of job generation g until none are left. */
+static void rt_run_chunks(uint32_t g) {
+  for (;;) {
+    uint64_t t = atomic_load_explicit(&rt_ticket, memory_order_acquire);
+    if ((uint32_t)(t >> 32) != g) return;
+    if ((uint32_t)t == RT_CLOSED) {
+      rt_relax();
+      continue;
+    }
+    int64_t k = (int64_t)(uint32_t)t;
+    RtTask fn = atomic_load_explicit(&rt_fn, memory_order_relaxed);
+    const void *ctx = atomic_load_explicit(&rt_ctx, memory_order_relaxed);
+    int64_t n = atomic_load_explicit(&rt_n, memory_order_relaxed);
+    int64_t nch = atomic_load_explicit(&rt_nchunks, memory_order_relaxed);
+    if (k >= nch) return;
+    if (!atomic_compare_exchange_weak_explicit(&rt_ticket, &t, t + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    fn(ctx, n * k / nch, n * (k + 1) / nch);
+    atomic_fetch_add_explicit(&rt_done, 1, memory_order_release);
+  }
+}
+
+static void *rt_worker(void *arg) {
+  (void)arg;
+  uint32_t seen = rt_gen();
+  for (;;) {
+    uint32_t g = rt_gen();
+    for (int i = 0; i < RT_SPIN && g == seen; i++) {
+      rt_relax();
+      g = rt_gen();
+    }
+    if (g == seen) {
+      pthread_mutex_lock(&rt_mu);
+      atomic_fetch_add(&rt_sleepers, 1);
+      while ((g = rt_gen()) == seen) pthread_cond_wait(&rt_cv, &rt_mu);
+      atomic_fetch_sub(&rt_sleepers, 1);
+      pthread_mutex_unlock(&rt_mu);
+    }
+    seen = g;
+    rt_run_chunks(g);
+  }
+  return NULL;
+}
+
+/* Runs fn over [0, n) in `chunks` equal parts on the pool; returns when all
+ * are done. Not reentrant: tasks never call rt_par. */
+static void rt_par(RtTask fn, const void *ctx, int64_t n, int64_t chunks) {
+  if (chunks > n) chunks = n;
+  if (rt_nt == 1 || chunks <= 1) {
+    if (n > 0) fn(ctx, 0, n);
+    return;
+  }
+  // Close the old job first: a worker that read its ticket and then these
+  // fields fails its claim, as the ticket is no longer the one it read.
+  uint32_t g = rt_gen() + 1;
+  atomic_store(&rt_ticket, (uint64_t)g << 32 | RT_CLOSED);
+  atomic_store_explicit(&rt_fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&rt_ctx, ctx, memory_order_relaxed);
+  atomic_store_explicit(&rt_n, n, memory_order_relaxed);
+  atomic_store_explicit(&rt_nchunks, chunks, memory_order_relaxed);
+  atomic_store_explicit(&rt_done, 0, memory_order_relaxed);
+  atomic_store(&rt_ticket, (uint64_t)g << 32); // seq_cst: ordered before the sleepers check
+  if (atomic_load(&rt_sleepers) > 0) {
+    pthread_mutex_lock(&rt_mu);
+    pthread_cond_broadcast(&rt_cv);
+    pthread_mutex_unlock(&rt_mu);
+  }
+  rt_run_chunks(g);
+  // Only chunks a worker has claimed remain: it is running them.
+  for (int i = 0; atomic_load_explicit(&rt_done, memory_order_acquire) < chunks; i++) {
+    if ((i & 1023) == 1023) sched_yield();
+    else rt_relax();
+  }
+}
+
+/* Chunks for a loop of n iterations: RT_CHUNKS per thread when par holds. */
+static int64_t rt_chunks(int par) { return par ? (int64_t)RT_CHUNKS * rt_nt : 1; }
+
 void rt_set_threads(int n) {
   if (n < 1) n = 1;
+  if (n > RT_MAX_THREADS) n = RT_MAX_THREADS;
   omp_set_num_threads(n);
-  openblas_set_num_threads(1); // gemm() splits products over OpenMP threads
+  openblas_set_num_threads(1); // gemm() splits products over the pool
+  // Workers only grow (rt_set_threads is called once at start in a trainer);
+  // chunks depend on rt_nt, not on how many workers help.
+  while (rt_workers < n - 1) {
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int err = pthread_create(&th, &at, rt_worker, NULL);
+    pthread_attr_destroy(&at);
+    if (err) break; // fewer helpers: the caller runs their chunks
+    rt_workers++;
+  }
+  rt_nt = n;
 }
 
 // ----------------------------------------------------------------------------
@@ -104,34 +215,56 @@ static void gemm1(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *
               blas_dim(ldc));
 }
 
-/* The same product split across the OpenMP threads, each calling a
- * single-threaded sgemm on a block of rows of C (or of columns, when C is
- * wider than tall). One thread pool for everything: OpenBLAS's own threads
- * and OpenMP's spinning workers would fight over the cores. Blocks depend on
- * the thread count only, so results are deterministic for a given count. */
+/* The same product cut into blocks of rows of C (or of columns, when C is
+ * wider than tall), each a single-threaded sgemm, run on the pool. One pool
+ * for everything: OpenBLAS's own threads and the kernels' threads would fight
+ * over the cores. Blocks depend on the thread count only, so results are
+ * deterministic for a given count. */
+typedef struct {
+  int ta, tb, rows, acc;
+  int64_t m, n, k, lda, ldb, len;
+  const float *A, *B;
+  float *C;
+} GemmTask;
+
+static void gemm_task(const void *ctx, int64_t lo, int64_t hi) {
+  const GemmTask *g = ctx;
+  int64_t q = RT_GEMM_QUANTUM, nq = g->len / q;
+  lo *= q, hi = hi == nq ? g->len : hi * q; // in quanta; the last block takes the rest
+  if (hi <= lo) return;
+  if (g->rows)
+    gemm1(g->ta, g->tb, hi - lo, g->n, g->k, g->ta ? g->A + lo : g->A + lo * g->lda, g->lda,
+          g->B, g->ldb, g->C + lo * g->n, g->n, g->acc);
+  else
+    gemm1(g->ta, g->tb, g->m, hi - lo, g->k, g->A, g->lda, g->tb ? g->B + lo * g->ldb : g->B + lo,
+          g->ldb, g->C + lo, g->n, g->acc);
+}
+
 static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
                  const float *B, float *C, int acc) {
   int64_t lda = ta ? m : k, ldb = tb ? k : n;
-  int nt = omp_get_max_threads();
-  if (nt == 1 || m * n * k < RT_GEMM_PAR_MIN) {
+  int rows = m >= n;
+  int64_t len = rows ? m : n;
+  if (rt_nt == 1 || m * n * k < RT_GEMM_PAR_MIN || len < 2 * RT_GEMM_QUANTUM) {
     gemm1(ta, tb, m, n, k, A, lda, B, ldb, C, n, acc);
     return;
   }
-  int rows = m >= n;
-#pragma omp parallel num_threads(nt)
-  {
-    int id = omp_get_thread_num(), tn = omp_get_num_threads();
-    int64_t len = rows ? m : n, q = RT_GEMM_QUANTUM;
-    int64_t lo = (len / q) * id / tn * q, hi = id + 1 == tn ? len : (len / q) * (id + 1) / tn * q;
-    if (hi > lo) {
-      if (rows)
-        gemm1(ta, tb, hi - lo, n, k, ta ? A + lo : A + lo * lda, lda, B, ldb, C + lo * n,
-              n, acc);
-      else
-        gemm1(ta, tb, m, hi - lo, k, A, lda, tb ? B + lo * ldb : B + lo, ldb, C + lo, n,
-              acc);
-    }
-  }
+  GemmTask g = {ta, tb, rows, acc, m, n, k, lda, ldb, len, A, B, C};
+  rt_par(gemm_task, &g, len / RT_GEMM_QUANTUM, (int64_t)RT_GEMM_CHUNKS * rt_nt);
+}
+
+/* out = a + b (element-wise tasks share this context). */
+typedef struct {
+  float *out;
+  const float *a, *b;
+  int acc;
+} AddTask;
+
+static void accumulate_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *b = c->b;
+  for (int64_t i = lo; i < hi; i++) out[i] += b[i];
 }
 
 /* dst (+)= src. dst == src with acc = 0 is the in-place no-op. */
@@ -141,19 +274,35 @@ static void accumulate(float *dst, const float *src, int64_t n, int acc) {
     memmove(dst, src, (size_t)n * sizeof(float));
     return;
   }
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
-    dst[i] += src[i];);
+  rt_par(accumulate_task, &(AddTask){dst, dst, src, 0}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 /* out[j] (+)= sum_i in[i,j] over M rows of N columns. */
-static void colsum(float *out, const float *in, int64_t M, int64_t N, int acc) {
-  RT_PAR_FOR(1, (int64_t j0 = 0; j0 < N; j0 += RT_COL_BLOCK),
+typedef struct {
+  float *out;
+  const float *in;
+  int64_t M, N;
+  int acc;
+} ColsumTask;
+
+static void colsum_task(const void *ctx, int64_t lo, int64_t hi) {
+  const ColsumTask *c = ctx;
+  int64_t M = c->M, N = c->N;
+  for (int64_t j0 = lo * RT_COL_BLOCK; j0 < hi * RT_COL_BLOCK && j0 < N; j0 += RT_COL_BLOCK) {
     int64_t nj = N - j0 < RT_COL_BLOCK ? N - j0 : RT_COL_BLOCK;
     double s[RT_COL_BLOCK] = {0};
     for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < nj; j++) s[j] += in[i * N + j0 + j];
+      for (int64_t j = 0; j < nj; j++) s[j] += c->in[i * N + j0 + j];
     for (int64_t j = 0; j < nj; j++)
-      out[j0 + j] = (float)(acc ? out[j0 + j] + s[j] : s[j]););
+      c->out[j0 + j] = (float)(c->acc ? c->out[j0 + j] + s[j] : s[j]);
+  }
+}
+
+static int64_t col_blocks(int64_t N) { return (N + RT_COL_BLOCK - 1) / RT_COL_BLOCK; }
+
+static void colsum(float *out, const float *in, int64_t M, int64_t N, int acc) {
+  ColsumTask a = {out, in, M, N, acc};
+  rt_par(colsum_task, &a, col_blocks(N), rt_chunks(M * N >= RT_PAR_MIN));
 }
 
 /* Eight partial sums: without -ffast-math the compiler may not reorder a
@@ -174,24 +323,85 @@ static double sum_parts(const double *part) {
   return s;
 }
 
+/* exp(x) in plain branch-free float arithmetic, so that loops calling it
+ * vectorize (libm's expf is a call per element): Cephes' expf, n = round(x
+ * log2 e) by the 1.5 2^23 trick, r = x - n ln 2 in two exact steps (no
+ * contraction: -std=c17), a degree-6 polynomial, then 2^n put into the
+ * exponent bits. Within 2 ulp of expf for |x| <= 87; below -87 (where expf
+ * is at most 1.6e-38) it returns 0, above 88 it saturates at e^88; NaN gives
+ * NaN. Deterministic: the same float operations on every machine. */
+static inline float rt_exp(float x) {
+  float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+  float t = xc * 1.44269504088896341f + 12582912.0f;
+  float n = t - 12582912.0f;
+  int32_t ti;
+  memcpy(&ti, &t, 4);
+  int32_t e = (ti - 0x4B400000) + 127; // n + 127, in [1, 254]
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  int32_t bi = e << 23;
+  float scale;
+  memcpy(&scale, &bi, 4);
+  float y = p * scale;
+  return x < -87.0f ? 0.0f : x != x ? x : y;
+}
+
+/* Lanes for row reductions: independent partial results the compiler keeps
+ * in vector registers, combined in a fixed order (deterministic). */
+#define RT_LANES 16
+
+/* max of x[0..n), n >= 1. */
+static float row_max(const float *x, int64_t n) {
+  float m[RT_LANES];
+  for (int j = 0; j < RT_LANES; j++) m[j] = x[0];
+  int64_t nv = n - n % RT_LANES;
+  for (int64_t i = 0; i < nv; i += RT_LANES)
+    for (int j = 0; j < RT_LANES; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+  for (int64_t i = nv; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+  float r = m[0];
+  for (int j = 1; j < RT_LANES; j++) r = m[j] > r ? m[j] : r;
+  return r;
+}
+
+/* sum of exp(x[i] - mx) over x[0..n), accumulated in double lanes; with
+ * out != NULL also writes out[i] = exp(x[i] - mx) (out may be x). */
+static double row_sum_exp(float *out, const float *x, int64_t n, float mx) {
+  double s[RT_LANES] = {0};
+  int64_t nv = n - n % RT_LANES;
+  for (int64_t i = 0; i < nv; i += RT_LANES) {
+    float e[RT_LANES];
+    for (int j = 0; j < RT_LANES; j++) e[j] = rt_exp(x[i + j] - mx);
+    for (int j = 0; j < RT_LANES; j++) s[j] += e[j];
+    if (out)
+      for (int j = 0; j < RT_LANES; j++) out[i + j] = e[j];
+  }
+  for (int64_t i = nv; i < n; i++) {
+    float e = rt_exp(x[i] - mx);
+    s[0] += e;
+    if (out) out[i] = e;
+  }
+  double r = 0.0;
+  for (int j = 0; j < RT_LANES; j++) r += s[j];
+  return r;
+}
+
 /* log(sum(exp(x))) of one row, max subtracted so nothing overflows. */
 static float row_lse(const float *x, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-  double s = 0.0;
-  for (int64_t i = 0; i < n; i++) s += expf(x[i] - mx);
-  return mx + (float)log(s);
+  float mx = row_max(x, n);
+  return mx + (float)log(row_sum_exp(NULL, x, n, mx));
 }
 
 /* In place: x[0..n) = softmax(x[0..n)). */
 static void softmax_row(float *x, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-  double s = 0.0;
-  for (int64_t i = 0; i < n; i++) {
-    x[i] = expf(x[i] - mx);
-    s += x[i];
-  }
+  float mx = row_max(x, n);
+  double s = row_sum_exp(x, x, n, mx);
   float inv = (float)(1.0 / s);
   for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
@@ -202,10 +412,8 @@ static void softmax_row(float *x, int64_t n) {
 void rt_linear_forward(float *out, const float *x, const float *W, const float *b,
                        int64_t M, int64_t K, int64_t N) {
   // With a bias, rows start as b and the product is added onto them (beta = 1).
-  if (b) {
-    RT_PAR_FOR(1, (int64_t i = 0; i < M; i++),
-      memcpy(out + i * N, b, (size_t)N * sizeof(float)););
-  }
+  if (b)
+    for (int64_t i = 0; i < M; i++) memcpy(out + i * N, b, (size_t)N * sizeof(float));
   gemm(0, 1, M, N, K, x, W, out, b != NULL);
 }
 
@@ -236,9 +444,15 @@ void rt_matmul_backward(float *da, float *db, const float *dout, const float *a,
 // ----------------------------------------------------------------------------
 // element-wise: add, relu, gelu
 
+static void add_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *a = c->a, *b = c->b;
+  for (int64_t i = lo; i < hi; i++) out[i] = a[i] + b[i];
+}
+
 void rt_add_forward(float *out, const float *a, const float *b, int64_t n) {
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
-    out[i] = a[i] + b[i];);
+  rt_par(add_task, &(AddTask){out, a, b, 0}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
@@ -249,43 +463,98 @@ void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc
   accumulate(db, dout, n, acc_db);
 }
 
+static void relu_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *x = c->a;
+  for (int64_t i = lo; i < hi; i++) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 void rt_relu_forward(float *out, const float *x, int64_t n) {
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
-    out[i] = x[i] > 0.0f ? x[i] : 0.0f;);
+  rt_par(relu_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* dx (a.out) (+)= dout (a) where y (b) > 0. */
+static void relu_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *dx = c->out;
+  const float *dout = c->a, *out = c->b;
+  for (int64_t i = lo; i < hi; i++) {
+    float g = out[i] > 0.0f ? dout[i] : 0.0f;
+    dx[i] = c->acc ? dx[i] + g : g;
+  }
 }
 
 void rt_relu_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
-    float g = out[i] > 0.0f ? dout[i] : 0.0f;
-    dx[i] = acc ? dx[i] + g : g;);
+  rt_par(relu_backward_task, &(AddTask){dx, dout, out, acc}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* 0.5 x (1 + tanh u) = x sigmoid(2u) = x / (1 + e), e = exp(-2u): one
+ * exp and no tanh, so the loops vectorize. -2u is clamped to [-80, 80],
+ * where sigmoid is within 2e-35 of 0 or 1, so e and 1/(1 + e) stay normal. */
+static inline float gelu_e(float x) {
+  float u = RT_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+  float a = -2.0f * u;
+  a = a < -80.0f ? -80.0f : a > 80.0f ? 80.0f : a;
+  return rt_exp(a);
+}
+
+static void gelu_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *x = c->a;
+  for (int64_t i = lo; i < hi; i++) {
+    float xi = x[i];
+    out[i] = xi / (1.0f + gelu_e(xi));
+  }
 }
 
 void rt_gelu_forward(float *out, const float *x, int64_t n) {
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
+  rt_par(gelu_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* dx (out) (+)= dout (a) gelu'(x (b)). */
+static void gelu_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *dx = c->out;
+  const float *dout = c->a, *x = c->b;
+  int acc = c->acc;
+  for (int64_t i = lo; i < hi; i++) {
     float xi = x[i];
-    float u = RT_SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
-    out[i] = 0.5f * xi * (1.0f + tanhf(u)););
+    float e = gelu_e(xi);
+    float s = 1.0f / (1.0f + e); // sigmoid(2u) = 0.5 (1 + tanh u)
+    float du = RT_SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * xi * xi);
+    // d/dx x s(2u) = s + 2 x du s (1 - s); 1 - s = e s exactly, no
+    // cancellation where s nears 1 (where 1 - tanh^2 would lose digits).
+    float g = dout[i] * (s + 2.0f * xi * du * ((e * s) * s));
+    dx[i] = acc ? dx[i] + g : g;
+  }
 }
 
 void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
-    float xi = x[i];
-    float u = RT_SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
-    float ch = coshf(u);
-    float du = RT_SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * xi * xi);
-    // d/dx 0.5 x (1 + tanh u) = 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx.
-    // 1/cosh^2 is ~3x more accurate than 1 - tanh^2 where tanh nears +-1,
-    // and an overflowing cosh gives sech^2 = 0, the right limit.
-    float g = dout[i] * (0.5f * (1.0f + tanhf(u)) + 0.5f * xi * du / (ch * ch));
-    dx[i] = acc ? dx[i] + g : g;);
+  rt_par(gelu_backward_task, &(AddTask){dx, dout, x, acc}, n, rt_chunks(n >= RT_PAR_MIN));
 }
+
+/* Arguments of a parallel loop: the kernels below unpack them by name. */
+typedef struct {
+  float *o[3];
+  const float *i[5];
+  const int32_t *tok;
+  int64_t d[5];
+  int acc[3];
+  float f[8];
+  double *part;
+} RtArgs;
 
 // ----------------------------------------------------------------------------
 // layernorm
 
-void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
-                          const float *w, const float *b, int64_t N, int64_t C) {
-  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
+static void layernorm_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *out = A->o[0], *mean = A->o[1], *rstd = A->o[2];
+  const float *x = A->i[0], *w = A->i[1], *b = A->i[2];
+  int64_t C = A->d[0];
+  for (int64_t i = lo; i < hi; i++) {
     const float *xi = x + i * C;
     float *oi = out + i * C;
     double s = 0.0;
@@ -296,14 +565,24 @@ void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
     float r = 1.0f / sqrtf((float)(v / (double)C) + RT_LN_EPS);
     for (int64_t j = 0; j < C; j++) oi[j] = (xi[j] - m) * r * w[j] + b[j];
     if (mean) mean[i] = m;
-    if (rstd) rstd[i] = r;);
+    if (rstd) rstd[i] = r;
+  }
+}
+
+void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
+                          const float *w, const float *b, int64_t N, int64_t C) {
+  RtArgs a = {.o = {out, mean, rstd}, .i = {x, w, b}, .d = {C}};
+  rt_par(layernorm_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
 }
 
 /* dx (+)= rstd (w dout - mean(w dout) - xhat mean(w dout xhat)), per row. */
-static void layernorm_backward_dx(float *dx, const float *dout, const float *x,
-                                  const float *w, const float *mean, const float *rstd,
-                                  int64_t N, int64_t C, int acc) {
-  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
+static void layernorm_dx_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dx = A->o[0];
+  const float *dout = A->i[0], *x = A->i[1], *w = A->i[2], *mean = A->i[3], *rstd = A->i[4];
+  int64_t C = A->d[0];
+  int acc = A->acc[0];
+  for (int64_t i = lo; i < hi; i++) {
     const float *xi = x + i * C, *gi = dout + i * C;
     float *dxi = dx + i * C;
     float m = mean[i], r = rstd[i];
@@ -317,14 +596,26 @@ static void layernorm_backward_dx(float *dx, const float *dout, const float *x,
     for (int64_t j = 0; j < C; j++) {
       float g = r * (w[j] * gi[j] - m1 - (xi[j] - m) * r * m2);
       dxi[j] = acc ? dxi[j] + g : g;
-    });
+    }
+  }
+}
+
+static void layernorm_backward_dx(float *dx, const float *dout, const float *x,
+                                  const float *w, const float *mean, const float *rstd,
+                                  int64_t N, int64_t C, int acc) {
+  RtArgs a = {.o = {dx}, .i = {dout, x, w, mean, rstd}, .d = {C}, .acc = {acc}};
+  rt_par(layernorm_dx_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
 }
 
 /* dw (+)= sum_rows dout * xhat; db (+)= sum_rows dout. */
-static void layernorm_backward_wb(float *dw, float *db, const float *dout,
-                                  const float *x, const float *mean, const float *rstd,
-                                  int64_t N, int64_t C, int acc_dw, int acc_db) {
-  RT_PAR_FOR(1, (int64_t j0 = 0; j0 < C; j0 += RT_COL_BLOCK),
+static void layernorm_wb_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dw = A->o[0], *db = A->o[1];
+  const float *dout = A->i[0], *x = A->i[1], *mean = A->i[2], *rstd = A->i[3];
+  int64_t N = A->d[0], C = A->d[1];
+  int acc_dw = A->acc[0], acc_db = A->acc[1];
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t j0 = it * RT_COL_BLOCK;
     int64_t nj = C - j0 < RT_COL_BLOCK ? C - j0 : RT_COL_BLOCK;
     double sw[RT_COL_BLOCK] = {0}, sb[RT_COL_BLOCK] = {0};
     for (int64_t i = 0; i < N; i++) {
@@ -337,7 +628,15 @@ static void layernorm_backward_wb(float *dw, float *db, const float *dout,
     for (int64_t j = 0; j < nj; j++) {
       if (dw) dw[j0 + j] = (float)(acc_dw ? dw[j0 + j] + sw[j] : sw[j]);
       if (db) db[j0 + j] = (float)(acc_db ? db[j0 + j] + sb[j] : sb[j]);
-    });
+    }
+  }
+}
+
+static void layernorm_backward_wb(float *dw, float *db, const float *dout,
+                                  const float *x, const float *mean, const float *rstd,
+                                  int64_t N, int64_t C, int acc_dw, int acc_db) {
+  RtArgs a = {.o = {dw, db}, .i = {dout, x, mean, rstd}, .d = {N, C}, .acc = {acc_dw, acc_db}};
+  rt_par(layernorm_wb_task, &a, col_blocks(C), rt_chunks(N * C >= RT_PAR_MIN));
 }
 
 void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
@@ -351,15 +650,29 @@ void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 // ----------------------------------------------------------------------------
 // softmax
 
-void rt_softmax_forward(float *out, const float *x, int64_t N, int64_t C) {
-  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
+static void softmax_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *out = A->o[0];
+  const float *x = A->i[0];
+  int64_t C = A->d[0];
+  for (int64_t i = lo; i < hi; i++) {
     if (out != x) memcpy(out + i * C, x + i * C, (size_t)C * sizeof(float));
-    softmax_row(out + i * C, C););
+    softmax_row(out + i * C, C);
+  }
 }
 
-void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
-                         int64_t C, int acc) {
-  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
+void rt_softmax_forward(float *out, const float *x, int64_t N, int64_t C) {
+  RtArgs a = {.o = {out}, .i = {x}, .d = {C}};
+  rt_par(softmax_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
+}
+
+static void softmax_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dx = A->o[0];
+  const float *dout = A->i[0], *out = A->i[1];
+  int64_t C = A->d[0];
+  int acc = A->acc[0];
+  for (int64_t i = lo; i < hi; i++) {
     const float *gi = dout + i * C, *yi = out + i * C;
     float *dxi = dx + i * C;
     double s = 0.0; // read all of the row's dout before dx (may alias it) is written
@@ -367,7 +680,14 @@ void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t
     for (int64_t j = 0; j < C; j++) {
       float g = yi[j] * (gi[j] - (float)s);
       dxi[j] = acc ? dxi[j] + g : g;
-    });
+    }
+  }
+}
+
+void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
+                         int64_t C, int acc) {
+  RtArgs a = {.o = {dx}, .i = {dout, out}, .d = {C}, .acc = {acc}};
+  rt_par(softmax_backward_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
 }
 
 // ----------------------------------------------------------------------------
@@ -382,16 +702,9 @@ void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t
 static float attention_row(float *out, float *p, const float *q, const float *k,
                            const float *v, int64_t t, int64_t hs, int64_t C3,
                            float scale) {
-  float mx = -INFINITY;
-  for (int64_t t2 = 0; t2 <= t; t2++) {
-    p[t2] = dot(q, k + t2 * C3, hs) * scale;
-    mx = p[t2] > mx ? p[t2] : mx;
-  }
-  double s = 0.0;
-  for (int64_t t2 = 0; t2 <= t; t2++) {
-    p[t2] = expf(p[t2] - mx);
-    s += p[t2];
-  }
+  for (int64_t t2 = 0; t2 <= t; t2++) p[t2] = dot(q, k + t2 * C3, hs) * scale;
+  float mx = row_max(p, t + 1);
+  double s = row_sum_exp(p, p, t + 1, mx);
   float inv = (float)(1.0 / s);
   for (int64_t i = 0; i < hs; i++) out[i] = 0.0f;
   for (int64_t t2 = 0; t2 <= t; t2++) {
@@ -402,24 +715,40 @@ static float attention_row(float *out, float *p, const float *q, const float *k,
   return mx + (float)log(s);
 }
 
+static void attention_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *out = A->o[0], *lse = A->o[1];
+  const float *qkv = A->i[0];
+  int64_t T = A->d[0], C = A->d[1], NH = A->d[2], hs = A->d[3], C3 = A->d[4];
+  float scale = A->f[0];
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t b = it / (T * NH);
+    int64_t t = it / NH % T;
+    int64_t h = it % NH;
+    float p[RT_ATT_MAX_T]; // only p[0..t] is touched
+    const float *base = qkv + b * T * C3 + h * hs;
+    float l = attention_row(out + (b * T + t) * C + h * hs, p, base + t * C3,
+                            base + C, base + 2 * C, t, hs, C3, scale);
+    if (lse) lse[(b * NH + h) * T + t] = l;
+  }
+}
+
 void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
                           int64_t T, int64_t C, int64_t NH) {
   RT_CHECK(T <= RT_ATT_MAX_T, "attention needs T <= 16384");
   int64_t hs = C / NH, C3 = 3 * C;
   float scale = 1.0f / sqrtf((float)hs);
-  RT_PAR_FOR3(1, (int64_t b = 0; b < B; b++), (int64_t t = 0; t < T; t++), (int64_t h = 0; h < NH; h++),
-    float p[RT_ATT_MAX_T]; // only p[0..t] is touched
-    const float *base = qkv + b * T * C3 + h * hs;
-    float l = attention_row(out + (b * T + t) * C + h * hs, p, base + t * C3,
-                            base + C, base + 2 * C, t, hs, C3, scale);
-    if (lse) lse[(b * NH + h) * T + t] = l;);
+  RtArgs a = {.o = {out, lse}, .i = {qkv}, .d = {T, C, NH, hs, C3}, .f = {scale}};
+  rt_par(attention_task, &a, B * T * NH, rt_chunks(1));
 }
 
 /* Backward of one query row t with output grad g, FlashAttention-style: the
  * probabilities are recomputed as p = exp(q . k[t2] scale - lse), and the
  * softmax backward's sum_t2 p dp equals D = g . out (out = sum p v), so one
  * pass over t2 suffices: dp = g . v[t2], ds = p (dp - D) scale,
- * dq += ds k[t2], dk[t2] += ds q, dv[t2] += p g. No scratch. */
+ * dq += ds k[t2], dk[t2] += ds q, dv[t2] += p g. No scratch; one sweep over
+ * the rows of k, v, dk and dv (measured: a second sweep, to vectorize the exp
+ * over t2, costs more than it saves; rows are C3 floats apart). */
 static void attention_row_backward(float *dq, float *dk, float *dv, const float *g,
                                    const float *o, float lse, const float *q,
                                    const float *k, const float *v, int64_t t,
@@ -438,14 +767,16 @@ static void attention_row_backward(float *dq, float *dk, float *dv, const float 
   }
 }
 
-void rt_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                           const float *out, const float *lse, int64_t B, int64_t T,
-                           int64_t C, int64_t NH, int acc) {
-  int64_t hs = C / NH, C3 = 3 * C;
-  float scale = 1.0f / sqrtf((float)hs);
-  // Parallel over (b, h) only: row t adds into dk, dv of every t2 <= t, but
-  // a (b, h) pair owns its channels of dqkv, so pairs never race.
-  RT_PAR_FOR2(1, (int64_t b = 0; b < B; b++), (int64_t h = 0; h < NH; h++),
+static void attention_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dqkv = A->o[0];
+  const float *dout = A->i[0], *qkv = A->i[1], *out = A->i[2], *lse = A->i[3];
+  int64_t T = A->d[0], C = A->d[1], NH = A->d[2], hs = A->d[3], C3 = A->d[4];
+  float scale = A->f[0];
+  int acc = A->acc[0];
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t b = it / NH;
+    int64_t h = it % NH;
     const float *base = qkv + b * T * C3 + h * hs;
     float *dbase = dqkv + b * T * C3 + h * hs;
     if (!acc)
@@ -457,67 +788,167 @@ void rt_attention_backward(float *dqkv, const float *dout, const float *qkv,
       attention_row_backward(dbase + t * C3, dbase + C, dbase + 2 * C, dout + row,
                              out + row, lse[(b * NH + h) * T + t], base + t * C3,
                              base + C, base + 2 * C, t, hs, C3, scale);
-    });
+    }
+  }
+}
+
+void rt_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                           const float *out, const float *lse, int64_t B, int64_t T,
+                           int64_t C, int64_t NH, int acc) {
+  int64_t hs = C / NH, C3 = 3 * C;
+  float scale = 1.0f / sqrtf((float)hs);
+  // Parallel over (b, h) only: row t adds into dk, dv of every t2 <= t, but
+  // a (b, h) pair owns its channels of dqkv, so pairs never race.
+  RtArgs a = {.o = {dqkv}, .i = {dout, qkv, out, lse}, .d = {T, C, NH, hs, C3}, .f = {scale},
+              .acc = {acc}};
+  rt_par(attention_backward_task, &a, B * NH, rt_chunks(1));
 }
 
 // ----------------------------------------------------------------------------
 // embeddings
 
+static void embedding_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *out = A->o[0];
+  const int32_t *tokens = A->tok;
+  const float *W = A->i[0];
+  int64_t C = A->d[0];
+  for (int64_t i = lo; i < hi; i++) {
+    memcpy(out + i * C, W + (int64_t)tokens[i] * C, (size_t)C * sizeof(float));
+  }
+}
+
 void rt_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
                           int64_t C, int64_t V) {
   (void)V; // ids were checked by the data loader
-  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
-    memcpy(out + i * C, W + (int64_t)tokens[i] * C, (size_t)C * sizeof(float)););
+  RtArgs a = {.o = {out}, .i = {W}, .tok = tokens, .d = {C}};
+  rt_par(embedding_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
 }
 
-void rt_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
-                           int64_t N, int64_t C, int64_t V, int acc) {
-  if (!acc) {
-    RT_PAR_FOR(1, (int64_t v = 0; v < V; v++),
-      memset(dW + v * C, 0, (size_t)C * sizeof(float)););
+static void embedding_zero_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dW = A->o[0];
+  int64_t C = A->d[0];
+  for (int64_t v = lo; v < hi; v++) {
+      memset(dW + v * C, 0, (size_t)C * sizeof(float));
   }
-  // Repeated tokens add into the same row: tasks own column blocks, not rows.
-  RT_PAR_FOR(1, (int64_t j0 = 0; j0 < C; j0 += RT_COL_BLOCK),
+}
+
+static void embedding_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dW = A->o[0];
+  const float *dout = A->i[0];
+  const int32_t *tokens = A->tok;
+  int64_t N = A->d[0], C = A->d[1];
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t j0 = it * RT_COL_BLOCK;
     int64_t nj = C - j0 < RT_COL_BLOCK ? C - j0 : RT_COL_BLOCK;
     for (int64_t i = 0; i < N; i++) {
       float *row = dW + (int64_t)tokens[i] * C + j0;
       const float *gi = dout + i * C + j0;
       for (int64_t j = 0; j < nj; j++) row[j] += gi[j];
-    });
+    }
+  }
+}
+
+void rt_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
+                           int64_t N, int64_t C, int64_t V, int acc) {
+  if (!acc) {
+    rt_par(embedding_zero_task, &(RtArgs){.o = {dW}, .d = {C}}, V, rt_chunks(V * C >= RT_PAR_MIN));
+  }
+  // Repeated tokens add into the same row: tasks own column blocks, not rows.
+  RtArgs a = {.o = {dW}, .i = {dout}, .tok = tokens, .d = {N, C}};
+  rt_par(embedding_backward_task, &a, col_blocks(C), rt_chunks(N * C >= RT_PAR_MIN));
+}
+
+static void position_embedding_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *out = A->o[0];
+  const float *W = A->i[0];
+  int64_t T = A->d[0], C = A->d[1];
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t b = it / T;
+    int64_t t = it % T;
+    memcpy(out + (b * T + t) * C, W + t * C, (size_t)C * sizeof(float));
+  }
 }
 
 void rt_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
                                    int64_t C) {
-  RT_PAR_FOR2(1, (int64_t b = 0; b < B; b++), (int64_t t = 0; t < T; t++),
-    memcpy(out + (b * T + t) * C, W + t * C, (size_t)C * sizeof(float)););
+  RtArgs a = {.o = {out}, .i = {W}, .d = {T, C}};
+  rt_par(position_embedding_task, &a, B * T, rt_chunks(B * T * C >= RT_PAR_MIN));
 }
 
-void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
-                                    int64_t C, int64_t Wrows, int acc) {
-  RT_PAR_FOR(1, (int64_t t = 0; t < Wrows; t++),
+static void position_embedding_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dW = A->o[0];
+  const float *dout = A->i[0];
+  int64_t B = A->d[0], T = A->d[1], C = A->d[2];
+  int acc = A->acc[0];
+  for (int64_t t = lo; t < hi; t++) {
     float *row = dW + t * C;
     if (!acc) memset(row, 0, (size_t)C * sizeof(float));
     if (t >= T) continue;
     for (int64_t b = 0; b < B; b++) {
       const float *gi = dout + (b * T + t) * C;
       for (int64_t j = 0; j < C; j++) row[j] += gi[j];
-    });
+    }
+  }
+}
+
+void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
+                                    int64_t C, int64_t Wrows, int acc) {
+  RtArgs a = {.o = {dW}, .i = {dout}, .d = {B, T, C}, .acc = {acc}};
+  rt_par(position_embedding_backward_task, &a, Wrows, rt_chunks(Wrows * C >= RT_PAR_MIN));
 }
 
 // ----------------------------------------------------------------------------
 // losses
 
-void rt_cross_entropy_forward(float *loss, float *lse, const float *logits,
-                              const int32_t *targets, int64_t N, int64_t V) {
-  double part[RT_SUM_PARTS] = {0};
-  RT_PAR_FOR(1, (int64_t c = 0; c < RT_SUM_PARTS; c++),
+static void cross_entropy_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *lse = A->o[0];
+  const float *logits = A->i[0];
+  const int32_t *targets = A->tok;
+  int64_t N = A->d[0], V = A->d[1];
+  double *part = A->part;
+  for (int64_t c = lo; c < hi; c++) {
     for (int64_t i = N * c / RT_SUM_PARTS; i < N * (c + 1) / RT_SUM_PARTS; i++) {
       const float *li = logits + i * V;
       float l = row_lse(li, V);
       if (lse) lse[i] = l;
       part[c] += (double)l - li[targets[i]];
-    });
+    }
+  }
+}
+
+void rt_cross_entropy_forward(float *loss, float *lse, const float *logits,
+                              const int32_t *targets, int64_t N, int64_t V) {
+  double part[RT_SUM_PARTS] = {0};
+  RtArgs a = {.o = {lse}, .i = {logits}, .tok = targets, .d = {N, V}, .part = part};
+  rt_par(cross_entropy_task, &a, RT_SUM_PARTS, rt_chunks(1));
   loss[0] = (float)(sum_parts(part) / (double)N);
+}
+
+static void cross_entropy_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dlogits = A->o[0];
+  const float *logits = A->i[0], *lse = A->i[1];
+  const int32_t *targets = A->tok;
+  int64_t V = A->d[0];
+  float k = A->f[0];
+  int acc = A->acc[0];
+  for (int64_t i = lo; i < hi; i++) {
+    const float *li = logits + i * V;
+    float *di = dlogits + i * V;
+    float l = lse[i];
+    int64_t y = targets[i];
+    if (acc)
+      for (int64_t j = 0; j < V; j++) di[j] += k * rt_exp(li[j] - l);
+    else
+      for (int64_t j = 0; j < V; j++) di[j] = k * rt_exp(li[j] - l);
+    di[y] -= k;
+  }
 }
 
 void rt_cross_entropy_backward(float *dlogits, const float *logits,
@@ -526,37 +957,66 @@ void rt_cross_entropy_backward(float *dlogits, const float *logits,
   float k = (float)((double)scale / (double)N);
   // Each element depends on its own logit and the saved lse only, so writing
   // dlogits over logits (acc = 0) never reads an overwritten value.
-  RT_PAR_FOR(1, (int64_t i = 0; i < N; i++),
-    const float *li = logits + i * V;
-    float *di = dlogits + i * V;
-    float l = lse[i];
-    int64_t y = targets[i];
-    for (int64_t j = 0; j < V; j++) {
-      float g = k * (expf(li[j] - l) - (j == y ? 1.0f : 0.0f));
-      di[j] = acc ? di[j] + g : g;
-    });
+  RtArgs a = {.o = {dlogits}, .i = {logits, lse}, .tok = targets, .d = {V}, .f = {k}, .acc = {acc}};
+  rt_par(cross_entropy_backward_task, &a, N, rt_chunks(1));
+}
+
+static void mse_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  const float *pred = A->i[0], *target = A->i[1];
+  int64_t n = A->d[0];
+  double *part = A->part;
+  for (int64_t c = lo; c < hi; c++) {
+    for (int64_t i = n * c / RT_SUM_PARTS; i < n * (c + 1) / RT_SUM_PARTS; i++) {
+      double d = (double)pred[i] - target[i];
+      part[c] += d * d;
+    }
+  }
 }
 
 void rt_mse_forward(float *loss, const float *pred, const float *target, int64_t n) {
   double part[RT_SUM_PARTS] = {0};
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t c = 0; c < RT_SUM_PARTS; c++),
-    for (int64_t i = n * c / RT_SUM_PARTS; i < n * (c + 1) / RT_SUM_PARTS; i++) {
-      double d = (double)pred[i] - target[i];
-      part[c] += d * d;
-    });
+  RtArgs a = {.i = {pred, target}, .d = {n}, .part = part};
+  rt_par(mse_task, &a, RT_SUM_PARTS, rt_chunks(n >= RT_PAR_MIN));
   loss[0] = (float)(sum_parts(part) / (double)n);
+}
+
+static void mse_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *dpred = A->o[0];
+  const float *pred = A->i[0], *target = A->i[1];
+  float k = A->f[0];
+  int acc = A->acc[0];
+  for (int64_t i = lo; i < hi; i++) {
+    float g = k * (pred[i] - target[i]);
+    dpred[i] = acc ? dpred[i] + g : g;
+  }
 }
 
 void rt_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
                      float scale, int acc) {
   float k = (float)(2.0 * scale / (double)n);
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
-    float g = k * (pred[i] - target[i]);
-    dpred[i] = acc ? dpred[i] + g : g;);
+  RtArgs a = {.o = {dpred}, .i = {pred, target}, .f = {k}, .acc = {acc}};
+  rt_par(mse_backward_task, &a, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 // ----------------------------------------------------------------------------
 // optimizers
+
+static void adamw_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *p = A->o[0], *m = A->o[1], *v = A->o[2];
+  const float *g = A->i[0];
+  float step = A->f[0], bc2_sqrt = A->f[1], decay = A->f[2], epsf = A->f[3];
+  float b1 = A->f[4], b2 = A->f[5], a1 = A->f[6], a2 = A->f[7];
+  for (int64_t i = lo; i < hi; i++) {
+    float gi = g[i];
+    m[i] = m[i] * b1 + a1 * gi;
+    v[i] = v[i] * b2 + a2 * (gi * gi);
+    float pd = p[i] * decay;
+    p[i] = pd - step * m[i] / (sqrtf(v[i]) / bc2_sqrt + epsf);
+  }
+}
 
 void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr,
                      double beta1, double beta2, double eps, double wd, int64_t t) {
@@ -569,25 +1029,32 @@ void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, do
   float decay = (float)(1.0 - lr * wd), epsf = (float)eps;
   float b1 = (float)beta1, b2 = (float)beta2;
   float a1 = (float)(1.0 - beta1), a2 = (float)(1.0 - beta2);
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
-    float gi = g[i];
-    m[i] = m[i] * b1 + a1 * gi;
-    v[i] = v[i] * b2 + a2 * (gi * gi);
-    float pd = p[i] * decay;
-    p[i] = pd - step * m[i] / (sqrtf(v[i]) / bc2_sqrt + epsf););
+  RtArgs a = {.o = {p, m, v}, .i = {g}, .f = {step, bc2_sqrt, decay, epsf, b1, b2, a1, a2}};
+  rt_par(adamw_task, &a, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+static void sgd_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *p = A->o[0], *buf = A->o[1];
+  const float *g = A->i[0];
+  float lrf = A->f[0], mom = A->f[1], wdf = A->f[2];
+  int nesterov = A->acc[0];
+  for (int64_t i = lo; i < hi; i++) {
+    float d = g[i] + wdf * p[i];
+    if (mom != 0.0f) {
+      buf[i] = mom * buf[i] + d;
+      d = nesterov ? d + mom * buf[i] : buf[i];
+    }
+    p[i] -= lrf * d;
+  }
 }
 
 void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
                    double momentum, double wd, int nesterov) {
   // torch.optim.SGD (dampening 0): scalars rounded to float as torch does.
   float lrf = (float)lr, mom = (float)momentum, wdf = (float)wd;
-  RT_PAR_FOR(n >= RT_PAR_MIN, (int64_t i = 0; i < n; i++),
-    float d = g[i] + wdf * p[i];
-    if (mom != 0.0f) {
-      buf[i] = mom * buf[i] + d;
-      d = nesterov ? d + mom * buf[i] : buf[i];
-    }
-    p[i] -= lrf * d;);
+  RtArgs a = {.o = {p, buf}, .i = {g}, .f = {lrf, mom, wdf}, .acc = {nesterov}};
+  rt_par(sgd_task, &a, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 // ----------------------------------------------------------------------------

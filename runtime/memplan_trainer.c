@@ -3,6 +3,10 @@
  * logging, profiling and memory reporting. The plan-specific part (arena
  * layout, step, eval) is in trainer.c; see memplan_trainer.h.
  *
+ * With a device backend (TrModel.device: the CUDA trainer) the plan runs in a
+ * device arena; the host arena is then a shadow for I/O only (parameters,
+ * inputs, the loss), untouched elsewhere, and the hooks move those regions.
+ *
  * Memory: everything here is allocated before the first step (the arena, the
  * data file, profile tables); the training loop itself allocates nothing,
  * which --check-alloc verifies when a counting allocator is preloaded
@@ -14,7 +18,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +28,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "memplan_rt.h"
 
 #define TR_TOKEN_MAGIC 20240520 /* llm.c's token shard header */
 #define TR_EVAL_SAMPLE0 ((int64_t)1 << 40) /* synthetic eval samples never meet training ones */
@@ -518,7 +522,8 @@ static const char help_text[] =
     "  --steps N         training steps (default 100)\n"
     "  --lr X            learning rate (default %g, from the model's YAML)\n"
     "  --seed N          parameter initialization seed (default 1337)\n"
-    "  --threads N       OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores)\n"
+    "  --threads N       OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores;\n"
+    "                    CPU trainer only)\n"
     "  --text FILE       training text: each byte is a token (models with V >= 256)\n"
     "  --data FILE       training tokens, llm.c format: 256 int32 header (20240520, 1, n, ...),\n"
     "                    then n uint16 tokens\n"
@@ -533,6 +538,8 @@ static const char help_text[] =
     "  --loss-scale X    initial loss scale of fp16 plans (default 65536; halves on overflow,\n"
     "                    doubles after 2000 clean steps)\n"
     "  --force-overflow N  test hook: scale step N's loss gradient by inf, as an overflow would\n"
+    "  --cuda-graph      CUDA trainer: capture the step into a CUDA graph once, replay it\n"
+    "                    every step (plans without micro-batches or loss scaling)\n"
     "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
     "                    inside the training loop (tests/alloc_count.c)\n"
     "  --help            this text\n"
@@ -543,7 +550,7 @@ static const char help_text[] =
 
 typedef struct {
   int64_t steps, seed, eval_every, eval_batches, log_every, force_overflow;
-  int threads, profile, check_alloc;
+  int threads, profile, check_alloc, cuda_graph;
   double lr, loss_scale;
   const char *text, *data, *val, *load, *save, *log;
 } Opts;
@@ -558,15 +565,21 @@ static int64_t opt_int(const char *s, const char *name, int64_t min) {
 
 static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   enum { O_STEPS = 256, O_LR, O_SEED, O_THREADS, O_TEXT, O_DATA, O_VAL, O_EVERY, O_EBATCH, O_LOGE, O_LOG, O_PROF,
-         O_LOAD, O_SAVE, O_CHECK, O_SCALE, O_FORCE, O_HELP };
+         O_LOAD, O_SAVE, O_CHECK, O_SCALE, O_FORCE, O_GRAPH, O_HELP };
   static const struct option lo[] = {
       {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
       {"text", 1, 0, O_TEXT}, {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"eval-every", 1, 0, O_EVERY},
       {"eval-batches", 1, 0, O_EBATCH}, {"log-every", 1, 0, O_LOGE}, {"log", 1, 0, O_LOG},
       {"profile", 0, 0, O_PROF}, {"load", 1, 0, O_LOAD}, {"save", 1, 0, O_SAVE}, {"check-alloc", 0, 0, O_CHECK},
-      {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+      {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"cuda-graph", 0, 0, O_GRAPH},
+      {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
   Opts o = {.steps = 100, .seed = 1337, .eval_batches = 4, .log_every = 1, .lr = m->lr, .loss_scale = 65536.0,
-            .threads = omp_get_max_threads()};
+#ifdef _OPENMP
+            .threads = omp_get_max_threads()
+#else
+            .threads = 1
+#endif
+  };
   int c;
   while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
     switch (c) {
@@ -590,6 +603,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_LOAD: o.load = optarg; break;
     case O_SAVE: o.save = optarg; break;
     case O_CHECK: o.check_alloc = 1; break;
+    case O_GRAPH: o.cuda_graph = 1; break;
     case O_FORCE: o.force_overflow = opt_int(optarg, "--force-overflow", 1); break;
     case O_SCALE: {
       char *e;
@@ -604,6 +618,10 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     }
   }
   if (optind < argc) die("unexpected argument '%s' (see --help)", argv[optind]);
+  if (o.cuda_graph && !m->device) die("--cuda-graph needs the CUDA trainer (trainer_cuda)");
+  if (o.cuda_graph && (m->accumulation > 1 || m->loss_scaling))
+    die("--cuda-graph replays one captured step: not with micro-batches (%d) or loss scaling", m->accumulation);
+  if (o.cuda_graph && o.profile) die("--profile times ops one by one: not with --cuda-graph");
   if (o.text && o.data) die("give --text or --data, not both");
   if (m->vocab && !o.text && !o.data) die("%s reads tokens: give --text FILE or --data FILE", m->model);
   if (!m->vocab && (o.text || o.data || o.val))
@@ -616,15 +634,39 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
 
 typedef struct {
   const TrModel *m;
-  unsigned char *arena;
+  unsigned char *arena; /* the host arena: where the plan runs, or a device's I/O shadow */
+  unsigned char *dev;   /* where step() and eval() run: arena, or the device arena */
   Stream train, val;
 } Run;
+
+/* Device I/O: after the host wrote inputs or parameters, before it reads the
+ * loss or saves parameters. No-ops on the CPU. */
+static void put_inputs(Run *r, const TrInput *in, int n) {
+  const TrDevice *d = r->m->device;
+  for (int k = 0; d && k < n; k++) d->upload(r->dev, r->arena, in[k].offset, 4 * in[k].rows * in[k].cols);
+}
+
+static void put_params(Run *r) {
+  const TrDevice *d = r->m->device;
+  for (int i = 0; d && i < r->m->nparams; i++) d->upload(r->dev, r->arena, r->m->params[i].offset, 4 * r->m->params[i].numel);
+}
+
+static void get_params(Run *r) {
+  const TrDevice *d = r->m->device;
+  for (int i = 0; d && i < r->m->nparams; i++) d->download(r->arena, r->dev, r->m->params[i].offset, 4 * r->m->params[i].numel);
+}
+
+static float read_loss(Run *r, int64_t offset) {
+  if (r->m->device) r->m->device->download(r->arena, r->dev, offset, 4);
+  return *(const float *)(r->arena + offset);
+}
 
 static void fill_train(Run *r, int64_t step, int mb) {
   const TrModel *m = r->m;
   int64_t rows = m->train_in[0].rows;
   if (m->vocab) fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train, mb, m->accumulation);
   else fill_blob_batch(r->arena, m->train_in, m->ntrain_in, ((step - 1) * m->accumulation + mb) * rows, m->classes);
+  put_inputs(r, m->train_in, m->ntrain_in);
 }
 
 /* Mean loss over the first `batches` eval batches (the same ones every time). */
@@ -635,8 +677,9 @@ static double evaluate(Run *r, int64_t batches) {
   for (int64_t k = 0; k < batches; k++) {
     if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val, 0, 1);
     else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0 + k * m->eval_in[0].rows, m->classes);
-    m->eval(r->arena);
-    total += *(const float *)(r->arena + m->eval_loss_offset);
+    put_inputs(r, m->eval_in, m->neval_in);
+    m->eval(r->dev);
+    total += read_loss(r, m->eval_loss_offset);
   }
   return total / (double)batches;
 }
@@ -651,7 +694,9 @@ static void warm_up(Run *r) {
   s.pos = 0;
   if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
   else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
-  m->eval(r->arena);
+  put_inputs(r, m->eval_in, m->neval_in);
+  m->eval(r->dev);
+  if (m->device) m->device->sync();
 }
 
 static void check_window(const Stream *s, const TrInput *in, int micro) {
@@ -663,6 +708,11 @@ static void check_window(const Stream *s, const TrInput *in, int micro) {
 
 static unsigned char *alloc_arena(const TrModel *m) {
   size_t n = ((size_t)m->arena_bytes + 4095) / 4096 * 4096;
+  if (m->device) { /* an I/O shadow: zero pages, touched only where the program reads or writes */
+    void *s = calloc(1, n ? n : 4096);
+    if (!s) die("cannot allocate the host shadow of the arena: %lld bytes", (long long)m->arena_bytes);
+    return s;
+  }
   void *p = NULL;
   if (posix_memalign(&p, 4096, n ? n : 4096) != 0) {
     char b[32];
@@ -696,7 +746,7 @@ static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, 
 
 int tr_main(int argc, char **argv, const TrModel *m) {
   Opts o = parse_opts(argc, argv, m);
-  rt_set_threads(o.threads);
+  if (m->set_threads) m->set_threads(o.threads);
   Run r = {.m = m};
   if (m->vocab) {
     r.train = load_tokens(o.text ? o.text : o.data, o.text != NULL, m->vocab);
@@ -717,14 +767,21 @@ int tr_main(int argc, char **argv, const TrModel *m) {
 
   char b1[32], b2[32];
   r.arena = alloc_arena(m);
+  r.dev = m->device ? m->device->open(m, o.cuda_graph) : r.arena;
   if (o.load) load_safetensors(o.load, r.arena, m);
   else init_params(r.arena, m, (uint64_t)o.seed);
-  printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr,
-         o.load ? o.load : "initialized from --seed");
+  put_params(&r);
+  if (m->device)
+    printf("%s: %lld parameters, %s%s, lr %g, %s\n", m->model, (long long)m->param_count, m->device->name,
+           o.cuda_graph ? " (CUDA graph)" : "", o.lr, o.load ? o.load : "initialized from --seed");
+  else
+    printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr,
+           o.load ? o.load : "initialized from --seed");
   printf("arena: planned %lld bytes (%s); peak RSS after setup %s\n", (long long)m->arena_bytes,
          fmt_bytes(b1, sizeof b1, m->arena_bytes), fmt_bytes(b2, sizeof b2, peak_rss()));
   fflush(stdout);
   warm_up(&r);
+  if (m->device) m->device->report(m, "after setup");
 
   long allocs0 = alloc_count ? alloc_count() : 0;
   double t_steps = 0.0, ev = NAN;
@@ -736,11 +793,13 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     for (int mb = 0; mb < m->accumulation; mb++) {
       fill_train(&r, step, mb);
       if (o.profile) prof_last = now_s();
-      m->step(r.arena, o.lr, ls.applied + 1, mb, scale);
-      sum += *(const float *)(r.arena + m->loss_offset);
+      if (m->device) m->device->step(m, r.dev, o.lr, ls.applied + 1, mb, scale);
+      else m->step(r.dev, o.lr, ls.applied + 1, mb, scale);
+      sum += read_loss(&r, m->loss_offset);
     }
-    if (!m->loss_scaling) m->update(r.arena, o.lr, step), ls.applied = step;
-    else scaler_step(&ls, m, r.arena, o.lr, step);
+    if (!m->loss_scaling) m->update(r.dev, o.lr, step), ls.applied = step;
+    else scaler_step(&ls, m, r.dev, o.lr, step);
+    if (m->device) m->device->sync(); /* the step's time includes its updates */
     double dt = now_s() - t0;
     t_steps += dt;
     float loss = (float)(sum / m->accumulation);
@@ -769,16 +828,19 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   }
   if (o.profile && o.steps) prof_report(m, o.steps, t_steps / (double)o.steps);
   if (o.save) {
+    get_params(&r);
     save_safetensors(o.save, r.arena, m);
     printf("saved %s\n", o.save);
   }
   int64_t rss = peak_rss();
   printf("memory: planned arena %lld bytes (%s), measured peak RSS %lld bytes (%s)\n", (long long)m->arena_bytes,
          fmt_bytes(b1, sizeof b1, m->arena_bytes), (long long)rss, fmt_bytes(b2, sizeof b2, rss));
+  if (m->device) m->device->report(m, "after training");
   if (alloc_count) printf("allocations inside the training loop: %ld\n", allocs);
   if (m->loss_scaling) printf("loss scaling: %lld of %lld steps skipped, final scale %g\n", (long long)ls.skipped,
                               (long long)o.steps, ls.scale);
   if (log) fclose(log);
+  if (m->device) m->device->close(r.dev);
   free(r.arena);
   if (r.val.tok != r.train.tok) free(r.val.tok);
   free(r.train.tok);

@@ -23,6 +23,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum { TR_INIT_NONE, TR_INIT_NORMAL, TR_INIT_ZEROS, TR_INIT_ONES, TR_INIT_UNIFORM };
 enum { TR_ADAMW, TR_SGD };
 enum { TR_F32, TR_I32 };
@@ -60,7 +64,32 @@ typedef struct {
   const char *phase; /* "forward", "backward", "update", "recompute" */
 } TrOp;
 
+typedef struct TrModel TrModel;
+
+/* A device backend (the CUDA trainer's: memplan_trainer_cuda.cu); NULL for
+ * the CPU trainer, which runs the plan in the host arena. With a device the
+ * plan runs in a device arena, and the host arena is a shadow used only for
+ * I/O: the program fills inputs and parameters there and the hooks move
+ * those regions (and the loss scalar) across. */
 typedef struct {
+  const char *name;    /* "CUDA" */
+  /* Picks the device, checks that the arena fits its free memory (a clear
+   * error naming both numbers otherwise), allocates the arena once, zeroed,
+   * and returns it (the pointer step() and eval() receive). */
+  unsigned char *(*open)(const TrModel *m, int cuda_graph);
+  void (*upload)(unsigned char *dev, const unsigned char *host, int64_t offset, int64_t bytes);
+  void (*download)(unsigned char *host, const unsigned char *dev, int64_t offset, int64_t bytes);
+  /* One micro-batch of training, m->step on the device (or a CUDA graph of
+   * it, captured on the first call and replayed after). */
+  void (*step)(const TrModel *m, unsigned char *dev, double lr, int64_t t, int mb, float scale);
+  void (*sync)(void);
+  /* Planned vs measured device memory (memory_allocated and
+   * max_memory_allocated in PyTorch's terms); `when` names the moment. */
+  void (*report)(const TrModel *m, const char *when);
+  void (*close)(unsigned char *dev);
+} TrDevice;
+
+struct TrModel {
   const char *model;
   int64_t arena_bytes;
   const TrParam *params;
@@ -70,6 +99,7 @@ typedef struct {
   const TrOp *ops;                   /* the training schedule, for --profile */
   int nops;
   int64_t loss_offset, eval_loss_offset; /* the scalar losses (f32) */
+  int64_t workspace_offset, workspace_bytes; /* the plan's library workspace (a device uses it) */
   int opt;                           /* TR_ADAMW, TR_SGD */
   double lr;                         /* the YAML's learning rate (--lr overrides) */
   int64_t vocab;                     /* token ids must be < vocab (0: no tokens) */
@@ -87,7 +117,13 @@ typedef struct {
   int (*unscale)(unsigned char *arena, float inv_scale);
   /* Forward only, the eval plan: nothing saved. */
   void (*eval)(unsigned char *arena);
-} TrModel;
+  /* CPU: sets the kernels' thread count (rt_set_threads); NULL on a device. */
+  void (*set_threads)(int n);
+  const TrDevice *device;            /* NULL: the plan runs on the host */
+};
+
+/* The CUDA trainer's device (memplan_trainer_cuda.cu; trainer.cu only). */
+extern const TrDevice tr_cuda_device;
 
 /* The trainer program: parses argv, runs, returns the exit status. */
 int tr_main(int argc, char **argv, const TrModel *m);
@@ -97,4 +133,7 @@ int tr_main(int argc, char **argv, const TrModel *m);
 extern int tr_profiling;
 void tr_tick(int op);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

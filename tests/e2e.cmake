@@ -10,9 +10,10 @@ set(e2e_dir ${CMAKE_CURRENT_BINARY_DIR}/e2e)
 set(e2e_py ${MEMPLAN_TEST_DIR}/e2e/e2e.py)
 # Training text: a source file of this repository that no test writes.
 set(e2e_text ${MEMPLAN_SOURCE_DIR}/runtime/memplan_rt.h)
-set(e2e_trainer_flags "")
+# The CPU trainer only: the CUDA trainers are compiled by tests/cuda_trainer.cmake.
+set(e2e_trainer_flags "-DTRAINER_CUDA=OFF")
 if(MEMPLAN_SANITIZE)
-  set(e2e_trainer_flags "-DCMAKE_C_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer")
+  list(APPEND e2e_trainer_flags "-DCMAKE_C_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer")
 endif()
 
 # The counting allocator (LD_PRELOAD) and its probe.

@@ -73,6 +73,14 @@ static struct {
   int lt_off;        // no cuBLASLt bias epilogue (rt_cuda_set_cublaslt(0))
   int num_sms;       // sizes grid-stride launches
   size_t smem_optin; // largest dynamic shared memory a block may opt into
+  // CUDA graphs (rt_cuda_graph_*): AdamW launches captured into the graph
+  // read their step-dependent scalars from rt_adam_scalars, set before each
+  // replay; the other hyperparameters are fixed at capture.
+  int capturing;
+  int graph_adamw;        // the captured graph has AdamW updates
+  double lr, beta1, beta2; // theirs (one set per graph)
+  cudaGraph_t graph;
+  cudaGraphExec_t graph_exec;
 } ctx;
 
 static void need_ctx(void) { RT_CHECK(ctx.ready, "call rt_cuda_init first"); }
@@ -110,6 +118,9 @@ void rt_cuda_init(void *workspace, size_t workspace_bytes) {
 void rt_cuda_shutdown(void) {
   need_ctx();
   CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  if (ctx.graph_exec) CUDA_CHECK(cudaGraphExecDestroy(ctx.graph_exec));
+  if (ctx.graph) CUDA_CHECK(cudaGraphDestroy(ctx.graph));
+  ctx.graph_exec = NULL, ctx.graph = NULL, ctx.graph_adamw = 0;
   CUBLAS_CHECK(cublasLtDestroy(ctx.lt));
   CUBLAS_CHECK(cublasDestroy(ctx.blas));
   CUDA_CHECK(cudaStreamDestroy(ctx.stream));
@@ -1237,9 +1248,17 @@ void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, 
 // multiply-add contraction, so each step rounds as on the CPU and the
 // parameters match cpu.c bit for bit.
 
+/* step and bc2_sqrt for the step being replayed by a CUDA graph. */
+static __device__ float rt_adam_scalars[2];
+
+static __global__ void adam_scalars_kernel(float step, float bc2_sqrt) {
+  rt_adam_scalars[0] = step, rt_adam_scalars[1] = bc2_sqrt;
+}
+
 static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n,
                                     float step, float bc2_sqrt, float decay, float eps,
-                                    float b1, float b2, float a1, float a2) {
+                                    float b1, float b2, float a1, float a2, int from_graph) {
+  if (from_graph) step = rt_adam_scalars[0], bc2_sqrt = rt_adam_scalars[1];
   GRID_STRIDE(i, n) {
     float gi = g[i];
     float mi = __fadd_rn(__fmul_rn(m[i], b1), __fmul_rn(a1, gi));
@@ -1270,12 +1289,17 @@ void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t 
                           int64_t t) {
   need_ctx();
   if (n <= 0) return;
+  if (ctx.capturing) { // the scalars depending on t come from rt_cuda_graph_launch
+    RT_CHECK(!ctx.graph_adamw || (ctx.lr == lr && ctx.beta1 == beta1 && ctx.beta2 == beta2),
+             "a captured step's AdamW updates must share lr and betas");
+    ctx.graph_adamw = 1, ctx.lr = lr, ctx.beta1 = beta1, ctx.beta2 = beta2;
+  }
   double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
   float step = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
   float decay = (float)(1.0 - lr * wd);
   adamw_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(
       p, g, m, v, n, step, bc2_sqrt, decay, (float)eps, (float)beta1, (float)beta2,
-      (float)(1.0 - beta1), (float)(1.0 - beta2));
+      (float)(1.0 - beta1), (float)(1.0 - beta2), ctx.capturing);
   LAUNCH_CHECK();
 }
 
@@ -1286,4 +1310,133 @@ void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double 
   sgd_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(
       p, g, buf, n, (float)lr, (float)momentum, (float)wd, nesterov);
   LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// storage precision: cpu.c's conversions bit for bit (nearest even, NaN kept,
+// fp16 subnormals kept, overflow to inf)
+
+static __device__ uint16_t to_bf16(float f) {
+  uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); // quiet NaN
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static __device__ float from_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+static __device__ uint16_t to_f16(float f) {
+  uint32_t x = __float_as_uint(f);
+  uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, mant = x & 0x7fffffu;
+  if (exp == 0xffu) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  int32_t e = (int32_t)exp - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - e), half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++;
+  return (uint16_t)(sign | half);
+}
+
+static __device__ float from_f16(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) return __uint_as_float(__float_as_uint(__fmul_rn((float)mant, 0x1p-24f)) | sign);
+  return __uint_as_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+static __global__ void f32_to_bf16_kernel(uint16_t *dst, const float *src, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = to_bf16(src[i]);
+}
+static __global__ void bf16_to_f32_kernel(float *dst, const uint16_t *src, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = from_bf16(src[i]);
+}
+static __global__ void f32_to_f16_kernel(uint16_t *dst, const float *src, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = to_f16(src[i]);
+}
+static __global__ void f16_to_f32_kernel(float *dst, const uint16_t *src, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = from_f16(src[i]);
+}
+
+#define CAST_LAUNCH(kernel, dst, src, n)                                                   \
+  do {                                                                                     \
+    need_ctx();                                                                            \
+    if ((n) <= 0) return;                                                                  \
+    kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst, src, n);                         \
+    LAUNCH_CHECK();                                                                        \
+  } while (0)
+
+void rt_cuda_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) { CAST_LAUNCH(f32_to_bf16_kernel, dst, src, n); }
+void rt_cuda_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) { CAST_LAUNCH(bf16_to_f32_kernel, dst, src, n); }
+void rt_cuda_f32_to_f16(uint16_t *dst, const float *src, int64_t n) { CAST_LAUNCH(f32_to_f16_kernel, dst, src, n); }
+void rt_cuda_f16_to_f32(float *dst, const uint16_t *src, int64_t n) { CAST_LAUNCH(f16_to_f32_kernel, dst, src, n); }
+
+// ----------------------------------------------------------------------------
+// loss scaling: every gradient unscaled on the stream, one flag for all of
+// them, read once (one synchronization per step)
+
+static __device__ int rt_nonfinite; // set by any thread that saw inf/nan (same value: no race)
+
+static __global__ void unscale_kernel(float *g, int64_t n, float inv_scale) {
+  int bad = 0;
+  GRID_STRIDE(i, n) {
+    float x = g[i];
+    bad |= !isfinite(x);
+    g[i] = __fmul_rn(x, inv_scale);
+  }
+  if (bad) rt_nonfinite = 1;
+}
+
+void rt_cuda_unscale_check(float *g, int64_t n, float inv_scale) {
+  need_ctx();
+  if (n <= 0) return;
+  unscale_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(g, n, inv_scale);
+  LAUNCH_CHECK();
+}
+
+int rt_cuda_all_finite(void) {
+  need_ctx();
+  int bad = 0;
+  static const int zero = 0;
+  CUDA_CHECK(cudaMemcpyFromSymbolAsync(&bad, rt_nonfinite, sizeof bad, 0, cudaMemcpyDeviceToHost, ctx.stream));
+  CUDA_CHECK(cudaMemcpyToSymbolAsync(rt_nonfinite, &zero, sizeof zero, 0, cudaMemcpyHostToDevice, ctx.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  return !bad;
+}
+
+// ----------------------------------------------------------------------------
+// CUDA graphs: one per context. Capture records every kernel and library call
+// enqueued between begin and end (nothing runs); launch replays them. cuBLAS
+// captures cleanly because its workspace is the plan's, set at init.
+
+void rt_cuda_graph_begin(void) {
+  need_ctx();
+  RT_CHECK(!ctx.graph_exec && !ctx.capturing, "one CUDA graph per context");
+  ctx.capturing = 1, ctx.graph_adamw = 0;
+  CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+}
+
+void rt_cuda_graph_end(void) {
+  need_ctx();
+  RT_CHECK(ctx.capturing, "rt_cuda_graph_end without rt_cuda_graph_begin");
+  CUDA_CHECK(cudaStreamEndCapture(ctx.stream, &ctx.graph));
+  ctx.capturing = 0;
+  CUDA_CHECK(cudaGraphInstantiate(&ctx.graph_exec, ctx.graph, 0));
+  CUDA_CHECK(cudaGraphUpload(ctx.graph_exec, ctx.stream));
+}
+
+void rt_cuda_graph_launch(int64_t t) {
+  need_ctx();
+  RT_CHECK(ctx.graph_exec != NULL, "no captured CUDA graph");
+  if (ctx.graph_adamw) { // as rt_cuda_adamw_update rounds them
+    double bc1 = 1.0 - pow(ctx.beta1, (double)t), bc2 = 1.0 - pow(ctx.beta2, (double)t);
+    adam_scalars_kernel<<<1, 1, 0, ctx.stream>>>((float)(ctx.lr / bc1), (float)sqrt(bc2));
+    LAUNCH_CHECK();
+  }
+  CUDA_CHECK(cudaGraphLaunch(ctx.graph_exec, ctx.stream));
 }

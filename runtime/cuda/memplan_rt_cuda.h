@@ -154,6 +154,31 @@ void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t 
 void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
                         double momentum, double wd, int nesterov);
 
+/* Storage precision (cast ops): cpu.c's conversions, bit for bit. */
+void rt_cuda_f32_to_bf16(uint16_t *dst, const float *src, int64_t n);
+void rt_cuda_bf16_to_f32(float *dst, const uint16_t *src, int64_t n);
+void rt_cuda_f32_to_f16(uint16_t *dst, const float *src, int64_t n);
+void rt_cuda_f16_to_f32(float *dst, const uint16_t *src, int64_t n);
+
+/* Loss scaling, split so a step synchronizes once: rt_cuda_unscale_check
+ * multiplies g by inv_scale and records, on the device, whether any element
+ * was inf or NaN (enqueued, returns at once); rt_cuda_all_finite waits for the
+ * stream and returns 1 when every gradient unscaled since its last call was
+ * finite, 0 otherwise, and resets the record. */
+void rt_cuda_unscale_check(float *g, int64_t n, float inv_scale);
+int rt_cuda_all_finite(void);
+
+// ----------------------------------------------------------------------------
+// CUDA graphs (trainer --cuda-graph): capture the calls made between begin and
+// end once (nothing runs during capture), then replay them. AdamW updates
+// captured this way take their step-dependent scalars (the bias corrections
+// of step t) from rt_cuda_graph_launch(t), rounded exactly as
+// rt_cuda_adamw_update rounds them, so a replayed step equals a direct one;
+// all captured AdamW calls must share lr and betas. One graph per context.
+void rt_cuda_graph_begin(void);
+void rt_cuda_graph_end(void);
+void rt_cuda_graph_launch(int64_t t);
+
 #ifdef __cplusplus
 }
 #endif

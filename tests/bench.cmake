@@ -1,0 +1,17 @@
+# Trainer benchmark (label bench; CI runs -LE bench): generated CPU trainers
+# against PyTorch eager on the same weights, batches and threads, plus the
+# OpenBLAS sgemm rate on the same shapes (tests/bench/bench_trainer.py).
+# `ctest --test-dir build -L bench -R bench_trainer -V` prints the table;
+# GPT-2 124M makes it take minutes on 2 cores. Skipped (77) without torch.
+find_program(MEMPLAN_BENCH_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+find_program(MEMPLAN_BENCH_PYTHON3 python3)
+add_executable(bench_trainer_sgemm ${MEMPLAN_TEST_DIR}/bench/bench_trainer_sgemm.c)
+target_link_libraries(bench_trainer_sgemm ${BLAS_LIBRARIES})
+target_compile_options(bench_trainer_sgemm PRIVATE ${MEMPLAN_WARNINGS})
+add_test(NAME bench_trainer
+         COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/bench_trainer.py
+                 --memplan $<TARGET_FILE:memplan> --sgemm $<TARGET_FILE:bench_trainer_sgemm>
+                 --workdir ${CMAKE_CURRENT_BINARY_DIR}/bench_trainer --python ${MEMPLAN_BENCH_PYTHON3}
+                 --model gpt2-mini=${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml:10
+                 --model gpt2-124m=${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml:3)
+set_tests_properties(bench_trainer PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RETURN_CODE 77)

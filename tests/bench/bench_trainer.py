@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""bench_trainer.py: a generated CPU trainer against PyTorch eager on the same
+model, weights, batches and threads (CTest label bench; not pass/fail on time).
+
+For each model: `memplan compile MODEL --set B=.. --set T=.. -o DIR`, the
+trainer built Release with TRAINER_NATIVE on, initial weights saved by the
+trainer (--steps 0 --save), then
+  memplan  trainer --load W --steps N --threads TH --profile: step time is the
+           median of steps 2..N (the first step touches cold pages); peak RSS
+           from a second run that initializes from --seed instead of --load
+           (the loader holds the whole file in memory once, and that is not
+           training memory);
+  torch    a fresh /usr/bin/python3 process (PyTorch float32 eager,
+           tests/reference/plan_torch.py interpreting plan.json: the same ops,
+           autograd backward, torch.optim.AdamW with the plan's groups) on the
+           same weights (read tensor by tensor) and batches,
+           torch.set_num_threads(TH); step = zero_grad + forward + backward +
+           optimizer step, median of steps 2..N; peak RSS = ru_maxrss;
+  sgemm    tests/bench/bench_trainer_sgemm.c: OpenBLAS's own cblas_sgemm at TH
+           threads on this model's matrix products (per layer x L, lm head x 1).
+Prints the table: ms/step and peak RSS of both and their ratios, the trainer's
+GFLOP/s (plan step FLOPs / median step time) and its fraction of the sgemm rate.
+
+  bench_trainer.py --memplan build/bin/memplan --sgemm build/bin/bench_trainer_sgemm \\
+      --workdir /tmp/bench --model gpt2-mini=models/gpt2-mini.yaml:10 \\
+      --model gpt2-124m=models/gpt2-124m.yaml:3 [--threads 2] [--B 4 --T 64]
+
+Run time on the 2-core machines: gpt2-mini ~10 s; GPT-2 124M ~2-3 minutes
+(each GPT-2 step is seconds in both; setup, the torch import and the weight
+files take the rest). Targets (issue 4): step time <= 0.25x torch's, peak RSS
+<= 0.7x torch's; printed, not enforced.
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REF = os.path.join(os.path.dirname(HERE), "reference")
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit("bench_trainer: failed (%d): %s\n%s%s" % (r.returncode, " ".join(cmd), r.stdout, r.stderr))
+    return r.stdout
+
+
+def gib(b):
+    return "%.2f GiB" % (b / 2 ** 30) if b >= 2 ** 30 else "%.0f MiB" % (b / 2 ** 20)
+
+
+def loadavg():
+    return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+# ---------------------------------------------------------------------------
+# the torch side, in its own process (`bench_trainer.py torch ...`)
+
+def read_params(path, plan, torch, np):
+    """{buffer id: leaf tensor} from a safetensors file, one tensor at a time
+    (never the whole file in memory: peak RSS is training memory)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n).decode("utf-8"))
+        data0 = 8 + n
+        out = {}
+        for b in plan["buffers"]:
+            if b["role"] != "param":
+                continue
+            t = header[b["name"]]
+            assert t["dtype"] == "F32" and t["shape"] == b["shape"], b["name"]
+            lo, hi = t["data_offsets"]
+            f.seek(data0 + lo)
+            a = np.frombuffer(f.read(hi - lo), dtype=np.float32).reshape(b["shape"]).copy()
+            out[b["id"]] = torch.from_numpy(a).requires_grad_(True)
+    return out
+
+
+def torch_main(argv):
+    ap = argparse.ArgumentParser(prog="bench_trainer.py torch")
+    ap.add_argument("--plan", required=True)
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--text", required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--threads", type=int, required=True)
+    a = ap.parse_args(argv)
+    import numpy as np
+    import torch
+    sys.path.insert(0, REF)
+    import plan_torch
+    torch.set_num_threads(a.threads)
+    plan = plan_torch.load_plan(a.plan)
+    params = read_params(a.weights, plan, torch, np)
+    opt = plan_torch.make_optimizer(plan, params, plan["optimizer"]["lr"])
+    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True))
+    ms, losses = [], []
+    for _ in range(a.steps):
+        inputs = batches.next()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = plan_torch.forward(plan, params, inputs, torch.float32)
+        loss.backward()
+        opt.step()
+        ms.append(1e3 * (time.perf_counter() - t0))
+        losses.append(loss.item())
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"ms": ms, "losses": losses, "rss": rss, "torch": torch.__version__}))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# the benchmark
+
+def median_after_first(ms):
+    return statistics.median(ms[1:] if len(ms) > 1 else ms)
+
+
+def bench_model(a, name, yaml, steps):
+    d = os.path.join(a.workdir, name)
+    plan_path = os.path.join(d, "plan.json")
+    run([a.memplan, "compile", yaml, "--set", "B=%d" % a.B, "--set", "T=%d" % a.T, "-o", d])
+    b = os.path.join(d, "build")
+    run(["cmake", "-S", d, "-B", b, "-DCMAKE_BUILD_TYPE=Release", "-DTRAINER_NATIVE=ON"])
+    run(["cmake", "--build", b, "-j", str(a.threads)])
+    trainer = os.path.join(b, "trainer")
+    with open(plan_path) as f:
+        plan = json.load(f)
+    dims = plan["dims"]
+    flops = plan["totals"]["step_flops"]
+    common = ["--text", a.text, "--threads", str(a.threads), "--eval-batches", "0"]
+
+    init = os.path.join(d, "init.safetensors")
+    run([trainer, "--steps", "0", "--save", init] + common)
+
+    # memplan: timing (same weights as torch), then memory (no file loaded)
+    log = os.path.join(d, "memplan.csv")
+    out = run([trainer, "--load", init, "--steps", str(steps), "--profile", "--log", log] + common)
+    with open(os.path.join(d, "memplan.profile.txt"), "w") as f:
+        f.write(out)
+    with open(log) as f:
+        rows = [line.split(",") for line in f.read().split("\n")[1:] if line]
+    mp_ms = [float(r[2]) for r in rows]
+    mp_losses = [float(r[1]) for r in rows]
+    out_rss = run([trainer, "--steps", "2"] + common)
+    mp_rss = int(re.search(r"measured peak RSS (\d+) bytes", out_rss).group(1))
+
+    # torch, in a fresh process
+    out = run([a.python, os.path.abspath(__file__), "torch", "--plan", plan_path, "--weights", init, "--text",
+               a.text, "--steps", str(steps), "--threads", str(a.threads)])
+    t = json.loads(out.strip().split("\n")[-1])
+
+    # sgemm on this model's shapes
+    sg = run([a.sgemm, str(a.B * a.T), str(dims["C"]), str(dims["V"]), str(dims["L"]), str(a.threads)])
+    rate = float(re.search(r"sgemm_rate ([0-9.]+)", sg).group(1))
+
+    mp, tc = median_after_first(mp_ms), median_after_first(t["ms"])
+    gflops = flops / (mp * 1e-3) * 1e-9
+    if a.verbose:
+        with open(os.path.join(d, "memplan.profile.txt")) as f:
+            print(f.read())
+        print(sg)
+    return {"model": name, "steps": steps, "mp_ms": mp, "tc_ms": tc, "mp_rss": mp_rss, "tc_rss": t["rss"],
+            "gflops": gflops, "rate": rate, "mp_all": mp_ms, "tc_all": t["ms"], "mp_loss": mp_losses[0],
+            "tc_loss": t["losses"][0], "torch": t["torch"], "step_gflop": flops * 1e-9}
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "torch":
+        return torch_main(sys.argv[2:])
+    root = os.path.dirname(os.path.dirname(HERE))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memplan", required=True)
+    ap.add_argument("--sgemm", required=True, help="the bench_trainer_sgemm program")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--model", action="append", help="NAME=YAML:STEPS (repeatable)")
+    ap.add_argument("--text", default=os.path.join(root, "runtime", "memplan_rt.h"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--B", type=int, default=4)
+    ap.add_argument("--T", type=int, default=64)
+    ap.add_argument("--python", default="/usr/bin/python3", help="a python3 with torch 1.13")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print profiles and sgemm shapes")
+    a = ap.parse_args()
+    if not a.model:
+        a.model = ["gpt2-mini=%s:10" % os.path.join(root, "models", "gpt2-mini.yaml"),
+                   "gpt2-124m=%s:3" % os.path.join(root, "models", "gpt2-124m.yaml")]
+    r = subprocess.run([a.python, "-c", "import torch, numpy"], capture_output=True)
+    if r.returncode != 0:
+        print("bench_trainer: %s has no torch; skipping" % a.python)
+        return 77
+    os.makedirs(a.workdir, exist_ok=True)
+    t0 = time.time()
+    print("bench_trainer: B=%d T=%d fp32, %d threads, %d CPUs; load average at start %s"
+          % (a.B, a.T, a.threads, os.cpu_count(), loadavg()), flush=True)
+    res = []
+    for m in a.model:
+        name, rest = m.split("=", 1)
+        yaml, steps = rest.rsplit(":", 1)
+        t1 = time.time()
+        res.append(bench_model(a, name, yaml, int(steps)))
+        x = res[-1]
+        print("  %s: %d steps, %.0f s; first-step loss memplan %.6f torch %.6f; memplan ms %s; torch ms %s; "
+              "load average %s" % (name, x["steps"], time.time() - t1, x["mp_loss"], x["tc_loss"],
+                                   [round(v) for v in x["mp_all"]], [round(v) for v in x["tc_all"]], loadavg()),
+              flush=True)
+    print()
+    hdr = ("model", "memplan ms", "torch ms", "ratio", "memplan RSS", "torch RSS", "ratio", "GFLOP/s",
+           "sgemm GFLOP/s", "of sgemm")
+    fmt = "%-10s %11s %10s %6s %12s %10s %6s %8s %13s %8s"
+    print(fmt % hdr)
+    for x in res:
+        print(fmt % (x["model"], "%.1f" % x["mp_ms"], "%.1f" % x["tc_ms"], "%.3f" % (x["mp_ms"] / x["tc_ms"]),
+                     gib(x["mp_rss"]), gib(x["tc_rss"]), "%.3f" % (x["mp_rss"] / x["tc_rss"]),
+                     "%.1f" % x["gflops"], "%.1f" % x["rate"], "%.1f%%" % (100 * x["gflops"] / x["rate"])))
+    print("\ntargets (issue 4): time ratio <= 0.25, RSS ratio <= 0.7; %s; torch %s; total %.0f s; "
+          "load average at end %s" % ("; ".join("%s %s/%s" % (x["model"], "met" if x["mp_ms"] / x["tc_ms"] <= 0.25
+                                                              else "MISSED", "met" if x["mp_rss"] / x["tc_rss"] <= 0.7
+                                                              else "MISSED") for x in res),
+                                      res[0]["torch"] if res else "?", time.time() - t0, loadavg()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+# The CUDA trainer compiles for every bundled model (label e2e, no GPU needed):
+# memplan compile, then the generated folder's own CMakeLists.txt builds
+# trainer_cuda with nvcc (trainer.cu, kernels.cu, memplan_trainer_cuda.cu, and
+# memplan_trainer.c as C), warnings as errors. Variants cover the paths a
+# plain fp32 plan does not: bf16 casts, and fp16 loss scaling with
+# micro-batches. Running them is tests/gpu/run.sh's job, on a GPU machine.
+if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
+  set(cuda_trainer_dir ${CMAKE_CURRENT_BINARY_DIR}/cuda_trainer)
+  function(memplan_cuda_trainer name yaml)
+    add_test(NAME cuda_trainer_${name}
+             COMMAND sh ${MEMPLAN_TEST_DIR}/gpu/compile_trainer.sh $<TARGET_FILE:memplan> ${yaml}
+                     ${cuda_trainer_dir}/${name} ${ARGN})
+    set_tests_properties(cuda_trainer_${name} PROPERTIES LABELS "e2e;cuda" TIMEOUT 300
+                         PASS_REGULAR_EXPRESSION "compiled .*trainer_cuda")
+  endfunction()
+  file(GLOB bundled_models ${MEMPLAN_SOURCE_DIR}/models/*.yaml)
+  foreach(yaml ${bundled_models})
+    get_filename_component(name ${yaml} NAME_WE)
+    memplan_cuda_trainer(${name} ${yaml})
+  endforeach()
+  memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision bf16)
+  memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision fp16
+                       --micro-batch 2)
+endif()

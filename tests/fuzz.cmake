@@ -1,0 +1,22 @@
+# Fuzzing (label fuzz): libFuzzer harnesses for the YAML front end through
+# planning and for `memplan pack`'s CSV reader, built with clang by
+# tests/fuzz/run.sh (the main build may use gcc), about 60 s in all; skipped
+# (77) without clang or libFuzzer. Run longer: see tests/fuzz/run.sh.
+add_test(NAME fuzz COMMAND sh ${MEMPLAN_TEST_DIR}/fuzz/run.sh 30 ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
+set_tests_properties(fuzz PROPERTIES LABELS fuzz SKIP_RETURN_CODE 77 TIMEOUT 900)
+
+# What the fuzzers found, replayed through the command line: each must end
+# cleanly (a plan, or exit 1 with a user error), never crash or hang.
+add_test(NAME fuzz_regression_many_names
+         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/fuzz/regressions/many_names.yaml)
+set_tests_properties(fuzz_regression_many_names PROPERTIES LABELS unit TIMEOUT 20
+  PASS_REGULAR_EXPRESSION "plan verified")
+add_test(NAME fuzz_regression_empty_after_load
+         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/fuzz/regressions/empty_after_load.yaml)
+set_tests_properties(fuzz_regression_empty_after_load PROPERTIES LABELS errors TIMEOUT 20
+  PASS_REGULAR_EXPRESSION "empty_after_load.yaml:1:1: error: empty file")
+# a size of 2^63 - 1 bytes: assign.c's align_up overflowed (x + a - 1)
+add_test(NAME fuzz_regression_pack_size_int64_max
+         COMMAND memplan pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/pack_size_int64_max.csv)
+set_tests_properties(fuzz_regression_pack_size_int64_max PROPERTIES LABELS unit TIMEOUT 20
+  PASS_REGULAR_EXPRESSION "height 9223372036854775807\n")

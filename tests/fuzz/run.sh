@@ -1,0 +1,84 @@
+#!/bin/sh
+# tests/fuzz/run.sh [SECONDS] [BUILD_DIR]: builds the libFuzzer harnesses with
+# clang (-fsanitize=fuzzer,address,undefined) straight from the sources into
+# BUILD_DIR (default build-fuzz/), then runs each for SECONDS (default 30)
+# on a seed corpus made from models/, tests/errors/, tests/data/ and
+# tests/fuzz/regressions/. Exit 0: no finding; 1: a crash, hang, leak or
+# failed verification (the input is left in BUILD_DIR/NAME-findings/);
+# 77: clang or libFuzzer is missing (CTest's skip code).
+#
+# Longer campaigns: FUZZ_JOBS=N runs N workers per harness; the corpora in
+# BUILD_DIR/NAME-corpus/ grow across runs.
+set -u
+secs=${1:-30}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+out=${2:-$src/build-fuzz}
+jobs=${FUZZ_JOBS:-1}
+cc=${FUZZ_CC:-}
+if [ -z "$cc" ]; then
+  for c in clang-14 clang; do command -v "$c" >/dev/null 2>&1 && cc=$c && break; done
+fi
+[ -n "$cc" ] || { echo "SKIP: no clang (apt-get install clang-14 libclang-rt-14-dev)"; exit 77; }
+mkdir -p "$out" || exit 1
+probe=$out/probe.c
+echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { (void)d; (void)n; return 0; }' >"$probe"
+if ! "$cc" -fsanitize=fuzzer "$probe" -o "$out/probe" >/dev/null 2>&1; then
+  echo "SKIP: $cc cannot link libFuzzer (apt-get install libclang-rt-14-dev)"
+  exit 77
+fi
+yaml_cflags=$(pkg-config --cflags yaml-0.1 2>/dev/null)
+yaml_libs=$(pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
+
+# -fno-sanitize-recover: a UBSan report (signed overflow, bad shift) stops
+# the run like a crash instead of scrolling past
+flags="-std=c17 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined
+  -fno-sanitize-recover=all -fno-omit-frame-pointer -I$src/planner $yaml_cflags"
+planner=""
+for f in "$src"/planner/*.c; do planner="$planner $f"; done
+build() { # name sources...
+  name=$1
+  shift
+  # shellcheck disable=SC2086
+  "$cc" $flags "$@" $planner $yaml_libs -lm -o "$out/$name" 2>"$out/$name.build.log" ||
+    { echo "FAIL: building $name"; cat "$out/$name.build.log"; exit 1; }
+}
+build fuzz_model "$src/tests/fuzz/fuzz_model.c"
+build fuzz_pack "$src/tests/fuzz/fuzz_pack.c" "$src/codegen/pack.c"
+
+# seeds: small files copied (never the source tree's own) into a fresh
+# seed folder; what the fuzzer finds grows NAME-corpus/
+seed() { # name files...
+  name=$1
+  shift
+  mkdir -p "$out/$name-seeds" "$out/$name-corpus" "$out/$name-findings"
+  for f in "$@"; do [ -f "$f" ] && cp "$f" "$out/$name-seeds/"; done
+}
+seed fuzz_model "$src"/models/*.yaml "$src"/tests/errors/*.yaml "$src"/tests/fuzz/regressions/*.yaml
+seed fuzz_pack "$src"/tests/data/*.csv "$src"/tests/fuzz/regressions/*.csv
+
+status=0
+total=0
+for name in fuzz_model fuzz_pack; do
+  log=$out/$name.log
+  # -close_fd_mask=1: pack prints a summary per input; sanitizer reports go to stderr
+  par=""
+  [ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
+  rm -f "$out"/fuzz-*.log
+  # shellcheck disable=SC2086
+  (cd "$out" && "./$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+    -max_len=8192 -close_fd_mask=1 -print_final_stats=1 $par \
+    -artifact_prefix="$out/$name-findings/" -dict="$src/tests/fuzz/$name.dict" \
+    "$out/$name-corpus" "$out/$name-seeds") >"$log" 2>&1
+  rc=$?
+  runs=$(grep -h '^stat::number_of_executed_units' "$log" "$out"/fuzz-*.log 2>/dev/null |
+    awk '{s += $2} END {print s + 0}')
+  total=$((total + runs))
+  echo "$name: $runs executions in ${secs}s, exit $rc"
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    echo "FAIL: $name found a problem; input in $out/$name-findings/, log $log:"
+    grep -A40 -E '^==[0-9]+==ERROR|runtime error|fails verification|deadly signal|timeout' "$log" | head -60
+  fi
+done
+echo "total: $total executions"
+exit $status
