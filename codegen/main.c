@@ -139,8 +139,9 @@ static void compile_options(int argc, char **argv, Options *o) {
     exit(2);
   }
   o->model = argv[optind];
-  if (o->align <= 0 || (o->align & (o->align - 1)))
-    fprintf(stderr, "memplan: error: --align %lld is not a power of two\n", (long long)o->align), exit(1);
+  if (o->align <= 0 || (o->align & (o->align - 1)) || o->align > (1 << 30))
+    fprintf(stderr, "memplan: error: --align %lld must be a power of two no larger than 1G\n", (long long)o->align),
+        exit(1);
   static const char *const dumps[] = {"graph", "step", "live", "plan", NULL};
   bool ok = !o->dump;
   for (int i = 0; dumps[i] && !ok; i++) ok = !strcmp(o->dump, dumps[i]);

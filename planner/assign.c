@@ -52,7 +52,8 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+/* a - 1 first: x + a overflows for sizes near INT64_MAX even when a is 1 */
+static int64_t align_up(int64_t x, int64_t a) { return (x + (a - 1)) / a * a; }
 
 /* ------------------------------------------------------------------------
  * The working instance: aligned sizes, one array per field. */

@@ -95,8 +95,11 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
   S->chain = chain_build(ar, g, S->plain, cost_model(o->backend), S->half);
   S->kc = (KeepCtx){g, S->plain, S->chain};
-  int M = o->units > 0 ? o->units : 500;
-  S->T = S->chain->n > 1 ? ckpt_solve(ar, S->chain, M, ckpt_unit(S->chain, M)) : NULL;
+  /* the table has stages^2 (M + 1) cells: fewer units for long chains, and
+   * no checkpointing where even 8 units would not fit in 2^26 cells */
+  int64_t n = S->chain->n, M = o->units > 0 ? o->units : 500, cap = ((int64_t)1 << 26) / (n * n) - 1;
+  if (M > cap) M = cap;
+  S->T = n > 1 && M >= 8 ? ckpt_solve(ar, S->chain, (int)M, ckpt_unit(S->chain, (int)M)) : NULL;
 }
 
 /* The plan of the DP's schedule at m units, built in ar. */

@@ -164,20 +164,27 @@ static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, int64_t *lb)
   return r.height;
 }
 
-/* Live bytes by role at the training schedule's peak (sizes aligned). */
+/* Live bytes by role at the training schedule's peak (sizes aligned): one
+ * sweep over start and end events per role, linear in buffers + positions. */
 static void peak_by_role(Plan *p) {
-  int64_t best = -1;
-  for (int pos = 0; pos < p->nsched; pos++) {
-    int64_t role[ROLE_COUNT] = {0}, tot = 0;
-    for (int b = 0; b < p->nbuf; b++) {
-      const PlanBuffer *pb = &p->buf[b];
-      if (pb->sched == SCHED_BOTH || (pb->sched == SCHED_TRAIN && pb->first <= pos && pos < pb->last)) {
-        role[pb->role] += mp_align_up(pb->bytes, p->align);
-        tot += mp_align_up(pb->bytes, p->align);
-      }
-    }
+  int n = p->nsched > 0 ? p->nsched : 1;
+  int64_t *delta = calloc((size_t)(n + 1) * ROLE_COUNT, sizeof(int64_t)), always[ROLE_COUNT] = {0};
+  MP_ASSERT(delta);
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    int64_t bytes = mp_align_up(pb->bytes, p->align);
+    if (pb->sched == SCHED_BOTH) always[pb->role] += bytes;
+    else if (pb->sched == SCHED_TRAIN && pb->first < pb->last)
+      delta[(size_t)pb->first * ROLE_COUNT + pb->role] += bytes, delta[(size_t)pb->last * ROLE_COUNT + pb->role] -= bytes;
+  }
+  int64_t role[ROLE_COUNT], best = -1;
+  memcpy(role, always, sizeof role);
+  for (int pos = 0; pos < n; pos++) {
+    int64_t tot = 0;
+    for (int r = 0; r < ROLE_COUNT; r++) role[r] += delta[(size_t)pos * ROLE_COUNT + r], tot += role[r];
     if (tot > best) best = tot, p->peak_position = pos, memcpy(p->peak_by_role, role, sizeof role);
   }
+  free(delta);
 }
 
 void plan_assign(Plan *p, double time_limit_s) {

@@ -13,5 +13,5 @@ add_test(NAME bench_trainer
                  --memplan $<TARGET_FILE:memplan> --sgemm $<TARGET_FILE:bench_trainer_sgemm>
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/bench_trainer --python ${MEMPLAN_BENCH_PYTHON3}
                  --model gpt2-mini=${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml:10
-                 --model gpt2-124m=${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml:3)
+                 --model gpt2-124m=${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml:5)
 set_tests_properties(bench_trainer PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RETURN_CODE 77)
