@@ -165,12 +165,14 @@ static void check_duplicates(const char *path, const Rows *r, const int *line_of
 }
 
 /* The assigner works in int64: every offset stays below the sum of sizes. */
+/* Every height the packer computes stays below the sum of the sizes; half
+ * of 64 bits leaves room for alignment and for adding one more size. */
 static void check_totals(const char *path, const Rows *r, const int *line_of) {
   int64_t sum = 0, len;
   for (int i = 0; i < r->n; i++)
-    if (__builtin_add_overflow(sum, r->size[i], &sum) ||
+    if (__builtin_add_overflow(sum, r->size[i], &sum) || sum > INT64_MAX / 2 ||
         __builtin_sub_overflow(r->hi[i], r->lo[i], &len))
-      die_at((Where){path, line_of[i]}, "sizes or lifetimes too large to pack in 64 bits");
+      die_at((Where){path, line_of[i]}, "sizes or lifetimes too large to pack in 64 bits (sizes must sum below 2^62)");
 }
 
 /* What read_csv holds, owned by the caller so that it can be freed after

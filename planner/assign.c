@@ -461,7 +461,7 @@ static int portfolio(const Inst *in, int64_t lb, int only, int64_t *best_off, in
     for (int i = 0; i < in->n; i++) ord[i] = i;
     msort(ord, in->n, ORDERINGS[o].cmp, in);
     int64_t h = best_fit(&g, in, ord, off);
-    if (h < *best_h) {
+    if (h < *best_h || kept < 0) { /* the first is kept even when heights saturate */
       *best_h = h, kept = o;
       memcpy(best_off, off, sizeof(int64_t) * (size_t)in->n);
     }

@@ -8,7 +8,8 @@
 # 77: clang or libFuzzer is missing (CTest's skip code).
 #
 # Longer campaigns: FUZZ_JOBS=N runs N workers per harness; the corpora in
-# BUILD_DIR/NAME-corpus/ grow across runs.
+# BUILD_DIR/NAME-corpus/ grow across runs. FUZZ_SEED (default 1, so CI runs
+# are repeatable) seeds libFuzzer; FUZZ_SEED=0 picks a random seed per run.
 set -u
 secs=${1:-30}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -66,7 +67,7 @@ for name in fuzz_model fuzz_pack; do
   rm -f "$out"/fuzz-*.log
   # shellcheck disable=SC2086
   (cd "$out" && "./$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-    -max_len=8192 -close_fd_mask=1 -print_final_stats=1 $par \
+    -max_len=8192 -close_fd_mask=1 -print_final_stats=1 -seed="${FUZZ_SEED:-1}" $par \
     -artifact_prefix="$out/$name-findings/" -dict="$src/tests/fuzz/$name.dict" \
     "$out/$name-corpus" "$out/$name-seeds") >"$log" 2>&1
   rc=$?
