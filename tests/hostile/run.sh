@@ -1,0 +1,16 @@
+#!/bin/sh
+# run.sh MEMPLAN WORKDIR: hostile layer names produce a trainer that compiles
+# with -Wall -Wextra -Werror and trains (no injection through names).
+set -eu
+memplan=$1 work=$2
+here=$(dirname "$0")
+rm -rf "$work"
+"$memplan" compile "$here/hostile.yaml" -o "$work" > "$work.report"
+cmake -S "$work" -B "$work/build" -DTRAINER_WERROR=ON -DTRAINER_CUDA=OFF > /dev/null
+cmake --build "$work/build" -j2
+# no name reached the code outside comments and strings: the injected
+# preprocessor line only ever appears inside a comment or a string literal
+if grep -n '^ *#define float' "$work/trainer.c"; then echo "FAIL: injected define"; exit 1; fi
+"$work/build/trainer" --steps 30 --log-every 10 --seed 5 | tee "$work.out"
+grep -q "step    30/30" "$work.out"
+echo "hostile names: ok"
