@@ -97,3 +97,9 @@ set_tests_properties(ckpt_exact_gpt2_mini PROPERTIES LABELS e2e PASS_REGULAR_EXP
 add_test(NAME hostile_names COMMAND sh ${MEMPLAN_TEST_DIR}/hostile/run.sh $<TARGET_FILE:memplan>
          ${CMAKE_CURRENT_BINARY_DIR}/hostile)
 set_tests_properties(hostile_names PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "hostile names: ok")
+
+# nothing lost: SIGKILL while saving weights leaves the previous file loadable
+add_test(NAME kill_during_save COMMAND sh ${MEMPLAN_TEST_DIR}/crash/kill_save.sh $<TARGET_FILE:memplan>
+         ${CMAKE_CURRENT_BINARY_DIR}/kill_save)
+set_tests_properties(kill_during_save PROPERTIES LABELS e2e TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "stayed whole and loadable every time")
