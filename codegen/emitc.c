@@ -294,6 +294,27 @@ static const char *section_of(const PlanOp *o, const char *prev, bool fused) {
 static bool separate_updates(const Plan *p) { return p->accumulation_steps > 1 || p->loss_scaling; }
 
 /* The ops of a schedule for which keep(op) holds, as straight-line calls. */
+/* Guard mode, CPU trainer: arm the canaries after an op's outputs before it
+ * runs, check them after. */
+static void guard(Emit *E, Text *t, const PlanOp *o, int i, bool check) {
+  const Plan *p = E->p;
+  if (!p->guard_bytes || E->be != &emit_backend_c) return;
+  for (int k = 0; k < o->nout; k++) {
+    int b = o->out[k];
+    if (b < 0) continue;
+    const char *canary = ar_printf(&E->ar, "arena + %lld", (long long)(p->buf[b].offset + p->buf[b].bytes));
+    if (!check) {
+      text_printf(t, "  rt_guard_arm(%s, %lld);\n", canary, (long long)p->guard_bytes);
+      continue;
+    }
+    text_printf(t, "  rt_guard_check(%s, %lld, %d, ", canary, (long long)p->guard_bytes, i);
+    c_string(t, o->layer);
+    text_printf(t, ", ");
+    c_string(t, p->buf[b].name);
+    text_printf(t, ");\n");
+  }
+}
+
 static void body(Emit *E, Text *t, const PlanOp *ops, int n, bool train, bool updates) {
   const char *sec = NULL;
   bool fused = train && !separate_updates(E->p);
@@ -302,9 +323,11 @@ static void body(Emit *E, Text *t, const PlanOp *ops, int n, bool train, bool up
     const char *s = section_of(&ops[i], sec, fused);
     if (!sec || strcmp(s, sec)) text_printf(t, "%s  // %s\n", sec ? "\n" : "", s);
     sec = s;
+    guard(E, t, &ops[i], i, false);
     text_printf(t, "  ");
     call(E, t, &ops[i]);
     text_printf(t, train ? "; TICK(%d);\n" : ";\n", i);
+    guard(E, t, &ops[i], i, true);
   }
 }
 

@@ -44,6 +44,8 @@ static const char compile_help[] =
     "      --precision P     storage of saved activations: fp32 (default), bf16, fp16 (with loss\n"
     "                        scaling), or auto (bf16 only where it recomputes less than fp32)\n"
     "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
+    "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
+    "                        every op (names the op that wrote out of bounds); costs memory\n"
     "                        (default: only when nothing else fits the budget)\n"
     "  -h, --help            this help\n";
 
@@ -84,7 +86,7 @@ typedef struct {
   const char *model, *outdir, *dump;
   int64_t budget, align;
   double time_limit;
-  bool no_fuse, expand;
+  bool no_fuse, expand, guard;
   int64_t micro_batch;
   Precision precision;
   const char *block;
@@ -100,7 +102,7 @@ static void compile_options(int argc, char **argv, Options *o) {
       {"align", required_argument, 0, 'a'},  {"time-limit", required_argument, 0, 't'},
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
-      {"precision", required_argument, 0, 'P'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   *o = (Options){.align = 256, .time_limit = 0.5};
   int c;
   while ((c = getopt_long(argc, argv, "b:o:s:d:h", lo, NULL)) != -1) {
@@ -117,6 +119,7 @@ static void compile_options(int argc, char **argv, Options *o) {
     case 't': o->time_limit = atof(optarg); break;
     case 'F': o->no_fuse = true; break;
     case 'E': o->expand = true; break;
+    case 'G': o->guard = true; break;
     case 'P': {
       static const char *const names[] = {"fp32", "bf16", "fp16", "auto"};
       int k = 0;
@@ -196,7 +199,8 @@ static void over_budget(const char *model, int64_t budget, const FitResult *r) {
 
 static FitOptions fit_options(const Options *o) {
   return (FitOptions){.fuse = !o->no_fuse, .align = o->align, .time_limit = o->time_limit, .backend = BACKEND_CPU,
-                      .units = 500, .accumulation = 1};
+                      .units = 500, .accumulation = 1,
+                      .guard = o->guard ? 64 : 0};
 }
 
 /* The dim that sizes the batch: the inputs' leading dim, when every input

@@ -31,6 +31,7 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   Live *lt = live_build(ar, s, s->train, s->ntrain), *le = live_build(ar, s, s->eval, s->neval);
   Plan *p = plan_build(ar, g, s, lt, le, o->align);
+  p->guard_bytes = o->guard;
   plan_assign(p, o->time_limit);
   p->extra_flops = s->recompute_flops;
   p->precision = prec_name(o->precision);

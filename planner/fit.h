@@ -17,6 +17,7 @@ typedef struct {
   int units;          /* DP memory units (default 500) */
   int accumulation;   /* micro-batches per step; > 1 keeps gradients across them (updates unfused) */
   Precision precision;/* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
+  int64_t guard;      /* canary bytes after every buffer (--guard), 0: none */
 } FitOptions;
 
 typedef struct {

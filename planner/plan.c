@@ -154,7 +154,8 @@ static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, int64_t *lb)
   MP_ASSERT(it && off && id);
   int n = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if (p->buf[b].sched == set) it[n] = (AsgItem){p->buf[b].first, p->buf[b].last, p->buf[b].bytes}, id[n++] = b;
+    if (p->buf[b].sched == set)
+      it[n] = (AsgItem){p->buf[b].first, p->buf[b].last, p->buf[b].bytes + p->guard_bytes}, id[n++] = b;
   AsgResult r = assign_offsets(it, n, p->align, tl, off);
   for (int i = 0; i < n; i++) p->buf[id[i]].offset = base + off[i];
   if (set == SCHED_TRAIN) p->assign_method = r.method, p->assign_optimal = r.optimal;
@@ -190,7 +191,8 @@ static void peak_by_role(Plan *p) {
 void plan_assign(Plan *p, double time_limit_s) {
   int64_t base = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if (p->buf[b].sched == SCHED_BOTH) p->buf[b].offset = base, base += mp_align_up(p->buf[b].bytes, p->align);
+    if (p->buf[b].sched == SCHED_BOTH)
+      p->buf[b].offset = base, base += mp_align_up(p->buf[b].bytes + p->guard_bytes, p->align);
   p->persistent_bytes = base;
   int64_t lbt, lbe;
   int64_t ht = pack(p, SCHED_TRAIN, base, time_limit_s, &lbt);

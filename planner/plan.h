@@ -126,6 +126,8 @@ typedef struct Plan {
    * (cast ops write and read them); with fp16 the trainer scales the loss,
    * and updates run after backward only when every gradient is finite */
   const char *precision;          /* "fp32", "bf16", "fp16" */
+  int64_t guard_bytes;            /* --guard: canary bytes after every buffer (0: none); the
+                                     packing reserves bytes + guard_bytes for each */
   bool loss_scaling;
   const char *assign_method;
   bool assign_optimal;

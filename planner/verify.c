@@ -139,7 +139,7 @@ static const char *check_packing(const Plan *p, SchedSet which, int nops) {
     bool whole = pb->sched == SCHED_BOTH;
     lo[n] = whole ? 0 : pb->first;
     hi[n] = whole ? (nops > 0 ? nops : 1) : pb->last;
-    sz[n] = pb->bytes;
+    sz[n] = pb->bytes + p->guard_bytes; /* a buffer's canary zone is its own */
     off[n] = pb->offset;
     n++;
   }

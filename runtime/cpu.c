@@ -472,6 +472,9 @@ static void relu_task(const void *ctx, int64_t lo, int64_t hi) {
 
 void rt_relu_forward(float *out, const float *x, int64_t n) {
   rt_par(relu_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+#ifdef RT_PLANT_OFF_BY_ONE /* tests/crash/guard.sh: a planted bug guard mode must catch */
+  out[n] = 0.0f;
+#endif
 }
 
 /* dx (a.out) (+)= dout (a) where y (b) > 0. */
@@ -1128,4 +1131,20 @@ int rt_unscale_check(float *g, int64_t n, float inv_scale) {
     g[i] *= inv_scale;
   }
   return finite;
+}
+
+// ----------------------------------------------------------------------------
+// guard mode
+
+enum { RT_CANARY = 0xA5 };
+
+void rt_guard_arm(unsigned char *canary, int64_t n) { memset(canary, RT_CANARY, (size_t)n); }
+
+void rt_guard_check(const unsigned char *canary, int64_t n, int op, const char *layer, const char *buffer) {
+  for (int64_t i = 0; i < n; i++)
+    if (canary[i] != RT_CANARY) {
+      fprintf(stderr, "guard: op %d (%s) wrote past the end of buffer %s (canary byte %lld changed)\n", op, layer,
+              buffer, (long long)i);
+      exit(5);
+    }
 }

@@ -152,6 +152,13 @@ void rt_f16_to_f32(float *dst, const uint16_t *src, int64_t n);
  * 0 otherwise (then g's contents are unspecified: the step is skipped). */
 int rt_unscale_check(float *g, int64_t n, float inv_scale);
 
+/* Guard mode (memplan compile --guard): n canary bytes follow a buffer.
+ * rt_guard_arm fills them before an op writes the buffer; rt_guard_check
+ * exits with a message naming the op and the buffer if the op wrote past the
+ * buffer's end. */
+void rt_guard_arm(unsigned char *canary, int64_t n);
+void rt_guard_check(const unsigned char *canary, int64_t n, int op, const char *layer, const char *buffer);
+
 #ifdef __cplusplus
 }
 #endif

@@ -103,3 +103,8 @@ add_test(NAME kill_during_save COMMAND sh ${MEMPLAN_TEST_DIR}/crash/kill_save.sh
          ${CMAKE_CURRENT_BINARY_DIR}/kill_save)
 set_tests_properties(kill_during_save PROPERTIES LABELS e2e TIMEOUT 300
   PASS_REGULAR_EXPRESSION "stayed whole and loadable every time")
+
+# guard mode: canaries after every buffer catch a planted off-by-one write
+add_test(NAME guard_mode COMMAND sh ${MEMPLAN_TEST_DIR}/crash/guard.sh $<TARGET_FILE:memplan>
+         ${CMAKE_CURRENT_BINARY_DIR}/guard)
+set_tests_properties(guard_mode PROPERTIES LABELS e2e TIMEOUT 300 PASS_REGULAR_EXPRESSION "guard mode: ok")
