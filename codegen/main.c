@@ -44,9 +44,9 @@ static const char compile_help[] =
     "      --precision P     storage of saved activations: fp32 (default), bf16, fp16 (with loss\n"
     "                        scaling), or auto (bf16 only where it recomputes less than fp32)\n"
     "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
+    "                        (default: only when nothing else fits the budget)\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
-    "                        (default: only when nothing else fits the budget)\n"
     "  -h, --help            this help\n";
 
 /* Sizes: a decimal number and an optional unit (B, K/KiB, M/MiB, G/GiB, T/TiB
