@@ -20,12 +20,7 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
   bool accum = o->accumulation > 1, scaled = o->precision == PREC_FP16;
   Step *s = ad_build(ar, g, o->fuse && !accum && !scaled, a);
   s->accumulation = accum ? o->accumulation : 1;
-  if (half) {
-    int acc = s->accumulation;
-    s = prec_lower(ar, s, half, prec_dtype(o->precision));
-    s->accumulation = acc;
-  }
-  return s;
+  return half ? prec_lower(ar, s, half, prec_dtype(o->precision)) : s; /* the copy keeps accumulation */
 }
 
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
