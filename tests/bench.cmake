@@ -15,3 +15,6 @@ add_test(NAME bench_trainer
                  --model gpt2-mini=${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml:10
                  --model gpt2-124m=${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml:5)
 set_tests_properties(bench_trainer PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RETURN_CODE 77)
+add_test(NAME bench_levers COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_levers.py $<TARGET_FILE:memplan>
+         ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/bench_levers)
+set_tests_properties(bench_levers PROPERTIES LABELS bench TIMEOUT 900)

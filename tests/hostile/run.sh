@@ -1,6 +1,7 @@
 #!/bin/sh
 # run.sh MEMPLAN WORKDIR: hostile layer names produce a trainer that compiles
-# with -Wall -Wextra -Werror and trains (no injection through names).
+# with -Wall -Wextra -Werror and trains, and a trainer.cu that nvcc compiles
+# (no injection through names).
 set -eu
 memplan=$1 work=$2
 here=$(dirname "$0")
@@ -13,4 +14,10 @@ cmake --build "$work/build" -j2
 if grep -n '^ *#define float' "$work/trainer.c"; then echo "FAIL: injected define"; exit 1; fi
 "$work/build/trainer" --steps 30 --log-every 10 --seed 5 | tee "$work.out"
 grep -q "step    30/30" "$work.out"
+# and trainer.cu, where nvcc exists (compiled, not run)
+if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  cmake -S "$work" -B "$work/cuda" -DTRAINER_CPU=OFF -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" > /dev/null
+  cmake --build "$work/cuda" -j2 > /dev/null
+  echo "trainer.cu with hostile names compiled"
+fi
 echo "hostile names: ok"
