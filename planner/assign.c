@@ -1108,6 +1108,7 @@ typedef struct {
    * worse than it. plain_h is INT64_MAX when not run. */
   int64_t plain_h, *plain_off;
   const char *plain_method;
+  int64_t *stack_off; /* the decomposition's offsets (stacked items; leaves 0) */
 } Plan;
 
 /* Best fit on every leaf: the portfolio, or the one ordering `only`. */
@@ -1133,6 +1134,7 @@ static void leaves_free(Plan *P) {
   }
   free(P->v);
   free(P->plain_off);
+  free(P->stack_off);
 }
 
 /* Makes one leaf fit under cap (its own coordinates): 1, 0 proven, -1. */
@@ -1172,7 +1174,10 @@ static int64_t plan_height(const Plan *P, const char **method) {
   return h;
 }
 
+/* The stacked items' offsets are restored too: an earlier plan_result may
+ * have put the plain solution's offsets there. */
 static void plan_offsets(const Plan *P, int64_t *offsets) {
+  memcpy(offsets, P->stack_off, sizeof(int64_t) * (size_t)P->in->n);
   for (int L = 0; L < P->n; L++) {
     const LeafSol *x = &P->v[L];
     for (int j = 0; j < x->s.n; j++) offsets[P->ids[x->l.a + j]] = x->l.base + x->off[j];
@@ -1232,6 +1237,8 @@ static Plan plan_make(const Inst *in, int64_t lb, int *ids, int64_t *offsets,
   for (int i = 0; i < in->n; i++) offsets[i] = 0;
   LeafVec lv = decompose(in, ids, offsets);
   Plan P = {.in = in, .ids = ids, .deadline = t0 + time_limit_s};
+  P.stack_off = xmalloc(sizeof(int64_t) * (size_t)in->n);
+  memcpy(P.stack_off, offsets, sizeof(int64_t) * (size_t)in->n);
   /* Stacked items have their offsets now, leaf items 0: a floor for the
    * height that also covers components made only of stacked items. */
   for (int i = 0; i < in->n; i++)

@@ -23,3 +23,11 @@ foreach(f pack_size_int64_max pack_saturated_height)
   set_tests_properties(fuzz_regression_${f} PROPERTIES LABELS errors TIMEOUT 20
     PASS_REGULAR_EXPRESSION "${f}.csv:2: error: sizes or lifetimes too large to pack in 64 bits")
 endforeach()
+
+# a leaf search that beat plain best fit after plain best fit had won once:
+# the stacked buffers kept plain's offsets beside the leaves' new ones, and
+# the packing overlapped (the verifier caught it: internal error)
+add_test(NAME fuzz_regression_pack_mixed_solutions
+         COMMAND memplan pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/pack_mixed_solutions.csv --timeout 0.001)
+set_tests_properties(fuzz_regression_pack_mixed_solutions PROPERTIES LABELS unit TIMEOUT 20
+  PASS_REGULAR_EXPRESSION "height 23\noptimal|optimal yes")
