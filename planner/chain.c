@@ -106,6 +106,7 @@ Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel
   int *crossing = ar_alloc(ar, sizeof(int) * (size_t)(nf + 1));
   bool *cut = cuts(ar, g, plain, nf, crossing);
   Chain *c = ar_alloc(ar, sizeof(Chain));
+  c->g = g, c->plain = plain;
   c->s = ar_alloc(ar, sizeof(Stage) * (size_t)(nf + 1));
   int start = 0, in = -1;
   for (int i = 0; i < nf; i++) {
@@ -117,4 +118,16 @@ Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel
     start = i + 1, in = st->out;
   }
   return c;
+}
+
+bool chain_keeps_cb(const void *chain, int s, int k, int t) {
+  const Chain *c = chain;
+  return chain_keeps(c->g, c->plain, &c->s[s], (KeepOption)k, t);
+}
+
+int *chain_stage_first(Arena *ar, const Chain *c) {
+  int *first = ar_alloc(ar, sizeof(int) * (size_t)(c->n + 1));
+  for (int i = 0; i < c->n; i++) first[i] = c->s[i].first;
+  first[c->n] = c->n ? c->s[c->n - 1].last : 0;
+  return first;
 }

@@ -36,6 +36,8 @@ typedef struct {
 typedef struct {
   Stage *s;
   int n;
+  const Graph *g;     /* what the chain was cut from */
+  const Step *plain;
 } Chain;
 
 /* Cuts the forward list of a plain step (ad_build with no checkpointing)
@@ -45,5 +47,9 @@ Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel
 
 /* Does option k of stage s keep graph tensor t (produced in the stage)? */
 bool chain_keeps(const Graph *g, const Step *plain, const Stage *s, KeepOption k, int t);
+/* The same as an Actions.keeps callback, with the Chain as its context. */
+bool chain_keeps_cb(const void *chain, int s, int k, int t);
+/* Per stage its first forward-list index, and the end at [n]: Actions.stage_first. */
+int *chain_stage_first(Arena *ar, const Chain *c);
 
 #endif

@@ -100,12 +100,8 @@ static void emit(Emit *e, int s, int t, int m) {
   emit(e, s, ch - 1, m);
 }
 
-Actions ckpt_actions(Arena *ar, const CkptTable *T, int m, bool (*keeps)(const void *, int, int, int),
-                     const void *ctx) {
+Actions ckpt_actions(Arena *ar, const CkptTable *T, int m) {
   Emit e = {ar, T, {0}};
   emit(&e, 0, T->c->n - 1, m);
-  int *first = ar_alloc(ar, sizeof(int) * (size_t)(T->c->n + 1));
-  for (int i = 0; i < T->c->n; i++) first[i] = T->c->s[i].first;
-  first[T->c->n] = T->c->s[T->c->n - 1].last;
-  return (Actions){e.a.v, e.a.n, first, T->c->n, keeps, ctx};
+  return (Actions){e.a.v, e.a.n, chain_stage_first(ar, T->c), T->c->n, chain_keeps_cb, T->c};
 }

@@ -29,9 +29,8 @@ CkptTable *ckpt_solve(Arena *ar, const Chain *c, int M, int64_t unit);
 int64_t ckpt_unit(const Chain *c, int M);
 /* C(0, n - 1, m). */
 double ckpt_cost(const CkptTable *t, int m);
-/* The actions of the optimal schedule with m units (ckpt_cost(t, m) finite).
- * keeps/ctx are passed through to the Actions for ad_build. */
-Actions ckpt_actions(Arena *ar, const CkptTable *t, int m, bool (*keeps)(const void *, int, int, int),
-                     const void *ctx);
+/* The actions of the optimal schedule with m units (ckpt_cost(t, m) finite),
+ * ready for ad_build. */
+Actions ckpt_actions(Arena *ar, const CkptTable *t, int m);
 
 #endif

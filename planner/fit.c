@@ -42,17 +42,6 @@ int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o) 
   return live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
 }
 
-typedef struct {
-  const Graph *g;
-  const Step *plain;
-  const Chain *c;
-} KeepCtx;
-
-static bool keeps(const void *ctx, int s, int k, int t) {
-  const KeepCtx *kc = ctx;
-  return chain_keeps(kc->g, kc->plain, &kc->c->s[s], (KeepOption)k, t);
-}
-
 /* Per-stage decisions of a schedule, for the report. */
 static void describe(Arena *ar, Plan *p, const Graph *g, const Step *plain, const Chain *c, const Actions *a) {
   p->nstages = c->n;
@@ -81,7 +70,6 @@ typedef struct {
   Step *plain;
   Chain *chain;
   CkptTable *T;
-  KeepCtx kc;
   bool *half;
 } Solver;
 
@@ -90,7 +78,6 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
   S->half = half_set(ar, g, o);
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
   S->chain = chain_build(ar, g, S->plain, cost_model(o->backend), S->half);
-  S->kc = (KeepCtx){g, S->plain, S->chain};
   /* the table has stages^2 (M + 1) cells: fewer units for long chains, and
    * no checkpointing where even 8 units would not fit in 2^26 cells */
   int64_t n = S->chain->n, M = o->units > 0 ? o->units : 500, cap = ((int64_t)1 << 26) / (n * n) - 1;
@@ -100,7 +87,7 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
 
 /* The plan of the DP's schedule at m units, built in ar. */
 static Plan *candidate(Arena *ar, Solver *S, int m, Step **step) {
-  Actions a = ckpt_actions(ar, S->T, m, keeps, &S->kc);
+  Actions a = ckpt_actions(ar, S->T, m);
   Step *s = build_step(ar, S->g, S->o, &a, S->half);
   Plan *p = fit_plan(ar, S->g, s, S->o);
   describe(ar, p, S->g, S->plain, S->chain, &a);
@@ -133,7 +120,7 @@ static Actions lightest(Arena *ar, const Chain *c, Actions a) {
 /* Candidate m, or its lightest variant, built and checked in a scratch arena. */
 static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, double *time) {
   Arena tmp = {0};
-  Actions a = ckpt_actions(&tmp, S->T, m, keeps, &S->kc);
+  Actions a = ckpt_actions(&tmp, S->T, m);
   if (light) a = lightest(&tmp, S->chain, a);
   Plan *p = fit_plan(&tmp, S->g, build_step(&tmp, S->g, S->o, &a, S->half), S->o);
   int64_t arena = p->arena_bytes;
@@ -172,7 +159,7 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   if (best_m >= 0) { /* rebuild the winner in the caller's arena */
     Solver W;
     solver_init(ar, &W, g, o);
-    Actions a = ckpt_actions(ar, W.T, best_m, keeps, &W.kc);
+    Actions a = ckpt_actions(ar, W.T, best_m);
     if (best_light) a = lightest(ar, W.chain, a);
     r.step = build_step(ar, g, o, &a, W.half);
     r.plan = fit_plan(ar, g, r.step, o);

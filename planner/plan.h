@@ -27,7 +27,7 @@ typedef enum {
   ROLE_OPT_STATE,  /* optimizer state: AdamW m and v, SGD momentum */
   ROLE_ACTIVATION, /* forward outputs, saved statistics, gradients of activations */
   ROLE_INPUT,      /* batch inputs the trainer fills before each step (tokens, targets) */
-  ROLE_TEMP,       /* scratch live inside one op's neighbourhood (the loss scalar) */
+  ROLE_TEMP,       /* reserved for op-local scratch; no pass makes one yet (the loss is an activation) */
   ROLE_WORKSPACE,  /* library workspace (cuBLAS, cuBLASLt): one persistent buffer, "workspace",
                       sized by plan_build (plan.c); the CPU trainer ignores it */
   ROLE_COUNT

@@ -29,7 +29,7 @@ static int rnd(int n) {
 }
 
 static Chain random_chain(Arena *ar, int n) {
-  Chain c = {ar_alloc(ar, sizeof(Stage) * (size_t)n), n};
+  Chain c = {ar_alloc(ar, sizeof(Stage) * (size_t)n), n, NULL, NULL}; /* replayed only: keeps is never asked */
   for (int i = 0; i < n; i++) {
     Stage *s = &c.s[i];
     s->x_in = i ? 1 + rnd(3) : 0;
@@ -68,8 +68,6 @@ static double brute(const Chain *c, int s, int t, int m) {
   return best;
 }
 
-static bool never(const void *ctx, int s, int k, int t) { return (void)ctx, (void)s, (void)k, (void)t, false; }
-
 /* Replays an action list: every stage's backward exactly once, in reverse,
  * each preceded by a kept forward; returns the summed time. */
 static double replay(const Chain *c, const Actions *a, bool *ok) {
@@ -101,7 +99,7 @@ static void test_dp_optimal(void) {
       double dp = ckpt_cost(T, m), bf = brute(&c, 0, n - 1, m);
       CHECK((isinf(dp) && isinf(bf)) || fabs(dp - bf) < 1e-3);
       if (!isfinite(dp)) continue;
-      Actions a = ckpt_actions(&ar, T, m, never, NULL);
+      Actions a = ckpt_actions(&ar, T, m);
       bool ok;
       CHECK(fabs(replay(&c, &a, &ok) - dp) < 1e-3 && ok);
       if (m > 0 && isfinite(ckpt_cost(T, m - 1))) CHECK(dp <= ckpt_cost(T, m - 1)); /* more memory never costs more */

@@ -17,22 +17,10 @@
 #include "fit.h"
 #include "load.h"
 
-typedef struct {
-  const Graph *g;
-  const Step *plain;
-  const Chain *c;
-} Ctx;
-
-static bool keeps(const void *ctx, int s, int k, int t) {
-  const Ctx *x = ctx;
-  return chain_keeps(x->g, x->plain, &x->c->s[s], (KeepOption)k, t);
-}
-
 /* Actions for hand-made schemes: seg[i] is the segment of stage i (equal
  * ids are contiguous); segments with redo[seg] run forward without keeping
  * and are rerun, keeping option opt, before their backward. */
-static Actions scheme(Arena *ar, const Ctx *x, const int *seg, const bool *redo, KeepOption opt) {
-  const Chain *c = x->c;
+static Actions scheme(Arena *ar, const Chain *c, const int *seg, const bool *redo, KeepOption opt) {
   Action *a = ar_alloc(ar, sizeof(Action) * (size_t)(4 * c->n));
   int n = 0;
   for (int i = 0; i < c->n; i++) a[n++] = (Action){redo[seg[i]] ? ACT_FORWARD : ACT_KEEP, i, opt};
@@ -44,14 +32,11 @@ static Actions scheme(Arena *ar, const Ctx *x, const int *seg, const bool *redo,
     for (int i = hi; i >= lo; i--) a[n++] = (Action){ACT_BACKWARD, i, opt};
     hi = lo - 1;
   }
-  int *first = ar_alloc(ar, sizeof(int) * (size_t)(c->n + 1));
-  for (int i = 0; i < c->n; i++) first[i] = c->s[i].first;
-  first[c->n] = c->s[c->n - 1].last;
-  return (Actions){a, n, first, c->n, keeps, x};
+  return (Actions){a, n, chain_stage_first(ar, c), c->n, chain_keeps_cb, c};
 }
 
-static Plan *plan_of(Arena *ar, const Ctx *x, const Actions *a, const FitOptions *o) {
-  return fit_plan(ar, x->g, ad_build(ar, x->g, o->fuse, a), o);
+static Plan *plan_of(Arena *ar, const Graph *g, const Actions *a, const FitOptions *o) {
+  return fit_plan(ar, g, ad_build(ar, g, o->fuse, a), o);
 }
 
 static double pct(int64_t a, int64_t b) { return 100.0 * (double)a / (double)b; }
@@ -84,7 +69,6 @@ static void gpt2(const char *models) {
   Graph *g = load_model(&ar, path, NULL, 0);
   Step *plain = ad_build(&ar, g, true, NULL);
   Chain *c = chain_build(&ar, g, plain, cost_model(BACKEND_CPU), NULL);
-  Ctx x = {g, plain, c};
   Plan *full = fit_plan(&ar, g, plain, &o);
   int64_t act_full = full->arena_bytes - full->persistent_bytes;
   printf("GPT-2 124M, B=8 T=1024 fp32, %d stages; activation memory = arena - parameters and optimizer state\n",
@@ -106,8 +90,8 @@ static void gpt2(const char *models) {
   for (int i = 0; i < c->n; i++) redo[i] = false;
   bool *redo_block = ar_alloc(&ar, sizeof(bool) * 2000);
   for (int i = 0; i < 2000; i++) redo_block[i] = i >= 1000;
-  Actions a = scheme(&ar, &x, seg, redo_block, KEEP_ALL);
-  Plan *pb = plan_of(&ar, &x, &a, &o);
+  Actions a = scheme(&ar, c, seg, redo_block, KEEP_ALL);
+  Plan *pb = plan_of(&ar, g, &a, &o);
   row("per-block checkpointing", pb, act_full);
   versus(g, &o, pb, act_full, "per-block");
 
@@ -115,8 +99,8 @@ static void gpt2(const char *models) {
   int k = (int)lround(sqrt((double)c->n));
   for (int i = 0; i < c->n; i++) seg[i] = i / k, redo[i / k] = true;
   redo[(c->n - 1) / k] = false; /* the last segment runs straight into its backward */
-  a = scheme(&ar, &x, seg, redo, KEEP_ALL);
-  Plan *pc = plan_of(&ar, &x, &a, &o);
+  a = scheme(&ar, c, seg, redo, KEEP_ALL);
+  Plan *pc = plan_of(&ar, g, &a, &o);
   char name[64];
   snprintf(name, sizeof name, "Chen sqrt(n) segments (%d stages)", k);
   row(name, pc, act_full);
@@ -124,8 +108,8 @@ static void gpt2(const char *models) {
 
   /* selective everywhere, nothing rerun from checkpoints */
   for (int i = 0; i < c->n; i++) seg[i] = i, redo[i] = false;
-  a = scheme(&ar, &x, seg, redo, KEEP_SELECTIVE);
-  Plan *ps = plan_of(&ar, &x, &a, &o);
+  a = scheme(&ar, c, seg, redo, KEEP_SELECTIVE);
+  Plan *ps = plan_of(&ar, g, &a, &o);
   row("selective everywhere", ps, act_full);
   printf("%34s saves %.1f%% of activation memory for %.2f%% extra FLOPs (Korthikanti et al.: ~70%% for ~2.7%%)\n",
          "", 100 - pct(ps->arena_bytes - ps->persistent_bytes, act_full), pct(ps->extra_flops, ps->step_flops));
@@ -151,7 +135,7 @@ static void gpt2(const char *models) {
 static void dp_speed(void) {
   Arena ar = {0};
   int n = 100;
-  Chain c = {ar_alloc(&ar, sizeof(Stage) * (size_t)n), n};
+  Chain c = {ar_alloc(&ar, sizeof(Stage) * (size_t)n), n, NULL, NULL}; /* the DP alone */
   uint64_t s = 12345;
   for (int i = 0; i < n; i++) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
