@@ -26,8 +26,11 @@ endforeach()
 
 # a leaf search that beat plain best fit after plain best fit had won once:
 # the stacked buffers kept plain's offsets beside the leaves' new ones, and
-# the packing overlapped (the verifier caught it: internal error)
+# the packing overlapped (the verifier caught it: internal error). The
+# default time limit: the search proves 23 optimal in well under a
+# millisecond, and a tiny --timeout made the result depend on the machine's
+# speed (a loaded CI machine under ASan hit the wall-clock backstop first).
 add_test(NAME fuzz_regression_pack_mixed_solutions
-         COMMAND memplan pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/pack_mixed_solutions.csv --timeout 0.001)
+         COMMAND memplan pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/pack_mixed_solutions.csv)
 set_tests_properties(fuzz_regression_pack_mixed_solutions PROPERTIES LABELS unit TIMEOUT 20
-  PASS_REGULAR_EXPRESSION "height 23\noptimal|optimal yes")
+  PASS_REGULAR_EXPRESSION "height 23\n.*optimal yes")
