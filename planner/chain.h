@@ -15,6 +15,10 @@ typedef enum {
   KEEP_COUNT
 } KeepOption;
 
+/* The DP (ckpt.c) takes up to this many options per stage, as Rockmate
+ * does; the chains chain_build cuts offer KEEP_COUNT of them. */
+enum { STAGE_MAX_OPTIONS = 4 };
+
 typedef struct {
   double b;           /* seconds: backward of the stage plus what it recomputes */
   int64_t keep_bytes; /* kept for backward, the stage output included */
@@ -29,8 +33,8 @@ typedef struct {
   int64_t work;       /* working memory while the stage runs (fresh gradients, transient outputs) */
   double f;           /* seconds of forward */
   int64_t f_flops;
-  int nopt;           /* options that differ: 1 or 2 */
-  StageOption opt[KEEP_COUNT];
+  int nopt;           /* options that differ: 1 .. KEEP_COUNT from chain_build */
+  StageOption opt[STAGE_MAX_OPTIONS];
 } Stage;
 
 typedef struct {

@@ -1,7 +1,8 @@
 /* test_ckpt.c: the checkpointing planner.
- * - DP optimality: on random heterogeneous chains (up to 9 stages, two keep
- *   options), the table equals an exhaustive search of every schedule of the
+ * - DP optimality: on random heterogeneous chains (up to 9 stages, one to
+ *   four keep options), the table equals an exhaustive search of every schedule of the
  *   same model, and replaying the schedule it emits costs what it claims.
+ * - Uniform chains: the DP's forward count equals Revolve's closed form.
  * - The budget pass on bundled models: arena <= budget, extra FLOPs never
  *   rise as the budget grows, every plan verifies.
  * Usage: test_ckpt MODELS_DIR */
@@ -35,9 +36,10 @@ static Chain random_chain(Arena *ar, int n) {
     s->x_in = i ? 1 + rnd(3) : 0;
     s->work = rnd(3);
     s->f = 1 + rnd(5);
-    s->nopt = 1 + rnd(2);
-    s->opt[0] = (StageOption){2 + rnd(6), 3 + rnd(6), 0, 0};
-    s->opt[1] = (StageOption){s->opt[0].b + 1 + rnd(3), 1 + rnd((int)s->opt[0].keep_bytes - 1), 0, 0};
+    s->nopt = 1 + rnd(STAGE_MAX_OPTIONS);
+    s->opt[0] = (StageOption){2 + rnd(6), 3 + rnd(9), 0, 0};
+    for (int k = 1; k < s->nopt; k++) /* each keeps less and costs more backward */
+      s->opt[k] = (StageOption){s->opt[k - 1].b + 1 + rnd(3), 1 + rnd((int)s->opt[k - 1].keep_bytes), 0, 0};
   }
   for (int i = 0; i + 1 < n; i++) /* keep includes the stage output */
     for (int k = 0; k < c.s[i].nopt; k++)
@@ -108,6 +110,55 @@ static void test_dp_optimal(void) {
   }
 }
 
+/* Binomial coefficient, exact for the small arguments used here. */
+static int64_t binom(int n, int k) {
+  if (k < 0 || k > n) return 0;
+  int64_t r = 1;
+  for (int i = 1; i <= k; i++) r = r * (n - k + i) / i;
+  return r;
+}
+
+/* Griewank and Walther (2000), "Algorithm 799: Revolve", Prop. 1: reversing
+ * l uniform steps with c checkpoints (the initial state's included) takes at
+ * least t(l, c) = r l - binom(c + r, r - 1) forward steps, r the least with
+ * binom(c + r, r) >= l. */
+static int64_t revolve_forwards(int l, int c) {
+  int r = 0;
+  while (binom(c + r, r) < l) r++;
+  return r * (int64_t)l - binom(c + r, r - 1);
+}
+
+/* Revolve's model as a chain: every state 1 unit, forward 1, backward 0, and
+ * a tape (the keep option) of K > c units, so only the stage about to be
+ * reversed is ever taped, as in Revolve where taping is part of the reverse
+ * step. Free memory m = K + c: the DP does not count the chain's input (Revolve
+ * does, in c) but does count the state a reverse step starts from (Revolve's
+ * current state is free). Each stage is taped once (l forwards), the rest are
+ * Revolve's advances. */
+static void test_revolve(void) {
+  enum { K = 64, MAXC = 10, MAXL = 60 };
+  int mismatches = 0;
+  for (int l = 1; l <= MAXL; l++) {
+    Arena ar = {0};
+    Chain ch = {ar_alloc(&ar, sizeof(Stage) * (size_t)l), l, NULL, NULL};
+    for (int i = 0; i < l; i++) ch.s[i] = (Stage){.x_in = 1, .f = 1, .nopt = 1, .opt = {{0, K, 0, 0}}};
+    CkptTable *T = ckpt_solve(&ar, &ch, K + MAXC, 1);
+    for (int c = 1; c <= MAXC; c++) {
+      double dp = ckpt_cost(T, K + c);
+      int64_t want = revolve_forwards(l, c);
+      if (!(isfinite(dp) && (int64_t)dp - l == want)) {
+        if (mismatches++ < 5) fprintf(stderr, "revolve l=%d c=%d: DP %.0f advances, closed form %lld\n", l, c, dp - l, (long long)want);
+      }
+    }
+    /* Fewer than one checkpoint beyond the tape: nothing can be reversed
+     * past the first stage. */
+    CHECK(l == 1 ? isfinite(ckpt_cost(T, K)) : isinf(ckpt_cost(T, K)));
+    ar_free(&ar);
+  }
+  CHECK(mismatches == 0);
+  CHECK(revolve_forwards(3, 1) == 3 && revolve_forwards(10, 10) == 9); /* by hand */
+}
+
 /* The budget pass on a bundled model: walk budgets from the least memory to
  * everything kept. */
 static void test_budgets(const char *models, const char *name, bool can_save) {
@@ -143,6 +194,7 @@ static void test_budgets(const char *models, const char *name, bool can_save) {
 int main(int argc, char **argv) {
   const char *models = argc > 1 ? argv[1] : "models";
   test_dp_optimal();
+  test_revolve();
   test_budgets(models, "gpt2-mini", true);
   test_budgets(models, "mlp", false); /* parameters and optimizer state dominate */
   printf("%d checks, %d failed\n", checks, failures);
