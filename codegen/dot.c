@@ -66,6 +66,90 @@ typedef struct {
 
 static void set(void *obj, const char *k, const char *v) { agsafeset(obj, (char *)k, (char *)v, ""); }
 
+/* ---- object ids in creation order ----
+ * cgraph's default id discipline uses the address of the interned name as a
+ * named object's id, and writes subgraphs in id order: plan.dot's cluster
+ * order (and so dot's layout) then depended on the heap, and `memplan show`
+ * drew the same plan differently from `compile`. Here a named object's id is
+ * 2 * (its name's index in creation order), anonymous ones take odd ids, as
+ * the default does. One table per graph, names copied into the Dot's arena. */
+typedef struct {
+  Agdisc_t disc; /* first: the callbacks find the table from it */
+  Arena *ar;
+  const char **name; /* by index; hash slots hold index + 1 */
+  int n, cap, *slot;
+  IDTYPE anon;
+} IdTable;
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* The slot of name s: holding its index + 1, or 0 where it would go. */
+static int *id_slot(IdTable *t, const char *s) {
+  for (uint64_t i = name_hash(s);; i++) {
+    int *q = &t->slot[i & (uint64_t)(2 * t->cap - 1)];
+    if (!*q || !strcmp(t->name[*q - 1], s)) return q;
+  }
+}
+
+static void *id_open(Agraph_t *g, Agdisc_t *disc) {
+  (void)g;
+  return disc; /* the IdTable */
+}
+
+static long id_map(void *state, int objtype, char *str, IDTYPE *id, int createflag) {
+  (void)objtype;
+  IdTable *t = state;
+  if (!str) {
+    *id = t->anon += 2;
+    return 1;
+  }
+  int *q = id_slot(t, str);
+  if (!*q) {
+    if (!createflag) return 0;
+    if (t->n == t->cap) { /* grow: twice the names, rehash */
+      int cap = 2 * t->cap;
+      t->name = ar_grow(t->ar, t->name, sizeof(char *) * (size_t)t->cap, sizeof(char *) * (size_t)cap);
+      t->slot = ar_alloc(t->ar, sizeof(int) * (size_t)(2 * cap));
+      t->cap = cap;
+      for (int i = 0; i < t->n; i++) *id_slot(t, t->name[i]) = i + 1;
+      q = id_slot(t, str);
+    }
+    t->name[t->n++] = ar_strdup(t->ar, str);
+    *q = t->n;
+  }
+  *id = 2 * (IDTYPE)(*q - 1);
+  return 1;
+}
+
+static long id_alloc(void *state, int objtype, IDTYPE request) {
+  (void)state, (void)objtype, (void)request;
+  return 0; /* no ids chosen by the caller */
+}
+
+static void id_free(void *state, int objtype, IDTYPE id) { (void)state, (void)objtype, (void)id; }
+
+static char *id_print(void *state, int objtype, IDTYPE id) {
+  (void)objtype;
+  const IdTable *t = state;
+  return id % 2 == 0 && id / 2 < (IDTYPE)t->n ? (char *)t->name[id / 2] : NULL;
+}
+
+static void id_close(void *state) { (void)state; /* the arena owns the table */ }
+
+static void id_register(void *state, int objtype, void *obj) { (void)state, (void)objtype, (void)obj; }
+
+static Agiddisc_t id_disc = {id_open, id_map, id_alloc, id_free, id_print, id_close, id_register};
+
+static void id_table_init(IdTable *t, Arena *ar) {
+  *t = (IdTable){{&AgMemDisc, &id_disc, &AgIoDisc}, ar, NULL, 0, 64, NULL, 1};
+  t->name = ar_alloc(ar, sizeof(char *) * 64);
+  t->slot = ar_alloc(ar, sizeof(int) * 128);
+}
+
 static const char *op_kind_name(OpKind k) {
   return k == OP_ADAMW ? "AdamW" : k == OP_SGD ? "SGD" : op_info(k)->name;
 }
@@ -562,7 +646,7 @@ static void graph_attrs(Dot *d) {
 static void render(GVC_t *gvc, Agraph_t *g, const char *format, Text *out) {
   char *data = NULL;
   unsigned int len = 0;
-  if (gvRenderData(gvc, g, format, &data, &len) == 0 && data) text_printf(out, "%.*s", (int)len, data);
+  if (gvRenderData(gvc, g, format, &data, &len) == 0 && data) text_append(out, data, len);
   MP_ASSERT(out->n > 0); /* the plugins ship with libgvc; their absence is an installation bug */
   gvFreeRenderData(data);
 }
@@ -580,7 +664,7 @@ static void write_dot(Agraph_t *g, Text *out) {
   free(buf);
 }
 
-void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *svg_out) {
+void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *render_out) {
   static const DotOptions none = {0};
   Dot d = {.p = p, .o = o ? o : &none};
   int fwd = 0;
@@ -592,7 +676,9 @@ void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *svg_out) 
   fill_nodes(&d);
   fill_edges(&d);
   agseterr(AGERR); /* Graphviz warnings are layout chatter, not the user's business */
-  d.g = agopen("plan", Agdirected, NULL);
+  IdTable ids;
+  id_table_init(&ids, &d.ar);
+  d.g = agopen("plan", Agdirected, &ids.disc);
   graph_attrs(&d);
   title(&d);
   legend(&d);
@@ -600,9 +686,9 @@ void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *svg_out) 
   make_edges(&d);
   GVC_t *gvc = gvContext();
   if (dot_out) write_dot(d.g, dot_out);
-  if (svg_out) {
+  if (render_out) {
     MP_ASSERT(gvLayout(gvc, d.g, "dot") == 0);
-    render(gvc, d.g, "svg", svg_out);
+    render(gvc, d.g, d.o->format ? d.o->format : "svg", render_out);
     gvFreeLayout(gvc, d.g);
   }
   agclose(d.g);

@@ -14,6 +14,7 @@ typedef struct {
 } Text;
 
 void text_printf(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void text_append(Text *t, const void *data, size_t n); /* bytes, NULs included (PNG) */
 void text_json_str(Text *t, const char *s); /* a quoted, escaped JSON string */
 void text_free(Text *t);
 /* Writes t to path via a temp file in the same folder and rename(2), so the
@@ -23,7 +24,7 @@ int text_write_atomic(const Text *t, const char *path);
 /* mkdir -p; 0 or -1 with a message. */
 int emit_mkdirs(const char *dir);
 
-/* plan.json: the whole Plan, versioned (json.c). */
+/* plan.json: the whole Plan, versioned (json.c); read back by plan_read.h. */
 void json_plan(const Plan *p, Text *out);
 /* The human report (report.c). */
 void report_plan(const Plan *p, FILE *out);
@@ -67,15 +68,17 @@ extern const EmbeddedFile emitc_runtime_files[];
 extern const int emitc_nruntime_files;
 
 /* The plan graph (dot.c): the training step's ops as a Graphviz graph built
- * with cgraph, as DOT text (unlaid, for people and other tools) and as SVG
- * laid out by gvc. Repeat blocks ("h3.*") are clusters; when the model has
- * more than about 40 forward and backward ops they start collapsed to one
- * node per phase. Either Text may be NULL. No file I/O. */
+ * with cgraph, as DOT text (unlaid, for people and other tools) and laid out
+ * by gvc and rendered (SVG, or PNG with DotOptions.format). Repeat blocks
+ * ("h3.*") are clusters; when the model has more than about 40 forward and
+ * backward ops they start collapsed to one node per phase. Either Text may be
+ * NULL. No file I/O. */
 typedef struct {
   bool expand;       /* --expand: open every block */
   const char *block; /* --block NAME: open this block (NULL: none) */
+  const char *format; /* what the laid-out graph is rendered as: "svg" (NULL) or "png" */
 } DotOptions;
-void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *svg_out);
+void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *render_out);
 /* Whether the training step has a repeat block of that name (for --block). */
 bool dot_block_exists(const Plan *p, const char *block);
 

@@ -40,7 +40,8 @@ static void header(const Plan *p, Text *t) {
   else
     text_printf(t, "},\n  \"optimizer\": {\"type\": \"sgd\", \"lr\": %.9g, \"momentum\": %.9g, \"weight_decay\": %.9g, "
                    "\"nesterov\": %s},\n", o->lr, o->momentum, o->weight_decay, o->nesterov ? "true" : "false");
-  text_printf(t, "  \"budget_bytes\": %lld,\n  \"align\": %lld,\n", (long long)p->budget_bytes, (long long)p->align);
+  text_printf(t, "  \"budget_bytes\": %lld,\n  \"align\": %lld,\n  \"guard_bytes\": %lld,\n", (long long)p->budget_bytes,
+              (long long)p->align, (long long)p->guard_bytes);
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision, p->loss_scaling ? "true" : "false");
 }
 
@@ -59,6 +60,20 @@ static void totals(const Plan *p, Text *t) {
   for (int r = 0; r < ROLE_COUNT; r++)
     text_printf(t, "%s\"%s\": %lld", r ? ", " : "", plan_role_name((Role)r), (long long)p->peak_by_role[r]);
   text_printf(t, "}},\n");
+}
+
+/* Checkpointing stages as chosen: K keep all, S selective, R rerun. */
+static void stages(const Plan *p, Text *t) {
+  text_printf(t, "  \"stages\": [");
+  for (int i = 0; i < p->nstages; i++) {
+    const PlanStage *s = &p->stages[i];
+    text_printf(t, "%s\n    {\"first_layer\": ", i ? "," : "");
+    text_json_str(t, s->first_layer);
+    text_printf(t, ", \"last_layer\": ");
+    text_json_str(t, s->last_layer);
+    text_printf(t, ", \"choice\": \"%c\", \"runs\": %d, \"kept_bytes\": %lld}", s->choice, s->runs, (long long)s->kept_bytes);
+  }
+  text_printf(t, "%s],\n", p->nstages ? "\n  " : "");
 }
 
 static void buffers(const Plan *p, Text *t) {
@@ -113,6 +128,7 @@ static void schedule(Text *t, const char *key, const PlanOp *ops, int n, bool la
 void json_plan(const Plan *p, Text *t) {
   header(p, t);
   totals(p, t);
+  stages(p, t);
   text_printf(t, "  \"loss_buffer\": %d,\n  \"eval_loss_buffer\": %d,\n", p->loss_buf, p->eval_loss_buf);
   buffers(p, t);
   schedule(t, "schedule", p->sched, p->nsched, false);

@@ -20,11 +20,13 @@
 #endif
 
 int pack_main(int argc, char **argv);
+int show_main(int argc, char **argv);
 
 static const char usage[] =
     "usage: memplan compile MODEL.yaml [--budget SIZE] [-o DIR] [--set DIM=VALUE]... [--dump=PASS]\n"
     "       memplan sweep MODEL.yaml [--set DIM=VALUE]...\n"
     "       memplan pack FILE.csv [--capacity N] [--timeout SECONDS] [-o OUT.csv]\n"
+    "       memplan show PLAN.json [--format svg|png|dot] [--timeline] [-o FILE]\n"
     "       memplan --help | --version\n";
 
 static const char compile_help[] =
@@ -303,7 +305,7 @@ static int compile_main(int argc, char **argv) {
   if (dumping(&o, "plan")) return plan_dump(p, stdout), ar_free(&ar), 0;
   report_plan(p, stdout);
   printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
-  DotOptions dot = {o.expand, o.block};
+  DotOptions dot = {o.expand, o.block, NULL};
   if (o.block && !dot_block_exists(p, o.block)) {
     fprintf(stderr, "memplan: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
             o.block, o.block);
@@ -337,6 +339,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "compile")) return compile_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "pack")) return pack_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "sweep")) return sweep_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "show")) return show_main(argc - 1, argv + 1);
   fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
   return 2;
 }

@@ -29,6 +29,13 @@ void text_printf(Text *t, const char *fmt, ...) {
   t->n += (size_t)n;
 }
 
+void text_append(Text *t, const void *data, size_t n) {
+  reserve(t, n);
+  memcpy(t->s + t->n, data, n);
+  t->n += n;
+  t->s[t->n] = 0;
+}
+
 void text_json_str(Text *t, const char *s) {
   text_printf(t, "\"");
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {

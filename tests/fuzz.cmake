@@ -1,9 +1,18 @@
 # Fuzzing (label fuzz): libFuzzer harnesses for the YAML front end through
-# planning and for `memplan pack`'s CSV reader, built with clang by
-# tests/fuzz/run.sh (the main build may use gcc), about 60 s in all; skipped
+# planning, for `memplan pack`'s CSV reader and for the plan.json reader,
+# built with clang by tests/fuzz/run.sh (the main build may use gcc), 20 s
+# each, about 90 s in all with the builds; skipped
 # (77) without clang or libFuzzer. Run longer: see tests/fuzz/run.sh.
-add_test(NAME fuzz COMMAND sh ${MEMPLAN_TEST_DIR}/fuzz/run.sh 30 ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
+add_test(NAME fuzz COMMAND sh ${MEMPLAN_TEST_DIR}/fuzz/run.sh 20 ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
 set_tests_properties(fuzz PROPERTIES LABELS fuzz SKIP_RETURN_CODE 77 TIMEOUT 900)
+
+# fuzz_plan's seed plans stay plans memplan reads, verifies and draws
+file(GLOB memplan_seed_plans ${MEMPLAN_TEST_DIR}/fuzz/seeds/*.json)
+foreach(f ${memplan_seed_plans})
+  get_filename_component(n ${f} NAME_WE)
+  add_test(NAME fuzz_seed_${n} COMMAND memplan show ${f} --format dot)
+  set_tests_properties(fuzz_seed_${n} PROPERTIES LABELS unit TIMEOUT 20 PASS_REGULAR_EXPRESSION "^digraph plan")
+endforeach()
 
 # What the fuzzers found, replayed through the command line: each must end
 # cleanly (a plan, or exit 1 with a user error), never crash or hang.

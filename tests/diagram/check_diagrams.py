@@ -15,6 +15,10 @@ copied from an earlier run:
                 range; the arena, lower-bound (and budget) lines; a live-bytes
                 curve per schedule whose highest point is the lower bound.
 
+Then `memplan show plan.json` (with the same --expand/--block) must draw
+the same files byte for byte from the plan alone: the graph as SVG and as
+DOT, and the timeline; and a PNG of the graph.
+
 usage: check_diagrams.py MEMPLAN DOT_STATS MODEL.yaml OUTDIR [compile flags...]
 """
 import json
@@ -149,6 +153,19 @@ def check_timeline(path, plan, budget):
         check(npts == 2 * len(plan["schedule"]), f"{path}: training curve has {npts} points")
 
 
+def check_show(memplan, out, flags):
+    view = [f for i, f in enumerate(flags) if f == "--expand" or f == "--block" or (i and flags[i - 1] == "--block")]
+    plan = os.path.join(out, "plan.json")
+    for args, same_as in (([], "plan.svg"), (["--format", "dot"], "plan.dot"), (["--timeline"], "timeline.svg")):
+        r = subprocess.run([memplan, "show", plan, *view, *args], capture_output=True)
+        check(r.returncode == 0, f"memplan show {args} exited {r.returncode}: {r.stderr.decode()}")
+        with open(os.path.join(out, same_as), "rb") as f:
+            check(r.stdout == f.read(), f"memplan show {' '.join(args)} differs from compile's {same_as}")
+    png = os.path.join(out, "show.png")
+    r = subprocess.run([memplan, "show", plan, "-f", "png", "-o", png, *view], capture_output=True)
+    check(r.returncode == 0 and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", f"memplan show -f png: {r.stderr.decode()}")
+
+
 def main():
     memplan, dot_stats, model, out, *flags = sys.argv[1:]
     expand = "--expand" in flags
@@ -167,6 +184,7 @@ def main():
     check_plan_svg(os.path.join(out, "plan.svg"), stats)
     check_timeline(os.path.join(out, "timeline.svg"), plan, budget)
     check(not [f for f in os.listdir(out) if re.search(r"\.tmp\.", f)], "temporary files left")
+    check_show(memplan, out, flags)
     if failures:
         sys.exit("\n".join(failures))
     print(f"ok: {stats.get('nodes')} nodes, {stats.get('clusters')} clusters, {len(plan['buffers'])} buffer rects")

@@ -1,5 +1,7 @@
 #!/bin/sh
-# tests/fuzz/run.sh [SECONDS] [BUILD_DIR]: builds the libFuzzer harnesses with
+# tests/fuzz/run.sh [SECONDS] [BUILD_DIR]: builds the libFuzzer harnesses
+# (fuzz_model: YAML through planning; fuzz_pack: pack's CSV reader and the
+# packing; fuzz_plan: the plan.json reader) with
 # clang (-fsanitize=fuzzer,address,undefined) straight from the sources into
 # BUILD_DIR (default build-fuzz/), then runs each for SECONDS (default 30)
 # on a seed corpus made from models/, tests/errors/, tests/data/ and
@@ -10,6 +12,7 @@
 # Longer campaigns: FUZZ_JOBS=N runs N workers per harness; the corpora in
 # BUILD_DIR/NAME-corpus/ grow across runs. FUZZ_SEED (default 1, so CI runs
 # are repeatable) seeds libFuzzer; FUZZ_SEED=0 picks a random seed per run.
+# FUZZ_ONLY="fuzz_pack fuzz_plan" runs only those harnesses.
 set -u
 secs=${1:-30}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,6 +48,8 @@ build() { # name sources...
 }
 build fuzz_model "$src/tests/fuzz/fuzz_model.c"
 build fuzz_pack "$src/tests/fuzz/fuzz_pack.c" "$src/codegen/pack.c"
+build fuzz_plan "$src/tests/fuzz/fuzz_plan.c" -I"$src/codegen" "$src/codegen/plan_read.c" "$src/codegen/json.c" \
+  "$src/codegen/text.c" "$src/codegen/timeline.c"
 
 # seeds: small files copied (never the source tree's own) into a fresh
 # seed folder; what the fuzzer finds grows NAME-corpus/
@@ -56,18 +61,21 @@ seed() { # name files...
 }
 seed fuzz_model "$src"/models/*.yaml "$src"/tests/errors/*.yaml "$src"/tests/fuzz/regressions/*.yaml
 seed fuzz_pack "$src"/tests/data/*.csv "$src"/tests/fuzz/regressions/*.csv
+seed fuzz_plan "$src"/tests/fuzz/seeds/*.json "$src"/tests/fuzz/regressions/*.json
 
 status=0
 total=0
-for name in fuzz_model fuzz_pack; do
+for name in ${FUZZ_ONLY:-fuzz_model fuzz_pack fuzz_plan}; do
   log=$out/$name.log
+  maxlen=8192
+  [ "$name" = fuzz_plan ] && maxlen=131072 # the seed plans are 12 to 66 KB
   # -close_fd_mask=1: pack prints a summary per input; sanitizer reports go to stderr
   par=""
   [ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
   rm -f "$out"/fuzz-*.log
   # shellcheck disable=SC2086
   (cd "$out" && "./$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-    -max_len=8192 -close_fd_mask=1 -print_final_stats=1 -seed="${FUZZ_SEED:-1}" $par \
+    -max_len=$maxlen -close_fd_mask=1 -print_final_stats=1 -seed="${FUZZ_SEED:-1}" $par \
     -artifact_prefix="$out/$name-findings/" -dict="$src/tests/fuzz/$name.dict" \
     "$out/$name-corpus" "$out/$name-seeds") >"$log" 2>&1
   rc=$?

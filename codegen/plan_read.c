@@ -1,0 +1,490 @@
+/* plan_read.c: plan.json (json.c's format) back into a Plan, for `memplan
+ * show` and anything else that starts from a written plan. Two steps: a
+ * strict JSON parser (RFC 8259; every value keeps its line:col) into a small
+ * tree, then a mapping that checks every field's type and range before the
+ * Plan holds it, so that verify_plan and the renderers only ever see indices
+ * and sizes they can use. Whether the packing itself is sound is
+ * verify_plan's business, not this file's. */
+#include "plan_read.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+/* Nesting and size limits: a plan nests 4 deep; GPT-2 124M's is about 1 MB. */
+enum { JSON_MAX_DEPTH = 32 };
+#define PLAN_MAX_FILE_BYTES ((size_t)1 << 30)
+#define PLAN_MAX_VALUE ((int64_t)1 << 62)
+
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JKind;
+
+typedef struct JVal JVal;
+struct JVal {
+  JKind kind;
+  Loc loc;
+  bool b;
+  double num;
+  bool is_int;    /* an integer literal that fits int64 */
+  int64_t i;
+  const char *s;  /* J_STR */
+  JVal *items;    /* J_ARR, J_OBJ (values) */
+  const char **keys; /* J_OBJ */
+  int n;
+};
+
+static const char *const JKIND_NAME[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+
+/* ------------------------------------------------------------------------
+ * The parser. */
+
+typedef struct {
+  Arena *ar;
+  const char *path, *s, *end, *p;
+  int line;
+  const char *line_start;
+} Parser;
+
+static Loc here(const Parser *P) { return (Loc){P->path, P->line, (int)(P->p - P->line_start) + 1}; }
+
+static void skip_ws(Parser *P) {
+  while (P->p < P->end && (*P->p == ' ' || *P->p == '\t' || *P->p == '\n' || *P->p == '\r')) {
+    if (*P->p == '\n') P->line++, P->line_start = P->p + 1;
+    P->p++;
+  }
+}
+
+_Noreturn static void expected(Parser *P, const char *what) {
+  if (P->p >= P->end) diag_error(here(P), "the file ends where %s was expected (truncated?)", what);
+  diag_error(here(P), "expected %s", what);
+}
+
+static void parse_value(Parser *P, JVal *v, int depth);
+
+static unsigned hex4(Parser *P) {
+  unsigned u = 0;
+  for (int k = 0; k < 4; k++, P->p++) {
+    char c = P->p < P->end ? *P->p : 0;
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) expected(P, "four hex digits after \\u");
+    u = u * 16 + (unsigned)d;
+  }
+  return u;
+}
+
+static void put_utf8(char *out, size_t *n, unsigned cp) {
+  if (cp < 0x80) out[(*n)++] = (char)cp;
+  else if (cp < 0x800) out[(*n)++] = (char)(0xC0 | cp >> 6), out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+  else if (cp < 0x10000)
+    out[(*n)++] = (char)(0xE0 | cp >> 12), out[(*n)++] = (char)(0x80 | (cp >> 6 & 0x3F)),
+    out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+  else
+    out[(*n)++] = (char)(0xF0 | cp >> 18), out[(*n)++] = (char)(0x80 | (cp >> 12 & 0x3F)),
+    out[(*n)++] = (char)(0x80 | (cp >> 6 & 0x3F)), out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+}
+
+/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0:
+ * no overlong forms, no surrogates, nothing past U+10FFFF. */
+static int utf8_len(const unsigned char *s, ptrdiff_t n) {
+  int len = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : s[0] >= 0xE0 && s[0] < 0xF0 ? 3 : s[0] >= 0xF0 && s[0] < 0xF5 ? 4 : 0;
+  if (len == 0 || len > n) return 0;
+  for (int k = 1; k < len; k++)
+    if ((s[k] & 0xC0) != 0x80) return 0;
+  if (len == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0))) return 0;
+  if (len == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))) return 0;
+  return len;
+}
+
+/* At the opening quote. Escapes decoded; \u0000 and raw control characters
+ * are refused (names are C strings). The decoded text is never longer than
+ * the literal, so one allocation of the literal's length is enough. */
+static const char *parse_string(Parser *P) {
+  Loc start = here(P);
+  P->p++;
+  const char *q = P->p;
+  while (q < P->end && *q != '"') q += *q == '\\' ? 2 : 1;
+  if (q >= P->end) diag_error(start, "string never closed (truncated?)");
+  char *out = ar_alloc(P->ar, (size_t)(q - P->p) + 1);
+  size_t n = 0;
+  while (*P->p != '"') {
+    unsigned char c = (unsigned char)*P->p;
+    if (c < 0x20) diag_error(here(P), "control character 0x%02x in a string (write it as \\u%04x)", c, c);
+    if (c != '\\') {
+      int k = utf8_len((const unsigned char *)P->p, P->end - P->p);
+      if (!k) diag_error(here(P), "a string holds bytes that are not UTF-8");
+      memcpy(out + n, P->p, (size_t)k), n += (size_t)k, P->p += k;
+      continue;
+    }
+    P->p++;
+    char e = *P->p++;
+    const char *simple = strchr("\"\\/bfnrt", e);
+    if (e && simple) {
+      out[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+      continue;
+    }
+    if (e != 'u') P->p -= 2, diag_error(here(P), "unknown escape '\\%c' in a string", e ? e : '0');
+    unsigned cp = hex4(P);
+    if (cp >= 0xD800 && cp < 0xDC00) { /* a surrogate pair */
+      if (P->end - P->p < 6 || P->p[0] != '\\' || P->p[1] != 'u') expected(P, "a low surrogate \\uDC00..\\uDFFF");
+      P->p += 2;
+      unsigned lo = hex4(P);
+      if (lo < 0xDC00 || lo > 0xDFFF) P->p -= 4, expected(P, "a low surrogate \\uDC00..\\uDFFF");
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    } else if (cp >= 0xDC00 && cp < 0xE000) {
+      P->p -= 4, diag_error(here(P), "lone low surrogate \\u%04x in a string", cp);
+    }
+    if (cp == 0) P->p -= 4, diag_error(here(P), "\\u0000 in a string (names cannot hold NUL)");
+    put_utf8(out, &n, cp);
+  }
+  P->p++;
+  out[n] = 0;
+  return out;
+}
+
+/* JSON's number grammar, checked by hand (strtod accepts more: hex, inf). */
+static void parse_number(Parser *P, JVal *v) {
+  const char *a = P->p, *q = P->p;
+  bool frac = false;
+  if (q < P->end && *q == '-') q++;
+  if (q < P->end && *q == '0') q++;
+  else if (q < P->end && *q >= '1' && *q <= '9') while (q < P->end && *q >= '0' && *q <= '9') q++;
+  else expected(P, "a value");
+  if (q < P->end && *q == '.') {
+    frac = true, q++;
+    if (q >= P->end || *q < '0' || *q > '9') P->p = q, expected(P, "a digit after '.'");
+    while (q < P->end && *q >= '0' && *q <= '9') q++;
+  }
+  if (q < P->end && (*q == 'e' || *q == 'E')) {
+    frac = true, q++;
+    if (q < P->end && (*q == '+' || *q == '-')) q++;
+    if (q >= P->end || *q < '0' || *q > '9') P->p = q, expected(P, "a digit in the exponent");
+    while (q < P->end && *q >= '0' && *q <= '9') q++;
+  }
+  char buf[64];
+  if (q - a >= (long)sizeof buf) diag_error(here(P), "number too long");
+  memcpy(buf, a, (size_t)(q - a));
+  buf[q - a] = 0;
+  v->kind = J_NUM;
+  v->num = strtod(buf, NULL);
+  if (!frac) {
+    errno = 0;
+    v->i = strtoll(buf, NULL, 10);
+    v->is_int = errno == 0;
+  }
+  P->p = q;
+}
+
+static void parse_literal(Parser *P, JVal *v, const char *word, JKind kind, bool b) {
+  size_t n = strlen(word);
+  if ((size_t)(P->end - P->p) < n || memcmp(P->p, word, n)) expected(P, "a value");
+  v->kind = kind, v->b = b;
+  P->p += n;
+}
+
+/* An array or object: items (and keys) collected, then copied to the arena. */
+static void parse_container(Parser *P, JVal *v, int depth, bool object) {
+  if (depth >= JSON_MAX_DEPTH) diag_error(here(P), "nested deeper than %d levels", JSON_MAX_DEPTH);
+  char close = object ? '}' : ']';
+  v->kind = object ? J_OBJ : J_ARR;
+  P->p++;
+  VEC(JVal) items = {0};
+  VEC(const char *) keys = {0};
+  skip_ws(P);
+  if (P->p < P->end && *P->p == close) {
+    P->p++;
+    return;
+  }
+  for (;;) {
+    skip_ws(P);
+    if (object) {
+      if (P->p >= P->end || *P->p != '"') expected(P, "a key in quotes");
+      Loc kl = here(P);
+      const char *k = parse_string(P);
+      for (int i = 0; i < keys.n; i++)
+        if (!strcmp(keys.v[i], k)) diag_error(kl, "key \"%s\" appears twice in this object", k);
+      VEC_PUSH(P->ar, keys, k);
+      skip_ws(P);
+      if (P->p >= P->end || *P->p != ':') expected(P, "':' after the key");
+      P->p++;
+    }
+    JVal x = {0};
+    parse_value(P, &x, depth + 1);
+    VEC_PUSH(P->ar, items, x);
+    skip_ws(P);
+    if (P->p < P->end && *P->p == ',') {
+      P->p++;
+      continue;
+    }
+    if (P->p < P->end && *P->p == close) {
+      P->p++;
+      break;
+    }
+    expected(P, object ? "',' or '}'" : "',' or ']'");
+  }
+  v->items = items.v, v->keys = keys.v, v->n = items.n;
+}
+
+static void parse_value(Parser *P, JVal *v, int depth) {
+  skip_ws(P);
+  v->loc = here(P);
+  char c = P->p < P->end ? *P->p : 0;
+  switch (c) {
+  case '{': parse_container(P, v, depth, true); break;
+  case '[': parse_container(P, v, depth, false); break;
+  case '"': v->kind = J_STR, v->s = parse_string(P); break;
+  case 't': parse_literal(P, v, "true", J_BOOL, true); break;
+  case 'f': parse_literal(P, v, "false", J_BOOL, false); break;
+  case 'n': parse_literal(P, v, "null", J_NULL, false); break;
+  default: parse_number(P, v);
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * The mapping: typed, range-checked field access. */
+
+typedef struct {
+  Arena *ar;
+  const char *path;
+} Ctx;
+
+static const JVal *find(const JVal *obj, const char *key) {
+  for (int i = 0; i < obj->n; i++)
+    if (!strcmp(obj->keys[i], key)) return &obj->items[i];
+  return NULL;
+}
+
+static const JVal *want(const JVal *v, JKind kind, const char *what) {
+  if (v->kind != kind) diag_error(v->loc, "%s must be %s, not %s", what, JKIND_NAME[kind], JKIND_NAME[v->kind]);
+  return v;
+}
+
+static const JVal *get(const JVal *obj, const char *key, JKind kind) {
+  const JVal *v = find(obj, key);
+  if (!v) diag_error(obj->loc, "missing key \"%s\" in this object", key);
+  char what[96];
+  snprintf(what, sizeof what, "\"%s\"", key);
+  return want(v, kind, what);
+}
+
+static int64_t as_int(const JVal *v, const char *what, int64_t lo, int64_t hi) {
+  want(v, J_NUM, what);
+  if (!v->is_int || v->i < lo || v->i > hi)
+    diag_error(v->loc, "%s must be an integer in [%lld, %lld]", what, (long long)lo, (long long)hi);
+  return v->i;
+}
+
+static int64_t get_int(const JVal *obj, const char *key, int64_t lo, int64_t hi) {
+  char what[96];
+  snprintf(what, sizeof what, "\"%s\"", key);
+  return as_int(get(obj, key, J_NUM), what, lo, hi);
+}
+
+static double get_num(const JVal *obj, const char *key) {
+  const JVal *v = get(obj, key, J_NUM);
+  if (!isfinite(v->num)) diag_error(v->loc, "\"%s\" must be a finite number", key);
+  return v->num;
+}
+
+/* A string naming one of n choices, by index. */
+static int get_enum(const JVal *obj, const char *key, const char *const *names, int n) {
+  const JVal *v = get(obj, key, J_STR);
+  for (int i = 0; i < n; i++)
+    if (names[i] && !strcmp(v->s, names[i])) return i;
+  diag_error(v->loc, "\"%s\": unknown value \"%s\"", key, v->s);
+}
+
+static const char *const SCHED_NAMES[] = {"train", "eval", "both"};
+static const char *const INIT_NAMES[] = {"none", "normal", "zeros", "ones", "uniform"};
+
+static void read_header(Ctx *C, const JVal *root, Plan *p) {
+  p->model = get(root, "model", J_STR)->s;
+  p->source = get(root, "source", J_STR)->s;
+  const JVal *dims = get(root, "dims", J_OBJ), *set = get(root, "set", J_OBJ);
+  p->ndims = dims->n;
+  p->dims = ar_alloc(C->ar, sizeof(Dim) * (size_t)(dims->n + 1));
+  for (int i = 0; i < dims->n; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "dim \"%.80s\"", dims->keys[i]);
+    p->dims[i] = (Dim){dims->keys[i], as_int(&dims->items[i], what, 1, PLAN_MAX_VALUE), {0}, false};
+    p->dims[i].overridden = find(set, dims->keys[i]) != NULL;
+  }
+  const JVal *o = get(root, "optimizer", J_OBJ);
+  static const char *const OPT_NAMES[] = {"adamw", "sgd"};
+  p->opt.kind = (OptKind)get_enum(o, "type", OPT_NAMES, 2);
+  p->opt.lr = get_num(o, "lr");
+  p->opt.weight_decay = get_num(o, "weight_decay");
+  if (p->opt.kind == OPT_ADAMW) {
+    const JVal *betas = get(o, "betas", J_ARR);
+    if (betas->n != 2) diag_error(betas->loc, "\"betas\" must hold two numbers");
+    p->opt.beta1 = want(&betas->items[0], J_NUM, "a beta")->num;
+    p->opt.beta2 = want(&betas->items[1], J_NUM, "a beta")->num;
+    p->opt.eps = get_num(o, "eps");
+  } else {
+    p->opt.momentum = get_num(o, "momentum");
+    p->opt.nesterov = get(o, "nesterov", J_BOOL)->b;
+  }
+  p->budget_bytes = get_int(root, "budget_bytes", 0, PLAN_MAX_VALUE);
+  p->align = get_int(root, "align", 1, (int64_t)1 << 30);
+  static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};
+  p->precision = PRECISIONS[get_enum(root, "precision", PRECISIONS, 3)];
+  p->loss_scaling = get(root, "loss_scaling", J_BOOL)->b;
+  /* written since the stages were added; older plans had neither */
+  p->guard_bytes = find(root, "guard_bytes") ? get_int(root, "guard_bytes", 0, (int64_t)1 << 20) : 0;
+}
+
+static void read_totals(Ctx *C, const JVal *root, Plan *p) {
+  const JVal *t = get(root, "totals", J_OBJ);
+  p->arena_bytes = get_int(t, "arena_bytes", 0, PLAN_MAX_VALUE);
+  p->lower_bound_bytes = get_int(t, "lower_bound_bytes", 0, PLAN_MAX_VALUE);
+  p->persistent_bytes = get_int(t, "persistent_bytes", 0, PLAN_MAX_VALUE);
+  p->train_peak_bytes = get_int(t, "train_peak_bytes", 0, PLAN_MAX_VALUE);
+  p->eval_peak_bytes = get_int(t, "eval_peak_bytes", 0, PLAN_MAX_VALUE);
+  p->unfused_lower_bound = get_int(t, "unfused_lower_bound_bytes", 0, PLAN_MAX_VALUE);
+  p->param_count = get_int(t, "param_count", 0, PLAN_MAX_VALUE);
+  p->step_flops = get_int(t, "step_flops", 0, INT64_MAX);
+  p->extra_flops = get_int(t, "extra_flops", 0, INT64_MAX);
+  p->micro_batch = (int)get_int(t, "micro_batch", 0, INT32_MAX);
+  p->accumulation_steps = (int)get_int(t, "accumulation_steps", 0, INT32_MAX);
+  p->peak_position = (int)get_int(t, "peak_position", 0, INT32_MAX);
+  p->assign_method = get(t, "assign_method", J_STR)->s;
+  p->assign_optimal = get(t, "assign_optimal", J_BOOL)->b;
+  const JVal *roles = get(t, "peak_by_role", J_OBJ);
+  for (int r = 0; r < ROLE_COUNT; r++) p->peak_by_role[r] = get_int(roles, plan_role_name((Role)r), 0, PLAN_MAX_VALUE);
+  const JVal *st = find(root, "stages");
+  if (!st) return;
+  want(st, J_ARR, "\"stages\"");
+  p->nstages = st->n;
+  p->stages = st->n ? ar_alloc(C->ar, sizeof(PlanStage) * (size_t)st->n) : NULL;
+  for (int i = 0; i < st->n; i++) {
+    const JVal *s = want(&st->items[i], J_OBJ, "a stage");
+    static const char *const CHOICES[] = {"K", "S", "R"};
+    PlanStage *ps = &p->stages[i];
+    ps->first_layer = get(s, "first_layer", J_STR)->s;
+    ps->last_layer = get(s, "last_layer", J_STR)->s;
+    ps->choice = *CHOICES[get_enum(s, "choice", CHOICES, 3)];
+    ps->runs = (int)get_int(s, "runs", 0, INT32_MAX);
+    ps->kept_bytes = get_int(s, "kept_bytes", 0, PLAN_MAX_VALUE);
+  }
+}
+
+static void read_buffer(const JVal *v, int id, PlanBuffer *b) {
+  want(v, J_OBJ, "a buffer");
+  if (get_int(v, "id", 0, INT32_MAX) != id) diag_error(get(v, "id", J_NUM)->loc, "buffer ids must run 0, 1, 2, ... (expected %d)", id);
+  b->id = id;
+  b->name = get(v, "name", J_STR)->s;
+  const char *roles[ROLE_COUNT], *dtypes[DT_COUNT];
+  for (int r = 0; r < ROLE_COUNT; r++) roles[r] = plan_role_name((Role)r);
+  for (int d = 0; d < DT_COUNT; d++) dtypes[d] = dtype_name((DType)d);
+  b->role = (Role)get_enum(v, "role", roles, ROLE_COUNT);
+  b->dtype = (DType)get_enum(v, "dtype", dtypes, DT_COUNT);
+  const JVal *shape = get(v, "shape", J_ARR), *sym = get(v, "shape_sym", J_ARR);
+  if (shape->n > MAX_RANK) diag_error(shape->loc, "rank %d: at most %d dims", shape->n, MAX_RANK);
+  if (sym->n != shape->n) diag_error(sym->loc, "\"shape_sym\" has %d entries, \"shape\" %d", sym->n, shape->n);
+  b->shape.rank = shape->n;
+  int64_t numel = 1;
+  for (int d = 0; d < shape->n; d++) {
+    b->shape.d[d] = as_int(&shape->items[d], "a dim", 0, PLAN_MAX_VALUE);
+    b->shape.sym[d] = want(&sym->items[d], J_STR, "a symbolic dim")->s;
+    if (!ck_mul(numel, b->shape.d[d], &numel) || numel > PLAN_MAX_VALUE)
+      diag_error(shape->loc, "shape too large (more than 2^62 elements)");
+  }
+  b->bytes = get_int(v, "bytes", 0, PLAN_MAX_VALUE);
+  b->offset = get_int(v, "offset", 0, PLAN_MAX_VALUE);
+  b->sched = (SchedSet)get_enum(v, "schedule", SCHED_NAMES, 3);
+  const JVal *live = get(v, "live", J_ARR);
+  if (live->n != 2) diag_error(live->loc, "\"live\" must be [first, last]");
+  b->first = (int)as_int(&live->items[0], "a live range's first position", 0, INT32_MAX);
+  b->last = (int)as_int(&live->items[1], "a live range's last position", 0, INT32_MAX);
+  const JVal *al = find(v, "in_place");
+  b->aliases = al ? want(al, J_STR, "\"in_place\"")->s : "";
+  b->tensor = -1;
+  if (b->role == ROLE_PARAM) {
+    const JVal *init = get(v, "init", J_OBJ);
+    b->init.kind = (InitKind)get_enum(init, "kind", INIT_NAMES, 5);
+    b->init.scale = get_num(init, "scale");
+    b->decay = get(v, "weight_decay", J_BOOL)->b;
+  }
+}
+
+/* Ops: kernels by name, buffer ids checked against the buffer table. */
+static void read_ops(Ctx *C, const JVal *root, const char *key, const Plan *p, PlanOp **out, int *nout) {
+  const JVal *a = get(root, key, J_ARR);
+  PlanOp *ops = ar_alloc(C->ar, sizeof(PlanOp) * (size_t)(a->n + 1));
+  const char *kinds[OP_COUNT], *phases[PHASE_COUNT];
+  for (int k = 0; k < OP_COUNT; k++) kinds[k] = op_info((OpKind)k)->name;
+  for (int k = 0; k < PHASE_COUNT; k++) phases[k] = plan_phase_name((Phase)k);
+  for (int i = 0; i < a->n; i++) {
+    const JVal *v = want(&a->items[i], J_OBJ, "an op");
+    PlanOp *o = &ops[i];
+    o->id = (int)get_int(v, "id", i, i);
+    o->op = (OpKind)get_enum(v, "op", kinds, OP_COUNT);
+    o->phase = (Phase)get_enum(v, "phase", phases, PHASE_COUNT);
+    o->layer = get(v, "layer", J_STR)->s;
+    const JVal *in = get(v, "inputs", J_ARR), *outs = get(v, "outputs", J_ARR), *acc = get(v, "accumulate", J_ARR);
+    const JVal *dims = get(v, "dims", J_ARR);
+    if (in->n > PLAN_MAX_IO) diag_error(in->loc, "at most %d inputs", PLAN_MAX_IO);
+    if (outs->n > PLAN_MAX_IO) diag_error(outs->loc, "at most %d outputs", PLAN_MAX_IO);
+    if (acc->n != outs->n) diag_error(acc->loc, "\"accumulate\" needs one entry per output (%d)", outs->n);
+    if (dims->n > 6) diag_error(dims->loc, "at most 6 dims");
+    o->nin = in->n, o->nout = outs->n, o->ndim = dims->n;
+    for (int k = 0; k < in->n; k++) o->in[k] = (int)as_int(&in->items[k], "an input buffer id", -1, p->nbuf - 1);
+    for (int k = 0; k < outs->n; k++) {
+      o->out[k] = (int)as_int(&outs->items[k], "an output buffer id", -1, p->nbuf - 1);
+      o->acc[k] = want(&acc->items[k], J_BOOL, "an accumulate flag")->b;
+    }
+    for (int k = 0; k < dims->n; k++) o->dim[k] = as_int(&dims->items[k], "a kernel dim", 0, PLAN_MAX_VALUE);
+    o->flops = get_int(v, "flops", 0, INT64_MAX);
+  }
+  *out = ops, *nout = a->n;
+}
+
+/* Cross-field checks the renderers rely on and verify_plan does not make. */
+static void check_refs(const JVal *root, const Plan *p) {
+  const JVal *t = get(root, "totals", J_OBJ);
+  if (p->nsched && p->peak_position >= p->nsched)
+    diag_error(get(t, "peak_position", J_NUM)->loc, "peak position %d is past the schedule's %d ops", p->peak_position, p->nsched);
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    int n = pb->sched == SCHED_EVAL ? p->neval : p->nsched;
+    if (pb->sched != SCHED_BOTH && (pb->first >= pb->last || pb->last > n))
+      diag_error(find(&get(root, "buffers", J_ARR)->items[b], "live")->loc,
+                 "buffer %s: live range [%d, %d) is not within its schedule's %d ops", pb->name, pb->first, pb->last, n);
+  }
+}
+
+Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
+  Parser P = {ar, path, text, text + len, text, 1, text};
+  if (len > PLAN_MAX_FILE_BYTES) diag_error((Loc){path, 0, 0}, "larger than 1 GiB: not a plan memplan wrote");
+  diag_register_source(path, text, len);
+  JVal root = {0};
+  skip_ws(&P);
+  if (P.p >= P.end) diag_error(here(&P), "empty file: expected a plan.json that memplan compile wrote");
+  parse_value(&P, &root, 0);
+  skip_ws(&P);
+  if (P.p < P.end) diag_error(here(&P), "text after the end of the JSON value");
+  if (root.kind != J_OBJ || !find(&root, "memplan_plan"))
+    diag_error(root.loc, "not a memplan plan (no \"memplan_plan\" key): give the plan.json that memplan compile wrote");
+  const JVal *ver = get(&root, "memplan_plan", J_NUM);
+  if (ver->is_int && ver->i > PLAN_FORMAT_VERSION)
+    diag_error(ver->loc, "plan format %lld is newer than this memplan reads (%d): use a newer memplan",
+               (long long)ver->i, PLAN_FORMAT_VERSION);
+  Ctx C = {ar, path};
+  Plan *p = ar_alloc(ar, sizeof(Plan));
+  p->version = (int)as_int(ver, "\"memplan_plan\"", 1, PLAN_FORMAT_VERSION);
+  read_header(&C, &root, p);
+  read_totals(&C, &root, p);
+  const JVal *bufs = get(&root, "buffers", J_ARR);
+  p->nbuf = bufs->n;
+  p->buf = ar_alloc(ar, sizeof(PlanBuffer) * (size_t)(bufs->n + 1));
+  for (int b = 0; b < bufs->n; b++) read_buffer(&bufs->items[b], b, &p->buf[b]);
+  p->loss_buf = (int)get_int(&root, "loss_buffer", 0, p->nbuf - 1);
+  p->eval_loss_buf = (int)get_int(&root, "eval_loss_buffer", 0, p->nbuf - 1);
+  read_ops(&C, &root, "schedule", p, &p->sched, &p->nsched);
+  read_ops(&C, &root, "eval_schedule", p, &p->eval, &p->neval);
+  p->batch = (int64_t)p->micro_batch * (p->accumulation_steps > 0 ? p->accumulation_steps : 1);
+  check_refs(&root, p);
+  return p;
+}

@@ -1,0 +1,112 @@
+/* show.c: `memplan show PLAN.json`: renders a written plan again (the plan
+ * graph as SVG, PNG or DOT, or the memory timeline) without the model or a
+ * recompile. The plan is read back (plan_read.c) and verified first: a plan
+ * that was edited into an unsound one is refused, not drawn. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "emit.h"
+#include "plan_read.h"
+#include "verify.h"
+
+static const char show_help[] =
+    "usage: memplan show PLAN.json [--format svg|png|dot] [--timeline] [-o FILE]\n"
+    "  Renders a plan.json that memplan compile wrote, without recompiling.\n"
+    "  -f, --format F   the plan graph as svg (default), png or dot\n"
+    "      --timeline   the memory timeline instead (SVG: buffers over schedule time)\n"
+    "      --expand     draw every repeat block open\n"
+    "      --block NAME open one repeat block, e.g. --block h3\n"
+    "  -o, --output F   write F (atomically) instead of standard output\n"
+    "  Exit 1: unreadable, malformed or foreign file, or a plan that fails verification.\n";
+
+/* The whole file, NUL-terminated; NULL with a message. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fprintf(stderr, "memplan show: error: cannot open %s: %s\n", path, strerror(errno)), NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 65536 + 1 > cap) {
+      cap = cap ? 2 * cap : 1 << 20;
+      char *b = realloc(buf, cap);
+      if (!b) break;
+      buf = b;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) break;
+  }
+  bool bad = ferror(f) || !buf;
+  fclose(f);
+  if (bad) {
+    fprintf(stderr, "memplan show: error: cannot read %s: %s\n", path, strerror(errno ? errno : EIO));
+    free(buf);
+    return NULL;
+  }
+  buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
+int show_main(int argc, char **argv) {
+  static const struct option lo[] = {{"format", required_argument, 0, 'f'}, {"timeline", no_argument, 0, 'T'},
+                                     {"expand", no_argument, 0, 'E'},       {"block", required_argument, 0, 'B'},
+                                     {"output", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'},
+                                     {0, 0, 0, 0}};
+  const char *format = "svg", *out = NULL;
+  bool timeline = false;
+  DotOptions dot = {0};
+  int c;
+  while ((c = getopt_long(argc, argv, "f:o:h", lo, NULL)) != -1) {
+    switch (c) {
+    case 'f': format = optarg; break;
+    case 'T': timeline = true; break;
+    case 'E': dot.expand = true; break;
+    case 'B': dot.block = optarg; break;
+    case 'o': out = optarg; break;
+    case 'h': return fputs(show_help, stdout), 0;
+    default: return fputs(show_help, stderr), 2;
+    }
+  }
+  if (optind != argc - 1) return fputs(show_help, stderr), 2;
+  if (strcmp(format, "svg") && strcmp(format, "png") && strcmp(format, "dot"))
+    return fprintf(stderr, "memplan show: error: --format %s: choose svg, png or dot\n", format), 1;
+  if (timeline && strcmp(format, "svg"))
+    return fprintf(stderr, "memplan show: error: the timeline is drawn as SVG only (drop --format %s)\n", format), 1;
+  if (!out && !strcmp(format, "png") && isatty(STDOUT_FILENO))
+    return fprintf(stderr, "memplan show: error: PNG is binary: write it with -o FILE.png\n"), 1;
+  const char *path = argv[optind];
+  size_t len = 0;
+  char *text = slurp(path, &len);
+  if (!text) return 1;
+  Arena ar = {0};
+  Plan *p = plan_read(&ar, path, text, len); /* exits 1 on a malformed file */
+  const char *bad = verify_plan(p);
+  if (bad) {
+    fprintf(stderr, "%s: error: the plan fails verification: %s\n(was it edited? compile the model again)\n", path, bad);
+    return free(text), ar_free(&ar), 1;
+  }
+  if (dot.block && !dot_block_exists(p, dot.block)) {
+    fprintf(stderr, "memplan show: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
+            dot.block, dot.block);
+    return free(text), ar_free(&ar), 1;
+  }
+  Text t = {0};
+  if (timeline) timeline_svg(p, &t);
+  else if (!strcmp(format, "dot")) dot_plan(p, &dot, &t, NULL);
+  else dot.format = format, dot_plan(p, &dot, NULL, &t);
+  int rc = 0;
+  if (out) rc = text_write_atomic(&t, out) ? 1 : 0;
+  else if (fwrite(t.s, 1, t.n, stdout) != t.n || fflush(stdout)) {
+    fprintf(stderr, "memplan show: error: cannot write to standard output: %s\n", strerror(errno));
+    rc = 1;
+  }
+  text_free(&t);
+  free(text);
+  ar_free(&ar);
+  return rc;
+}
