@@ -198,8 +198,10 @@ PYEOF
   "$PY" - "$PREP/configs.tsv" "$TR" <<'PYEOF'
 import csv, json, os, re, sys
 cfgs, tr = sys.argv[1], sys.argv[2]
-print("%-22s %-9s %9s %11s %11s %9s %12s %12s %12s %7s %7s" % ("config", "losses", "worst rel", "ms/step", "graph ms", "tok/s", "planned", "device max",
-      "torch max", "speed", "memory"))
+peak = float(os.environ.get("PEAK_TFLOPS", "790")) * 1e12  # H200 bf16 matrix products, about
+best_of, extra_of = {}, {}
+print("%-22s %-9s %9s %11s %11s %9s %6s %12s %12s %12s %7s %7s" % ("config", "losses", "worst rel", "ms/step", "graph ms", "tok/s", "MFU",
+      "planned", "device max", "torch max", "speed", "memory"))
 for row in csv.reader(open(cfgs), delimiter="\t"):
     name = row[0]
     v = open(os.path.join(tr, name + ".gpu.csv.verdict")).read().split() if os.path.exists(os.path.join(tr, name + ".gpu.csv.verdict")) else ["-", "-"]
@@ -220,12 +222,25 @@ for row in csv.reader(open(cfgs), delimiter="\t"):
     tj = os.path.join(tr, name + ".torch.json")
     t = json.load(open(tj)) if os.path.exists(tj) and os.path.getsize(tj) else None
     mib = lambda b: "%.1f MiB" % (b / 2**20) if b < 2**30 else "%.2f GiB" % (b / 2**30)
-    print("%-22s %-9s %9s %11.2f %11.2f %9.0f %12s %12s %12s %7s %7s" % (
-        name, v[0], v[1], gms, dms, toks * 1e3 / best if best == best else float("nan"), mib(planned), mib(dev),
+    # a step's FLOPs from the schedule: forward, recompute and backward run once per
+    # micro-batch, updates once; model FLOPs leave the recomputation out
+    acc = plan["totals"].get("accumulation_steps") or 1
+    run = lambda ph: sum(o["flops"] * (1 if o["phase"] == "update" else acc) for o in plan["schedule"] if o["phase"] in ph)
+    model_flops, extra = run(("forward", "backward", "update")), run(("recompute",))
+    best_of[name], extra_of[name] = best, extra / model_flops
+    mfu = "%.1f%%" % (100 * model_flops / (best * 1e-3) / peak) if best == best else "-"
+    print("%-22s %-9s %9s %11.2f %11.2f %9.0f %6s %12s %12s %12s %7s %7s" % (
+        name, v[0], v[1], gms, dms, toks * 1e3 / best if best == best else float("nan"), mfu, mib(planned), mib(dev),
         mib(t["max_memory_allocated"]) if t else "-", "%.2fx" % (t["ms_per_step"] / best) if t and best == best else "-",
         "%.2fx" % (planned / t["max_memory_allocated"]) if t else "-"))
 print("speed: PyTorch eager ms/step / memplan's best (graph or not); memory: planned arena / torch max_memory_allocated")
-print("device max: this process's cudaMemGetInfo use (arena + CUDA context + libraries)")
+print("device max: this process's cudaMemGetInfo use (arena + CUDA context + libraries); MFU against PEAK_TFLOPS=%g" % (peak / 1e12))
+base, cut = "gpt2-124m-bf16", "gpt2-124m-bf16-4g"
+if best_of.get(base, float("nan")) == best_of.get(base) and best_of.get(cut, float("nan")) == best_of.get(cut):
+    est = extra_of[cut]
+    got = best_of[cut] / best_of[base] - 1
+    print("recompute (%s vs %s): planned extra FLOPs %.1f%%, measured extra time %.1f%%: %s" % (
+        cut, base, 100 * est, 100 * got, "within 20%" if abs(got - est) <= 0.2 * est else "NOT within 20% of the estimate"))
 PYEOF
 else
   echo
