@@ -13,7 +13,10 @@
  * acc = 1 onto random contents, with some gradients NULL; the alias-safe
  * in-place pairs of memplan_rt.h; eval paths (lse, mean, rstd NULL). CUDA
  * only: TF32 products, linear without the cuBLASLt epilogue, and run-to-run
- * determinism (bitwise) of the kernels that reduce over rows.
+ * determinism (bitwise) of the kernels that reduce over rows. The storage
+ * casts bit for bit against a double-precision rounding (ties to even,
+ * overflow to inf, subnormals, NaN) over 40000 values, and loss scaling's
+ * unscale and its per-step verdict.
  *
  * Error measure (as tests/gradcheck.c): max_i |got - want| /
  * max(|want_i|, 1e-2 max_j |want_j|), so entries near zero are judged
@@ -590,6 +593,134 @@ static void case_sgd(int64_t n) {
 }
 
 // ----------------------------------------------------------------------------
+// cases: storage precision and loss scaling
+
+/* Rounds a to a binary format with M mantissa bits and normal exponents
+ * Emin..Emax (fp16: 10, -14, 15; bf16: 7, -126, 127), ties to even, in
+ * double: a / quantum is exact, nearbyint rounds to even. Returns the bit
+ * pattern; overflow gives inf. NaN is handled by the caller. */
+static uint16_t ref_encode(float f, int M, int Emin, int Emax) {
+  uint16_t sign = signbit(f) ? 0x8000 : 0;
+  double a = fabs((double)f);
+  uint32_t inf = (uint32_t)(Emax - Emin + 2) << M;
+  if (isinf(a)) return (uint16_t)(sign | inf);
+  if (a == 0) return sign;
+  int e;
+  frexp(a, &e);
+  int E = e - 1 < Emin ? Emin : e - 1;
+  double r = nearbyint(a / ldexp(1.0, E - M));
+  uint32_t bits = ((uint32_t)(E - Emin + 1) << M) + (uint32_t)r - (1u << M);
+  return (uint16_t)(sign | (bits >= inf ? inf : bits));
+}
+
+static double ref_decode(uint16_t h, int M, int Emin, int Emax) {
+  int all_ones = Emax - Emin + 2, exp = (h >> M) & all_ones; /* the exponent field */
+  double m = h & ((1 << M) - 1), v;
+  if (exp == all_ones) v = m ? NAN : INFINITY;
+  else if (exp == 0) v = ldexp(m, Emin - M);
+  else v = ldexp(m + (double)(1 << M), exp - 1 + Emin - M);
+  return h >> 15 ? -v : v;
+}
+
+/* One table row for a conversion: bit patterns (or floats) equal to the
+ * reference's, NaN for NaN. */
+static void cast_row(const char *what, int64_t n, int64_t bad, int64_t first) {
+  failures += bad != 0;
+  checks++;
+  printf("%-58s %9lld %9s  %s\n", what, LL(bad), first >= 0 ? "mismatch" : "-", bad ? "FAIL" : "ok");
+  if (bad) printf("  first mismatch at element %lld of %lld\n", LL(first), LL(n));
+}
+
+static void case_casts(int M, int Emin, int Emax, const char *name) {
+  int is_bf16 = M == 7;
+  /* inputs: specials, ties and edges, float subnormals, then random floats
+   * over the whole exponent range */
+  enum { N = 40000 };
+  float *x = host_alloc(N * sizeof(float));
+  static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f, 65504.0f, 65519.0f,
+                                  65520.0f, 65536.0f, 6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f,
+                                  2.9802326e-08f, 3.4028235e38f, 1e-45f, 1.17549435e-38f, 3.0e-39f};
+  int64_t n = 0;
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) x[n++] = special[i];
+  for (int i = 0; n < N; i++) {
+    rng_state = rng_state * 6364136223846793005u + 1442695040888963407u;
+    uint32_t b = (uint32_t)(rng_state >> 32);
+    if (i % 4 == 0) b = (b & 0xFFFF0000u) | 0x8000u;        /* a bf16 tie */
+    if (i % 4 == 1) b = (b & 0xFFFFE000u) | 0x1000u;        /* an fp16 tie (in range or not) */
+    if (i % 4 == 2) b = (b & 0x80000000u) | (0x33000000u + (b & 0x07FFFFFFu)); /* near fp16's range */
+    float f;
+    memcpy(&f, &b, 4);
+    x[n++] = f;
+  }
+  float *dx = ut_alloc(N * sizeof(float)), *back = ut_alloc(N * sizeof(float));
+  uint16_t *dh = ut_alloc(N * sizeof(uint16_t)), *h = host_alloc(N * sizeof(uint16_t));
+  float *fb = host_alloc(N * sizeof(float));
+  ut_put(dx, x, N * sizeof(float));
+  if (is_bf16) UT(f32_to_bf16)(dh, dx, N), UT(bf16_to_f32)(back, dh, N);
+  else UT(f32_to_f16)(dh, dx, N), UT(f16_to_f32)(back, dh, N);
+  ut_get(h, dh, N * sizeof(uint16_t));
+  ut_get(fb, back, N * sizeof(float));
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < N; i++) {
+    uint16_t want = ref_encode(x[i], M, Emin, Emax);
+    int ok = isnan(x[i]) ? isnan(ref_decode(h[i], M, Emin, Emax)) : h[i] == want;
+    if (!ok && !bad++) first = i;
+  }
+  char what[96];
+  snprintf(what, sizeof what, "f32_to_%s: bits, round to nearest even (%d values)", name, N);
+  cast_row(what, N, bad, first);
+  bad = 0, first = -1;
+  for (int64_t i = 0; i < N; i++) { /* widening is exact: every pattern decodes */
+    double want = ref_decode(h[i], M, Emin, Emax);
+    int ok = isnan(want) ? isnan(fb[i]) : (double)fb[i] == want && !signbit(fb[i]) == !signbit(want);
+    if (!ok && !bad++) first = i;
+  }
+  snprintf(what, sizeof what, "%s_to_f32: exact widening", name);
+  cast_row(what, N, bad, first);
+  release_all();
+}
+
+/* Loss scaling: every gradient of a step multiplied by 1/scale, and one
+ * verdict for the step: all finite, or not (the step is then skipped). */
+static int unscale_step(float **g, const int64_t *n, int k, float inv) {
+#ifdef TEST_CPU_BACKEND
+  int ok = 1;
+  for (int i = 0; i < k; i++) ok &= UT(unscale_check)(g[i], n[i], inv);
+  return ok;
+#else
+  for (int i = 0; i < k; i++) UT(unscale_check)(g[i], n[i], inv);
+  return rt_cuda_all_finite();
+#endif
+}
+
+static void case_unscale(void) {
+  int64_t n[2] = {10007, 333};
+  const float inv = 1.0f / 1024.0f;
+  Ten a = ten_rand(n[0], 3000.0f), b = ten_rand(n[1], 3000.0f);
+  float *g[2] = {a.ut, b.ut};
+  int verdict = unscale_step(g, n, 2, inv);
+  for (int64_t i = 0; i < n[0]; i++) a.ref[i] *= inv; /* a power of two: exact */
+  for (int64_t i = 0; i < n[1]; i++) b.ref[i] *= inv;
+  check(&a, EXACT, "unscale_check g * (1/scale), first gradient");
+  check(&b, EXACT, "unscale_check g * (1/scale), second gradient");
+  static const float poison[] = {INFINITY, -INFINITY, NAN};
+  int verdicts_ok = verdict == 1;
+  for (int p = 0; p < 3; p++) {
+    Ten c = ten_rand(n[0], 1.0f), d = ten_rand(n[1], 1.0f);
+    float v = poison[p];
+    ut_put((float *)d.ut + n[1] - 1, &v, sizeof v); /* the last element of the last gradient */
+    float *h[2] = {c.ut, d.ut};
+    verdicts_ok &= unscale_step(h, n, 2, inv) == 0;
+    verdicts_ok &= unscale_step(h, n, 1, inv) == 1; /* the record starts afresh */
+  }
+  failures += !verdicts_ok;
+  checks++;
+  printf("%-58s %9s %9s  %s\n", "unscale verdicts: finite 1; inf, -inf, NaN 0; then reset", "-", "-",
+         verdicts_ok ? "ok" : "FAIL");
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
 // CUDA only: determinism, and timing of GPT-2 124M-sized kernels
 
 #ifndef TEST_CPU_BACKEND
@@ -771,6 +902,9 @@ int main(int argc, char **argv) {
   RUN("mse", case_mse(10007));
   RUN("adamw", case_adamw(10007));
   RUN("sgd", case_sgd(10007));
+  RUN("cast", case_casts(7, -126, 127, "bf16"));
+  RUN("cast", case_casts(10, -14, 15, "f16"));
+  RUN("unscale", case_unscale());
 #ifndef TEST_CPU_BACKEND
   rt_cuda_set_tf32(1);
   RUN("tf32", case_linear(64, 256, 96, TOL_TF32, " tf32"));
