@@ -24,26 +24,44 @@ typedef struct {
   int *pers; /* per step tensor: its persistent buffer, -1 */
 } Builder;
 
-static int add_buffer(Builder *B, int tensor, SchedSet set, const LiveBuf *lb, const Live *l) {
+static int add_buffer(Builder *B, int tensor, SchedSet set, const LiveBuf *lb, const char *aliases) {
   const STensor *t = &B->s->t[tensor];
   PlanBuffer pb = {.id = B->buf.n, .name = t->name, .role = t->role, .dtype = t->dtype, .shape = t->shape,
                    .bytes = shape_numel(&t->shape) * dtype_size(t->dtype), .sched = set, .tensor = tensor,
-                   .aliases = "", .init = t->init, .decay = t->role == ROLE_PARAM && t->shape.rank >= 2};
-  if (lb) {
-    pb.first = lb->first, pb.last = lb->last;
-    for (int u = 0; lb->nalias && u < B->s->nt; u++)
-      if (u != tensor && l->buf_of[u] >= 0 && &l->b[l->buf_of[u]] == lb)
-        pb.aliases = *pb.aliases ? ar_printf(B->ar, "%s %s", pb.aliases, B->s->t[u].name) : B->s->t[u].name;
-  }
+                   .aliases = aliases, .init = t->init, .decay = t->role == ROLE_PARAM && t->shape.rank >= 2};
+  if (lb) pb.first = lb->first, pb.last = lb->last;
   VEC_PUSH(B->ar, B->buf, pb);
   return pb.id;
+}
+
+/* Per live buffer, the names of the other tensors computed in place in it,
+ * space-separated in tensor order ("" if none). Two passes over the
+ * tensors, lengths then names: linear in the step (a chain of in-place ops
+ * puts thousands of names into one buffer). */
+static const char **alias_names(Builder *B, const Live *l) {
+  size_t *len = ar_alloc(B->ar, sizeof(size_t) * (size_t)(l->nb + 1));
+  for (int u = 0; u < B->s->nt; u++)
+    if (l->buf_of[u] >= 0 && l->b[l->buf_of[u]].tensor != u) len[l->buf_of[u]] += strlen(B->s->t[u].name) + 1;
+  const char **names = ar_alloc(B->ar, sizeof(char *) * (size_t)(l->nb + 1));
+  char **end = ar_alloc(B->ar, sizeof(char *) * (size_t)(l->nb + 1));
+  for (int b = 0; b < l->nb; b++) names[b] = end[b] = len[b] ? ar_alloc(B->ar, len[b]) : "";
+  for (int u = 0; u < B->s->nt; u++) {
+    int b = l->buf_of[u];
+    if (b < 0 || l->b[b].tensor == u) continue;
+    if (end[b] != names[b]) *end[b]++ = ' ';
+    size_t n = strlen(B->s->t[u].name);
+    memcpy(end[b], B->s->t[u].name, n + 1);
+    end[b] += n;
+  }
+  return names;
 }
 
 /* Plan buffer ids for one schedule's tensors. */
 static int *schedule_buffers(Builder *B, const Live *l, SchedSet set) {
   int *map = ar_alloc(B->ar, sizeof(int) * (size_t)l->nb);
+  const char **aliases = alias_names(B, l);
   for (int i = 0; i < l->nb; i++)
-    map[i] = l->b[i].persistent ? B->pers[l->b[i].tensor] : add_buffer(B, l->b[i].tensor, set, &l->b[i], l);
+    map[i] = l->b[i].persistent ? B->pers[l->b[i].tensor] : add_buffer(B, l->b[i].tensor, set, &l->b[i], aliases[i]);
   int *of = ar_alloc(B->ar, sizeof(int) * (size_t)B->s->nt);
   for (int t = 0; t < B->s->nt; t++) of[t] = l->buf_of[t] < 0 ? -1 : map[l->buf_of[t]];
   return of;
@@ -123,7 +141,7 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   static const Role persistent[] = {ROLE_PARAM, ROLE_OPT_STATE}; /* params first, then states */
   for (int r = 0; r < 2; r++)
     for (int t = 0; t < s->nt; t++)
-      if (s->t[t].role == persistent[r] && train->buf_of[t] >= 0) B.pers[t] = add_buffer(&B, t, SCHED_BOTH, NULL, NULL);
+      if (s->t[t].role == persistent[r] && train->buf_of[t] >= 0) B.pers[t] = add_buffer(&B, t, SCHED_BOTH, NULL, "");
   int ws = B.buf.n; /* sized below, from the schedules' matrix products */
   VEC_PUSH(ar, B.buf, ((PlanBuffer){.id = ws, .name = "workspace", .role = ROLE_WORKSPACE, .dtype = DT_F32,
                                     .sched = SCHED_BOTH, .tensor = -1, .aliases = ""}));

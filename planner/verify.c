@@ -24,17 +24,59 @@ static int event_cmp(const void *a, const void *b) {
   return x->i - y->i;
 }
 
-/* The live set is kept sorted by offset. Its members are pairwise disjoint
- * (checked on every insertion), so checking the two neighbours of a new
- * buffer is enough; members have distinct offsets since sizes are > 0. */
-static int find_slot(const int *live, int nlive, const int64_t *offset, int64_t off) {
-  int lo = 0, hi = nlive;
-  while (lo < hi) {
-    int mid = (lo + hi) / 2;
-    if (offset[live[mid]] < off) lo = mid + 1;
-    else hi = mid;
+/* The live set, ordered by offset: a treap (arrays indexed by buffer, keys
+ * the offsets, priorities a hash of the index, so the same plan always
+ * builds the same tree). Its members are pairwise disjoint (checked on every
+ * insertion), so their offsets are distinct and checking a new buffer
+ * against its two neighbours is enough. O(log n) expected per operation:
+ * a sorted array with memmove was O(n) per insertion, and quadratic on
+ * steps with 100k buffers. */
+typedef struct {
+  int *l, *r;
+  uint32_t *pri;
+  const int64_t *off;
+  bool lost;
+} Treap;
+
+static int t_insert(Treap *T, int x, int i) {
+  if (x < 0) return i;
+  if (T->off[i] < T->off[x]) {
+    T->l[x] = t_insert(T, T->l[x], i);
+    int y = T->l[x];
+    if (T->pri[y] > T->pri[x]) T->l[x] = T->r[y], T->r[y] = x, x = y; /* rotate right */
+  } else {
+    T->r[x] = t_insert(T, T->r[x], i);
+    int y = T->r[x];
+    if (T->pri[y] > T->pri[x]) T->r[x] = T->l[y], T->l[y] = x, x = y; /* rotate left */
   }
-  return lo;
+  return x;
+}
+
+static int t_merge(Treap *T, int a, int b) { /* every key of a below every key of b */
+  if (a < 0) return b;
+  if (b < 0) return a;
+  if (T->pri[a] > T->pri[b]) return T->r[a] = t_merge(T, T->r[a], b), a;
+  return T->l[b] = t_merge(T, a, T->l[b]), b;
+}
+
+static int t_erase(Treap *T, int x, int i) {
+  if (x < 0) return T->lost = true, -1;
+  if (x == i) return t_merge(T, T->l[i], T->r[i]);
+  if (T->off[i] < T->off[x]) T->l[x] = t_erase(T, T->l[x], i);
+  else T->r[x] = t_erase(T, T->r[x], i);
+  return x;
+}
+
+/* The member with the greatest offset <= off (below: true), or the least
+ * offset > off (below: false); -1 if none. */
+static int t_neighbour(const Treap *T, int x, int64_t off, bool below) {
+  int best = -1;
+  while (x >= 0) {
+    bool le = T->off[x] <= off;
+    if (le == below) best = x;
+    x = le ? T->r[x] : T->l[x];
+  }
+  return best;
 }
 
 static const char *check_one(int i, const int64_t *lo, const int64_t *hi,
@@ -62,28 +104,32 @@ const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
     if (e) return e;
   }
   Event *ev = malloc(sizeof(Event) * (size_t)(2 * n + 1));
-  int *live = malloc(sizeof(int) * (size_t)(n + 1));
-  if (!ev || !live) {
-    free(ev), free(live);
+  int *lr = malloc(sizeof(int) * (size_t)(2 * n + 2));
+  uint32_t *pri = malloc(sizeof(uint32_t) * (size_t)(n + 1));
+  if (!ev || !lr || !pri) {
+    free(ev), free(lr), free(pri);
     return "verifier out of memory";
+  }
+  Treap T = {lr, lr + n + 1, pri, offset, false};
+  for (int i = 0; i < n; i++) {
+    uint32_t h = (uint32_t)i * 2654435761u;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    T.l[i] = T.r[i] = -1, T.pri[i] = h;
   }
   int nev = 0; /* zero-size buffers occupy no bytes: nothing to overlap */
   for (int i = 0; i < n; i++)
     if (size[i] > 0) ev[nev++] = (Event){lo[i], 1, i}, ev[nev++] = (Event){hi[i], 0, i};
   qsort(ev, (size_t)nev, sizeof(Event), event_cmp);
   const char *err = NULL;
-  int nlive = 0;
+  int root = -1;
   for (int k = 0; k < nev && !err; k++) {
     int i = ev[k].i;
-    int s = find_slot(live, nlive, offset, offset[i]);
     if (ev[k].kind == 0) {
-      while (s < nlive && live[s] != i) s++; /* equal offsets cannot coexist */
-      if (s == nlive) { err = "verifier lost a buffer (internal)"; break; }
-      memmove(live + s, live + s + 1, sizeof(int) * (size_t)(nlive - s - 1));
-      nlive--;
+      root = t_erase(&T, root, i);
+      if (T.lost) err = "verifier lost a buffer (internal)";
       continue;
     }
-    int prev = s > 0 ? live[s - 1] : -1, next = s < nlive ? live[s] : -1;
+    int prev = t_neighbour(&T, root, offset[i], true), next = t_neighbour(&T, root, offset[i], false);
     int clash = -1;
     if (prev >= 0 && offset[prev] + size[prev] > offset[i]) clash = prev;
     if (next >= 0 && offset[i] + size[i] > offset[next]) clash = next;
@@ -96,12 +142,9 @@ const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
       err = msg;
       break;
     }
-    memmove(live + s + 1, live + s, sizeof(int) * (size_t)(nlive - s));
-    live[s] = i;
-    nlive++;
+    root = t_insert(&T, root, i);
   }
-  free(ev);
-  free(live);
+  free(ev), free(lr), free(pri);
   return err;
 }
 

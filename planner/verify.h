@@ -11,7 +11,7 @@ struct Plan;
 /* Checks a packing: every offset aligned and >= 0, offset + size <= capacity,
  * and any two buffers whose half-open lifetimes [lo, hi) overlap occupy
  * disjoint bytes. Returns NULL when valid, else a message naming the first
- * violation (in a static buffer). O(n log n + n * live). */
+ * violation (in a static buffer). O(n log n). */
 const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
                            const int64_t *size, const int64_t *offset, int64_t align,
                            int64_t capacity);
