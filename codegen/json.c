@@ -62,6 +62,21 @@ static void totals(const Plan *p, Text *t) {
   text_printf(t, "}},\n");
 }
 
+/* The budget's levers as tried, in order. */
+static void levers(const Plan *p, Text *t) {
+  text_printf(t, "  \"levers\": [");
+  for (int i = 0; i < p->nlevers; i++) {
+    const PlanLever *l = &p->levers[i];
+    text_printf(t, "%s\n    {\"precision\": \"%s\", \"micro_batch\": %d, \"accumulation_steps\": %d, "
+                   "\"keep_arena_bytes\": %lld, \"arena_bytes\": %lld, \"extra_flops\": %lld, \"step_flops\": %lld, "
+                   "\"fits\": %s, \"chosen\": %s}",
+                i ? "," : "", l->precision, l->micro_batch, l->accumulation_steps, (long long)l->keep_arena,
+                (long long)l->arena, (long long)l->extra_flops, (long long)l->step_flops, l->fits ? "true" : "false",
+                l->chosen ? "true" : "false");
+  }
+  text_printf(t, "%s],\n", p->nlevers ? "\n  " : "");
+}
+
 /* Checkpointing stages as chosen: K keep all, S selective, R rerun. */
 static void stages(const Plan *p, Text *t) {
   text_printf(t, "  \"stages\": [");
@@ -129,6 +144,7 @@ void json_plan(const Plan *p, Text *t) {
   header(p, t);
   totals(p, t);
   stages(p, t);
+  levers(p, t);
   text_printf(t, "  \"loss_buffer\": %d,\n  \"eval_loss_buffer\": %d,\n", p->loss_buf, p->eval_loss_buf);
   buffers(p, t);
   schedule(t, "schedule", p->sched, p->nsched, false);

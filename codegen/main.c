@@ -118,7 +118,13 @@ static void compile_options(int argc, char **argv, Options *o) {
       break;
     case 'd': o->dump = optarg; break;
     case 'a': o->align = parse_size(optarg, "--align"); break;
-    case 't': o->time_limit = atof(optarg); break;
+    case 't': {
+      char *end;
+      o->time_limit = strtod(optarg, &end);
+      if (!*optarg || *end || !(o->time_limit >= 0) || o->time_limit > 1e6)
+        fprintf(stderr, "memplan: error: --time-limit wants seconds (e.g. 0.5), got '%s'\n", optarg), exit(1);
+      break;
+    }
     case 'F': o->no_fuse = true; break;
     case 'E': o->expand = true; break;
     case 'G': o->guard = true; break;
@@ -130,10 +136,13 @@ static void compile_options(int argc, char **argv, Options *o) {
       o->precision = (Precision)k;
       break;
     }
-    case 'M':
-      o->micro_batch = atoll(optarg);
-      if (o->micro_batch <= 0) fprintf(stderr, "memplan: error: --micro-batch '%s' must be a positive integer\n", optarg), exit(1);
+    case 'M': {
+      char *end;
+      errno = 0;
+      o->micro_batch = strtoll(optarg, &end, 10);
+      if (!*optarg || *end || errno || o->micro_batch <= 0) fprintf(stderr, "memplan: error: --micro-batch '%s' must be a positive integer\n", optarg), exit(1);
       break;
+    }
     case 'B': o->block = optarg; break;
     case 'h': fputs(compile_help, stdout), exit(0);
     default: fputs(usage, stderr), exit(2);
@@ -233,19 +242,35 @@ static Graph *with_micro_batch(Arena *ar, Options *o, const char *bdim, int64_t 
   int n = o->nov, i = 0;
   while (i < n && strcmp(ov[i].name, bdim)) i++;
   ov[i] = (DimOverride){bdim, mb};
-  return load_model(ar, o->model, ov, i == n ? n + 1 : n);
+  Graph *g = load_model(ar, o->model, ov, i == n ? n + 1 : n);
+  for (int d = 0; d < g->ndims; d++) /* a micro-batch is the planner's choice, not a --set */
+    if (!strcmp(g->dims[d].name, bdim)) g->dims[d].overridden = i < n;
+  return g;
+}
+
+/* What the levers tried, in order (Plan.levers). */
+typedef VEC(PlanLever) Levers;
+
+static FitResult fit_noted(Arena *ar, Levers *L, const Options *o, Graph *g, const FitOptions *fo) {
+  FitResult r = fit_budget(ar, g, o->budget, fo);
+  const char *bdim = batch_dim(g);
+  int mb = bdim ? (int)dim_value(g, bdim) : 0;
+  PlanLever l = {prec_name(fo->precision), mb, fo->accumulation, r.keep_arena, r.plan ? r.plan->arena_bytes : r.min_arena,
+                 r.plan ? r.plan->extra_flops : 0, r.plan ? r.plan->step_flops : 0, r.plan != NULL, false};
+  VEC_PUSH(ar, *L, l);
+  return r;
 }
 
 /* The fastest plan at one batch size over the precisions allowed (auto:
  * fp32, then bf16 when fp32 needs recomputation: lowering wins when it
  * recomputes less). */
-static FitResult fit_precisions(Arena *ar, const Options *o, Graph *g, FitOptions *fo) {
-  if (o->precision != PREC_AUTO) return fo->precision = o->precision, fit_budget(ar, g, o->budget, fo);
+static FitResult fit_precisions(Arena *ar, Levers *L, const Options *o, Graph *g, FitOptions *fo) {
+  if (o->precision != PREC_AUTO) return fo->precision = o->precision, fit_noted(ar, L, o, g, fo);
   fo->precision = PREC_FP32;
-  FitResult a = fit_budget(ar, g, o->budget, fo);
+  FitResult a = fit_noted(ar, L, o, g, fo);
   if (a.plan && a.plan->extra_flops == 0) return a;
   fo->precision = PREC_BF16;
-  FitResult b = fit_budget(ar, g, o->budget, fo);
+  FitResult b = fit_noted(ar, L, o, g, fo);
   if (b.min_arena > a.min_arena) b.min_arena = a.min_arena;
   if (!b.plan || (a.plan && a.plan->extra_flops <= b.plan->extra_flops)) return a.min_arena = b.min_arena, a;
   return b;
@@ -253,10 +278,13 @@ static FitResult fit_precisions(Arena *ar, const Options *o, Graph *g, FitOption
 
 /* The budget's levers in order: keep everything; recompute and (auto) lower
  * precision (fit_precisions); then the largest micro-batch dividing the
- * batch that fits, with both at that size too. --micro-batch forces one. */
+ * batch that fits, with both at that size too. --micro-batch forces one.
+ * Every configuration tried is recorded in the plan, the chosen one marked. */
 static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
+  Levers L = {0};
   const char *bdim = batch_dim(*g);
   int64_t B = bdim ? dim_value(*g, bdim) : 0;
+  FitResult r;
   if (o->micro_batch) {
     if (!bdim || B % o->micro_batch) {
       fprintf(stderr, "memplan: error: --micro-batch %lld must divide the batch %s = %lld\n", (long long)o->micro_batch,
@@ -265,18 +293,28 @@ static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
     }
     fo->accumulation = (int)(B / o->micro_batch);
     *g = with_micro_batch(ar, o, bdim, o->micro_batch);
-    return fit_precisions(ar, o, *g, fo);
+    r = fit_precisions(ar, &L, o, *g, fo);
+  } else {
+    r = fit_precisions(ar, &L, o, *g, fo);
+    int64_t least = r.min_arena;
+    for (int64_t mb = B - 1; !r.plan && mb >= 1; mb--) {
+      if (B % mb) continue;
+      fo->accumulation = (int)(B / mb);
+      *g = with_micro_batch(ar, o, bdim, mb);
+      r = fit_precisions(ar, &L, o, *g, fo);
+      if (r.min_arena < least) least = r.min_arena;
+    }
+    r.min_arena = least;
   }
-  FitResult r = fit_precisions(ar, o, *g, fo);
-  int64_t least = r.min_arena;
-  for (int64_t mb = B - 1; !r.plan && mb >= 1; mb--) {
-    if (B % mb) continue;
-    fo->accumulation = (int)(B / mb);
-    *g = with_micro_batch(ar, o, bdim, mb);
-    r = fit_precisions(ar, o, *g, fo);
-    if (r.min_arena < least) least = r.min_arena;
+  if (r.plan) {
+    for (int i = L.n - 1; i >= 0; i--) /* the chosen one: the last whose plan is the one returned */
+      if (L.v[i].fits && !strcmp(L.v[i].precision, r.plan->precision) && L.v[i].arena == r.plan->arena_bytes &&
+          L.v[i].extra_flops == r.plan->extra_flops) {
+        L.v[i].chosen = true;
+        break;
+      }
+    r.plan->levers = L.v, r.plan->nlevers = L.n;
   }
-  r.min_arena = least;
   return r;
 }
 
@@ -293,8 +331,8 @@ static int compile_main(int argc, char **argv) {
   Plan *p = r.plan;
   if (dumping(&o, "step")) return ad_dump(r.step, stdout), ar_free(&ar), 0;
   if (dumping(&o, "live")) return live_dump(r.step, live_build(&ar, r.step, r.step->train, r.step->ntrain), stdout), ar_free(&ar), 0;
-  if (r.step->fused && !p->extra_flops) /* what fusing the updates saves, for the report */
-    p->unfused_lower_bound = fit_unfused_lower_bound(&ar, g, &fo);
+  if (r.step->fused && !p->extra_flops && !o.guard) /* what fusing the updates saves, for the report */
+    p->unfused_lower_bound = fit_unfused_lower_bound(&ar, g, &fo, p);
   p->compile_seconds = mp_now() - t0;
   const char *bad = verify_plan(p);
   if (bad) {

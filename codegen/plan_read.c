@@ -370,6 +370,29 @@ static void read_totals(Ctx *C, const JVal *root, Plan *p) {
   }
 }
 
+/* Optional: plans written before the levers were recorded have none. */
+static void read_levers(Ctx *C, const JVal *root, Plan *p) {
+  const JVal *lv = find(root, "levers");
+  if (!lv) return;
+  want(lv, J_ARR, "\"levers\"");
+  static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};
+  p->nlevers = lv->n;
+  p->levers = ar_alloc(C->ar, sizeof(PlanLever) * (size_t)(lv->n + 1));
+  for (int i = 0; i < lv->n; i++) {
+    const JVal *v = want(&lv->items[i], J_OBJ, "a lever");
+    PlanLever *l = &p->levers[i];
+    l->precision = PRECISIONS[get_enum(v, "precision", PRECISIONS, 3)];
+    l->micro_batch = (int)get_int(v, "micro_batch", 0, INT32_MAX);
+    l->accumulation_steps = (int)get_int(v, "accumulation_steps", 0, INT32_MAX);
+    l->keep_arena = get_int(v, "keep_arena_bytes", 0, PLAN_MAX_VALUE);
+    l->arena = get_int(v, "arena_bytes", 0, PLAN_MAX_VALUE);
+    l->extra_flops = get_int(v, "extra_flops", 0, INT64_MAX);
+    l->step_flops = get_int(v, "step_flops", 0, INT64_MAX);
+    l->fits = get(v, "fits", J_BOOL)->b;
+    l->chosen = get(v, "chosen", J_BOOL)->b;
+  }
+}
+
 static void read_buffer(const JVal *v, int id, PlanBuffer *b) {
   want(v, J_OBJ, "a buffer");
   if (get_int(v, "id", 0, INT32_MAX) != id) diag_error(get(v, "id", J_NUM)->loc, "buffer ids must run 0, 1, 2, ... (expected %d)", id);
@@ -476,6 +499,7 @@ Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   p->version = (int)as_int(ver, "\"memplan_plan\"", 1, PLAN_FORMAT_VERSION);
   read_header(&C, &root, p);
   read_totals(&C, &root, p);
+  read_levers(&C, &root, p);
   const JVal *bufs = get(&root, "buffers", J_ARR);
   p->nbuf = bufs->n;
   p->buf = ar_alloc(ar, sizeof(PlanBuffer) * (size_t)(bufs->n + 1));

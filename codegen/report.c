@@ -1,4 +1,5 @@
 /* report.c: the memory report printed by `memplan compile`. */
+#include <stdio.h>
 #include <string.h>
 
 #include "emit.h"
@@ -96,9 +97,39 @@ static void lowered(const Plan *p, FILE *out) {
   char x[32];
   fprintf(out, "\nprecision %s: %d saved activations stored in half precision (%s; computed in fp32)%s\n", p->precision,
           n, mp_fmt_bytes(x, sizeof x, bytes), p->loss_scaling ? "; dynamic loss scaling" : "");
-  for (int b = 0, shown = 0; b < p->nbuf && shown < 12; b++)
-    if (p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) fprintf(out, "  %s\n", p->buf[b].name), shown++;
-  if (n > 12) fprintf(out, "  ... and %d more (plan.json lists them all)\n", n - 12);
+  int col = 0;
+  for (int b = 0; b < p->nbuf; b++) { /* every one, wrapped: "h0.fc@bf16" without its suffix */
+    const char *name = p->buf[b].name, *at = strrchr(name, '@');
+    if (p->buf[b].dtype != DT_BF16 && p->buf[b].dtype != DT_F16) continue;
+    int len = at ? (int)(at - name) : (int)strlen(name);
+    if (col && col + 1 + len > 100) fprintf(out, "\n"), col = 0;
+    col += fprintf(out, col ? " %.*s" : "  %.*s", len, name);
+  }
+  fprintf(out, "\n");
+}
+
+/* The budget's levers: every configuration tried, in order, and its price. */
+static void levers(const Plan *p, FILE *out) {
+  if (p->nlevers < 2 && !p->budget_bytes) return;
+  char x[32], y[32];
+  fprintf(out, "\nlevers, in the order tried%s%s%s:\n", p->budget_bytes ? " (budget " : "",
+          p->budget_bytes ? b(x, p->budget_bytes) : "", p->budget_bytes ? ")" : "");
+  for (int i = 0; i < p->nlevers; i++) {
+    const PlanLever *l = &p->levers[i];
+    char cfg[80], res[120];
+    if (l->accumulation_steps > 1)
+      snprintf(cfg, sizeof cfg, "%s, %d micro-batches of %d", l->precision, l->accumulation_steps, l->micro_batch);
+    else
+      snprintf(cfg, sizeof cfg, "%s, batch %d", l->precision, l->micro_batch);
+    if (!l->fits)
+      snprintf(res, sizeof res, "keep all %s; recompute reaches %s: does not fit", b(x, l->keep_arena), b(y, l->arena));
+    else if (l->extra_flops)
+      snprintf(res, sizeof res, "keep all %s; fits at %s, %.2f%% extra FLOPs", b(x, l->keep_arena), b(y, l->arena),
+               100.0 * (double)l->extra_flops / (double)l->step_flops);
+    else
+      snprintf(res, sizeof res, "fits at %s keeping everything", b(x, l->arena));
+    fprintf(out, "  %-34s %s%s\n", cfg, res, l->chosen ? "   <- chosen" : "");
+  }
 }
 
 void report_plan(const Plan *p, FILE *out) {
@@ -109,6 +140,7 @@ void report_plan(const Plan *p, FILE *out) {
   counts(p, out);
   peak(p, out);
   arena(p, out);
+  levers(p, out);
   lowered(p, out);
   stages(p, out);
 }

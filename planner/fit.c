@@ -34,12 +34,15 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   return p;
 }
 
-int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o) {
+int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Plan *fused) {
   FitOptions u = *o;
   u.fuse = false;
   Step *s = build_step(ar, g, &u, NULL, half_set(ar, g, o));
   int at;
-  return live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
+  int64_t lb = live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
+  for (int b = 0; b < fused->nbuf; b++) /* the step's tensors do not include the library workspace */
+    if (fused->buf[b].role == ROLE_WORKSPACE) lb += mp_align_up(fused->buf[b].bytes, o->align);
+  return lb;
 }
 
 /* Per-stage decisions of a schedule, for the report. */
@@ -135,7 +138,7 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   FitResult r = {0};
   Step *plain = build_step(ar, g, o, NULL, half_set(ar, g, o));
   Plan *p = fit_plan(ar, g, plain, o);
-  r.min_arena = p->arena_bytes, r.candidates = 1;
+  r.min_arena = r.keep_arena = p->arena_bytes, r.candidates = 1;
   if (!budget || p->arena_bytes <= budget) return r.plan = p, r.step = plain, r;
   Arena scratch = {0};
   Solver S;

@@ -24,15 +24,18 @@ typedef struct {
   Plan *plan;         /* the chosen plan (NULL when nothing fits) */
   Step *step;         /* its step */
   int64_t min_arena;  /* the smallest arena any candidate reached */
+  int64_t keep_arena; /* the arena keeping every activation */
   int candidates;     /* plans built and checked */
 } FitResult;
 
 /* A verified-ready plan for one step: liveness, buffers, offsets. */
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o);
 
-/* The liveness lower bound of the plain step with every update after
- * backward: what fusing the updates saves, for the report. */
-int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o);
+/* The lower bound of the plain step with every update after backward: what
+ * fusing the updates saves, for the report. The workspace (sized by the
+ * ops, the same either way) is taken from `fused`, the plan of the fused
+ * step. */
+int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Plan *fused);
 
 /* The fastest plan within budget (0: no budget, keep everything). */
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o);

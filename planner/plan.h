@@ -84,6 +84,17 @@ typedef struct {
   int64_t kept_bytes; /* what its kept run holds for backward */
 } PlanStage;
 
+/* One configuration the budget's levers tried (fit_levers in codegen/main.c),
+ * in order: for the report's explanation and plan.json. */
+typedef struct {
+  const char *precision;     /* "fp32", "bf16", "fp16" */
+  int micro_batch, accumulation_steps;
+  int64_t keep_arena;        /* the arena when every activation is kept */
+  int64_t arena;             /* the plan that fit, or the least arena recomputation reached */
+  int64_t extra_flops, step_flops; /* of the plan that fit (0 when none did) */
+  bool fits, chosen;
+} PlanLever;
+
 typedef struct Plan {
   int version;
   const char *model;
@@ -116,6 +127,8 @@ typedef struct Plan {
   int64_t step_flops, extra_flops;  /* extra: recomputation */
   PlanStage *stages;              /* checkpointing stages; NULL when nothing is recomputed */
   int nstages;
+  PlanLever *levers;              /* what the budget pass tried, in order (NULL: not recorded) */
+  int nlevers;
   /* micro-batching: the schedule's forward, recompute and backward ops run
    * accumulation_steps times per step, each on micro_batch rows of the
    * batch, before the updates; outputs of role grad then accumulate in every

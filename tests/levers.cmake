@@ -1,0 +1,12 @@
+# The budget's levers as the report and plan.json explain them, the fused
+# updates' saving, and the command line's number checks.
+add_test(NAME levers_report
+         COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/levers/check_levers.py $<TARGET_FILE:memplan>
+                 ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/levers)
+set_tests_properties(levers_report PROPERTIES LABELS e2e TIMEOUT 300)
+add_test(NAME error_bad_time_limit COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --time-limit abc)
+set_tests_properties(error_bad_time_limit PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "error: --time-limit wants seconds \\(e.g. 0.5\\), got 'abc'")
+add_test(NAME error_bad_micro_batch COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --micro-batch 4x)
+set_tests_properties(error_bad_micro_batch PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "error: --micro-batch '4x' must be a positive integer")

@@ -1,0 +1,92 @@
+"""check_levers.py MEMPLAN MODELS_DIR OUTDIR: what the report and plan.json say
+about the budget's levers, checked against plans compiled in the same run.
+
+- The fused-updates line: plan.json's unfused_lower_bound_bytes equals the
+  lower bound of the same model compiled with --no-fuse-updates (it once left
+  out the workspace).
+- Levers: GPT-2 124M at --budget 3G lists every configuration tried, in order
+  (the full batch first, which does not fit, then micro-batches), exactly one
+  chosen, and the chosen one is the plan's own arena, extra FLOPs and batch
+  split; the report prints the same lines. With --precision auto both
+  precisions are tried at each batch size.
+- A micro-batch is the planner's choice, not a --set: plan.json's "set" does
+  not list the batch dim, and the report does not star it.
+- --precision bf16: the report names every lowered tensor (all of plan.json's
+  bf16 buffers).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+memplan, models, out = sys.argv[1:]
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+
+
+def compile_(name, model, *flags):
+    d = os.path.join(out, name)
+    r = subprocess.run([memplan, "compile", os.path.join(models, model + ".yaml"), "-o", d, *flags],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"{name}: memplan exited {r.returncode}: {r.stderr}")
+    return json.load(open(os.path.join(d, "plan.json"))), r.stdout
+
+
+shutil.rmtree(out, ignore_errors=True)
+for model in ("mlp", "gpt2-mini"):
+    fused, _ = compile_(model, model)
+    unfused, _ = compile_(model + "-unfused", model, "--no-fuse-updates")
+    want, got = unfused["totals"]["lower_bound_bytes"], fused["totals"]["unfused_lower_bound_bytes"]
+    check(got == want, f"{model}: unfused lower bound reported {got}, --no-fuse-updates plans {want}")
+
+plan, report = compile_("gpt2-3g", "gpt2-124m", "--budget", "3G")
+lv, t = plan["levers"], plan["totals"]
+check(len(lv) >= 2 and not lv[0]["fits"] and lv[0]["accumulation_steps"] == 1, f"first lever: {lv[:1]}")
+chosen = [l for l in lv if l["chosen"]]
+check(len(chosen) == 1, f"{len(chosen)} levers chosen")
+if chosen:
+    c = chosen[0]
+    check(c["fits"] and c["arena_bytes"] == t["arena_bytes"] and c["extra_flops"] == t["extra_flops"]
+          and c["micro_batch"] == t["micro_batch"] and c["accumulation_steps"] == t["accumulation_steps"],
+          f"chosen lever {c} is not the plan ({t['arena_bytes']}, {t['extra_flops']})")
+    check(c["micro_batch"] * c["accumulation_steps"] == plan["dims"]["B"] * t["accumulation_steps"], "batch split")
+check(all(l["arena_bytes"] <= l["keep_arena_bytes"] for l in lv), "recompute above keep-all")
+check(all(l["arena_bytes"] <= 3 << 30 for l in lv if l["fits"]), "a lever that fits is over the budget")
+check("levers, in the order tried (budget 3.00 GiB):" in report, "report has no levers section")
+check(report.count("<- chosen") == 1, "report: not exactly one chosen lever")
+check(sum(1 for line in report.splitlines() if "does not fit" in line) == sum(not l["fits"] for l in lv),
+      "report and plan.json disagree on the levers that do not fit")
+check("B" not in plan["set"], f"micro-batch recorded as a --set: {plan['set']}")
+check(" B=4 " in report and "B=4*" not in report, "report stars the micro-batched dim")
+
+auto, _ = compile_("gpt2-3g-auto", "gpt2-124m", "--budget", "3G", "--precision", "auto")
+pairs = [(l["precision"], l["accumulation_steps"]) for l in auto["levers"]]
+check(pairs[:2] == [("fp32", 1), ("bf16", 1)], f"auto: levers {pairs}")
+
+forced, _ = compile_("mini-mb2", "gpt2-mini", "--micro-batch", "2")
+check("B" not in forced["set"] and len(forced["levers"]) == 1 and forced["levers"][0]["chosen"],
+      f"--micro-batch 2: set {forced['set']}, levers {forced['levers']}")
+user, _ = compile_("mini-set-mb", "gpt2-mini", "--set", "B=8", "--micro-batch", "2")
+check("B" in user["set"], "a user's --set of the batch dim is still recorded")
+
+bf, report = compile_("mini-bf16", "gpt2-mini", "--precision", "bf16")
+names = {b["name"].split("@")[0] for b in bf["buffers"] if b["dtype"] == "bf16"}
+lines = report.split("stored in half precision", 1)[1].splitlines()[1:]
+block = []
+for line in lines:  # the wrapped list ends at a blank line or the "compiled in" line
+    if not line.strip() or line.startswith("  compiled in"):
+        break
+    block.append(line)
+listed = set(" ".join(block).split())
+check(names and listed == names, f"lowered tensors: report lists {sorted(listed)}, plan has {sorted(names)}")
+
+if failures:
+    sys.exit("\n".join(failures))
+print(f"ok: {len(lv)} levers at 3G, chosen {chosen[0]['precision']} x{chosen[0]['accumulation_steps']}; "
+      f"{len(names)} lowered tensors listed")
