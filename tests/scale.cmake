@@ -7,3 +7,6 @@ foreach(m relu_chain linear_chain)
   add_test(NAME scale_${m} COMMAND memplan compile ${MEMPLAN_TEST_DIR}/scale/${m}.yaml)
   set_tests_properties(scale_${m} PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan verified")
 endforeach()
+add_test(NAME scale_big_diagram COMMAND sh ${MEMPLAN_TEST_DIR}/scale/check_big_diagram.sh $<TARGET_FILE:memplan>
+                                        ${CMAKE_CURRENT_BINARY_DIR}/scale_big_diagram)
+set_tests_properties(scale_big_diagram PROPERTIES LABELS e2e TIMEOUT 120)
