@@ -34,6 +34,12 @@
  * note, and plan.dot still holds the whole graph. */
 #define DOT_LAYOUT_MAX_NODES 2500
 
+/* Above this many ops in the training step the graph is not built at all:
+ * cgraph writes DOT in time nodes x clusters, and grouping the ops here is
+ * quadratic in places (a 20000-op step took 44 s and 1.7 GB; 200000 ran out
+ * of memory). plan.dot and plan.svg are then a note. */
+#define DOT_MAX_OPS 10000
+
 typedef enum { DN_OP, DN_BLOCK, DN_UPDATE, DN_INPUT } DNodeKind;
 
 typedef struct {
@@ -674,26 +680,36 @@ static void write_dot(Agraph_t *g, Text *out) {
   free(buf);
 }
 
-/* What plan.svg says when the graph is too big to lay out. */
-static void render_note(GVC_t *gvc, Dot *d, const char *format, Text *out) {
+/* A one-node graph holding a message: what plan.dot and plan.svg say when
+ * the plan graph is too big. Written as DOT and/or rendered (either NULL). */
+static void note_graph(GVC_t *gvc, const char *message, const char *format, Text *dot_out, Text *render_out) {
   Agraph_t *g = agopen("plan", Agdirected, NULL);
   Agnode_t *n = agnode(g, "note", 1);
   set(n, "shape", "box");
   set(n, "fontname", "Helvetica");
-  set(n, "label", ar_printf(&d->ar,
-                            "%s: the plan graph has %d nodes and %d edges, more than the %d\n"
-                            "that memplan lays out (Graphviz's dot needs minutes beyond that).\n"
-                            "plan.dot holds the whole graph; timeline.svg shows where memory goes.",
-                            d->p->model, d->node.n, d->edge.n, DOT_LAYOUT_MAX_NODES));
-  MP_ASSERT(gvLayout(gvc, g, "dot") == 0);
-  render(gvc, g, format, out);
-  gvFreeLayout(gvc, g);
+  set(n, "label", message);
+  if (dot_out) write_dot(g, dot_out);
+  if (render_out) {
+    MP_ASSERT(gvLayout(gvc, g, "dot") == 0);
+    render(gvc, g, format, render_out);
+    gvFreeLayout(gvc, g);
+  }
   agclose(g);
 }
 
 void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *render_out) {
   static const DotOptions none = {0};
   Dot d = {.p = p, .o = o ? o : &none};
+  const char *format = d.o->format ? d.o->format : "svg";
+  if (p->nsched > DOT_MAX_OPS) {
+    GVC_t *gvc = gvContext();
+    note_graph(gvc, ar_printf(&d.ar, "%s: the training step has %d ops, more than the %d\\n"
+                                     "memplan draws as a graph; timeline.svg shows where memory goes.",
+                              p->model, p->nsched, DOT_MAX_OPS), format, dot_out, render_out);
+    gvFreeContext(gvc);
+    ar_free(&d.ar);
+    return;
+  }
   int fwd = 0;
   for (int i = 0; i < p->nsched; i++) fwd += p->sched[i].phase != PHASE_UPDATE;
   d.deep = fwd > DOT_EXPAND_MAX_OPS;
@@ -713,9 +729,11 @@ void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *render_ou
   make_edges(&d);
   GVC_t *gvc = gvContext();
   if (dot_out) write_dot(d.g, dot_out);
-  const char *format = d.o->format ? d.o->format : "svg";
   if (render_out && d.node.n > DOT_LAYOUT_MAX_NODES) {
-    render_note(gvc, &d, format, render_out);
+    note_graph(gvc, ar_printf(&d.ar, "%s: the plan graph has %d nodes and %d edges, more than the %d\\n"
+                                     "that memplan lays out (Graphviz's dot needs minutes beyond that).\\n"
+                                     "plan.dot holds the whole graph; timeline.svg shows where memory goes.",
+                              p->model, d.node.n, d.edge.n, DOT_LAYOUT_MAX_NODES), format, NULL, render_out);
   } else if (render_out) {
     MP_ASSERT(gvLayout(gvc, d.g, "dot") == 0);
     render(gvc, d.g, format, render_out);
