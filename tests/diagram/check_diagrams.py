@@ -6,8 +6,10 @@ copied from an earlier run:
                 forward/backward/recompute op of every open block and outside
                 blocks, one node per phase of every collapsed block, one update
                 node per backward node whose gradients feed updates, a cluster
-                per repeat block, the batch inputs, a legend, labelled edges
-                and saved-for-backward edges;
+                per repeat block, the batch inputs, a legend; one edge per
+                pair of nodes a buffer flows between (derived here from the
+                schedule's reads and writes), labelled and saved-for-backward
+                edges;
   plan.svg      well-formed SVG whose nodes, clusters and edges are those of
                 plan.dot;
   timeline.svg  well-formed SVG with one rect per buffer, in id order, whose
@@ -57,8 +59,12 @@ def expected_graph(plan, expand, block):
         if o["phase"] == "update":
             if not is_open(b):
                 blk.add((b, "update"))
+                node_of[i] = ("blk", b, "update")
             else:
-                upd_keys.add(node_of.get(last_writer.get(o["inputs"][0]), ("upd", i)))
+                w = last_writer.get(o["inputs"][0])
+                key = ("upd", node_of[w]) if w is not None else ("upd", i)
+                upd_keys.add(key)
+                node_of[i] = key
         elif is_open(b):
             ops.add(i)
             node_of[i] = ("op", i)
@@ -72,7 +78,26 @@ def expected_graph(plan, expand, block):
             if x >= 0:
                 last_writer[x] = i
     blocks = {block_of(o) for o in sched} - {None}
-    return ops, blk, len(upd_keys), len(inputs), len(blocks)
+    return ops, blk, len(upd_keys), len(inputs), len(blocks), expected_edges(plan, node_of, roles)
+
+
+def expected_edges(plan, node_of, roles):
+    """Drawn edges: one per pair of distinct nodes that a buffer flows between
+    (its last writer, or the batch input, to each reader; an accumulating
+    output reads its buffer too), however many buffers share the pair."""
+    last, pairs = {}, set()
+    for j, o in enumerate(plan["schedule"]):
+        v = node_of[j]
+        for b in o["inputs"]:
+            if b >= 0 and (b in last or roles[b] == "input"):
+                pairs.add((node_of[last[b]] if b in last else ("in", b), v))
+        for b, acc in zip(o["outputs"], o["accumulate"]):
+            if b < 0:
+                continue
+            if acc and b in last:
+                pairs.add((node_of[last[b]], v))
+            last[b] = j
+    return len({(u, v) for u, v in pairs if u != v})
 
 
 def check_dot(dot_stats, path, plan, expand, block):
@@ -89,13 +114,14 @@ def check_dot(dot_stats, path, plan, expand, block):
             blk_ids.add(tuple(v.split(":")))
         else:
             stats[k] = int(v)
-    ops, blk, nupd, ninputs, nblocks = expected_graph(plan, expand, block)
+    ops, blk, nupd, ninputs, nblocks, nedges = expected_graph(plan, expand, block)
     check(op_ids == ops, f"op nodes: {len(op_ids)} drawn, {len(ops)} expected; differ at {sorted(op_ids ^ ops)[:8]}")
     check(blk_ids == blk, f"collapsed block nodes: {sorted(blk_ids)} expected {sorted(blk)}")
     check(stats["upd"] == nupd, f"update nodes: {stats['upd']} drawn, {nupd} expected")
     check(stats["in"] == ninputs, f"batch input nodes: {stats['in']} drawn, {ninputs} expected")
     check(stats["clusters"] == nblocks, f"clusters: {stats['clusters']} drawn, {nblocks} repeat blocks")
     check(stats["legend"] == 1, "no legend node")
+    check(stats["edges"] == nedges, f"edges: {stats['edges']} drawn, {nedges} expected from the plan's data flow")
     check(stats["labelled"] > 0 and stats["saved"] > 0, f"edges: {stats}")
     stats["nodes"] = len(op_ids) + len(blk_ids) + stats["upd"] + stats["in"] + stats["legend"]
     return stats
