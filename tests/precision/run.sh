@@ -2,10 +2,11 @@
 # run.sh MEMPLAN PYTHON WORKDIR: precision and micro-batching, end to end on
 # gpt2-mini's generated trainer:
 #  1. micro-batches with gradient accumulation equal the full batch (fp32):
-#     gpt2-mini's losses over 10 AdamW steps, and mlp's losses and weights
-#     after 10 SGD steps, to 1e-6 (AdamW's weights are compared by losses
-#     only: it moves an element whose gradient is rounding noise, like the
-#     key bias of attention, by lr whatever the noise);
+#     gpt2-mini's losses over 10 AdamW steps, and the losses and weights of
+#     gpt2-mini with SGD (its optimizer line swapped) and of mlp after 10
+#     steps, to 1e-6 (AdamW's weights are compared through the SGD twin: it
+#     moves an element whose gradient is rounding noise, like the key bias
+#     of attention, by lr whatever the noise);
 #  2. bf16 and fp16 (with loss scaling) track fp32 within 2% of the mean loss
 #     of the last 20 of 200 steps;
 #  3. a forced overflow (the trainer's test hook --force-overflow) skips the
@@ -22,7 +23,7 @@ build() { # name [memplan options]
   v=$1
   shift
   m=$model
-  case $v in mlp*) m=$mlp ;; esac
+  case $v in mlp*) m=$mlp ;; sgd*) m=$work/gpt2-mini-sgd.yaml ;; esac
   "$memplan" compile "$m" "$@" -o "$work/$v" > "$work/$v.report"
   cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release -DTRAINER_WERROR=ON -DTRAINER_CUDA=OFF > /dev/null
   cmake --build "$work/$v/build" -j2 > /dev/null
@@ -35,8 +36,12 @@ train() { # name tag steps [trainer options]
   "$work/$v/build/trainer" $data --steps "$steps" --seed 11 --threads 2 --log-every 50 --eval-batches 0 \
     --log "$work/$tag.csv" --save "$work/$tag.safetensors" "$@" > "$work/$tag.out"
 }
+sed 's/^optimizer: .*/optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.01}/' "$model" >"$work/gpt2-mini-sgd.yaml"
+grep -q "type: sgd" "$work/gpt2-mini-sgd.yaml" || { echo "FAIL: no SGD twin of gpt2-mini"; exit 1; }
 build fp32
 build mb2 --micro-batch 2
+build sgd
+build sgd_mb2 --micro-batch 2
 build bf16 --precision bf16
 build fp16 --precision fp16
 build mlp
@@ -48,6 +53,9 @@ echo "== micro-batches equal the full batch"
 train fp32 fp32_10 10
 train mb2 mb2_10 10
 "$py" "$here/compare.py" losses "$work/fp32_10.csv" "$work/mb2_10.csv" 1e-6
+train sgd sgd_10 10
+train sgd_mb2 sgd_mb2_10 10
+"$py" "$here/compare.py" same "$work/sgd_10.csv" "$work/sgd_mb2_10.csv" "$work/sgd_10.safetensors" "$work/sgd_mb2_10.safetensors" 1e-6
 train mlp mlp_10 10
 train mlp_mb mlp_mb_10 10
 "$py" "$here/compare.py" same "$work/mlp_10.csv" "$work/mlp_mb_10.csv" "$work/mlp_10.safetensors" "$work/mlp_mb_10.safetensors" 1e-6
