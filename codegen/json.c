@@ -86,7 +86,8 @@ static void stages(const Plan *p, Text *t) {
     text_json_str(t, s->first_layer);
     text_printf(t, ", \"last_layer\": ");
     text_json_str(t, s->last_layer);
-    text_printf(t, ", \"choice\": \"%c\", \"runs\": %d, \"kept_bytes\": %lld}", s->choice, s->runs, (long long)s->kept_bytes);
+    text_printf(t, ", \"choice\": \"%c\", \"half\": %s, \"runs\": %d, \"kept_bytes\": %lld}", s->choice,
+                s->half ? "true" : "false", s->runs, (long long)s->kept_bytes);
   }
   text_printf(t, "%s],\n", p->nstages ? "\n  " : "");
 }

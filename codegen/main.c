@@ -44,7 +44,7 @@ static const char compile_help[] =
     "      --time-limit S    seconds the offset search may take (default 0.5)\n"
     "      --no-fuse-updates run every optimizer update after the whole backward pass\n"
     "      --precision P     storage of saved activations: fp32 (default), bf16, fp16 (with loss\n"
-    "                        scaling), or auto (bf16 only where it recomputes less than fp32)\n"
+    "                        scaling), or auto (bf16, stage by stage, where it beats recomputing)\n"
     "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
     "                        (default: only when nothing else fits the budget)\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
@@ -210,7 +210,7 @@ static void over_budget(const char *model, int64_t budget, const FitResult *r) {
 
 static FitOptions fit_options(const Options *o) {
   return (FitOptions){.fuse = !o->no_fuse, .align = o->align, .time_limit = o->time_limit, .backend = BACKEND_CPU,
-                      .units = 500, .accumulation = 1,
+                      .units = 500, .accumulation = 1, .precision = o->precision,
                       .guard = o->guard ? 64 : 0};
 }
 
@@ -255,31 +255,18 @@ static FitResult fit_noted(Arena *ar, Levers *L, const Options *o, Graph *g, con
   FitResult r = fit_budget(ar, g, o->budget, fo);
   const char *bdim = batch_dim(g);
   int mb = bdim ? (int)dim_value(g, bdim) : 0;
-  PlanLever l = {prec_name(fo->precision), mb, fo->accumulation, r.keep_arena, r.plan ? r.plan->arena_bytes : r.min_arena,
+  PlanLever l = {r.plan ? r.plan->precision : prec_name(fo->precision), mb, fo->accumulation, r.keep_arena, r.plan ? r.plan->arena_bytes : r.min_arena,
                  r.plan ? r.plan->extra_flops : 0, r.plan ? r.plan->step_flops : 0, r.plan != NULL, false};
   VEC_PUSH(ar, *L, l);
   return r;
 }
 
-/* The fastest plan at one batch size over the precisions allowed (auto:
- * fp32, then bf16 when fp32 needs recomputation: lowering wins when it
- * recomputes less). */
-static FitResult fit_precisions(Arena *ar, Levers *L, const Options *o, Graph *g, FitOptions *fo) {
-  if (o->precision != PREC_AUTO) return fo->precision = o->precision, fit_noted(ar, L, o, g, fo);
-  fo->precision = PREC_FP32;
-  FitResult a = fit_noted(ar, L, o, g, fo);
-  if (a.plan && a.plan->extra_flops == 0) return a;
-  fo->precision = PREC_BF16;
-  FitResult b = fit_noted(ar, L, o, g, fo);
-  if (b.min_arena > a.min_arena) b.min_arena = a.min_arena;
-  if (!b.plan || (a.plan && a.plan->extra_flops <= b.plan->extra_flops)) return a.min_arena = b.min_arena, a;
-  return b;
-}
-
-/* The budget's levers in order: keep everything; recompute and (auto) lower
- * precision (fit_precisions); then the largest micro-batch dividing the
- * batch that fits, with both at that size too. --micro-batch forces one.
- * Every configuration tried is recorded in the plan, the chosen one marked. */
+/* The budget's levers in order: keep everything; recompute (fit_budget:
+ * under --precision auto the DP also chooses, stage by stage, between fp32
+ * and bf16 storage of what it keeps, paying the casts); then the largest
+ * micro-batch dividing the batch that fits, with both at that size too.
+ * --micro-batch forces one. Every configuration tried is recorded in the
+ * plan, the chosen one marked. */
 static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
   Levers L = {0};
   const char *bdim = batch_dim(*g);
@@ -293,23 +280,22 @@ static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
     }
     fo->accumulation = (int)(B / o->micro_batch);
     *g = with_micro_batch(ar, o, bdim, o->micro_batch);
-    r = fit_precisions(ar, &L, o, *g, fo);
+    r = fit_noted(ar, &L, o, *g, fo);
   } else {
-    r = fit_precisions(ar, &L, o, *g, fo);
+    r = fit_noted(ar, &L, o, *g, fo);
     int64_t least = r.min_arena;
     for (int64_t mb = B - 1; !r.plan && mb >= 1; mb--) {
       if (B % mb) continue;
       fo->accumulation = (int)(B / mb);
       *g = with_micro_batch(ar, o, bdim, mb);
-      r = fit_precisions(ar, &L, o, *g, fo);
+      r = fit_noted(ar, &L, o, *g, fo);
       if (r.min_arena < least) least = r.min_arena;
     }
     r.min_arena = least;
   }
   if (r.plan) {
     for (int i = L.n - 1; i >= 0; i--) /* the chosen one: the last whose plan is the one returned */
-      if (L.v[i].fits && !strcmp(L.v[i].precision, r.plan->precision) && L.v[i].arena == r.plan->arena_bytes &&
-          L.v[i].extra_flops == r.plan->extra_flops) {
+      if (L.v[i].fits && L.v[i].arena == r.plan->arena_bytes && L.v[i].extra_flops == r.plan->extra_flops) {
         L.v[i].chosen = true;
         break;
       }
@@ -331,7 +317,8 @@ static int compile_main(int argc, char **argv) {
   Plan *p = r.plan;
   if (dumping(&o, "step")) return ad_dump(r.step, stdout), ar_free(&ar), 0;
   if (dumping(&o, "live")) return live_dump(r.step, live_build(&ar, r.step, r.step->train, r.step->ntrain), stdout), ar_free(&ar), 0;
-  if (r.step->fused && !p->extra_flops && !o.guard) /* what fusing the updates saves, for the report */
+  if (r.step->fused && !p->extra_flops && !o.guard && (o.precision != PREC_AUTO || !strcmp(p->precision, "fp32")))
+    /* what fusing the updates saves, for the report */
     p->unfused_lower_bound = fit_unfused_lower_bound(&ar, g, &fo, p);
   p->compile_seconds = mp_now() - t0;
   const char *bad = verify_plan(p);

@@ -365,6 +365,7 @@ static void read_totals(Ctx *C, const JVal *root, Plan *p) {
     ps->first_layer = get(s, "first_layer", J_STR)->s;
     ps->last_layer = get(s, "last_layer", J_STR)->s;
     ps->choice = *CHOICES[get_enum(s, "choice", CHOICES, 3)];
+    ps->half = find(s, "half") && get(s, "half", J_BOOL)->b;
     ps->runs = (int)get_int(s, "runs", 0, INT32_MAX);
     ps->kept_bytes = get_int(s, "kept_bytes", 0, PLAN_MAX_VALUE);
   }

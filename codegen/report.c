@@ -82,6 +82,9 @@ static void stages(const Plan *p, FILE *out) {
     const char *what = s->choice == 'R'   ? "recomputed from its input checkpoint"
                        : s->choice == 'S' ? "selective: matrix products kept, cheap ops recomputed"
                                           : "kept";
+    if (s->half) what = s->choice == 'R' ? "recomputed from its input checkpoint, kept run in bf16"
+                        : s->choice == 'S' ? "selective, matrix products kept in bf16"
+                                           : "kept, in bf16";
     fprintf(out, "  %-12s .. %-12s %-54s keeps %s\n", s->first_layer, s->last_layer, what,
             mp_fmt_bytes(x, sizeof x, s->kept_bytes));
   }

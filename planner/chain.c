@@ -67,7 +67,10 @@ static int64_t op_work(const Graph *g, const Op *o, int stage_out) {
   return grads > outs ? grads : outs;
 }
 
-static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, const bool *half, Stage *st) {
+/* Is option a at least as fast with at most as much memory as b? */
+static bool dominates(const StageOption *a, const StageOption *b) { return a->keep_bytes <= b->keep_bytes && a->b <= b->b; }
+
+static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, const bool *half, bool choose, Stage *st) {
   double bwd = 0;
   for (int i = st->first; i < st->last; i++) {
     const Op *o = &g->ops[plain->train[i].op];
@@ -78,35 +81,64 @@ static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, 
     if (w > st->work) st->work = w;
   }
   st->nopt = 0;
-  for (int k = 0; k < KEEP_COUNT; k++) {
-    StageOption *so = &st->opt[st->nopt];
-    *so = (StageOption){bwd, 0, 0, 0};
+  for (int v = 0; v < (choose ? 2 : 1) * KEEP_COUNT; v++) {
+    KeepOption k = (KeepOption)(v % KEEP_COUNT);
+    bool h = choose ? v >= KEEP_COUNT : half != NULL;
+    StageOption so = {k, h, bwd, 0, 0, 0};
     for (int i = st->first; i < st->last; i++) {
       const Op *o = &g->ops[plain->train[i].op];
       bool redo = false;
       for (int j = 0; j < o->nout; j++) {
         int t = o->out[j];
-        if (chain_keeps(g, plain, st, (KeepOption)k, t)) so->keep_bytes += kept_bytes(g, half, t);
-        else redo |= plain->saved[t];
+        if (chain_keeps(g, plain, st, k, t)) {
+          so.keep_bytes += kept_bytes(g, h ? half : NULL, t);
+          if (choose && h && half[t]) /* cast down after forward, up before backward: 12 bytes an element */
+            so.b += 12.0 * (double)shape_numel(&g->t[t].shape) / cm->bandwidth;
+        } else {
+          redo |= plain->saved[t];
+        }
       }
       if (redo) {
-        so->recompute += cost_op(cm, g, o, false);
-        so->recompute_flops += op_info(o->kind)->flops(g, o, false);
+        so.recompute += cost_op(cm, g, o, false);
+        so.recompute_flops += op_info(o->kind)->flops(g, o, false);
       }
     }
-    so->b += so->recompute;
-    /* an option identical in memory to the previous one adds nothing */
-    if (st->nopt == 0 || so->keep_bytes < st->opt[st->nopt - 1].keep_bytes) st->nopt++;
+    so.b += so.recompute;
+    /* keep only options no other beats in both time and memory (the
+     * first of equals: fp32 keep-all stays option 0) */
+    bool beaten = false;
+    for (int x = 0; x < st->nopt; x++) beaten |= dominates(&st->opt[x], &so);
+    if (beaten) continue;
+    int n = 0;
+    for (int x = 0; x < st->nopt; x++)
+      if (!dominates(&so, &st->opt[x])) st->opt[n++] = st->opt[x];
+    st->opt[n++] = so;
+    st->nopt = n;
   }
 }
 
-Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, const bool *half) {
+int chain_option(const Stage *s, KeepOption k, bool h) {
+  for (int x = 0; x < s->nopt; x++)
+    if (s->opt[x].keep == k && s->opt[x].half == h) return x;
+  return 0;
+}
+
+int chain_lightest(const Stage *s) {
+  int best = 0;
+  for (int x = 1; x < s->nopt; x++)
+    if (s->opt[x].keep_bytes < s->opt[best].keep_bytes ||
+        (s->opt[x].keep_bytes == s->opt[best].keep_bytes && s->opt[x].b < s->opt[best].b))
+      best = x;
+  return best;
+}
+
+Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, const bool *half, bool choose) {
   int nf = 0;
   while (nf < plain->ntrain && plain->train[nf].phase == PHASE_FORWARD) nf++;
   int *crossing = ar_alloc(ar, sizeof(int) * (size_t)(nf + 1));
   bool *cut = cuts(ar, g, plain, nf, crossing);
   Chain *c = ar_alloc(ar, sizeof(Chain));
-  c->g = g, c->plain = plain;
+  c->g = g, c->plain = plain, c->choose_half = choose;
   c->s = ar_alloc(ar, sizeof(Stage) * (size_t)(nf + 1));
   int start = 0, in = -1;
   for (int i = 0; i < nf; i++) {
@@ -114,7 +146,7 @@ Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel
     Stage *st = &c->s[c->n++];
     *st = (Stage){.first = start, .last = i + 1, .in = in, .out = i + 1 < nf ? crossing[i] : plain->loss};
     st->x_in = in >= 0 ? tbytes(g, in) : 0;
-    stage_costs(g, plain, cm, half, st);
+    stage_costs(g, plain, cm, half, choose, st);
     start = i + 1, in = st->out;
   }
   return c;
@@ -122,7 +154,7 @@ Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel
 
 bool chain_keeps_cb(const void *chain, int s, int k, int t) {
   const Chain *c = chain;
-  return chain_keeps(c->g, c->plain, &c->s[s], (KeepOption)k, t);
+  return chain_keeps(c->g, c->plain, &c->s[s], c->s[s].opt[k].keep, t);
 }
 
 int *chain_stage_first(Arena *ar, const Chain *c) {

@@ -16,11 +16,15 @@ typedef enum {
 } KeepOption;
 
 /* The DP (ckpt.c) takes up to this many options per stage, as Rockmate
- * does; the chains chain_build cuts offer KEEP_COUNT of them. */
-enum { STAGE_MAX_OPTIONS = 4 };
+ * does; chain_build offers each KeepOption, in fp32 and, when it chooses
+ * precision (--precision auto), with half-precision storage too. */
+enum { STAGE_MAX_OPTIONS = 2 * KEEP_COUNT };
 
 typedef struct {
-  double b;           /* seconds: backward of the stage plus what it recomputes */
+  KeepOption keep;    /* what forward keeps */
+  bool half;          /* kept tensors that may be lowered are stored in half precision */
+  double b;           /* seconds: backward of the stage plus what it recomputes (and, when the
+                         chain chooses precision, the casts of its half copies) */
   int64_t keep_bytes; /* kept for backward, the stage output included */
   double recompute;   /* seconds of recomputation inside backward */
   int64_t recompute_flops;
@@ -33,7 +37,7 @@ typedef struct {
   int64_t work;       /* working memory while the stage runs (fresh gradients, transient outputs) */
   double f;           /* seconds of forward */
   int64_t f_flops;
-  int nopt;           /* options that differ: 1 .. KEEP_COUNT from chain_build */
+  int nopt;           /* options none of which is as fast with as little memory as another */
   StageOption opt[STAGE_MAX_OPTIONS];
 } Stage;
 
@@ -42,16 +46,26 @@ typedef struct {
   int n;
   const Graph *g;     /* what the chain was cut from */
   const Step *plain;
+  bool choose_half;   /* options differ in storage precision (auto) */
 } Chain;
 
 /* Cuts the forward list of a plain step (ad_build with no checkpointing)
  * into stages. A graph with no cut is one stage: nothing to recompute.
- * half (may be NULL): graph tensors whose saved copy is stored in 2 bytes. */
-Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, const bool *half);
+ * half (may be NULL): graph tensors whose saved copy may be stored in 2
+ * bytes. choose false: every option stores them so (a fixed bf16 or fp16
+ * policy); true: each keep option comes in fp32 and in half, the half one
+ * paying its casts' time, and the DP chooses per stage (auto). */
+Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, const bool *half, bool choose);
 
-/* Does option k of stage s keep graph tensor t (produced in the stage)? */
+/* The index of stage s's option keeping k with half storage h, or of the
+ * option that replaced it (an identical fp32 keep-all is always option 0). */
+int chain_option(const Stage *s, KeepOption k, bool h);
+/* The option of stage s that keeps the least memory. */
+int chain_lightest(const Stage *s);
+
+/* Does keep option k of stage s keep graph tensor t (produced in the stage)? */
 bool chain_keeps(const Graph *g, const Step *plain, const Stage *s, KeepOption k, int t);
-/* The same as an Actions.keeps callback, with the Chain as its context. */
+/* The same as an Actions.keeps callback (k an option index), with the Chain as its context. */
 bool chain_keeps_cb(const void *chain, int s, int k, int t);
 /* Per stage its first forward-list index, and the end at [n]: Actions.stage_first. */
 int *chain_stage_first(Arena *ar, const Chain *c);

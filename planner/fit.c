@@ -7,9 +7,16 @@
 #include "live.h"
 #include "plan_build.h"
 
-/* Saved activations that the precision policy stores in half (NULL: none). */
+/* Saved activations that the precision policy may store in half (NULL:
+ * none). bf16 and fp16 store all of them so; auto chooses per stage. */
 static bool *half_set(Arena *ar, const Graph *g, const FitOptions *o) {
   return o->precision == PREC_FP32 ? NULL : prec_candidates(ar, g, ad_build(ar, g, true, NULL));
+}
+
+/* What the step keeping everything lowers: under auto, nothing (fp32 first;
+ * half storage is a lever the DP pulls per stage). */
+static bool *plain_half(Arena *ar, const Graph *g, const FitOptions *o) {
+  return o->precision == PREC_AUTO ? NULL : half_set(ar, g, o);
 }
 
 /* The step for actions (NULL: keep everything) under the options: with
@@ -20,7 +27,8 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
   bool accum = o->accumulation > 1, scaled = o->precision == PREC_FP16;
   Step *s = ad_build(ar, g, o->fuse && !accum && !scaled, a);
   s->accumulation = accum ? o->accumulation : 1;
-  return half ? prec_lower(ar, s, half, prec_dtype(o->precision)) : s; /* the copy keeps accumulation */
+  DType dt = o->precision == PREC_AUTO ? DT_BF16 : prec_dtype(o->precision);
+  return half ? prec_lower(ar, s, half, dt) : s; /* the copy keeps accumulation */
 }
 
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
@@ -30,6 +38,11 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   plan_assign(p, o->time_limit);
   p->extra_flops = s->recompute_flops;
   p->precision = prec_name(o->precision);
+  if (o->precision == PREC_AUTO) { /* what auto chose: bf16 where anything was lowered */
+    p->precision = "fp32";
+    for (int b = 0; b < p->nbuf; b++)
+      if (p->buf[b].dtype == DT_BF16) p->precision = "bf16";
+  }
   p->loss_scaling = o->precision == PREC_FP16;
   return p;
 }
@@ -37,7 +50,7 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
 int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Plan *fused) {
   FitOptions u = *o;
   u.fuse = false;
-  Step *s = build_step(ar, g, &u, NULL, half_set(ar, g, o));
+  Step *s = build_step(ar, g, &u, NULL, plain_half(ar, g, o));
   int at;
   int64_t lb = live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
   for (int b = 0; b < fused->nbuf; b++) /* the step's tensors do not include the library workspace */
@@ -59,8 +72,10 @@ static void describe(Arena *ar, Plan *p, const Graph *g, const Step *plain, cons
     if (a->a[x].kind == ACT_BACKWARD) continue;
     ps->runs++;
     if (a->a[x].kind == ACT_KEEP) {
-      ps->kept_bytes = c->s[a->a[x].stage].opt[a->a[x].option].keep_bytes;
-      ps->choice = a->a[x].option == KEEP_SELECTIVE ? 'S' : 'K';
+      const StageOption *so = &c->s[a->a[x].stage].opt[a->a[x].option];
+      ps->kept_bytes = so->keep_bytes;
+      ps->choice = so->keep == KEEP_SELECTIVE ? 'S' : 'K';
+      ps->half = so->half && c->choose_half;
     }
   }
   for (int i = 0; i < c->n; i++)
@@ -80,7 +95,7 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
   S->g = g, S->o = o;
   S->half = half_set(ar, g, o);
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
-  S->chain = chain_build(ar, g, S->plain, cost_model(o->backend), S->half);
+  S->chain = chain_build(ar, g, S->plain, cost_model(o->backend), S->half, o->precision == PREC_AUTO);
   /* the table has stages^2 (M + 1) cells: fewer units for long chains, and
    * no checkpointing where even 8 units would not fit in 2^26 cells */
   int64_t n = S->chain->n, M = o->units > 0 ? o->units : 500, cap = ((int64_t)1 << 26) / (n * n) - 1;
@@ -88,10 +103,28 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
   S->T = n > 1 && M >= 8 ? ckpt_solve(ar, S->chain, (int)M, ckpt_unit(S->chain, (int)M)) : NULL;
 }
 
+/* The tensors a schedule stores in half: all candidates under a fixed
+ * policy; under auto, the candidates of the stages whose kept run chose a
+ * half option. */
+static const bool *half_of(Arena *ar, const Solver *S, const Actions *a) {
+  if (S->o->precision != PREC_AUTO || !S->half) return S->half;
+  const Graph *g = S->g;
+  bool *h = ar_alloc(ar, sizeof(bool) * (size_t)(g->nt + 1));
+  for (int x = 0; x < a->n; x++) {
+    const Stage *st = &S->chain->s[a->a[x].stage];
+    if (a->a[x].kind != ACT_KEEP || !st->opt[a->a[x].option].half) continue;
+    for (int i = st->first; i < st->last; i++) {
+      const Op *o = &g->ops[S->plain->train[i].op];
+      for (int j = 0; j < o->nout; j++) h[o->out[j]] = S->half[o->out[j]];
+    }
+  }
+  return h;
+}
+
 /* The plan of the DP's schedule at m units, built in ar. */
 static Plan *candidate(Arena *ar, Solver *S, int m, Step **step) {
   Actions a = ckpt_actions(ar, S->T, m);
-  Step *s = build_step(ar, S->g, S->o, &a, S->half);
+  Step *s = build_step(ar, S->g, S->o, &a, half_of(ar, S, &a));
   Plan *p = fit_plan(ar, S->g, s, S->o);
   describe(ar, p, S->g, S->plain, S->chain, &a);
   if (step) *step = s;
@@ -114,7 +147,7 @@ static Actions lightest(Arena *ar, const Chain *c, Actions a) {
   Action *v = ar_alloc(ar, sizeof(Action) * (size_t)(a.n ? a.n : 1));
   for (int x = 0; x < a.n; x++) {
     v[x] = a.a[x];
-    if (v[x].kind != ACT_FORWARD) v[x].option = c->s[v[x].stage].nopt - 1;
+    if (v[x].kind != ACT_FORWARD) v[x].option = chain_lightest(&c->s[v[x].stage]);
   }
   a.a = v;
   return a;
@@ -125,7 +158,7 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, 
   Arena tmp = {0};
   Actions a = ckpt_actions(&tmp, S->T, m);
   if (light) a = lightest(&tmp, S->chain, a);
-  Plan *p = fit_plan(&tmp, S->g, build_step(&tmp, S->g, S->o, &a, S->half), S->o);
+  Plan *p = fit_plan(&tmp, S->g, build_step(&tmp, S->g, S->o, &a, half_of(&tmp, S, &a)), S->o);
   int64_t arena = p->arena_bytes;
   *time = schedule_time(S->chain, &a);
   ar_free(&tmp);
@@ -136,7 +169,7 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, 
 
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o) {
   FitResult r = {0};
-  Step *plain = build_step(ar, g, o, NULL, half_set(ar, g, o));
+  Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
   Plan *p = fit_plan(ar, g, plain, o);
   r.min_arena = r.keep_arena = p->arena_bytes, r.candidates = 1;
   if (!budget || p->arena_bytes <= budget) return r.plan = p, r.step = plain, r;
@@ -164,7 +197,7 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     solver_init(ar, &W, g, o);
     Actions a = ckpt_actions(ar, W.T, best_m);
     if (best_light) a = lightest(ar, W.chain, a);
-    r.step = build_step(ar, g, o, &a, W.half);
+    r.step = build_step(ar, g, o, &a, half_of(ar, &W, &a));
     r.plan = fit_plan(ar, g, r.step, o);
     describe(ar, r.plan, g, W.plain, W.chain, &a);
   }
@@ -186,7 +219,7 @@ static void sweep_row(FILE *out, const Plan *p) {
 void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   Solver S;
   solver_init(ar, &S, g, o);
-  Plan *base = fit_plan(ar, g, build_step(ar, g, o, NULL, S.half), o);
+  Plan *base = fit_plan(ar, g, build_step(ar, g, o, NULL, plain_half(ar, g, o)), o);
   fprintf(out, "%-16s %16s %9s  stages (K keep, S selective, R recompute)\n", "arena bytes", "arena", "extra %");
   sweep_row(out, base);
   int64_t best = base->arena_bytes, printed = best, step = base->arena_bytes / 100;

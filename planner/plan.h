@@ -80,6 +80,7 @@ typedef struct {
 typedef struct {
   const char *first_layer, *last_layer;
   char choice;        /* 'K' keep all, 'S' selective (cheap ops recomputed), 'R' forward rerun from a checkpoint */
+  bool half;          /* --precision auto chose half-precision storage for what it keeps */
   int runs;           /* forward runs of the stage */
   int64_t kept_bytes; /* what its kept run holds for backward */
 } PlanStage;

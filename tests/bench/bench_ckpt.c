@@ -23,13 +23,13 @@
 static Actions scheme(Arena *ar, const Chain *c, const int *seg, const bool *redo, KeepOption opt) {
   Action *a = ar_alloc(ar, sizeof(Action) * (size_t)(4 * c->n));
   int n = 0;
-  for (int i = 0; i < c->n; i++) a[n++] = (Action){redo[seg[i]] ? ACT_FORWARD : ACT_KEEP, i, opt};
+  for (int i = 0; i < c->n; i++) a[n++] = (Action){redo[seg[i]] ? ACT_FORWARD : ACT_KEEP, i, chain_option(&c->s[i], opt, false)};
   for (int hi = c->n - 1; hi >= 0;) {
     int lo = hi;
     while (lo > 0 && seg[lo - 1] == seg[hi]) lo--;
     if (redo[seg[hi]])
-      for (int i = lo; i <= hi; i++) a[n++] = (Action){ACT_KEEP, i, opt};
-    for (int i = hi; i >= lo; i--) a[n++] = (Action){ACT_BACKWARD, i, opt};
+      for (int i = lo; i <= hi; i++) a[n++] = (Action){ACT_KEEP, i, chain_option(&c->s[i], opt, false)};
+    for (int i = hi; i >= lo; i--) a[n++] = (Action){ACT_BACKWARD, i, chain_option(&c->s[i], opt, false)};
     hi = lo - 1;
   }
   return (Actions){a, n, chain_stage_first(ar, c), c->n, chain_keeps_cb, c};
@@ -68,7 +68,7 @@ static void gpt2(const char *models) {
   Arena ar = {0};
   Graph *g = load_model(&ar, path, NULL, 0);
   Step *plain = ad_build(&ar, g, true, NULL);
-  Chain *c = chain_build(&ar, g, plain, cost_model(BACKEND_CPU), NULL);
+  Chain *c = chain_build(&ar, g, plain, cost_model(BACKEND_CPU), NULL, false);
   Plan *full = fit_plan(&ar, g, plain, &o);
   int64_t act_full = full->arena_bytes - full->persistent_bytes;
   printf("GPT-2 124M, B=8 T=1024 fp32, %d stages; activation memory = arena - parameters and optimizer state\n",
@@ -136,14 +136,14 @@ static void gpt2(const char *models) {
 static void dp_speed(void) {
   Arena ar = {0};
   int n = 100;
-  Chain c = {ar_alloc(&ar, sizeof(Stage) * (size_t)n), n, NULL, NULL}; /* the DP alone */
+  Chain c = {ar_alloc(&ar, sizeof(Stage) * (size_t)n), n, NULL, NULL, false}; /* the DP alone */
   uint64_t s = 12345;
   for (int i = 0; i < n; i++) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     int r = (int)(s >> 33);
     c.s[i] = (Stage){.x_in = i ? 10 + r % 20 : 0, .work = 5 + r % 7, .f = 1 + r % 5, .nopt = STAGE_MAX_OPTIONS};
     for (int k = 0; k < STAGE_MAX_OPTIONS; k++)
-      c.s[i].opt[k] = (StageOption){2 + k + r % 6, 40 + r % 30 - 8 * k, 0, 0};
+      c.s[i].opt[k] = (StageOption){.b = 2 + k + r % 6, .keep_bytes = 40 + r % 30 - 8 * k};
   }
   double t0 = mp_now();
   CkptTable *T = ckpt_solve(&ar, &c, 500, ckpt_unit(&c, 500));

@@ -7,8 +7,10 @@ about the budget's levers, checked against plans compiled in the same run.
 - Levers: GPT-2 124M at --budget 3G lists every configuration tried, in order
   (the full batch first, which does not fit, then micro-batches), exactly one
   chosen, and the chosen one is the plan's own arena, extra FLOPs and batch
-  split; the report prints the same lines. With --precision auto both
-  precisions are tried at each batch size.
+  split; the report prints the same lines.
+- --precision auto at 3G chooses per stage: it lowers some but not all of
+  what bf16 lowers, and recomputes no more than fp32 does at that budget;
+  at 8G, where everything fits, it lowers nothing.
 - A micro-batch is the planner's choice, not a --set: plan.json's "set" does
   not list the batch dim, and the report does not star it.
 - --precision bf16: the report names every lowered tensor (all of plan.json's
@@ -65,9 +67,16 @@ check(sum(1 for line in report.splitlines() if "does not fit" in line) == sum(no
 check("B" not in plan["set"], f"micro-batch recorded as a --set: {plan['set']}")
 check(" B=4 " in report and "B=4*" not in report, "report stars the micro-batched dim")
 
-auto, _ = compile_("gpt2-3g-auto", "gpt2-124m", "--budget", "3G", "--precision", "auto")
-pairs = [(l["precision"], l["accumulation_steps"]) for l in auto["levers"]]
-check(pairs[:2] == [("fp32", 1), ("bf16", 1)], f"auto: levers {pairs}")
+auto, report_auto = compile_("gpt2-3g-auto", "gpt2-124m", "--budget", "3G", "--precision", "auto")
+allbf, _ = compile_("gpt2-3g-bf16", "gpt2-124m", "--budget", "3G", "--precision", "bf16")
+half = lambda p: sum(b["dtype"] == "bf16" for b in p["buffers"])
+check(0 < half(auto) < half(allbf), f"auto lowered {half(auto)} tensors, bf16 lowers {half(allbf)}")
+check(auto["precision"] == "bf16" and auto["totals"]["arena_bytes"] <= 3 << 30, "auto at 3G")
+check(auto["totals"]["extra_flops"] <= t["extra_flops"], f"auto recomputes {auto['totals']['extra_flops']}, fp32 {t['extra_flops']}")
+check(any(s["half"] for s in auto["stages"]) and not all(s["half"] for s in auto["stages"]), "auto: stages' half flags")
+check("in bf16" in report_auto, "report: no stage kept in bf16")
+roomy, _ = compile_("gpt2-8g-auto", "gpt2-124m", "--budget", "8G", "--precision", "auto")
+check(half(roomy) == 0 and roomy["precision"] == "fp32", "auto lowers tensors when everything fits")
 
 forced, _ = compile_("mini-mb2", "gpt2-mini", "--micro-batch", "2")
 check("B" not in forced["set"] and len(forced["levers"]) == 1 and forced["levers"][0]["chosen"],

@@ -7,8 +7,9 @@
 #     steps, to 1e-6 (AdamW's weights are compared through the SGD twin: it
 #     moves an element whose gradient is rounding noise, like the key bias
 #     of attention, by lr whatever the noise);
-#  2. bf16 and fp16 (with loss scaling) track fp32 within 2% of the mean loss
-#     of the last 20 of 200 steps;
+#  2. bf16, fp16 (with loss scaling) and auto under a budget that makes it
+#     mix bf16 storage with recomputation track fp32 within 2% of the mean
+#     loss of the last 20 of 200 steps;
 #  3. a forced overflow (the trainer's test hook --force-overflow) skips the
 #     step, halves the scale and leaves the weights untouched.
 set -eu
@@ -44,10 +45,13 @@ build sgd
 build sgd_mb2 --micro-batch 2
 build bf16 --precision bf16
 build fp16 --precision fp16
+build auto --precision auto --budget 8600000
 build mlp
 build mlp_mb --micro-batch 16
 grep -q "batch 4 as 2 micro-batches of 2" "$work/mb2.report" || { echo "FAIL: no micro-batches planned"; exit 1; }
 grep -q "precision bf16: .* saved activations stored in half precision" "$work/bf16.report" || { echo "FAIL: nothing lowered"; exit 1; }
+grep -q "precision bf16: .* saved activations stored in half precision" "$work/auto.report" &&
+  grep -q "^checkpointing: " "$work/auto.report" || { echo "FAIL: auto at 8600000 B does not mix bf16 and recomputation"; cat "$work/auto.report"; exit 1; }
 
 echo "== micro-batches equal the full batch"
 train fp32 fp32_10 10
@@ -64,8 +68,10 @@ echo "== half precision tracks fp32"
 train fp32 fp32_200 200
 train bf16 bf16_200 200
 train fp16 fp16_200 200
+train auto auto_200 200
 "$py" "$here/compare.py" track "$work/fp32_200.csv" "$work/bf16_200.csv" 0.02 20
 "$py" "$here/compare.py" track "$work/fp32_200.csv" "$work/fp16_200.csv" 0.02 20
+"$py" "$here/compare.py" track "$work/fp32_200.csv" "$work/auto_200.csv" 0.02 20
 grep "loss scaling:" "$work/fp16_200.out"
 
 echo "== a forced overflow skips the step"
