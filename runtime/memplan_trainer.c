@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -238,6 +240,32 @@ static void json_str(FILE *f, const char *s) {
 /* safetensors: u64 header length N, N bytes of JSON (padded with spaces to a
  * multiple of 8), then the tensors' bytes; F32, little-endian, row-major.
  * Written to a temp file, synced, then renamed over path. */
+
+/* Temp files PATH.tmp.PID that a process killed inside a save left behind
+ * (PID no longer running): removed after a save succeeded. Only this
+ * pattern, only dead writers; a failure here is harmless. */
+static void remove_stale_temps(const char *path) {
+  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+  int dn = slash && slash > path ? (int)(slash - path) : 1; /* "dir", "/" or "." */
+  char *dir = xmalloc((size_t)dn + 1, "a path");
+  snprintf(dir, (size_t)dn + 1, "%.*s", dn, slash ? path : ".");
+  DIR *d = opendir(dir);
+  size_t bn = strlen(base);
+  for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+    char *end;
+    if (strncmp(e->d_name, base, bn) || strncmp(e->d_name + bn, ".tmp.", 5)) continue;
+    long pid = strtol(e->d_name + bn + 5, &end, 10);
+    if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    size_t fn = strlen(dir) + strlen(e->d_name) + 2;
+    char *f = xmalloc(fn, "a path");
+    snprintf(f, fn, "%s/%s", dir, e->d_name);
+    remove(f);
+    free(f);
+  }
+  if (d) closedir(d);
+  free(dir);
+}
+
 static void save_safetensors(const char *path, const unsigned char *arena, const TrModel *m) {
   char *hdr = NULL;
   size_t hn = 0;
@@ -279,6 +307,7 @@ static void save_safetensors(const char *path, const unsigned char *arena, const
   }
   free(tmp);
   free(hdr);
+  remove_stale_temps(path);
 }
 
 /* A JSON reader just large enough for safetensors headers. */

@@ -28,4 +28,17 @@ for delay in 0.05 0.1 0.15 0.2 0.25 0.3 0.35 0.4 0.5 0.6 0.7 0.8; do
 done
 # a kill inside a save leaves its temp file: evidence the window was hit
 inside=$(ls "$work"/w.safetensors.tmp.* 2>/dev/null | wc -l)
-echo "kill during save: $killed of 12 runs killed, $inside inside a save; the weights file stayed whole and loadable every time"
+# the next save that succeeds removes the temp files of dead writers, and
+# nothing else (a file of the same pattern for a live process stays)
+sleep 1000 & live=$!
+trap 'kill $live 2>/dev/null' EXIT
+true & dead=$!
+wait "$dead"
+: >"$work/w.safetensors.tmp.$live"
+: >"$work/w.safetensors.tmp.$dead"
+: >"$work/w.safetensors.tmp.notapid"
+"$t" --steps 0 --eval-batches 0 --seed 3 --save "$work/w.safetensors" > /dev/null
+left=$(ls "$work"/w.safetensors.tmp.* 2>/dev/null | sort | tr '\n' ' ')
+[ "$left" = "$work/w.safetensors.tmp.$live $work/w.safetensors.tmp.notapid " ] ||
+  { echo "FAIL: after a good save the temp files left are: $left"; exit 1; }
+echo "kill during save: $killed of 12 runs killed, $inside inside a save; the weights file stayed whole and loadable every time; the next save removed the dead writers' temp files"
