@@ -376,13 +376,14 @@ static void read_levers(Ctx *C, const JVal *root, Plan *p) {
   const JVal *lv = find(root, "levers");
   if (!lv) return;
   want(lv, J_ARR, "\"levers\"");
-  static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};
+  /* auto where nothing fit (a plan that fit names what auto chose) */
+  static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", "auto"};
   p->nlevers = lv->n;
   p->levers = ar_alloc(C->ar, sizeof(PlanLever) * (size_t)(lv->n + 1));
   for (int i = 0; i < lv->n; i++) {
     const JVal *v = want(&lv->items[i], J_OBJ, "a lever");
     PlanLever *l = &p->levers[i];
-    l->precision = PRECISIONS[get_enum(v, "precision", PRECISIONS, 3)];
+    l->precision = PRECISIONS[get_enum(v, "precision", PRECISIONS, 4)];
     l->micro_batch = (int)get_int(v, "micro_batch", 0, INT32_MAX);
     l->accumulation_steps = (int)get_int(v, "accumulation_steps", 0, INT32_MAX);
     l->keep_arena = get_int(v, "keep_arena_bytes", 0, PLAN_MAX_VALUE);

@@ -208,7 +208,8 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
 static void sweep_row(FILE *out, const Plan *p) {
   char buf[32], stages[4096];
   int n = 0;
-  for (int i = 0; i < p->nstages && n + 2 < (int)sizeof stages; i++) stages[n++] = p->stages[i].choice;
+  for (int i = 0; i < p->nstages && n + 2 < (int)sizeof stages; i++) /* lowercase: kept in bf16 */
+    stages[n++] = (char)(p->stages[i].half ? p->stages[i].choice - 'A' + 'a' : p->stages[i].choice);
   stages[n] = '\0';
   fprintf(out, "%-16lld %16s %8.2f%%  %s\n", (long long)p->arena_bytes, mp_fmt_bytes(buf, sizeof buf, p->arena_bytes),
           100.0 * (double)p->extra_flops / (double)p->step_flops, n ? stages : "all kept (no recomputation)");
@@ -220,7 +221,8 @@ void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   Solver S;
   solver_init(ar, &S, g, o);
   Plan *base = fit_plan(ar, g, build_step(ar, g, o, NULL, plain_half(ar, g, o)), o);
-  fprintf(out, "%-16s %16s %9s  stages (K keep, S selective, R recompute)\n", "arena bytes", "arena", "extra %");
+  fprintf(out, "%-16s %16s %9s  stages (K keep, S selective, R recompute; k, s, r: kept in bf16)\n", "arena bytes",
+          "arena", "extra %");
   sweep_row(out, base);
   int64_t best = base->arena_bytes, printed = best, step = base->arena_bytes / 100;
   double last = NAN;

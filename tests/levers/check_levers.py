@@ -15,6 +15,8 @@ about the budget's levers, checked against plans compiled in the same run.
   not list the batch dim, and the report does not star it.
 - --precision bf16: the report names every lowered tensor (all of plan.json's
   bf16 buffers).
+- memplan show reads every plan.json written here back (levers and stages
+  included).
 """
 import json
 import os
@@ -37,6 +39,8 @@ def compile_(name, model, *flags):
                        capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"{name}: memplan exited {r.returncode}: {r.stderr}")
+    s = subprocess.run([memplan, "show", os.path.join(d, "plan.json"), "--format", "dot"], capture_output=True, text=True)
+    check(s.returncode == 0, f"{name}: memplan show cannot read the plan back: {s.stderr}")
     return json.load(open(os.path.join(d, "plan.json"))), r.stdout
 
 
