@@ -38,7 +38,7 @@ static char *slurp(const char *path, size_t *len) {
     }
     size_t got = fread(buf + n, 1, cap - n - 1, f);
     n += got;
-    if (got == 0) break;
+    if (got == 0 || n > ((size_t)1 << 30)) break; /* plan_read refuses more than 1 GiB */
   }
   bool bad = ferror(f) || !buf;
   fclose(f);
