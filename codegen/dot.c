@@ -88,24 +88,10 @@ static void set(void *obj, const char *k, const char *v) { agsafeset(obj, (char 
 typedef struct {
   Agdisc_t disc; /* first: the callbacks find the table from it */
   Arena *ar;
-  const char **name; /* by index; hash slots hold index + 1 */
-  int n, cap, *slot;
+  StrMap index;  /* name -> its index in creation order */
+  VEC(const char *) name;
   IDTYPE anon;
 } IdTable;
-
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
-/* The slot of name s: holding its index + 1, or 0 where it would go. */
-static int *id_slot(IdTable *t, const char *s) {
-  for (uint64_t i = name_hash(s);; i++) {
-    int *q = &t->slot[i & (uint64_t)(2 * t->cap - 1)];
-    if (!*q || !strcmp(t->name[*q - 1], s)) return q;
-  }
-}
 
 static void *id_open(Agraph_t *g, Agdisc_t *disc) {
   (void)g;
@@ -119,21 +105,14 @@ static long id_map(void *state, int objtype, char *str, IDTYPE *id, int createfl
     *id = t->anon += 2;
     return 1;
   }
-  int *q = id_slot(t, str);
-  if (!*q) {
+  int i;
+  if (!strmap_get(&t->index, str, &i)) {
     if (!createflag) return 0;
-    if (t->n == t->cap) { /* grow: twice the names, rehash */
-      int cap = 2 * t->cap;
-      t->name = ar_grow(t->ar, t->name, sizeof(char *) * (size_t)t->cap, sizeof(char *) * (size_t)cap);
-      t->slot = ar_alloc(t->ar, sizeof(int) * (size_t)(2 * cap));
-      t->cap = cap;
-      for (int i = 0; i < t->n; i++) *id_slot(t, t->name[i]) = i + 1;
-      q = id_slot(t, str);
-    }
-    t->name[t->n++] = ar_strdup(t->ar, str);
-    *q = t->n;
+    const char *copy = ar_strdup(t->ar, str);
+    *strmap_slot(t->ar, &t->index, copy) = i = t->name.n;
+    VEC_PUSH(t->ar, t->name, copy);
   }
-  *id = 2 * (IDTYPE)(*q - 1);
+  *id = 2 * (IDTYPE)i;
   return 1;
 }
 
@@ -147,7 +126,7 @@ static void id_free(void *state, int objtype, IDTYPE id) { (void)state, (void)ob
 static char *id_print(void *state, int objtype, IDTYPE id) {
   (void)objtype;
   const IdTable *t = state;
-  return id % 2 == 0 && id / 2 < (IDTYPE)t->n ? (char *)t->name[id / 2] : NULL;
+  return id % 2 == 0 && id / 2 < (IDTYPE)t->name.n ? (char *)t->name.v[id / 2] : NULL;
 }
 
 static void id_close(void *state) { (void)state; /* the arena owns the table */ }
@@ -157,9 +136,7 @@ static void id_register(void *state, int objtype, void *obj) { (void)state, (voi
 static Agiddisc_t id_disc = {id_open, id_map, id_alloc, id_free, id_print, id_close, id_register};
 
 static void id_table_init(IdTable *t, Arena *ar) {
-  *t = (IdTable){{&AgMemDisc, &id_disc, &AgIoDisc}, ar, NULL, 0, 64, NULL, 1};
-  t->name = ar_alloc(ar, sizeof(char *) * 64);
-  t->slot = ar_alloc(ar, sizeof(int) * 128);
+  *t = (IdTable){{&AgMemDisc, &id_disc, &AgIoDisc}, ar, {0}, {0}, 1};
 }
 
 static const char *op_kind_name(OpKind k) {

@@ -188,6 +188,38 @@ const char *mp_fmt_bytes(char *buf, size_t n, int64_t b) {
   return buf;
 }
 
+static uint64_t str_hash(const char *s) { /* FNV-1a */
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+int *strmap_slot(Arena *ar, StrMap *m, const char *k) {
+  if (2 * (m->n + 1) > m->cap) { /* at most half full: grow and reinsert */
+    StrMap old = *m;
+    m->cap = old.cap ? 2 * old.cap : 256;
+    m->key = ar_alloc(ar, sizeof(char *) * (size_t)m->cap);
+    m->val = ar_alloc(ar, sizeof(int) * (size_t)m->cap);
+    m->n = 0;
+    for (int i = 0; i < old.cap; i++)
+      if (old.key[i]) *strmap_slot(ar, m, old.key[i]) = old.val[i];
+  }
+  size_t i = str_hash(k) & (size_t)(m->cap - 1);
+  while (m->key[i] && strcmp(m->key[i], k) != 0) i = (i + 1) & (size_t)(m->cap - 1);
+  if (!m->key[i]) m->key[i] = k, m->val[i] = INT32_MIN, m->n++; /* counts every key, so the table grows */
+  return &m->val[i];
+}
+
+bool strmap_get(const StrMap *m, const char *k, int *v) {
+  if (!m->cap) return false;
+  size_t i = str_hash(k) & (size_t)(m->cap - 1);
+  while (m->key[i]) {
+    if (strcmp(m->key[i], k) == 0) return *v = m->val[i], m->val[i] != INT32_MIN;
+    i = (i + 1) & (size_t)(m->cap - 1);
+  }
+  return false;
+}
+
 int mp_edit_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
   if (la > 64 || lb > 64) return 1 << 20;

@@ -67,6 +67,18 @@ int64_t ck_add_or_die(Loc loc, const char *what, int64_t a, int64_t b);
 int64_t mp_align_up(int64_t x, int64_t a);
 /* Human-readable bytes into buf: "1.50 GiB (1610612736 B)". */
 const char *mp_fmt_bytes(char *buf, size_t n, int64_t bytes);
+/* String keys to int values: open addressing over arena arrays. Keys are
+ * not copied (they must outlive the map). */
+typedef struct {
+  const char **key;
+  int *val;
+  int cap, n;
+} StrMap;
+/* The value slot of key k, made (holding INT32_MIN) when k is new. */
+int *strmap_slot(Arena *ar, StrMap *m, const char *k);
+/* Whether k holds a value other than INT32_MIN; the value goes to *v. */
+bool strmap_get(const StrMap *m, const char *k, int *v);
+
 /* Levenshtein distance, for "did you mean" suggestions. */
 int mp_edit_distance(const char *a, const char *b);
 /* Time since an unspecified start, in seconds (monotonic). */

@@ -51,18 +51,11 @@ typedef struct {
   Node *node;         /* the YAML mapping */
   int op;             /* OpKind, or OP_COUNT for causal_self_attention */
   int ninputs;
-  int input[MAX_OP_IN]; /* name ids (see Names) */
+  int input[MAX_OP_IN]; /* name ids (see Loader.names) */
   Loc input_loc[MAX_OP_IN];
   int share;          /* name id of a shared parameter's owner layer, -1 */
   int out;            /* tensor id of the layer's output, after build */
 } Layer;
-
-/* A name -> id table: ids < 0 are graph inputs (-1 - tensor id), >= 0 layers. */
-typedef struct {
-  const char **key;
-  int *val;
-  int cap, n;
-} Names;
 
 typedef struct {
   Arena *ar;
@@ -72,7 +65,7 @@ typedef struct {
   VEC(Tensor) t;
   VEC(Op) ops;
   VEC(Layer) layers;
-  Names names;
+  StrMap names; /* name -> id: ids < 0 are graph inputs (-1 - tensor id), >= 0 layers */
   const DimOverride *ov;
   int nov;
   bool gpt2_init;
@@ -81,42 +74,6 @@ typedef struct {
 
 static Loc loc_of(Loader *L, const Node *n) {
   return (Loc){L->path, (int)n->start_mark.line + 1, (int)n->start_mark.column + 1};
-}
-
-/* ---- names ---- */
-
-static uint64_t hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
-static int *names_slot(Loader *L, const char *k) {
-  Names *N = &L->names;
-  if (2 * (N->n + 1) > N->cap) {
-    Names old = *N;
-    N->cap = old.cap ? 2 * old.cap : 256;
-    N->key = ar_alloc(L->ar, sizeof(char *) * (size_t)N->cap);
-    N->val = ar_alloc(L->ar, sizeof(int) * (size_t)N->cap);
-    N->n = 0;
-    for (int i = 0; i < old.cap; i++)
-      if (old.key[i]) *names_slot(L, old.key[i]) = old.val[i];
-  }
-  size_t i = hash(k) & (size_t)(N->cap - 1);
-  while (N->key[i] && strcmp(N->key[i], k) != 0) i = (i + 1) & (size_t)(N->cap - 1);
-  if (!N->key[i]) N->key[i] = k, N->val[i] = INT32_MIN, N->n++; /* counts every key, so the table grows */
-  return &N->val[i];
-}
-
-static bool names_get(Loader *L, const char *k, int *v) {
-  Names *N = &L->names;
-  if (!N->cap) return false;
-  size_t i = hash(k) & (size_t)(N->cap - 1);
-  while (N->key[i]) {
-    if (strcmp(N->key[i], k) == 0) return *v = N->val[i], N->val[i] != INT32_MIN;
-    i = (i + 1) & (size_t)(N->cap - 1);
-  }
-  return false;
 }
 
 /* ---- YAML access ---- */
@@ -306,7 +263,7 @@ static void load_inputs(Loader *L, Node *map) {
     if (!strcmp(ds, "f32")) t.dtype = DT_F32;
     else if (!strcmp(ds, "i32")) t.dtype = DT_I32;
     else diag_error(loc_of(L, dt), "unknown dtype '%s'; inputs are f32 or i32", ds);
-    int *slot = names_slot(L, t.name);
+    int *slot = strmap_slot(L->ar, &L->names, t.name);
     if (*slot != INT32_MIN) diag_error(t.loc, "duplicate name '%s'", name);
     *slot = -1 - add_tensor(L, t);
   }
@@ -383,7 +340,7 @@ static void flatten_layer(Loader *L, Node *m, const char *scope) {
   check_keys(L, m, "a layer", common_keys, op == OP_COUNT ? csa_keys : op_info(op)->keys);
   Layer ly = {.name = ar_printf(L->ar, "%s%s", scope, name), .scope = scope, .node = m, .op = op,
               .share = -1, .out = -1};
-  int *slot = names_slot(L, ly.name);
+  int *slot = strmap_slot(L->ar, &L->names, ly.name);
   if (*slot != INT32_MIN) {
     Loc first = *slot >= 0 ? loc_of(L, L->layers.v[*slot].node) : L->t.v[-1 - *slot].loc;
     diag_error(loc_of(L, nn), "duplicate name '%s' (first defined at line %d)", ly.name, first.line);
@@ -411,7 +368,7 @@ static bool resolve_name(Loader *L, const char *scope, const char *ref, int *id)
   for (;;) {
     if (n + strlen(ref) + 1 < sizeof buf) {
       snprintf(buf, sizeof buf, "%.*s%s", (int)n, scope, ref);
-      if (names_get(L, buf, id)) return true;
+      if (strmap_get(&L->names, buf, id)) return true;
     }
     if (n == 0) return false;
     do n--; while (n > 0 && scope[n - 1] != '.');
