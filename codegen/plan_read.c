@@ -245,11 +245,6 @@ static void parse_value(Parser *P, JVal *v, int depth) {
 /* ------------------------------------------------------------------------
  * The mapping: typed, range-checked field access. */
 
-typedef struct {
-  Arena *ar;
-  const char *path;
-} Ctx;
-
 static const JVal *find(const JVal *obj, const char *key) {
   for (int i = 0; i < obj->n; i++)
     if (!strcmp(obj->keys[i], key)) return &obj->items[i];
@@ -299,12 +294,12 @@ static int get_enum(const JVal *obj, const char *key, const char *const *names, 
 static const char *const SCHED_NAMES[] = {"train", "eval", "both"};
 static const char *const INIT_NAMES[] = {"none", "normal", "zeros", "ones", "uniform"};
 
-static void read_header(Ctx *C, const JVal *root, Plan *p) {
+static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->model = get(root, "model", J_STR)->s;
   p->source = get(root, "source", J_STR)->s;
   const JVal *dims = get(root, "dims", J_OBJ), *set = get(root, "set", J_OBJ);
   p->ndims = dims->n;
-  p->dims = ar_alloc(C->ar, sizeof(Dim) * (size_t)(dims->n + 1));
+  p->dims = ar_alloc(ar, sizeof(Dim) * (size_t)(dims->n + 1));
   for (int i = 0; i < dims->n; i++) {
     char what[96];
     snprintf(what, sizeof what, "dim \"%.80s\"", dims->keys[i]);
@@ -335,7 +330,7 @@ static void read_header(Ctx *C, const JVal *root, Plan *p) {
   p->guard_bytes = find(root, "guard_bytes") ? get_int(root, "guard_bytes", 0, (int64_t)1 << 20) : 0;
 }
 
-static void read_totals(Ctx *C, const JVal *root, Plan *p) {
+static void read_totals(Arena *ar, const JVal *root, Plan *p) {
   const JVal *t = get(root, "totals", J_OBJ);
   p->arena_bytes = get_int(t, "arena_bytes", 0, PLAN_MAX_VALUE);
   p->lower_bound_bytes = get_int(t, "lower_bound_bytes", 0, PLAN_MAX_VALUE);
@@ -357,7 +352,7 @@ static void read_totals(Ctx *C, const JVal *root, Plan *p) {
   if (!st) return;
   want(st, J_ARR, "\"stages\"");
   p->nstages = st->n;
-  p->stages = st->n ? ar_alloc(C->ar, sizeof(PlanStage) * (size_t)st->n) : NULL;
+  p->stages = st->n ? ar_alloc(ar, sizeof(PlanStage) * (size_t)st->n) : NULL;
   for (int i = 0; i < st->n; i++) {
     const JVal *s = want(&st->items[i], J_OBJ, "a stage");
     static const char *const CHOICES[] = {"K", "S", "R"};
@@ -372,14 +367,14 @@ static void read_totals(Ctx *C, const JVal *root, Plan *p) {
 }
 
 /* Optional: plans written before the levers were recorded have none. */
-static void read_levers(Ctx *C, const JVal *root, Plan *p) {
+static void read_levers(Arena *ar, const JVal *root, Plan *p) {
   const JVal *lv = find(root, "levers");
   if (!lv) return;
   want(lv, J_ARR, "\"levers\"");
   /* auto where nothing fit (a plan that fit names what auto chose) */
   static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", "auto"};
   p->nlevers = lv->n;
-  p->levers = ar_alloc(C->ar, sizeof(PlanLever) * (size_t)(lv->n + 1));
+  p->levers = ar_alloc(ar, sizeof(PlanLever) * (size_t)(lv->n + 1));
   for (int i = 0; i < lv->n; i++) {
     const JVal *v = want(&lv->items[i], J_OBJ, "a lever");
     PlanLever *l = &p->levers[i];
@@ -435,9 +430,9 @@ static void read_buffer(const JVal *v, int id, PlanBuffer *b) {
 }
 
 /* Ops: kernels by name, buffer ids checked against the buffer table. */
-static void read_ops(Ctx *C, const JVal *root, const char *key, const Plan *p, PlanOp **out, int *nout) {
+static void read_ops(Arena *ar, const JVal *root, const char *key, const Plan *p, PlanOp **out, int *nout) {
   const JVal *a = get(root, key, J_ARR);
-  PlanOp *ops = ar_alloc(C->ar, sizeof(PlanOp) * (size_t)(a->n + 1));
+  PlanOp *ops = ar_alloc(ar, sizeof(PlanOp) * (size_t)(a->n + 1));
   const char *kinds[OP_COUNT], *phases[PHASE_COUNT];
   for (int k = 0; k < OP_COUNT; k++) kinds[k] = op_info((OpKind)k)->name;
   for (int k = 0; k < PHASE_COUNT; k++) phases[k] = plan_phase_name((Phase)k);
@@ -496,20 +491,19 @@ Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   if (ver->is_int && ver->i > PLAN_FORMAT_VERSION)
     diag_error(ver->loc, "plan format %lld is newer than this memplan reads (%d): use a newer memplan",
                (long long)ver->i, PLAN_FORMAT_VERSION);
-  Ctx C = {ar, path};
   Plan *p = ar_alloc(ar, sizeof(Plan));
   p->version = (int)as_int(ver, "\"memplan_plan\"", 1, PLAN_FORMAT_VERSION);
-  read_header(&C, &root, p);
-  read_totals(&C, &root, p);
-  read_levers(&C, &root, p);
+  read_header(ar, &root, p);
+  read_totals(ar, &root, p);
+  read_levers(ar, &root, p);
   const JVal *bufs = get(&root, "buffers", J_ARR);
   p->nbuf = bufs->n;
   p->buf = ar_alloc(ar, sizeof(PlanBuffer) * (size_t)(bufs->n + 1));
   for (int b = 0; b < bufs->n; b++) read_buffer(&bufs->items[b], b, &p->buf[b]);
   p->loss_buf = (int)get_int(&root, "loss_buffer", 0, p->nbuf - 1);
   p->eval_loss_buf = (int)get_int(&root, "eval_loss_buffer", 0, p->nbuf - 1);
-  read_ops(&C, &root, "schedule", p, &p->sched, &p->nsched);
-  read_ops(&C, &root, "eval_schedule", p, &p->eval, &p->neval);
+  read_ops(ar, &root, "schedule", p, &p->sched, &p->nsched);
+  read_ops(ar, &root, "eval_schedule", p, &p->eval, &p->neval);
   p->batch = (int64_t)p->micro_batch * (p->accumulation_steps > 0 ? p->accumulation_steps : 1);
   check_refs(&root, p);
   return p;
