@@ -741,12 +741,14 @@ _Noreturn static void yaml_fail(Loader *L, yaml_parser_t *parser) {
 /* A pass over the parser's events before building the document: nesting
  * deeper than MAX_YAML_DEPTH or more than MAX_YAML_NODES nodes is an error
  * found after bounded work, before libyaml's loader spends quadratic time
- * or gigabytes on it. Syntax errors are left to the loading pass. */
+ * or gigabytes on it; so is a second document (libyaml's loader reads only
+ * the first, and the rest would be ignored without a word). Syntax errors
+ * are left to the loading pass. */
 static void check_yaml_shape(Loader *L, const char *text, size_t len) {
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) diag_error((Loc){L->path, 0, 0}, "cannot initialize the YAML parser");
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-  int depth = 0;
+  int depth = 0, docs = 0;
   long nodes = 0;
   for (;;) {
     yaml_event_t ev;
@@ -755,6 +757,11 @@ static void check_yaml_shape(Loader *L, const char *text, size_t len) {
     Loc at = {L->path, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
     yaml_event_delete(&ev);
     if (t == YAML_STREAM_END_EVENT) break;
+    if (t == YAML_DOCUMENT_START_EVENT && ++docs > 1) {
+      yaml_parser_delete(&parser);
+      diag_error(at, "a second YAML document starts here: a model file holds one model "
+                 "(remove this '---' and what follows, or give each model its own file)");
+    }
     if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) depth--;
     if (t != YAML_SEQUENCE_START_EVENT && t != YAML_MAPPING_START_EVENT && t != YAML_SCALAR_EVENT) continue;
     if (t != YAML_SCALAR_EVENT && ++depth > MAX_YAML_DEPTH) {
