@@ -1,13 +1,18 @@
 /* main.c: the memplan command line. `compile` is a flat list of passes:
  * load, autodiff, liveness (train, eval), plan, offsets, verify, emit. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "autodiff.h"
+#include "cli.h"
 #include "emit.h"
 #include "fit.h"
 #include "live.h"
@@ -19,23 +24,22 @@
 #define MEMPLAN_VERSION "0.0.0"
 #endif
 
-int pack_main(int argc, char **argv);
-int show_main(int argc, char **argv);
-
 static const char usage[] =
-    "usage: memplan compile MODEL.yaml [--budget SIZE] [-o DIR] [--set DIM=VALUE]... [--dump=PASS]\n"
-    "       memplan sweep MODEL.yaml [--set DIM=VALUE]...\n"
-    "       memplan pack FILE.csv [--capacity N] [--timeout SECONDS] [-o OUT.csv]\n"
-    "       memplan show PLAN.json [--format svg|png|dot] [--timeline] [-o FILE]\n"
+    "usage: memplan compile MODEL.yaml [OPTIONS]   plan a training step; with -o, write the trainer folder\n"
+    "       memplan sweep MODEL.yaml [OPTIONS]     the memory/recompute Pareto table\n"
+    "       memplan show PLAN.json [OPTIONS]       draw a plan.json again (plan graph or timeline)\n"
+    "       memplan pack FILE.csv [OPTIONS]        pack a MiniMalloc CSV instance into one arena\n"
+    "       memplan CMD --help                     one command's options\n"
     "       memplan --help | --version\n";
 
 static const char compile_help[] =
-    "memplan compile: plan a training step of MODEL.yaml in one fixed arena.\n"
-    "\n"
+    "usage: memplan compile MODEL.yaml [OPTIONS]\n"
+    "  Plans a training step of MODEL.yaml in one fixed arena and reports where every byte goes.\n"
     "  -b, --budget SIZE     the arena must fit SIZE bytes: 8G, 512M, 1.5G, 1000000\n"
-    "                        (K, M, G, T are powers of 1024; KB, MB, GB, TB powers of 1000)\n"
+    "                        (K, M, G, T are powers of 1024; KB, MB, GB, TB powers of 1000);\n"
+    "                        at least one byte: for no budget, leave out --budget\n"
     "  -o, --output DIR      write DIR/: plan.json, trainer.c, trainer.cu and their runtime, plan.dot, plan.svg,\n"
-    "                        timeline.svg (files appear only when everything succeeded)\n"
+    "                        timeline.svg (files appear only when everything succeeded; other files in DIR stay)\n"
     "      --expand          draw every repeat block of plan.svg open (default: collapsed when deep)\n"
     "      --block NAME      open one block in plan.svg, e.g. --block h3\n"
     "  -s, --set DIM=VALUE   override a dim of the model (repeatable), recorded in plan.json\n"
@@ -49,25 +53,46 @@ static const char compile_help[] =
     "                        (default: only when nothing else fits the budget)\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
+    "  -h, --help            this help\n"
+    "  Exit 1 also when the model does not fit the budget (the error names the smallest that does);\n"
+    "  3 when the plan fails verification.\n";
+
+static const char sweep_help[] =
+    "usage: memplan sweep MODEL.yaml [OPTIONS]\n"
+    "  Prints the memory/recompute Pareto table of MODEL.yaml: the fastest plan at each arena size,\n"
+    "  from keeping every activation down to the least memory recomputation reaches, one row per\n"
+    "  1% of the full arena saved (stages: K keep, S selective, R recompute; lowercase: bf16).\n"
+    "  -s, --set DIM=VALUE   override a dim of the model (repeatable)\n"
+    "      --precision P     fp32 (default), bf16, fp16, or auto (bf16 stage by stage in the table)\n"
+    "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
+    "      --time-limit S    seconds the offset search may take per plan (default 0.5)\n"
+    "      --no-fuse-updates run every optimizer update after the whole backward pass\n"
+    "      --guard           plan with 64 canary bytes after every buffer\n"
     "  -h, --help            this help\n";
 
 /* Sizes: a decimal number and an optional unit (B, K/KiB, M/MiB, G/GiB, T/TiB
- * binary; KB, MB, GB, TB decimal). */
-static int64_t parse_size(const char *s, const char *what) {
+ * binary; KB, MB, GB, TB decimal), at least one byte. */
+static int64_t parse_size(const char *cmd, const char *s, const char *what) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
   static const struct { const char *u; double m; } units[] = {
       {"", 1}, {"B", 1}, {"K", 0x1p10}, {"KiB", 0x1p10}, {"M", 0x1p20}, {"MiB", 0x1p20}, {"G", 0x1p30},
       {"GiB", 0x1p30}, {"T", 0x1p40}, {"TiB", 0x1p40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
-  if (end != s && !errno && v >= 0)
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-      if (!strcmp(end, units[i].u) && v * units[i].m < 0x1p62) return (int64_t)llround(v * units[i].m);
-  fprintf(stderr, "memplan: error: %s '%s' is not a size; write e.g. 8G, 512M, 1.5G or a number of bytes\n", what, s);
-  exit(1);
+  if (end != s && !errno && v >= 0) {
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+      if (strcmp(end, units[i].u) || !(v * units[i].m < 0x1p62)) continue;
+      int64_t bytes = (int64_t)llround(v * units[i].m);
+      if (bytes >= 1 && v * units[i].m >= 1) return bytes;
+      if (!strcmp(what, "--budget"))
+        cli_usage_error(cmd, "--budget %s is less than one byte; to plan without a budget, leave out --budget", s);
+      cli_usage_error(cmd, "%s %s is less than one byte", what, s);
+    }
+  }
+  cli_usage_error(cmd, "%s '%s' is not a size; write e.g. 8G, 512M, 1.5G or a number of bytes", what, s);
 }
 
-static void parse_set(const char *arg, DimOverride *ov, char *name, size_t namecap) {
+static void parse_set(const char *cmd, const char *arg, DimOverride *ov, char *name, size_t namecap) {
   const char *eq = strchr(arg, '=');
   char *end;
   if (eq && eq != arg && (size_t)(eq - arg) < namecap) {
@@ -80,8 +105,7 @@ static void parse_set(const char *arg, DimOverride *ov, char *name, size_t namec
       return;
     }
   }
-  fprintf(stderr, "memplan: error: --set '%s': write DIM=VALUE with a positive integer, e.g. --set B=4\n", arg);
-  exit(1);
+  cli_usage_error(cmd, "--set '%s': write DIM=VALUE with a positive integer, e.g. --set B=4", arg);
 }
 
 typedef struct {
@@ -97,32 +121,41 @@ typedef struct {
   int nov;
 } Options;
 
-static void compile_options(int argc, char **argv, Options *o) {
-  static const struct option lo[] = {
+/* The options of compile, or with sweep set, the subset sweep uses. */
+static void parse_options(int argc, char **argv, bool sweep, Options *o) {
+  static const struct option compile_lo[] = {
       {"budget", required_argument, 0, 'b'}, {"output", required_argument, 0, 'o'},
       {"set", required_argument, 0, 's'},    {"dump", required_argument, 0, 'd'},
       {"align", required_argument, 0, 'a'},  {"time-limit", required_argument, 0, 't'},
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
-      {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  static const struct option sweep_lo[] = {
+      {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
+      {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
+      {"precision", required_argument, 0, 'P'},  {"guard", no_argument, 0, 'G'},
+      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+  const char *cmd = sweep ? "sweep" : "compile";
   *o = (Options){.align = 256, .time_limit = 0.5};
   int c;
-  while ((c = getopt_long(argc, argv, "b:o:s:d:h", lo, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, sweep ? ":s:h" : ":b:o:s:d:h", sweep ? sweep_lo : compile_lo, NULL)) != -1) {
     switch (c) {
-    case 'b': o->budget = parse_size(optarg, "--budget"); break;
+    case 'b': o->budget = parse_size(cmd, optarg, "--budget"); break;
     case 'o': o->outdir = optarg; break;
     case 's':
-      if (o->nov == 64) fprintf(stderr, "memplan: error: more than 64 --set options\n"), exit(1);
-      parse_set(optarg, &o->ov[o->nov], o->ovname[o->nov], sizeof o->ovname[0]);
+      if (o->nov == 64) cli_usage_error(cmd, "more than 64 --set options");
+      parse_set(cmd, optarg, &o->ov[o->nov], o->ovname[o->nov], sizeof o->ovname[0]);
       o->nov++;
       break;
     case 'd': o->dump = optarg; break;
-    case 'a': o->align = parse_size(optarg, "--align"); break;
+    case 'a': o->align = parse_size(cmd, optarg, "--align"); break;
     case 't': {
       char *end;
       o->time_limit = strtod(optarg, &end);
       if (!*optarg || *end || !(o->time_limit >= 0) || o->time_limit > 1e6)
-        fprintf(stderr, "memplan: error: --time-limit wants seconds (e.g. 0.5), got '%s'\n", optarg), exit(1);
+        cli_usage_error(cmd, "--time-limit wants seconds (e.g. 0.5), got '%s'", optarg);
       break;
     }
     case 'F': o->no_fuse = true; break;
@@ -132,7 +165,7 @@ static void compile_options(int argc, char **argv, Options *o) {
       static const char *const names[] = {"fp32", "bf16", "fp16", "auto"};
       int k = 0;
       while (k < 4 && strcmp(optarg, names[k])) k++;
-      if (k == 4) fprintf(stderr, "memplan: error: --precision %s: choose fp32, bf16, fp16 or auto\n", optarg), exit(1);
+      if (k == 4) cli_usage_error(cmd, "--precision %s: choose fp32, bf16, fp16 or auto", optarg);
       o->precision = (Precision)k;
       break;
     }
@@ -140,40 +173,158 @@ static void compile_options(int argc, char **argv, Options *o) {
       char *end;
       errno = 0;
       o->micro_batch = strtoll(optarg, &end, 10);
-      if (!*optarg || *end || errno || o->micro_batch <= 0) fprintf(stderr, "memplan: error: --micro-batch '%s' must be a positive integer\n", optarg), exit(1);
+      if (!*optarg || *end || errno || o->micro_batch <= 0)
+        cli_usage_error(cmd, "--micro-batch '%s' must be a positive integer", optarg);
       break;
     }
     case 'B': o->block = optarg; break;
-    case 'h': fputs(compile_help, stdout), exit(0);
-    default: fputs(usage, stderr), exit(2);
+    case 'h':
+      fputs(sweep ? sweep_help : compile_help, stdout);
+      fputs(CLI_EXIT_HELP, stdout);
+      exit(EXIT_OK);
+    default: cli_bad_option(cmd, c, argv);
     }
   }
-  if (optind != argc - 1) {
-    fprintf(stderr, "memplan compile: error: %s\n%s", optind >= argc ? "no model file given" : "more than one model file", usage);
-    exit(2);
-  }
+  if (optind >= argc) cli_usage_error(cmd, "no model file given");
+  if (optind < argc - 1)
+    cli_usage_error(cmd, "more than one model file ('%s' and '%s')", argv[optind], argv[optind + 1]);
   o->model = argv[optind];
-  if (o->align <= 0 || (o->align & (o->align - 1)) || o->align > (1 << 30))
-    fprintf(stderr, "memplan: error: --align %lld must be a power of two no larger than 1G\n", (long long)o->align),
-        exit(1);
+  if ((o->align & (o->align - 1)) || o->align > (1 << 30))
+    cli_usage_error(cmd, "--align %lld must be a power of two no larger than 1G", (long long)o->align);
   static const char *const dumps[] = {"graph", "step", "live", "plan", NULL};
   bool ok = !o->dump;
   for (int i = 0; dumps[i] && !ok; i++) ok = !strcmp(o->dump, dumps[i]);
-  if (!ok) fprintf(stderr, "memplan: error: --dump=%s: choose graph, step, live or plan\n", o->dump), exit(1);
+  if (!ok) cli_usage_error(cmd, "--dump=%s: choose graph, step, live or plan", o->dump);
 }
 
 static bool dumping(const Options *o, const char *pass) { return o->dump && !strcmp(o->dump, pass); }
 
+/* Removes a folder that holds only files (the temp folder), best effort. */
+static void remove_flat_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+/* Makes a folder's renames durable, best effort (not every file system can
+ * fsync a folder). */
+static void fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+/* The folder that holds dir: "a/b" -> "a", "b" -> ".", "/b" -> "/". */
+static void parent_of(const char *dir, char *out, size_t cap) {
+  snprintf(out, cap, "%s", dir);
+  size_t n = strlen(out);
+  while (n > 1 && out[n - 1] == '/') out[--n] = 0;
+  char *slash = strrchr(out, '/');
+  if (!slash) snprintf(out, cap, ".");
+  else if (slash == out) out[1] = 0;
+  else *slash = 0;
+}
+
+/* out = dir (its first dirlen bytes) / name; false when it is too long. */
+static bool in_dir(char *out, size_t cap, const char *dir, int dirlen, const char *name) {
+  int k = snprintf(out, cap, "%.*s/%s", dirlen, dir, name);
+  return k >= 0 && (size_t)k < cap;
+}
+
+/* Writes the n texts as dir/name[i], all or nothing: every file is written
+ * (text_write_atomic: fsync, rename) into a temp folder first, beside dir
+ * when dir is new (dir.tmp-XXXXXX, renamed to dir at the end) or inside it
+ * when it exists (dir/.memplan-tmp-XXXXXX, each file renamed into dir at the
+ * end, so that what else the folder holds, a build folder or saved weights,
+ * stays). On a failure the temp folder goes and dir is as it was. */
+static int write_folder(const char *dir, const char *const *name, const Text *out, int n) {
+  char tmp[4096], parent[4096], path[4096], final[4096];
+  struct stat st;
+  bool exists = stat(dir, &st) == 0;
+  if (exists && !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "memplan: error: cannot write %s/: %s exists and is not a folder\n", dir, dir);
+    return EXIT_USER;
+  }
+  if (!exists && errno != ENOENT) {
+    fprintf(stderr, "memplan: error: cannot write %s/: %s\n", dir, strerror(errno));
+    return EXIT_USER;
+  }
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') len--;
+  if (len + 64 > sizeof tmp) {
+    fprintf(stderr, "memplan: error: the output folder's name is too long: %s\n", dir);
+    return EXIT_USER;
+  }
+  parent_of(dir, parent, sizeof parent);
+  if (exists) snprintf(tmp, sizeof tmp, "%.*s/.memplan-tmp-XXXXXX", (int)len, dir);
+  else if (emit_mkdirs(parent)) return EXIT_USER;
+  else snprintf(tmp, sizeof tmp, "%.*s.tmp-XXXXXX", (int)len, dir);
+  if (!mkdtemp(tmp)) {
+    fprintf(stderr, "memplan: error: cannot create a temporary folder %s: %s\n", tmp, strerror(errno));
+    return EXIT_USER;
+  }
+  mode_t mask = umask(0); /* mkdtemp makes 0700; the folder gets what mkdir would give */
+  umask(mask);
+  chmod(tmp, 0777 & ~mask);
+  for (int i = 0; i < n; i++) {
+    if (!in_dir(path, sizeof path, tmp, (int)strlen(tmp), name[i]) || text_write_atomic(&out[i], path)) {
+      fprintf(stderr, "memplan: error: could not write %.*s/%s; %.*s was left as it was\n", (int)len, dir, name[i],
+              (int)len, dir);
+      remove_flat_dir(tmp);
+      return EXIT_USER;
+    }
+  }
+  if (!exists) {
+    if (rename(tmp, dir)) {
+      fprintf(stderr, "memplan: error: cannot rename %s to %s: %s\n", tmp, dir, strerror(errno));
+      remove_flat_dir(tmp);
+      return EXIT_USER;
+    }
+    fsync_dir(parent);
+    return EXIT_OK;
+  }
+  for (int i = 0; i < n; i++) { /* nothing in dir changes if a name there cannot be replaced */
+    if (in_dir(final, sizeof final, dir, (int)len, name[i]) && lstat(final, &st) == 0 && S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "memplan: error: cannot write %s: it is a folder\n", final);
+      remove_flat_dir(tmp);
+      return EXIT_USER;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    in_dir(path, sizeof path, tmp, (int)strlen(tmp), name[i]); /* both fit: written above */
+    in_dir(final, sizeof final, dir, (int)len, name[i]);
+    if (rename(path, final)) {
+      fprintf(stderr, "memplan: error: cannot rename %s to %s: %s (%d of %d files replaced)\n", path, final,
+              strerror(errno), i, n);
+      remove_flat_dir(tmp);
+      return EXIT_USER;
+    }
+  }
+  rmdir(tmp);
+  fsync_dir(dir);
+  return EXIT_OK;
+}
+
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {
-  // Every output is built in memory first; files are written (each
-  // atomically) only when all of them were built.
+  // Every output is built in memory first, then written all or nothing.
   enum { NFIXED = 7, MAXF = NFIXED + 16 };
   const char *name[MAXF] = {"plan.json", "trainer.c", "trainer.cu", "CMakeLists.txt", "plan.dot", "plan.svg",
                             "timeline.svg"};
   Text out[MAXF] = {{0}};
-  int n = NFIXED, rc = 0;
+  int n = NFIXED, rc = EXIT_OK;
   json_plan(p, &out[0]);
-  if (emit_trainer(p, &emit_backend_c, &out[1]) || emit_trainer(p, &emit_backend_cuda, &out[2])) rc = 1;
+  if (emit_trainer(p, &emit_backend_c, &out[1]) || emit_trainer(p, &emit_backend_cuda, &out[2])) rc = EXIT_USER;
   emit_cmakelists(p, &out[3]);
   dot_plan(p, dot, &out[4], &out[5]);
   timeline_svg(p, &out[6]);
@@ -181,13 +332,8 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
     name[n] = emitc_runtime_files[i].name;
     text_printf(&out[n], "%.*s", (int)emitc_runtime_files[i].size, (const char *)emitc_runtime_files[i].data);
   }
-  if (!rc && emit_mkdirs(dir)) rc = 1;
-  for (int i = 0; i < n && !rc; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name[i]);
-    rc = text_write_atomic(&out[i], path) ? 1 : 0;
-  }
-  if (!rc) {
+  if (rc == EXIT_OK) rc = write_folder(dir, name, out, n);
+  if (rc == EXIT_OK) {
     printf("\nwrote %s/:", dir);
     for (int i = 0; i < n; i++) printf(" %s", name[i]);
     printf("\n  build and train: cmake -S %s -B %s/build && cmake --build %s/build && %s/build/trainer --help\n"
@@ -279,7 +425,7 @@ static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
     if (!bdim || B % o->micro_batch) {
       fprintf(stderr, "memplan: error: --micro-batch %lld must divide the batch %s = %lld\n", (long long)o->micro_batch,
               bdim ? bdim : "(the inputs have no common leading dim)", (long long)B);
-      exit(1);
+      exit(EXIT_USER);
     }
     fo->accumulation = (int)(B / o->micro_batch);
     *g = with_micro_batch(ar, o, bdim, o->micro_batch);
@@ -309,17 +455,31 @@ static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
 
 static int compile_main(int argc, char **argv) {
   Options o;
-  compile_options(argc, argv, &o);
+  parse_options(argc, argv, false, &o);
   double t0 = mp_now();
   Arena ar = {0};
+  int rc = EXIT_OK;
   Graph *g = load_model(&ar, o.model, o.ov, o.nov);
-  if (dumping(&o, "graph")) return load_dump(g, stdout), ar_free(&ar), 0;
+  if (dumping(&o, "graph")) {
+    load_dump(g, stdout);
+    goto done;
+  }
   FitOptions fo = fit_options(&o);
   FitResult r = fit_levers(&ar, &o, &g, &fo);
-  if (!r.plan) return over_budget(o.model, o.budget, &r), ar_free(&ar), 1;
+  if (!r.plan) {
+    over_budget(o.model, o.budget, &r);
+    rc = EXIT_USER;
+    goto done;
+  }
   Plan *p = r.plan;
-  if (dumping(&o, "step")) return ad_dump(r.step, stdout), ar_free(&ar), 0;
-  if (dumping(&o, "live")) return live_dump(r.step, live_build(&ar, r.step, r.step->train, r.step->ntrain), stdout), ar_free(&ar), 0;
+  if (dumping(&o, "step")) {
+    ad_dump(r.step, stdout);
+    goto done;
+  }
+  if (dumping(&o, "live")) {
+    live_dump(r.step, live_build(&ar, r.step, r.step->train, r.step->ntrain), stdout);
+    goto done;
+  }
   if (r.step->fused && !p->extra_flops && !o.guard && (o.precision != PREC_AUTO || !strcmp(p->precision, "fp32")))
     /* what fusing the updates saves, for the report */
     p->unfused_lower_bound = fit_unfused_lower_bound(&ar, g, &fo, p);
@@ -327,19 +487,25 @@ static int compile_main(int argc, char **argv) {
   const char *bad = verify_plan(p);
   if (bad) {
     fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n", bad);
-    return ar_free(&ar), 3;
+    rc = EXIT_INTERNAL;
+    goto done;
   }
   p->budget_bytes = o.budget;
-  if (dumping(&o, "plan")) return plan_dump(p, stdout), ar_free(&ar), 0;
+  if (dumping(&o, "plan")) {
+    plan_dump(p, stdout);
+    goto done;
+  }
   report_plan(p, stdout);
   printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
   DotOptions dot = {o.expand, o.block, NULL};
   if (o.block && !dot_block_exists(p, o.block)) {
     fprintf(stderr, "memplan: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
             o.block, o.block);
-    return ar_free(&ar), 1;
+    rc = EXIT_USER;
+    goto done;
   }
-  int rc = o.outdir ? write_outputs(p, o.outdir, &dot) : 0;
+  if (o.outdir) rc = write_outputs(p, o.outdir, &dot);
+done:
   ar_free(&ar);
   return rc;
 }
@@ -347,27 +513,40 @@ static int compile_main(int argc, char **argv) {
 /* memplan sweep MODEL: the memory/recompute Pareto table. */
 static int sweep_main(int argc, char **argv) {
   Options o;
-  compile_options(argc, argv, &o);
+  parse_options(argc, argv, true, &o);
   Arena ar = {0};
   Graph *g = load_model(&ar, o.model, o.ov, o.nov);
   FitOptions fo = fit_options(&o);
   printf("memplan sweep: %s (model %s): fastest plan at each arena size\n", o.model, g->model);
   fit_sweep(&ar, g, &fo, stdout);
   ar_free(&ar);
-  return 0;
+  return EXIT_OK;
+}
+
+/* memplan --help: every command with every option. */
+static void print_help(void) {
+  printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n", MEMPLAN_VERSION, usage);
+  printf("%s\n%s\n%s\n%s\n%s", compile_help, sweep_help, show_help, pack_help, CLI_EXIT_HELP);
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) return fputs(usage, stderr), 2;
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return EXIT_USAGE;
+  }
   const char *cmd = argv[1];
-  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help"))
-    return printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n%s", MEMPLAN_VERSION,
-                  usage, compile_help), 0;
-  if (!strcmp(cmd, "--version")) return printf("memplan %s\n", MEMPLAN_VERSION), 0;
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    print_help();
+    return EXIT_OK;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("memplan %s\n", MEMPLAN_VERSION);
+    return EXIT_OK;
+  }
   if (!strcmp(cmd, "compile")) return compile_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "pack")) return pack_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "sweep")) return sweep_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "show")) return show_main(argc - 1, argv + 1);
   fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
-  return 2;
+  return EXIT_USAGE;
 }

@@ -1,13 +1,14 @@
 /* pack.c: `memplan pack`, the offset assigner on MiniMalloc's CSV format.
  *
- *   memplan pack FILE.csv [--capacity N] [--timeout SECONDS] [-o OUT.csv]
+ *   memplan pack FILE.csv [--capacity N] [--time-limit SECONDS] [-o OUT.csv]
  *
  * Reads rows id,lower,upper,size (columns in any order; an offset column is
  * ignored), packs them, checks the packing with verify_packing, prints a
- * summary and, with -o, writes the rows with an offset column (temp file in
- * the same directory, then rename, so OUT.csv is never half-written).
- * Exit: 0 done (or fits), 1 bad input or I/O, 2 proven not to fit,
- * 3 unknown at the time limit. */
+ * summary and, with -o, writes the rows with an offset column
+ * (text_write_atomic, so OUT.csv is never half-written).
+ * Exit (cli.h): 0 done (or fits), 1 bad input, I/O, or not shown to fit the
+ * capacity (proven not to, or unknown at the time limit), 2 usage, 3 a
+ * packing that fails verification. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <getopt.h>
@@ -21,6 +22,8 @@
 #include <unistd.h>
 
 #include "assign.h"
+#include "cli.h"
+#include "emit.h"
 #include "verify.h"
 
 typedef struct {
@@ -48,14 +51,14 @@ static void die_at(Where w, const char *fmt, ...) {
   fputc('\n', stderr);
   va_end(ap);
   if (input_error) longjmp(*input_error, 1);
-  exit(1);
+  exit(EXIT_USER);
 }
 
 static void *xrealloc(void *p, size_t n) {
   p = realloc(p, n);
   if (!p) {
     fprintf(stderr, "memplan: error: out of memory\n");
-    exit(1);
+    exit(EXIT_USER);
   }
   return p;
 }
@@ -221,79 +224,70 @@ static int read_input(const char *path, Rows *r, Reader *rd) {
   return 0;
 }
 
-/* Writes the rows with offsets: temp file beside `out`, then rename. */
+/* Writes the rows with offsets (text_write_atomic: temp file, fsync,
+ * rename). */
 static int write_csv(const char *out, const Rows *r, const int64_t *off) {
-  size_t n = strlen(out);
-  char *tmp = malloc(n + 16);
-  if (!tmp) return -1;
-  snprintf(tmp, n + 16, "%s.tmpXXXXXX", out);
-  int fd = mkstemp(tmp);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) {
-    fprintf(stderr, "%s: error: cannot create: %s\n", tmp, strerror(errno));
-    if (fd >= 0) close(fd), unlink(tmp);
-    free(tmp);
-    return -1;
-  }
-  fprintf(f, "id,lower,upper,size,offset\n");
+  Text t = {0};
+  text_printf(&t, "id,lower,upper,size,offset\n");
   for (int i = 0; i < r->n; i++)
-    fprintf(f, "%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", r->id[i], r->lo[i],
-            r->hi[i], r->size[i], off[i]);
-  int bad = fflush(f) != 0 || ferror(f);
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, out) != 0) {
-    fprintf(stderr, "%s: error: cannot write: %s\n", out, strerror(errno));
-    unlink(tmp);
-    free(tmp);
-    return -1;
-  }
-  free(tmp);
-  return 0;
+    text_printf(&t, "%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", r->id[i], r->lo[i], r->hi[i], r->size[i],
+                off[i]);
+  int rc = text_write_atomic(&t, out);
+  text_free(&t);
+  return rc;
 }
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: memplan pack FILE.csv [--capacity N] [--timeout SECONDS] [-o OUT.csv]\n"
-          "  Packs buffers with lifetimes [lower, upper) and sizes into one arena\n"
-          "  (MiniMalloc's CSV: id,lower,upper,size) and prints the height.\n"
-          "  --capacity N      decide whether the buffers fit in N bytes\n"
-          "                    (exit 2: proven not to fit; 3: unknown at the time limit)\n"
-          "  --timeout SECONDS limit on the exact search (default 10)\n"
-          "  -o OUT.csv        write the rows with an offset column\n");
-}
+const char pack_help[] =
+    "usage: memplan pack FILE.csv [OPTIONS]\n"
+    "  Packs buffers with lifetimes [lower, upper) and sizes into one arena\n"
+    "  (MiniMalloc's CSV: id,lower,upper,size) and prints the height.\n"
+    "      --capacity N      decide whether the buffers fit in N bytes (exit 1 when they are not\n"
+    "                        shown to fit: proven not to, or unknown at the time limit)\n"
+    "      --time-limit S    seconds the exact search may take (default 10)\n"
+    "  -o, --output OUT.csv  write the rows with an offset column\n"
+    "  -h, --help            this help\n";
 
 typedef struct {
   const char *in, *out;
   int64_t capacity; /* -1: minimize */
-  double timeout;
+  double time_limit;
 } Opts;
 
 static Opts parse_opts(int argc, char **argv) {
   static const struct option longs[] = {{"capacity", required_argument, 0, 'c'},
-                                        {"timeout", required_argument, 0, 't'},
+                                        {"time-limit", required_argument, 0, 't'},
                                         {"output", required_argument, 0, 'o'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
-  Opts o = {.capacity = -1, .timeout = 10};
+  Opts o = {.capacity = -1, .time_limit = 10};
   optind = 1;
+  opterr = 0;
   int c;
   char *end;
-  while ((c = getopt_long(argc, argv, "o:h", longs, NULL)) != -1) {
-    if (c == 'h') usage(stdout), exit(0);
-    else if (c == 'o') o.out = optarg;
-    else if (c == 'c') {
+  while ((c = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
+    if (c == 'h') {
+      fputs(pack_help, stdout);
+      fputs(CLI_EXIT_HELP, stdout);
+      exit(EXIT_OK);
+    } else if (c == 'o') {
+      o.out = optarg;
+    } else if (c == 'c') {
       errno = 0;
       long long v = strtoll(optarg, &end, 10);
       if (!*optarg || *end || errno || v < 0)
-        fprintf(stderr, "memplan pack: error: --capacity wants a byte count, got '%s'\n", optarg), exit(1);
+        cli_usage_error("pack", "--capacity wants a byte count, got '%s'", optarg);
       o.capacity = v;
     } else if (c == 't') {
-      o.timeout = strtod(optarg, &end);
-      if (!*optarg || *end || !(o.timeout >= 0) || o.timeout > 1e6)
-        fprintf(stderr, "memplan pack: error: --timeout wants seconds, got '%s'\n", optarg), exit(1);
-    } else usage(stderr), exit(1);
+      o.time_limit = strtod(optarg, &end);
+      if (!*optarg || *end || !(o.time_limit >= 0) || o.time_limit > 1e6)
+        cli_usage_error("pack", "--time-limit wants seconds (e.g. 10), got '%s'", optarg);
+    } else {
+      cli_bad_option("pack", c, argv);
+    }
   }
-  if (optind != argc - 1) usage(stderr), exit(1);
+  if (optind >= argc) cli_usage_error("pack", "no input file given");
+  if (optind < argc - 1) cli_usage_error("pack", "more than one input file ('%s' and '%s')", argv[optind],
+                                         argv[optind + 1]);
   o.in = argv[optind];
   return o;
 }
@@ -304,48 +298,54 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Internal bug if the assigner's packing fails the independent check
- * (which accepts zero-size rows: they hold no bytes). */
-static void verify_or_abort(const Rows *r, const int64_t *off, int64_t cap) {
+/* An internal error (EXIT_INTERNAL) if the assigner's packing fails the
+ * independent check (which accepts zero-size rows: they hold no bytes). */
+static bool verified(const Rows *r, const int64_t *off, int64_t cap) {
   const char *err = verify_packing(r->n, r->lo, r->hi, r->size, off, 1, cap);
-  if (err) {
-    fprintf(stderr, "%s:%d: internal error: packing fails verification: %s\n", __FILE__,
-            __LINE__, err);
-    abort();
-  }
+  if (err)
+    fprintf(stderr, "memplan pack: internal error: the packing fails verification: %s\n(this is a bug in memplan)\n",
+            err);
+  return !err;
 }
 
 static int run_capacity(const Opts *o, const Rows *r, const AsgItem *items, int64_t *off) {
   double t0 = now_s();
-  int fit = assign_fit(items, r->n, 1, o->capacity, o->timeout, off);
+  int fit = assign_fit(items, r->n, 1, o->capacity, o->time_limit, off);
   double ms = 1e3 * (now_s() - t0);
   int64_t lb = assign_lower_bound(items, r->n, 1);
   printf("n %d\nlower bound %" PRId64 "\ncapacity %" PRId64 "\n", r->n, lb, o->capacity);
   if (fit == 1) {
-    verify_or_abort(r, off, o->capacity);
+    if (!verified(r, off, o->capacity)) return EXIT_INTERNAL;
     printf("fits: yes\ntime %.1f ms\n", ms);
-    return o->out && write_csv(o->out, r, off) ? 1 : 0;
+    return o->out && write_csv(o->out, r, off) ? EXIT_USER : EXIT_OK;
   }
   printf("fits: %s\ntime %.1f ms\n", fit == 0 ? "no (proven)" : "unknown (time limit)", ms);
-  return fit == 0 ? 2 : 3;
+  fflush(stdout);
+  if (fit == 0)
+    fprintf(stderr, "memplan pack: error: %s does not fit the capacity of %" PRId64 " bytes (proven)\n", o->in,
+            o->capacity);
+  else
+    fprintf(stderr, "memplan pack: error: %s: whether it fits %" PRId64 " bytes is unknown after the time limit "
+            "(--time-limit %g)\n", o->in, o->capacity, o->time_limit);
+  return EXIT_USER;
 }
 
 static int run_minimize(const Opts *o, const Rows *r, const AsgItem *items, int64_t *off) {
-  AsgResult res = assign_offsets(items, r->n, 1, o->timeout, off);
-  verify_or_abort(r, off, res.height);
+  AsgResult res = assign_offsets(items, r->n, 1, o->time_limit, off);
+  if (!verified(r, off, res.height)) return EXIT_INTERNAL;
   double gap = res.lower_bound ? 100.0 * (double)(res.height - res.lower_bound) / (double)res.lower_bound : 0;
   printf("n %d\nlower bound %" PRId64 "\nheight %" PRId64 "\ngap %.2f %%\ntime %.1f ms\n"
          "optimal %s\nmethod %s\n",
          r->n, res.lower_bound, res.height, gap, 1e3 * res.seconds, res.optimal ? "yes" : "no",
          res.method);
-  return o->out && write_csv(o->out, r, off) ? 1 : 0;
+  return o->out && write_csv(o->out, r, off) ? EXIT_USER : EXIT_OK;
 }
 
 int pack_main(int argc, char **argv) {
   Opts o = parse_opts(argc, argv);
   Rows r = {0};
   Reader rd = {0};
-  int rc = 1;
+  int rc = EXIT_USER;
   AsgItem *items = NULL;
   int64_t *off = NULL;
   if (read_input(o.in, &r, &rd) == 0) {

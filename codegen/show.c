@@ -9,24 +9,30 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "emit.h"
 #include "plan_read.h"
 #include "verify.h"
 
-static const char show_help[] =
-    "usage: memplan show PLAN.json [--format svg|png|dot] [--timeline] [-o FILE]\n"
+const char show_help[] =
+    "usage: memplan show PLAN.json [OPTIONS]\n"
     "  Renders a plan.json that memplan compile wrote, without recompiling.\n"
-    "  -f, --format F   the plan graph as svg (default), png or dot\n"
-    "      --timeline   the memory timeline instead (SVG: buffers over schedule time)\n"
-    "      --expand     draw every repeat block open\n"
-    "      --block NAME open one repeat block, e.g. --block h3\n"
-    "  -o, --output F   write F (atomically) instead of standard output\n"
-    "  Exit 1: unreadable, malformed or foreign file, or a plan that fails verification.\n";
+    "  -f, --format F        the plan graph as svg (default), png or dot\n"
+    "      --timeline        the memory timeline instead (SVG: buffers over schedule time)\n"
+    "      --expand          draw every repeat block open\n"
+    "      --block NAME      open one repeat block, e.g. --block h3\n"
+    "  -o, --output F        write F (atomically) instead of standard output (PNG: needed on a terminal)\n"
+    "  -h, --help            this help\n"
+    "  Exit 1 also for an unreadable, malformed or foreign file, or a plan that fails verification\n"
+    "  (an edited plan.json).\n";
 
 /* The whole file, NUL-terminated; NULL with a message. */
 static char *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
-  if (!f) return fprintf(stderr, "memplan show: error: cannot open %s: %s\n", path, strerror(errno)), NULL;
+  if (!f) {
+    fprintf(stderr, "memplan show: error: cannot open %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
   char *buf = NULL;
   size_t n = 0, cap = 0;
   for (;;) {
@@ -61,49 +67,66 @@ int show_main(int argc, char **argv) {
   bool timeline = false;
   DotOptions dot = {0};
   int c;
-  while ((c = getopt_long(argc, argv, "f:o:h", lo, NULL)) != -1) {
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":f:o:h", lo, NULL)) != -1) {
     switch (c) {
     case 'f': format = optarg; break;
     case 'T': timeline = true; break;
     case 'E': dot.expand = true; break;
     case 'B': dot.block = optarg; break;
     case 'o': out = optarg; break;
-    case 'h': return fputs(show_help, stdout), 0;
-    default: return fputs(show_help, stderr), 2;
+    case 'h':
+      fputs(show_help, stdout);
+      fputs(CLI_EXIT_HELP, stdout);
+      return EXIT_OK;
+    default: cli_bad_option("show", c, argv);
     }
   }
-  if (optind != argc - 1) return fputs(show_help, stderr), 2;
+  if (optind >= argc) cli_usage_error("show", "no plan file given");
+  if (optind < argc - 1) cli_usage_error("show", "more than one plan file ('%s' and '%s')", argv[optind],
+                                         argv[optind + 1]);
   if (strcmp(format, "svg") && strcmp(format, "png") && strcmp(format, "dot"))
-    return fprintf(stderr, "memplan show: error: --format %s: choose svg, png or dot\n", format), 1;
+    cli_usage_error("show", "--format %s: choose svg, png or dot", format);
   if (timeline && strcmp(format, "svg"))
-    return fprintf(stderr, "memplan show: error: the timeline is drawn as SVG only (drop --format %s)\n", format), 1;
+    cli_usage_error("show", "the timeline is drawn as SVG only (drop --format %s)", format);
   if (!out && !strcmp(format, "png") && isatty(STDOUT_FILENO))
-    return fprintf(stderr, "memplan show: error: PNG is binary: write it with -o FILE.png\n"), 1;
+    cli_usage_error("show", "PNG is binary: write it with -o FILE.png");
   const char *path = argv[optind];
   size_t len = 0;
   char *text = slurp(path, &len);
-  if (!text) return 1;
+  if (!text) return EXIT_USER;
   Arena ar = {0};
   Plan *p = plan_read(&ar, path, text, len); /* exits 1 on a malformed file */
+  int rc = EXIT_OK;
   const char *bad = verify_plan(p);
   if (bad) {
-    fprintf(stderr, "%s: error: the plan fails verification: %s\n(was it edited? compile the model again)\n", path, bad);
-    return free(text), ar_free(&ar), 1;
-  }
-  if (dot.block && !dot_block_exists(p, dot.block)) {
-    fprintf(stderr, "memplan show: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
+    fprintf(stderr, "%s: error: the plan fails verification: %s\n(was it edited? compile the model again)\n", path,
+            bad);
+    rc = EXIT_USER;
+  } else if (dot.block && !dot_block_exists(p, dot.block)) {
+    fprintf(stderr,
+            "memplan show: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
             dot.block, dot.block);
-    return free(text), ar_free(&ar), 1;
+    rc = EXIT_USER;
+  }
+  if (rc != EXIT_OK) {
+    free(text);
+    ar_free(&ar);
+    return rc;
   }
   Text t = {0};
   if (timeline) timeline_svg(p, &t);
   else if (!strcmp(format, "dot")) dot_plan(p, &dot, &t, NULL);
-  else dot.format = format, dot_plan(p, &dot, NULL, &t);
-  int rc = 0;
-  if (out) rc = text_write_atomic(&t, out) ? 1 : 0;
-  else if (fwrite(t.s, 1, t.n, stdout) != t.n || fflush(stdout)) {
+  else {
+    dot.format = format;
+    dot_plan(p, &dot, NULL, &t);
+  }
+  if (out) {
+    rc = text_write_atomic(&t, out) ? EXIT_USER : EXIT_OK;
+  } else if (fwrite(t.s, 1, t.n, stdout) != t.n || fflush(stdout)) {
     fprintf(stderr, "memplan show: error: cannot write to standard output: %s\n", strerror(errno));
-    rc = 1;
+    rc = EXIT_USER;
   }
   text_free(&t);
   free(text);

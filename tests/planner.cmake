@@ -61,6 +61,89 @@ set_tests_properties(cli_help PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "--
 add_test(NAME cli_version COMMAND memplan --version)
 set_tests_properties(cli_version PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "^memplan [0-9]+\\.[0-9]+\\.[0-9]+")
 
+# The command line: one scheme of exit statuses for every command (0 success,
+# 1 user error, 2 usage, 3 internal error), each case checked for its status
+# and its message (tests/scripts/check_status.sh STATUS PATTERN COMMAND...).
+set(memplan_mlp ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml)
+set(memplan_csv ${MEMPLAN_TEST_DIR}/data/input.12.csv)
+# memplan_cli(NAME STATUS PATTERN ARGS...): `memplan ARGS` exits STATUS, printing PATTERN
+function(memplan_cli name status pattern)
+  add_test(NAME cli_status_${name}
+           COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh ${status} "${pattern}" $<TARGET_FILE:memplan> ${ARGN})
+  set_tests_properties(cli_status_${name} PROPERTIES LABELS errors)
+endfunction()
+memplan_cli(compile_budget_zero 2 "--budget 0 is less than one byte; to plan without a budget, leave out --budget"
+  compile ${memplan_mlp} --budget 0)
+memplan_cli(compile_budget_half_byte 2 "--budget 0.5 is less than one byte" compile ${memplan_mlp} --budget 0.5)
+memplan_cli(compile_budget_rounds_to_zero 2 "--budget 0.0004K is less than one byte"
+  compile ${memplan_mlp} --budget 0.0004K)
+memplan_cli(compile_budget_one_byte 1 "does not fit the budget of 1 bytes" compile ${memplan_mlp} --budget 1)
+memplan_cli(compile_bad_time_limit 2 "memplan compile: error: --time-limit wants seconds \\(e.g. 0.5\\), got 'abc'"
+  compile ${memplan_mlp} --time-limit abc)
+memplan_cli(compile_bad_precision 2 "--precision fp8: choose fp32, bf16, fp16 or auto"
+  compile ${memplan_mlp} --precision fp8)
+memplan_cli(compile_bad_dump 2 "--dump=ir: choose graph, step, live or plan" compile ${memplan_mlp} --dump=ir)
+memplan_cli(compile_bad_align 2 "--align 3 must be a power of two" compile ${memplan_mlp} --align 3)
+memplan_cli(compile_bad_set 2 "--set 'B=0': write DIM=VALUE with a positive integer" compile ${memplan_mlp} --set B=0)
+memplan_cli(compile_unknown_option 2 "memplan compile: error: unknown option '--bogus'" compile ${memplan_mlp} --bogus)
+memplan_cli(compile_usage_hint 2 "memplan compile --help lists the options" compile ${memplan_mlp} --bogus)
+memplan_cli(compile_flag_value 2 "memplan compile: error: --expand takes no value" compile ${memplan_mlp} --expand=1)
+memplan_cli(compile_missing_value 2 "memplan compile: error: --budget needs a value" compile ${memplan_mlp} --budget)
+memplan_cli(compile_no_model 2 "memplan compile: error: no model file given" compile)
+memplan_cli(compile_two_models 2 "more than one model file" compile ${memplan_mlp} ${memplan_mlp})
+memplan_cli(compile_timeout_renamed 2 "--timeout: the search limit is called --time-limit SECONDS"
+  compile ${memplan_mlp} --timeout=1)
+memplan_cli(compile_unreadable 1 "no-such-file.yaml: error: cannot read the model file"
+  compile ${MEMPLAN_TEST_DIR}/errors/no-such-file.yaml)
+memplan_cli(compile_over_budget 1 "Smallest budget that fits: --budget [0-9]+"
+  compile ${memplan_mlp} --budget 1M)
+memplan_cli(compile_unknown_block 1 "--block h99: the plan has no repeat block named 'h99'"
+  compile ${memplan_mlp} --block h99)
+memplan_cli(sweep_compile_option 2 "memplan sweep: error: unknown option '--budget'" sweep ${memplan_mlp} --budget 1G)
+memplan_cli(sweep_output_option 2 "memplan sweep: error: unknown option '-o'" sweep ${memplan_mlp} -o x)
+memplan_cli(sweep_bad_precision 2 "memplan sweep: error: --precision fp8" sweep ${memplan_mlp} --precision fp8)
+memplan_cli(sweep_no_model 2 "memplan sweep: error: no model file given" sweep)
+memplan_cli(sweep_unreadable 1 "no-such-file.yaml: error: cannot read the model file"
+  sweep ${MEMPLAN_TEST_DIR}/errors/no-such-file.yaml)
+memplan_cli(sweep_bad_model 1 "unknown_key.yaml:8:38: error: unknown key 'outt'"
+  sweep ${MEMPLAN_TEST_DIR}/errors/unknown_key.yaml)
+memplan_cli(show_no_plan 2 "memplan show: error: no plan file given" show)
+memplan_cli(show_bad_format 2 "memplan show: error: --format gif: choose svg, png or dot" show x.json --format gif)
+memplan_cli(show_unknown_option 2 "memplan show: error: unknown option '--bogus'" show x.json --bogus)
+memplan_cli(show_missing 1 "memplan show: error: cannot open .*no-such-plan.json"
+  show ${MEMPLAN_TEST_DIR}/no-such-plan.json)
+memplan_cli(show_not_a_plan 1 "mlp.yaml:1:1: error: expected a value" show ${memplan_mlp})
+memplan_cli(pack_timeout_renamed 2 "memplan pack: error: --timeout: the search limit is called --time-limit SECONDS"
+  pack ${memplan_csv} --timeout 5)
+memplan_cli(pack_bad_time_limit 2 "memplan pack: error: --time-limit wants seconds \\(e.g. 10\\), got 'abc'"
+  pack ${memplan_csv} --time-limit abc)
+memplan_cli(pack_bad_capacity 2 "memplan pack: error: --capacity wants a byte count, got '1.5'"
+  pack ${memplan_csv} --capacity 1.5)
+memplan_cli(pack_unknown_option 2 "memplan pack: error: unknown option '--bogus'" pack ${memplan_csv} --bogus)
+memplan_cli(pack_no_input 2 "memplan pack: error: no input file given" pack)
+memplan_cli(pack_does_not_fit 1 "input.12.csv does not fit the capacity of 11 bytes \\(proven\\)"
+  pack ${memplan_csv} --capacity 11)
+memplan_cli(pack_unreadable 1 "no_such_file.csv: error: cannot open" pack ${MEMPLAN_TEST_DIR}/data/no_such_file.csv)
+memplan_cli(pack_cannot_write 1 "memplan: error: cannot write .*no-such-folder/out.csv"
+  pack ${memplan_csv} -o ${CMAKE_CURRENT_BINARY_DIR}/no-such-folder/out.csv)
+memplan_cli(pack_time_limit 0 "^height 12$" pack ${memplan_csv} --time-limit 1)
+memplan_cli(no_command 2 "usage: memplan compile")
+memplan_cli(unknown_command 2 "memplan: error: unknown command 'frob'" frob)
+# sweep has its own help; memplan --help names every option of every command
+add_test(NAME cli_sweep_help COMMAND memplan sweep --help)
+set_tests_properties(cli_sweep_help PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "memplan sweep MODEL.yaml.*Pareto"
+  FAIL_REGULAR_EXPRESSION "--budget|--output|--dump|--micro-batch|--block")
+add_test(NAME cli_help_every_option COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/cli_help.sh $<TARGET_FILE:memplan>)
+set_tests_properties(cli_help_every_option PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "cli help: ok")
+add_test(NAME cli_help_top COMMAND memplan --help)
+set_tests_properties(cli_help_top PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "memplan sweep MODEL.yaml \\[OPTIONS\\].*--timeline.*--capacity N.*exit status: 0 success")
+# compile -o DIR writes all of DIR or nothing (a full disk, simulated with ulimit -f)
+add_test(NAME cli_atomic_output
+         COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/atomic_output.sh $<TARGET_FILE:memplan> ${memplan_mlp}
+                 ${CMAKE_CURRENT_BINARY_DIR}/atomic_output)
+set_tests_properties(cli_atomic_output PROPERTIES LABELS errors PASS_REGULAR_EXPRESSION "atomic output: ok")
+
 # plan.json is written atomically, records --set, and holds the whole plan
 add_test(NAME plan_json COMMAND ${CMAKE_COMMAND} -DMEMPLAN=$<TARGET_FILE:memplan>
          -DMODEL=${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml -DOUT=${CMAKE_CURRENT_BINARY_DIR}/plan_json

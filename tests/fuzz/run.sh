@@ -47,7 +47,7 @@ build() { # name sources...
     { echo "FAIL: building $name"; cat "$out/$name.build.log"; exit 1; }
 }
 build fuzz_model "$src/tests/fuzz/fuzz_model.c"
-build fuzz_pack "$src/tests/fuzz/fuzz_pack.c" "$src/codegen/pack.c"
+build fuzz_pack "$src/tests/fuzz/fuzz_pack.c" -I"$src/codegen" "$src/codegen/pack.c" "$src/codegen/text.c"
 build fuzz_plan "$src/tests/fuzz/fuzz_plan.c" -I"$src/codegen" "$src/codegen/plan_read.c" "$src/codegen/json.c" \
   "$src/codegen/text.c" "$src/codegen/timeline.c"
 

@@ -24,17 +24,18 @@ good = open(good_path).read()
 plan = json.loads(good)
 
 
-def case(name, text, want, args=()):
-    """Writes text as NAME.json, runs show on it, expects exit 1, every string
-    of want in stderr, and no output file."""
+def case(name, text, want, args=(), status=1):
+    """Writes text as NAME.json, runs show on it, expects exit status (1, a
+    user error; 2, a usage error), every string of want in stderr, and no
+    output file."""
     path = os.path.join(out, name + ".json")
     with open(path, "wb") as f:
         f.write(text if isinstance(text, bytes) else text.encode())
     target = os.path.join(out, name + ".svg")
     r = subprocess.run([memplan, "show", path, "-o", target, *args], capture_output=True, text=True, errors="replace")
     problems = []
-    if r.returncode != 1:
-        problems.append(f"exit {r.returncode}, expected 1")
+    if r.returncode != status:
+        problems.append(f"exit {r.returncode}, expected {status}")
     problems += [f"missing {w!r}" for w in want if w not in r.stderr]
     if os.path.exists(target) or [f for f in os.listdir(out) if ".tmp." in f]:
         problems.append("wrote an output file")
@@ -89,8 +90,8 @@ def overlap(p):
 case("overlap", edited(overlap), ["overlap.json: error: the plan fails verification:", "overlap", "compile the model again"])
 case("over_budget", edited(lambda p: p.update(budget_bytes=1000)), ["fails verification", "exceeds the budget"])
 # command lines
-case("bad_format", good, ["--format gif: choose svg, png or dot"], ["--format", "gif"])
-case("timeline_png", good, ["the timeline is drawn as SVG only"], ["--timeline", "-f", "png"])
+case("bad_format", good, ["--format gif: choose svg, png or dot"], ["--format", "gif"], status=2)
+case("timeline_png", good, ["the timeline is drawn as SVG only"], ["--timeline", "-f", "png"], status=2)
 case("no_block", good, ["--block h99: the plan has no repeat block"], ["--block", "h99"])
 r = subprocess.run([memplan, "show", os.path.join(out, "nope.json")], capture_output=True, text=True)
 if r.returncode != 1 or "cannot open" not in r.stderr or "nope.json" not in r.stderr:

@@ -1,0 +1,60 @@
+/* cli.h: what the memplan commands (main.c: compile, sweep; show.c; pack.c)
+ * share: one scheme of exit statuses and each command's help, so that
+ * `memplan --help` can list every option of every command. */
+#ifndef MEMPLAN_CLI_H
+#define MEMPLAN_CLI_H
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The exit statuses of every command. */
+enum {
+  EXIT_OK = 0,
+  EXIT_USER = 1,     /* bad model, input or plan file; does not fit; I/O failure */
+  EXIT_USAGE = 2,    /* unknown option, bad option value, missing or extra argument */
+  EXIT_INTERNAL = 3, /* a result that failed verification: a bug in memplan */
+};
+
+/* The exit statuses as each --help prints them. */
+#define CLI_EXIT_HELP                                                                                 \
+  "exit status: 0 success; 1 user error (bad model, input or plan file, does not fit, I/O failure);\n" \
+  "  2 usage (unknown option, bad option value, missing argument); 3 internal error (a bug)\n"
+
+extern const char show_help[]; /* show.c */
+extern const char pack_help[]; /* pack.c */
+int show_main(int argc, char **argv);
+int pack_main(int argc, char **argv);
+
+/* A usage error of `memplan CMD`: the message, where to read the options,
+ * and exit status 2. */
+__attribute__((format(printf, 2, 3), noreturn, unused)) static void cli_usage_error(const char *cmd,
+                                                                                    const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "memplan %s: error: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n(memplan %s --help lists the options)\n", cmd);
+  exit(EXIT_USAGE);
+}
+
+/* getopt_long's '?' (unknown option, or a value given to a flag) and ':'
+ * (missing value; the option string starts with ':' and opterr is 0) as a
+ * usage error. An old name gets its new one. */
+__attribute__((noreturn, unused)) static void cli_bad_option(const char *cmd, int c, char **argv) {
+  const char *arg = argv[optind - 1];
+  int len = (int)strcspn(arg, "=");
+  bool is_long = !strncmp(arg, "--", 2) && (optopt == 0 || arg[len]);
+  if (c == ':') cli_usage_error(cmd, "%s needs a value", arg);
+  if (!is_long) cli_usage_error(cmd, "unknown option '-%c'", optopt);
+  if (!strncmp(arg, "--timeout", 9))
+    cli_usage_error(cmd, "%.*s: the search limit is called --time-limit SECONDS (in every command)", len, arg);
+  if (optopt) cli_usage_error(cmd, "%.*s takes no value", len, arg);
+  cli_usage_error(cmd, "unknown option '%.*s'", len, arg);
+}
+
+#endif
