@@ -16,6 +16,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #ifdef _OPENMP
@@ -28,6 +29,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,15 +121,25 @@ typedef struct {
   int64_t n, pos;
 } Stream;
 
+/* The whole file at path, for --text, --data, --val and --load. A directory,
+ * or a file that cannot be opened, sized or read, ends with the path and the
+ * reason (errno's text), before anything is allocated for it. */
 static unsigned char *read_file(const char *path, int64_t *size, const char *what) {
   FILE *f = fopen(path, "rb");
   if (!f) die("cannot open %s file %s: %s", what, path, strerror(errno));
-  if (fseek(f, 0, SEEK_END) != 0) die("cannot seek in %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0) die("cannot read %s file %s: %s", what, path, strerror(errno));
+  if (S_ISDIR(st.st_mode)) die("cannot read %s file %s: it is a directory", what, path);
+  if (fseek(f, 0, SEEK_END) != 0) die("cannot size %s file %s: %s", what, path, strerror(errno));
   long n = ftell(f);
-  if (n < 0) die("cannot size %s: %s", path, strerror(errno));
+  if (n < 0) die("cannot size %s file %s: %s", what, path, strerror(errno));
   rewind(f);
   unsigned char *b = xmalloc((size_t)n, what);
-  if (fread(b, 1, (size_t)n, f) != (size_t)n) die("cannot read %s: %s", path, strerror(errno));
+  size_t got = fread(b, 1, (size_t)n, f);
+  if (got != (size_t)n) {
+    if (ferror(f)) die("cannot read %s file %s: %s", what, path, strerror(errno));
+    die("cannot read %s file %s: it ended after %zu of %ld bytes (changed while reading?)", what, path, got, n);
+  }
   fclose(f);
   *size = n;
   return b;
@@ -266,6 +278,33 @@ static void remove_stale_temps(const char *path) {
   free(dir);
 }
 
+/* The temp file a save writes before it renames it over path: PATH.tmp.PID. */
+static char *temp_name(const char *path) {
+  size_t tn = strlen(path) + 32;
+  char *tmp = xmalloc(tn, "a path");
+  snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
+  return tmp;
+}
+
+/* --save, checked before the first step: the save creates its temp file in
+ * PATH's directory and renames it over PATH, so create (and remove) that same
+ * temp file now, and refuse a PATH that is a directory; a run must not train
+ * for hours and then fail to write. */
+static void check_save_path(const char *path) {
+  struct stat st;
+  if (!*path) die("--save '': expected a file name");
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) die("cannot write --save %s: it is a directory", path);
+  char *tmp = temp_name(path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    int e = errno;
+    die("cannot write --save %s: %s (checked by creating %s)", path, strerror(e), tmp);
+  }
+  close(fd);
+  remove(tmp);
+  free(tmp);
+}
+
 static void save_safetensors(const char *path, const unsigned char *arena, const TrModel *m) {
   char *hdr = NULL;
   size_t hn = 0;
@@ -287,9 +326,7 @@ static void save_safetensors(const char *path, const unsigned char *arena, const
   fputc('}', h);
   while ((ftell(h) % 8) != 0) fputc(' ', h);
   fclose(h);
-  size_t tn = strlen(path) + 32;
-  char *tmp = xmalloc(tn, "a path");
-  snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
+  char *tmp = temp_name(path);
   FILE *f = fopen(tmp, "wb");
   if (!f) die("cannot write %s: %s", tmp, strerror(errno));
   unsigned char len[8];
@@ -437,6 +474,23 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *d) {
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* A loaded weight that is NaN or Inf would only show up steps later as a
+ * non-finite loss; name the tensor and the element (flat and per dimension). */
+static void check_finite(const char *path, const TrParam *p, const float *w) {
+  int64_t k = 0;
+  while (k < p->numel && isfinite(w[k])) k++;
+  if (k == p->numel) return;
+  int64_t at[6] = {0}, rest = k;
+  for (int d = p->rank - 1; d >= 0; d--) {
+    at[d] = p->shape[d] ? rest % p->shape[d] : 0;
+    rest = p->shape[d] ? rest / p->shape[d] : 0;
+  }
+  char idx[128];
+  shape_str(idx, sizeof idx, p->rank, at);
+  die("%s: tensor '%s' has a non-finite weight: element %lld (index %s) is %s", path, p->name, (long long)k, idx,
+      isnan(w[k]) ? "nan" : w[k] > 0 ? "inf" : "-inf");
+}
+
 static void load_safetensors(const char *path, unsigned char *arena, const TrModel *m) {
   int64_t size;
   unsigned char *f = read_file(path, &size, "weights");
@@ -482,6 +536,7 @@ static void load_safetensors(const char *path, unsigned char *arena, const TrMod
         die("%s: tensor '%s': data_offsets [%lld, %lld] do not hold %lld floats within the file (truncated?)", path,
             name, (long long)b, (long long)e, (long long)p->numel);
       memcpy(arena + p->offset, f + data0 + b, (size_t)(4 * p->numel));
+      check_finite(path, p, (const float *)(arena + p->offset));
       seen[i] = 1;
     } while (js_eat(&j, ','));
     js_expect(&j, '}');
@@ -549,7 +604,7 @@ static const char help_text[] =
     "Trains %s with the plan memplan compiled into this program.\n"
     "\n"
     "  --steps N         training steps (default 100)\n"
-    "  --lr X            learning rate (default %g, from the model's YAML)\n"
+    "  --lr X            learning rate, finite and > 0 (default %g, from the model's YAML)\n"
     "  --seed N          parameter initialization seed (default 1337)\n"
     "  --threads N       OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores;\n"
     "                    CPU trainer only)\n"
@@ -563,9 +618,10 @@ static const char help_text[] =
     "  --log FILE        also write step,loss,ms,eval_loss as CSV\n"
     "  --profile         time every op; print time per op kind and the top ops at the end\n"
     "  --load FILE       initial weights from a safetensors file (names as in plan.json)\n"
-    "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename)\n"
-    "  --loss-scale X    initial loss scale of fp16 plans (default 65536; halves on overflow,\n"
-    "                    doubles after 2000 clean steps)\n"
+    "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename;\n"
+    "                    checked writable before the first step)\n"
+    "  --loss-scale X    initial loss scale of fp16 plans, finite and > 0 (default 65536;\n"
+    "                    halves on overflow, doubles after 2000 clean steps)\n"
     "  --force-overflow N  test hook: scale step N's loss gradient by inf, as an overflow would\n"
     "  --cuda-graph      CUDA trainer: capture the step into a CUDA graph once, replay it\n"
     "                    every step (plans without micro-batches or loss scaling)\n"
@@ -592,6 +648,15 @@ static int64_t opt_int(const char *s, const char *name, int64_t min) {
   return v;
 }
 
+/* Every float option (--lr, --loss-scale): finite and > 0. strtod also reads
+ * "inf", "nan" and overflows like 1e999 to inf; none of them can train. */
+static double opt_float(const char *s, const char *name) {
+  char *e;
+  double v = strtod(s, &e);
+  if (e == s || *e || !isfinite(v) || !(v > 0)) die("%s '%s': expected a finite number > 0", name, s);
+  return v;
+}
+
 static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   enum { O_STEPS = 256, O_LR, O_SEED, O_THREADS, O_TEXT, O_DATA, O_VAL, O_EVERY, O_EBATCH, O_LOGE, O_LOG, O_PROF,
          O_LOAD, O_SAVE, O_CHECK, O_SCALE, O_FORCE, O_GRAPH, O_HELP };
@@ -613,12 +678,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
     switch (c) {
     case O_STEPS: o.steps = opt_int(optarg, "--steps", 0); break;
-    case O_LR: {
-      char *e;
-      o.lr = strtod(optarg, &e);
-      if (e == optarg || *e || !(o.lr >= 0)) die("--lr '%s': expected a number >= 0", optarg);
-      break;
-    }
+    case O_LR: o.lr = opt_float(optarg, "--lr"); break;
     case O_SEED: o.seed = opt_int(optarg, "--seed", 0); break;
     case O_THREADS: o.threads = (int)opt_int(optarg, "--threads", 1); break;
     case O_TEXT: o.text = optarg; break;
@@ -634,19 +694,14 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_CHECK: o.check_alloc = 1; break;
     case O_GRAPH: o.cuda_graph = 1; break;
     case O_FORCE: o.force_overflow = opt_int(optarg, "--force-overflow", 1); break;
-    case O_SCALE: {
-      char *e;
-      o.loss_scale = strtod(optarg, &e);
-      if (e == optarg || *e || !(o.loss_scale > 0) || isinf(o.loss_scale))
-        die("--loss-scale '%s': expected a positive number", optarg);
-      break;
-    }
+    case O_SCALE: o.loss_scale = opt_float(optarg, "--loss-scale"); break;
     case 'h':
     case O_HELP: printf(help_text, m->model, m->lr); exit(0);
     default: fprintf(stderr, "run 'trainer --help' for the options\n"); exit(2);
     }
   }
   if (optind < argc) die("unexpected argument '%s' (see --help)", argv[optind]);
+  if (!isfinite(o.lr) || !(o.lr > 0)) die("the model's learning rate is %g: give --lr X (finite, > 0)", o.lr);
   if (o.cuda_graph && !m->device) die("--cuda-graph needs the CUDA trainer (trainer_cuda)");
   if (o.cuda_graph && (m->accumulation > 1 || m->loss_scaling))
     die("--cuda-graph replays one captured step: not with micro-batches (%d) or loss scaling", m->accumulation);
@@ -775,6 +830,7 @@ static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, 
 
 int tr_main(int argc, char **argv, const TrModel *m) {
   Opts o = parse_opts(argc, argv, m);
+  if (o.save) check_save_path(o.save);
   if (m->set_threads) m->set_threads(o.threads);
   Run r = {.m = m};
   if (m->vocab) {

@@ -1,9 +1,10 @@
 # End to end (label e2e): compile bundled models with memplan, build each
 # generated folder with its own CMake (-Wall -Wextra -Werror) inside this
 # build tree, train, and check what the trainer promises: the loss falls,
-# runs are deterministic, checkpoints round-trip, bad files give clear errors,
-# and the training loop allocates nothing. Reference (label reference): the
-# same weights and batches through PyTorch (tests/reference/reference.py).
+# runs are deterministic, checkpoints round-trip, bad files, options and --save
+# paths give clear errors before the first step, the default build is portable
+# (no -march=native), and the training loop allocates nothing. Reference (label
+# reference): the same weights and batches through PyTorch (tests/reference/reference.py).
 find_program(MEMPLAN_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
 find_program(MEMPLAN_PYTHON3 python3)
 set(e2e_dir ${CMAKE_CURRENT_BINARY_DIR}/e2e)
@@ -58,6 +59,8 @@ memplan_e2e(e2e_determinism_gpt2-mini gpt2-mini determinism ${mini} --steps 8 --
 memplan_e2e(e2e_roundtrip_gpt2-mini gpt2-mini roundtrip ${mini} ${e2e_dir}/roundtrip --text ${e2e_text})
 memplan_e2e(e2e_errors_gpt2-mini gpt2-mini errors ${mini} ${e2e_dir}/errors-mini --text ${e2e_text})
 memplan_e2e(e2e_errors_mlp mlp errors ${mlp} ${e2e_dir}/errors-mlp)
+# The generated CMakeLists.txt builds a portable trainer unless -DTRAINER_NATIVE=ON.
+memplan_e2e(e2e_portable_gpt2-mini gpt2-mini portable ${e2e_dir}/gpt2-mini)
 if(NOT MEMPLAN_SANITIZE)
   foreach(th 1 2)
     memplan_e2e(e2e_noalloc_gpt2-mini_t${th} gpt2-mini noalloc ${mini} $<TARGET_FILE:alloc_count> --steps 6
