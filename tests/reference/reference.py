@@ -2,14 +2,38 @@
 """reference.py: a generated trainer against PyTorch on the same weights and
 batches. Writes initial weights (drawn by torch from plan.json's init specs)
 as safetensors, trains N steps with `trainer --load`, runs the same N steps
-in PyTorch (float64, plan_torch.py interpreting plan.json, torch.optim with
-the plan's param groups), and compares per-step losses (relative 1e-5) and
-final weights (1e-4, absolute below 1, relative above) read back from the
-trainer's --save file. --perturb-lr F runs torch with lr * F and expects the
-comparison to FAIL (the check can catch a wrong update). Exits 77 (CTest's
-skip code) when torch is absent."""
+in PyTorch (plan_torch.py interpreting plan.json, torch.optim with the
+plan's param groups), and compares per-step losses and the final weights
+read back from the trainer's --save file.
+
+Tolerances are measured, not chosen. PyTorch runs each step twice in
+lockstep: a float64 reference and a float32 yardstick that takes the
+reference's ReLU decisions, so the yardstick's distance from the reference
+is float32 rounding alone. The trainer may differ from the reference by
+TOL_FACTOR times that distance (per step for the loss, per tensor for the
+weights), never less than a few float32 ulps.
+
+Two things float32 rounding decides outright, on any machine:
+- a ReLU input within rounding of 0 takes either branch, and the runs part
+  from there. The trainer's GEMM kernel decides which: mlp-adamw's step 3
+  has a ReLU input of 5.6e-8 that OpenBLAS's Haswell, SkylakeX and Zen
+  kernels flip and its auto-detected one does not, on the same AMD EPYC.
+  Every ReLU input below KINK_RMS times the yardstick's rms deviation at
+  that ReLU, or KINK_ELEM times its own, is a branch point; the reference
+  tries both ways at each, follows the branches that agree with the
+  trainer's next loss (at most MAX_BRANCHES), and the trainer must match
+  one of them in everything.
+- AdamW divides by |g|: an element whose gradient the yardstick gets wrong
+  by more than NOISY_REL of itself moves by rounding, up to lr per step
+  either way; it is checked against that bound.
+
+--perturb-lr F runs torch with lr * F and expects the comparison to FAIL (the
+check can catch a wrong update). Exits 77 (CTest's skip code) when torch is
+absent."""
 import argparse
+import copy
 import csv
+import itertools
 import os
 import subprocess
 import sys
@@ -25,7 +49,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plan_torch  # noqa: E402
 import safetensors_io  # noqa: E402
 
-LOSS_RTOL, WEIGHT_TOL = 1e-5, 1e-4
+EPS32 = 2.0 ** -24
+TOL_FACTOR = 10.0       # the trainer's error allowed, in units of the yardstick's
+FLOOR = 4 * EPS32       # ... but never below 4 float32 ulps (relative)
+KINK_RMS, KINK_ELEM = 8.0, 4.0  # a ReLU input within 8 rms or 4 own yardstick deviations of 0 is a branch point
+MAX_BRANCHES, MAX_SITES = 16, 6
+NOISY_REL = 1e-3
 
 
 def run_trainer(a, init, final, log):
@@ -40,34 +69,142 @@ def run_trainer(a, init, final, log):
         return [float(row["loss"]) for row in csv.DictReader(f)]
 
 
-def run_torch(a, plan, init):
+class Branch:
+    """A float64 reference run and its float32 yardstick, stepped together,
+    with the ReLU decisions in `forced` ({(step, op position, flat index):
+    passes}) imposed on both."""
+
+    def __init__(self, plan, init, lr):
+        self.forced, self.loss, self.noisy, self.run = {}, {}, None, {}
+        for dt in (torch.float64, torch.float32):
+            params = plan_torch.make_params(plan, init, dt)
+            self.run[dt] = (params, plan_torch.make_optimizer(plan, params, lr))
+            self.loss[dt] = []
+        self.noisy = {i: torch.zeros_like(p, dtype=torch.bool) for i, p in self.run[torch.float64][0].items()}
+
+    def step(self, plan, step, batch, flips=()):
+        """Runs one step with `flips` (the branch points (pos, index, passes)
+        decided the other way); returns the unforced branch points met."""
+        for pos, idx, passes in flips:
+            self.forced[(step, pos, idx)] = passes
+        masks, x64, sites = {}, {}, []
+
+        def mask64(pos, x):
+            m = x > 0
+            for (s, p, idx), passes in self.forced.items():
+                if s == step and p == pos:
+                    m.view(-1)[idx] = passes
+            masks[pos], x64[pos] = m, x
+            return m.to(x.dtype)
+
+        def mask32(pos, x):
+            dev = (x.double() - x64[pos]).abs().view(-1)
+            rms = max(float(dev.pow(2).mean().sqrt()), EPS32 * float(x64[pos].abs().max()))
+            band = torch.clamp(KINK_ELEM * dev, min=KINK_RMS * rms)
+            for idx in torch.nonzero(x64[pos].view(-1).abs() < band).view(-1).tolist():
+                if (step, pos, idx) not in self.forced:
+                    sites.append((pos, idx, not bool(masks[pos].view(-1)[idx])))
+            return masks[pos].to(x.dtype)
+
+        for dt, fn in ((torch.float64, mask64), (torch.float32, mask32)):
+            params, opt = self.run[dt]
+            opt.zero_grad(set_to_none=True)
+            loss = plan_torch.forward(plan, params, batch, dt, relu_mask=fn)
+            loss.backward()
+            self.loss[dt].append(loss.item())
+        if plan["optimizer"]["type"] == "adamw":  # SGD's update is linear in the gradient
+            for i, p in self.run[torch.float64][0].items():
+                g32 = self.run[torch.float32][0][i].grad.double()
+                self.noisy[i] |= (g32 - p.grad).abs() > NOISY_REL * p.grad.abs()
+        for dt in self.run:
+            self.run[dt][1].step()
+        return sites
+
+    def loss_check(self, step, got):
+        """(relative error, tolerance) of the trainer's loss at `step`."""
+        w, y = self.loss[torch.float64][step], self.loss[torch.float32][step]
+        return abs(got - w) / abs(w), max(FLOOR, TOL_FACTOR * abs(y - w) / abs(w))
+
+    def weights(self, plan):
+        names = {b["id"]: b["name"] for b in plan["buffers"]}
+        return ({dt: {names[i]: p.detach().double().numpy() for i, p in self.run[dt][0].items()} for dt in self.run},
+                {names[i]: n.numpy() for i, n in self.noisy.items()})
+
+    def describe(self):
+        if not self.forced:
+            return "the float64 reference's own ReLU decisions"
+        return "the branch with %d ReLU input(s) near 0 decided the other way: %s" % (
+            len(self.forced), ", ".join("step %d op %d element %d" % (s + 1, p, i) for s, p, i in sorted(self.forced)))
+
+
+def branches(a, plan, init, got):
+    """The branches float32 rounding may take at the ReLU kinks that agree
+    with the trainer's losses so far: at each step every subset of the step's
+    branch points is tried, and a branch whose next loss misses the trainer's
+    is dropped (the closest one is kept when none agrees, for the report)."""
     torch.set_num_threads(2)
-    dt = torch.float64
-    params = plan_torch.make_params(plan, init, dt)
-    lr = plan["optimizer"]["lr"] * a.perturb_lr
-    opt = plan_torch.make_optimizer(plan, params, lr)
-    tokens = plan_torch.read_tokens(a.text, True) if a.text else None
-    batches = plan_torch.Batches(plan, tokens)
-    losses = []
-    # Per element: did its gradient ever sink to float32 noise (below 1e-6 of
-    # its tensor's largest)? AdamW divides by |g|, so such an element's update
-    # is decided by rounding (up to lr per step either way) in any float32
-    # trainer; it is checked against that bound instead of 1e-4.
-    noisy = {i: torch.zeros_like(p, dtype=torch.bool) for i, p in params.items()}
-    for _ in range(a.steps):
-        opt.zero_grad(set_to_none=True)
-        loss = plan_torch.forward(plan, params, batches.next(), dt)
-        loss.backward()
-        for i, p in params.items():
-            g = p.grad.abs()
-            noisy[i] |= (g < 1e-6 * g.max()) & (g > 0)
-        opt.step()
-        losses.append(loss.item())
-    names = {b["id"]: b["name"] for b in plan["buffers"]}
-    if plan["optimizer"]["type"] != "adamw":
-        noisy = {i: torch.zeros_like(n) for i, n in noisy.items()}
-    return losses, {names[i]: p.detach().numpy() for i, p in params.items()}, \
-        {names[i]: n.numpy() for i, n in noisy.items()}
+    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None)
+    beam, tried = [Branch(plan, init, plan["optimizer"]["lr"] * a.perturb_lr)], 1
+    for step in range(a.steps):
+        batch, grown = batches.next(), []
+        for b in beam:
+            trial = copy.deepcopy(b)
+            sites = trial.step(plan, step, batch)
+            if len(sites) > MAX_SITES:
+                sys.exit("reference: step %d has %d ReLU inputs within float32 rounding of 0 (most %d): pick other data"
+                         % (step + 1, len(sites), MAX_SITES))
+            grown.append(trial)
+            for subset in itertools.chain.from_iterable(
+                    itertools.combinations(sites, k) for k in range(1, len(sites) + 1)):
+                child = copy.deepcopy(b)
+                child.step(plan, step, batch, subset)
+                grown.append(child)
+        tried += len(grown) - len(beam)
+        if step < len(got):
+            keep = [b for b in grown if b.loss_check(step, got[step])[0] <= b.loss_check(step, got[step])[1]]
+            grown = keep or [min(grown, key=lambda b: b.loss_check(step, got[step])[0])]
+        beam = grown[:MAX_BRANCHES]
+    return beam, tried
+
+
+def compare(plan, a, b, got, got_w, out):
+    """Trainer against branch b; appends the report's lines to out; True when within tolerance."""
+    ok = len(got) == len(b.loss[torch.float64])
+    for i, (g, w) in enumerate(zip(got, b.loss[torch.float64])):
+        rel, tol = b.loss_check(i, g)
+        ok &= rel <= tol
+        out.append("  step %d: loss %.9f vs %.9f  rel err %.2e (tolerance %.1e)%s"
+                   % (i + 1, g, w, rel, tol, "" if rel <= tol else "  FAIL"))
+    lr_steps = plan["optimizer"]["lr"] * a.steps
+    bound = 2.0 * lr_steps  # AdamW moves an element at most lr per step
+    # AdamW's update errs by about its gradient's relative error, which is
+    # NOISY_REL at most in the yardstick and TOL_FACTOR times that allowed.
+    floor = FLOOR if plan["optimizer"]["type"] != "adamw" else max(FLOOR, TOL_FACTOR * NOISY_REL * lr_steps)
+    n_noisy = worst_noisy = 0
+    ws, noisy_all = b.weights(plan)
+    for name, w in ws[torch.float64].items():
+        scale = np.maximum(1.0, np.abs(w))
+        err = np.abs(got_w[name].astype(np.float64) - w) / scale
+        spread = np.abs(ws[torch.float32][name] - w) / scale
+        noisy = noisy_all[name]
+        tol = max(floor, TOL_FACTOR * float(np.max(np.where(noisy, 0.0, spread))))
+        worst = float(np.max(np.where(noisy, 0.0, err)))
+        # the bulk too: a systematic error (a missing weight decay moves
+        # every element by lr wd |w| a step) hides under the worst element's
+        # tolerance, not under the median's
+        med_tol = max(FLOOR, TOL_FACTOR * float(np.median(spread[~noisy]))) if (~noisy).any() else FLOOR
+        med = float(np.median(err[~noisy])) if (~noisy).any() else 0.0
+        ok &= worst <= tol and med <= med_tol
+        if noisy.any():
+            n_noisy += int(noisy.sum())
+            worst_noisy = max(worst_noisy, float(err[noisy].max()))
+        out.append("  %-24s worst error %.2e (tolerance %.1e), median %.2e (tolerance %.1e)%s"
+                   % (name, worst, tol, med, med_tol, "" if worst <= tol and med <= med_tol else "  FAIL"))
+    ok &= worst_noisy <= bound
+    if n_noisy:
+        out.append("  %d elements whose gradient float32 gets wrong by over %g of itself: worst error %.2e "
+                   "(bound 2 lr steps = %.0e)" % (n_noisy, NOISY_REL, worst_noisy, bound))
+    return ok
 
 
 def main():
@@ -86,31 +223,23 @@ def main():
     p_final = os.path.join(a.workdir, "final.safetensors")
     safetensors_io.save(p_init, init, {"format": "pt"})
     got = run_trainer(a, p_init, p_final, os.path.join(a.workdir, "losses.csv"))
-    want, want_w, noisy = run_torch(a, plan, init)
     got_w = safetensors_io.load(p_final)
+    bs, tried = branches(a, plan, init, got)
 
-    ok = len(got) == len(want)
-    print("%s %s, %d %s steps%s" % (plan["model"], "trainer vs torch", a.steps, plan["optimizer"]["type"],
+    print("%s %s, %d %s steps%s" % (plan["model"], "trainer vs torch (float64, float32 as the yardstick)", a.steps,
+                                    plan["optimizer"]["type"],
                                     " (torch lr x %g: expecting a mismatch)" % a.perturb_lr if a.perturb_lr != 1 else ""))
-    for i, (g, w) in enumerate(zip(got, want)):
-        rel = abs(g - w) / abs(w)
-        ok &= rel <= LOSS_RTOL
-        print("  step %d: loss %.9f vs %.9f  rel err %.2e%s" % (i + 1, g, w, rel, "" if rel <= LOSS_RTOL else "  > 1e-5"))
-    worst, worst_name, n_noisy, worst_noisy = 0.0, "", 0, 0.0
-    bound = 2.0 * plan["optimizer"]["lr"] * a.steps  # AdamW moves an element at most lr per step
-    for name, w in want_w.items():
-        err = np.abs(got_w[name].astype(np.float64) - w) / np.maximum(1.0, np.abs(w))
-        n_noisy += int(noisy[name].sum())
-        if noisy[name].any():
-            worst_noisy = max(worst_noisy, float(err[noisy[name]].max()))
-        err = float(np.max(np.where(noisy[name], 0.0, err)))
-        if err > worst:
-            worst, worst_name = err, name
-    ok &= worst <= WEIGHT_TOL and worst_noisy <= bound
-    print("  final weights: worst error %.2e in %s (tolerance %.0e)" % (worst, worst_name, WEIGHT_TOL))
-    if n_noisy:
-        print("  %d elements with gradients at float32 noise level: worst error %.2e (bound 2 lr steps = %.0e)"
-              % (n_noisy, worst_noisy, bound))
+    print("  %d branch(es) tried at ReLU inputs within float32 rounding of 0, %d agree with the trainer's losses"
+          % (tried, len(bs)))
+    ok, report = False, None
+    for b in bs:
+        lines = []
+        if compare(plan, a, b, got, got_w, lines):
+            ok, report = True, (b, lines)
+            break
+        report = report or (b, lines)
+    print("  %s %s" % ("matches" if ok else "compared with", report[0].describe()))
+    print("\n".join(report[1]))
     expect = a.perturb_lr == 1.0
     print("reference: %s" % ("PASS" if ok == expect else "FAIL"))
     return 0 if ok == expect else 1
