@@ -17,7 +17,11 @@ memplan=$1 py=$2 work=$3
 here=$(dirname "$0")
 model=$here/../../models/gpt2-mini.yaml
 mlp=$here/../../models/mlp.yaml
-text=$here/../../README.md
+# Training text that no commit changes: base-files' GPL-3 on Debian (the
+# README, the fallback elsewhere, changes with every edit, and with it the
+# runs compared below)
+text=/usr/share/common-licenses/GPL-3
+[ -r "$text" ] || text=$here/../../README.md
 rm -rf "$work"
 mkdir -p "$work"
 build() { # name [memplan options]
