@@ -159,12 +159,16 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
     s.tok = xmalloc((size_t)size * sizeof(uint16_t), "tokens");
     for (int64_t i = 0; i < size; i++) s.tok[i] = b[i];
   } else {
+    /* the header's fields first, so that the buffer is freed before any
+     * error (a leak checker would report it at exit otherwise) */
+    uint32_t magic = size >= 1024 ? le32(b) : 0, version = size >= 1024 ? le32(b + 4) : 0;
+    s.n = size >= 1024 ? le32(b + 8) : 0;
+    if (size < 1024 || magic != TR_TOKEN_MAGIC || version != 1 || size != 1024 + 2 * s.n) free(b);
     if (size < 1024) die("%s: too short for a token file header (%lld of 1024 bytes)", path, (long long)size);
-    if (le32(b) != TR_TOKEN_MAGIC)
+    if (magic != TR_TOKEN_MAGIC)
       die("%s: not a token file: magic %u, expected %d (llm.c format: 256 int32 header, then uint16 tokens)",
-          path, le32(b), TR_TOKEN_MAGIC);
-    if (le32(b + 4) != 1) die("%s: unsupported token file version %u (expected 1)", path, le32(b + 4));
-    s.n = le32(b + 8);
+          path, magic, TR_TOKEN_MAGIC);
+    if (version != 1) die("%s: unsupported token file version %u (expected 1)", path, version);
     if (size != 1024 + 2 * s.n)
       die("%s: header says %lld tokens (%lld bytes) but the file has %lld bytes%s", path, (long long)s.n,
           (long long)(1024 + 2 * s.n), (long long)size, size < 1024 + 2 * s.n ? " (truncated?)" : "");
@@ -173,9 +177,12 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
   }
   free(b);
   for (int64_t i = 0; i < s.n; i++)
-    if (s.tok[i] >= vocab)
-      die("%s: token %u at position %lld is out of range: the model's vocabulary has %lld entries%s", path,
-          s.tok[i], (long long)i, (long long)vocab, is_text ? " (--text needs V >= 256)" : "");
+    if (s.tok[i] >= vocab) {
+      unsigned t = s.tok[i];
+      free(s.tok);
+      die("%s: token %u at position %lld is out of range: the model's vocabulary has %lld entries%s", path, t,
+          (long long)i, (long long)vocab, is_text ? " (--text needs V >= 256)" : "");
+    }
   return s;
 }
 
