@@ -307,7 +307,10 @@ static void fill_edges(Dot *d) {
   int *lastw = ar_alloc(&d->ar, sizeof(int) * (size_t)(p->nbuf + 1));
   int *writes = ar_alloc(&d->ar, sizeof(int) * (size_t)(p->nbuf + 1));
   const char **cur = ar_alloc(&d->ar, sizeof(char *) * (size_t)(p->nbuf + 1));
-  for (int b = 0; b < p->nbuf; b++) lastw[b] = -1, cur[b] = p->buf[b].name;
+  for (int b = 0; b < p->nbuf; b++) {
+    lastw[b] = -1;
+    cur[b] = p->buf[b].name;
+  }
   for (int j = 0; j < p->nsched; j++) {
     const PlanOp *o = &p->sched[j];
     for (int k = 0; k < o->nin; k++) {
@@ -554,9 +557,18 @@ static void draw_edge(Dot *d, const DEdge *e, int n) {
     set(ae, "minlen", "2");
   set(ae, "tooltip", tip);
   set(ae, "labeltooltip", tip);
-  if (saved) set(ae, "color", "#8e44ad"), set(ae, "fontcolor", "#6c3483"), set(ae, "penwidth", "2.2");
-  else if (v->phase == PHASE_UPDATE) set(ae, "color", "#d9730d"), set(ae, "fontcolor", "#a0520a");
-  if (recomputed) set(ae, "style", "dashed"), set(ae, "color", "#3f8f3a");
+  if (saved) {
+    set(ae, "color", "#8e44ad");
+    set(ae, "fontcolor", "#6c3483");
+    set(ae, "penwidth", "2.2");
+  } else if (v->phase == PHASE_UPDATE) {
+    set(ae, "color", "#d9730d");
+    set(ae, "fontcolor", "#a0520a");
+  }
+  if (recomputed) {
+    set(ae, "style", "dashed");
+    set(ae, "color", "#3f8f3a");
+  }
 }
 
 static void make_edges(Dot *d) {

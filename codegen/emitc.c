@@ -130,7 +130,10 @@ static void name_buffers(Emit *E) {
 static const PlanOp *first_use(const PlanOp *ops, int n, int b, int *slot) {
   for (int i = 0; i < n; i++)
     for (int k = 0; k < ops[i].nin; k++)
-      if (ops[i].in[k] == b && ops[i].phase == PHASE_FORWARD) return *slot = k, &ops[i];
+      if (ops[i].in[k] == b && ops[i].phase == PHASE_FORWARD) {
+        *slot = k;
+        return &ops[i];
+      }
   return NULL;
 }
 
@@ -141,11 +144,20 @@ static int classify_inputs(Emit *E, const PlanOp *ops, int n) {
     int slot;
     const PlanOp *o = p->buf[b].role == ROLE_INPUT ? first_use(ops, n, b, &slot) : NULL;
     if (!o) continue;
-    if (o->op == OP_EMBEDDING && slot == 0) E->kind[b] = "TR_IN_TOKENS", E->vocab = o->dim[2], tokens = true;
-    else if (o->op == OP_CROSS_ENTROPY && slot == 1) E->kind[b] = "TR_IN_LABELS", E->classes = o->dim[1];
-    else if (o->op == OP_MSE && slot == 1) E->kind[b] = "TR_IN_VALUES", other = true;
-    else if (p->buf[b].dtype == DT_F32) E->kind[b] = "TR_IN_FEATURES", other = true;
-    else {
+    if (o->op == OP_EMBEDDING && slot == 0) {
+      E->kind[b] = "TR_IN_TOKENS";
+      E->vocab = o->dim[2];
+      tokens = true;
+    } else if (o->op == OP_CROSS_ENTROPY && slot == 1) {
+      E->kind[b] = "TR_IN_LABELS";
+      E->classes = o->dim[1];
+    } else if (o->op == OP_MSE && slot == 1) {
+      E->kind[b] = "TR_IN_VALUES";
+      other = true;
+    } else if (p->buf[b].dtype == DT_F32) {
+      E->kind[b] = "TR_IN_FEATURES";
+      other = true;
+    } else {
       fprintf(stderr, "memplan: error: the CPU trainer cannot feed input '%s' (an i32 input that is neither "
                       "token ids nor cross-entropy targets)\n", p->buf[b].name);
       return -1;
@@ -551,7 +563,10 @@ int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {
   Emit E = {.p = p, .be = be};
   name_buffers(&E);
   E.kind = ar_alloc(&E.ar, sizeof(char *) * (size_t)p->nbuf);
-  if (classify_inputs(&E, p->sched, p->nsched) || classify_inputs(&E, p->eval, p->neval)) return ar_free(&E.ar), -1;
+  if (classify_inputs(&E, p->sched, p->nsched) || classify_inputs(&E, p->eval, p->neval)) {
+    ar_free(&E.ar);
+    return -1;
+  }
   header(&E, out);
   layout(&E, out);
   schedule_fn(&E, out, p->sched, p->nsched, true);

@@ -403,9 +403,13 @@ static FitResult fit_noted(Arena *ar, Levers *L, const Options *o, Graph *g, con
   int mb = bdim ? (int)dim_value(g, bdim) : 0;
   PlanLever l = {.precision = prec_name(fo->precision), .micro_batch = mb, .accumulation_steps = fo->accumulation,
                  .keep_arena = r.keep_arena, .arena = r.min_arena};
-  if (r.plan) /* auto names what it chose */
-    l.precision = r.plan->precision, l.arena = r.plan->arena_bytes, l.extra_flops = r.plan->extra_flops,
-    l.step_flops = r.plan->step_flops, l.fits = true;
+  if (r.plan) { /* auto names what it chose */
+    l.precision = r.plan->precision;
+    l.arena = r.plan->arena_bytes;
+    l.extra_flops = r.plan->extra_flops;
+    l.step_flops = r.plan->step_flops;
+    l.fits = true;
+  }
   VEC_PUSH(ar, *L, l);
   return r;
 }

@@ -200,7 +200,10 @@ static void read_csv(const char *path, Rows *r, Reader *rd) {
     }
     if (strspn(line, " \t\r\n") == strlen(line)) continue; /* blank line */
     read_row(w, line, pos, nf, r);
-    if (r->n > lcap) lcap = 2 * r->n, rd->line_of = xrealloc(rd->line_of, sizeof(int) * (size_t)lcap);
+    if (r->n > lcap) {
+      lcap = 2 * r->n;
+      rd->line_of = xrealloc(rd->line_of, sizeof(int) * (size_t)lcap);
+    }
     rd->line_of[r->n - 1] = lineno;
   }
   if (ferror(f)) die_at((Where){path, lineno}, "read error: %s", strerror(errno));

@@ -52,7 +52,10 @@ static Loc here(const Parser *P) { return (Loc){P->path, P->line, (int)(P->p - P
 
 static void skip_ws(Parser *P) {
   while (P->p < P->end && (*P->p == ' ' || *P->p == '\t' || *P->p == '\n' || *P->p == '\r')) {
-    if (*P->p == '\n') P->line++, P->line_start = P->p + 1;
+    if (*P->p == '\n') {
+      P->line++;
+      P->line_start = P->p + 1;
+    }
     P->p++;
   }
 }
@@ -77,13 +80,19 @@ static unsigned hex4(Parser *P) {
 
 static void put_utf8(char *out, size_t *n, unsigned cp) {
   if (cp < 0x80) out[(*n)++] = (char)cp;
-  else if (cp < 0x800) out[(*n)++] = (char)(0xC0 | cp >> 6), out[(*n)++] = (char)(0x80 | (cp & 0x3F));
-  else if (cp < 0x10000)
-    out[(*n)++] = (char)(0xE0 | cp >> 12), out[(*n)++] = (char)(0x80 | (cp >> 6 & 0x3F)),
+  else if (cp < 0x800) {
+    out[(*n)++] = (char)(0xC0 | cp >> 6);
     out[(*n)++] = (char)(0x80 | (cp & 0x3F));
-  else
-    out[(*n)++] = (char)(0xF0 | cp >> 18), out[(*n)++] = (char)(0x80 | (cp >> 12 & 0x3F)),
-    out[(*n)++] = (char)(0x80 | (cp >> 6 & 0x3F)), out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out[(*n)++] = (char)(0xE0 | cp >> 12);
+    out[(*n)++] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+  } else {
+    out[(*n)++] = (char)(0xF0 | cp >> 18);
+    out[(*n)++] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[(*n)++] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+  }
 }
 
 /* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0:
@@ -125,18 +134,27 @@ static const char *parse_string(Parser *P) {
       out[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
       continue;
     }
-    if (e != 'u') P->p -= 2, diag_error(here(P), "unknown escape '\\%c' in a string", e ? e : '0');
+    if (e != 'u') {
+      P->p -= 2;
+      diag_error(here(P), "unknown escape '\\%c' in a string", e ? e : '0');
+    }
     unsigned cp = hex4(P);
     if (cp >= 0xD800 && cp < 0xDC00) { /* a surrogate pair */
       if (P->end - P->p < 6 || P->p[0] != '\\' || P->p[1] != 'u') expected(P, "a low surrogate \\uDC00..\\uDFFF");
       P->p += 2;
       unsigned lo = hex4(P);
-      if (lo < 0xDC00 || lo > 0xDFFF) P->p -= 4, expected(P, "a low surrogate \\uDC00..\\uDFFF");
+      if (lo < 0xDC00 || lo > 0xDFFF) {
+        P->p -= 4;
+        expected(P, "a low surrogate \\uDC00..\\uDFFF");
+      }
       cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
     } else if (cp >= 0xDC00 && cp < 0xE000) {
       P->p -= 4, diag_error(here(P), "lone low surrogate \\u%04x in a string", cp);
     }
-    if (cp == 0) P->p -= 4, diag_error(here(P), "\\u0000 in a string (names cannot hold NUL)");
+    if (cp == 0) {
+      P->p -= 4;
+      diag_error(here(P), "\\u0000 in a string (names cannot hold NUL)");
+    }
     put_utf8(out, &n, cp);
   }
   P->p++;
@@ -154,13 +172,19 @@ static void parse_number(Parser *P, JVal *v) {
   else expected(P, "a value");
   if (q < P->end && *q == '.') {
     frac = true, q++;
-    if (q >= P->end || *q < '0' || *q > '9') P->p = q, expected(P, "a digit after '.'");
+    if (q >= P->end || *q < '0' || *q > '9') {
+      P->p = q;
+      expected(P, "a digit after '.'");
+    }
     while (q < P->end && *q >= '0' && *q <= '9') q++;
   }
   if (q < P->end && (*q == 'e' || *q == 'E')) {
     frac = true, q++;
     if (q < P->end && (*q == '+' || *q == '-')) q++;
-    if (q >= P->end || *q < '0' || *q > '9') P->p = q, expected(P, "a digit in the exponent");
+    if (q >= P->end || *q < '0' || *q > '9') {
+      P->p = q;
+      expected(P, "a digit in the exponent");
+    }
     while (q < P->end && *q >= '0' && *q <= '9') q++;
   }
   char buf[64];

@@ -95,7 +95,10 @@ static void lowered(const Plan *p, FILE *out) {
   int n = 0;
   int64_t bytes = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if (p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) n++, bytes += p->buf[b].bytes;
+    if (p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) {
+      n++;
+      bytes += p->buf[b].bytes;
+    }
   if (!n) return;
   char x[32];
   fprintf(out, "\nprecision %s: %d saved activations stored in half precision (%s; computed in fp32)%s\n", p->precision,
@@ -105,7 +108,10 @@ static void lowered(const Plan *p, FILE *out) {
     const char *name = p->buf[b].name, *at = strrchr(name, '@');
     if (p->buf[b].dtype != DT_BF16 && p->buf[b].dtype != DT_F16) continue;
     int len = at ? (int)(at - name) : (int)strlen(name);
-    if (col && col + 1 + len > 100) fprintf(out, "\n"), col = 0;
+    if (col && col + 1 + len > 100) {
+      fprintf(out, "\n");
+      col = 0;
+    }
     col += fprintf(out, col ? " %.*s" : "  %.*s", len, name);
   }
   fprintf(out, "\n");

@@ -349,7 +349,10 @@ static void legend(const Chart *c) {
                       "<text x=\"%.0f\" y=\"%.0f\">%s %s</text>\n",
                 x, y - 10, actg ? ACT_GRAD_COLOR : role_color[r], x + 16, y, what, bytes);
     x += 16 + 6.5 * (double)(strlen(what) + strlen(bytes) + 3);
-    if (x > c->x_end - 60) x = LEFT + 170, y += 18;
+    if (x > c->x_end - 60) {
+      x = LEFT + 170;
+      y += 18;
+    }
   }
   y += 22, x = LEFT;
   text_printf(c->t,

@@ -134,7 +134,10 @@ static void msort_rec(int *a, int *tmp, int n, CmpFn cmp, const void *ctx) {
   if (n <= 16) { /* insertion sort: stable */
     for (int i = 1; i < n; i++) {
       int x = a[i], j = i;
-      while (j > 0 && cmp(ctx, a[j - 1], x) > 0) a[j] = a[j - 1], j--;
+      while (j > 0 && cmp(ctx, a[j - 1], x) > 0) {
+        a[j] = a[j - 1];
+        j--;
+      }
       a[j] = x;
     }
     return;
@@ -183,13 +186,18 @@ static int i64_cmp(const void *a, const void *b) {
  * lives in sections [s_lo[i], s_hi[i]). Returns the number of sections. */
 static int sections_of(const Inst *in, int *s_lo, int *s_hi) {
   int64_t *t = xmalloc(sizeof(int64_t) * 2 * (size_t)in->n);
-  for (int i = 0; i < in->n; i++) t[2 * i] = in->lo[i], t[2 * i + 1] = in->hi[i];
+  for (int i = 0; i < in->n; i++) {
+    t[2 * i] = in->lo[i];
+    t[2 * i + 1] = in->hi[i];
+  }
   qsort(t, 2 * (size_t)in->n, sizeof(int64_t), i64_cmp);
   int nt = 0;
   for (int i = 0; i < 2 * in->n; i++)
     if (nt == 0 || t[nt - 1] != t[i]) t[nt++] = t[i];
-  for (int i = 0; i < in->n; i++)
-    s_lo[i] = find_time(t, nt, in->lo[i]), s_hi[i] = find_time(t, nt, in->hi[i]);
+  for (int i = 0; i < in->n; i++) {
+    s_lo[i] = find_time(t, nt, in->lo[i]);
+    s_hi[i] = find_time(t, nt, in->hi[i]);
+  }
   free(t);
   return nt > 0 ? nt - 1 : 0;
 }
@@ -268,7 +276,10 @@ static void occ_reset(Occ *o) {
 }
 
 static void occ_free(Occ *o) {
-  for (int x = 0; x < 2 * o->p; x++) free(o->c[x].v), free(o->u[x].v);
+  for (int x = 0; x < 2 * o->p; x++) {
+    free(o->c[x].v);
+    free(o->u[x].v);
+  }
   free(o->c), free(o->u), free(o->tmp);
 }
 
@@ -282,8 +293,16 @@ static bool partial(const Occ *o, int x, int h, int l, int r) {
  * into U of their strict ancestors. */
 static void occ_add(Occ *o, int l, int r, int64_t a, int64_t b) {
   for (int x = l + o->p, y = r + o->p; x < y; x >>= 1, y >>= 1) {
-    if (x & 1) runs_add(&o->c[x], a, b), runs_add(&o->u[x], a, b), x++;
-    if (y & 1) --y, runs_add(&o->c[y], a, b), runs_add(&o->u[y], a, b);
+    if (x & 1) {
+      runs_add(&o->c[x], a, b);
+      runs_add(&o->u[x], a, b);
+      x++;
+    }
+    if (y & 1) {
+      --y;
+      runs_add(&o->c[y], a, b);
+      runs_add(&o->u[y], a, b);
+    }
   }
   int x = l + o->p, y = r - 1 + o->p, h = 0;
   for (; x != y; x >>= 1, y >>= 1, h++) {
@@ -321,15 +340,23 @@ static int union_runs(const Span *a, int na, const Span *b, int nb, Span *out) {
  * two are left to best_gap, which scans their union without writing it. */
 static void occ_merge(Occ *o) {
   size_t need = (size_t)o->total * 8 + 1; /* log2(MAX_LISTS) + 1 */
-  if (need > o->captmp) o->captmp = 2 * need, o->tmp = xrealloc(o->tmp, sizeof(Span) * o->captmp);
+  if (need > o->captmp) {
+    o->captmp = 2 * need;
+    o->tmp = xrealloc(o->tmp, sizeof(Span) * o->captmp);
+  }
   Span *out = o->tmp;
   int n = o->nlist;
   while (n > 2) {
     int a = 0, b = 1; /* the two shortest, a shorter */
-    if (o->len[b] < o->len[a]) a = 1, b = 0;
+    if (o->len[b] < o->len[a]) {
+      a = 1;
+      b = 0;
+    }
     for (int i = 2; i < n; i++)
-      if (o->len[i] < o->len[a]) b = a, a = i;
-      else if (o->len[i] < o->len[b]) b = i;
+      if (o->len[i] < o->len[a]) {
+        b = a;
+        a = i;
+      } else if (o->len[i] < o->len[b]) b = i;
     int m = union_runs(o->list[a], o->len[a], o->list[b], o->len[b], out);
     o->list[a] = out, o->len[a] = m, out += m;
     o->list[b] = o->list[n - 1], o->len[b] = o->len[n - 1], n--;
@@ -368,7 +395,10 @@ static int64_t best_gap(const Span *a, int na, const Span *b, int nb, int64_t si
     if (x.off > top) {
       int64_t gap = x.off - top;
       if (gap == size) return top; /* exact fit: nothing later can beat it */
-      if (gap > size && gap < best_gap) best_gap = gap, best = top;
+      if (gap > size && gap < best_gap) {
+        best_gap = gap;
+        best = top;
+      }
     }
     if (x.end > top) top = x.end;
   }
@@ -556,7 +586,10 @@ static void decompose_task(const Inst *in, int *ids, Leaf t, int64_t *off, int *
     }
     int k = t.depth < MAX_DEPTH ? split_spanning(in, ids, c, d, tlo, thi, tmp) : 0;
     int64_t base = t.base;
-    for (int j = c; j < c + k; j++) off[ids[j]] = base, base += in->size[ids[j]];
+    for (int j = c; j < c + k; j++) {
+      off[ids[j]] = base;
+      base += in->size[ids[j]];
+    }
     if (k == 0) leaf_push(leaves, (Leaf){c, d, t.base, t.depth});
     else if (c + k < d) leaf_push(work, (Leaf){c + k, d, base, t.depth + 1});
     c = d;
@@ -686,7 +719,10 @@ static void bb_csr(BB *bb, const Inst *in) {
   bb->sec_at = xcalloc((size_t)ns + 1, sizeof(int));
   bb->total0 = xcalloc((size_t)ns, sizeof(int64_t));
   for (int i = 0; i < n; i++)
-    for (int s = bb->s_lo[i]; s < bb->s_hi[i]; s++) bb->sec_at[s + 1]++, bb->total0[s] += in->size[i];
+    for (int s = bb->s_lo[i]; s < bb->s_hi[i]; s++) {
+      bb->sec_at[s + 1]++;
+      bb->total0[s] += in->size[i];
+    }
   for (int s = 0; s < ns; s++) bb->sec_at[s + 1] += bb->sec_at[s];
   bb->sec = xmalloc(sizeof(int) * (size_t)bb->sec_at[ns]);
   int *fill = xcalloc((size_t)ns, sizeof(int));
@@ -723,11 +759,16 @@ static int pre_cmp(const void *ctx, int a, int b) {
   static const char *keys[3] = {"WAT", "TAW", "TWA"};
   for (const char *k = keys[c->h]; *k; k++) {
     i128 x, y;
-    if (*k == 'W') x = c->in->hi[a] - c->in->lo[a], y = c->in->hi[b] - c->in->lo[b];
-    else if (*k == 'A')
-      x = (i128)c->in->size[a] * (c->in->hi[a] - c->in->lo[a]),
+    if (*k == 'W') {
+      x = c->in->hi[a] - c->in->lo[a];
+      y = c->in->hi[b] - c->in->lo[b];
+    } else if (*k == 'A') {
+      x = (i128)c->in->size[a] * (c->in->hi[a] - c->in->lo[a]);
       y = (i128)c->in->size[b] * (c->in->hi[b] - c->in->lo[b]);
-    else x = c->tmax[a], y = c->tmax[b];
+    } else {
+      x = c->tmax[a];
+      y = c->tmax[b];
+    }
     if (x != y) return x > y ? -1 : 1;
   }
   return 0; /* stable sort keeps index order */
@@ -814,11 +855,17 @@ static void raise_floor(Search *S, int s) {
   for (; k < bb->sec_at[s + 1]; k++) {
     int o = bb->sec[k];
     if (S->off[o] < 0 && S->min_off[o] <= f) break;
-    if (S->off[o] < 0 && S->min_off[o] < lowest) lowest = S->min_off[o], w = o;
+    if (S->off[o] < 0 && S->min_off[o] < lowest) {
+      lowest = S->min_off[o];
+      w = o;
+    }
   }
   S->work += (k - bb->sec_at[s]) / 4;
   if (k < bb->sec_at[s + 1]) S->witness[s] = bb->sec[k];
-  else if (lowest != INT64_MAX) log_set(S, &S->floor[s], lowest), S->witness[s] = w;
+  else if (lowest != INT64_MAX) {
+    log_set(S, &S->floor[s], lowest);
+    S->witness[s] = w;
+  }
 }
 
 /* Places b at its min offset and updates floors and section totals; returns
@@ -954,7 +1001,10 @@ static int descend(Search *S, int b, int ord_at, int ord_n, int sa, int sb) {
   } else {
     int c0 = sa;
     for (int s = sa; s < sb && st == BB_FOUND; s++)
-      if (s + 1 == sb || S->cuts[s] == 0) st = solve_sub(S, ord_at, ord_n, c0, s + 1), c0 = s + 1;
+      if (s + 1 == sb || S->cuts[s] == 0) {
+        st = solve_sub(S, ord_at, ord_n, c0, s + 1);
+        c0 = s + 1;
+      }
   }
   for (int s = bb->s_lo[b]; s + 1 < bb->s_hi[b]; s++) S->cuts[s]++;
   return st;
@@ -1032,8 +1082,15 @@ static void search_free(Search *S) {
 static void search_reset(Search *S, int h, int64_t cap) {
   const BB *bb = S->bb;
   S->h = h, S->cap = cap;
-  for (int i = 0; i < bb->n; i++) S->off[i] = -1, S->min_off[i] = 0;
-  for (int s = 0; s < bb->ns; s++) S->floor[s] = 0, S->total[s] = bb->total0[s], S->cuts[s] = 0;
+  for (int i = 0; i < bb->n; i++) {
+    S->off[i] = -1;
+    S->min_off[i] = 0;
+  }
+  for (int s = 0; s < bb->ns; s++) {
+    S->floor[s] = 0;
+    S->total[s] = bb->total0[s];
+    S->cuts[s] = 0;
+  }
   for (int i = 0; i < bb->n; i++) S->open_ov[i] = bb->ov_at[i + 1] - bb->ov_at[i];
   for (int i = 0; i < bb->n; i++)
     for (int s = bb->s_lo[i]; s + 1 < bb->s_hi[i]; s++) S->cuts[s]++;
@@ -1067,7 +1124,10 @@ static int bb_fit(Search *S, int64_t cap, int64_t *budget, double deadline) {
       if (st != BB_ABORT) return st == BB_FOUND;
       spent += S->nodes > limit;
     }
-    if (spent == 3) S->done_cap = cap, S->done_limit = limit;
+    if (spent == 3) {
+      S->done_cap = cap;
+      S->done_limit = limit;
+    }
   }
 }
 
@@ -1132,7 +1192,10 @@ static void leaves_greedy(Plan *P, const LeafVec *lv, int only) {
 static void leaves_free(Plan *P) {
   for (int L = 0; L < P->n; L++) {
     LeafSol *x = &P->v[L];
-    if (x->built) search_free(&x->S), bb_free(&x->bb);
+    if (x->built) {
+      search_free(&x->S);
+      bb_free(&x->bb);
+    }
     free(x->off);
     inst_free(&x->s);
   }
@@ -1146,7 +1209,11 @@ static int leaf_fit(Plan *P, LeafSol *x, int64_t cap) {
   if (x->h <= cap) return 1;
   if (x->lb > cap) return 0;
   if (x->s.n > EXACT_MAX_N) return -1;
-  if (!x->built) x->bb = bb_make(&x->s), x->S = search_make(&x->bb), x->built = true;
+  if (!x->built) {
+    x->bb = bb_make(&x->s);
+    x->S = search_make(&x->bb);
+    x->built = true;
+  }
   int r = bb_fit(&x->S, cap, &P->budget, P->deadline);
   if (r == 1) {
     x->h = 0;
@@ -1174,7 +1241,10 @@ static int64_t plan_height(const Plan *P, const char **method) {
   int64_t h = P->stack_top;
   *method = "stack";
   for (int L = 0; L < P->n; L++)
-    if (P->v[L].l.base + P->v[L].h > h) h = P->v[L].l.base + P->v[L].h, *method = P->v[L].method;
+    if (P->v[L].l.base + P->v[L].h > h) {
+      h = P->v[L].l.base + P->v[L].h;
+      *method = P->v[L].method;
+    }
   return h;
 }
 
@@ -1218,8 +1288,10 @@ static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *
     for (int64_t lo = proven; lo < best && unknown < 4 && P->budget > 0 && now_s() < P->deadline;) {
       int64_t cap = lo == proven ? lo : best - ((best - lo) / align / 4 + 1) * align;
       int r = fit_allowed(P, cap, lo == proven ? allow : allow / 2);
-      if (r == 1) best = plan_height(P, &m), P->best_at = now_s();
-      else {
+      if (r == 1) {
+        best = plan_height(P, &m);
+        P->best_at = now_s();
+      } else {
         if (r == 0 && cap + align > proven) proven = cap + align; /* all below fail too */
         unknown += r < 0;
         lo = cap + align;
@@ -1313,8 +1385,10 @@ int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity,
   if (lower_bound(&in) <= capacity) {
     int *ids = xmalloc(sizeof(int) * (size_t)n);
     Plan P = plan_make(&in, lower_bound(&in), ids, offsets, time_limit_s, t0);
-    if (P.plain_h <= capacity) res = 1, memcpy(offsets, P.plain_off, sizeof(int64_t) * (size_t)n);
-    else if ((res = fit_all(&P, capacity)) == 1) plan_offsets(&P, offsets);
+    if (P.plain_h <= capacity) {
+      res = 1;
+      memcpy(offsets, P.plain_off, sizeof(int64_t) * (size_t)n);
+    } else if ((res = fit_all(&P, capacity)) == 1) plan_offsets(&P, offsets);
     leaves_free(&P);
     free(ids);
   }

@@ -68,7 +68,10 @@ static void make_grads(Ad *a) {
   const Graph *g = a->g;
   bool *dep = ar_alloc(a->ar, sizeof(bool) * (size_t)g->nt);
   int *grad = ar_alloc(a->ar, sizeof(int) * (size_t)g->nt);
-  for (int i = 0; i < g->nt; i++) dep[i] = g->t[i].kind == TK_PARAM, grad[i] = -1;
+  for (int i = 0; i < g->nt; i++) {
+    dep[i] = g->t[i].kind == TK_PARAM;
+    grad[i] = -1;
+  }
   for (int i = 0; i < g->nops; i++) {
     const Op *o = &g->ops[i];
     const OpInfo *oi = op_info(o->kind);

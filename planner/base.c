@@ -182,7 +182,10 @@ const char *mp_fmt_bytes(char *buf, size_t n, int64_t b) {
   const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = (double)b;
   int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, u++;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
   if (u == 0) snprintf(buf, n, "%lld B", (long long)b);
   else snprintf(buf, n, "%.2f %s", v, unit[u]);
   return buf;
@@ -206,7 +209,11 @@ int *strmap_slot(Arena *ar, StrMap *m, const char *k) {
   }
   size_t i = str_hash(k) & (size_t)(m->cap - 1);
   while (m->key[i] && strcmp(m->key[i], k) != 0) i = (i + 1) & (size_t)(m->cap - 1);
-  if (!m->key[i]) m->key[i] = k, m->val[i] = INT32_MIN, m->n++; /* counts every key, so the table grows */
+  if (!m->key[i]) {
+    m->key[i] = k;
+    m->val[i] = INT32_MIN;
+    m->n++; /* counts every key, so the table grows */
+  }
   return &m->val[i];
 }
 
@@ -214,7 +221,10 @@ bool strmap_get(const StrMap *m, const char *k, int *v) {
   if (!m->cap) return false;
   size_t i = str_hash(k) & (size_t)(m->cap - 1);
   while (m->key[i]) {
-    if (strcmp(m->key[i], k) == 0) return *v = m->val[i], m->val[i] != INT32_MIN;
+    if (strcmp(m->key[i], k) == 0) {
+      *v = m->val[i];
+      return m->val[i] != INT32_MIN;
+    }
     i = (i + 1) & (size_t)(m->cap - 1);
   }
   return false;

@@ -31,7 +31,10 @@ static void solve_one(CkptTable *T, int s) {
     int16_t ch = 0;
     for (int k = 0; k < st->nopt; k++) {
       float c = (float)(st->f + st->opt[k].b);
-      if (units(T, st->opt[k].keep_bytes + st->work) <= m && c < best) best = c, ch = (int16_t)(-1 - k);
+      if (units(T, st->opt[k].keep_bytes + st->work) <= m && c < best) {
+        best = c;
+        ch = (int16_t)(-1 - k);
+      }
     }
     T->cost[AT(T, s, s, m)] = best, T->choice[AT(T, s, s, m)] = ch;
   }
@@ -46,7 +49,10 @@ static void solve_range(CkptTable *T, int s, int t, const double *fsum, const in
       int keep = units(T, st->opt[k].keep_bytes);
       if (keep > m || units(T, st->opt[k].keep_bytes + st->work) > m) continue;
       float c = (float)(st->f + st->opt[k].b) + T->cost[AT(T, s + 1, t, m - keep)];
-      if (c < best) best = c, ch = (int16_t)(-1 - k);
+      if (c < best) {
+        best = c;
+        ch = (int16_t)(-1 - k);
+      }
     }
     int segwork = worku[s];
     for (int j = s + 1; j <= t; j++) {
@@ -54,7 +60,10 @@ static void solve_range(CkptTable *T, int s, int t, const double *fsum, const in
       if (worku[j - 1] > segwork) segwork = worku[j - 1];
       if (x + segwork > m) continue;
       float c = (float)(fsum[j] - fsum[s]) + T->cost[AT(T, j, t, m - x)] + T->cost[AT(T, s, j - 1, m)];
-      if (c < best) best = c, ch = (int16_t)j;
+      if (c < best) {
+        best = c;
+        ch = (int16_t)j;
+      }
     }
     T->cost[AT(T, s, t, m)] = best, T->choice[AT(T, s, t, m)] = ch;
   }
@@ -69,7 +78,10 @@ CkptTable *ckpt_solve(Arena *ar, const Chain *c, int M, int64_t unit) {
   T->choice = ar_alloc(ar, sizeof(int16_t) * cells);
   double *fsum = ar_alloc(ar, sizeof(double) * (size_t)(c->n + 1));
   int *worku = ar_alloc(ar, sizeof(int) * (size_t)c->n);
-  for (int i = 0; i < c->n; i++) fsum[i + 1] = fsum[i] + c->s[i].f, worku[i] = units(T, c->s[i].work);
+  for (int i = 0; i < c->n; i++) {
+    fsum[i + 1] = fsum[i] + c->s[i].f;
+    worku[i] = units(T, c->s[i].work);
+  }
   for (int s = 0; s < c->n; s++) solve_one(T, s);
   for (int len = 1; len < c->n; len++)
     for (int s = 0; s + len < c->n; s++) solve_range(T, s, s + len, fsum, worku);

@@ -62,7 +62,10 @@ static int64_t primary(Ex *e) {
     int bd = 3;
     for (int i = 0; i < e->ndims; i++) {
       int d = mp_edit_distance(name, e->dims[i].name);
-      if (d < bd) bd = d, best = e->dims[i].name;
+      if (d < bd) {
+        bd = d;
+        best = e->dims[i].name;
+      }
     }
     e->p = b;
     Loc at = e->loc;
@@ -96,10 +99,19 @@ static int64_t term(Ex *e) {
     const char *at = e->p++;
     int64_t r = unary(e);
     if (op == '*') {
-      if (!ck_mul(v, r, &v)) e->p = at, ex_error(e, "integer overflow in '%s'", e->s);
+      if (!ck_mul(v, r, &v)) {
+        e->p = at;
+        ex_error(e, "integer overflow in '%s'", e->s);
+      }
     } else {
-      if (r == 0) e->p = at, ex_error(e, "division by zero in '%s'", e->s);
-      if (v == INT64_MIN && r == -1) e->p = at, ex_error(e, "integer overflow in '%s'", e->s);
+      if (r == 0) {
+        e->p = at;
+        ex_error(e, "division by zero in '%s'", e->s);
+      }
+      if (v == INT64_MIN && r == -1) {
+        e->p = at;
+        ex_error(e, "integer overflow in '%s'", e->s);
+      }
       v = op == '/' ? v / r : v % r;
     }
   }
@@ -114,7 +126,10 @@ static int64_t expr(Ex *e) {
     const char *at = e->p++;
     int64_t r = term(e);
     bool ok = op == '+' ? ck_add(v, r, &v) : !__builtin_sub_overflow(v, r, &v);
-    if (!ok) e->p = at, ex_error(e, "integer overflow in '%s'", e->s);
+    if (!ok) {
+      e->p = at;
+      ex_error(e, "integer overflow in '%s'", e->s);
+    }
   }
 }
 

@@ -172,7 +172,11 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
   Plan *p = fit_plan(ar, g, plain, o);
   r.min_arena = r.keep_arena = p->arena_bytes, r.candidates = 1;
-  if (!budget || p->arena_bytes <= budget) return r.plan = p, r.step = plain, r;
+  if (!budget || p->arena_bytes <= budget) {
+    r.plan = p;
+    r.step = plain;
+    return r;
+  }
   Arena scratch = {0};
   Solver S;
   solver_init(&scratch, &S, g, o);
@@ -190,7 +194,11 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
       best_m = m, best_light = false, best_time = t;
       break;
     }
-    if (try_fit(&S, m, true, budget, &r, &t) && t < best_time) best_m = m, best_light = true, best_time = t;
+    if (try_fit(&S, m, true, budget, &r, &t) && t < best_time) {
+      best_m = m;
+      best_light = true;
+      best_time = t;
+    }
   }
   if (best_m >= 0) { /* rebuild the winner in the caller's arena */
     Solver W;
@@ -239,7 +247,11 @@ void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
       best = p->arena_bytes;
       ar_free(&keep);
       keep = tmp, tmp = (Arena){0}, pending = p;
-      if (printed - best >= step) sweep_row(out, p), printed = best, pending = NULL;
+      if (printed - best >= step) {
+        sweep_row(out, p);
+        printed = best;
+        pending = NULL;
+      }
     }
     ar_free(&tmp);
   }

@@ -14,7 +14,10 @@ static bool transient(const STensor *t) { return t->role != ROLE_PARAM && t->rol
  * a parameter's gradient accumulates over every pass of the loop, so it
  * lives from the loop's start to its update. */
 static void uses(const Step *s, const Instr *ins, int n, int *first, int *last) {
-  for (int t = 0; t < s->nt; t++) first[t] = -1, last[t] = -1;
+  for (int t = 0; t < s->nt; t++) {
+    first[t] = -1;
+    last[t] = -1;
+  }
   for (int p = 0; p < n; p++) {
     const Instr *x = &ins[p];
     for (int k = 0; k < x->nin + x->nout; k++) {
@@ -89,7 +92,10 @@ Live *live_build(Arena *ar, const Step *s, const Instr *ins, int n) {
   int *newid = ar_alloc(ar, sizeof(int) * (size_t)s->nt);
   for (int t = 0; t < s->nt; t++) {
     newid[t] = -1;
-    if (l->buf_of[t] == t) newid[t] = l->nb, l->b[l->nb++] = l->b[t];
+    if (l->buf_of[t] == t) {
+      newid[t] = l->nb;
+      l->b[l->nb++] = l->b[t];
+    }
   }
   for (int t = 0; t < s->nt; t++)
     if (l->buf_of[t] >= 0) l->buf_of[t] = newid[l->buf_of[t]];
@@ -108,7 +114,10 @@ int64_t live_peak(const Live *l, int64_t align, int *at) {
   *at = 0;
   for (int p = 0; p <= l->n; p++) {
     cur += delta[p];
-    if (cur > best) best = cur, *at = p;
+    if (cur > best) {
+      best = cur;
+      *at = p;
+    }
   }
   free(delta);
   return best;

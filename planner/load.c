@@ -131,7 +131,10 @@ static void check_keys(Loader *L, Node *map, const char *what, const char *const
       for (const char *const *s = lists[l]; s && *s && !ok; s++) {
         if (strcmp(*s, ks) == 0) ok = true;
         int d = mp_edit_distance(ks, *s);
-        if (d < bd) bd = d, best = *s;
+        if (d < bd) {
+          bd = d;
+          best = *s;
+        }
       }
     if (ok) continue;
     if (best && bd <= 3) diag_error(loc_of(L, k), "unknown key '%s' in %s; did you mean '%s'?", ks, what, best);
@@ -193,7 +196,10 @@ static void eval_dims(Loader *L, Node *map) {
       diag_error(loc_of(L, k), "dim name '%s' must be an identifier (letters, digits, '_')", name);
     Dim d = {ar_strdup(L->ar, name), 0, loc_of(L, node(L, p->value)), false};
     for (int i = 0; i < L->nov; i++)
-      if (!strcmp(L->ov[i].name, name)) d.value = L->ov[i].value, d.overridden = true;
+      if (!strcmp(L->ov[i].name, name)) {
+        d.value = L->ov[i].value;
+        d.overridden = true;
+      }
     if (!d.overridden) d.value = int_expr(L, node(L, p->value), "a dim");
     if (d.value <= 0)
       diag_error(d.loc, "dim %s = %lld must be positive", name, (long long)d.value);
@@ -209,7 +215,10 @@ static void check_overrides(Loader *L) {
     for (int j = 0; j < L->dims.n; j++) {
       if (!strcmp(L->dims.v[j].name, L->ov[i].name)) found = true;
       int d = mp_edit_distance(L->ov[i].name, L->dims.v[j].name);
-      if (d < bd) bd = d, best = L->dims.v[j].name;
+      if (d < bd) {
+        bd = d;
+        best = L->dims.v[j].name;
+      }
     }
     if (found) continue;
     Loc at = {L->path, 0, 0};
@@ -398,7 +407,10 @@ static int resolve_ref(Loader *L, int li, Node *n) {
   for (int i = 0; i < L->names.cap; i++)
     if (L->names.key[i]) {
       int d = mp_edit_distance(ref, L->names.key[i]);
-      if (d < bd) bd = d, best = L->names.key[i];
+      if (d < bd) {
+        bd = d;
+        best = L->names.key[i];
+      }
     }
   if (best) diag_error(loc_of(L, n), "unknown layer or input '%s'; did you mean '%s'?", ref, best);
   diag_error(loc_of(L, n), "unknown layer or input '%s'", ref);
@@ -648,7 +660,10 @@ static void apply_gpt2_init(Loader *L) {
     if (o->kind != OP_ADD) continue;
     for (int k = 0; k < 2; k++) {
       int p = L->t.v[o->in[k]].producer;
-      if (p >= 0 && L->ops.v[p].kind == OP_LINEAR && !res[p]) res[p] = true, nres++;
+      if (p >= 0 && L->ops.v[p].kind == OP_LINEAR && !res[p]) {
+        res[p] = true;
+        nres++;
+      }
     }
   }
   for (int i = 0; i < L->ops.n; i++) {

@@ -22,7 +22,10 @@ static Arena *msg_arena(void) {
 static Shape with_last(BuildCtx *c, const Shape *s, int64_t v, const char *sym) {
   int64_t d[MAX_RANK];
   const char *sy[MAX_RANK];
-  for (int i = 0; i < s->rank; i++) d[i] = s->d[i], sy[i] = s->sym[i];
+  for (int i = 0; i < s->rank; i++) {
+    d[i] = s->d[i];
+    sy[i] = s->sym[i];
+  }
   d[s->rank - 1] = v;
   sy[s->rank - 1] = sym;
   return build_shape(c, s->rank, d, sy);
@@ -238,7 +241,10 @@ static void embedding_build(BuildCtx *c) {
   int64_t d[MAX_RANK];
   const char *sy[MAX_RANK];
   if (tok->shape.rank + 1 > MAX_RANK) build_error(c, NULL, "input '%s' has too many dims", tok->name);
-  for (int i = 0; i < tok->shape.rank; i++) d[i] = tok->shape.d[i], sy[i] = tok->shape.sym[i];
+  for (int i = 0; i < tok->shape.rank; i++) {
+    d[i] = tok->shape.d[i];
+    sy[i] = tok->shape.sym[i];
+  }
   d[tok->shape.rank] = C, sy[tok->shape.rank] = "dim";
   build_output(c, 0, NULL, build_shape(c, tok->shape.rank + 1, d, sy), DT_F32);
 }
@@ -380,7 +386,10 @@ const char *op_suggest(const char *s) {
     const char *n = k < OP_COUNT ? table[k].name : extra[0];
     if (k < OP_COUNT && !table[k].build) continue;
     int d = mp_edit_distance(s, n);
-    if (d < bd) bd = d, best = n;
+    if (d < bd) {
+      bd = d;
+      best = n;
+    }
   }
   return bd <= 3 ? best : NULL;
 }

@@ -29,7 +29,10 @@ static int add_buffer(Builder *B, int tensor, SchedSet set, const LiveBuf *lb, c
   PlanBuffer pb = {.id = B->buf.n, .name = t->name, .role = t->role, .dtype = t->dtype, .shape = t->shape,
                    .bytes = shape_numel(&t->shape) * dtype_size(t->dtype), .sched = set, .tensor = tensor,
                    .aliases = aliases, .init = t->init, .decay = t->role == ROLE_PARAM && t->shape.rank >= 2};
-  if (lb) pb.first = lb->first, pb.last = lb->last;
+  if (lb) {
+    pb.first = lb->first;
+    pb.last = lb->last;
+  }
   VEC_PUSH(B->ar, B->buf, pb);
   return pb.id;
 }
@@ -172,12 +175,16 @@ static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, int64_t *lb)
   MP_ASSERT(it && off && id);
   int n = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if (p->buf[b].sched == set)
-      it[n] = (AsgItem){p->buf[b].first, p->buf[b].last, p->buf[b].bytes + p->guard_bytes}, id[n++] = b;
+    if (p->buf[b].sched == set) {
+      it[n] = (AsgItem){p->buf[b].first, p->buf[b].last, p->buf[b].bytes + p->guard_bytes};
+      id[n++] = b;
+    }
   AsgResult r = assign_offsets(it, n, p->align, tl, off);
   for (int i = 0; i < n; i++) p->buf[id[i]].offset = base + off[i];
-  if (set == SCHED_TRAIN) p->assign_method = r.method, p->assign_optimal = r.optimal;
-  else p->assign_optimal = p->assign_optimal && r.optimal;
+  if (set == SCHED_TRAIN) {
+    p->assign_method = r.method;
+    p->assign_optimal = r.optimal;
+  } else p->assign_optimal = p->assign_optimal && r.optimal;
   *lb = r.lower_bound;
   free(it), free(off), free(id);
   return r.height;
@@ -193,15 +200,24 @@ static void peak_by_role(Plan *p) {
     const PlanBuffer *pb = &p->buf[b];
     int64_t bytes = mp_align_up(pb->bytes, p->align);
     if (pb->sched == SCHED_BOTH) always[pb->role] += bytes;
-    else if (pb->sched == SCHED_TRAIN && pb->first < pb->last)
-      delta[(size_t)pb->first * ROLE_COUNT + pb->role] += bytes, delta[(size_t)pb->last * ROLE_COUNT + pb->role] -= bytes;
+    else if (pb->sched == SCHED_TRAIN && pb->first < pb->last) {
+      delta[(size_t)pb->first * ROLE_COUNT + pb->role] += bytes;
+      delta[(size_t)pb->last * ROLE_COUNT + pb->role] -= bytes;
+    }
   }
   int64_t role[ROLE_COUNT], best = -1;
   memcpy(role, always, sizeof role);
   for (int pos = 0; pos < n; pos++) {
     int64_t tot = 0;
-    for (int r = 0; r < ROLE_COUNT; r++) role[r] += delta[(size_t)pos * ROLE_COUNT + r], tot += role[r];
-    if (tot > best) best = tot, p->peak_position = pos, memcpy(p->peak_by_role, role, sizeof role);
+    for (int r = 0; r < ROLE_COUNT; r++) {
+      role[r] += delta[(size_t)pos * ROLE_COUNT + r];
+      tot += role[r];
+    }
+    if (tot > best) {
+      best = tot;
+      p->peak_position = pos;
+      memcpy(p->peak_by_role, role, sizeof role);
+    }
   }
   free(delta);
 }
@@ -209,8 +225,10 @@ static void peak_by_role(Plan *p) {
 void plan_assign(Plan *p, double time_limit_s) {
   int64_t base = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if (p->buf[b].sched == SCHED_BOTH)
-      p->buf[b].offset = base, base += mp_align_up(p->buf[b].bytes + p->guard_bytes, p->align);
+    if (p->buf[b].sched == SCHED_BOTH) {
+      p->buf[b].offset = base;
+      base += mp_align_up(p->buf[b].bytes + p->guard_bytes, p->align);
+    }
   p->persistent_bytes = base;
   int64_t lbt, lbe;
   int64_t ht = pack(p, SCHED_TRAIN, base, time_limit_s, &lbt);

@@ -68,7 +68,10 @@ Step *prec_lower(Arena *ar, const Step *s, const bool *lower, DType dt) {
   /* the forward copy of each lowered tensor: made by a forward op, and the
    * position of its last forward-phase use */
   int *last_fwd = ar_alloc(ar, sizeof(int) * (size_t)s->nt), *half = ar_alloc(ar, sizeof(int) * (size_t)s->nt);
-  for (int t = 0; t < s->nt; t++) last_fwd[t] = -1, half[t] = -1;
+  for (int t = 0; t < s->nt; t++) {
+    last_fwd[t] = -1;
+    half[t] = -1;
+  }
   for (int i = 0; i < s->ntrain; i++) {
     const Instr *x = &s->train[i];
     if (x->phase != PHASE_FORWARD) continue;
@@ -101,6 +104,9 @@ Step *prec_lower(Arena *ar, const Step *s, const bool *lower, DType dt) {
   out->saved = ar_alloc(ar, sizeof(bool) * (size_t)L.t.n);
   memcpy(out->saved, s->saved, sizeof(bool) * (size_t)s->nt);
   for (int t = 0; t < s->nt; t++)
-    if (half[t] >= 0) out->saved[half[t]] = true, out->saved[t] = false;
+    if (half[t] >= 0) {
+      out->saved[half[t]] = true;
+      out->saved[t] = false;
+    }
   return out;
 }

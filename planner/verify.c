@@ -43,11 +43,19 @@ static int t_insert(Treap *T, int x, int i) {
   if (T->off[i] < T->off[x]) {
     T->l[x] = t_insert(T, T->l[x], i);
     int y = T->l[x];
-    if (T->pri[y] > T->pri[x]) T->l[x] = T->r[y], T->r[y] = x, x = y; /* rotate right */
+    if (T->pri[y] > T->pri[x]) { /* rotate right */
+      T->l[x] = T->r[y];
+      T->r[y] = x;
+      x = y;
+    }
   } else {
     T->r[x] = t_insert(T, T->r[x], i);
     int y = T->r[x];
-    if (T->pri[y] > T->pri[x]) T->r[x] = T->l[y], T->l[y] = x, x = y; /* rotate left */
+    if (T->pri[y] > T->pri[x]) { /* rotate left */
+      T->r[x] = T->l[y];
+      T->l[y] = x;
+      x = y;
+    }
   }
   return x;
 }
@@ -55,12 +63,19 @@ static int t_insert(Treap *T, int x, int i) {
 static int t_merge(Treap *T, int a, int b) { /* every key of a below every key of b */
   if (a < 0) return b;
   if (b < 0) return a;
-  if (T->pri[a] > T->pri[b]) return T->r[a] = t_merge(T, T->r[a], b), a;
-  return T->l[b] = t_merge(T, a, T->l[b]), b;
+  if (T->pri[a] > T->pri[b]) {
+    T->r[a] = t_merge(T, T->r[a], b);
+    return a;
+  }
+  T->l[b] = t_merge(T, a, T->l[b]);
+  return b;
 }
 
 static int t_erase(Treap *T, int x, int i) {
-  if (x < 0) return T->lost = true, -1;
+  if (x < 0) {
+    T->lost = true;
+    return -1;
+  }
   if (x == i) return t_merge(T, T->l[i], T->r[i]);
   if (T->off[i] < T->off[x]) T->l[x] = t_erase(T, T->l[x], i);
   else T->r[x] = t_erase(T, T->r[x], i);
@@ -82,17 +97,24 @@ static int t_neighbour(const Treap *T, int x, int64_t off, bool below) {
 static const char *check_one(int i, const int64_t *lo, const int64_t *hi,
                              const int64_t *size, const int64_t *offset, int64_t align,
                              int64_t capacity) {
-  if (lo[i] >= hi[i])
-    return snprintf(msg, sizeof msg, "buffer %d: empty lifetime [%lld, %lld)", i,
-                    (long long)lo[i], (long long)hi[i]), msg;
-  if (size[i] < 0)
-    return snprintf(msg, sizeof msg, "buffer %d: size %lld", i, (long long)size[i]), msg;
-  if (offset[i] < 0 || (align > 0 && offset[i] % align != 0))
-    return snprintf(msg, sizeof msg, "buffer %d: offset %lld not a non-negative multiple of %lld",
-                    i, (long long)offset[i], (long long)align), msg;
-  if (offset[i] > capacity || size[i] > capacity - offset[i])
-    return snprintf(msg, sizeof msg, "buffer %d: [%lld, %lld) exceeds the arena of %lld bytes", i,
-                    (long long)offset[i], (long long)(offset[i] + size[i]), (long long)capacity), msg;
+  if (lo[i] >= hi[i]) {
+    snprintf(msg, sizeof msg, "buffer %d: empty lifetime [%lld, %lld)", i, (long long)lo[i], (long long)hi[i]);
+    return msg;
+  }
+  if (size[i] < 0) {
+    snprintf(msg, sizeof msg, "buffer %d: size %lld", i, (long long)size[i]);
+    return msg;
+  }
+  if (offset[i] < 0 || (align > 0 && offset[i] % align != 0)) {
+    snprintf(msg, sizeof msg, "buffer %d: offset %lld not a non-negative multiple of %lld", i, (long long)offset[i],
+             (long long)align);
+    return msg;
+  }
+  if (offset[i] > capacity || size[i] > capacity - offset[i]) {
+    snprintf(msg, sizeof msg, "buffer %d: [%lld, %lld) exceeds the arena of %lld bytes", i, (long long)offset[i],
+             (long long)(offset[i] + size[i]), (long long)capacity);
+    return msg;
+  }
   return NULL;
 }
 
@@ -118,7 +140,10 @@ const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
   }
   int nev = 0; /* zero-size buffers occupy no bytes: nothing to overlap */
   for (int i = 0; i < n; i++)
-    if (size[i] > 0) ev[nev++] = (Event){lo[i], 1, i}, ev[nev++] = (Event){hi[i], 0, i};
+    if (size[i] > 0) {
+      ev[nev++] = (Event){lo[i], 1, i};
+      ev[nev++] = (Event){hi[i], 0, i};
+    }
   qsort(ev, (size_t)nev, sizeof(Event), event_cmp);
   const char *err = NULL;
   int root = -1;
@@ -153,18 +178,27 @@ const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
 static const char *check_schedule(const Plan *p, const PlanOp *ops, int nops, SchedSet which) {
   for (int k = 0; k < nops; k++) {
     const PlanOp *op = &ops[k];
-    if (op->id != k)
-      return snprintf(msg, sizeof msg, "%s op %d has id %d", which == SCHED_EVAL ? "eval" : "train", k, op->id), msg;
+    if (op->id != k) {
+      snprintf(msg, sizeof msg, "%s op %d has id %d", which == SCHED_EVAL ? "eval" : "train", k, op->id);
+      return msg;
+    }
     for (int j = 0; j < op->nin + op->nout; j++) {
       int b = j < op->nin ? op->in[j] : op->out[j - op->nin];
       if (b < 0) continue;
-      if (b >= p->nbuf) return snprintf(msg, sizeof msg, "op %d names buffer %d of %d", k, b, p->nbuf), msg;
+      if (b >= p->nbuf) {
+        snprintf(msg, sizeof msg, "op %d names buffer %d of %d", k, b, p->nbuf);
+        return msg;
+      }
       const PlanBuffer *pb = &p->buf[b];
-      if (pb->sched != SCHED_BOTH && pb->sched != which)
-        return snprintf(msg, sizeof msg, "op %d (%s) uses buffer %s of the other schedule", k, op->layer, pb->name), msg;
-      if (pb->sched != SCHED_BOTH && !(pb->first <= k && k < pb->last))
-        return snprintf(msg, sizeof msg, "op %d (%s) uses buffer %s outside its live range [%d, %d)",
-                        k, op->layer, pb->name, pb->first, pb->last), msg;
+      if (pb->sched != SCHED_BOTH && pb->sched != which) {
+        snprintf(msg, sizeof msg, "op %d (%s) uses buffer %s of the other schedule", k, op->layer, pb->name);
+        return msg;
+      }
+      if (pb->sched != SCHED_BOTH && !(pb->first <= k && k < pb->last)) {
+        snprintf(msg, sizeof msg, "op %d (%s) uses buffer %s outside its live range [%d, %d)", k, op->layer, pb->name,
+                 pb->first, pb->last);
+        return msg;
+      }
     }
   }
   return NULL;
@@ -194,35 +228,50 @@ static const char *check_packing(const Plan *p, SchedSet which, int nops) {
 static const char *check_buffers(const Plan *p) {
   for (int b = 0; b < p->nbuf; b++) {
     const PlanBuffer *pb = &p->buf[b];
-    if (pb->id != b) return snprintf(msg, sizeof msg, "buffer %d has id %d", b, pb->id), msg;
+    if (pb->id != b) {
+      snprintf(msg, sizeof msg, "buffer %d has id %d", b, pb->id);
+      return msg;
+    }
     int64_t numel = 1;
     for (int d = 0; d < pb->shape.rank; d++) numel *= pb->shape.d[d];
-    if (numel * dtype_size(pb->dtype) != pb->bytes)
-      return snprintf(msg, sizeof msg, "buffer %s: %lld bytes for %lld elements of %s", pb->name,
-                      (long long)pb->bytes, (long long)numel, dtype_name(pb->dtype)), msg;
+    if (numel * dtype_size(pb->dtype) != pb->bytes) {
+      snprintf(msg, sizeof msg, "buffer %s: %lld bytes for %lld elements of %s", pb->name, (long long)pb->bytes,
+               (long long)numel, dtype_name(pb->dtype));
+      return msg;
+    }
     bool persistent = pb->role == ROLE_PARAM || pb->role == ROLE_OPT_STATE || pb->role == ROLE_WORKSPACE;
-    if (persistent != (pb->sched == SCHED_BOTH))
-      return snprintf(msg, sizeof msg, "buffer %s: persistent iff in both schedules", pb->name), msg;
-    if (persistent && pb->offset + pb->bytes > p->persistent_bytes)
-      return snprintf(msg, sizeof msg, "buffer %s: persistent but above the persistent region", pb->name), msg;
+    if (persistent != (pb->sched == SCHED_BOTH)) {
+      snprintf(msg, sizeof msg, "buffer %s: persistent iff in both schedules", pb->name);
+      return msg;
+    }
+    if (persistent && pb->offset + pb->bytes > p->persistent_bytes) {
+      snprintf(msg, sizeof msg, "buffer %s: persistent but above the persistent region", pb->name);
+      return msg;
+    }
   }
   return NULL;
 }
 
 const char *verify_plan(const Plan *p) {
   const char *e;
-  if (p->align <= 0 || (p->align & (p->align - 1)))
-    return snprintf(msg, sizeof msg, "alignment %lld is not a power of two", (long long)p->align), msg;
+  if (p->align <= 0 || (p->align & (p->align - 1))) {
+    snprintf(msg, sizeof msg, "alignment %lld is not a power of two", (long long)p->align);
+    return msg;
+  }
   if ((e = check_buffers(p))) return e;
   if ((e = check_schedule(p, p->sched, p->nsched, SCHED_TRAIN))) return e;
   if ((e = check_schedule(p, p->eval, p->neval, SCHED_EVAL))) return e;
   if ((e = check_packing(p, SCHED_TRAIN, p->nsched))) return e;
   if ((e = check_packing(p, SCHED_EVAL, p->neval))) return e;
-  if (p->budget_bytes > 0 && p->arena_bytes > p->budget_bytes)
-    return snprintf(msg, sizeof msg, "arena %lld exceeds the budget %lld", (long long)p->arena_bytes,
-                    (long long)p->budget_bytes), msg;
-  if (p->lower_bound_bytes > p->arena_bytes)
-    return snprintf(msg, sizeof msg, "arena %lld below the lower bound %lld (impossible)",
-                    (long long)p->arena_bytes, (long long)p->lower_bound_bytes), msg;
+  if (p->budget_bytes > 0 && p->arena_bytes > p->budget_bytes) {
+    snprintf(msg, sizeof msg, "arena %lld exceeds the budget %lld", (long long)p->arena_bytes,
+             (long long)p->budget_bytes);
+    return msg;
+  }
+  if (p->lower_bound_bytes > p->arena_bytes) {
+    snprintf(msg, sizeof msg, "arena %lld below the lower bound %lld (impossible)", (long long)p->arena_bytes,
+             (long long)p->lower_bound_bytes);
+    return msg;
+  }
   return NULL;
 }

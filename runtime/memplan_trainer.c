@@ -105,7 +105,10 @@ static double rng_uniform(Rng *r) { /* [0, 1), 53 bits */
 }
 
 static double rng_normal(Rng *r) { /* Box-Muller */
-  if (r->has_spare) return r->has_spare = 0, r->spare;
+  if (r->has_spare) {
+    r->has_spare = 0;
+    return r->spare;
+  }
   double u1 = rng_uniform(r), u2 = rng_uniform(r);
   double rad = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
   r->spare = rad * sin(th), r->has_spare = 1;
@@ -369,7 +372,10 @@ static void js_ws(Js *j) {
 
 static int js_eat(Js *j, char c) {
   js_ws(j);
-  if (j->p < j->end && *j->p == c) return j->p++, 1;
+  if (j->p < j->end && *j->p == c) {
+    j->p++;
+    return 1;
+  }
   return 0;
 }
 
@@ -827,7 +833,10 @@ enum { TR_SCALE_GROWTH_INTERVAL = 2000 };
 static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, double lr, int64_t step) {
   if (m->unscale(arena, (float)(1.0 / ls->scale))) {
     m->update(arena, lr, ++ls->applied);
-    if (++ls->clean == TR_SCALE_GROWTH_INTERVAL) ls->scale *= 2, ls->clean = 0;
+    if (++ls->clean == TR_SCALE_GROWTH_INTERVAL) {
+      ls->scale *= 2;
+      ls->clean = 0;
+    }
     return;
   }
   ls->skipped++, ls->clean = 0;
@@ -889,8 +898,10 @@ int tr_main(int argc, char **argv, const TrModel *m) {
       else m->step(r.dev, o.lr, ls.applied + 1, mb, scale);
       sum += read_loss(&r, m->loss_offset);
     }
-    if (!m->loss_scaling) m->update(r.dev, o.lr, step), ls.applied = step;
-    else scaler_step(&ls, m, r.dev, o.lr, step);
+    if (!m->loss_scaling) {
+      m->update(r.dev, o.lr, step);
+      ls.applied = step;
+    } else scaler_step(&ls, m, r.dev, o.lr, step);
     if (m->device) m->device->sync(); /* the step's time includes its updates */
     double dt = now_s() - t0;
     t_steps += dt;

@@ -38,7 +38,11 @@ static const char *verify_items(const AsgItem *it, int n, const int64_t *off, in
     bsz = realloc(bsz, sizeof(int64_t) * (size_t)n);
   }
   int64_t *L = n > 64 ? blo : lo, *H = n > 64 ? bhi : hi, *S = n > 64 ? bsz : sz;
-  for (int i = 0; i < n; i++) L[i] = it[i].lo, H[i] = it[i].hi, S[i] = it[i].size;
+  for (int i = 0; i < n; i++) {
+    L[i] = it[i].lo;
+    H[i] = it[i].hi;
+    S[i] = it[i].size;
+  }
   return verify_packing(n, L, H, S, off, align, cap);
 }
 

@@ -18,10 +18,13 @@
 #include "verify.h"
 
 static int failures, checks;
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    checks++;                                                                                      \
-    if (!(c)) failures++, fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);    \
+#define CHECK(c)                                                            \
+  do {                                                                      \
+    checks++;                                                               \
+    if (!(c)) {                                                             \
+      failures++;                                                           \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+    }                                                                       \
   } while (0)
 
 static uint64_t rng = 88172645463325252ull;
@@ -81,7 +84,10 @@ static double replay(const Chain *c, const Actions *a, bool *ok) {
     const Action *x = &a->a[i];
     const Stage *st = &c->s[x->stage];
     if (x->kind == ACT_FORWARD) t += st->f;
-    if (x->kind == ACT_KEEP) t += st->f, kept[x->stage] = 1 + x->option;
+    if (x->kind == ACT_KEEP) {
+      t += st->f;
+      kept[x->stage] = 1 + x->option;
+    }
     if (x->kind == ACT_BACKWARD) {
       *ok &= x->stage == next_bwd-- && kept[x->stage] == 1 + x->option;
       t += st->opt[x->option].b;

@@ -15,10 +15,13 @@
 static int failures, checks;
 static const char *models;
 
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    checks++;                                                                                      \
-    if (!(c)) failures++, fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);    \
+#define CHECK(c)                                                            \
+  do {                                                                      \
+    checks++;                                                               \
+    if (!(c)) {                                                             \
+      failures++;                                                           \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+    }                                                                       \
   } while (0)
 
 /* Runs load on text and returns the graph, or NULL with the error in diag_last(). */
@@ -212,7 +215,11 @@ static bool coexisting(const Plan *p, int *a, int *b) {
     for (int j = i + 1; j < p->nbuf; j++) {
       const PlanBuffer *x = &p->buf[i], *y = &p->buf[j];
       if (x->sched != SCHED_TRAIN || y->sched != SCHED_TRAIN) continue;
-      if (x->first < y->last && y->first < x->last && x->bytes >= 256 && y->bytes >= 256) return *a = i, *b = j, true;
+      if (x->first < y->last && y->first < x->last && x->bytes >= 256 && y->bytes >= 256) {
+        *a = i;
+        *b = j;
+        return true;
+      }
     }
   return false;
 }
@@ -223,7 +230,11 @@ static bool sharing(const Plan *p, int *a, int *b) {
     for (int j = 0; j < p->nbuf; j++) {
       const PlanBuffer *x = &p->buf[i], *y = &p->buf[j];
       if (i == j || x->sched != SCHED_TRAIN || y->sched != SCHED_TRAIN || x->last > y->first) continue;
-      if (x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes) return *a = i, *b = j, true;
+      if (x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes) {
+        *a = i;
+        *b = j;
+        return true;
+      }
     }
   return false;
 }

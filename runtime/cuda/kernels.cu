@@ -1258,7 +1258,10 @@ static __global__ void adam_scalars_kernel(float step, float bc2_sqrt) {
 static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n,
                                     float step, float bc2_sqrt, float decay, float eps,
                                     float b1, float b2, float a1, float a2, int from_graph) {
-  if (from_graph) step = rt_adam_scalars[0], bc2_sqrt = rt_adam_scalars[1];
+  if (from_graph) {
+    step = rt_adam_scalars[0];
+    bc2_sqrt = rt_adam_scalars[1];
+  }
   GRID_STRIDE(i, n) {
     float gi = g[i];
     float mi = __fadd_rn(__fmul_rn(m[i], b1), __fmul_rn(a1, gi));

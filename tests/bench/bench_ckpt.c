@@ -97,7 +97,10 @@ static void gpt2(const char *models) {
 
   /* Chen et al.: segments of about sqrt(n) stages, each recomputed once */
   int k = (int)lround(sqrt((double)c->n));
-  for (int i = 0; i < c->n; i++) seg[i] = i / k, redo[i / k] = true;
+  for (int i = 0; i < c->n; i++) {
+    seg[i] = i / k;
+    redo[i / k] = true;
+  }
   redo[(c->n - 1) / k] = false; /* the last segment runs straight into its backward */
   a = scheme(&ar, c, seg, redo, KEEP_ALL);
   Plan *pc = plan_of(&ar, g, &a, &o);
@@ -107,7 +110,10 @@ static void gpt2(const char *models) {
   versus(g, &o, pc, act_full, "sqrt(n)");
 
   /* selective everywhere, nothing rerun from checkpoints */
-  for (int i = 0; i < c->n; i++) seg[i] = i, redo[i] = false;
+  for (int i = 0; i < c->n; i++) {
+    seg[i] = i;
+    redo[i] = false;
+  }
   a = scheme(&ar, c, seg, redo, KEEP_SELECTIVE);
   Plan *ps = plan_of(&ar, g, &a, &o);
   row("selective everywhere", ps, act_full);

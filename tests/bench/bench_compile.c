@@ -21,7 +21,10 @@ static Plan *compile(Arena *ar, const char *path) {
   Step *s = ad_build(ar, g, true, NULL);
   Plan *p = plan_build(ar, g, s, live_build(ar, s, s->train, s->ntrain), live_build(ar, s, s->eval, s->neval), 256);
   plan_assign(p, 0.5);
-  if (verify_plan(p)) fprintf(stderr, "%s: plan failed verification\n", path), exit(1);
+  if (verify_plan(p)) {
+    fprintf(stderr, "%s: plan failed verification\n", path);
+    exit(1);
+  }
   return p;
 }
 

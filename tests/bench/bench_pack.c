@@ -63,7 +63,11 @@ static void check(const char *what, const Items *it, const int64_t *off, int64_t
   int n = it->n;
   int64_t *lo = malloc(sizeof(int64_t) * (size_t)n), *hi = malloc(sizeof(int64_t) * (size_t)n);
   int64_t *sz = malloc(sizeof(int64_t) * (size_t)n);
-  for (int i = 0; i < n; i++) lo[i] = it->v[i].lo, hi[i] = it->v[i].hi, sz[i] = it->v[i].size;
+  for (int i = 0; i < n; i++) {
+    lo[i] = it->v[i].lo;
+    hi[i] = it->v[i].hi;
+    sz[i] = it->v[i].size;
+  }
   const char *err = verify_packing(n, lo, hi, sz, off, 1, height);
   if (err) {
     fprintf(stderr, "bench_pack: %s: invalid packing: %s\n", what, err);
@@ -164,7 +168,10 @@ static void gen_training(Items *it, int L, uint64_t seed) {
       if (ops[k].saved) push(it, saved_at[i], t + 1, sz[i]);
       push(it, t, t + 2, jitter(&s, ops[k].size));          /* input gradient */
       if (rng_next(&s) % 3 == 0) push_opt(it, t, t + 1, jitter(&s, ops[k].size), 1); /* workspace */
-      if (ops[k].has_w) wdef[nw] = t, wsz[nw++] = jitter(&s, C * C * 4 * (1 + (int64_t)(rng_next(&s) % 4)));
+      if (ops[k].has_w) {
+        wdef[nw] = t;
+        wsz[nw++] = jitter(&s, C * C * 4 * (1 + (int64_t)(rng_next(&s) % 4)));
+      }
     }
   int64_t end = t + nw + 1;
   for (int64_t w = 0; w < nw; w++, t++) {
@@ -189,7 +196,10 @@ static int gen_training_n(Items *it, int n, uint64_t seed) {
       /* Optional item j goes when floor(j * drop / nopt) steps up: `drop` of them. */
       int go = it->optional[i] && ((j + 1) * drop / nopt > j * drop / nopt);
       j += it->optional[i];
-      if (!go) it->v[k] = it->v[i], it->optional[k++] = it->optional[i];
+      if (!go) {
+        it->v[k] = it->v[i];
+        it->optional[k++] = it->optional[i];
+      }
     }
     it->n = k;
     return L;

@@ -62,7 +62,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_trainer_sgemm: out of memory\n");
     return 1;
   }
-  for (size_t i = 0; i < big; i++) A[i] = (float)(i % 7) * 0.01f, B[i] = (float)(i % 5) * 0.01f, Cm[i] = 0.0f;
+  for (size_t i = 0; i < big; i++) {
+    A[i] = (float)(i % 7) * 0.01f;
+    B[i] = (float)(i % 5) * 0.01f;
+    Cm[i] = 0.0f;
+  }
   double flops = 0.0, secs = 0.0;
   for (int i = 0; i < ns; i++) {
     const Shape *q = &s[i];

@@ -18,16 +18,26 @@ static int count_clusters(Agraph_t *g) {
 
 int main(int argc, char **argv) {
   FILE *f = argc == 2 ? fopen(argv[1], "r") : NULL;
-  if (!f) return fprintf(stderr, "usage: dot_stats FILE.dot\n"), 2;
+  if (!f) {
+    fprintf(stderr, "usage: dot_stats FILE.dot\n");
+    return 2;
+  }
   Agraph_t *g = agread(f, NULL);
   fclose(f);
-  if (!g) return fprintf(stderr, "dot_stats: %s does not parse as DOT\n", argv[1]), 1;
+  if (!g) {
+    fprintf(stderr, "dot_stats: %s does not parse as DOT\n", argv[1]);
+    return 1;
+  }
   int op = 0, blk = 0, upd = 0, in = 0, legend = 0, edges = 0, labelled = 0, saved = 0;
   for (Agnode_t *n = agfstnode(g); n; n = agnxtnode(g, n)) {
     const char *id = agnameof(n);
-    if (starts(id, "op")) op++, printf("op_node %s\n", id + 2);
-    else if (starts(id, "blk:")) blk++, printf("blk_node %s\n", id + 4);
-    else if (starts(id, "upd")) upd++;
+    if (starts(id, "op")) {
+      op++;
+      printf("op_node %s\n", id + 2);
+    } else if (starts(id, "blk:")) {
+      blk++;
+      printf("blk_node %s\n", id + 4);
+    } else if (starts(id, "upd")) upd++;
     else if (starts(id, "in")) in++;
     else if (!strcmp(id, "legend")) legend++;
     for (Agedge_t *e = agfstout(g, n); e; e = agnxtout(g, e)) {

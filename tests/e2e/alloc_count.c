@@ -26,13 +26,28 @@ static void bump(void) { __atomic_fetch_add(&count, 1, __ATOMIC_RELAXED); }
 long memplan_alloc_count(void);
 long memplan_alloc_count(void) { return __atomic_load_n(&count, __ATOMIC_SEQ_CST); }
 
-void *malloc(size_t n) { return bump(), __libc_malloc(n); }
-void *calloc(size_t n, size_t size) { return bump(), __libc_calloc(n, size); }
-void *realloc(void *p, size_t n) { return bump(), __libc_realloc(p, n); }
+void *malloc(size_t n) {
+  bump();
+  return __libc_malloc(n);
+}
+void *calloc(size_t n, size_t size) {
+  bump();
+  return __libc_calloc(n, size);
+}
+void *realloc(void *p, size_t n) {
+  bump();
+  return __libc_realloc(p, n);
+}
 void free(void *p) { __libc_free(p); }
-void *aligned_alloc(size_t align, size_t n) { return bump(), __libc_memalign(align, n); }
+void *aligned_alloc(size_t align, size_t n) {
+  bump();
+  return __libc_memalign(align, n);
+}
 void *memalign(size_t align, size_t n);
-void *memalign(size_t align, size_t n) { return bump(), __libc_memalign(align, n); }
+void *memalign(size_t align, size_t n) {
+  bump();
+  return __libc_memalign(align, n);
+}
 int posix_memalign(void **out, size_t align, size_t n) {
   bump();
   void *p = __libc_memalign(align, n);
@@ -46,7 +61,10 @@ int posix_memalign(void **out, size_t align, size_t n) {
  * libc must each move the counter; without it, the lookup must fail. */
 int main(int argc, char **argv) {
   long (*count)(void) = (long (*)(void))dlsym(RTLD_DEFAULT, "memplan_alloc_count");
-  if (!count) return printf("no counting allocator preloaded\n"), argc > 1 && !strcmp(argv[1], "--absent") ? 0 : 1;
+  if (!count) {
+    printf("no counting allocator preloaded\n");
+    return argc > 1 && !strcmp(argv[1], "--absent") ? 0 : 1;
+  }
   long c0 = count();
   void *volatile p = malloc(64);
   long c1 = count();

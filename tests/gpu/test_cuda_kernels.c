@@ -656,8 +656,13 @@ static void case_casts(int M, int Emin, int Emax, const char *name) {
   uint16_t *dh = ut_alloc(N * sizeof(uint16_t)), *h = host_alloc(N * sizeof(uint16_t));
   float *fb = host_alloc(N * sizeof(float));
   ut_put(dx, x, N * sizeof(float));
-  if (is_bf16) UT(f32_to_bf16)(dh, dx, N), UT(bf16_to_f32)(back, dh, N);
-  else UT(f32_to_f16)(dh, dx, N), UT(f16_to_f32)(back, dh, N);
+  if (is_bf16) {
+    UT(f32_to_bf16)(dh, dx, N);
+    UT(bf16_to_f32)(back, dh, N);
+  } else {
+    UT(f32_to_f16)(dh, dx, N);
+    UT(f16_to_f32)(back, dh, N);
+  }
   ut_get(h, dh, N * sizeof(uint16_t));
   ut_get(fb, back, N * sizeof(float));
   int64_t bad = 0, first = -1;
