@@ -20,7 +20,7 @@ enum {
 };
 
 /* The exit statuses as each --help prints them. */
-#define CLI_EXIT_HELP                                                                                 \
+#define CLI_EXIT_HELP                                                                                  \
   "exit status: 0 success; 1 user error (bad model, input or plan file, does not fit, I/O failure);\n" \
   "  2 usage (unknown option, bad option value, missing argument); 3 internal error (a bug)\n"
 
@@ -31,8 +31,8 @@ int pack_main(int argc, char **argv);
 
 /* A usage error of `memplan CMD`: the message, where to read the options,
  * and exit status 2. */
-__attribute__((format(printf, 2, 3), noreturn, unused)) static void cli_usage_error(const char *cmd,
-                                                                                    const char *fmt, ...) {
+__attribute__((format(printf, 2, 3), noreturn, unused)) static void cli_usage_error(const char *cmd, const char *fmt,
+                                                                                    ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "memplan %s: error: ", cmd);

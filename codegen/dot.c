@@ -48,18 +48,18 @@ typedef struct {
   const char *block; /* the cluster it sits in, NULL for none */
   int first, last;   /* first and last member op (for DN_INPUT: the buffer id) */
   int nops;
-  int depth;         /* layout key: forward position of the layer it belongs to */
-  int anchor;        /* DN_UPDATE: the node whose gradients it consumes, -1 */
+  int depth;  /* layout key: forward position of the layer it belongs to */
+  int anchor; /* DN_UPDATE: the node whose gradients it consumes, -1 */
   int64_t flops;
   Agnode_t *n;
 } DNode;
 
 typedef struct {
-  int u, v;          /* node ids */
+  int u, v; /* node ids */
   int buf;
-  const char *name;  /* the tensor living in buf when it was read */
+  const char *name; /* the tensor living in buf when it was read */
   bool saved, recomputed;
-  int seq;           /* order of discovery: the first of duplicates wins */
+  int seq; /* order of discovery: the first of duplicates wins */
 } DEdge;
 
 typedef struct {
@@ -68,8 +68,8 @@ typedef struct {
   Arena ar;
   VEC(DNode) node;
   VEC(DEdge) edge;
-  int *node_of;      /* per training op */
-  int *depth_of;     /* per training op */
+  int *node_of;  /* per training op */
+  int *depth_of; /* per training op */
   const char **blocks;
   int nblocks;
   bool deep;
@@ -88,7 +88,7 @@ static void set(void *obj, const char *k, const char *v) { agsafeset(obj, (char 
 typedef struct {
   Agdisc_t disc; /* first: the callbacks find the table from it */
   Arena *ar;
-  StrMap index;  /* name -> its index in creation order */
+  StrMap index; /* name -> its index in creation order */
   VEC(const char *) name;
   IDTYPE anon;
 } IdTable;
@@ -135,13 +135,9 @@ static void id_register(void *state, int objtype, void *obj) { (void)state, (voi
 
 static Agiddisc_t id_disc = {id_open, id_map, id_alloc, id_free, id_print, id_close, id_register};
 
-static void id_table_init(IdTable *t, Arena *ar) {
-  *t = (IdTable){{&AgMemDisc, &id_disc, &AgIoDisc}, ar, {0}, {0}, 1};
-}
+static void id_table_init(IdTable *t, Arena *ar) { *t = (IdTable){{&AgMemDisc, &id_disc, &AgIoDisc}, ar, {0}, {0}, 1}; }
 
-static const char *op_kind_name(OpKind k) {
-  return k == OP_ADAMW ? "AdamW" : k == OP_SGD ? "SGD" : op_info(k)->name;
-}
+static const char *op_kind_name(OpKind k) { return k == OP_ADAMW ? "AdamW" : k == OP_SGD ? "SGD" : op_info(k)->name; }
 
 /* The repeat block of an op: the prefix of its layer name up to the first
  * '.', when it ends in a digit ("h3" of "h3.attn.qkv"); NULL otherwise. An
@@ -248,8 +244,8 @@ static void fill_nodes(Dot *d) {
     const char *b = block_of(&d->ar, o);
     int bi = block_index(d, b);
     if (b && bi < 0) {
-      d->blocks = ar_grow(&d->ar, d->blocks, sizeof(char *) * (size_t)d->nblocks,
-                          sizeof(char *) * (size_t)(d->nblocks + 1));
+      d->blocks =
+          ar_grow(&d->ar, d->blocks, sizeof(char *) * (size_t)d->nblocks, sizeof(char *) * (size_t)(d->nblocks + 1));
       d->blocks[d->nblocks++] = b;
     } else if (b) {
       b = d->blocks[bi];
@@ -294,8 +290,13 @@ static void add_edge(Dot *d, int w, int j, int b, const char *name) {
   int u = w >= 0 ? d->node_of[w] : input_node(d, b), v = d->node_of[j];
   if (u == v) return;
   Phase pw = w >= 0 ? p->sched[w].phase : PHASE_FORWARD;
-  DEdge e = {.u = u, .v = v, .buf = b, .name = name, .recomputed = pw == PHASE_RECOMPUTE,
-             .saved = w >= 0 && pw == PHASE_FORWARD && p->sched[j].phase == PHASE_BACKWARD, .seq = d->edge.n};
+  DEdge e = {.u = u,
+             .v = v,
+             .buf = b,
+             .name = name,
+             .recomputed = pw == PHASE_RECOMPUTE,
+             .saved = w >= 0 && pw == PHASE_FORWARD && p->sched[j].phase == PHASE_BACKWARD,
+             .seq = d->edge.n};
   VEC_PUSH(&d->ar, d->edge, e); /* duplicates go after sorting (make_edges) */
 }
 
@@ -363,7 +364,8 @@ static const char *range(Dot *d, const DNode *n) {
 }
 
 static const char *gflops(Dot *d, int64_t f) {
-  return f >= 1000000000 ? ar_printf(&d->ar, "%.1f GFLOP", (double)f / 1e9) : ar_printf(&d->ar, "%.1f MFLOP", (double)f / 1e6);
+  return f >= 1000000000 ? ar_printf(&d->ar, "%.1f GFLOP", (double)f / 1e9)
+                         : ar_printf(&d->ar, "%.1f MFLOP", (double)f / 1e6);
 }
 
 /* Parameters an update group updates, relative to its anchor's layer. */
@@ -399,8 +401,8 @@ static const char *node_label(Dot *d, int i) {
   static const char *const verb[PHASE_COUNT] = {"forward", "backward", "update", "recompute"};
   switch (n->kind) {
   case DN_OP:
-    return ar_printf(&d->ar, "%s\\n%s%s%s, op %d", esc(d, o->layer), op_kind_name(o->op), n->phase == PHASE_FORWARD ? "" : " ",
-                     n->phase == PHASE_FORWARD ? "" : verb[n->phase], n->first);
+    return ar_printf(&d->ar, "%s\\n%s%s%s, op %d", esc(d, o->layer), op_kind_name(o->op),
+                     n->phase == PHASE_FORWARD ? "" : " ", n->phase == PHASE_FORWARD ? "" : verb[n->phase], n->first);
   case DN_BLOCK:
     if (n->phase == PHASE_UPDATE)
       return ar_printf(&d->ar, "%s %s\\n%d parameters, %s\\n%s of gradients", esc(d, n->block), op_kind_name(o->op),
@@ -470,8 +472,9 @@ static void style_node(Dot *d, int i) {
       d->node_of[d->p->peak_position] == i) { /* where the step needs the most memory */
     char s[32];
     set(an, "penwidth", "3");
-    set(an, "label", ar_printf(&d->ar, "%s\\nmemory peak: %s", node_label(d, i),
-                               mp_fmt_bytes(s, sizeof s, d->p->lower_bound_bytes)));
+    set(an, "label",
+        ar_printf(&d->ar, "%s\\nmemory peak: %s", node_label(d, i),
+                  mp_fmt_bytes(s, sizeof s, d->p->lower_bound_bytes)));
   }
 }
 
@@ -618,8 +621,9 @@ static void title(Dot *d) {
   int count[PHASE_COUNT] = {0};
   for (int i = 0; i < p->nsched; i++) count[p->sched[i].phase]++;
   char a[32], l[32];
-  const char *t = ar_printf(&d->ar, "%s: training step, %d ops (%d forward, %d backward, %d updates%s)\\n"
-                                    "arena %s, lower bound %s",
+  const char *t = ar_printf(&d->ar,
+                            "%s: training step, %d ops (%d forward, %d backward, %d updates%s)\\n"
+                            "arena %s, lower bound %s",
                             p->model, p->nsched, count[PHASE_FORWARD], count[PHASE_BACKWARD], count[PHASE_UPDATE],
                             count[PHASE_RECOMPUTE] ? ar_printf(&d->ar, ", %d recompute", count[PHASE_RECOMPUTE]) : "",
                             mp_fmt_bytes(a, sizeof a, p->arena_bytes), mp_fmt_bytes(l, sizeof l, p->lower_bound_bytes));
@@ -692,9 +696,12 @@ void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *render_ou
   const char *format = d.o->format ? d.o->format : "svg";
   if (p->nsched > DOT_MAX_OPS) {
     GVC_t *gvc = gvContext();
-    note_graph(gvc, ar_printf(&d.ar, "%s: the training step has %d ops, more than the %d\\n"
-                                     "memplan draws as a graph; timeline.svg shows where memory goes.",
-                              p->model, p->nsched, DOT_MAX_OPS), format, dot_out, render_out);
+    note_graph(gvc,
+               ar_printf(&d.ar,
+                         "%s: the training step has %d ops, more than the %d\\n"
+                         "memplan draws as a graph; timeline.svg shows where memory goes.",
+                         p->model, p->nsched, DOT_MAX_OPS),
+               format, dot_out, render_out);
     gvFreeContext(gvc);
     ar_free(&d.ar);
     return;
@@ -719,10 +726,13 @@ void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *render_ou
   GVC_t *gvc = gvContext();
   if (dot_out) write_dot(d.g, dot_out);
   if (render_out && d.node.n > DOT_LAYOUT_MAX_NODES) {
-    note_graph(gvc, ar_printf(&d.ar, "%s: the plan graph has %d nodes and %d edges, more than the %d\\n"
-                                     "that memplan lays out (Graphviz's dot needs minutes beyond that).\\n"
-                                     "plan.dot holds the whole graph; timeline.svg shows where memory goes.",
-                              p->model, d.node.n, d.edge.n, DOT_LAYOUT_MAX_NODES), format, NULL, render_out);
+    note_graph(gvc,
+               ar_printf(&d.ar,
+                         "%s: the plan graph has %d nodes and %d edges, more than the %d\\n"
+                         "that memplan lays out (Graphviz's dot needs minutes beyond that).\\n"
+                         "plan.dot holds the whole graph; timeline.svg shows where memory goes.",
+                         p->model, d.node.n, d.edge.n, DOT_LAYOUT_MAX_NODES),
+               format, NULL, render_out);
   } else if (render_out) {
     MP_ASSERT(gvLayout(gvc, d.g, "dot") == 0);
     render(gvc, d.g, format, render_out);

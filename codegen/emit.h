@@ -15,7 +15,7 @@ typedef struct {
 
 void text_printf(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void text_append(Text *t, const void *data, size_t n); /* bytes, NULs included (PNG) */
-void text_json_str(Text *t, const char *s); /* a quoted, escaped JSON string */
+void text_json_str(Text *t, const char *s);            /* a quoted, escaped JSON string */
 void text_free(Text *t);
 /* Writes t to path via a temp file in the same folder and rename(2), so the
  * path holds either the old file or the whole new one. Returns 0, or -1 with
@@ -74,8 +74,8 @@ extern const int emitc_nruntime_files;
  * backward ops they start collapsed to one node per phase. Either Text may be
  * NULL. No file I/O. */
 typedef struct {
-  bool expand;       /* --expand: open every block */
-  const char *block; /* --block NAME: open this block (NULL: none) */
+  bool expand;        /* --expand: open every block */
+  const char *block;  /* --block NAME: open this block (NULL: none) */
   const char *format; /* what the laid-out graph is rendered as: "svg" (NULL) or "png" */
 } DotOptions;
 void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *render_out);

@@ -40,6 +40,7 @@ typedef struct {
 /* Identifiers trainer.c and trainer.cu themselves use (C and C++ keywords,
  * their functions, variables and table fields, and lowercase names from
  * <stddef.h>/<stdint.h>); buffers never take them. */
+/* clang-format off */
 static const char *const reserved[] = {
     "alignas", "and", "and_eq", "bitand", "bitor", "catch", "char8_t", "char16_t", "char32_t", "class", "compl",
     "concept", "consteval", "constinit", "const_cast", "co_await", "co_return", "co_yield", "decltype", "delete",
@@ -55,6 +56,7 @@ static const char *const reserved[] = {
     "true", "false", "alignas", "alignof", "static_assert", "thread_local", "nullptr", "typeof", "typeof_unqual",
     "constexpr", "asm", "offsetof", "arena", "lr", "t", "step", "eval", "main", "argc", "argv", "linux", "unix",
     "i386", NULL};
+/* clang-format on */
 
 static bool is_reserved(const char *s) {
   for (int i = 0; reserved[i]; i++)
@@ -62,8 +64,8 @@ static bool is_reserved(const char *s) {
   bool lower = false;
   for (const char *c = s; *c; c++) lower |= islower((unsigned char)*c) != 0;
   size_t n = strlen(s);
-  return !lower                                       /* all-caps: trainer.c's macros and constants */
-         || (n >= 2 && !strcmp(s + n - 2, "_t"))      /* typedef names */
+  return !lower                                  /* all-caps: trainer.c's macros and constants */
+         || (n >= 2 && !strcmp(s + n - 2, "_t")) /* typedef names */
          || !strncmp(s, "rt_", 3) || !strncmp(s, "tr_", 3) || !strncmp(s, "Tr", 2) || !strncmp(s, "memplan", 7);
 }
 
@@ -158,8 +160,10 @@ static int classify_inputs(Emit *E, const PlanOp *ops, int n) {
       E->kind[b] = "TR_IN_FEATURES";
       other = true;
     } else {
-      fprintf(stderr, "memplan: error: the CPU trainer cannot feed input '%s' (an i32 input that is neither "
-                      "token ids nor cross-entropy targets)\n", p->buf[b].name);
+      fprintf(stderr,
+              "memplan: error: the CPU trainer cannot feed input '%s' (an i32 input that is neither "
+              "token ids nor cross-entropy targets)\n",
+              p->buf[b].name);
       return -1;
     }
   }
@@ -169,14 +173,15 @@ static int classify_inputs(Emit *E, const PlanOp *ops, int n) {
     for (int a = 0; a < p->nbuf; a++)
       if (E->kind[a] && !strcmp(E->kind[a], "TR_IN_TOKENS") && p->buf[a].sched == p->buf[b].sched &&
           shape_numel(&p->buf[a].shape) != shape_numel(&p->buf[b].shape)) {
-        fprintf(stderr, "memplan: error: the CPU trainer needs targets '%s' shaped like tokens '%s'\n",
-                p->buf[b].name, p->buf[a].name);
+        fprintf(stderr, "memplan: error: the CPU trainer needs targets '%s' shaped like tokens '%s'\n", p->buf[b].name,
+                p->buf[a].name);
         return -1;
       }
   }
   if (tokens && other) {
-    fprintf(stderr, "memplan: error: the CPU trainer feeds token models (tokens, targets) or models with f32 "
-                    "inputs (synthetic data), not both\n");
+    fprintf(stderr,
+            "memplan: error: the CPU trainer feeds token models (tokens, targets) or models with f32 "
+            "inputs (synthetic data), not both\n");
     return -1;
   }
   return 0;
@@ -194,15 +199,18 @@ static void header(Emit *E, Text *t) {
               (long long)p->arena_bytes, mp_fmt_bytes(b1, sizeof b1, p->arena_bytes));
   text_printf(t, "%s", E->be->about);
   text_printf(t, "// dims:");
-  for (int i = 0; i < p->ndims; i++) text_printf(t, " %s=%lld", comment_safe(E, p->dims[i].name), (long long)p->dims[i].value);
+  for (int i = 0; i < p->ndims; i++)
+    text_printf(t, " %s=%lld", comment_safe(E, p->dims[i].name), (long long)p->dims[i].value);
   text_printf(t, "\n// params %lld, step %lld FLOPs, lower bound %lld bytes, persistent %lld bytes\n\n",
               (long long)p->param_count, (long long)p->step_flops, (long long)p->lower_bound_bytes,
               (long long)p->persistent_bytes);
-  text_printf(t, "%s\n"
-                 "#define F32(offset) ((float *)(arena + (offset)))\n"
-                 "#define I32(offset) ((int32_t *)(arena + (offset)))\n"
-                 "#define U16(offset) ((uint16_t *)(arena + (offset))) // bf16 or fp16 storage\n"
-                 "%s\n\n", E->be->includes, E->be->tick);
+  text_printf(t,
+              "%s\n"
+              "#define F32(offset) ((float *)(arena + (offset)))\n"
+              "#define I32(offset) ((int32_t *)(arena + (offset)))\n"
+              "#define U16(offset) ((uint16_t *)(arena + (offset))) // bf16 or fp16 storage\n"
+              "%s\n\n",
+              E->be->includes, E->be->tick);
 }
 
 static void buffer_line(Emit *E, Text *t, int b) {
@@ -222,13 +230,13 @@ static void buffer_line(Emit *E, Text *t, int b) {
 static void layout(Emit *E, Text *t) {
   const Plan *p = E->p;
   static const char *const group[] = {
-      "parameters (fp32 master weights)",
-      "optimizer state, zeroed once at start",
+      "parameters (fp32 master weights)", "optimizer state, zeroed once at start",
       "library workspace (cuBLAS, cuBLASLt and the CUDA kernels' scratch; the CPU trainer leaves it alone)",
       "training step: inputs, activations, gradients (first writer \"=\", later ones \"+=\")",
       "eval step (no-grad plan: nothing saved for backward)"};
-  text_printf(t, "// ----------------------------------------------------------------------------\n"
-                 "// arena layout: name (shape) dtype @ byte offset, live [first, last) schedule positions\n");
+  text_printf(t,
+              "// ----------------------------------------------------------------------------\n"
+              "// arena layout: name (shape) dtype @ byte offset, live [first, last) schedule positions\n");
   for (int g = 0; g < 5; g++) {
     text_printf(t, "\n// %s\n", group[g]);
     for (int b = 0; b < p->nbuf; b++) {
@@ -256,8 +264,8 @@ static void call(Emit *E, Text *t, const PlanOp *o) {
     double wd = decay ? opt->weight_decay : 0.0;
     if (o->op == OP_ADAMW)
       text_printf(t, "%sadamw_update(%s, %s, %s, %s, %lld, lr, %s, %s, %s, %s, t)", rt, E->id[o->out[0]],
-                  E->id[o->in[0]], E->id[o->out[1]], E->id[o->out[2]], (long long)o->dim[0],
-                  fmt_double(E, opt->beta1), fmt_double(E, opt->beta2), fmt_double(E, opt->eps), fmt_double(E, wd));
+                  E->id[o->in[0]], E->id[o->out[1]], E->id[o->out[2]], (long long)o->dim[0], fmt_double(E, opt->beta1),
+                  fmt_double(E, opt->beta2), fmt_double(E, opt->eps), fmt_double(E, wd));
     else
       text_printf(t, "%ssgd_update(%s, %s, %s, %lld, lr, %s, %s, %d)", rt, E->id[o->out[0]], E->id[o->in[0]],
                   o->nout > 1 && o->out[1] >= 0 ? E->id[o->out[1]] : "NULL", (long long)o->dim[0],
@@ -292,8 +300,7 @@ static void call(Emit *E, Text *t, const PlanOp *o) {
 }
 
 static const char *section_of(const PlanOp *o, const char *prev, bool fused) {
-  if (o->phase == PHASE_UPDATE)
-    return prev && strcmp(prev, "forward") ? prev : "optimizer updates";
+  if (o->phase == PHASE_UPDATE) return prev && strcmp(prev, "forward") ? prev : "optimizer updates";
   if (o->op == OP_CAST && prev) return prev; /* casts belong to the section around them */
   if (o->phase == PHASE_BACKWARD)
     return fused ? "backward, each parameter updated as soon as its gradient is complete" : "backward";
@@ -347,28 +354,35 @@ static void schedule_fn(Emit *E, Text *t, const PlanOp *ops, int n, bool train) 
   const Plan *p = E->p;
   text_printf(t, "// ----------------------------------------------------------------------------\n");
   if (!train) {
-    text_printf(t, "// the eval step: %d forward ops of the no-grad plan\n\nstatic void eval(unsigned char *arena) {\n"
-                   "  (void)arena;\n", n);
+    text_printf(t,
+                "// the eval step: %d forward ops of the no-grad plan\n\nstatic void eval(unsigned char *arena) {\n"
+                "  (void)arena;\n",
+                n);
     body(E, t, ops, n, false, false);
     text_printf(t, "}\n\n");
     return;
   }
-  text_printf(t, "// the training step: %d ops in schedule order. mb is the micro-batch (0..%d), scale the\n"
-                 "// loss gradient (1/micro-batches, times the loss scale under fp16); t is the 1-based step\n\n"
-                 "static void step(unsigned char *arena, double lr, int64_t t, int mb, float scale) {\n"
-                 "  (void)arena, (void)lr, (void)t, (void)mb, (void)scale;\n", n, p->accumulation_steps - 1);
+  text_printf(t,
+              "// the training step: %d ops in schedule order. mb is the micro-batch (0..%d), scale the\n"
+              "// loss gradient (1/micro-batches, times the loss scale under fp16); t is the 1-based step\n\n"
+              "static void step(unsigned char *arena, double lr, int64_t t, int mb, float scale) {\n"
+              "  (void)arena, (void)lr, (void)t, (void)mb, (void)scale;\n",
+              n, p->accumulation_steps - 1);
   body(E, t, ops, n, true, false);
-  text_printf(t, "}\n\n// optimizer updates that wait for every gradient (empty when fused into step)\n\n"
-                 "static void update(unsigned char *arena, double lr, int64_t t) {\n"
-                 "  (void)arena, (void)lr, (void)t;\n");
+  text_printf(t,
+              "}\n\n// optimizer updates that wait for every gradient (empty when fused into step)\n\n"
+              "static void update(unsigned char *arena, double lr, int64_t t) {\n"
+              "  (void)arena, (void)lr, (void)t;\n");
   if (separate_updates(p)) body(E, t, ops, n, true, true);
-  text_printf(t, "}\n\n// loss scaling: unscale every gradient; 1 when all were finite\n\n"
-                 "static int unscale(unsigned char *arena, float inv_scale) {\n  int finite = 1;\n"
-                 "  (void)arena, (void)inv_scale;\n");
+  text_printf(t,
+              "}\n\n// loss scaling: unscale every gradient; 1 when all were finite\n\n"
+              "static int unscale(unsigned char *arena, float inv_scale) {\n  int finite = 1;\n"
+              "  (void)arena, (void)inv_scale;\n");
   for (int b = 0; p->loss_scaling && b < p->nbuf; b++)
     if (p->buf[b].role == ROLE_GRAD)
-      text_printf(t, E->be->unscale_all ? "  %sunscale_check(%s, %lld, inv_scale);\n"
-                                        : "  finite &= %sunscale_check(%s, %lld, inv_scale);\n",
+      text_printf(t,
+                  E->be->unscale_all ? "  %sunscale_check(%s, %lld, inv_scale);\n"
+                                     : "  finite &= %sunscale_check(%s, %lld, inv_scale);\n",
                   E->be->prefix, E->id[b], (long long)shape_numel(&p->buf[b].shape));
   if (p->loss_scaling && E->be->unscale_all) text_printf(t, "  finite = %s;\n", E->be->unscale_all);
   text_printf(t, "  return finite;\n}\n\n");
@@ -384,9 +398,10 @@ static void param_table(Emit *E, Text *t) {
   static const char *const init[] = {"TR_INIT_NONE", "TR_INIT_NORMAL", "TR_INIT_ZEROS", "TR_INIT_ONES",
                                      "TR_INIT_UNIFORM"};
   const Plan *p = E->p;
-  text_printf(t, "// ----------------------------------------------------------------------------\n"
-                 "// tables for memplan_trainer.c: parameters (safetensors names), inputs, ops\n\n"
-                 "static const TrParam PARAMS[] = {\n");
+  text_printf(t,
+              "// ----------------------------------------------------------------------------\n"
+              "// tables for memplan_trainer.c: parameters (safetensors names), inputs, ops\n\n"
+              "static const TrParam PARAMS[] = {\n");
   for (int b = 0; b < p->nbuf; b++) {
     const PlanBuffer *pb = &p->buf[b];
     if (pb->role != ROLE_PARAM) continue;
@@ -428,8 +443,7 @@ static void op_table(Emit *E, Text *t) {
     const PlanOp *o = &p->sched[i];
     text_printf(t, "    {");
     c_string(t, o->layer);
-    text_printf(t, ", \"%s\", \"%s\"},\n", op_info(o->op)->name,
-                plan_phase_name(o->phase));
+    text_printf(t, ", \"%s\", \"%s\"},\n", op_info(o->op)->name, plan_phase_name(o->phase));
   }
   if (!p->nsched) text_printf(t, "    {\"\", \"\", \"\"},\n");
   text_printf(t, "};\n\n");
@@ -453,27 +467,32 @@ static void model_table(Emit *E, Text *t, int ntrain, int neval) {
   c_string(t, p->model);
   text_printf(t, ",\n    .arena_bytes = %lld,\n", (long long)p->arena_bytes);
   text_printf(t, "    .params = PARAMS, .nparams = %d,\n", nparams);
-  text_printf(t, "    .train_in = TRAIN_INPUTS, .eval_in = EVAL_INPUTS, .ntrain_in = %d, .neval_in = %d,\n", ntrain, neval);
+  text_printf(t, "    .train_in = TRAIN_INPUTS, .eval_in = EVAL_INPUTS, .ntrain_in = %d, .neval_in = %d,\n", ntrain,
+              neval);
   text_printf(t, "    .ops = OPS, .nops = %d,\n", p->nsched);
   text_printf(t, "    .loss_offset = %lld, .eval_loss_offset = %lld,\n", (long long)p->buf[p->loss_buf].offset,
               (long long)p->buf[p->eval_loss_buf].offset);
-  text_printf(t, "    .workspace_offset = %lld, .workspace_bytes = %lld,\n", ws < 0 ? 0LL : (long long)p->buf[ws].offset,
-              ws < 0 ? 0LL : (long long)p->buf[ws].bytes);
-  text_printf(t, "    .opt = %s, .lr = %s,\n", p->opt.kind == OPT_ADAMW ? "TR_ADAMW" : "TR_SGD", fmt_double(E, p->opt.lr));
+  text_printf(t, "    .workspace_offset = %lld, .workspace_bytes = %lld,\n",
+              ws < 0 ? 0LL : (long long)p->buf[ws].offset, ws < 0 ? 0LL : (long long)p->buf[ws].bytes);
+  text_printf(t, "    .opt = %s, .lr = %s,\n", p->opt.kind == OPT_ADAMW ? "TR_ADAMW" : "TR_SGD",
+              fmt_double(E, p->opt.lr));
   text_printf(t, "    .vocab = %lld, .classes = %lld, .samples_per_step = %lld,\n", (long long)E->vocab,
               (long long)(E->classes ? E->classes : 10), (long long)samples);
   text_printf(t, "    .param_count = %lld, .step_flops = %lld,\n", (long long)p->param_count,
               (long long)(p->step_flops * p->accumulation_steps));
   text_printf(t, "    .accumulation = %d, .loss_scaling = %d,\n", p->accumulation_steps, p->loss_scaling ? 1 : 0);
-  text_printf(t, "    .step = step, .update = update, .unscale = unscale, .eval = eval,\n    %s,\n};\n\n"
-                 "int main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n", E->be->hooks);
+  text_printf(t,
+              "    .step = step, .update = update, .unscale = unscale, .eval = eval,\n    %s,\n};\n\n"
+              "int main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n",
+              E->be->hooks);
 }
 
 // ----------------------------------------------------------------------------
 // CMakeLists.txt: both trainers, each where the machine can build it
 
 static void cmake(Emit *E, Text *t) {
-  text_printf(t,
+  text_printf(
+      t,
       "# Builds the %s trainers generated by memplan %s, each where this machine can:\n"
       "#   trainer       CPU (C, OpenMP, OpenBLAS): when OpenBLAS and OpenMP are found;\n"
       "#   trainer_cuda  CUDA (CUDA toolkit: nvcc, cuBLAS, cuBLASLt): when a CUDA compiler is found.\n"
@@ -550,9 +569,10 @@ static void cmake(Emit *E, Text *t) {
 const EmitBackend emit_backend_c = {
     .file = "trainer.c",
     .prefix = "rt_",
-    .about = "// allocated once; buffers whose lifetimes don't overlap share bytes. step() and eval()\n"
-             "// are the plan's two schedules as straight-line kernel calls (runtime/memplan_rt.h);\n"
-             "// the program around them is memplan_trainer.c. Build: cmake -S . -B build && cmake --build build\n//\n",
+    .about =
+        "// allocated once; buffers whose lifetimes don't overlap share bytes. step() and eval()\n"
+        "// are the plan's two schedules as straight-line kernel calls (runtime/memplan_rt.h);\n"
+        "// the program around them is memplan_trainer.c. Build: cmake -S . -B build && cmake --build build\n//\n",
     .includes = "#include \"memplan_rt.h\"\n#include \"memplan_trainer.h\"\n",
     .tick = "#define TICK(op) do { if (tr_profiling) tr_tick(op); } while (0)",
     .unscale_all = NULL,

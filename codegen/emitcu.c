@@ -14,10 +14,11 @@
 const EmitBackend emit_backend_cuda = {
     .file = "trainer.cu",
     .prefix = "rt_cuda_",
-    .about = "// allocated once on the GPU (one cudaMalloc at start); buffers whose lifetimes don't overlap\n"
-             "// share bytes. step() and eval() are the plan's two schedules as straight-line rt_cuda_* calls\n"
-             "// (memplan_rt_cuda.h) enqueued on one stream; the program around them is memplan_trainer.c,\n"
-             "// its device side memplan_trainer_cuda.cu. Build: cmake -S . -B build && cmake --build build\n//\n",
+    .about =
+        "// allocated once on the GPU (one cudaMalloc at start); buffers whose lifetimes don't overlap\n"
+        "// share bytes. step() and eval() are the plan's two schedules as straight-line rt_cuda_* calls\n"
+        "// (memplan_rt_cuda.h) enqueued on one stream; the program around them is memplan_trainer.c,\n"
+        "// its device side memplan_trainer_cuda.cu. Build: cmake -S . -B build && cmake --build build\n//\n",
     .includes = "#include \"memplan_rt_cuda.h\"\n#include \"memplan_trainer.h\"\n",
     .tick = "#define TICK(op) do { if (tr_profiling) { rt_cuda_synchronize(); tr_tick(op); } } while (0)",
     .unscale_all = "rt_cuda_all_finite()",

@@ -35,22 +35,28 @@ static void header(const Plan *p, Text *t) {
     }
   const Optimizer *o = &p->opt;
   if (o->kind == OPT_ADAMW)
-    text_printf(t, "},\n  \"optimizer\": {\"type\": \"adamw\", \"lr\": %.9g, \"betas\": [%.9g, %.9g], \"eps\": %.9g, "
-                   "\"weight_decay\": %.9g},\n", o->lr, o->beta1, o->beta2, o->eps, o->weight_decay);
+    text_printf(t,
+                "},\n  \"optimizer\": {\"type\": \"adamw\", \"lr\": %.9g, \"betas\": [%.9g, %.9g], \"eps\": %.9g, "
+                "\"weight_decay\": %.9g},\n",
+                o->lr, o->beta1, o->beta2, o->eps, o->weight_decay);
   else
-    text_printf(t, "},\n  \"optimizer\": {\"type\": \"sgd\", \"lr\": %.9g, \"momentum\": %.9g, \"weight_decay\": %.9g, "
-                   "\"nesterov\": %s},\n", o->lr, o->momentum, o->weight_decay, o->nesterov ? "true" : "false");
-  text_printf(t, "  \"budget_bytes\": %lld,\n  \"align\": %lld,\n  \"guard_bytes\": %lld,\n", (long long)p->budget_bytes,
-              (long long)p->align, (long long)p->guard_bytes);
-  text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision, p->loss_scaling ? "true" : "false");
+    text_printf(t,
+                "},\n  \"optimizer\": {\"type\": \"sgd\", \"lr\": %.9g, \"momentum\": %.9g, \"weight_decay\": %.9g, "
+                "\"nesterov\": %s},\n",
+                o->lr, o->momentum, o->weight_decay, o->nesterov ? "true" : "false");
+  text_printf(t, "  \"budget_bytes\": %lld,\n  \"align\": %lld,\n  \"guard_bytes\": %lld,\n",
+              (long long)p->budget_bytes, (long long)p->align, (long long)p->guard_bytes);
+  text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,
+              p->loss_scaling ? "true" : "false");
 }
 
 static void totals(const Plan *p, Text *t) {
-  text_printf(t, "  \"totals\": {\"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, \"persistent_bytes\": %lld, "
-                 "\"train_peak_bytes\": %lld, \"eval_peak_bytes\": %lld, \"unfused_lower_bound_bytes\": %lld,\n"
-                 "             \"param_count\": %lld, \"step_flops\": %lld, \"extra_flops\": %lld, "
-                 "\"micro_batch\": %d, \"accumulation_steps\": %d, \"peak_position\": %d,\n"
-                 "             \"assign_method\": ",
+  text_printf(t,
+              "  \"totals\": {\"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, \"persistent_bytes\": %lld, "
+              "\"train_peak_bytes\": %lld, \"eval_peak_bytes\": %lld, \"unfused_lower_bound_bytes\": %lld,\n"
+              "             \"param_count\": %lld, \"step_flops\": %lld, \"extra_flops\": %lld, "
+              "\"micro_batch\": %d, \"accumulation_steps\": %d, \"peak_position\": %d,\n"
+              "             \"assign_method\": ",
               (long long)p->arena_bytes, (long long)p->lower_bound_bytes, (long long)p->persistent_bytes,
               (long long)p->train_peak_bytes, (long long)p->eval_peak_bytes, (long long)p->unfused_lower_bound,
               (long long)p->param_count, (long long)p->step_flops, (long long)p->extra_flops, p->micro_batch,
@@ -67,9 +73,10 @@ static void levers(const Plan *p, Text *t) {
   text_printf(t, "  \"levers\": [");
   for (int i = 0; i < p->nlevers; i++) {
     const PlanLever *l = &p->levers[i];
-    text_printf(t, "%s\n    {\"precision\": \"%s\", \"micro_batch\": %d, \"accumulation_steps\": %d, "
-                   "\"keep_arena_bytes\": %lld, \"arena_bytes\": %lld, \"extra_flops\": %lld, \"step_flops\": %lld, "
-                   "\"fits\": %s, \"chosen\": %s}",
+    text_printf(t,
+                "%s\n    {\"precision\": \"%s\", \"micro_batch\": %d, \"accumulation_steps\": %d, "
+                "\"keep_arena_bytes\": %lld, \"arena_bytes\": %lld, \"extra_flops\": %lld, \"step_flops\": %lld, "
+                "\"fits\": %s, \"chosen\": %s}",
                 i ? "," : "", l->precision, l->micro_batch, l->accumulation_steps, (long long)l->keep_arena,
                 (long long)l->arena, (long long)l->extra_flops, (long long)l->step_flops, l->fits ? "true" : "false",
                 l->chosen ? "true" : "false");
@@ -100,7 +107,8 @@ static void buffers(const Plan *p, Text *t) {
     const PlanBuffer *pb = &p->buf[b];
     text_printf(t, "    {\"id\": %d, \"name\": ", b);
     text_json_str(t, pb->name);
-    text_printf(t, ", \"role\": \"%s\", \"dtype\": \"%s\", \"shape\": ", plan_role_name(pb->role), dtype_name(pb->dtype));
+    text_printf(t, ", \"role\": \"%s\", \"dtype\": \"%s\", \"shape\": ", plan_role_name(pb->role),
+                dtype_name(pb->dtype));
     ints(t, pb->shape.d, pb->shape.rank);
     text_printf(t, ", \"shape_sym\": [");
     for (int d = 0; d < pb->shape.rank; d++) {

@@ -76,9 +76,12 @@ static int64_t parse_size(const char *cmd, const char *s, const char *what) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  static const struct { const char *u; double m; } units[] = {
-      {"", 1}, {"B", 1}, {"K", 0x1p10}, {"KiB", 0x1p10}, {"M", 0x1p20}, {"MiB", 0x1p20}, {"G", 0x1p30},
-      {"GiB", 0x1p30}, {"T", 0x1p40}, {"TiB", 0x1p40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  static const struct {
+    const char *u;
+    double m;
+  } units[] = {{"", 1},         {"B", 1},      {"K", 0x1p10},   {"KiB", 0x1p10}, {"M", 0x1p20},
+               {"MiB", 0x1p20}, {"G", 0x1p30}, {"GiB", 0x1p30}, {"T", 0x1p40},   {"TiB", 0x1p40},
+               {"KB", 1e3},     {"MB", 1e6},   {"GB", 1e9},     {"TB", 1e12}};
   if (end != s && !errno && v >= 0) {
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
       if (strcmp(end, units[i].u) || !(v * units[i].m < 0x1p62)) continue;
@@ -123,6 +126,7 @@ typedef struct {
 
 /* The options of compile, or with sweep set, the subset sweep uses. */
 static void parse_options(int argc, char **argv, bool sweep, Options *o) {
+  /* clang-format off */
   static const struct option compile_lo[] = {
       {"budget", required_argument, 0, 'b'}, {"output", required_argument, 0, 'o'},
       {"set", required_argument, 0, 's'},    {"dump", required_argument, 0, 'd'},
@@ -136,6 +140,7 @@ static void parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
       {"precision", required_argument, 0, 'P'},  {"guard", no_argument, 0, 'G'},
       {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+  /* clang-format on */
   const char *cmd = sweep ? "sweep" : "compile";
   *o = (Options){.align = 256, .time_limit = 0.5};
   int c;
@@ -319,8 +324,8 @@ static int write_folder(const char *dir, const char *const *name, const Text *ou
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {
   // Every output is built in memory first, then written all or nothing.
   enum { NFIXED = 7, MAXF = NFIXED + 16 };
-  const char *name[MAXF] = {"plan.json", "trainer.c", "trainer.cu", "CMakeLists.txt", "plan.dot", "plan.svg",
-                            "timeline.svg"};
+  const char *name[MAXF] = {"plan.json", "trainer.c", "trainer.cu",  "CMakeLists.txt",
+                            "plan.dot",  "plan.svg",  "timeline.svg"};
   Text out[MAXF] = {{0}};
   int n = NFIXED, rc = EXIT_OK;
   json_plan(p, &out[0]);
@@ -336,8 +341,10 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
   if (rc == EXIT_OK) {
     printf("\nwrote %s/:", dir);
     for (int i = 0; i < n; i++) printf(" %s", name[i]);
-    printf("\n  build and train: cmake -S %s -B %s/build && cmake --build %s/build && %s/build/trainer --help\n"
-           "  (build/trainer where OpenBLAS is found, build/trainer_cuda where nvcc is)\n", dir, dir, dir, dir);
+    printf(
+        "\n  build and train: cmake -S %s -B %s/build && cmake --build %s/build && %s/build/trainer --help\n"
+        "  (build/trainer where OpenBLAS is found, build/trainer_cuda where nvcc is)\n",
+        dir, dir, dir, dir);
   }
   for (int i = 0; i < n; i++) text_free(&out[i]);
   return rc;
@@ -355,8 +362,13 @@ static void over_budget(const char *model, int64_t budget, const FitResult *r) {
 }
 
 static FitOptions fit_options(const Options *o) {
-  return (FitOptions){.fuse = !o->no_fuse, .align = o->align, .time_limit = o->time_limit, .backend = BACKEND_CPU,
-                      .units = 500, .accumulation = 1, .precision = o->precision,
+  return (FitOptions){.fuse = !o->no_fuse,
+                      .align = o->align,
+                      .time_limit = o->time_limit,
+                      .backend = BACKEND_CPU,
+                      .units = 500,
+                      .accumulation = 1,
+                      .precision = o->precision,
                       .guard = o->guard ? 64 : 0};
 }
 
@@ -401,8 +413,11 @@ static FitResult fit_noted(Arena *ar, Levers *L, const Options *o, Graph *g, con
   FitResult r = fit_budget(ar, g, o->budget, fo);
   const char *bdim = batch_dim(g);
   int mb = bdim ? (int)dim_value(g, bdim) : 0;
-  PlanLever l = {.precision = prec_name(fo->precision), .micro_batch = mb, .accumulation_steps = fo->accumulation,
-                 .keep_arena = r.keep_arena, .arena = r.min_arena};
+  PlanLever l = {.precision = prec_name(fo->precision),
+                 .micro_batch = mb,
+                 .accumulation_steps = fo->accumulation,
+                 .keep_arena = r.keep_arena,
+                 .arena = r.min_arena};
   if (r.plan) { /* auto names what it chose */
     l.precision = r.plan->precision;
     l.arena = r.plan->arena_bytes;

@@ -27,7 +27,7 @@
 #include "verify.h"
 
 typedef struct {
-  char **id;       /* as written */
+  char **id; /* as written */
   int64_t *lo, *hi, *size;
   int n, cap;
 } Rows;
@@ -163,8 +163,7 @@ static void check_duplicates(const char *path, const Rows *r, const int *line_of
   while (dup < r->n && strcmp(ix[dup - 1].id, ix[dup].id)) dup++;
   IdRow a = dup < r->n ? ix[dup - 1] : (IdRow){0}, b = dup < r->n ? ix[dup] : (IdRow){0};
   free(ix);
-  if (dup < r->n)
-    die_at((Where){path, line_of[b.row]}, "duplicate id '%s' (first on line %d)", b.id, line_of[a.row]);
+  if (dup < r->n) die_at((Where){path, line_of[b.row]}, "duplicate id '%s' (first on line %d)", b.id, line_of[a.row]);
 }
 
 /* The assigner works in int64: every offset stays below the sum of sizes. */
@@ -289,8 +288,8 @@ static Opts parse_opts(int argc, char **argv) {
     }
   }
   if (optind >= argc) cli_usage_error("pack", "no input file given");
-  if (optind < argc - 1) cli_usage_error("pack", "more than one input file ('%s' and '%s')", argv[optind],
-                                         argv[optind + 1]);
+  if (optind < argc - 1)
+    cli_usage_error("pack", "more than one input file ('%s' and '%s')", argv[optind], argv[optind + 1]);
   o.in = argv[optind];
   return o;
 }
@@ -328,8 +327,11 @@ static int run_capacity(const Opts *o, const Rows *r, const AsgItem *items, int6
     fprintf(stderr, "memplan pack: error: %s does not fit the capacity of %" PRId64 " bytes (proven)\n", o->in,
             o->capacity);
   else
-    fprintf(stderr, "memplan pack: error: %s: whether it fits %" PRId64 " bytes is unknown after the time limit "
-            "(--time-limit %g)\n", o->in, o->capacity, o->time_limit);
+    fprintf(stderr,
+            "memplan pack: error: %s: whether it fits %" PRId64
+            " bytes is unknown after the time limit "
+            "(--time-limit %g)\n",
+            o->in, o->capacity, o->time_limit);
   return EXIT_USER;
 }
 
@@ -337,10 +339,10 @@ static int run_minimize(const Opts *o, const Rows *r, const AsgItem *items, int6
   AsgResult res = assign_offsets(items, r->n, 1, o->time_limit, off);
   if (!verified(r, off, res.height)) return EXIT_INTERNAL;
   double gap = res.lower_bound ? 100.0 * (double)(res.height - res.lower_bound) / (double)res.lower_bound : 0;
-  printf("n %d\nlower bound %" PRId64 "\nheight %" PRId64 "\ngap %.2f %%\ntime %.1f ms\n"
+  printf("n %d\nlower bound %" PRId64 "\nheight %" PRId64
+         "\ngap %.2f %%\ntime %.1f ms\n"
          "optimal %s\nmethod %s\n",
-         r->n, res.lower_bound, res.height, gap, 1e3 * res.seconds, res.optimal ? "yes" : "no",
-         res.method);
+         r->n, res.lower_bound, res.height, gap, 1e3 * res.seconds, res.optimal ? "yes" : "no", res.method);
   return o->out && write_csv(o->out, r, off) ? EXIT_USER : EXIT_OK;
 }
 

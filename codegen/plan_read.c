@@ -28,10 +28,10 @@ struct JVal {
   Loc loc;
   bool b;
   double num;
-  bool is_int;    /* an integer literal that fits int64 */
+  bool is_int; /* an integer literal that fits int64 */
   int64_t i;
-  const char *s;  /* J_STR */
-  JVal *items;    /* J_ARR, J_OBJ (values) */
+  const char *s;     /* J_STR */
+  JVal *items;       /* J_ARR, J_OBJ (values) */
   const char **keys; /* J_OBJ */
   int n;
 };
@@ -71,7 +71,10 @@ static unsigned hex4(Parser *P) {
   unsigned u = 0;
   for (int k = 0; k < 4; k++, P->p++) {
     char c = P->p < P->end ? *P->p : 0;
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (d < 0) expected(P, "four hex digits after \\u");
     u = u * 16 + (unsigned)d;
   }
@@ -98,7 +101,11 @@ static void put_utf8(char *out, size_t *n, unsigned cp) {
 /* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0:
  * no overlong forms, no surrogates, nothing past U+10FFFF. */
 static int utf8_len(const unsigned char *s, ptrdiff_t n) {
-  int len = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : s[0] >= 0xE0 && s[0] < 0xF0 ? 3 : s[0] >= 0xF0 && s[0] < 0xF5 ? 4 : 0;
+  int len = s[0] < 0x80                   ? 1
+            : s[0] >= 0xC2 && s[0] < 0xE0 ? 2
+            : s[0] >= 0xE0 && s[0] < 0xF0 ? 3
+            : s[0] >= 0xF0 && s[0] < 0xF5 ? 4
+                                          : 0;
   if (len == 0 || len > n) return 0;
   for (int k = 1; k < len; k++)
     if ((s[k] & 0xC0) != 0x80) return 0;
@@ -168,7 +175,8 @@ static void parse_number(Parser *P, JVal *v) {
   bool frac = false;
   if (q < P->end && *q == '-') q++;
   if (q < P->end && *q == '0') q++;
-  else if (q < P->end && *q >= '1' && *q <= '9') while (q < P->end && *q >= '0' && *q <= '9') q++;
+  else if (q < P->end && *q >= '1' && *q <= '9')
+    while (q < P->end && *q >= '0' && *q <= '9') q++;
   else expected(P, "a value");
   if (q < P->end && *q == '.') {
     frac = true, q++;
@@ -416,7 +424,8 @@ static void read_levers(Arena *ar, const JVal *root, Plan *p) {
 
 static void read_buffer(const JVal *v, int id, PlanBuffer *b) {
   want(v, J_OBJ, "a buffer");
-  if (get_int(v, "id", 0, INT32_MAX) != id) diag_error(get(v, "id", J_NUM)->loc, "buffer ids must run 0, 1, 2, ... (expected %d)", id);
+  if (get_int(v, "id", 0, INT32_MAX) != id)
+    diag_error(get(v, "id", J_NUM)->loc, "buffer ids must run 0, 1, 2, ... (expected %d)", id);
   b->id = id;
   b->name = get(v, "name", J_STR)->s;
   const char *roles[ROLE_COUNT], *dtypes[DT_COUNT];
@@ -489,13 +498,15 @@ static void read_ops(Arena *ar, const JVal *root, const char *key, const Plan *p
 static void check_refs(const JVal *root, const Plan *p) {
   const JVal *t = get(root, "totals", J_OBJ);
   if (p->nsched && p->peak_position >= p->nsched)
-    diag_error(get(t, "peak_position", J_NUM)->loc, "peak position %d is past the schedule's %d ops", p->peak_position, p->nsched);
+    diag_error(get(t, "peak_position", J_NUM)->loc, "peak position %d is past the schedule's %d ops", p->peak_position,
+               p->nsched);
   for (int b = 0; b < p->nbuf; b++) {
     const PlanBuffer *pb = &p->buf[b];
     int n = pb->sched == SCHED_EVAL ? p->neval : p->nsched;
     if (pb->sched != SCHED_BOTH && (pb->first >= pb->last || pb->last > n))
       diag_error(find(&get(root, "buffers", J_ARR)->items[b], "live")->loc,
-                 "buffer %s: live range [%d, %d) is not within its schedule's %d ops", pb->name, pb->first, pb->last, n);
+                 "buffer %s: live range [%d, %d) is not within its schedule's %d ops", pb->name, pb->first, pb->last,
+                 n);
   }
 }
 

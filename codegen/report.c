@@ -25,16 +25,17 @@ static void counts(const Plan *p, FILE *out) {
   char x[32];
   fprintf(out, "  parameters   %s (%s as f32)\n", pc, b(x, p->param_count * 4));
   fprintf(out, "  step         %d ops: %d forward, %d backward, %d updates (%s); eval %d ops\n", p->nsched,
-          ph[PHASE_FORWARD], ph[PHASE_BACKWARD], ph[PHASE_UPDATE],
-          p->opt.kind == OPT_ADAMW ? "AdamW" : "SGD", p->neval);
+          ph[PHASE_FORWARD], ph[PHASE_BACKWARD], ph[PHASE_UPDATE], p->opt.kind == OPT_ADAMW ? "AdamW" : "SGD",
+          p->neval);
   double f = (double)p->step_flops * p->accumulation_steps;
   const char *u = f >= 1e12 ? "TFLOP" : f >= 1e9 ? "GFLOP" : "MFLOP";
   double d = f >= 1e12 ? 1e12 : f >= 1e9 ? 1e9 : 1e6;
   if (p->accumulation_steps > 1)
-    fprintf(out, "  step FLOPs   %.2f %s (forward + backward), batch %lld as %d micro-batches of %d, gradients accumulated\n",
-            f / d, u, (long long)p->batch, p->accumulation_steps, p->micro_batch);
-  else
-    fprintf(out, "  step FLOPs   %.2f %s (forward + backward), batch %d\n", f / d, u, p->micro_batch);
+    fprintf(
+        out,
+        "  step FLOPs   %.2f %s (forward + backward), batch %lld as %d micro-batches of %d, gradients accumulated\n",
+        f / d, u, (long long)p->batch, p->accumulation_steps, p->micro_batch);
+  else fprintf(out, "  step FLOPs   %.2f %s (forward + backward), batch %d\n", f / d, u, p->micro_batch);
 }
 
 static void peak(const Plan *p, FILE *out) {
@@ -53,7 +54,8 @@ static void peak(const Plan *p, FILE *out) {
 
 static void arena(const Plan *p, FILE *out) {
   char x[32], y[32];
-  double gap = p->lower_bound_bytes ? 100.0 * (double)(p->arena_bytes - p->lower_bound_bytes) / (double)p->lower_bound_bytes : 0;
+  double gap =
+      p->lower_bound_bytes ? 100.0 * (double)(p->arena_bytes - p->lower_bound_bytes) / (double)p->lower_bound_bytes : 0;
   fprintf(out, "\n  lower bound  %12s  (max live bytes over the step, %lld-byte aligned)\n", b(x, p->lower_bound_bytes),
           (long long)p->align);
   fprintf(out, "  arena        %12s  (%+.2f%% over the lower bound; %s%s)\n", b(x, p->arena_bytes), gap,
@@ -62,13 +64,15 @@ static void arena(const Plan *p, FILE *out) {
   if (p->budget_bytes)
     fprintf(out, "  budget       %12s  (headroom %s)\n", b(x, p->budget_bytes), b(y, p->budget_bytes - p->arena_bytes));
   if (p->unfused_lower_bound > p->lower_bound_bytes)
-    fprintf(out, "  fused updates: each parameter is updated as soon as its gradient is complete; running all\n"
-                 "                 updates after backward would need %s (%s more)\n",
+    fprintf(out,
+            "  fused updates: each parameter is updated as soon as its gradient is complete; running all\n"
+            "                 updates after backward would need %s (%s more)\n",
             b(x, p->unfused_lower_bound), b(y, p->unfused_lower_bound - p->lower_bound_bytes));
   int n = 0;
   for (int i = 0; i < p->nbuf; i++)
     if (*p->buf[i].aliases) n++;
-  if (n) fprintf(out, "  in place:    %d buffers host an op's output in its dying input (see plan.json \"in_place\")\n", n);
+  if (n)
+    fprintf(out, "  in place:    %d buffers host an op's output in its dying input (see plan.json \"in_place\")\n", n);
 }
 
 /* Checkpointing: per stage, what is kept and what is recomputed. */
@@ -82,9 +86,10 @@ static void stages(const Plan *p, FILE *out) {
     const char *what = s->choice == 'R'   ? "recomputed from its input checkpoint"
                        : s->choice == 'S' ? "selective: matrix products kept, cheap ops recomputed"
                                           : "kept";
-    if (s->half) what = s->choice == 'R' ? "recomputed from its input checkpoint, kept run in bf16"
-                        : s->choice == 'S' ? "selective, matrix products kept in bf16"
-                                           : "kept, in bf16";
+    if (s->half)
+      what = s->choice == 'R'   ? "recomputed from its input checkpoint, kept run in bf16"
+             : s->choice == 'S' ? "selective, matrix products kept in bf16"
+                                : "kept, in bf16";
     fprintf(out, "  %-12s .. %-12s %-54s keeps %s\n", s->first_layer, s->last_layer, what,
             mp_fmt_bytes(x, sizeof x, s->kept_bytes));
   }
@@ -128,15 +133,13 @@ static void levers(const Plan *p, FILE *out) {
     char cfg[80], res[120];
     if (l->accumulation_steps > 1)
       snprintf(cfg, sizeof cfg, "%s, %d micro-batches of %d", l->precision, l->accumulation_steps, l->micro_batch);
-    else
-      snprintf(cfg, sizeof cfg, "%s, batch %d", l->precision, l->micro_batch);
+    else snprintf(cfg, sizeof cfg, "%s, batch %d", l->precision, l->micro_batch);
     if (!l->fits)
       snprintf(res, sizeof res, "keep all %s; recompute reaches %s: does not fit", b(x, l->keep_arena), b(y, l->arena));
     else if (l->extra_flops)
       snprintf(res, sizeof res, "keep all %s; fits at %s, %.2f%% extra FLOPs", b(x, l->keep_arena), b(y, l->arena),
                100.0 * (double)l->extra_flops / (double)l->step_flops);
-    else
-      snprintf(res, sizeof res, "fits at %s keeping everything", b(x, l->arena));
+    else snprintf(res, sizeof res, "fits at %s keeping everything", b(x, l->arena));
     fprintf(out, "  %-34s %s%s\n", cfg, res, l->chosen ? "   <- chosen" : "");
   }
 }

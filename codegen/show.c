@@ -59,9 +59,12 @@ static char *slurp(const char *path, size_t *len) {
 }
 
 int show_main(int argc, char **argv) {
-  static const struct option lo[] = {{"format", required_argument, 0, 'f'}, {"timeline", no_argument, 0, 'T'},
-                                     {"expand", no_argument, 0, 'E'},       {"block", required_argument, 0, 'B'},
-                                     {"output", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'},
+  static const struct option lo[] = {{"format", required_argument, 0, 'f'},
+                                     {"timeline", no_argument, 0, 'T'},
+                                     {"expand", no_argument, 0, 'E'},
+                                     {"block", required_argument, 0, 'B'},
+                                     {"output", required_argument, 0, 'o'},
+                                     {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
   const char *format = "svg", *out = NULL;
   bool timeline = false;
@@ -84,8 +87,8 @@ int show_main(int argc, char **argv) {
     }
   }
   if (optind >= argc) cli_usage_error("show", "no plan file given");
-  if (optind < argc - 1) cli_usage_error("show", "more than one plan file ('%s' and '%s')", argv[optind],
-                                         argv[optind + 1]);
+  if (optind < argc - 1)
+    cli_usage_error("show", "more than one plan file ('%s' and '%s')", argv[optind], argv[optind + 1]);
   if (strcmp(format, "svg") && strcmp(format, "png") && strcmp(format, "dot"))
     cli_usage_error("show", "--format %s: choose svg, png or dot", format);
   if (timeline && strcmp(format, "svg"))

@@ -22,10 +22,10 @@ enum { LEFT = 86, TOP = 92, PLOT_H = 600, TRAIN_W = 1000, GAP = 24, RIGHT = 200,
 typedef struct {
   const Plan *p;
   Text *t;
-  double ymax;           /* bytes at the top of the plot */
-  double px_per_op;      /* same in both panels */
+  double ymax;            /* bytes at the top of the plot */
+  double px_per_op;       /* same in both panels */
   double x_train, x_eval; /* left edge of each panel */
-  double x_end;          /* right edge of the eval panel */
+  double x_end;           /* right edge of the eval panel */
 } Chart;
 
 /* Role colors; gradients of activations are activations by role but get a
@@ -128,8 +128,8 @@ static void x_axis(const Chart *c, double x0, const PlanOp *ops, int n, const ch
     text_printf(c->t,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>"
                 "<text x=\"%.1f\" y=\"%.1f\">%d</text>\n",
-                x0 + i * c->px_per_op, yb + STRIP_H + 2, x0 + i * c->px_per_op, yb + STRIP_H + 6,
-                x0 + i * c->px_per_op, yb + STRIP_H + 18, i);
+                x0 + i * c->px_per_op, yb + STRIP_H + 2, x0 + i * c->px_per_op, yb + STRIP_H + 6, x0 + i * c->px_per_op,
+                yb + STRIP_H + 18, i);
   text_printf(c->t, "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n", x0 + n * c->px_per_op / 2,
               yb + STRIP_H + 34, name);
   for (int i = 0; i < n; i++) {
@@ -200,8 +200,9 @@ static void buffers(const Chart *c) {
   }
   text_printf(c->t, "</g>\n");
   /* names on top, in their own group so the buffer group holds only rects */
-  text_printf(c->t, "<g id=\"buffer-names\" font-size=\"9\" fill=\"white\" text-anchor=\"middle\" "
-                    "pointer-events=\"none\">\n");
+  text_printf(c->t,
+              "<g id=\"buffer-names\" font-size=\"9\" fill=\"white\" text-anchor=\"middle\" "
+              "pointer-events=\"none\">\n");
   for (int i = 0; i < p->nbuf; i++) {
     const PlanBuffer *b = &p->buf[i];
     if (b->sched == SCHED_BOTH) continue; /* persistent buffers are a band; the legend names it */
@@ -221,8 +222,9 @@ static void buffers(const Chart *c) {
 static void band_labels(const Chart *c) {
   const Plan *p = c->p;
   char b[32];
-  text_printf(c->t, "<g id=\"band-names\" font-size=\"11\" font-weight=\"bold\" fill=\"white\" "
-                    "pointer-events=\"none\">\n");
+  text_printf(c->t,
+              "<g id=\"band-names\" font-size=\"11\" font-weight=\"bold\" fill=\"white\" "
+              "pointer-events=\"none\">\n");
   for (int r = 0; r < ROLE_COUNT; r++) {
     int64_t lo = INT64_MAX, hi = 0, sum = 0;
     for (int i = 0; i < p->nbuf; i++)
@@ -252,21 +254,23 @@ static int64_t live_at(const Plan *p, SchedSet set, int pos) {
 }
 
 static void live_curve(const Chart *c, SchedSet set, double x0, int n) {
-  text_printf(c->t, "<polyline class=\"live-bytes\" fill=\"none\" stroke=\"#111\" stroke-width=\"1.6\" "
-                    "stroke-linejoin=\"round\" points=\"");
+  text_printf(c->t,
+              "<polyline class=\"live-bytes\" fill=\"none\" stroke=\"#111\" stroke-width=\"1.6\" "
+              "stroke-linejoin=\"round\" points=\"");
   for (int i = 0; i < n; i++) {
     double y = y_of(c, (double)live_at(c->p, set, i));
     text_printf(c->t, "%.2f,%.2f %.2f,%.2f ", x0 + i * c->px_per_op, y, x0 + (i + 1) * c->px_per_op, y);
   }
-  text_printf(c->t, "\"><title>live bytes (%s): the arena height a perfect packing needs at each op</title>"
-                    "</polyline>\n",
+  text_printf(c->t,
+              "\"><title>live bytes (%s): the arena height a perfect packing needs at each op</title>"
+              "</polyline>\n",
               set == SCHED_TRAIN ? "training" : "eval");
 }
 
 /* A labelled horizontal line across both panels; labels sit right of the
  * plot at label_y (already moved apart from each other). */
-static void hline(const Chart *c, const char *id, int64_t bytes, double label_y, const char *color,
-                  const char *dash, const char *what) {
+static void hline(const Chart *c, const char *id, int64_t bytes, double label_y, const char *color, const char *dash,
+                  const char *what) {
   char b[32];
   double y = y_of(c, (double)bytes);
   text_printf(c->t,
@@ -280,10 +284,13 @@ static void hline(const Chart *c, const char *id, int64_t bytes, double label_y,
 
 static void limit_lines(const Chart *c) {
   const Plan *p = c->p;
-  struct { const char *id, *what, *color, *dash; int64_t v; double y; } l[3] = {
-      {"arena", "arena", "#111", "none", p->arena_bytes, 0},
-      {"lower-bound", "lower bound", "#1f5fbf", "6 3", p->lower_bound_bytes, 0},
-      {"budget", "budget", "#c0392b", "10 4 2 4", p->budget_bytes, 0}};
+  struct {
+    const char *id, *what, *color, *dash;
+    int64_t v;
+    double y;
+  } l[3] = {{"arena", "arena", "#111", "none", p->arena_bytes, 0},
+            {"lower-bound", "lower bound", "#1f5fbf", "6 3", p->lower_bound_bytes, 0},
+            {"budget", "budget", "#c0392b", "10 4 2 4", p->budget_bytes, 0}};
   int n = p->budget_bytes && (double)p->budget_bytes <= c->ymax ? 3 : 2;
   for (int i = 0; i < n; i++) l[i].y = y_of(c, (double)l[i].v);
   /* labels top to bottom, at least 14 px apart */
@@ -299,8 +306,9 @@ static void limit_lines(const Chart *c) {
   for (int i = 0; i < n; i++) hline(c, l[i].id, l[i].v, ly[i], l[i].color, l[i].dash, l[i].what);
   if (p->budget_bytes && n == 2) { /* far above the plot: say so instead of squashing it */
     char b[32];
-    text_printf(c->t, "<text id=\"budget\" x=\"%.1f\" y=\"%d\" fill=\"#c0392b\" font-weight=\"bold\">budget %s "
-                      "(above)</text>\n",
+    text_printf(c->t,
+                "<text id=\"budget\" x=\"%.1f\" y=\"%d\" fill=\"#c0392b\" font-weight=\"bold\">budget %s "
+                "(above)</text>\n",
                 c->x_end + 10, TOP + 4, fmt(b, sizeof b, p->budget_bytes));
   }
 }
@@ -334,8 +342,9 @@ static void legend(const Chart *c) {
   const Plan *p = c->p;
   double y = TOP + PLOT_H + STRIP_H + 58, x = LEFT;
   char b[32];
-  text_printf(c->t, "<g id=\"legend\">\n<text x=\"%.0f\" y=\"%.0f\" font-weight=\"bold\">at the training peak "
-                    "(op %d):</text>\n",
+  text_printf(c->t,
+              "<g id=\"legend\">\n<text x=\"%.0f\" y=\"%.0f\" font-weight=\"bold\">at the training peak "
+              "(op %d):</text>\n",
               x, y, p->peak_position);
   x += 170;
   bool has[ROLE_COUNT + 1] = {false}; /* roles in the plan; [ROLE_COUNT]: activation gradients */
@@ -345,8 +354,9 @@ static void legend(const Chart *c) {
     bool actg = r == ROLE_COUNT;
     const char *what = actg ? "activation gradient" : role_label((Role)r);
     const char *bytes = actg ? "" : fmt(b, sizeof b, p->peak_by_role[r]);
-    text_printf(c->t, "<rect class=\"swatch\" x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                      "<text x=\"%.0f\" y=\"%.0f\">%s %s</text>\n",
+    text_printf(c->t,
+                "<rect class=\"swatch\" x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                "<text x=\"%.0f\" y=\"%.0f\">%s %s</text>\n",
                 x, y - 10, actg ? ACT_GRAD_COLOR : role_color[r], x + 16, y, what, bytes);
     x += 16 + 6.5 * (double)(strlen(what) + strlen(bytes) + 3);
     if (x > c->x_end - 60) {

@@ -178,9 +178,7 @@ static int find_time(const int64_t *t, int n, int64_t x) {
   return l;
 }
 
-static int i64_cmp(const void *a, const void *b) {
-  return cmp_i64(*(const int64_t *)a, *(const int64_t *)b);
-}
+static int i64_cmp(const void *a, const void *b) { return cmp_i64(*(const int64_t *)a, *(const int64_t *)b); }
 
 /* Sections are the intervals between consecutive distinct endpoints; item i
  * lives in sections [s_lo[i], s_hi[i]). Returns the number of sections. */
@@ -435,8 +433,8 @@ static int64_t best_fit(Greedy *g, const Inst *in, const int *ord, int64_t *off)
     if (in->size[id] == 0) continue;
     occ_query(&g->occ, g->s_lo[id], g->s_hi[id]);
     const Occ *o = &g->occ;
-    off[id] = best_gap(o->list[0], o->nlist > 0 ? o->len[0] : 0, o->list[1],
-                       o->nlist > 1 ? o->len[1] : 0, in->size[id]);
+    off[id] =
+        best_gap(o->list[0], o->nlist > 0 ? o->len[0] : 0, o->list[1], o->nlist > 1 ? o->len[1] : 0, in->size[id]);
     if (off[id] + in->size[id] > height) height = off[id] + in->size[id];
     occ_add(&g->occ, g->s_lo[id], g->s_hi[id], off[id], off[id] + in->size[id]);
   }
@@ -486,7 +484,7 @@ static int portfolio(const Inst *in, int64_t lb, int only, int64_t *best_off, in
   int64_t *off = xmalloc(sizeof(int64_t) * (size_t)in->n);
   int kept = -1;
   *best_h = INT64_MAX;
-  for (int o = 0; o < N_ORDERINGS && *best_h > lb; o++) {
+  for (int o = 0; o<N_ORDERINGS && * best_h> lb; o++) {
     if (only >= 0 && o != only) continue;
     for (int i = 0; i < in->n; i++) ord[i] = i;
     msort(ord, in->n, ORDERINGS[o].cmp, in);
@@ -507,8 +505,7 @@ const char *assign_ordering_name(int ordering) {
 }
 
 /* Plain best fit on the whole instance, no decomposition: the baseline. */
-int64_t assign_best_fit(const AsgItem *items, int n, int64_t align, int ordering,
-                        int64_t *offsets) {
+int64_t assign_best_fit(const AsgItem *items, int n, int64_t align, int ordering, int64_t *offsets) {
   if (n <= 0 || ordering < 0 || ordering >= N_ORDERINGS) return 0;
   if (align < 1) align = 1;
   Inst in = inst_make(items, n, align);
@@ -561,8 +558,7 @@ static void leaf_push(LeafVec *lv, Leaf l) {
 
 /* Moves the items of ids[c..d) that span [tlo, thi) to the front, keeping
  * both parts in start order; returns how many span. */
-static int split_spanning(const Inst *in, int *ids, int c, int d, int64_t tlo,
-                          int64_t thi, int *tmp) {
+static int split_spanning(const Inst *in, int *ids, int c, int d, int64_t tlo, int64_t thi, int *tmp) {
   int k = 0, m = 0;
   for (int j = c; j < d; j++) {
     int id = ids[j];
@@ -575,8 +571,7 @@ static int split_spanning(const Inst *in, int *ids, int c, int d, int64_t tlo,
 
 /* One task: split [t.a, t.b) into components; stack each component's
  * spanning items and queue the rest, or make the component a leaf. */
-static void decompose_task(const Inst *in, int *ids, Leaf t, int64_t *off, int *tmp,
-                           LeafVec *work, LeafVec *leaves) {
+static void decompose_task(const Inst *in, int *ids, Leaf t, int64_t *off, int *tmp, LeafVec *work, LeafVec *leaves) {
   for (int c = t.a; c < t.b;) {
     int64_t tlo = in->lo[ids[c]], thi = in->hi[ids[c]];
     int d = c + 1;
@@ -615,8 +610,7 @@ static LeafVec decompose(const Inst *in, int *ids, int64_t *off) {
   }
   /* Within a leaf, index order: orderings then break ties as on the whole
    * instance, so a leaf that is the whole instance packs like plain best fit. */
-  for (int L = 0; L < leaves.n; L++)
-    msort(ids + leaves.v[L].a, leaves.v[L].b - leaves.v[L].a, by_index, NULL);
+  for (int L = 0; L < leaves.n; L++) msort(ids + leaves.v[L].a, leaves.v[L].b - leaves.v[L].a, by_index, NULL);
   free(tmp);
   free(work.v);
   return leaves;
@@ -681,32 +675,31 @@ typedef struct {
 
 typedef struct {
   const BB *bb;
-  int h;     /* the preorder heuristic in use */
-  int *rank; /* per buffer: its rank in the preorder of its (sub)problem */
+  int h;         /* the preorder heuristic in use */
+  int *rank;     /* per buffer: its rank in the preorder of its (sub)problem */
   int64_t *tkey; /* per buffer: the preorders' T key, scratch */
   int64_t cap;
   int64_t *off, *min_off, *floor, *total, *sol;
-  int *cuts;         /* unplaced buffers crossing boundary s | s+1 */
-  int *open_ov;      /* per buffer: unplaced buffers overlapping it */
-  int epoch;         /* counts placements (and fresh orderings) */
-  int *witness;      /* per section: a buffer last seen at its floor (a hint) */
-  int *raised;       /* per buffer: epoch of the placement that last raised it */
-  int *tmp, *tmp2;   /* scratch for sorting */
-  int *aff;          /* affected sections of one placement */
-  Undo *undo;        /* min offsets and floors, restored on backtrack */
+  int *cuts;       /* unplaced buffers crossing boundary s | s+1 */
+  int *open_ov;    /* per buffer: unplaced buffers overlapping it */
+  int epoch;       /* counts placements (and fresh orderings) */
+  int *witness;    /* per section: a buffer last seen at its floor (a hint) */
+  int *raised;     /* per buffer: epoch of the placement that last raised it */
+  int *tmp, *tmp2; /* scratch for sorting */
+  int *aff;        /* affected sections of one placement */
+  Undo *undo;      /* min offsets and floors, restored on backtrack */
   int nundo, capundo;
   int *pool; /* the orderings of all open nodes, stacked (buffer ids) */
   int npool, cappool;
-  int64_t nodes, node_limit; /* per preorder run: MiniMalloc's round robin */
-  int64_t work, work_limit;  /* the budget's currency, see WORK_PER_SECOND */
+  int64_t nodes, node_limit;    /* per preorder run: MiniMalloc's round robin */
+  int64_t work, work_limit;     /* the budget's currency, see WORK_PER_SECOND */
   int64_t done_cap, done_limit; /* every preorder ran out of done_limit at done_cap */
   double deadline;
 } Search;
 
 enum { BB_NOT_FOUND, BB_FOUND, BB_ABORT };
 
-static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t min_offset,
-                       int min_rank);
+static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t min_offset, int min_rank);
 
 static void bb_sections(BB *bb, const Inst *in) {
   bb->s_lo = xmalloc(sizeof(int) * (size_t)in->n);
@@ -955,8 +948,7 @@ static int make_ordering(Search *S, int ord_at, int ord_n, int *m) {
   msort_rec(b, S->tmp, kb, by_key, S);
   /* Merge b into a, from the back, so a holds the result in place. */
   int i = ka - 1, j = kb - 1;
-  for (int k = ka + kb - 1; j >= 0; k--)
-    a[k] = i >= 0 && by_key(S, a[i], b[j]) > 0 ? a[i--] : b[j--];
+  for (int k = ka + kb - 1; j >= 0; k--) a[k] = i >= 0 && by_key(S, a[i], b[j]) > 0 ? a[i--] : b[j--];
   S->npool = at + ka + kb;
   *m = ka + kb;
   return at;
@@ -980,7 +972,7 @@ static int solve_sub(Search *S, int ord_at, int ord_n, int c0, int c1) {
     msort_rec(o, S->tmp, k, by_key, S); /* a fresh dynamic ordering, */
     S->epoch++;                         /* which make_ordering keeps */
     st = search_node(S, at, k, c0, c1, 0, -1);
-    o = S->pool + at, saved = o + ord_n; /* the pool may have moved */
+    o = S->pool + at, saved = o + ord_n;     /* the pool may have moved */
     msort_rec(o, S->tmp, k, by_index, NULL); /* back in line with saved[] */
     for (int i = 0; i < k; i++) S->rank[o[i]] = saved[i];
   }
@@ -1019,8 +1011,7 @@ static int64_t min_top(const Search *S, const int *o, int m) {
   return t;
 }
 
-static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t min_offset,
-                       int min_rank) {
+static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t min_offset, int min_rank) {
   if (S->nodes++ >= S->node_limit || S->work >= S->work_limit) return BB_ABORT;
   if ((S->nodes & 1023) == 0 && now_s() > S->deadline) return BB_ABORT;
   int m, at = make_ordering(S, ord_at, ord_n, &m);
@@ -1034,7 +1025,7 @@ static int search_node(Search *S, int ord_at, int ord_n, int sa, int sb, int64_t
     int64_t o = S->min_off[b];
     bool hatless = S->open_ov[b] == 0;
     if (o < min_offset || (o == min_offset && r < min_rank)) { /* canonical */
-      if (hatless) break; /* its offset is final and already passed: dead end */
+      if (hatless) break;                                      /* its offset is final and already passed: dead end */
       continue;
     }
     if (o >= lowest_top) break; /* dominated; later candidates start higher */
@@ -1076,7 +1067,8 @@ static Search search_make(const BB *bb) {
 
 static void search_free(Search *S) {
   free(S->off), free(S->min_off), free(S->sol), free(S->floor), free(S->total);
-  free(S->cuts), free(S->open_ov), free(S->witness), free(S->raised), free(S->tmp), free(S->tmp2), free(S->rank), free(S->tkey), free(S->aff), free(S->undo), free(S->pool);
+  free(S->cuts), free(S->open_ov), free(S->witness), free(S->raised), free(S->tmp), free(S->tmp2), free(S->rank),
+      free(S->tkey), free(S->aff), free(S->undo), free(S->pool);
 }
 
 static void search_reset(Search *S, int h, int64_t cap) {
@@ -1149,11 +1141,11 @@ enum { WORK_PER_SECOND = 65000000, EXACT_MAX_N = 4000, LEAF_PORTFOLIO_MAX_N = 50
 
 typedef struct {
   Leaf l;
-  Inst s;           /* the leaf's items, local indices */
-  int64_t lb, h;    /* the leaf's own bound and current height */
-  int64_t *off;     /* current local offsets */
+  Inst s;        /* the leaf's items, local indices */
+  int64_t lb, h; /* the leaf's own bound and current height */
+  int64_t *off;  /* current local offsets */
   const char *method;
-  BB bb;            /* built on first search */
+  BB bb; /* built on first search */
   Search S;
   bool built;
 } LeafSol;
@@ -1163,8 +1155,8 @@ typedef struct {
   const int *ids;
   LeafSol *v;
   int n;
-  int64_t budget; /* work units left */
-  double best_at;  /* when minimize last lowered the height */
+  int64_t budget;    /* work units left */
+  double best_at;    /* when minimize last lowered the height */
   int64_t stack_top; /* top of the stacked (spanning) items */
   double deadline;
   /* Plain best fit on the whole instance, when the decomposition changed
@@ -1308,8 +1300,7 @@ static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *
 
 /* Decomposes; runs plain best fit on the whole instance as a fallback (see
  * Plan), then the portfolio on every leaf, and fills offsets. */
-static Plan plan_make(const Inst *in, int64_t lb, int *ids, int64_t *offsets,
-                      double time_limit_s, double t0) {
+static Plan plan_make(const Inst *in, int64_t lb, int *ids, int64_t *offsets, double time_limit_s, double t0) {
   for (int i = 0; i < in->n; i++) offsets[i] = 0;
   LeafVec lv = decompose(in, ids, offsets);
   double backstop = BACKSTOP * time_limit_s;
@@ -1350,8 +1341,7 @@ static int64_t plan_result(const Plan *P, int64_t *offsets, const char **method)
   return h;
 }
 
-AsgResult assign_offsets(const AsgItem *items, int n, int64_t align,
-                         double time_limit_s, int64_t *offsets) {
+AsgResult assign_offsets(const AsgItem *items, int n, int64_t align, double time_limit_s, int64_t *offsets) {
   double t0 = now_s();
   AsgResult r = {.optimal = true, .method = "empty"};
   if (n <= 0) return r;
@@ -1375,8 +1365,7 @@ AsgResult assign_offsets(const AsgItem *items, int n, int64_t align,
   return r;
 }
 
-int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity,
-               double time_limit_s, int64_t *offsets) {
+int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity, double time_limit_s, int64_t *offsets) {
   double t0 = now_s();
   if (n <= 0) return capacity >= 0;
   if (align < 1) align = 1;

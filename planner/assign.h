@@ -18,23 +18,21 @@ typedef struct {
   int64_t lower_bound; /* max over time of live aligned bytes */
   bool optimal;        /* height proven minimal (== lower bound, or by search) */
   const char *method;  /* what produced the kept solution, e.g. "best-fit/size" */
-  double seconds;       /* total time spent */
-  double best_seconds;  /* when the kept solution was found (<= seconds) */
+  double seconds;      /* total time spent */
+  double best_seconds; /* when the kept solution was found (<= seconds) */
 } AsgResult;
 
 /* Assigns offsets (multiples of align) to n items, minimizing the height;
  * writes offsets[n]. Deterministic for a given input. time_limit_s bounds the
  * exact search (0: portfolio only). */
-AsgResult assign_offsets(const AsgItem *items, int n, int64_t align,
-                         double time_limit_s, int64_t *offsets);
+AsgResult assign_offsets(const AsgItem *items, int n, int64_t align, double time_limit_s, int64_t *offsets);
 
 /* The liveness lower bound alone. */
 int64_t assign_lower_bound(const AsgItem *items, int n, int64_t align);
 
 /* Decides whether the items fit in `capacity` bytes: 1 (offsets written), 0
  * (proven not to fit), -1 (unknown when the time limit ran out). */
-int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity,
-               double time_limit_s, int64_t *offsets);
+int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity, double time_limit_s, int64_t *offsets);
 
 /* The portfolio's best-fit orderings, 0 .. ASSIGN_N_ORDERINGS-1: by size,
  * duration, area (all descending) and start (ascending); NULL past the end. */
@@ -44,7 +42,6 @@ const char *assign_ordering_name(int ordering);
 /* Plain best fit in one ordering over the whole instance, without the exact
  * decompositions assign_offsets applies first: the baseline a benchmark
  * compares against. Writes offsets[n]; returns the height. */
-int64_t assign_best_fit(const AsgItem *items, int n, int64_t align, int ordering,
-                        int64_t *offsets);
+int64_t assign_best_fit(const AsgItem *items, int n, int64_t align, int ordering, int64_t *offsets);
 
 #endif

@@ -18,18 +18,16 @@ typedef struct {
   VEC(STensor) t;
   VEC(Instr) train, eval;
   VEC(int) saved;
-  bool *live_op;   /* the op contributes to the loss */
-  int *fwd;        /* the forward list: live graph ops in order */
+  bool *live_op; /* the op contributes to the loss */
+  int *fwd;      /* the forward list: live graph ops in order */
   int nfwd;
-  int *cur;        /* per graph tensor: its newest copy */
-  int *runs;       /* per graph op: forward runs so far */
-  int *last_writer;/* per param: the graph op whose backward completes its gradient */
+  int *cur;         /* per graph tensor: its newest copy */
+  int *runs;        /* per graph op: forward runs so far */
+  int *last_writer; /* per param: the graph op whose backward completes its gradient */
   bool fuse;
 } Ad;
 
-static Role role_of(TensorKind k) {
-  return k == TK_INPUT ? ROLE_INPUT : k == TK_PARAM ? ROLE_PARAM : ROLE_ACTIVATION;
-}
+static Role role_of(TensorKind k) { return k == TK_INPUT ? ROLE_INPUT : k == TK_PARAM ? ROLE_PARAM : ROLE_ACTIVATION; }
 
 static int new_tensor(Ad *a, const char *name, Role r, int of) {
   const Tensor *src = &a->g->t[of];
@@ -223,7 +221,9 @@ static bool *plain_saved(Ad *a) {
     const Op *o = &g->ops[a->fwd[j]];
     const OpInfo *oi = op_info(o->kind);
     for (int k = 0; k < oi->nbin; k++) {
-      int r = oi->bin[k], t = REF_KIND(r) == REF_IN(0) ? o->in[REF_SLOT(r)] : REF_KIND(r) == REF_OUT(0) ? o->out[REF_SLOT(r)] : -1;
+      int r = oi->bin[k], t = REF_KIND(r) == REF_IN(0)    ? o->in[REF_SLOT(r)]
+                              : REF_KIND(r) == REF_OUT(0) ? o->out[REF_SLOT(r)]
+                                                          : -1;
       if (t >= 0) saved[t] = true;
     }
   }
@@ -267,7 +267,8 @@ void ad_dump(const Step *s, FILE *out) {
     fprintf(out, "%d %s %s %s in", i, ph[x->phase], op_info(x->kind)->name, x->name);
     for (int k = 0; k < x->nin; k++) fprintf(out, " %s", x->in[k] < 0 ? "-" : s->t[x->in[k]].name);
     fprintf(out, " out");
-    for (int k = 0; k < x->nout; k++) fprintf(out, " %s%s", x->acc[k] ? "+=" : "", x->out[k] < 0 ? "-" : s->t[x->out[k]].name);
+    for (int k = 0; k < x->nout; k++)
+      fprintf(out, " %s%s", x->acc[k] ? "+=" : "", x->out[k] < 0 ? "-" : s->t[x->out[k]].name);
     fputc('\n', out);
   }
   fprintf(out, "saved for backward:");

@@ -31,9 +31,9 @@ typedef struct {
 /* Checkpointing actions over the stages of a chain (chain.h), in the order
  * the step runs them; produced by ckpt.c. */
 typedef enum {
-  ACT_FORWARD,  /* run a stage forward, keeping nothing for its backward */
-  ACT_KEEP,     /* run a stage forward, keeping what its option says */
-  ACT_BACKWARD  /* recompute what the option dropped, then the stage's backward */
+  ACT_FORWARD, /* run a stage forward, keeping nothing for its backward */
+  ACT_KEEP,    /* run a stage forward, keeping what its option says */
+  ACT_BACKWARD /* recompute what the option dropped, then the stage's backward */
 } ActKind;
 
 typedef struct {
@@ -62,7 +62,7 @@ typedef struct {
   int *grad;   /* per graph tensor: its gradient's step tensor id, or -1 */
   bool *saved; /* per step tensor: an activation that backward reads */
   int loss;
-  bool fused;  /* updates run as soon as their gradient is complete */
+  bool fused;       /* updates run as soon as their gradient is complete */
   int accumulation; /* micro-batches per step (>= 1): train[] before the updates runs that often */
   int64_t recompute_flops;
 } Step;

@@ -7,8 +7,8 @@
 #include <time.h>
 
 void mp_internal_error(const char *file, int line, const char *what) {
-  fprintf(stderr, "%s:%d: internal error: %s\n(this is a bug in memplan; please report it with the model file)\n",
-          file, line, what);
+  fprintf(stderr, "%s:%d: internal error: %s\n(this is a bug in memplan; please report it with the model file)\n", file,
+          line, what);
   abort();
 }
 
@@ -140,10 +140,8 @@ static void report(const char *kind, Loc loc, const char *fmt, va_list ap) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   if (loc.file && loc.line > 0)
     snprintf(last_msg, sizeof last_msg, "%s:%d:%d: %s: %s", loc.file, loc.line, loc.col, kind, msg);
-  else if (loc.file)
-    snprintf(last_msg, sizeof last_msg, "%s: %s: %s", loc.file, kind, msg);
-  else
-    snprintf(last_msg, sizeof last_msg, "memplan: %s: %s", kind, msg);
+  else if (loc.file) snprintf(last_msg, sizeof last_msg, "%s: %s: %s", loc.file, kind, msg);
+  else snprintf(last_msg, sizeof last_msg, "memplan: %s: %s", kind, msg);
   fprintf(stderr, "%s\n", last_msg);
   if (loc.file && loc.line > 0) print_caret(loc);
 }
@@ -163,16 +161,16 @@ void diag_error(Loc loc, const char *fmt, ...) {
 int64_t ck_mul_or_die(Loc loc, const char *what, int64_t a, int64_t b) {
   int64_t r;
   if (!ck_mul(a, b, &r))
-    diag_error(loc, "integer overflow computing %s (%lld * %lld does not fit in 64 bits); use smaller dims",
-               what, (long long)a, (long long)b);
+    diag_error(loc, "integer overflow computing %s (%lld * %lld does not fit in 64 bits); use smaller dims", what,
+               (long long)a, (long long)b);
   return r;
 }
 
 int64_t ck_add_or_die(Loc loc, const char *what, int64_t a, int64_t b) {
   int64_t r;
   if (!ck_add(a, b, &r))
-    diag_error(loc, "integer overflow computing %s (%lld + %lld does not fit in 64 bits); use smaller dims",
-               what, (long long)a, (long long)b);
+    diag_error(loc, "integer overflow computing %s (%lld + %lld does not fit in 64 bits); use smaller dims", what,
+               (long long)a, (long long)b);
   return r;
 }
 

@@ -11,8 +11,7 @@
 #include <stdint.h>
 
 /* Internal bugs (never user errors) abort with the place they were found. */
-#define MP_ASSERT(c)                                                             \
-  ((c) ? (void)0 : mp_internal_error(__FILE__, __LINE__, #c))
+#define MP_ASSERT(c) ((c) ? (void)0 : mp_internal_error(__FILE__, __LINE__, #c))
 _Noreturn void mp_internal_error(const char *file, int line, const char *what);
 
 /* One arena per compilation owns the IR and every pass's tables; freed once. */
@@ -21,23 +20,26 @@ typedef struct {
   ArBlock *head; /* newest block first */
 } Arena;
 
-void *ar_alloc(Arena *a, size_t n);                 /* zeroed, max-aligned */
+void *ar_alloc(Arena *a, size_t n);                           /* zeroed, max-aligned */
 void *ar_grow(Arena *a, void *old, size_t oldn, size_t newn); /* copy into new */
 char *ar_strdup(Arena *a, const char *s);
 char *ar_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ar_free(Arena *a);
 
 /* Growable array living in an arena: VEC(int) v = {0}; VEC_PUSH(ar, v, 3); */
-#define VEC(T) struct { T *v; int n, cap; }
-#define VEC_PUSH(ar, vec, x)                                                     \
-  do {                                                                           \
-    if ((vec).n == (vec).cap) {                                                  \
-      int nc_ = (vec).cap ? 2 * (vec).cap : 8;                                   \
-      (vec).v = ar_grow((ar), (vec).v, sizeof(*(vec).v) * (size_t)(vec).cap,     \
-                        sizeof(*(vec).v) * (size_t)nc_);                         \
-      (vec).cap = nc_;                                                           \
-    }                                                                            \
-    (vec).v[(vec).n++] = (x);                                                    \
+#define VEC(T)  \
+  struct {      \
+    T *v;       \
+    int n, cap; \
+  }
+#define VEC_PUSH(ar, vec, x)                                                                                  \
+  do {                                                                                                        \
+    if ((vec).n == (vec).cap) {                                                                               \
+      int nc_ = (vec).cap ? 2 * (vec).cap : 8;                                                                \
+      (vec).v = ar_grow((ar), (vec).v, sizeof(*(vec).v) * (size_t)(vec).cap, sizeof(*(vec).v) * (size_t)nc_); \
+      (vec).cap = nc_;                                                                                        \
+    }                                                                                                         \
+    (vec).v[(vec).n++] = (x);                                                                                 \
   } while (0)
 
 /* A place in a source file; line 0 means "no place" (command line, internal). */
@@ -50,13 +52,12 @@ typedef struct {
  * then exit(1) -- or a longjmp to diag_catch's buffer when one is set (tests,
  * fuzzers). Source text is registered by the loader so carets can be drawn. */
 void diag_register_source(const char *file, const char *text, size_t len);
-_Noreturn void diag_error(Loc loc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+_Noreturn void diag_error(Loc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 _Noreturn void diag_verror(Loc loc, const char *fmt, va_list ap);
-void diag_catch(jmp_buf *jb); /* NULL restores exit(1) */
-jmp_buf *diag_catcher(void);  /* the current one, to restore after a local catch */
+void diag_catch(jmp_buf *jb);      /* NULL restores exit(1) */
+jmp_buf *diag_catcher(void);       /* the current one, to restore after a local catch */
 _Noreturn void diag_rethrow(void); /* after cleaning up: on to the catcher, or exit(1) */
-const char *diag_last(void);  /* the last error message (for tests) */
+const char *diag_last(void);       /* the last error message (for tests) */
 
 /* Checked 64-bit arithmetic: false on overflow. */
 static inline bool ck_add(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }

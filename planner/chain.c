@@ -7,8 +7,7 @@
  * option drops their outputs (Megatron-LM's selective recompute and PyTorch's
  * default partitioner make the same split). */
 static bool cheap(OpKind k) {
-  return k == OP_ADD || k == OP_RELU || k == OP_GELU || k == OP_LAYERNORM || k == OP_SOFTMAX ||
-         k == OP_POS_EMBEDDING;
+  return k == OP_ADD || k == OP_RELU || k == OP_GELU || k == OP_LAYERNORM || k == OP_SOFTMAX || k == OP_POS_EMBEDDING;
 }
 
 static int64_t tbytes(const Graph *g, int t) { return shape_numel(&g->t[t].shape) * dtype_size(g->t[t].dtype); }
@@ -68,9 +67,12 @@ static int64_t op_work(const Graph *g, const Op *o, int stage_out) {
 }
 
 /* Is option a at least as fast with at most as much memory as b? */
-static bool dominates(const StageOption *a, const StageOption *b) { return a->keep_bytes <= b->keep_bytes && a->b <= b->b; }
+static bool dominates(const StageOption *a, const StageOption *b) {
+  return a->keep_bytes <= b->keep_bytes && a->b <= b->b;
+}
 
-static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, const bool *half, bool choose, Stage *st) {
+static void stage_costs(const Graph *g, const Step *plain, const CostModel *cm, const bool *half, bool choose,
+                        Stage *st) {
   double bwd = 0;
   for (int i = st->first; i < st->last; i++) {
     const Op *o = &g->ops[plain->train[i].op];

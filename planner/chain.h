@@ -31,22 +31,22 @@ typedef struct {
 } StageOption;
 
 typedef struct {
-  int first, last;    /* forward ops of the stage: indices [first, last) of the Step's forward list */
-  int in, out;        /* graph tensors crossing in (-1 for the first stage) and out */
-  int64_t x_in;       /* bytes of the input checkpoint */
-  int64_t work;       /* working memory while the stage runs (fresh gradients, transient outputs) */
-  double f;           /* seconds of forward */
+  int first, last; /* forward ops of the stage: indices [first, last) of the Step's forward list */
+  int in, out;     /* graph tensors crossing in (-1 for the first stage) and out */
+  int64_t x_in;    /* bytes of the input checkpoint */
+  int64_t work;    /* working memory while the stage runs (fresh gradients, transient outputs) */
+  double f;        /* seconds of forward */
   int64_t f_flops;
-  int nopt;           /* options none of which is as fast with as little memory as another */
+  int nopt; /* options none of which is as fast with as little memory as another */
   StageOption opt[STAGE_MAX_OPTIONS];
 } Stage;
 
 typedef struct {
   Stage *s;
   int n;
-  const Graph *g;     /* what the chain was cut from */
+  const Graph *g; /* what the chain was cut from */
   const Step *plain;
-  bool choose_half;   /* options differ in storage precision (auto) */
+  bool choose_half; /* options differ in storage precision (auto) */
 } Chain;
 
 /* Cuts the forward list of a plain step (ad_build with no checkpointing)

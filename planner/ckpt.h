@@ -17,10 +17,10 @@
 
 typedef struct {
   const Chain *c;
-  int M;          /* memory units: 0..M */
-  int64_t unit;   /* bytes per unit */
-  float *cost;    /* [(s * n + t) * (M + 1) + m], INFINITY when impossible */
-  int16_t *choice;/* j > s: checkpoint at j; -1 - k: keep option k */
+  int M;           /* memory units: 0..M */
+  int64_t unit;    /* bytes per unit */
+  float *cost;     /* [(s * n + t) * (M + 1) + m], INFINITY when impossible */
+  int16_t *choice; /* j > s: checkpoint at j; -1 - k: keep option k */
 } CkptTable;
 
 /* Fills the table; unit = bytes per memory unit (ckpt_unit picks one). */

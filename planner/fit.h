@@ -10,14 +10,14 @@
 #include "precision.h"
 
 typedef struct {
-  bool fuse;          /* fused optimizer updates */
+  bool fuse; /* fused optimizer updates */
   int64_t align;
-  double time_limit;  /* offset search, per plan */
-  Backend backend;    /* cost model */
-  int units;          /* DP memory units (default 500) */
-  int accumulation;   /* micro-batches per step; > 1 keeps gradients across them (updates unfused) */
-  Precision precision;/* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
-  int64_t guard;      /* canary bytes after every buffer (--guard), 0: none */
+  double time_limit;   /* offset search, per plan */
+  Backend backend;     /* cost model */
+  int units;           /* DP memory units (default 500) */
+  int accumulation;    /* micro-batches per step; > 1 keeps gradients across them (updates unfused) */
+  Precision precision; /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
+  int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
 } FitOptions;
 
 typedef struct {

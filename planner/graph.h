@@ -53,7 +53,7 @@ typedef enum {
   OP_MSE,
   OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
-  OP_CAST,  /* storage precision change, inserted by the precision pass */
+  OP_CAST, /* storage precision change, inserted by the precision pass */
   OP_COUNT
 } OpKind;
 
@@ -78,13 +78,13 @@ typedef struct {
 
 typedef struct {
   OpKind kind;
-  const char *name;       /* the layer's full name, "h3.fc" */
-  Loc loc;                /* the layer's mapping in the YAML */
-  int nin;                /* data inputs, in the op table's slot order; -1 = absent (a bias) */
-  int in[MAX_OP_IN];      /* tensor ids, parameters included */
+  const char *name;  /* the layer's full name, "h3.fc" */
+  Loc loc;           /* the layer's mapping in the YAML */
+  int nin;           /* data inputs, in the op table's slot order; -1 = absent (a bias) */
+  int in[MAX_OP_IN]; /* tensor ids, parameters included */
   int nout;
-  int out[MAX_OP_OUT];    /* out[0] is the layer's output; the rest are saved statistics */
-  int64_t attr[4];        /* op-specific (heads for attention) */
+  int out[MAX_OP_OUT]; /* out[0] is the layer's output; the rest are saved statistics */
+  int64_t attr[4];     /* op-specific (heads for attention) */
 } Op;
 
 typedef struct {

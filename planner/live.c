@@ -85,8 +85,8 @@ Live *live_build(Arena *ar, const Step *s, const Instr *ins, int n) {
   l->b = ar_alloc(ar, sizeof(LiveBuf) * (size_t)s->nt);
   for (int t = 0; t < s->nt; t++) {
     l->buf_of[t] = first[t] < 0 ? -1 : t;
-    l->b[t] = (LiveBuf){t, first[t], last[t] + 1, shape_numel(&s->t[t].shape) * dtype_size(s->t[t].dtype),
-                        !transient(&s->t[t]), 0};
+    l->b[t] = (LiveBuf){
+        t, first[t], last[t] + 1, shape_numel(&s->t[t].shape) * dtype_size(s->t[t].dtype), !transient(&s->t[t]), 0};
   }
   inplace(s, l, ins, n, first, last);
   int *newid = ar_alloc(ar, sizeof(int) * (size_t)s->nt);

@@ -9,16 +9,16 @@
 #include "autodiff.h"
 
 typedef struct {
-  int tensor;     /* the defining (first) tensor */
-  int first, last;/* [first, last) in schedule positions */
+  int tensor;      /* the defining (first) tensor */
+  int first, last; /* [first, last) in schedule positions */
   int64_t bytes;
-  bool persistent;/* params and optimizer state: live across steps and schedules */
-  int nalias;     /* tensors computed in place into this buffer, besides the first */
+  bool persistent; /* params and optimizer state: live across steps and schedules */
+  int nalias;      /* tensors computed in place into this buffer, besides the first */
 } LiveBuf;
 
 typedef struct {
-  int n;          /* schedule length */
-  int *buf_of;    /* per step tensor: its buffer, -1 when the schedule never touches it */
+  int n;       /* schedule length */
+  int *buf_of; /* per step tensor: its buffer, -1 when the schedule never touches it */
   LiveBuf *b;
   int nb;
   int64_t inplace_saved; /* bytes saved by in-place execution */

@@ -46,15 +46,15 @@ typedef yaml_node_t Node;
 
 /* A layer after repeat expansion. */
 typedef struct {
-  const char *name;   /* full name: "h3.fc" */
-  const char *scope;  /* prefix of its block: "h3." or "" */
-  Node *node;         /* the YAML mapping */
-  int op;             /* OpKind, or OP_COUNT for causal_self_attention */
+  const char *name;  /* full name: "h3.fc" */
+  const char *scope; /* prefix of its block: "h3." or "" */
+  Node *node;        /* the YAML mapping */
+  int op;            /* OpKind, or OP_COUNT for causal_self_attention */
   int ninputs;
   int input[MAX_OP_IN]; /* name ids (see Loader.names) */
   Loc input_loc[MAX_OP_IN];
-  int share;          /* name id of a shared parameter's owner layer, -1 */
-  int out;            /* tensor id of the layer's output, after build */
+  int share; /* name id of a shared parameter's owner layer, -1 */
+  int out;   /* tensor id of the layer's output, after build */
 } Layer;
 
 typedef struct {
@@ -87,7 +87,9 @@ static const char *kind_name(const Node *n) {
 static Node *expect(Loader *L, Node *n, yaml_node_type_t t, const char *what) {
   if (n->type != t)
     diag_error(loc_of(L, n), "%s must be %s, not %s", what,
-               t == YAML_SCALAR_NODE ? "a scalar" : t == YAML_SEQUENCE_NODE ? "a list" : "a mapping",
+               t == YAML_SCALAR_NODE     ? "a scalar"
+               : t == YAML_SEQUENCE_NODE ? "a list"
+                                         : "a mapping",
                kind_name(n));
   return n;
 }
@@ -113,8 +115,7 @@ static Node *need(Loader *L, Node *map, const char *key, const char *what) {
 
 /* Every key must be a scalar from `allowed` (NULL-terminated lists, up to 3),
  * at most once; the error suggests the closest allowed key. */
-static void check_keys(Loader *L, Node *map, const char *what, const char *const *a,
-                       const char *const *b) {
+static void check_keys(Loader *L, Node *map, const char *what, const char *const *a, const char *const *b) {
   const char *const *lists[2] = {a, b};
   for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
     Node *k = node(L, p->key);
@@ -145,8 +146,7 @@ static void check_keys(Loader *L, Node *map, const char *what, const char *const
 static int64_t int_expr(Loader *L, Node *n, const char *what) {
   const char *s = scalar(L, n, what);
   Loc at = loc_of(L, n);
-  if (n->data.scalar.length > MAX_EXPR)
-    diag_error(at, "%s is an expression longer than %d characters", what, MAX_EXPR);
+  if (n->data.scalar.length > MAX_EXPR) diag_error(at, "%s is an expression longer than %d characters", what, MAX_EXPR);
   if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) at.col++; /* skip the quote */
   return expr_eval(s, at, L->dims.v, L->dims.n);
 }
@@ -156,8 +156,7 @@ static double number(Loader *L, Node *n, const char *what) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (end == s || *end || errno || !isfinite(v))
-    diag_error(loc_of(L, n), "%s must be a number, not '%s'", what, s);
+  if (end == s || *end || errno || !isfinite(v)) diag_error(loc_of(L, n), "%s must be a number, not '%s'", what, s);
   return v;
 }
 
@@ -201,8 +200,7 @@ static void eval_dims(Loader *L, Node *map) {
         d.overridden = true;
       }
     if (!d.overridden) d.value = int_expr(L, node(L, p->value), "a dim");
-    if (d.value <= 0)
-      diag_error(d.loc, "dim %s = %lld must be positive", name, (long long)d.value);
+    if (d.value <= 0) diag_error(d.loc, "dim %s = %lld must be positive", name, (long long)d.value);
     VEC_PUSH(L->ar, L->dims, d);
   }
 }
@@ -222,7 +220,8 @@ static void check_overrides(Loader *L) {
     }
     if (found) continue;
     Loc at = {L->path, 0, 0};
-    if (best) diag_error(at, "--set %s: the model has no dim '%s'; did you mean '%s'?", L->ov[i].name, L->ov[i].name, best);
+    if (best)
+      diag_error(at, "--set %s: the model has no dim '%s'; did you mean '%s'?", L->ov[i].name, L->ov[i].name, best);
     diag_error(at, "--set %s: the model has no dim '%s'", L->ov[i].name, L->ov[i].name);
   }
 }
@@ -326,7 +325,8 @@ static void flatten_repeat(Loader *L, Node *m, const char *scope, int depth, int
   if (strlen(scope) + strlen(name) + 24 > MAX_SCOPE)
     diag_error(loc_of(L, nn), "block names nested here make a prefix longer than %d characters", MAX_SCOPE);
   if (n < 0) diag_error(loc_of(L, rn), "repeat count %lld must not be negative", (long long)n);
-  if (n > MAX_LAYERS) diag_error(loc_of(L, rn), "repeat count %lld is over the limit of %d layers", (long long)n, MAX_LAYERS);
+  if (n > MAX_LAYERS)
+    diag_error(loc_of(L, rn), "repeat count %lld is over the limit of %d layers", (long long)n, MAX_LAYERS);
   Node *body = expect(L, need(L, m, "layers", "a repeat block"), YAML_SEQUENCE_NODE, "'layers'");
   for (int64_t i = 0; i < n; i++)
     flatten(L, body, ar_printf(L->ar, "%s%s%lld.", scope, name, (long long)i), depth + 1, budget);
@@ -347,8 +347,8 @@ static void flatten_layer(Loader *L, Node *m, const char *scope) {
     diag_error(loc_of(L, on), "unknown op '%s' (see the README's op table)", ops);
   }
   check_keys(L, m, "a layer", common_keys, op == OP_COUNT ? csa_keys : op_info(op)->keys);
-  Layer ly = {.name = ar_printf(L->ar, "%s%s", scope, name), .scope = scope, .node = m, .op = op,
-              .share = -1, .out = -1};
+  Layer ly = {
+      .name = ar_printf(L->ar, "%s%s", scope, name), .scope = scope, .node = m, .op = op, .share = -1, .out = -1};
   int *slot = strmap_slot(L->ar, &L->names, ly.name);
   if (*slot != INT32_MIN) {
     Loc first = *slot >= 0 ? loc_of(L, L->layers.v[*slot].node) : L->t.v[-1 - *slot].loc;
@@ -380,7 +380,8 @@ static bool resolve_name(Loader *L, const char *scope, const char *ref, int *id)
       if (strmap_get(&L->names, buf, id)) return true;
     }
     if (n == 0) return false;
-    do n--; while (n > 0 && scope[n - 1] != '.');
+    do n--;
+    while (n > 0 && scope[n - 1] != '.');
   }
 }
 
@@ -473,7 +474,8 @@ static void cycle_error(Loader *L, const int *state, int li) {
     }
     cur = next;
   }
-  diag_error(loc_of(L, L->layers.v[li].node), "cycle in the model graph: %s (each name is an input of the previous)", path);
+  diag_error(loc_of(L, L->layers.v[li].node), "cycle in the model graph: %s (each name is an input of the previous)",
+             path);
 }
 
 /* Iterative DFS post-order; state 0 new, 1 on stack, 2 done. */
@@ -508,8 +510,8 @@ struct BuildCtx {
   Loader *L;
   Layer *ly;
   Op op;
-  const char *opname;  /* the op's name, "h0.attn.qkv" for lowered sub-ops */
-  const char *ovkey;   /* an int key answered by ovval instead of the YAML */
+  const char *opname; /* the op's name, "h0.attn.qkv" for lowered sub-ops */
+  const char *ovkey;  /* an int key answered by ovval instead of the YAML */
   int64_t ovval;
   int in[MAX_OP_IN]; /* tensor ids of the YAML inputs */
   int nin;
@@ -530,8 +532,7 @@ void build_error(BuildCtx *c, const char *key, const char *fmt, ...) {
 int64_t build_int(BuildCtx *c, const char *key, bool required, int64_t dflt) {
   if (c->ovkey && !strcmp(key, c->ovkey)) return c->ovval;
   Node *n = ctx_key(c, key);
-  if (!n && required)
-    build_error(c, NULL, "op '%s' needs the key '%s'", op_info(c->op.kind)->name, key);
+  if (!n && required) build_error(c, NULL, "op '%s' needs the key '%s'", op_info(c->op.kind)->name, key);
   if (!n) return dflt;
   int64_t v = int_expr(c->L, n, ar_printf(c->L->ar, "'%s'", key));
   if (v <= 0) diag_error(loc_of(c->L, n), "'%s' must be positive, not %lld", key, (long long)v);
@@ -595,27 +596,34 @@ void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_ke
     }
     diag_error(loc_of(c->L, sk), "layer '%s' has no parameter '%s'", owner, dot + 1);
   }
-  Tensor t = {.name = ar_printf(c->L->ar, "%s.%s", c->opname, suffix), .kind = TK_PARAM, .dtype = DT_F32,
-              .shape = shape, .loc = loc_of(c->L, c->ly->node), .producer = -1, .init = init};
+  Tensor t = {.name = ar_printf(c->L->ar, "%s.%s", c->opname, suffix),
+              .kind = TK_PARAM,
+              .dtype = DT_F32,
+              .shape = shape,
+              .loc = loc_of(c->L, c->ly->node),
+              .producer = -1,
+              .init = init};
   c->op.in[slot] = add_tensor(c->L, t);
 }
 
-void build_data(BuildCtx *c, int slot, int k) {
-  c->op.in[slot] = c->in[k];
-}
+void build_data(BuildCtx *c, int slot, int k) { c->op.in[slot] = c->in[k]; }
 
 void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt) {
   name_dims(c, &shape);
-  Tensor t = {.name = suffix ? ar_printf(c->L->ar, "%s.%s", c->opname, suffix) : c->opname, .kind = TK_ACT,
-              .dtype = dt, .shape = shape, .loc = loc_of(c->L, c->ly->node), .producer = c->L->ops.n};
+  Tensor t = {.name = suffix ? ar_printf(c->L->ar, "%s.%s", c->opname, suffix) : c->opname,
+              .kind = TK_ACT,
+              .dtype = dt,
+              .shape = shape,
+              .loc = loc_of(c->L, c->ly->node),
+              .producer = c->L->ops.n};
   c->op.out[slot] = add_tensor(c->L, t);
 }
 
 void build_attr(BuildCtx *c, int k, int64_t v) { c->op.attr[k] = v; }
 
 /* Runs one op's shape rule; returns the output tensor id. */
-static int build_op(Loader *L, Layer *ly, OpKind k, const char *opname, const int *in, int nin,
-                    const char *ovkey, int64_t ovval) {
+static int build_op(Loader *L, Layer *ly, OpKind k, const char *opname, const int *in, int nin, const char *ovkey,
+                    int64_t ovval) {
   BuildCtx c = {.L = L, .ly = ly, .opname = opname, .ovkey = ovkey, .ovval = ovval, .nin = nin};
   c.op = (Op){.kind = k, .name = opname, .loc = loc_of(L, ly->node), .nin = op_info(k)->nin, .nout = op_info(k)->nout};
   for (int i = 0; i < MAX_OP_IN; i++) c.op.in[i] = -1;
@@ -642,8 +650,8 @@ static void build_all(Loader *L, const int *ord) {
     Layer *ly = &L->layers.v[ord[i]];
     int in[MAX_OP_IN];
     for (int k = 0; k < ly->ninputs; k++) in[k] = tensor_of(L, ly->input[k]);
-    ly->out = ly->op == OP_COUNT ? build_csa(L, ly, in[0])
-                                 : build_op(L, ly, ly->op, ly->name, in, ly->ninputs, NULL, 0);
+    ly->out =
+        ly->op == OP_COUNT ? build_csa(L, ly, in[0]) : build_op(L, ly, ly->op, ly->name, in, ly->ninputs, NULL, 0);
   }
 }
 
@@ -726,7 +734,8 @@ static Graph *load_doc(Loader *L) {
   Node *init = get(L, root, "init");
   if (init) {
     const char *s = scalar(L, init, "'init'");
-    if (strcmp(s, "gpt2") && strcmp(s, "pytorch")) diag_error(loc_of(L, init), "unknown init '%s'; use pytorch or gpt2", s);
+    if (strcmp(s, "gpt2") && strcmp(s, "pytorch"))
+      diag_error(loc_of(L, init), "unknown init '%s'; use pytorch or gpt2", s);
     L->gpt2_init = !strcmp(s, "gpt2");
   }
   Node *layers = expect(L, need(L, root, "layers", "the model"), YAML_SEQUENCE_NODE, "'layers'");
@@ -747,8 +756,8 @@ static Graph *load_doc(Loader *L) {
 _Noreturn static void yaml_fail(Loader *L, yaml_parser_t *parser) {
   Loc at = {L->path, (int)parser->problem_mark.line + 1, (int)parser->problem_mark.column + 1};
   char msg[300];
-  snprintf(msg, sizeof msg, "%s%s%s", parser->problem ? parser->problem : "invalid YAML",
-           parser->context ? " " : "", parser->context ? parser->context : "");
+  snprintf(msg, sizeof msg, "%s%s%s", parser->problem ? parser->problem : "invalid YAML", parser->context ? " " : "",
+           parser->context ? parser->context : "");
   yaml_parser_delete(parser);
   diag_error(at, "not valid YAML: %s", msg);
 }
@@ -774,7 +783,8 @@ static void check_yaml_shape(Loader *L, const char *text, size_t len) {
     if (t == YAML_STREAM_END_EVENT) break;
     if (t == YAML_DOCUMENT_START_EVENT && ++docs > 1) {
       yaml_parser_delete(&parser);
-      diag_error(at, "a second YAML document starts here: a model file holds one model "
+      diag_error(at,
+                 "a second YAML document starts here: a model file holds one model "
                  "(remove this '---' and what follows, or give each model its own file)");
     }
     if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) depth--;
@@ -846,7 +856,8 @@ void load_dump(const Graph *g, FILE *out) {
   Arena tmp = {0};
   fprintf(out, "model %s\n", g->model);
   for (int i = 0; i < g->ndims; i++)
-    fprintf(out, "dim %s = %lld%s\n", g->dims[i].name, (long long)g->dims[i].value, g->dims[i].overridden ? " (--set)" : "");
+    fprintf(out, "dim %s = %lld%s\n", g->dims[i].name, (long long)g->dims[i].value,
+            g->dims[i].overridden ? " (--set)" : "");
   for (int i = 0; i < g->nt; i++) {
     const Tensor *t = &g->t[i];
     const char *k = t->kind == TK_INPUT ? "input" : t->kind == TK_PARAM ? "param" : "act";

@@ -17,8 +17,7 @@ typedef struct {
 Graph *load_model(Arena *ar, const char *path, const DimOverride *ov, int nov);
 
 /* Same, from text in memory (tests, fuzzers); path is used in messages. */
-Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len,
-                       const DimOverride *ov, int nov);
+Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len, const DimOverride *ov, int nov);
 
 /* --dump=graph: a stable text listing of dims, tensors and ops. */
 void load_dump(const Graph *g, FILE *out);

@@ -32,13 +32,9 @@ static Shape with_last(BuildCtx *c, const Shape *s, int64_t v, const char *sym) 
 }
 
 /* The shape without its last dim (the rows of a row-wise op). */
-static Shape rows_of(BuildCtx *c, const Shape *s) {
-  return build_shape(c, s->rank - 1, s->d, s->sym);
-}
+static Shape rows_of(BuildCtx *c, const Shape *s) { return build_shape(c, s->rank - 1, s->d, s->sym); }
 
-static Shape vec_shape(BuildCtx *c, int64_t n, const char *sym) {
-  return build_shape(c, 1, &n, &sym);
-}
+static Shape vec_shape(BuildCtx *c, int64_t n, const char *sym) { return build_shape(c, 1, &n, &sym); }
 
 static Shape mat_shape(BuildCtx *c, int64_t r, const char *rs, int64_t k, const char *ks) {
   int64_t d[2] = {r, k};
@@ -65,8 +61,8 @@ static void same_shape(BuildCtx *c, int a, int b) {
   if (!eq) {
     Arena *tmp = msg_arena();
     build_error(c, NULL, "shape mismatch: '%s' is %s %s but '%s' is %s %s", build_input(c, a)->name,
-                shape_sym_str(tmp, x), shape_val_str(tmp, x), build_input(c, b)->name,
-                shape_sym_str(tmp, y), shape_val_str(tmp, y));
+                shape_sym_str(tmp, x), shape_val_str(tmp, x), build_input(c, b)->name, shape_sym_str(tmp, y),
+                shape_val_str(tmp, y));
   }
 }
 
@@ -128,8 +124,8 @@ static void matmul_build(BuildCtx *c) {
   if (!ok) {
     Arena *tmp = msg_arena();
     build_error(c, NULL, "shape mismatch: matmul of '%s' %s %s and '%s' %s %s (need [..., M, K] @ [..., K, N])",
-                build_input(c, 0)->name, shape_sym_str(tmp, a), shape_val_str(tmp, a),
-                build_input(c, 1)->name, shape_sym_str(tmp, b), shape_val_str(tmp, b));
+                build_input(c, 0)->name, shape_sym_str(tmp, a), shape_val_str(tmp, a), build_input(c, 1)->name,
+                shape_sym_str(tmp, b), shape_val_str(tmp, b));
   }
   build_data(c, 0, 0), build_data(c, 1, 1);
   build_output(c, 0, NULL, with_last(c, a, last(b), b->sym[b->rank - 1]), DT_F32);
@@ -205,8 +201,7 @@ static void attention_build(BuildCtx *c) {
   }
   int64_t C = x->d[2] / 3, NH = build_int(c, "heads", true, 0);
   if (NH <= 0 || C % NH != 0)
-    build_error(c, "heads", "heads = %lld must be positive and divide the channels %lld", (long long)NH,
-                (long long)C);
+    build_error(c, "heads", "heads = %lld must be positive and divide the channels %lld", (long long)NH, (long long)C);
   build_data(c, 0, 0);
   build_attr(c, 0, NH);
   int64_t od[3] = {x->d[0], x->d[1], C}, ld[3] = {x->d[0], NH, x->d[1]};
@@ -289,7 +284,8 @@ static void ce_build(BuildCtx *c) {
   for (int i = 0; ok && i < r.rank; i++) ok = tg->shape.d[i] == r.d[i];
   if (!ok) {
     Arena *tmp = msg_arena();
-    build_error(c, NULL, "shape mismatch: cross_entropy of logits '%s' %s %s needs i32 targets of shape %s %s; '%s' is %s %s %s",
+    build_error(c, NULL,
+                "shape mismatch: cross_entropy of logits '%s' %s %s needs i32 targets of shape %s %s; '%s' is %s %s %s",
                 build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x), shape_sym_str(tmp, &r),
                 shape_val_str(tmp, &r), tg->name, dtype_name(tg->dtype), shape_sym_str(tmp, &tg->shape),
                 shape_val_str(tmp, &tg->shape));
@@ -318,9 +314,14 @@ static int64_t mse_flops(const Graph *g, const Op *op, bool bwd) {
 
 /* ---- the table ---- */
 
-#define NO_INPLACE {-1, -1}
-#define NO_INPLACE_BWD {{-1, -1}, {-1, -1}}
+#define NO_INPLACE \
+  { -1, -1 }
+#define NO_INPLACE_BWD   \
+  {                      \
+    {-1, -1}, { -1, -1 } \
+  }
 
+/* clang-format off */
 static const OpInfo table[OP_COUNT] = {
     [OP_LINEAR] = {"linear", linear_keys, 1, 1, 3, 1, 0, linear_build, linear_dims, linear_flops,
                    3, 3, {REF_DOUT, REF_IN(0), REF_IN(1)}, {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
@@ -366,6 +367,7 @@ static const OpInfo table[OP_COUNT] = {
     [OP_CAST] = {"cast", NULL, 0, 0, 1, 1, 0, NULL, NULL, NULL, 0, 0, {0}, {0}, {false}, NO_INPLACE,
                  NO_INPLACE_BWD, false},
 };
+/* clang-format on */
 
 const OpInfo *op_info(OpKind k) {
   MP_ASSERT(k >= 0 && k < OP_COUNT);

@@ -28,11 +28,11 @@
 
 /* References from a backward slot to forward tensors. */
 enum { REF_NONE = 0, REF_DOUT = 1 };
-#define REF_IN(k) (0x10 + (k))   /* forward input slot k */
-#define REF_OUT(k) (0x20 + (k))  /* forward output slot k */
-#define REF_GIN(k) (0x30 + (k))  /* gradient of forward input slot k */
-#define REF_KIND(r) ((r) & 0xf0)
-#define REF_SLOT(r) ((r) & 0x0f)
+#define REF_IN(k) (0x10 + (k))  /* forward input slot k */
+#define REF_OUT(k) (0x20 + (k)) /* forward output slot k */
+#define REF_GIN(k) (0x30 + (k)) /* gradient of forward input slot k */
+#define REF_KIND(r) ((r)&0xf0)
+#define REF_SLOT(r) ((r)&0x0f)
 
 /* The loader's side of building one layer; implemented in load.c. */
 typedef struct BuildCtx BuildCtx;
@@ -42,29 +42,27 @@ const Tensor *build_input(BuildCtx *c, int slot); /* the layer's k-th YAML input
 int build_ninputs(BuildCtx *c);
 /* Creates (or, with a `key:` naming an existing parameter, shares) a parameter
  * "<layer>.<suffix>" and puts it in forward input slot `slot`. */
-void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key,
-                 Shape shape, Init init);
+void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init);
 void build_data(BuildCtx *c, int slot, int yaml_input); /* YAML input k to slot */
 void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt);
 void build_attr(BuildCtx *c, int k, int64_t v);
-_Noreturn void build_error(BuildCtx *c, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+_Noreturn void build_error(BuildCtx *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 Shape build_shape(BuildCtx *c, int rank, const int64_t *d, const char *const *sym);
 
 typedef struct {
-  const char *name;          /* YAML op name; NULL for ops not written in YAML */
-  const char *const *keys;   /* op-specific YAML keys, NULL-terminated */
-  int min_inputs, max_inputs;/* YAML inputs (default: the previous layer) */
-  int nin, nout;             /* forward slots */
-  int nstats;                /* trailing forward outputs only backward reads (NULL in eval) */
+  const char *name;           /* YAML op name; NULL for ops not written in YAML */
+  const char *const *keys;    /* op-specific YAML keys, NULL-terminated */
+  int min_inputs, max_inputs; /* YAML inputs (default: the previous layer) */
+  int nin, nout;              /* forward slots */
+  int nstats;                 /* trailing forward outputs only backward reads (NULL in eval) */
   void (*build)(BuildCtx *c);
   void (*dims)(const Graph *g, const Op *op, int64_t *dim, int *ndim);
   int64_t (*flops)(const Graph *g, const Op *op, bool backward);
-  int nbin, nbout;           /* backward slots */
-  int bin[6], bout[4];       /* REF_* per backward slot */
-  bool grad_to[MAX_OP_IN];   /* forward input slots that can receive a gradient */
-  int inplace_fwd[2];        /* forward in slots out[0] may overwrite, -1 = none */
-  int inplace_bwd[2][2];     /* {bout slot, bin slot} pairs alias-safe when acc = 0, -1 = none */
+  int nbin, nbout;         /* backward slots */
+  int bin[6], bout[4];     /* REF_* per backward slot */
+  bool grad_to[MAX_OP_IN]; /* forward input slots that can receive a gradient */
+  int inplace_fwd[2];      /* forward in slots out[0] may overwrite, -1 = none */
+  int inplace_bwd[2][2];   /* {bout slot, bin slot} pairs alias-safe when acc = 0, -1 = none */
   bool is_loss;
 } OpInfo;
 

@@ -7,7 +7,7 @@
 #include "plan_build.h"
 
 const char *plan_role_name(Role r) {
-  static const char *const n[ROLE_COUNT] = {"param", "grad", "optimizer_state", "activation",
+  static const char *const n[ROLE_COUNT] = {"param", "grad",      "optimizer_state", "activation",
                                             "input", "temporary", "workspace"};
   return r < ROLE_COUNT ? n[r] : "?";
 }
@@ -26,9 +26,17 @@ typedef struct {
 
 static int add_buffer(Builder *B, int tensor, SchedSet set, const LiveBuf *lb, const char *aliases) {
   const STensor *t = &B->s->t[tensor];
-  PlanBuffer pb = {.id = B->buf.n, .name = t->name, .role = t->role, .dtype = t->dtype, .shape = t->shape,
-                   .bytes = shape_numel(&t->shape) * dtype_size(t->dtype), .sched = set, .tensor = tensor,
-                   .aliases = aliases, .init = t->init, .decay = t->role == ROLE_PARAM && t->shape.rank >= 2};
+  PlanBuffer pb = {.id = B->buf.n,
+                   .name = t->name,
+                   .role = t->role,
+                   .dtype = t->dtype,
+                   .shape = t->shape,
+                   .bytes = shape_numel(&t->shape) * dtype_size(t->dtype),
+                   .sched = set,
+                   .tensor = tensor,
+                   .aliases = aliases,
+                   .init = t->init,
+                   .decay = t->role == ROLE_PARAM && t->shape.rank >= 2};
   if (lb) {
     pb.first = lb->first;
     pb.last = lb->last;
@@ -112,9 +120,9 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
 
 static int64_t workspace_need(const PlanOp *o) {
   if (o->phase == PHASE_UPDATE) return 0;
-  if (o->op == OP_LINEAR) return 4 * o->dim[0] * o->dim[2];                /* M K N */
-  if (o->op == OP_MATMUL) return 4 * o->dim[0] * o->dim[1] * o->dim[3];    /* Bt M K N */
-  if (o->op == OP_CROSS_ENTROPY) return 4 * o->dim[0];                     /* N V */
+  if (o->op == OP_LINEAR) return 4 * o->dim[0] * o->dim[2];             /* M K N */
+  if (o->op == OP_MATMUL) return 4 * o->dim[0] * o->dim[1] * o->dim[3]; /* Bt M K N */
+  if (o->op == OP_CROSS_ENTROPY) return 4 * o->dim[0];                  /* N V */
   return 0;
 }
 
@@ -137,8 +145,15 @@ static void size_workspace(Plan *p, int b) {
 Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, const Live *eval, int64_t align) {
   Builder B = {ar, s, {0}, ar_alloc(ar, sizeof(int) * (size_t)s->nt)};
   Plan *p = ar_alloc(ar, sizeof(Plan));
-  *p = (Plan){.version = PLAN_FORMAT_VERSION, .model = g->model, .source = g->path, .dims = g->dims,
-              .ndims = g->ndims, .opt = g->opt, .align = align, .micro_batch = 0, .accumulation_steps = 1,
+  *p = (Plan){.version = PLAN_FORMAT_VERSION,
+              .model = g->model,
+              .source = g->path,
+              .dims = g->dims,
+              .ndims = g->ndims,
+              .opt = g->opt,
+              .align = align,
+              .micro_batch = 0,
+              .accumulation_steps = 1,
               .precision = "fp32"};
   for (int t = 0; t < s->nt; t++) B.pers[t] = -1;
   static const Role persistent[] = {ROLE_PARAM, ROLE_OPT_STATE}; /* params first, then states */
@@ -146,8 +161,14 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
     for (int t = 0; t < s->nt; t++)
       if (s->t[t].role == persistent[r] && train->buf_of[t] >= 0) B.pers[t] = add_buffer(&B, t, SCHED_BOTH, NULL, "");
   int ws = B.buf.n; /* sized below, from the schedules' matrix products */
-  VEC_PUSH(ar, B.buf, ((PlanBuffer){.id = ws, .name = "workspace", .role = ROLE_WORKSPACE, .dtype = DT_F32,
-                                    .sched = SCHED_BOTH, .tensor = -1, .aliases = ""}));
+  VEC_PUSH(ar, B.buf,
+           ((PlanBuffer){.id = ws,
+                         .name = "workspace",
+                         .role = ROLE_WORKSPACE,
+                         .dtype = DT_F32,
+                         .sched = SCHED_BOTH,
+                         .tensor = -1,
+                         .aliases = ""}));
   int *tof = schedule_buffers(&B, train, SCHED_TRAIN);
   int *eof = schedule_buffers(&B, eval, SCHED_EVAL);
   p->sched = schedule_ops(&B, g, s->train, s->ntrain, tof), p->nsched = s->ntrain;
@@ -257,8 +278,8 @@ void plan_dump(const Plan *p, FILE *out) {
     int n = s ? p->neval : p->nsched;
     for (int i = 0; i < n; i++) {
       const PlanOp *o = &ops[i];
-      fprintf(out, "%s %d %s %s %s in", s ? "eval" : "step", i, plan_phase_name(o->phase),
-              op_info(o->op)->name, o->layer);
+      fprintf(out, "%s %d %s %s %s in", s ? "eval" : "step", i, plan_phase_name(o->phase), op_info(o->op)->name,
+              o->layer);
       for (int k = 0; k < o->nin; k++) fprintf(out, " %d", o->in[k]);
       fprintf(out, " out");
       for (int k = 0; k < o->nout; k++) fprintf(out, " %s%d", o->acc[k] ? "+" : "", o->out[k]);

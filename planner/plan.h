@@ -45,30 +45,30 @@ typedef enum { SCHED_TRAIN, SCHED_EVAL, SCHED_BOTH } SchedSet;
 
 typedef struct {
   int id;
-  const char *name;      /* e.g. "h0.fc", "h0.fc.weight", "h0.fc.weight.grad" */
+  const char *name; /* e.g. "h0.fc", "h0.fc.weight", "h0.fc.weight.grad" */
   Role role;
   DType dtype;
-  Shape shape;           /* values and the symbolic text of each dim */
-  int64_t bytes;         /* exact bytes (numel * dtype size) */
-  int64_t offset;        /* in the arena, multiple of Plan.align */
-  SchedSet sched;        /* which schedule(s) the buffer belongs to */
-  int first, last;       /* live over schedule positions [first, last) */
-  int tensor;            /* the first (defining) tensor; in-place tensors share */
-  const char *aliases;   /* names of tensors computed in place here, "" if none */
-  Init init;             /* params only: how the trainer initializes it */
-  bool decay;            /* params only: weight decay applies (rank >= 2) */
+  Shape shape;         /* values and the symbolic text of each dim */
+  int64_t bytes;       /* exact bytes (numel * dtype size) */
+  int64_t offset;      /* in the arena, multiple of Plan.align */
+  SchedSet sched;      /* which schedule(s) the buffer belongs to */
+  int first, last;     /* live over schedule positions [first, last) */
+  int tensor;          /* the first (defining) tensor; in-place tensors share */
+  const char *aliases; /* names of tensors computed in place here, "" if none */
+  Init init;           /* params only: how the trainer initializes it */
+  bool decay;          /* params only: weight decay applies (rank >= 2) */
 } PlanBuffer;
 
 #define PLAN_MAX_IO 6
 
 typedef struct {
-  int id;                /* position in its schedule */
+  int id; /* position in its schedule */
   OpKind op;
   Phase phase;
-  const char *layer;     /* YAML layer name ("h0.fc"), or the parameter for updates */
-  Loc loc;               /* where the layer was written (for reports only) */
+  const char *layer; /* YAML layer name ("h0.fc"), or the parameter for updates */
+  Loc loc;           /* where the layer was written (for reports only) */
   int nin, nout;
-  int in[PLAN_MAX_IO];   /* buffer ids in the kernel's slot order; -1 = NULL */
+  int in[PLAN_MAX_IO]; /* buffer ids in the kernel's slot order; -1 = NULL */
   int out[PLAN_MAX_IO];
   bool acc[PLAN_MAX_IO]; /* backward outputs: accumulate (+=) instead of write */
   int64_t dim[6];        /* kernel size arguments, in the kernel's order (ops.h) */
@@ -88,10 +88,10 @@ typedef struct {
 /* One configuration the budget's levers tried (fit_levers in codegen/main.c),
  * in order: for the report's explanation and plan.json. */
 typedef struct {
-  const char *precision;     /* "fp32", "bf16", "fp16" */
+  const char *precision; /* "fp32", "bf16", "fp16" */
   int micro_batch, accumulation_steps;
-  int64_t keep_arena;        /* the arena when every activation is kept */
-  int64_t arena;             /* the plan that fit, or the least arena recomputation reached */
+  int64_t keep_arena;              /* the arena when every activation is kept */
+  int64_t arena;                   /* the plan that fit, or the least arena recomputation reached */
   int64_t extra_flops, step_flops; /* of the plan that fit (0 when none did) */
   bool fits, chosen;
 } PlanLever;
@@ -99,11 +99,11 @@ typedef struct {
 typedef struct Plan {
   int version;
   const char *model;
-  const char *source;             /* the YAML path, for the report only */
-  Dim *dims;                      /* final dim values (after --set) */
+  const char *source; /* the YAML path, for the report only */
+  Dim *dims;          /* final dim values (after --set) */
   int ndims;
   Optimizer opt;
-  int64_t budget_bytes;           /* 0: no budget given */
+  int64_t budget_bytes; /* 0: no budget given */
   int64_t align;
   /* buffers, indexed by id */
   PlanBuffer *buf;
@@ -113,35 +113,35 @@ typedef struct Plan {
   int nsched;
   PlanOp *eval;
   int neval;
-  int loss_buf;                   /* buffer holding the scalar loss (train and eval) */
+  int loss_buf; /* buffer holding the scalar loss (train and eval) */
   int eval_loss_buf;
   /* totals */
-  int64_t arena_bytes;            /* what the trainer allocates */
-  int64_t persistent_bytes;       /* params + optimizer state + workspace, at the arena's bottom */
-  int64_t lower_bound_bytes;      /* max over time of live bytes (aligned), both schedules */
-  int64_t train_peak_bytes;       /* height of the training packing */
-  int64_t eval_peak_bytes;        /* height of the eval packing */
-  int64_t unfused_lower_bound;    /* lower bound if every update ran after backward */
+  int64_t arena_bytes;              /* what the trainer allocates */
+  int64_t persistent_bytes;         /* params + optimizer state + workspace, at the arena's bottom */
+  int64_t lower_bound_bytes;        /* max over time of live bytes (aligned), both schedules */
+  int64_t train_peak_bytes;         /* height of the training packing */
+  int64_t eval_peak_bytes;          /* height of the eval packing */
+  int64_t unfused_lower_bound;      /* lower bound if every update ran after backward */
   int64_t peak_by_role[ROLE_COUNT]; /* live bytes by role at the training peak */
-  int peak_position;              /* training schedule position of that peak */
-  int64_t param_count;            /* trainable scalars (shared weights once) */
+  int peak_position;                /* training schedule position of that peak */
+  int64_t param_count;              /* trainable scalars (shared weights once) */
   int64_t step_flops, extra_flops;  /* extra: recomputation */
-  PlanStage *stages;              /* checkpointing stages; NULL when nothing is recomputed */
+  PlanStage *stages;                /* checkpointing stages; NULL when nothing is recomputed */
   int nstages;
-  PlanLever *levers;              /* what the budget pass tried, in order (NULL: not recorded) */
+  PlanLever *levers; /* what the budget pass tried, in order (NULL: not recorded) */
   int nlevers;
   /* micro-batching: the schedule's forward, recompute and backward ops run
    * accumulation_steps times per step, each on micro_batch rows of the
    * batch, before the updates; outputs of role grad then accumulate in every
    * pass after the first, and loss backward is scaled by 1/accumulation_steps */
   int micro_batch, accumulation_steps;
-  int64_t batch;                  /* the effective batch (micro_batch * accumulation_steps) */
+  int64_t batch; /* the effective batch (micro_batch * accumulation_steps) */
   /* precision: saved activations listed as buffers of dtype bf16 or f16
    * (cast ops write and read them); with fp16 the trainer scales the loss,
    * and updates run after backward only when every gradient is finite */
-  const char *precision;          /* "fp32", "bf16", "fp16" */
-  int64_t guard_bytes;            /* --guard: canary bytes after every buffer (0: none); the
-                                     packing reserves bytes + guard_bytes for each */
+  const char *precision; /* "fp32", "bf16", "fp16" */
+  int64_t guard_bytes;   /* --guard: canary bytes after every buffer (0: none); the
+                            packing reserves bytes + guard_bytes for each */
   bool loss_scaling;
   const char *assign_method;
   bool assign_optimal;

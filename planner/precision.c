@@ -16,10 +16,11 @@ DType prec_dtype(Precision p) { return p == PREC_FP16 ? DT_F16 : p == PREC_BF16 
  * matrix products and attention, and activation functions. */
 static bool half_ok(OpKind k, int bin_slot) {
   switch (k) {
-  case OP_LINEAR: return bin_slot == 1;                      /* x */
-  case OP_MATMUL: return bin_slot == 1 || bin_slot == 2;     /* a, b */
-  case OP_ATTENTION: return bin_slot == 1 || bin_slot == 2;  /* qkv, out (not lse) */
-  case OP_GELU: case OP_RELU: return bin_slot == 1;
+  case OP_LINEAR: return bin_slot == 1;                     /* x */
+  case OP_MATMUL: return bin_slot == 1 || bin_slot == 2;    /* a, b */
+  case OP_ATTENTION: return bin_slot == 1 || bin_slot == 2; /* qkv, out (not lse) */
+  case OP_GELU:
+  case OP_RELU: return bin_slot == 1;
   default: return false;
   }
 }

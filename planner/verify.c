@@ -94,9 +94,8 @@ static int t_neighbour(const Treap *T, int x, int64_t off, bool below) {
   return best;
 }
 
-static const char *check_one(int i, const int64_t *lo, const int64_t *hi,
-                             const int64_t *size, const int64_t *offset, int64_t align,
-                             int64_t capacity) {
+static const char *check_one(int i, const int64_t *lo, const int64_t *hi, const int64_t *size, const int64_t *offset,
+                             int64_t align, int64_t capacity) {
   if (lo[i] >= hi[i]) {
     snprintf(msg, sizeof msg, "buffer %d: empty lifetime [%lld, %lld)", i, (long long)lo[i], (long long)hi[i]);
     return msg;
@@ -118,9 +117,8 @@ static const char *check_one(int i, const int64_t *lo, const int64_t *hi,
   return NULL;
 }
 
-const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
-                           const int64_t *size, const int64_t *offset, int64_t align,
-                           int64_t capacity) {
+const char *verify_packing(int n, const int64_t *lo, const int64_t *hi, const int64_t *size, const int64_t *offset,
+                           int64_t align, int64_t capacity) {
   for (int i = 0; i < n; i++) {
     const char *e = check_one(i, lo, hi, size, offset, align, capacity);
     if (e) return e;
@@ -160,10 +158,10 @@ const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
     if (next >= 0 && offset[i] + size[i] > offset[next]) clash = next;
     if (clash >= 0) {
       snprintf(msg, sizeof msg,
-               "buffers %d [%lld, %lld) live [%lld, %lld) and %d [%lld, %lld) live [%lld, %lld) overlap",
-               clash, (long long)offset[clash], (long long)(offset[clash] + size[clash]),
-               (long long)lo[clash], (long long)hi[clash], i, (long long)offset[i],
-               (long long)(offset[i] + size[i]), (long long)lo[i], (long long)hi[i]);
+               "buffers %d [%lld, %lld) live [%lld, %lld) and %d [%lld, %lld) live [%lld, %lld) overlap", clash,
+               (long long)offset[clash], (long long)(offset[clash] + size[clash]), (long long)lo[clash],
+               (long long)hi[clash], i, (long long)offset[i], (long long)(offset[i] + size[i]), (long long)lo[i],
+               (long long)hi[i]);
       err = msg;
       break;
     }

@@ -12,9 +12,8 @@ struct Plan;
  * and any two buffers whose half-open lifetimes [lo, hi) overlap occupy
  * disjoint bytes. Returns NULL when valid, else a message naming the first
  * violation (in a static buffer). O(n log n). */
-const char *verify_packing(int n, const int64_t *lo, const int64_t *hi,
-                           const int64_t *size, const int64_t *offset, int64_t align,
-                           int64_t capacity);
+const char *verify_packing(int n, const int64_t *lo, const int64_t *hi, const int64_t *size, const int64_t *offset,
+                           int64_t align, int64_t capacity);
 
 /* Checks a whole plan: verify_packing for the training and the eval schedule,
  * every op's buffers live at its position, sizes matching shapes and dtypes,

@@ -58,7 +58,7 @@ void openblas_set_num_threads(int num_threads);
 #define RT_MAX_THREADS 256
 #define RT_SPIN 4000
 
-static const float RT_LN_EPS = 1e-5f;                   /* PyTorch's default */
+static const float RT_LN_EPS = 1e-5f;                       /* PyTorch's default */
 static const float RT_SQRT_2_OVER_PI = 0.7978845608028654f; /* M_PI is not C17 */
 
 _Noreturn static void rt_fail(const char *file, int line, const char *msg) {
@@ -73,8 +73,8 @@ _Noreturn static void rt_fail(const char *file, int line, const char *msg) {
 /* fn(ctx, lo, hi) runs iterations [lo, hi) of a loop. */
 typedef void (*RtTask)(const void *ctx, int64_t lo, int64_t hi);
 
-static int rt_nt = 1;      /* threads, the caller included (rt_set_threads) */
-static int rt_workers;     /* worker threads started */
+static int rt_nt = 1;  /* threads, the caller included (rt_set_threads) */
+static int rt_workers; /* worker threads started */
 /* The current job: generation << 32 | next unclaimed chunk. A claim is a
  * compare-and-swap on it, so a worker that read a finished job's fields can
  * never run a chunk of it: the generation has moved on and its CAS fails. */
@@ -83,7 +83,7 @@ static _Atomic uint64_t rt_ticket;
 static _Atomic(RtTask) rt_fn;
 static _Atomic(const void *) rt_ctx;
 static _Atomic int64_t rt_n, rt_nchunks;
-static _Atomic int64_t rt_done;   /* chunks finished in the current job */
+static _Atomic int64_t rt_done; /* chunks finished in the current job */
 static _Atomic int rt_sleepers;
 static pthread_mutex_t rt_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rt_cv = PTHREAD_COND_INITIALIZER;
@@ -111,8 +111,7 @@ static void rt_run_chunks(uint32_t g) {
     int64_t n = atomic_load_explicit(&rt_n, memory_order_relaxed);
     int64_t nch = atomic_load_explicit(&rt_nchunks, memory_order_relaxed);
     if (k >= nch) return;
-    if (!atomic_compare_exchange_weak_explicit(&rt_ticket, &t, t + 1, memory_order_acq_rel,
-                                               memory_order_acquire))
+    if (!atomic_compare_exchange_weak_explicit(&rt_ticket, &t, t + 1, memory_order_acq_rel, memory_order_acquire))
       continue;
     fn(ctx, n * k / nch, n * (k + 1) / nch);
     atomic_fetch_add_explicit(&rt_done, 1, memory_order_release);
@@ -207,12 +206,10 @@ static int blas_dim(int64_t d) {
 /* C[m,n] (+)= op(A)[m,k] @ op(B)[k,n], row-major. ta: A is stored [k,m];
  * tb: B is stored [n,k]. beta = 0 never reads C (BLAS contract), so acc = 0
  * needs no memset. */
-static void gemm1(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
-                  int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, blas_dim(m), blas_dim(n), blas_dim(k),
-              1.0f, A, blas_dim(lda), B, blas_dim(ldb), acc ? 1.0f : 0.0f, C,
-              blas_dim(ldc));
+static void gemm1(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, float *C, int64_t ldc, int acc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_dim(m), blas_dim(n),
+              blas_dim(k), 1.0f, A, blas_dim(lda), B, blas_dim(ldb), acc ? 1.0f : 0.0f, C, blas_dim(ldc));
 }
 
 /* The same product cut into blocks of rows of C (or of columns, when C is
@@ -233,15 +230,14 @@ static void gemm_task(const void *ctx, int64_t lo, int64_t hi) {
   lo *= q, hi = hi == nq ? g->len : hi * q; // in quanta; the last block takes the rest
   if (hi <= lo) return;
   if (g->rows)
-    gemm1(g->ta, g->tb, hi - lo, g->n, g->k, g->ta ? g->A + lo : g->A + lo * g->lda, g->lda,
-          g->B, g->ldb, g->C + lo * g->n, g->n, g->acc);
+    gemm1(g->ta, g->tb, hi - lo, g->n, g->k, g->ta ? g->A + lo : g->A + lo * g->lda, g->lda, g->B, g->ldb,
+          g->C + lo * g->n, g->n, g->acc);
   else
-    gemm1(g->ta, g->tb, g->m, hi - lo, g->k, g->A, g->lda, g->tb ? g->B + lo * g->ldb : g->B + lo,
-          g->ldb, g->C + lo, g->n, g->acc);
+    gemm1(g->ta, g->tb, g->m, hi - lo, g->k, g->A, g->lda, g->tb ? g->B + lo * g->ldb : g->B + lo, g->ldb, g->C + lo,
+          g->n, g->acc);
 }
 
-static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
-                 const float *B, float *C, int acc) {
+static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A, const float *B, float *C, int acc) {
   int64_t lda = ta ? m : k, ldb = tb ? k : n;
   int rows = m >= n;
   int64_t len = rows ? m : n;
@@ -293,8 +289,7 @@ static void colsum_task(const void *ctx, int64_t lo, int64_t hi) {
     double s[RT_COL_BLOCK] = {0};
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < nj; j++) s[j] += c->in[i * N + j0 + j];
-    for (int64_t j = 0; j < nj; j++)
-      c->out[j0 + j] = (float)(c->acc ? c->out[j0 + j] + s[j] : s[j]);
+    for (int64_t j = 0; j < nj; j++) c->out[j0 + j] = (float)(c->acc ? c->out[j0 + j] + s[j] : s[j]);
   }
 }
 
@@ -409,31 +404,26 @@ static void softmax_row(float *x, int64_t n) {
 // ----------------------------------------------------------------------------
 // linear, matmul
 
-void rt_linear_forward(float *out, const float *x, const float *W, const float *b,
-                       int64_t M, int64_t K, int64_t N) {
+void rt_linear_forward(float *out, const float *x, const float *W, const float *b, int64_t M, int64_t K, int64_t N) {
   // With a bias, rows start as b and the product is added onto them (beta = 1).
   if (b)
     for (int64_t i = 0; i < M; i++) memcpy(out + i * N, b, (size_t)N * sizeof(float));
   gemm(0, 1, M, N, K, x, W, out, b != NULL);
 }
 
-void rt_linear_backward(float *dx, float *dW, float *db, const float *dout,
-                        const float *x, const float *W, int64_t M, int64_t K,
-                        int64_t N, int acc_dx, int acc_dW, int acc_db) {
+void rt_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, int64_t M,
+                        int64_t K, int64_t N, int acc_dx, int acc_dW, int acc_db) {
   if (dx) gemm(0, 0, M, K, N, dout, W, dx, acc_dx); // [M,N] @ [N,K]
   if (dW) gemm(1, 0, N, K, M, dout, x, dW, acc_dW); // [M,N]^T @ [M,K]
   if (db) colsum(db, dout, M, N, acc_db);
 }
 
-void rt_matmul_forward(float *out, const float *a, const float *b, int64_t Bt,
-                       int64_t M, int64_t K, int64_t N) {
-  for (int64_t i = 0; i < Bt; i++)
-    gemm(0, 0, M, N, K, a + i * M * K, b + i * K * N, out + i * M * N, 0);
+void rt_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N) {
+  for (int64_t i = 0; i < Bt; i++) gemm(0, 0, M, N, K, a + i * M * K, b + i * K * N, out + i * M * N, 0);
 }
 
-void rt_matmul_backward(float *da, float *db, const float *dout, const float *a,
-                        const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N,
-                        int acc_da, int acc_db) {
+void rt_matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t Bt, int64_t M,
+                        int64_t K, int64_t N, int acc_da, int acc_db) {
   for (int64_t i = 0; i < Bt; i++) {
     const float *dout_i = dout + i * M * N;
     if (da) gemm(0, 1, M, K, N, dout_i, b + i * K * N, da + i * M * K, acc_da);
@@ -455,8 +445,7 @@ void rt_add_forward(float *out, const float *a, const float *b, int64_t n) {
   rt_par(add_task, &(AddTask){out, a, b, 0}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
-void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
-                     int acc_db) {
+void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db) {
   // A gradient may alias dout only with acc = 0, where its write is a no-op:
   // dout is intact for the other one whichever goes first.
   accumulate(da, dout, n, acc_da);
@@ -572,8 +561,8 @@ static void layernorm_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
-                          const float *w, const float *b, int64_t N, int64_t C) {
+void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                          int64_t N, int64_t C) {
   RtArgs a = {.o = {out, mean, rstd}, .i = {x, w, b}, .d = {C}};
   rt_par(layernorm_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
 }
@@ -603,9 +592,8 @@ static void layernorm_dx_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-static void layernorm_backward_dx(float *dx, const float *dout, const float *x,
-                                  const float *w, const float *mean, const float *rstd,
-                                  int64_t N, int64_t C, int acc) {
+static void layernorm_backward_dx(float *dx, const float *dout, const float *x, const float *w, const float *mean,
+                                  const float *rstd, int64_t N, int64_t C, int acc) {
   RtArgs a = {.o = {dx}, .i = {dout, x, w, mean, rstd}, .d = {C}, .acc = {acc}};
   rt_par(layernorm_dx_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
 }
@@ -635,17 +623,15 @@ static void layernorm_wb_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-static void layernorm_backward_wb(float *dw, float *db, const float *dout,
-                                  const float *x, const float *mean, const float *rstd,
-                                  int64_t N, int64_t C, int acc_dw, int acc_db) {
+static void layernorm_backward_wb(float *dw, float *db, const float *dout, const float *x, const float *mean,
+                                  const float *rstd, int64_t N, int64_t C, int acc_dw, int acc_db) {
   RtArgs a = {.o = {dw, db}, .i = {dout, x, mean, rstd}, .d = {N, C}, .acc = {acc_dw, acc_db}};
   rt_par(layernorm_wb_task, &a, col_blocks(C), rt_chunks(N * C >= RT_PAR_MIN));
 }
 
-void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
-                           const float *x, const float *w, const float *mean,
-                           const float *rstd, int64_t N, int64_t C, int acc_dx,
-                           int acc_dw, int acc_db) {
+void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                           const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
+                           int acc_db) {
   if (dx) layernorm_backward_dx(dx, dout, x, w, mean, rstd, N, C, acc_dx);
   if (dw || db) layernorm_backward_wb(dw, db, dout, x, mean, rstd, N, C, acc_dw, acc_db);
 }
@@ -687,8 +673,7 @@ static void softmax_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
-                         int64_t C, int acc) {
+void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t N, int64_t C, int acc) {
   RtArgs a = {.o = {dx}, .i = {dout, out}, .d = {C}, .acc = {acc}};
   rt_par(softmax_backward_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
 }
@@ -702,9 +687,8 @@ void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t
 /* One query row: p[0..t] = softmax(q . k[t2] * scale), out = sum_t2 p[t2] v[t2];
  * returns the row's log-sum-exp of scaled scores. k and v point at position 0
  * of this head; positions are C3 floats apart; p is t+1 floats of scratch. */
-static float attention_row(float *out, float *p, const float *q, const float *k,
-                           const float *v, int64_t t, int64_t hs, int64_t C3,
-                           float scale) {
+static float attention_row(float *out, float *p, const float *q, const float *k, const float *v, int64_t t, int64_t hs,
+                           int64_t C3, float scale) {
   for (int64_t t2 = 0; t2 <= t; t2++) p[t2] = dot(q, k + t2 * C3, hs) * scale;
   float mx = row_max(p, t + 1);
   double s = row_sum_exp(p, p, t + 1, mx);
@@ -730,14 +714,12 @@ static void attention_task(const void *ctx, int64_t lo, int64_t hi) {
     int64_t h = it % NH;
     float p[RT_ATT_MAX_T]; // only p[0..t] is touched
     const float *base = qkv + b * T * C3 + h * hs;
-    float l = attention_row(out + (b * T + t) * C + h * hs, p, base + t * C3,
-                            base + C, base + 2 * C, t, hs, C3, scale);
+    float l = attention_row(out + (b * T + t) * C + h * hs, p, base + t * C3, base + C, base + 2 * C, t, hs, C3, scale);
     if (lse) lse[(b * NH + h) * T + t] = l;
   }
 }
 
-void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
-                          int64_t T, int64_t C, int64_t NH) {
+void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   RT_CHECK(T <= RT_ATT_MAX_T, "attention needs T <= 16384");
   int64_t hs = C / NH, C3 = 3 * C;
   float scale = 1.0f / sqrtf((float)hs);
@@ -752,10 +734,9 @@ void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
  * dq += ds k[t2], dk[t2] += ds q, dv[t2] += p g. No scratch; one sweep over
  * the rows of k, v, dk and dv (measured: a second sweep, to vectorize the exp
  * over t2, costs more than it saves; rows are C3 floats apart). */
-static void attention_row_backward(float *dq, float *dk, float *dv, const float *g,
-                                   const float *o, float lse, const float *q,
-                                   const float *k, const float *v, int64_t t,
-                                   int64_t hs, int64_t C3, float scale) {
+static void attention_row_backward(float *dq, float *dk, float *dv, const float *g, const float *o, float lse,
+                                   const float *q, const float *k, const float *v, int64_t t, int64_t hs, int64_t C3,
+                                   float scale) {
   float D = dot(g, o, hs);
   for (int64_t t2 = 0; t2 <= t; t2++) {
     const float *k2 = k + t2 * C3, *v2 = v + t2 * C3;
@@ -784,26 +765,22 @@ static void attention_backward_task(const void *ctx, int64_t lo, int64_t hi) {
     float *dbase = dqkv + b * T * C3 + h * hs;
     if (!acc)
       for (int64_t t = 0; t < T; t++)
-        for (int64_t part = 0; part < 3; part++)
-          memset(dbase + t * C3 + part * C, 0, (size_t)hs * sizeof(float));
+        for (int64_t part = 0; part < 3; part++) memset(dbase + t * C3 + part * C, 0, (size_t)hs * sizeof(float));
     for (int64_t t = 0; t < T; t++) {
       int64_t row = (b * T + t) * C + h * hs;
-      attention_row_backward(dbase + t * C3, dbase + C, dbase + 2 * C, dout + row,
-                             out + row, lse[(b * NH + h) * T + t], base + t * C3,
-                             base + C, base + 2 * C, t, hs, C3, scale);
+      attention_row_backward(dbase + t * C3, dbase + C, dbase + 2 * C, dout + row, out + row, lse[(b * NH + h) * T + t],
+                             base + t * C3, base + C, base + 2 * C, t, hs, C3, scale);
     }
   }
 }
 
-void rt_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                           const float *out, const float *lse, int64_t B, int64_t T,
-                           int64_t C, int64_t NH, int acc) {
+void rt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                           int64_t B, int64_t T, int64_t C, int64_t NH, int acc) {
   int64_t hs = C / NH, C3 = 3 * C;
   float scale = 1.0f / sqrtf((float)hs);
   // Parallel over (b, h) only: row t adds into dk, dv of every t2 <= t, but
   // a (b, h) pair owns its channels of dqkv, so pairs never race.
-  RtArgs a = {.o = {dqkv}, .i = {dout, qkv, out, lse}, .d = {T, C, NH, hs, C3}, .f = {scale},
-              .acc = {acc}};
+  RtArgs a = {.o = {dqkv}, .i = {dout, qkv, out, lse}, .d = {T, C, NH, hs, C3}, .f = {scale}, .acc = {acc}};
   rt_par(attention_backward_task, &a, B * NH, rt_chunks(1));
 }
 
@@ -821,8 +798,7 @@ static void embedding_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
-                          int64_t C, int64_t V) {
+void rt_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V) {
   (void)V; // ids were checked by the data loader
   RtArgs a = {.o = {out}, .i = {W}, .tok = tokens, .d = {C}};
   rt_par(embedding_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
@@ -833,7 +809,7 @@ static void embedding_zero_task(const void *ctx, int64_t lo, int64_t hi) {
   float *dW = A->o[0];
   int64_t C = A->d[0];
   for (int64_t v = lo; v < hi; v++) {
-      memset(dW + v * C, 0, (size_t)C * sizeof(float));
+    memset(dW + v * C, 0, (size_t)C * sizeof(float));
   }
 }
 
@@ -854,8 +830,8 @@ static void embedding_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
-                           int64_t N, int64_t C, int64_t V, int acc) {
+void rt_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N, int64_t C, int64_t V,
+                           int acc) {
   if (!acc) {
     rt_par(embedding_zero_task, &(RtArgs){.o = {dW}, .d = {C}}, V, rt_chunks(V * C >= RT_PAR_MIN));
   }
@@ -876,8 +852,7 @@ static void position_embedding_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
-                                   int64_t C) {
+void rt_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T, int64_t C) {
   RtArgs a = {.o = {out}, .i = {W}, .d = {T, C}};
   rt_par(position_embedding_task, &a, B * T, rt_chunks(B * T * C >= RT_PAR_MIN));
 }
@@ -899,8 +874,8 @@ static void position_embedding_backward_task(const void *ctx, int64_t lo, int64_
   }
 }
 
-void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
-                                    int64_t C, int64_t Wrows, int acc) {
+void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows,
+                                    int acc) {
   RtArgs a = {.o = {dW}, .i = {dout}, .d = {B, T, C}, .acc = {acc}};
   rt_par(position_embedding_backward_task, &a, Wrows, rt_chunks(Wrows * C >= RT_PAR_MIN));
 }
@@ -925,8 +900,8 @@ static void cross_entropy_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_cross_entropy_forward(float *loss, float *lse, const float *logits,
-                              const int32_t *targets, int64_t N, int64_t V) {
+void rt_cross_entropy_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int64_t N,
+                              int64_t V) {
   double part[RT_SUM_PARTS] = {0};
   RtArgs a = {.o = {lse}, .i = {logits}, .tok = targets, .d = {N, V}, .part = part};
   rt_par(cross_entropy_task, &a, RT_SUM_PARTS, rt_chunks(1));
@@ -954,8 +929,7 @@ static void cross_entropy_backward_task(const void *ctx, int64_t lo, int64_t hi)
   }
 }
 
-void rt_cross_entropy_backward(float *dlogits, const float *logits,
-                               const int32_t *targets, const float *lse, int64_t N,
+void rt_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets, const float *lse, int64_t N,
                                int64_t V, float scale, int acc) {
   float k = (float)((double)scale / (double)N);
   // Each element depends on its own logit and the saved lse only, so writing
@@ -996,8 +970,7 @@ static void mse_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
-                     float scale, int acc) {
+void rt_mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc) {
   float k = (float)(2.0 * scale / (double)n);
   RtArgs a = {.o = {dpred}, .i = {pred, target}, .f = {k}, .acc = {acc}};
   rt_par(mse_backward_task, &a, n, rt_chunks(n >= RT_PAR_MIN));
@@ -1021,8 +994,8 @@ static void adamw_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr,
-                     double beta1, double beta2, double eps, double wd, int64_t t) {
+void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1, double beta2,
+                     double eps, double wd, int64_t t) {
   // Same operations as torch.optim.AdamW (1.13, single-tensor path), with its
   // roundings: the scalars are doubles rounded to float where torch passes
   // them to a float tensor op. p *= 1 - lr wd; m = b1 m + (1 - b1) g;
@@ -1052,8 +1025,8 @@ static void sgd_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
-                   double momentum, double wd, int nesterov) {
+void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
+                   int nesterov) {
   // torch.optim.SGD (dampening 0): scalars rounded to float as torch does.
   float lrf = (float)lr, mom = (float)momentum, wdf = (float)wd;
   RtArgs a = {.o = {p, buf}, .i = {g}, .f = {lrf, mom, wdf}, .acc = {nesterov}};
@@ -1067,7 +1040,7 @@ static uint16_t to_bf16(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);              /* nearest even */
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);                /* nearest even */
 }
 
 static float from_bf16(uint16_t h) {

@@ -33,26 +33,21 @@ extern "C" {
 void rt_set_threads(int n);
 
 /* linear: out[M,N] = x[M,K] @ W[N,K]^T + b[N] (b may be NULL). PyTorch layout. */
-void rt_linear_forward(float *out, const float *x, const float *W, const float *b,
-                       int64_t M, int64_t K, int64_t N);
+void rt_linear_forward(float *out, const float *x, const float *W, const float *b, int64_t M, int64_t K, int64_t N);
 /* dx[M,K] (+)= dout @ W; dW[N,K] (+)= dout^T @ x; db[N] (+)= colsum(dout). */
-void rt_linear_backward(float *dx, float *dW, float *db, const float *dout,
-                        const float *x, const float *W, int64_t M, int64_t K,
-                        int64_t N, int acc_dx, int acc_dW, int acc_db);
+void rt_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, int64_t M,
+                        int64_t K, int64_t N, int acc_dx, int acc_dW, int acc_db);
 
 /* matmul (batched): out[Bt,M,N] = a[Bt,M,K] @ b[Bt,K,N]. */
-void rt_matmul_forward(float *out, const float *a, const float *b, int64_t Bt,
-                       int64_t M, int64_t K, int64_t N);
+void rt_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N);
 /* da (+)= dout @ b^T; db (+)= a^T @ dout (per batch). */
-void rt_matmul_backward(float *da, float *db, const float *dout, const float *a,
-                        const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N,
-                        int acc_da, int acc_db);
+void rt_matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t Bt, int64_t M,
+                        int64_t K, int64_t N, int acc_da, int acc_db);
 
 /* add: out[n] = a + b. alias-safe (out, a), (out, b). */
 void rt_add_forward(float *out, const float *a, const float *b, int64_t n);
 /* da (+)= dout; db (+)= dout. alias-safe (da, dout) when acc_da = 0, likewise db. */
-void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
-                     int acc_db);
+void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db);
 
 /* relu: out = max(x, 0). alias-safe (out, x). */
 void rt_relu_forward(float *out, const float *x, int64_t n);
@@ -68,18 +63,16 @@ void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, i
 /* layernorm over the last dim C of N rows, eps 1e-5 (PyTorch default):
  * out = (x - mean) * rstd * w + b; saves mean[N] and rstd[N] for backward.
  * mean and rstd may be NULL (eval: nothing saved). */
-void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
-                          const float *w, const float *b, int64_t N, int64_t C);
-void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
-                           const float *x, const float *w, const float *mean,
-                           const float *rstd, int64_t N, int64_t C, int acc_dx,
-                           int acc_dw, int acc_db);
+void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                          int64_t N, int64_t C);
+void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                           const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
+                           int acc_db);
 
 /* softmax over the last dim C of N rows (max subtracted). alias-safe (out, x). */
 void rt_softmax_forward(float *out, const float *x, int64_t N, int64_t C);
 /* dx (+)= out * (dout - sum(dout * out)). alias-safe (dx, dout). */
-void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
-                         int64_t C, int acc);
+void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t N, int64_t C, int acc);
 
 /* causal self-attention core (GPT-2), the part between the qkv and output
  * projections: qkv[B,T,3C] holds q, k, v (each C = NH heads of C/NH) side by
@@ -89,56 +82,50 @@ void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t
  * scaled scores (lse may be NULL in eval); backward recomputes the
  * probabilities from q, k and lse instead of keeping a [B,NH,T,T] tensor.
  * T <= 16384 (stack scratch); C % NH == 0. */
-void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
-                          int64_t T, int64_t C, int64_t NH);
+void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
 /* dqkv (+)= gradient through attention; needs the forward output `out`
  * (for D_i = dot(dout_i, out_i), as FlashAttention's backward does). */
-void rt_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                           const float *out, const float *lse, int64_t B, int64_t T,
-                           int64_t C, int64_t NH, int acc);
+void rt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                           int64_t B, int64_t T, int64_t C, int64_t NH, int acc);
 
 /* embedding: out[N,C] = W[tokens[i], :] with W[V,C]. Token ids are checked by
  * the data loader, not here. */
-void rt_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
-                          int64_t C, int64_t V);
+void rt_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V);
 /* dW (+)= scatter-add of dout rows at tokens. With acc = 0, dW is zeroed first. */
-void rt_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
-                           int64_t N, int64_t C, int64_t V, int acc);
+void rt_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N, int64_t C, int64_t V,
+                           int acc);
 
 /* position embedding: out[B,T,C] = W[t, :] for every b (W has at least T rows). */
-void rt_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
-                                   int64_t C);
+void rt_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T, int64_t C);
 /* dW[t,:] (+)= sum_b dout[b,t,:] for t < T; rows >= T are untouched when acc = 1
  * and zeroed when acc = 0. Wrows is the number of rows of W. */
-void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
-                                    int64_t C, int64_t Wrows, int acc);
+void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows,
+                                    int acc);
 
 /* cross-entropy, mean over N rows: loss[0] = mean(lse_i - logits[i, targets_i]);
  * saves lse[N] (log-sum-exp per row, may be NULL in eval). */
-void rt_cross_entropy_forward(float *loss, float *lse, const float *logits,
-                              const int32_t *targets, int64_t N, int64_t V);
+void rt_cross_entropy_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int64_t N,
+                              int64_t V);
 /* dlogits (+)= scale * (softmax(logits) - onehot(targets)) / N.
  * alias-safe (dlogits, logits) when acc = 0. */
-void rt_cross_entropy_backward(float *dlogits, const float *logits,
-                               const int32_t *targets, const float *lse, int64_t N,
+void rt_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets, const float *lse, int64_t N,
                                int64_t V, float scale, int acc);
 
 /* mse, mean over n elements: loss[0] = mean((pred - target)^2). */
 void rt_mse_forward(float *loss, const float *pred, const float *target, int64_t n);
 /* dpred (+)= scale * 2 (pred - target) / n. */
-void rt_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
-                     float scale, int acc);
+void rt_mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc);
 
 /* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;
  * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).
  * t is the 1-based step count. */
-void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr,
-                     double beta1, double beta2, double eps, double wd, int64_t t);
+void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1, double beta2,
+                     double eps, double wd, int64_t t);
 /* SGD (PyTorch semantics): g' = g + wd p; buf = momentum buf + g' (buf starts at
  * 0, so the first step gives buf = g'); p -= lr * (nesterov ? g' + momentum buf : buf).
  * buf may be NULL when momentum = 0. */
-void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
-                   double momentum, double wd, int nesterov);
+void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
+                   int nesterov);
 
 /* Storage precision (the plan's cast ops): half-precision copies of saved
  * activations are raw 16-bit patterns, bf16 or IEEE fp16. Conversions to

@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TR_TOKEN_MAGIC 20240520 /* llm.c's token shard header */
+#define TR_TOKEN_MAGIC 20240520            /* llm.c's token shard header */
 #define TR_EVAL_SAMPLE0 ((int64_t)1 << 40) /* synthetic eval samples never meet training ones */
 
 // ----------------------------------------------------------------------------
@@ -86,9 +86,7 @@ static uint64_t mix64(uint64_t x) {
 }
 
 /* A hash of (tag, a, b): the synthetic data set's only source of randomness. */
-static uint64_t key3(uint64_t tag, uint64_t a, uint64_t b) {
-  return mix64(mix64(mix64(tag) ^ a) ^ b);
-}
+static uint64_t key3(uint64_t tag, uint64_t a, uint64_t b) { return mix64(mix64(mix64(tag) ^ a) ^ b); }
 
 /* Uniform in [0, 1) with 24 bits: exact in float, double and Python. */
 static double unit24(uint64_t h) { return (double)(h >> 40) * 0x1p-24; }
@@ -169,8 +167,8 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
     if (size < 1024 || magic != TR_TOKEN_MAGIC || version != 1 || size != 1024 + 2 * s.n) free(b);
     if (size < 1024) die("%s: too short for a token file header (%lld of 1024 bytes)", path, (long long)size);
     if (magic != TR_TOKEN_MAGIC)
-      die("%s: not a token file: magic %u, expected %d (llm.c format: 256 int32 header, then uint16 tokens)",
-          path, magic, TR_TOKEN_MAGIC);
+      die("%s: not a token file: magic %u, expected %d (llm.c format: 256 int32 header, then uint16 tokens)", path,
+          magic, TR_TOKEN_MAGIC);
     if (version != 1) die("%s: unsupported token file version %u (expected 1)", path, version);
     if (size != 1024 + 2 * s.n)
       die("%s: header says %lld tokens (%lld bytes) but the file has %lld bytes%s", path, (long long)s.n,
@@ -501,7 +499,9 @@ static void check_finite(const char *path, const TrParam *p, const float *w) {
   char idx[128];
   shape_str(idx, sizeof idx, p->rank, at);
   die("%s: tensor '%s' has a non-finite weight: element %lld (index %s) is %s", path, p->name, (long long)k, idx,
-      isnan(w[k]) ? "nan" : w[k] > 0 ? "inf" : "-inf");
+      isnan(w[k]) ? "nan"
+      : w[k] > 0  ? "inf"
+                  : "-inf");
 }
 
 static void load_safetensors(const char *path, unsigned char *arena, const TrModel *m) {
@@ -510,8 +510,8 @@ static void load_safetensors(const char *path, unsigned char *arena, const TrMod
   if (size < 8) die("%s: too short for a safetensors file (%lld bytes)", path, (long long)size);
   uint64_t hn = 0;
   for (int k = 0; k < 8; k++) hn |= (uint64_t)f[k] << (8 * k);
-  if (hn > (uint64_t)size - 8) die("%s: header length %llu runs past the end of the file (truncated?)", path,
-                                   (unsigned long long)hn);
+  if (hn > (uint64_t)size - 8)
+    die("%s: header length %llu runs past the end of the file (truncated?)", path, (unsigned long long)hn);
   int64_t data0 = 8 + (int64_t)hn;
   Js j = {(const char *)f + 8, (const char *)f + data0, path};
   char *seen = xmalloc((size_t)m->nparams + 1, "flags");
@@ -583,7 +583,8 @@ static int prof_cmp(const void *a, const void *b) {
 }
 
 static void prof_report(const TrModel *m, int64_t steps, double step_s) {
-  ProfRow *rows = xmalloc(sizeof(ProfRow) * (size_t)m->nops, "profile"), *kinds = xmalloc(sizeof(ProfRow) * (size_t)m->nops, "profile");
+  ProfRow *rows = xmalloc(sizeof(ProfRow) * (size_t)m->nops, "profile"),
+          *kinds = xmalloc(sizeof(ProfRow) * (size_t)m->nops, "profile");
   int nk = 0;
   double total = 0.0;
   for (int i = 0; i < m->nops; i++) {
@@ -596,10 +597,12 @@ static void prof_report(const TrModel *m, int64_t steps, double step_s) {
   }
   qsort(rows, (size_t)m->nops, sizeof *rows, prof_cmp);
   qsort(kinds, (size_t)nk, sizeof *kinds, prof_cmp);
-  printf("\nprofile over %lld steps: ops take %.2f ms of a %.2f ms step\n", (long long)steps, 1e3 * total, 1e3 * step_s);
+  printf("\nprofile over %lld steps: ops take %.2f ms of a %.2f ms step\n", (long long)steps, 1e3 * total,
+         1e3 * step_s);
   printf("by op kind:\n  %10s %6s  %-16s %s\n", "ms/step", "share", "kind", "phase");
   for (int k = 0; k < nk; k++)
-    printf("  %10.3f %5.1f%%  %-16s %s\n", 1e3 * kinds[k].t, 100.0 * kinds[k].t / step_s, kinds[k].kind, kinds[k].phase);
+    printf("  %10.3f %5.1f%%  %-16s %s\n", 1e3 * kinds[k].t, 100.0 * kinds[k].t / step_s, kinds[k].kind,
+           kinds[k].phase);
   int top = m->nops < 20 ? m->nops : 20;
   printf("top %d ops:\n  %10s %6s  %-16s %-9s %s\n", top, "ms/step", "share", "kind", "phase", "layer");
   for (int i = 0; i < top; i++)
@@ -671,8 +674,28 @@ static double opt_float(const char *s, const char *name) {
 }
 
 static Opts parse_opts(int argc, char **argv, const TrModel *m) {
-  enum { O_STEPS = 256, O_LR, O_SEED, O_THREADS, O_TEXT, O_DATA, O_VAL, O_EVERY, O_EBATCH, O_LOGE, O_LOG, O_PROF,
-         O_LOAD, O_SAVE, O_CHECK, O_SCALE, O_FORCE, O_GRAPH, O_HELP };
+  enum {
+    O_STEPS = 256,
+    O_LR,
+    O_SEED,
+    O_THREADS,
+    O_TEXT,
+    O_DATA,
+    O_VAL,
+    O_EVERY,
+    O_EBATCH,
+    O_LOGE,
+    O_LOG,
+    O_PROF,
+    O_LOAD,
+    O_SAVE,
+    O_CHECK,
+    O_SCALE,
+    O_FORCE,
+    O_GRAPH,
+    O_HELP
+  };
+  // clang-format off
   static const struct option lo[] = {
       {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
       {"text", 1, 0, O_TEXT}, {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"eval-every", 1, 0, O_EVERY},
@@ -680,7 +703,13 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"profile", 0, 0, O_PROF}, {"load", 1, 0, O_LOAD}, {"save", 1, 0, O_SAVE}, {"check-alloc", 0, 0, O_CHECK},
       {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"cuda-graph", 0, 0, O_GRAPH},
       {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
-  Opts o = {.steps = 100, .seed = 1337, .eval_batches = 4, .log_every = 1, .lr = m->lr, .loss_scale = 65536.0,
+  // clang-format on
+  Opts o = {.steps = 100,
+            .seed = 1337,
+            .eval_batches = 4,
+            .log_every = 1,
+            .lr = m->lr,
+            .loss_scale = 65536.0,
 #ifdef _OPENMP
             .threads = omp_get_max_threads()
 #else
@@ -745,12 +774,14 @@ static void put_inputs(Run *r, const TrInput *in, int n) {
 
 static void put_params(Run *r) {
   const TrDevice *d = r->m->device;
-  for (int i = 0; d && i < r->m->nparams; i++) d->upload(r->dev, r->arena, r->m->params[i].offset, 4 * r->m->params[i].numel);
+  for (int i = 0; d && i < r->m->nparams; i++)
+    d->upload(r->dev, r->arena, r->m->params[i].offset, 4 * r->m->params[i].numel);
 }
 
 static void get_params(Run *r) {
   const TrDevice *d = r->m->device;
-  for (int i = 0; d && i < r->m->nparams; i++) d->download(r->arena, r->dev, r->m->params[i].offset, 4 * r->m->params[i].numel);
+  for (int i = 0; d && i < r->m->nparams; i++)
+    d->download(r->arena, r->dev, r->m->params[i].offset, 4 * r->m->params[i].numel);
 }
 
 static float read_loss(Run *r, int64_t offset) {
@@ -813,7 +844,8 @@ static unsigned char *alloc_arena(const TrModel *m) {
   void *p = NULL;
   if (posix_memalign(&p, 4096, n ? n : 4096) != 0) {
     char b[32];
-    die("cannot allocate the arena: %lld bytes (%s)", (long long)m->arena_bytes, fmt_bytes(b, sizeof b, m->arena_bytes));
+    die("cannot allocate the arena: %lld bytes (%s)", (long long)m->arena_bytes,
+        fmt_bytes(b, sizeof b, m->arena_bytes));
   }
   memset(p, 0, n); // touches every page (RSS shows the arena) and zeroes optimizer state
   return p;
@@ -910,8 +942,8 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     ev = NAN;
     if (o.eval_every && step % o.eval_every == 0 && o.eval_batches) ev = evaluate(&r, o.eval_batches);
     if (step % o.log_every == 0 || step == 1 || step == o.steps) {
-      printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f %s/s", (long long)step, (long long)o.steps,
-             (double)loss, 1e3 * dt, (double)m->samples_per_step / dt, m->vocab ? "tok" : "samples");
+      printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f %s/s", (long long)step, (long long)o.steps, (double)loss,
+             1e3 * dt, (double)m->samples_per_step / dt, m->vocab ? "tok" : "samples");
       if (!isnan(ev)) printf(" | eval loss %.6f", ev);
       printf("\n");
       fflush(stdout);
@@ -940,8 +972,9 @@ int tr_main(int argc, char **argv, const TrModel *m) {
          fmt_bytes(b1, sizeof b1, m->arena_bytes), (long long)rss, fmt_bytes(b2, sizeof b2, rss));
   if (m->device) m->device->report(m, "after training");
   if (alloc_count) printf("allocations inside the training loop: %ld\n", allocs);
-  if (m->loss_scaling) printf("loss scaling: %lld of %lld steps skipped, final scale %g\n", (long long)ls.skipped,
-                              (long long)o.steps, ls.scale);
+  if (m->loss_scaling)
+    printf("loss scaling: %lld of %lld steps skipped, final scale %g\n", (long long)ls.skipped, (long long)o.steps,
+           ls.scale);
   if (log) fclose(log);
   if (m->device) m->device->close(r.dev);
   free(r.arena);

@@ -41,19 +41,19 @@ typedef enum {
 } TrInputKind;
 
 typedef struct {
-  const char *name;  /* the plan's name ("h0.fc.weight"), also the safetensors key */
-  int64_t offset;    /* bytes into the arena */
+  const char *name; /* the plan's name ("h0.fc.weight"), also the safetensors key */
+  int64_t offset;   /* bytes into the arena */
   int rank;
   int64_t shape[6];
   int64_t numel;
-  int init;          /* TR_INIT_* */
-  double scale;      /* std (normal) or bound (uniform) */
+  int init;     /* TR_INIT_* */
+  double scale; /* std (normal) or bound (uniform) */
 } TrParam;
 
 typedef struct {
   const char *name;
   int64_t offset;
-  int dtype;         /* TR_F32, TR_I32 */
+  int dtype; /* TR_F32, TR_I32 */
   TrInputKind kind;
   int64_t rows, cols; /* rows = samples (B); cols = per-sample elements */
 } TrInput;
@@ -72,7 +72,7 @@ typedef struct TrModel TrModel;
  * I/O: the program fills inputs and parameters there and the hooks move
  * those regions (and the loss scalar) across. */
 typedef struct {
-  const char *name;    /* "CUDA" */
+  const char *name; /* "CUDA" */
   /* Picks the device, checks that the arena fits its free memory (a clear
    * error naming both numbers otherwise), allocates the arena once, zeroed,
    * and returns it (the pointer step() and eval() receive). */
@@ -96,18 +96,18 @@ struct TrModel {
   int nparams;
   const TrInput *train_in, *eval_in; /* each schedule has its own input buffers */
   int ntrain_in, neval_in;
-  const TrOp *ops;                   /* the training schedule, for --profile */
+  const TrOp *ops; /* the training schedule, for --profile */
   int nops;
-  int64_t loss_offset, eval_loss_offset; /* the scalar losses (f32) */
+  int64_t loss_offset, eval_loss_offset;     /* the scalar losses (f32) */
   int64_t workspace_offset, workspace_bytes; /* the plan's library workspace (a device uses it) */
-  int opt;                           /* TR_ADAMW, TR_SGD */
-  double lr;                         /* the YAML's learning rate (--lr overrides) */
-  int64_t vocab;                     /* token ids must be < vocab (0: no tokens) */
-  int64_t classes;                   /* synthetic labels are < classes */
-  int64_t samples_per_step;          /* tokens (token models) or samples per step */
+  int opt;                                   /* TR_ADAMW, TR_SGD */
+  double lr;                                 /* the YAML's learning rate (--lr overrides) */
+  int64_t vocab;                             /* token ids must be < vocab (0: no tokens) */
+  int64_t classes;                           /* synthetic labels are < classes */
+  int64_t samples_per_step;                  /* tokens (token models) or samples per step */
   int64_t param_count, step_flops;
-  int accumulation;                  /* micro-batches per step; inputs hold one micro-batch */
-  int loss_scaling;                  /* fp16: dynamic loss scaling (GradScaler's semantics) */
+  int accumulation; /* micro-batches per step; inputs hold one micro-batch */
+  int loss_scaling; /* fp16: dynamic loss scaling (GradScaler's semantics) */
   /* One micro-batch of the training step: forward, backward, and the
    * updates when they are fused; scale multiplies the loss gradient. */
   void (*step)(unsigned char *arena, double lr, int64_t t, int mb, float scale);
@@ -119,7 +119,7 @@ struct TrModel {
   void (*eval)(unsigned char *arena);
   /* CPU: sets the kernels' thread count (rt_set_threads); NULL on a device. */
   void (*set_threads)(int n);
-  const TrDevice *device;            /* NULL: the plan runs on the host */
+  const TrDevice *device; /* NULL: the plan runs on the host */
 };
 
 /* The CUDA trainer's device (memplan_trainer_cuda.cu; trainer.cu only). */

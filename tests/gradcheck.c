@@ -60,8 +60,7 @@ static void fill(float *x, int64_t n, float v) {
   for (int64_t i = 0; i < n; i++) x[i] = v;
 }
 
-static double check(const char *what, const float *got, const double *want, int64_t n,
-                    double tol) {
+static double check(const char *what, const float *got, const double *want, int64_t n, double tol) {
   double mx = 0.0, err = 0.0;
   for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(want[i]));
   double floor = mx > 0.0 ? 1e-2 * mx : 1e-30;
@@ -76,8 +75,7 @@ static double check(const char *what, const float *got, const double *want, int6
   return err;
 }
 
-static double check_f(const char *what, const float *got, const float *want, int64_t n,
-                      double tol) {
+static double check_f(const char *what, const float *got, const float *want, int64_t n, double tol) {
   double *w = NEW(double, n);
   for (int64_t i = 0; i < n; i++) w[i] = want[i];
   double e = check(what, got, w, n, tol);
@@ -102,19 +100,18 @@ typedef struct Case Case;
 typedef void RefFn(double *out, double *const *in, const Case *c);
 typedef void FwdFn(float *out, float *const *in, const Case *c);
 /* din[k] may be NULL. For losses dout[0] is the scale. */
-typedef void BwdFn(float *const *din, const float *dout, float *const *in, const Case *c,
-                   int acc);
+typedef void BwdFn(float *const *din, const float *dout, float *const *in, const Case *c, int acc);
 
 struct Case {
   const char *name;
-  int nin;              /* differentiable inputs */
-  int64_t in_n[MAXIN];  /* elements per input */
-  float amp[MAXIN];     /* inputs drawn in [-amp, amp); 0 means 1 */
-  float away;           /* inputs drawn with |x| >= away (keeps relu off its kink) */
-  int64_t out_n;        /* output elements */
-  int64_t d[4];         /* op dims, in the header's order */
-  const int32_t *ids;   /* tokens or targets */
-  const float *aux;     /* mse target */
+  int nin;             /* differentiable inputs */
+  int64_t in_n[MAXIN]; /* elements per input */
+  float amp[MAXIN];    /* inputs drawn in [-amp, amp); 0 means 1 */
+  float away;          /* inputs drawn with |x| >= away (keeps relu off its kink) */
+  int64_t out_n;       /* output elements */
+  int64_t d[4];        /* op dims, in the header's order */
+  const int32_t *ids;  /* tokens or targets */
+  const float *aux;    /* mse target */
   RefFn *ref;
   FwdFn *fwd;
   BwdFn *bwd;
@@ -146,8 +143,8 @@ static void fd_grads(double **g, const Case *c, double *const *in, const double 
 
 /* Runs backward with the gradients in mask, acc as given, and checks each
  * against base + fd (base = contents before the call, NaN-filled for acc = 0). */
-static void check_backward(const Case *c, float *const *in, const float *dout,
-                           double *const *fd, unsigned mask, int acc, const char *tag) {
+static void check_backward(const Case *c, float *const *in, const float *dout, double *const *fd, unsigned mask,
+                           int acc, const char *tag) {
   float *din[MAXIN] = {0};
   float *base[MAXIN] = {0};
   for (int k = 0; k < c->nin; k++) {
@@ -162,8 +159,7 @@ static void check_backward(const Case *c, float *const *in, const float *dout,
   for (int k = 0; k < c->nin; k++) {
     if (!din[k]) continue;
     double *want = NEW(double, c->in_n[k]);
-    for (int64_t i = 0; i < c->in_n[k]; i++)
-      want[i] = fd[k][i] + (acc ? (double)base[k][i] : 0.0);
+    for (int64_t i = 0; i < c->in_n[k]; i++) want[i] = fd[k][i] + (acc ? (double)base[k][i] : 0.0);
     char what[96];
     snprintf(what, sizeof what, "%s d%d %s", c->name, k, tag);
     check(what, din[k], want, c->in_n[k], TOL);
@@ -182,8 +178,7 @@ static void run_case(const Case *c) {
     fd[k] = NEW(double, c->in_n[k]);
     fill_rand(in[k], c->in_n[k], c->amp[k] > 0 ? c->amp[k] : 1.0f);
     for (int64_t i = 0; i < c->in_n[k]; i++) {
-      if (c->away > 0 && fabsf(in[k][i]) < c->away)
-        in[k][i] = in[k][i] < 0 ? in[k][i] - c->away : in[k][i] + c->away;
+      if (c->away > 0 && fabsf(in[k][i]) < c->away) in[k][i] = in[k][i] < 0 ? in[k][i] - c->away : in[k][i] + c->away;
       ind[k][i] = in[k][i];
     }
   }
@@ -234,18 +229,21 @@ static void ref_linear(double *out, double *const *in, const Case *c) {
     }
 }
 static void fwd_linear(float *out, float *const *in, const Case *c) {
-  rt_linear_forward(out, in[0], in[1], c->nin > 2 ? in[2] : NULL, c->d[0], c->d[1],
-                    c->d[2]);
+  rt_linear_forward(out, in[0], in[1], c->nin > 2 ? in[2] : NULL, c->d[0], c->d[1], c->d[2]);
 }
-static void bwd_linear(float *const *din, const float *dout, float *const *in,
-                       const Case *c, int acc) {
-  rt_linear_backward(din[0], din[1], c->nin > 2 ? din[2] : NULL, dout, in[0], in[1],
-                     c->d[0], c->d[1], c->d[2], acc, acc, acc);
+static void bwd_linear(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_linear_backward(din[0], din[1], c->nin > 2 ? din[2] : NULL, dout, in[0], in[1], c->d[0], c->d[1], c->d[2], acc,
+                     acc, acc);
 }
 static void case_linear(const char *name, int64_t M, int64_t K, int64_t N, int bias) {
-  Case c = {.name = name, .nin = bias ? 3 : 2,
-            .in_n = {M * K, N * K, N}, .out_n = M * N, .d = {M, K, N},
-            .ref = ref_linear, .fwd = fwd_linear, .bwd = bwd_linear};
+  Case c = {.name = name,
+            .nin = bias ? 3 : 2,
+            .in_n = {M * K, N * K, N},
+            .out_n = M * N,
+            .d = {M, K, N},
+            .ref = ref_linear,
+            .fwd = fwd_linear,
+            .bwd = bwd_linear};
   run_case(&c);
 }
 
@@ -258,18 +256,15 @@ static void ref_matmul(double *out, double *const *in, const Case *c) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t n = 0; n < N; n++) {
         double s = 0.0;
-        for (int64_t k = 0; k < K; k++)
-          s += in[0][(t * M + i) * K + k] * in[1][(t * K + k) * N + n];
+        for (int64_t k = 0; k < K; k++) s += in[0][(t * M + i) * K + k] * in[1][(t * K + k) * N + n];
         out[(t * M + i) * N + n] = s;
       }
 }
 static void fwd_matmul(float *out, float *const *in, const Case *c) {
   rt_matmul_forward(out, in[0], in[1], c->d[0], c->d[1], c->d[2], c->d[3]);
 }
-static void bwd_matmul(float *const *din, const float *dout, float *const *in,
-                       const Case *c, int acc) {
-  rt_matmul_backward(din[0], din[1], dout, in[0], in[1], c->d[0], c->d[1], c->d[2],
-                     c->d[3], acc, acc);
+static void bwd_matmul(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_matmul_backward(din[0], din[1], dout, in[0], in[1], c->d[0], c->d[1], c->d[2], c->d[3], acc, acc);
 }
 
 // ----------------------------------------------------------------------------
@@ -278,11 +273,8 @@ static void bwd_matmul(float *const *din, const float *dout, float *const *in,
 static void ref_add(double *out, double *const *in, const Case *c) {
   for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] + in[1][i];
 }
-static void fwd_add(float *out, float *const *in, const Case *c) {
-  rt_add_forward(out, in[0], in[1], c->d[0]);
-}
-static void bwd_add(float *const *din, const float *dout, float *const *in,
-                    const Case *c, int acc) {
+static void fwd_add(float *out, float *const *in, const Case *c) { rt_add_forward(out, in[0], in[1], c->d[0]); }
+static void bwd_add(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   (void)in;
   rt_add_backward(din[0], din[1], dout, c->d[0], acc, acc);
 }
@@ -290,11 +282,8 @@ static void bwd_add(float *const *din, const float *dout, float *const *in,
 static void ref_relu(double *out, double *const *in, const Case *c) {
   for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] > 0 ? in[0][i] : 0.0;
 }
-static void fwd_relu(float *out, float *const *in, const Case *c) {
-  rt_relu_forward(out, in[0], c->d[0]);
-}
-static void bwd_relu(float *const *din, const float *dout, float *const *in,
-                     const Case *c, int acc) {
+static void fwd_relu(float *out, float *const *in, const Case *c) { rt_relu_forward(out, in[0], c->d[0]); }
+static void bwd_relu(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   float *out = NEW(float, c->d[0]);
   rt_relu_forward(out, in[0], c->d[0]);
   rt_relu_backward(din[0], dout, out, c->d[0], acc);
@@ -308,11 +297,8 @@ static double gelu_d(double x) {
 static void ref_gelu(double *out, double *const *in, const Case *c) {
   for (int64_t i = 0; i < c->d[0]; i++) out[i] = gelu_d(in[0][i]);
 }
-static void fwd_gelu(float *out, float *const *in, const Case *c) {
-  rt_gelu_forward(out, in[0], c->d[0]);
-}
-static void bwd_gelu(float *const *din, const float *dout, float *const *in,
-                     const Case *c, int acc) {
+static void fwd_gelu(float *out, float *const *in, const Case *c) { rt_gelu_forward(out, in[0], c->d[0]); }
+static void bwd_gelu(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   rt_gelu_backward(din[0], dout, in[0], c->d[0], acc);
 }
 
@@ -334,13 +320,11 @@ static void ref_layernorm(double *out, double *const *in, const Case *c) {
 static void fwd_layernorm(float *out, float *const *in, const Case *c) {
   rt_layernorm_forward(out, NULL, NULL, in[0], in[1], in[2], c->d[0], c->d[1]);
 }
-static void bwd_layernorm(float *const *din, const float *dout, float *const *in,
-                          const Case *c, int acc) {
+static void bwd_layernorm(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   int64_t N = c->d[0], C = c->d[1];
-  float *out = NEW(float, N * C), *mean = NEW(float, N), *rstd = NEW(float, N);
+  float *out = NEW(float, N *C), *mean = NEW(float, N), *rstd = NEW(float, N);
   rt_layernorm_forward(out, mean, rstd, in[0], in[1], in[2], N, C);
-  rt_layernorm_backward(din[0], din[1], din[2], dout, in[0], in[1], mean, rstd, N, C,
-                        acc, acc, acc);
+  rt_layernorm_backward(din[0], din[1], din[2], dout, in[0], in[1], mean, rstd, N, C, acc, acc, acc);
   free(out);
   free(mean);
   free(rstd);
@@ -360,8 +344,7 @@ static void ref_softmax(double *out, double *const *in, const Case *c) {
 static void fwd_softmax(float *out, float *const *in, const Case *c) {
   rt_softmax_forward(out, in[0], c->d[0], c->d[1]);
 }
-static void bwd_softmax(float *const *din, const float *dout, float *const *in,
-                        const Case *c, int acc) {
+static void bwd_softmax(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   float *out = NEW(float, c->d[0] * c->d[1]);
   rt_softmax_forward(out, in[0], c->d[0], c->d[1]);
   rt_softmax_backward(din[0], dout, out, c->d[0], c->d[1], acc);
@@ -387,8 +370,7 @@ static void ref_attention(double *out, double *const *in, const Case *c) {
         ref_softmax_rows(p, p, 1, t + 1);
         for (int64_t i = 0; i < hs; i++) {
           double s = 0.0;
-          for (int64_t t2 = 0; t2 <= t; t2++)
-            s += p[t2] * in[0][(b * T + t2) * 3 * C + 2 * C + h * hs + i];
+          for (int64_t t2 = 0; t2 <= t; t2++) s += p[t2] * in[0][(b * T + t2) * 3 * C + 2 * C + h * hs + i];
           out[(b * T + t) * C + h * hs + i] = s;
         }
       }
@@ -396,14 +378,13 @@ static void ref_attention(double *out, double *const *in, const Case *c) {
 }
 static void fwd_attention(float *out, float *const *in, const Case *c) {
   int64_t B = c->d[0], T = c->d[1], NH = c->d[3];
-  float *lse = NEW(float, B * NH * T);
+  float *lse = NEW(float, B *NH *T);
   rt_attention_forward(out, lse, in[0], B, T, c->d[2], NH);
   free(lse);
 }
-static void bwd_attention(float *const *din, const float *dout, float *const *in,
-                          const Case *c, int acc) {
+static void bwd_attention(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   int64_t B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
-  float *out = NEW(float, B * T * C), *lse = NEW(float, B * NH * T);
+  float *out = NEW(float, B *T *C), *lse = NEW(float, B *NH *T);
   fill(out, B * T * C, NAN); // forward must write every output and statistic
   fill(lse, B * NH * T, NAN);
   rt_attention_forward(out, lse, in[0], B, T, C, NH);
@@ -423,8 +404,7 @@ static void ref_embedding(double *out, double *const *in, const Case *c) {
 static void fwd_embedding(float *out, float *const *in, const Case *c) {
   rt_embedding_forward(out, c->ids, in[0], c->d[0], c->d[1], c->d[2]);
 }
-static void bwd_embedding(float *const *din, const float *dout, float *const *in,
-                          const Case *c, int acc) {
+static void bwd_embedding(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   (void)in;
   rt_embedding_backward(din[0], dout, c->ids, c->d[0], c->d[1], c->d[2], acc);
 }
@@ -438,8 +418,7 @@ static void ref_posemb(double *out, double *const *in, const Case *c) {
 static void fwd_posemb(float *out, float *const *in, const Case *c) {
   rt_position_embedding_forward(out, in[0], c->d[0], c->d[1], c->d[2]);
 }
-static void bwd_posemb(float *const *din, const float *dout, float *const *in,
-                       const Case *c, int acc) {
+static void bwd_posemb(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   (void)in;
   rt_position_embedding_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], acc);
 }
@@ -463,8 +442,7 @@ static void ref_cross_entropy(double *out, double *const *in, const Case *c) {
 static void fwd_cross_entropy(float *out, float *const *in, const Case *c) {
   rt_cross_entropy_forward(out, NULL, in[0], c->ids, c->d[0], c->d[1]);
 }
-static void bwd_cross_entropy(float *const *din, const float *dout, float *const *in,
-                              const Case *c, int acc) {
+static void bwd_cross_entropy(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   float loss, *lse = NEW(float, c->d[0]);
   rt_cross_entropy_forward(&loss, lse, in[0], c->ids, c->d[0], c->d[1]);
   rt_cross_entropy_backward(din[0], in[0], c->ids, lse, c->d[0], c->d[1], dout[0], acc);
@@ -479,11 +457,8 @@ static void ref_mse(double *out, double *const *in, const Case *c) {
   }
   out[0] = s / (double)c->d[0];
 }
-static void fwd_mse(float *out, float *const *in, const Case *c) {
-  rt_mse_forward(out, in[0], c->aux, c->d[0]);
-}
-static void bwd_mse(float *const *din, const float *dout, float *const *in,
-                    const Case *c, int acc) {
+static void fwd_mse(float *out, float *const *in, const Case *c) { rt_mse_forward(out, in[0], c->aux, c->d[0]); }
+static void bwd_mse(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   rt_mse_backward(din[0], in[0], c->aux, c->d[0], dout[0], acc);
 }
 
@@ -491,58 +466,145 @@ static void gradchecks(void) {
   case_linear("linear", 4, 6, 5, 1);
   case_linear("linear (no bias)", 4, 6, 5, 0);
   case_linear("linear (N=70)", 3, 4, 70, 1); // db spans two column blocks
-  run_case(&(Case){.name = "matmul", .nin = 2, .in_n = {2 * 3 * 4, 2 * 4 * 5},
-                   .out_n = 2 * 3 * 5, .d = {2, 3, 4, 5}, .ref = ref_matmul,
-                   .fwd = fwd_matmul, .bwd = bwd_matmul});
-  run_case(&(Case){.name = "add", .nin = 2, .in_n = {11, 11}, .out_n = 11, .d = {11},
-                   .ref = ref_add, .fwd = fwd_add, .bwd = bwd_add});
-  run_case(&(Case){.name = "relu", .nin = 1, .in_n = {13}, .away = 0.05f, .out_n = 13,
-                   .d = {13}, .ref = ref_relu, .fwd = fwd_relu, .bwd = bwd_relu});
-  run_case(&(Case){.name = "gelu", .nin = 1, .in_n = {40}, .amp = {4.0f}, .out_n = 40,
-                   .d = {40}, .ref = ref_gelu, .fwd = fwd_gelu, .bwd = bwd_gelu});
-  run_case(&(Case){.name = "layernorm", .nin = 3, .in_n = {3 * 8, 8, 8}, .out_n = 3 * 8,
-                   .d = {3, 8}, .ref = ref_layernorm, .fwd = fwd_layernorm,
+  run_case(&(Case){.name = "matmul",
+                   .nin = 2,
+                   .in_n = {2 * 3 * 4, 2 * 4 * 5},
+                   .out_n = 2 * 3 * 5,
+                   .d = {2, 3, 4, 5},
+                   .ref = ref_matmul,
+                   .fwd = fwd_matmul,
+                   .bwd = bwd_matmul});
+  run_case(&(Case){.name = "add",
+                   .nin = 2,
+                   .in_n = {11, 11},
+                   .out_n = 11,
+                   .d = {11},
+                   .ref = ref_add,
+                   .fwd = fwd_add,
+                   .bwd = bwd_add});
+  run_case(&(Case){.name = "relu",
+                   .nin = 1,
+                   .in_n = {13},
+                   .away = 0.05f,
+                   .out_n = 13,
+                   .d = {13},
+                   .ref = ref_relu,
+                   .fwd = fwd_relu,
+                   .bwd = bwd_relu});
+  run_case(&(Case){.name = "gelu",
+                   .nin = 1,
+                   .in_n = {40},
+                   .amp = {4.0f},
+                   .out_n = 40,
+                   .d = {40},
+                   .ref = ref_gelu,
+                   .fwd = fwd_gelu,
+                   .bwd = bwd_gelu});
+  run_case(&(Case){.name = "layernorm",
+                   .nin = 3,
+                   .in_n = {3 * 8, 8, 8},
+                   .out_n = 3 * 8,
+                   .d = {3, 8},
+                   .ref = ref_layernorm,
+                   .fwd = fwd_layernorm,
                    .bwd = bwd_layernorm});
   // Variance near eps, so a wrong eps or an unbiased variance shows; C = 70
   // spans two column blocks in the dw/db reduction.
-  run_case(&(Case){.name = "layernorm (small var, C=70)", .nin = 3,
-                   .in_n = {3 * 70, 70, 70}, .amp = {0.005f}, .out_n = 3 * 70,
-                   .d = {3, 70}, .ref = ref_layernorm, .fwd = fwd_layernorm,
+  run_case(&(Case){.name = "layernorm (small var, C=70)",
+                   .nin = 3,
+                   .in_n = {3 * 70, 70, 70},
+                   .amp = {0.005f},
+                   .out_n = 3 * 70,
+                   .d = {3, 70},
+                   .ref = ref_layernorm,
+                   .fwd = fwd_layernorm,
                    .bwd = bwd_layernorm});
-  run_case(&(Case){.name = "softmax", .nin = 1, .in_n = {4 * 7}, .amp = {3.0f},
-                   .out_n = 4 * 7, .d = {4, 7}, .ref = ref_softmax, .fwd = fwd_softmax,
+  run_case(&(Case){.name = "softmax",
+                   .nin = 1,
+                   .in_n = {4 * 7},
+                   .amp = {3.0f},
+                   .out_n = 4 * 7,
+                   .d = {4, 7},
+                   .ref = ref_softmax,
+                   .fwd = fwd_softmax,
                    .bwd = bwd_softmax});
-  run_case(&(Case){.name = "attention", .nin = 1, .in_n = {2 * 5 * 3 * 8},
-                   .amp = {1.5f}, .out_n = 2 * 5 * 8, .d = {2, 5, 8, 2},
-                   .ref = ref_attention, .fwd = fwd_attention, .bwd = bwd_attention});
+  run_case(&(Case){.name = "attention",
+                   .nin = 1,
+                   .in_n = {2 * 5 * 3 * 8},
+                   .amp = {1.5f},
+                   .out_n = 2 * 5 * 8,
+                   .d = {2, 5, 8, 2},
+                   .ref = ref_attention,
+                   .fwd = fwd_attention,
+                   .bwd = bwd_attention});
   // Head size 12: the dot product's eight-lane body and its tail.
-  run_case(&(Case){.name = "attention (hs=12)", .nin = 1, .in_n = {1 * 4 * 3 * 24},
-                   .out_n = 1 * 4 * 24, .d = {1, 4, 24, 2}, .ref = ref_attention,
-                   .fwd = fwd_attention, .bwd = bwd_attention});
+  run_case(&(Case){.name = "attention (hs=12)",
+                   .nin = 1,
+                   .in_n = {1 * 4 * 3 * 24},
+                   .out_n = 1 * 4 * 24,
+                   .d = {1, 4, 24, 2},
+                   .ref = ref_attention,
+                   .fwd = fwd_attention,
+                   .bwd = bwd_attention});
   // Longer rows, three heads: recomputed probabilities across many positions.
-  run_case(&(Case){.name = "attention (T=17, NH=3)", .nin = 1,
-                   .in_n = {2 * 17 * 3 * 48}, .out_n = 2 * 17 * 48,
-                   .d = {2, 17, 48, 3}, .ref = ref_attention, .fwd = fwd_attention,
+  run_case(&(Case){.name = "attention (T=17, NH=3)",
+                   .nin = 1,
+                   .in_n = {2 * 17 * 3 * 48},
+                   .out_n = 2 * 17 * 48,
+                   .d = {2, 17, 48, 3},
+                   .ref = ref_attention,
+                   .fwd = fwd_attention,
                    .bwd = bwd_attention});
   static const int32_t tokens[9] = {3, 1, 3, 0, 3, 5, 1, 3, 0}; // rows 2, 4, 6 unused
-  run_case(&(Case){.name = "embedding", .nin = 1, .in_n = {7 * 5}, .out_n = 9 * 5,
-                   .d = {9, 5, 7}, .ids = tokens, .ref = ref_embedding,
-                   .fwd = fwd_embedding, .bwd = bwd_embedding});
-  run_case(&(Case){.name = "embedding (C=70)", .nin = 1, .in_n = {7 * 70},
-                   .out_n = 9 * 70, .d = {9, 70, 7}, .ids = tokens, .ref = ref_embedding,
-                   .fwd = fwd_embedding, .bwd = bwd_embedding});
+  run_case(&(Case){.name = "embedding",
+                   .nin = 1,
+                   .in_n = {7 * 5},
+                   .out_n = 9 * 5,
+                   .d = {9, 5, 7},
+                   .ids = tokens,
+                   .ref = ref_embedding,
+                   .fwd = fwd_embedding,
+                   .bwd = bwd_embedding});
+  run_case(&(Case){.name = "embedding (C=70)",
+                   .nin = 1,
+                   .in_n = {7 * 70},
+                   .out_n = 9 * 70,
+                   .d = {9, 70, 7},
+                   .ids = tokens,
+                   .ref = ref_embedding,
+                   .fwd = fwd_embedding,
+                   .bwd = bwd_embedding});
   // Wrows > T: rows T.. are zeroed with acc = 0, untouched with acc = 1.
-  run_case(&(Case){.name = "position_embedding", .nin = 1, .in_n = {6 * 5},
-                   .out_n = 3 * 4 * 5, .d = {3, 4, 5, 6}, .ref = ref_posemb,
-                   .fwd = fwd_posemb, .bwd = bwd_posemb});
+  run_case(&(Case){.name = "position_embedding",
+                   .nin = 1,
+                   .in_n = {6 * 5},
+                   .out_n = 3 * 4 * 5,
+                   .d = {3, 4, 5, 6},
+                   .ref = ref_posemb,
+                   .fwd = fwd_posemb,
+                   .bwd = bwd_posemb});
   static const int32_t targets[5] = {0, 6, 2, 2, 5};
-  run_case(&(Case){.name = "cross_entropy", .nin = 1, .in_n = {5 * 7}, .amp = {3.0f},
-                   .out_n = 1, .d = {5, 7}, .ids = targets, .ref = ref_cross_entropy,
-                   .fwd = fwd_cross_entropy, .bwd = bwd_cross_entropy});
+  run_case(&(Case){.name = "cross_entropy",
+                   .nin = 1,
+                   .in_n = {5 * 7},
+                   .amp = {3.0f},
+                   .out_n = 1,
+                   .d = {5, 7},
+                   .ids = targets,
+                   .ref = ref_cross_entropy,
+                   .fwd = fwd_cross_entropy,
+                   .bwd = bwd_cross_entropy});
   float mse_target[12];
   fill_rand(mse_target, 12, 1.0f);
-  run_case(&(Case){.name = "mse", .nin = 1, .in_n = {12}, .out_n = 1, .d = {12},
-                   .aux = mse_target, .ref = ref_mse, .fwd = fwd_mse, .bwd = bwd_mse});
+  run_case(&(Case){.name = "mse",
+                   .nin = 1,
+                   .in_n = {12},
+                   .out_n = 1,
+                   .d = {12},
+                   .aux = mse_target,
+                   .ref = ref_mse,
+                   .fwd = fwd_mse,
+                   .bwd = bwd_mse});
 }
 
 // ----------------------------------------------------------------------------
@@ -607,8 +669,8 @@ static void alias_elementwise(void) {
 
 static void alias_rows(void) {
   const int64_t N = 300, C = 129;
-  float *x = NEW(float, N * C), *g = NEW(float, N * C), *out = NEW(float, N * C);
-  float *want = NEW(float, N * C), *io = NEW(float, N * C);
+  float *x = NEW(float, N *C), *g = NEW(float, N *C), *out = NEW(float, N *C);
+  float *want = NEW(float, N *C), *io = NEW(float, N *C);
   fill_rand(x, N * C, 4.0f);
   fill_rand(g, N * C, 1.0f);
   rt_softmax_forward(out, x, N, C);
@@ -655,8 +717,7 @@ static void values_softmax_ce(void) {
   fill(x, N * V, 500.0f);
   rt_cross_entropy_forward(&loss, lse, x, y, N, V);
   check_scalar("cross_entropy of uniform logits = log V", loss, log((double)V), 1e-5);
-  check_scalar("cross_entropy lse of uniform logits", lse[1], 500.0 + log((double)V),
-               1e-6);
+  check_scalar("cross_entropy lse of uniform logits", lse[1], 500.0 + log((double)V), 1e-6);
   float mse;
   float pred[4] = {1, 2, 3, 4}, tgt[4] = {1, 0, 3, 8};
   rt_mse_forward(&mse, pred, tgt, 4);
@@ -692,16 +753,14 @@ static void values_gelu_layernorm(void) {
     v /= C; // biased, like PyTorch
     xv /= C;
     check_scalar("layernorm saved mean", mean[i], xm, 1e-6);
-    check_scalar("layernorm saved rstd = 1/sqrt(var + 1e-5)", rstd[i],
-                 1.0 / sqrt(xv + 1e-5), 1e-6);
+    check_scalar("layernorm saved rstd = 1/sqrt(var + 1e-5)", rstd[i], 1.0 / sqrt(xv + 1e-5), 1e-6);
     check_scalar("layernorm row mean = 0", m, 0.0, 1e-6);
     check_scalar("layernorm row var = var/(var+eps)", v, xv / (xv + 1e-5), 1e-5);
   }
 }
 
 /* lse[b,h,t] = log sum_t2<=t exp(q_t . k_t2 / sqrt(hs)), in double. */
-static void ref_attention_lse(double *lse, const float *qkv, int64_t B, int64_t T,
-                              int64_t C, int64_t NH) {
+static void ref_attention_lse(double *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   int64_t hs = C / NH;
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < NH; h++)
@@ -729,9 +788,7 @@ static void values_attention(void) {
   ref_attention_lse(want, qkv, B, T, C, NH);
   check("attention saved lse (log-sum-exp of scores)", lse, want, B * NH * T, TOL);
   // Position 0 attends only to itself: its output is its own v, its lse its score.
-  for (int b = 0; b < B; b++)
-    check_f("attention at t=0 = v", out + b * T * C, qkv + b * T * 3 * C + 2 * C, C,
-            1e-7);
+  for (int b = 0; b < B; b++) check_f("attention at t=0 = v", out + b * T * C, qkv + b * T * 3 * C + 2 * C, C, 1e-7);
   // Scaled scores near 128 overflow expf unless the row max is subtracted.
   for (int i = 0; i < B * T * 3 * C; i++) qkv[i] = 8.0f + 0.1f * frand();
   rt_attention_forward(out, lse, qkv, B, T, C, NH);
@@ -744,10 +801,10 @@ static void values_attention(void) {
  * difference cases above are too small to be split. */
 static void values_linear_split(void) {
   enum { M = 96, K = 64, N = 130 };
-  float *x = NEW(float, M * K), *W = NEW(float, N * K), *b = NEW(float, N);
-  float *g = NEW(float, M * N), *out = NEW(float, M * N);
-  float *dx = NEW(float, M * K), *dW = NEW(float, N * K), *db = NEW(float, N);
-  double *want = NEW(double, N * K > M * N ? N * K : M * N);
+  float *x = NEW(float, M *K), *W = NEW(float, N *K), *b = NEW(float, N);
+  float *g = NEW(float, M *N), *out = NEW(float, M *N);
+  float *dx = NEW(float, M *K), *dW = NEW(float, N *K), *db = NEW(float, N);
+  double *want = NEW(double, N *K > M * N ? N * K : M * N);
   fill_rand(x, M * K, 1.0f);
   fill_rand(W, N * K, 1.0f);
   fill_rand(b, N, 1.0f);
@@ -761,7 +818,7 @@ static void values_linear_split(void) {
     }
   check("linear forward, split over threads", out, want, M * N, TOL);
   fill_rand(dx, M * K, 1.0f); // acc = 1 onto these
-  float *dx0 = NEW(float, M * K);
+  float *dx0 = NEW(float, M *K);
   memcpy(dx0, dx, sizeof(float) * M * K);
   fill(dW, N * K, NAN);
   rt_linear_backward(dx, dW, db, g, x, W, M, K, N, 1, 0, 0);
@@ -835,8 +892,7 @@ int main(void) {
   values_attention();
   values_linear_split();
   values_optimizers();
-  printf("worst relative error against double references: %.2e (tolerance %.0e)\n",
-         worst, TOL);
+  printf("worst relative error against double references: %.2e (tolerance %.0e)\n", worst, TOL);
   if (failures) printf("%d check(s) FAILED\n", failures);
   return failures ? 1 : 0;
 }

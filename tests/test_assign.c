@@ -16,21 +16,20 @@
 
 static int failures;
 
-#define CHECK(c, ...)                                                                  \
-  do {                                                                                 \
-    if (!(c)) {                                                                        \
-      failures++;                                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #c);           \
-      fprintf(stderr, __VA_ARGS__);                                                    \
-      fputc('\n', stderr);                                                             \
-    }                                                                                  \
+#define CHECK(c, ...)                                                       \
+  do {                                                                      \
+    if (!(c)) {                                                             \
+      failures++;                                                           \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #c); \
+      fprintf(stderr, __VA_ARGS__);                                         \
+      fputc('\n', stderr);                                                  \
+    }                                                                       \
   } while (0)
 
 static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 /* verify_packing on AsgItems; NULL when valid. */
-static const char *verify_items(const AsgItem *it, int n, const int64_t *off, int64_t align,
-                                int64_t cap) {
+static const char *verify_items(const AsgItem *it, int n, const int64_t *off, int64_t align, int64_t cap) {
   int64_t lo[64], hi[64], sz[64];
   static int64_t *blo, *bhi, *bsz;
   if (n > 64) { /* large instances: heap */
@@ -94,7 +93,10 @@ static int random_instance(AsgItem *it, uint64_t *s) {
   int span = 4 + (int)(rng(s) % 10);
   for (int i = 0; i < n; i++) {
     int64_t a = (int64_t)(rng(s) % (uint64_t)span), b = (int64_t)(rng(s) % (uint64_t)span);
-    if (a > b) { int64_t t = a; a = b, b = t; }
+    if (a > b) {
+      int64_t t = a;
+      a = b, b = t;
+    }
     it[i] = (AsgItem){a, b + 1, 1 + (int64_t)(rng(s) % 9)};
   }
   return n;
@@ -109,8 +111,7 @@ static void test_brute_force(void) {
     int64_t align = t % 3 == 0 ? 4 : 1;
     int64_t opt = brute_optimum(it, n, align);
     AsgResult r = assign_offsets(it, n, align, 5.0, off);
-    CHECK(r.height == opt, "case %d: height %lld, brute force %lld", t, (long long)r.height,
-          (long long)opt);
+    CHECK(r.height == opt, "case %d: height %lld, brute force %lld", t, (long long)r.height, (long long)opt);
     CHECK(r.optimal, "case %d: optimum not proven", t);
     CHECK(r.lower_bound <= opt, "case %d: bound above optimum", t);
     const char *e = verify_items(it, n, off, align, r.height);
@@ -225,8 +226,8 @@ static void test_vs_best_fit(void) {
     for (int o = 0; o < ASSIGN_N_ORDERINGS; o++) {
       int64_t h = assign_best_fit(it, N, 1, o, off);
       CHECK(!verify_items(it, N, off, 1, h), "best fit %s", assign_ordering_name(o));
-      CHECK(r.height <= h, "seed %llu: %lld above %s %lld", (unsigned long long)seed,
-            (long long)r.height, assign_ordering_name(o), (long long)h);
+      CHECK(r.height <= h, "seed %llu: %lld above %s %lld", (unsigned long long)seed, (long long)r.height,
+            assign_ordering_name(o), (long long)h);
     }
   }
 }
@@ -266,8 +267,8 @@ static void test_training_vs_best_fit(void) {
       for (int o = 0; o < ASSIGN_N_ORDERINGS; o++) {
         int64_t h = assign_best_fit(it, N, 256, o, off);
         CHECK(!verify_items(it, N, off, 256, h), "best fit %s", assign_ordering_name(o));
-        CHECK(r.height <= h, "seed %llu, limit %g: %lld above %s %lld", (unsigned long long)seed,
-              tl, (long long)r.height, assign_ordering_name(o), (long long)h);
+        CHECK(r.height <= h, "seed %llu, limit %g: %lld above %s %lld", (unsigned long long)seed, tl,
+              (long long)r.height, assign_ordering_name(o), (long long)h);
       }
     }
   }

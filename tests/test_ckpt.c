@@ -43,7 +43,8 @@ static Chain random_chain(Arena *ar, int n) {
     s->nopt = 1 + rnd(STAGE_MAX_OPTIONS);
     s->opt[0] = (StageOption){.b = 2 + rnd(6), .keep_bytes = 3 + rnd(9)};
     for (int k = 1; k < s->nopt; k++) /* each keeps less and costs more backward */
-      s->opt[k] = (StageOption){.b = s->opt[k - 1].b + 1 + rnd(3), .keep_bytes = 1 + rnd((int)s->opt[k - 1].keep_bytes)};
+      s->opt[k] =
+          (StageOption){.b = s->opt[k - 1].b + 1 + rnd(3), .keep_bytes = 1 + rnd((int)s->opt[k - 1].keep_bytes)};
   }
   for (int i = 0; i + 1 < n; i++) /* keep includes the stage output */
     for (int k = 0; k < c.s[i].nopt; k++)
@@ -154,7 +155,8 @@ static void test_revolve(void) {
       double dp = ckpt_cost(T, K + c);
       int64_t want = revolve_forwards(l, c);
       if (!(isfinite(dp) && (int64_t)dp - l == want)) {
-        if (mismatches++ < 5) fprintf(stderr, "revolve l=%d c=%d: DP %.0f advances, closed form %lld\n", l, c, dp - l, (long long)want);
+        if (mismatches++ < 5)
+          fprintf(stderr, "revolve l=%d c=%d: DP %.0f advances, closed form %lld\n", l, c, dp - l, (long long)want);
       }
     }
     /* Fewer than one checkpoint beyond the tape: nothing can be reversed
@@ -171,7 +173,8 @@ static void test_revolve(void) {
 static void test_budgets(const char *models, const char *name, bool can_save, Precision prec) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s.yaml", models, name);
-  FitOptions o = {.fuse = true, .align = 256, .time_limit = 0.1, .backend = BACKEND_CPU, .units = 200, .precision = prec};
+  FitOptions o = {
+      .fuse = true, .align = 256, .time_limit = 0.1, .backend = BACKEND_CPU, .units = 200, .precision = prec};
   Arena ar = {0};
   Graph *g = load_model(&ar, path, NULL, 0);
   FitResult full = fit_budget(&ar, g, 0, &o);
@@ -193,8 +196,9 @@ static void test_budgets(const char *models, const char *name, bool can_save, Pr
       int lowered = 0;
       for (int b = 0; b < r.plan->nbuf; b++) lowered += r.plan->buf[b].dtype == DT_BF16;
       if (prec == PREC_AUTO && i == 10) CHECK(lowered == 0); /* everything fits in fp32 */
-      printf("%-10s %-4s budget %12lld arena %12lld extra %6.2f%% lowered %d\n", name, prec_name(prec), (long long)budget,
-             (long long)r.plan->arena_bytes, 100.0 * (double)r.plan->extra_flops / (double)r.plan->step_flops, lowered);
+      printf("%-10s %-4s budget %12lld arena %12lld extra %6.2f%% lowered %d\n", name, prec_name(prec),
+             (long long)budget, (long long)r.plan->arena_bytes,
+             100.0 * (double)r.plan->extra_flops / (double)r.plan->step_flops, lowered);
       prev_extra = r.plan->extra_flops;
     }
     ar_free(&tmp);

@@ -169,7 +169,7 @@ static void test_autodiff(bool fuse) {
   for (int i = 0; i < s->neval; i++) CHECK(s->eval[i].phase == PHASE_FORWARD);
   /* the saved set is exactly what backward reads: gelu saves its input */
   CHECK(s->saved[find_tensor(g, "h0.fc")]);
-  CHECK(s->saved[find_tensor(g, "h0.act")]); /* the next linear's input */
+  CHECK(s->saved[find_tensor(g, "h0.act")]);   /* the next linear's input */
   CHECK(s->saved[find_tensor(g, "h0.res")]);   /* h1.fc's input */
   CHECK(!s->saved[find_tensor(g, "h0.proj")]); /* only an add reads it */
   free(writes), free(updated);
@@ -249,14 +249,14 @@ static void test_verifier_mutants(void) {
   PlanBuffer *orig = malloc(size);
   memcpy(orig, p->buf, size);
   int a = 0, b = 0, mutants = 0;
-#define MUTANT(desc, stmt)                                                                         \
-  do {                                                                                             \
-    memcpy(p->buf, orig, size);                                                                    \
-    stmt;                                                                                          \
-    mutants++;                                                                                     \
-    const char *e = verify_plan(p);                                                                \
-    if (!e) fprintf(stderr, "mutant not caught: %s\n", desc);                                      \
-    CHECK(e != NULL);                                                                              \
+#define MUTANT(desc, stmt)                                    \
+  do {                                                        \
+    memcpy(p->buf, orig, size);                               \
+    stmt;                                                     \
+    mutants++;                                                \
+    const char *e = verify_plan(p);                           \
+    if (!e) fprintf(stderr, "mutant not caught: %s\n", desc); \
+    CHECK(e != NULL);                                         \
   } while (0)
   CHECK(coexisting(p, &a, &b));
   MUTANT("shift an offset onto a coexisting neighbor", p->buf[b].offset = p->buf[a].offset);

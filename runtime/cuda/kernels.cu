@@ -38,22 +38,20 @@ static void rt_cuda_fail(const char *file, int line, const char *what, const cha
   exit(1);
 }
 
-#define CUDA_CHECK(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t err_ = (call);                                                             \
-    if (err_ != cudaSuccess)                                                               \
-      rt_cuda_fail(__FILE__, __LINE__, #call, cudaGetErrorString(err_));                   \
+#define CUDA_CHECK(call)                                                                        \
+  do {                                                                                          \
+    cudaError_t err_ = (call);                                                                  \
+    if (err_ != cudaSuccess) rt_cuda_fail(__FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
   } while (0)
-#define CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                     \
-    cublasStatus_t st_ = (call);                                                           \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                      \
-      rt_cuda_fail(__FILE__, __LINE__, #call, cublasGetStatusString(st_));                 \
+#define CUBLAS_CHECK(call)                                                                                 \
+  do {                                                                                                     \
+    cublasStatus_t st_ = (call);                                                                           \
+    if (st_ != CUBLAS_STATUS_SUCCESS) rt_cuda_fail(__FILE__, __LINE__, #call, cublasGetStatusString(st_)); \
   } while (0)
 /* A contract violation by the caller (a size that does not fit, no context). */
-#define RT_CHECK(cond, msg)                                                                \
-  do {                                                                                     \
-    if (!(cond)) rt_cuda_fail(__FILE__, __LINE__, #cond, (msg));                           \
+#define RT_CHECK(cond, msg)                                      \
+  do {                                                           \
+    if (!(cond)) rt_cuda_fail(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
 /* Kernel launches report configuration errors here; faults inside a kernel
  * surface at the next synchronizing call. */
@@ -77,7 +75,7 @@ static struct {
   // read their step-dependent scalars from rt_adam_scalars, set before each
   // replay; the other hyperparameters are fixed at capture.
   int capturing;
-  int graph_adamw;        // the captured graph has AdamW updates
+  int graph_adamw;         // the captured graph has AdamW updates
   double lr, beta1, beta2; // theirs (one set per graph)
   cudaGraph_t graph;
   cudaGraphExec_t graph_exec;
@@ -171,9 +169,7 @@ float rt_cuda_read_loss(const float *loss_dev) {
   return v;
 }
 
-void rt_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
-  CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
-}
+void rt_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) { CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes)); }
 
 // ----------------------------------------------------------------------------
 // launch helpers and device reductions
@@ -199,12 +195,10 @@ static void smem_optin(const void *kernel, size_t bytes, const char *what) {
   if (bytes <= 48 * 1024) return;
   if (bytes > ctx.smem_optin) {
     char msg[160];
-    snprintf(msg, sizeof msg, "%s needs %zu bytes of shared memory, the device has %zu",
-             what, bytes, ctx.smem_optin);
+    snprintf(msg, sizeof msg, "%s needs %zu bytes of shared memory, the device has %zu", what, bytes, ctx.smem_optin);
     rt_cuda_fail(__FILE__, __LINE__, "shared memory", msg);
   }
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)bytes));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
 /* Butterfly reductions: every lane ends with the same value, bit for bit
@@ -245,18 +239,15 @@ static __device__ float block_max_f(float v, float *sh) {
 // ----------------------------------------------------------------------------
 // matrix products (cuBLAS, cuBLASLt)
 
-static cublasComputeType_t compute_type(void) {
-  return ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
+static cublasComputeType_t compute_type(void) { return ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; }
 
 /* C[m,n] (+)= op(A)[m,k] @ op(B)[k,n], row-major, for `batch` matrices
  * `sA`, `sB`, `sC` floats apart. ta: A is stored [k,m]; tb: B is stored
  * [n,k] (as cpu.c's gemm). Row-major C is column-major C^T = op(B)^T op(A)^T,
  * so cuBLAS gets B first, with the same flags and leading dimensions.
  * beta = 0 never reads C, so acc = 0 needs no memset and ignores NaN there. */
-static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A,
-                 const float *B, float *C, int acc, int64_t batch, int64_t sA, int64_t sB,
-                 int64_t sC) {
+static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A, const float *B, float *C, int acc,
+                 int64_t batch, int64_t sA, int64_t sB, int64_t sC) {
   need_ctx();
   int mi = dim_int(m), ni = dim_int(n), ki = dim_int(k), bi = dim_int(batch);
   if (mi == 0 || ni == 0 || bi == 0) return;
@@ -264,16 +255,14 @@ static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A
   lda = lda > 0 ? lda : 1; // k = 0: cuBLAS still wants ld >= 1
   ldb = ldb > 0 ? ldb : 1;
   float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
-  cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (bi == 1)
-    CUBLAS_CHECK(cublasGemmEx(ctx.blas, opB, opA, ni, mi, ki, &alpha, B, CUDA_R_32F, ldb, A,
-                              CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ni, compute_type(),
-                              CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx(ctx.blas, opB, opA, ni, mi, ki, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
+                              CUDA_R_32F, ni, compute_type(), CUBLAS_GEMM_DEFAULT));
   else
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        ctx.blas, opB, opA, ni, mi, ki, &alpha, B, CUDA_R_32F, ldb, sB, A, CUDA_R_32F, lda,
-        sA, &beta, C, CUDA_R_32F, ni, sC, bi, compute_type(), CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.blas, opB, opA, ni, mi, ki, &alpha, B, CUDA_R_32F, ldb, sB, A,
+                                            CUDA_R_32F, lda, sA, &beta, C, CUDA_R_32F, ni, sC, bi, compute_type(),
+                                            CUBLAS_GEMM_DEFAULT));
 }
 
 /* Largest power of two up to 256 dividing the address: cuBLASLt's heuristic
@@ -290,8 +279,7 @@ static uint32_t align_of(const void *p) {
  * in the epilogue (no extra pass over out). Column-major: out^T[N,M] =
  * op_T(W: K x N) @ x^T (K x M), the bias one value per row of out^T.
  * Returns 0, having done nothing, when cuBLASLt offers no algorithm. */
-static int linear_forward_lt(float *out, const float *x, const float *W, const float *b,
-                             int M, int K, int N) {
+static int linear_forward_lt(float *out, const float *x, const float *W, const float *b, int M, int K, int N) {
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, lc;
   cublasLtMatmulPreference_t pref;
@@ -308,26 +296,20 @@ static int linear_forward_lt(float *out, const float *x, const float *W, const f
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = ctx.workspace_bytes;
   uint32_t alA = align_of(W), alB = align_of(x), alD = align_of(out);
-  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
-         CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws);
-  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
-         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alA);
-  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
-         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alB);
-  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
-         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alD);
-  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref,
-         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alD);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alA);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alB);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alD);
+  LT_SET(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alD);
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
   // "Not supported" here is an answer, not an error: the caller falls back.
-  cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(ctx.lt, op, la, lb, lc, lc, pref, 1, &res, &found);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, op, la, lb, lc, lc, pref, 1, &res, &found);
   int ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
   if (ok) {
     float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt, op, &alpha, W, la, x, lb, &beta, out, lc, out, lc,
-                                &res.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt, op, &alpha, W, la, x, lb, &beta, out, lc, out, lc, &res.algo, ctx.workspace,
+                                ctx.workspace_bytes, ctx.stream));
   }
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
@@ -341,8 +323,7 @@ static int linear_forward_lt(float *out, const float *x, const float *W, const f
  * as cpu.c does. */
 static __global__ void bias_broadcast_kernel(float *out, const float *b, int64_t M, int N) {
   int64_t n = M * N;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     out[i] = b[i % N];
 }
 
@@ -367,8 +348,7 @@ static __device__ double column_total(double part, double *sh) {
 }
 
 /* out[j] (+)= sum_i in[i, j]: the bias gradient. */
-static __global__ void colsum_kernel(float *out, const float *in, int64_t M, int N,
-                                     int acc) {
+static __global__ void colsum_kernel(float *out, const float *in, int64_t M, int N, int acc) {
   __shared__ double sh[COL_BLOCK * ROW_GROUPS];
   int c = threadIdx.x % COL_BLOCK, g = threadIdx.x / COL_BLOCK;
   int j = blockIdx.x * COL_BLOCK + c;
@@ -382,42 +362,37 @@ static __global__ void colsum_kernel(float *out, const float *in, int64_t M, int
 static void colsum(float *out, const float *in, int64_t M, int64_t N, int acc) {
   int n = dim_int(N);
   if (n == 0) return;
-  colsum_kernel<<<(n + COL_BLOCK - 1) / COL_BLOCK, COL_BLOCK * ROW_GROUPS, 0, ctx.stream>>>(
-      out, in, M, n, acc);
+  colsum_kernel<<<(n + COL_BLOCK - 1) / COL_BLOCK, COL_BLOCK * ROW_GROUPS, 0, ctx.stream>>>(out, in, M, n, acc);
   LAUNCH_CHECK();
 }
 
-void rt_cuda_linear_forward(float *out, const float *x, const float *W, const float *b,
-                            int64_t M, int64_t K, int64_t N) {
+void rt_cuda_linear_forward(float *out, const float *x, const float *W, const float *b, int64_t M, int64_t K,
+                            int64_t N) {
   need_ctx();
   if (b && !ctx.lt_off && M > 0 && N > 0 && K > 0 &&
       linear_forward_lt(out, x, W, b, dim_int(M), dim_int(K), dim_int(N)))
     return;
   if (b) {
-    bias_broadcast_kernel<<<grid_for(M * N, 256), 256, 0, ctx.stream>>>(out, b, M,
-                                                                        dim_int(N));
+    bias_broadcast_kernel<<<grid_for(M * N, 256), 256, 0, ctx.stream>>>(out, b, M, dim_int(N));
     LAUNCH_CHECK();
   }
   gemm(0, 1, M, N, K, x, W, out, b != NULL, 1, 0, 0, 0);
 }
 
-void rt_cuda_linear_backward(float *dx, float *dW, float *db, const float *dout,
-                             const float *x, const float *W, int64_t M, int64_t K,
-                             int64_t N, int acc_dx, int acc_dW, int acc_db) {
+void rt_cuda_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
+                             int64_t M, int64_t K, int64_t N, int acc_dx, int acc_dW, int acc_db) {
   need_ctx();
   if (dx) gemm(0, 0, M, K, N, dout, W, dx, acc_dx, 1, 0, 0, 0); // [M,N] @ [N,K]
   if (dW) gemm(1, 0, N, K, M, dout, x, dW, acc_dW, 1, 0, 0, 0); // [M,N]^T @ [M,K]
   if (db) colsum(db, dout, M, N, acc_db);
 }
 
-void rt_cuda_matmul_forward(float *out, const float *a, const float *b, int64_t Bt,
-                            int64_t M, int64_t K, int64_t N) {
+void rt_cuda_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N) {
   gemm(0, 0, M, N, K, a, b, out, 0, Bt, M * K, K * N, M * N);
 }
 
-void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const float *a,
-                             const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N,
-                             int acc_da, int acc_db) {
+void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t Bt,
+                             int64_t M, int64_t K, int64_t N, int acc_da, int acc_db) {
   if (da) gemm(0, 1, M, K, N, dout, b, da, acc_da, Bt, M * N, K * N, M * K);
   if (db) gemm(1, 0, K, N, M, a, dout, db, acc_db, Bt, M * K, M * N, K * N);
 }
@@ -427,21 +402,18 @@ void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const floa
 // before it is written by the same thread: that is what makes the in-place
 // pairs of the header safe)
 
-#define GRID_STRIDE(i, n)                                                                  \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                \
-       i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 #define SQRT_2_OVER_PI 0.7978845608028654f
 
-static __global__ void add_forward_kernel(float *out, const float *a, const float *b,
-                                          int64_t n) {
+static __global__ void add_forward_kernel(float *out, const float *a, const float *b, int64_t n) {
   GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
 
 /* da and db in one pass over dout. A gradient aliasing dout has acc = 0, and
  * writing it is skipped (its value is already there). */
-static __global__ void add_backward_kernel(float *da, float *db, const float *dout,
-                                           int64_t n, int acc_da, int acc_db) {
+static __global__ void add_backward_kernel(float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db) {
   bool wa = da && !(da == dout && !acc_da), wb = db && !(db == dout && !acc_db);
   GRID_STRIDE(i, n) {
     float g = dout[i];
@@ -454,8 +426,7 @@ static __global__ void relu_forward_kernel(float *out, const float *x, int64_t n
   GRID_STRIDE(i, n) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-static __global__ void relu_backward_kernel(float *dx, const float *dout, const float *out,
-                                            int64_t n, int acc) {
+static __global__ void relu_backward_kernel(float *dx, const float *dout, const float *out, int64_t n, int acc) {
   GRID_STRIDE(i, n) {
     float g = out[i] > 0.0f ? dout[i] : 0.0f;
     dx[i] = acc ? dx[i] + g : g;
@@ -472,8 +443,7 @@ static __global__ void gelu_forward_kernel(float *out, const float *x, int64_t n
 
 /* Same formula as cpu.c: sech^2 as 1/cosh^2 (accurate where tanh nears +-1;
  * an overflowing cosh gives 0, the right limit). */
-static __global__ void gelu_backward_kernel(float *dx, const float *dout, const float *x,
-                                            int64_t n, int acc) {
+static __global__ void gelu_backward_kernel(float *dx, const float *dout, const float *x, int64_t n, int acc) {
   GRID_STRIDE(i, n) {
     float xi = x[i];
     float u = SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
@@ -491,12 +461,10 @@ void rt_cuda_add_forward(float *out, const float *a, const float *b, int64_t n) 
   LAUNCH_CHECK();
 }
 
-void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
-                          int acc_db) {
+void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db) {
   need_ctx();
   if (n <= 0 || (!da && !db)) return;
-  add_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(da, db, dout, n, acc_da,
-                                                                acc_db);
+  add_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(da, db, dout, n, acc_da, acc_db);
   LAUNCH_CHECK();
 }
 
@@ -507,8 +475,7 @@ void rt_cuda_relu_forward(float *out, const float *x, int64_t n) {
   LAUNCH_CHECK();
 }
 
-void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64_t n,
-                           int acc) {
+void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
   need_ctx();
   if (n <= 0 || !dx) return;
   relu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, out, n, acc);
@@ -522,8 +489,7 @@ void rt_cuda_gelu_forward(float *out, const float *x, int64_t n) {
   LAUNCH_CHECK();
 }
 
-void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n,
-                           int acc) {
+void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
   need_ctx();
   if (n <= 0 || !dx) return;
   gelu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
@@ -544,8 +510,7 @@ static unsigned row_blocks(int64_t rows) {
 
 /* cpu.c's arithmetic: double sums, the mean rounded to float before the
  * two-pass variance, rstd = 1 / sqrtf(var + eps). */
-static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
-                                                const float *x, const float *w,
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *x, const float *w,
                                                 const float *b, int64_t N, int C) {
   int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
@@ -569,10 +534,8 @@ static __global__ void layernorm_forward_kernel(float *out, float *mean, float *
 }
 
 /* dx (+)= rstd (w dout - mean(w dout) - xhat mean(w dout xhat)), per row. */
-static __global__ void layernorm_backward_dx_kernel(float *dx, const float *dout,
-                                                    const float *x, const float *w,
-                                                    const float *mean, const float *rstd,
-                                                    int64_t N, int C, int acc) {
+static __global__ void layernorm_backward_dx_kernel(float *dx, const float *dout, const float *x, const float *w,
+                                                    const float *mean, const float *rstd, int64_t N, int C, int acc) {
   int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -593,10 +556,9 @@ static __global__ void layernorm_backward_dx_kernel(float *dx, const float *dout
 }
 
 /* dw (+)= sum_rows dout * xhat; db (+)= sum_rows dout (column sums). */
-static __global__ void layernorm_backward_wb_kernel(float *dw, float *db, const float *dout,
-                                                    const float *x, const float *mean,
-                                                    const float *rstd, int64_t N, int C,
-                                                    int acc_dw, int acc_db) {
+static __global__ void layernorm_backward_wb_kernel(float *dw, float *db, const float *dout, const float *x,
+                                                    const float *mean, const float *rstd, int64_t N, int C, int acc_dw,
+                                                    int acc_db) {
   __shared__ double sh[COL_BLOCK * ROW_GROUPS];
   int c = threadIdx.x % COL_BLOCK, g = threadIdx.x / COL_BLOCK;
   int j = blockIdx.x * COL_BLOCK + c;
@@ -615,30 +577,28 @@ static __global__ void layernorm_backward_wb_kernel(float *dw, float *db, const 
   }
 }
 
-void rt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
-                               const float *w, const float *b, int64_t N, int64_t C) {
+void rt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                               int64_t N, int64_t C) {
   need_ctx();
   if (N <= 0) return;
-  layernorm_forward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(
-      out, mean, rstd, x, w, b, N, dim_int(C));
+  layernorm_forward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(out, mean, rstd, x, w, b, N,
+                                                                                   dim_int(C));
   LAUNCH_CHECK();
 }
 
-void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
-                                const float *x, const float *w, const float *mean,
-                                const float *rstd, int64_t N, int64_t C, int acc_dx,
-                                int acc_dw, int acc_db) {
+void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                                const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
+                                int acc_db) {
   need_ctx();
   int c = dim_int(C);
   if (dx && N > 0) {
-    layernorm_backward_dx_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(
-        dx, dout, x, w, mean, rstd, N, c, acc_dx);
+    layernorm_backward_dx_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(dx, dout, x, w, mean, rstd, N,
+                                                                                         c, acc_dx);
     LAUNCH_CHECK();
   }
   if ((dw || db) && c > 0) {
-    layernorm_backward_wb_kernel<<<(c + COL_BLOCK - 1) / COL_BLOCK, COL_BLOCK * ROW_GROUPS,
-                                   0, ctx.stream>>>(dw, db, dout, x, mean, rstd, N, c,
-                                                    acc_dw, acc_db);
+    layernorm_backward_wb_kernel<<<(c + COL_BLOCK - 1) / COL_BLOCK, COL_BLOCK * ROW_GROUPS, 0, ctx.stream>>>(
+        dw, db, dout, x, mean, rstd, N, c, acc_dw, acc_db);
     LAUNCH_CHECK();
   }
 }
@@ -646,8 +606,7 @@ void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *do
 /* Three passes over the row (max, sum, write); the write pass recomputes
  * exp rather than storing it, so out may be x: a lane reads x[j] just before
  * writing out[j], and the whole warp finished reading in the sum's shuffle. */
-static __global__ void softmax_forward_kernel(float *out, const float *x, int64_t N,
-                                              int C) {
+static __global__ void softmax_forward_kernel(float *out, const float *x, int64_t N, int C) {
   int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -664,8 +623,7 @@ static __global__ void softmax_forward_kernel(float *out, const float *x, int64_
 
 /* dx (+)= out * (dout - sum(dout * out)); the sum is complete (shuffle)
  * before any lane writes, so dx may be dout. */
-static __global__ void softmax_backward_kernel(float *dx, const float *dout,
-                                               const float *out, int64_t N, int C,
+static __global__ void softmax_backward_kernel(float *dx, const float *dout, const float *out, int64_t N, int C,
                                                int acc) {
   int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
@@ -684,17 +642,14 @@ static __global__ void softmax_backward_kernel(float *dx, const float *dout,
 void rt_cuda_softmax_forward(float *out, const float *x, int64_t N, int64_t C) {
   need_ctx();
   if (N <= 0) return;
-  softmax_forward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(
-      out, x, N, dim_int(C));
+  softmax_forward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(out, x, N, dim_int(C));
   LAUNCH_CHECK();
 }
 
-void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
-                              int64_t C, int acc) {
+void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, int64_t N, int64_t C, int acc) {
   need_ctx();
   if (N <= 0 || !dx) return;
-  softmax_backward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(
-      dx, dout, out, N, dim_int(C), acc);
+  softmax_backward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(dx, dout, out, N, dim_int(C), acc);
   LAUNCH_CHECK();
 }
 
@@ -734,12 +689,11 @@ static __device__ float dot_sh(const float *a, const float *b, int n) {
 }
 
 static size_t att_forward_smem(int hs) {
-  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) +
-                          (size_t)2 * ATT_ROWS * hs + ATT_ROWS * ATT_TILE);
+  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) + (size_t)2 * ATT_ROWS * hs + ATT_ROWS * ATT_TILE);
 }
 
-static __global__ void attention_forward_kernel(float *out, float *lse, const float *qkv,
-                                                int T, int C, int NH, float scale) {
+static __global__ void attention_forward_kernel(float *out, float *lse, const float *qkv, int T, int C, int NH,
+                                                float scale) {
   extern __shared__ float sm[];
   int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
   float *Ks = sm;                 // [ATT_TILE][st] keys of this tile
@@ -794,15 +748,12 @@ static __global__ void attention_forward_kernel(float *out, float *lse, const fl
 }
 
 static size_t att_dq_smem(int hs) {
-  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) +
-                          (size_t)3 * ATT_ROWS * hs + ATT_ROWS * ATT_TILE);
+  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) + (size_t)3 * ATT_ROWS * hs + ATT_ROWS * ATT_TILE);
 }
 
 /* dq (+)= sum over keys s <= t of ds(t, s) k[s]. */
-static __global__ void attention_backward_dq_kernel(float *dqkv, const float *dout,
-                                                    const float *qkv, const float *out,
-                                                    const float *lse, int T, int C, int NH,
-                                                    float scale, int acc) {
+static __global__ void attention_backward_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                                    const float *lse, int T, int C, int NH, float scale, int acc) {
   extern __shared__ float sm[];
   int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
   float *Ks = sm;                  // [ATT_TILE][st]
@@ -864,17 +815,15 @@ static __global__ void attention_backward_dq_kernel(float *dqkv, const float *do
 }
 
 static size_t att_dkv_smem(int hs) {
-  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) + 2 * ATT_TILE +
-                          (size_t)4 * ATT_ROWS * hs + (size_t)2 * ATT_ROWS * ATT_TILE);
+  return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) + 2 * ATT_TILE + (size_t)4 * ATT_ROWS * hs +
+                          (size_t)2 * ATT_ROWS * ATT_TILE);
 }
 
 /* dk (+)= sum over queries t >= s of ds(t, s) q[t]; dv (+)= sum of p(t, s)
  * dout[t]. Rows here are keys; tiles are queries from the block's first key
  * on (earlier queries see none of them). */
-static __global__ void attention_backward_dkv_kernel(float *dqkv, const float *dout,
-                                                     const float *qkv, const float *out,
-                                                     const float *lse, int T, int C, int NH,
-                                                     float scale, int acc) {
+static __global__ void attention_backward_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                                     const float *lse, int T, int C, int NH, float scale, int acc) {
   extern __shared__ float sm[];
   int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
   float *Qs = sm;                        // [ATT_TILE][st] queries of this tile
@@ -894,8 +843,7 @@ static __global__ void attention_backward_dkv_kernel(float *dqkv, const float *d
   const float *base = qkv + (int64_t)b * T * C3 + h * hs;
   const float *lse_bh = lse + ((int64_t)b * NH + h) * T;
   int64_t orow0 = (int64_t)b * T * C + h * hs; // out/dout of position 0
-  float *k = Kw + warp * hs, *v = Vw + warp * hs, *dk = dKs + warp * hs,
-        *dv = dVs + warp * hs;
+  float *k = Kw + warp * hs, *v = Vw + warp * hs, *dk = dKs + warp * hs, *dv = dVs + warp * hs;
   float *p_sh = Ps + warp * ATT_TILE, *ds_sh = DSs + warp * ATT_TILE;
   if (s < T)
     for (int d = lane; d < hs; d += 32) {
@@ -964,43 +912,39 @@ static dim3 att_grid(int64_t B, int64_t T, int64_t C, int64_t NH) {
   return dim3((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NH, (unsigned)B);
 }
 
-void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
-                               int64_t T, int64_t C, int64_t NH) {
+void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   dim3 grid = att_grid(B, T, C, NH);
   if (B == 0 || T == 0) return;
   int hs = (int)(C / NH);
   size_t smem = att_forward_smem(hs);
   smem_optin((const void *)attention_forward_kernel, smem, "attention forward");
-  attention_forward_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(
-      out, lse, qkv, (int)T, (int)C, (int)NH, 1.0f / sqrtf((float)hs));
+  attention_forward_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(out, lse, qkv, (int)T, (int)C, (int)NH,
+                                                                      1.0f / sqrtf((float)hs));
   LAUNCH_CHECK();
 }
 
-void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                const float *out, const float *lse, int64_t B, int64_t T,
-                                int64_t C, int64_t NH, int acc) {
+void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                                int64_t B, int64_t T, int64_t C, int64_t NH, int acc) {
   dim3 grid = att_grid(B, T, C, NH);
   if (B == 0 || T == 0 || !dqkv) return;
   int hs = (int)(C / NH);
   float scale = 1.0f / sqrtf((float)hs);
   size_t smem = att_dq_smem(hs);
   smem_optin((const void *)attention_backward_dq_kernel, smem, "attention backward (dq)");
-  attention_backward_dq_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(
-      dqkv, dout, qkv, out, lse, (int)T, (int)C, (int)NH, scale, acc);
+  attention_backward_dq_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(dqkv, dout, qkv, out, lse, (int)T, (int)C,
+                                                                          (int)NH, scale, acc);
   LAUNCH_CHECK();
   smem = att_dkv_smem(hs);
-  smem_optin((const void *)attention_backward_dkv_kernel, smem,
-             "attention backward (dk, dv)");
-  attention_backward_dkv_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(
-      dqkv, dout, qkv, out, lse, (int)T, (int)C, (int)NH, scale, acc);
+  smem_optin((const void *)attention_backward_dkv_kernel, smem, "attention backward (dk, dv)");
+  attention_backward_dkv_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(dqkv, dout, qkv, out, lse, (int)T, (int)C,
+                                                                           (int)NH, scale, acc);
   LAUNCH_CHECK();
 }
 
 // ----------------------------------------------------------------------------
 // embeddings
 
-static __global__ void embedding_forward_kernel(float *out, const int32_t *tokens,
-                                                const float *W, int64_t N, int C) {
+static __global__ void embedding_forward_kernel(float *out, const int32_t *tokens, const float *W, int64_t N, int C) {
   GRID_STRIDE(i, N * C) {
     int64_t row = i / C;
     out[i] = W[(int64_t)tokens[row] * C + (i - row * C)];
@@ -1019,8 +963,8 @@ static __global__ void embedding_forward_kernel(float *out, const int32_t *token
 #define EMB_BUCKETS 256
 #define EMB_WARPS 8 // buckets per block
 
-static __global__ void embedding_backward_kernel(float *dW, const float *dout,
-                                                 const int32_t *tokens, int64_t N, int C) {
+static __global__ void embedding_backward_kernel(float *dW, const float *dout, const int32_t *tokens, int64_t N,
+                                                 int C) {
   int lane = threadIdx.x % 32;
   int bucket = blockIdx.y * EMB_WARPS + threadIdx.x / 32;
   int col = blockIdx.x * 32 + lane;
@@ -1046,38 +990,33 @@ static __global__ void embedding_backward_kernel(float *dW, const float *dout,
   if (cur >= 0 && mine) dW[(int64_t)cur * C + col] += run;
 }
 
-void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
-                               int64_t C, int64_t V) {
+void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V) {
   need_ctx();
   (void)V; // ids were checked by the data loader
   if (N <= 0 || C <= 0) return;
-  embedding_forward_kernel<<<grid_for(N * C, 256), 256, 0, ctx.stream>>>(out, tokens, W, N,
-                                                                         dim_int(C));
+  embedding_forward_kernel<<<grid_for(N * C, 256), 256, 0, ctx.stream>>>(out, tokens, W, N, dim_int(C));
   LAUNCH_CHECK();
 }
 
-void rt_cuda_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
-                                int64_t N, int64_t C, int64_t V, int acc) {
+void rt_cuda_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N, int64_t C, int64_t V,
+                                int acc) {
   need_ctx();
   if (!dW || C <= 0) return;
   dim_int(V);
   if (!acc) CUDA_CHECK(cudaMemsetAsync(dW, 0, (size_t)(V * C) * sizeof(float), ctx.stream));
   if (N <= 0) return;
   dim3 grid((unsigned)((dim_int(C) + 31) / 32), EMB_BUCKETS / EMB_WARPS);
-  embedding_backward_kernel<<<grid, EMB_WARPS * 32, 0, ctx.stream>>>(dW, dout, tokens, N,
-                                                                     (int)C);
+  embedding_backward_kernel<<<grid, EMB_WARPS * 32, 0, ctx.stream>>>(dW, dout, tokens, N, (int)C);
   LAUNCH_CHECK();
 }
 
-static __global__ void position_embedding_forward_kernel(float *out, const float *W,
-                                                         int64_t n, int64_t TC) {
+static __global__ void position_embedding_forward_kernel(float *out, const float *W, int64_t n, int64_t TC) {
   GRID_STRIDE(i, n) out[i] = W[i % TC];
 }
 
 /* One thread per dW element, summing over b in order: cpu.c's exact
  * arithmetic (start at 0 or dW, add each batch row). */
-static __global__ void position_embedding_backward_kernel(float *dW, const float *dout,
-                                                          int64_t B, int64_t T, int64_t C,
+static __global__ void position_embedding_backward_kernel(float *dW, const float *dout, int64_t B, int64_t T, int64_t C,
                                                           int64_t Wrows, int acc) {
   GRID_STRIDE(i, Wrows * C) {
     int64_t t = i / C;
@@ -1088,22 +1027,19 @@ static __global__ void position_embedding_backward_kernel(float *dW, const float
   }
 }
 
-void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
-                                        int64_t C) {
+void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T, int64_t C) {
   need_ctx();
   int64_t n = B * T * C;
   if (n <= 0) return;
-  position_embedding_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, W, n,
-                                                                              T * C);
+  position_embedding_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, W, n, T * C);
   LAUNCH_CHECK();
 }
 
-void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
-                                         int64_t C, int64_t Wrows, int acc) {
+void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows,
+                                         int acc) {
   need_ctx();
   if (!dW || Wrows * C <= 0) return;
-  position_embedding_backward_kernel<<<grid_for(Wrows * C, 256), 256, 0, ctx.stream>>>(
-      dW, dout, B, T, C, Wrows, acc);
+  position_embedding_backward_kernel<<<grid_for(Wrows * C, 256), 256, 0, ctx.stream>>>(dW, dout, B, T, C, Wrows, acc);
   LAUNCH_CHECK();
 }
 
@@ -1115,8 +1051,7 @@ void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B
 
 /* lse[i] = log(sum(exp(logits[i, :]))), max subtracted; a block per row
  * (vocabularies are long), rows strided over the grid. */
-static __global__ void cross_entropy_lse_kernel(float *lse, const float *logits, int64_t N,
-                                                int V) {
+static __global__ void cross_entropy_lse_kernel(float *lse, const float *logits, int64_t N, int V) {
   __shared__ float shf[32];
   __shared__ double shd[32];
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
@@ -1132,23 +1067,19 @@ static __global__ void cross_entropy_lse_kernel(float *lse, const float *logits,
 }
 
 /* loss[0] = mean over rows of lse_i - logits[i, target_i]. */
-static __global__ void cross_entropy_mean_kernel(float *loss, const float *lse,
-                                                 const float *logits,
+static __global__ void cross_entropy_mean_kernel(float *loss, const float *lse, const float *logits,
                                                  const int32_t *targets, int64_t N, int V) {
   __shared__ double sh[32];
   double s = 0.0;
-  for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
-    s += (double)lse[i] - logits[i * V + targets[i]];
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) s += (double)lse[i] - logits[i * V + targets[i]];
   s = block_sum_d(s, sh);
   if (threadIdx.x == 0) loss[0] = (float)(s / (double)N);
 }
 
 /* Each element reads only its own logit and the row's saved lse, so
  * dlogits may be logits (acc = 0). */
-static __global__ void cross_entropy_backward_kernel(float *dlogits, const float *logits,
-                                                     const int32_t *targets,
-                                                     const float *lse, int64_t N, int V,
-                                                     float k, int acc) {
+static __global__ void cross_entropy_backward_kernel(float *dlogits, const float *logits, const int32_t *targets,
+                                                     const float *lse, int64_t N, int V, float k, int acc) {
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const float *li = logits + i * V;
     float *di = dlogits + i * V;
@@ -1172,8 +1103,8 @@ static unsigned row_grid(int64_t N) {
   return (unsigned)(N < cap ? N : cap);
 }
 
-void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits,
-                                   const int32_t *targets, int64_t N, int64_t V) {
+void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int64_t N,
+                                   int64_t V) {
   need_ctx();
   int v = dim_int(V);
   RT_CHECK(N > 0, "cross-entropy of no rows");
@@ -1183,29 +1114,25 @@ void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits,
              "cross-entropy with lse = NULL needs 4 N bytes of workspace");
     rows = (float *)ctx.workspace;
   }
-  cross_entropy_lse_kernel<<<row_grid(N), row_threads(v), 0, ctx.stream>>>(rows, logits, N,
-                                                                           v);
+  cross_entropy_lse_kernel<<<row_grid(N), row_threads(v), 0, ctx.stream>>>(rows, logits, N, v);
   LAUNCH_CHECK();
-  cross_entropy_mean_kernel<<<1, LOSS_BLOCK, 0, ctx.stream>>>(loss, rows, logits, targets,
-                                                              N, v);
+  cross_entropy_mean_kernel<<<1, LOSS_BLOCK, 0, ctx.stream>>>(loss, rows, logits, targets, N, v);
   LAUNCH_CHECK();
 }
 
-void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits,
-                                    const int32_t *targets, const float *lse, int64_t N,
-                                    int64_t V, float scale, int acc) {
+void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets, const float *lse,
+                                    int64_t N, int64_t V, float scale, int acc) {
   need_ctx();
   int v = dim_int(V);
   if (N <= 0 || !dlogits) return;
   float k = (float)((double)scale / (double)N);
-  cross_entropy_backward_kernel<<<row_grid(N), row_threads(v), 0, ctx.stream>>>(
-      dlogits, logits, targets, lse, N, v, k, acc);
+  cross_entropy_backward_kernel<<<row_grid(N), row_threads(v), 0, ctx.stream>>>(dlogits, logits, targets, lse, N, v, k,
+                                                                                acc);
   LAUNCH_CHECK();
 }
 
 /* One block: n is an output's size, small next to the products before it. */
-static __global__ void mse_forward_kernel(float *loss, const float *pred,
-                                          const float *target, int64_t n) {
+static __global__ void mse_forward_kernel(float *loss, const float *pred, const float *target, int64_t n) {
   __shared__ double sh[32];
   double s = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -1216,8 +1143,7 @@ static __global__ void mse_forward_kernel(float *loss, const float *pred,
   if (threadIdx.x == 0) loss[0] = (float)(s / (double)n);
 }
 
-static __global__ void mse_backward_kernel(float *dpred, const float *pred,
-                                           const float *target, int64_t n, float k,
+static __global__ void mse_backward_kernel(float *dpred, const float *pred, const float *target, int64_t n, float k,
                                            int acc) {
   GRID_STRIDE(i, n) {
     float g = k * (pred[i] - target[i]);
@@ -1232,13 +1158,11 @@ void rt_cuda_mse_forward(float *loss, const float *pred, const float *target, in
   LAUNCH_CHECK();
 }
 
-void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
-                          float scale, int acc) {
+void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc) {
   need_ctx();
   if (n <= 0 || !dpred) return;
   float k = (float)(2.0 * scale / (double)n);
-  mse_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dpred, pred, target, n, k,
-                                                                acc);
+  mse_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dpred, pred, target, n, k, acc);
   LAUNCH_CHECK();
 }
 
@@ -1255,9 +1179,8 @@ static __global__ void adam_scalars_kernel(float step, float bc2_sqrt) {
   rt_adam_scalars[0] = step, rt_adam_scalars[1] = bc2_sqrt;
 }
 
-static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n,
-                                    float step, float bc2_sqrt, float decay, float eps,
-                                    float b1, float b2, float a1, float a2, int from_graph) {
+static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n, float step, float bc2_sqrt,
+                                    float decay, float eps, float b1, float b2, float a1, float a2, int from_graph) {
   if (from_graph) {
     step = rt_adam_scalars[0];
     bc2_sqrt = rt_adam_scalars[1];
@@ -1274,8 +1197,8 @@ static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v
   }
 }
 
-static __global__ void sgd_kernel(float *p, const float *g, float *buf, int64_t n, float lr,
-                                  float mom, float wd, int nesterov) {
+static __global__ void sgd_kernel(float *p, const float *g, float *buf, int64_t n, float lr, float mom, float wd,
+                                  int nesterov) {
   GRID_STRIDE(i, n) {
     float d = __fadd_rn(g[i], __fmul_rn(wd, p[i]));
     if (mom != 0.0f) {
@@ -1287,9 +1210,8 @@ static __global__ void sgd_kernel(float *p, const float *g, float *buf, int64_t 
   }
 }
 
-void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
-                          double lr, double beta1, double beta2, double eps, double wd,
-                          int64_t t) {
+void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1,
+                          double beta2, double eps, double wd, int64_t t) {
   need_ctx();
   if (n <= 0) return;
   if (ctx.capturing) { // the scalars depending on t come from rt_cuda_graph_launch
@@ -1300,18 +1222,17 @@ void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t 
   double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
   float step = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
   float decay = (float)(1.0 - lr * wd);
-  adamw_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(
-      p, g, m, v, n, step, bc2_sqrt, decay, (float)eps, (float)beta1, (float)beta2,
-      (float)(1.0 - beta1), (float)(1.0 - beta2), ctx.capturing);
+  adamw_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(p, g, m, v, n, step, bc2_sqrt, decay, (float)eps, (float)beta1,
+                                                         (float)beta2, (float)(1.0 - beta1), (float)(1.0 - beta2),
+                                                         ctx.capturing);
   LAUNCH_CHECK();
 }
 
-void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
-                        double momentum, double wd, int nesterov) {
+void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
+                        int nesterov) {
   need_ctx();
   if (n <= 0) return;
-  sgd_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(
-      p, g, buf, n, (float)lr, (float)momentum, (float)wd, nesterov);
+  sgd_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(p, g, buf, n, (float)lr, (float)momentum, (float)wd, nesterov);
   LAUNCH_CHECK();
 }
 
@@ -1366,12 +1287,12 @@ static __global__ void f16_to_f32_kernel(float *dst, const uint16_t *src, int64_
   GRID_STRIDE(i, n) dst[i] = from_f16(src[i]);
 }
 
-#define CAST_LAUNCH(kernel, dst, src, n)                                                   \
-  do {                                                                                     \
-    need_ctx();                                                                            \
-    if ((n) <= 0) return;                                                                  \
-    kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst, src, n);                         \
-    LAUNCH_CHECK();                                                                        \
+#define CAST_LAUNCH(kernel, dst, src, n)                           \
+  do {                                                             \
+    need_ctx();                                                    \
+    if ((n) <= 0) return;                                          \
+    kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst, src, n); \
+    LAUNCH_CHECK();                                                \
   } while (0)
 
 void rt_cuda_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) { CAST_LAUNCH(f32_to_bf16_kernel, dst, src, n); }

@@ -85,74 +85,59 @@ void rt_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 // ----------------------------------------------------------------------------
 // kernels: see memplan_rt.h for each contract; pointers are device pointers
 
-void rt_cuda_linear_forward(float *out, const float *x, const float *W, const float *b,
-                            int64_t M, int64_t K, int64_t N);
-void rt_cuda_linear_backward(float *dx, float *dW, float *db, const float *dout,
-                             const float *x, const float *W, int64_t M, int64_t K,
-                             int64_t N, int acc_dx, int acc_dW, int acc_db);
+void rt_cuda_linear_forward(float *out, const float *x, const float *W, const float *b, int64_t M, int64_t K,
+                            int64_t N);
+void rt_cuda_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
+                             int64_t M, int64_t K, int64_t N, int acc_dx, int acc_dW, int acc_db);
 
-void rt_cuda_matmul_forward(float *out, const float *a, const float *b, int64_t Bt,
-                            int64_t M, int64_t K, int64_t N);
-void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const float *a,
-                             const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N,
-                             int acc_da, int acc_db);
+void rt_cuda_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N);
+void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t Bt,
+                             int64_t M, int64_t K, int64_t N, int acc_da, int acc_db);
 
 void rt_cuda_add_forward(float *out, const float *a, const float *b, int64_t n);
-void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
-                          int acc_db);
+void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db);
 
 void rt_cuda_relu_forward(float *out, const float *x, int64_t n);
-void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64_t n,
-                           int acc);
+void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64_t n, int acc);
 
 void rt_cuda_gelu_forward(float *out, const float *x, int64_t n);
-void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n,
-                           int acc);
+void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc);
 
-void rt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
-                               const float *w, const float *b, int64_t N, int64_t C);
-void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
-                                const float *x, const float *w, const float *mean,
-                                const float *rstd, int64_t N, int64_t C, int acc_dx,
-                                int acc_dw, int acc_db);
+void rt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                               int64_t N, int64_t C);
+void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                                const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
+                                int acc_db);
 
 void rt_cuda_softmax_forward(float *out, const float *x, int64_t N, int64_t C);
-void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
-                              int64_t C, int acc);
+void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, int64_t N, int64_t C, int acc);
 
 /* No T limit here (no stack scratch); see the head-size limit above. */
-void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B,
-                               int64_t T, int64_t C, int64_t NH);
-void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                const float *out, const float *lse, int64_t B, int64_t T,
-                                int64_t C, int64_t NH, int acc);
+void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
+void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                                int64_t B, int64_t T, int64_t C, int64_t NH, int acc);
 
-void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
-                               int64_t C, int64_t V);
-void rt_cuda_embedding_backward(float *dW, const float *dout, const int32_t *tokens,
-                                int64_t N, int64_t C, int64_t V, int acc);
+void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V);
+void rt_cuda_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N, int64_t C, int64_t V,
+                                int acc);
 
-void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
-                                        int64_t C);
-void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
-                                         int64_t C, int64_t Wrows, int acc);
+void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T, int64_t C);
+void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows,
+                                         int acc);
 
 /* loss is a device pointer too; read it with rt_cuda_read_loss. */
-void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits,
-                                   const int32_t *targets, int64_t N, int64_t V);
-void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits,
-                                    const int32_t *targets, const float *lse, int64_t N,
-                                    int64_t V, float scale, int acc);
+void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int64_t N,
+                                   int64_t V);
+void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets, const float *lse,
+                                    int64_t N, int64_t V, float scale, int acc);
 
 void rt_cuda_mse_forward(float *loss, const float *pred, const float *target, int64_t n);
-void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
-                          float scale, int acc);
+void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc);
 
-void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t n,
-                          double lr, double beta1, double beta2, double eps, double wd,
-                          int64_t t);
-void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
-                        double momentum, double wd, int nesterov);
+void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1,
+                          double beta2, double eps, double wd, int64_t t);
+void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
+                        int nesterov);
 
 /* Storage precision (cast ops): cpu.c's conversions, bit for bit. */
 void rt_cuda_f32_to_bf16(uint16_t *dst, const float *src, int64_t n);

@@ -23,15 +23,14 @@
 #include "memplan_rt_cuda.h"
 #include "memplan_trainer.h"
 
-#define TR_CUDA_CHECK(call)                                                                \
-  do {                                                                                     \
-    cudaError_t err_ = (call);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
-      fflush(stdout);                                                                      \
-      fprintf(stderr, "%s:%d: trainer: CUDA error: %s: %s\n", __FILE__, __LINE__, #call,   \
-              cudaGetErrorString(err_));                                                   \
-      exit(1);                                                                             \
-    }                                                                                      \
+#define TR_CUDA_CHECK(call)                                                                                         \
+  do {                                                                                                              \
+    cudaError_t err_ = (call);                                                                                      \
+    if (err_ != cudaSuccess) {                                                                                      \
+      fflush(stdout);                                                                                               \
+      fprintf(stderr, "%s:%d: trainer: CUDA error: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+      exit(1);                                                                                                      \
+    }                                                                                                               \
   } while (0)
 
 static struct {
@@ -58,8 +57,9 @@ static size_t used_now(void) {
 static unsigned char *cuda_open(const TrModel *m, int graph) {
   int n = rt_cuda_device_count();
   if (n == 0) {
-    fprintf(stderr, "trainer: error: no CUDA device (cudaGetDeviceCount found none, or no driver); "
-                    "build and run the CPU trainer (trainer) instead\n");
+    fprintf(stderr,
+            "trainer: error: no CUDA device (cudaGetDeviceCount found none, or no driver); "
+            "build and run the CPU trainer (trainer) instead\n");
     exit(1);
   }
   int d = 0;
@@ -87,8 +87,8 @@ static unsigned char *cuda_open(const TrModel *m, int graph) {
   rt_cuda_memset_zero(arena, (size_t)m->arena_bytes); // optimizer state starts at zero
   rt_cuda_synchronize();
   dev.graph = graph;
-  printf("device: %s (sm_%d%d), %s free of %s before the arena; arena %lld bytes (%s) at %p, workspace %s\n",
-         dev.name, prop.major, prop.minor, gib(a, sizeof a, (double)fr), gib(b, sizeof b, (double)dev.total),
+  printf("device: %s (sm_%d%d), %s free of %s before the arena; arena %lld bytes (%s) at %p, workspace %s\n", dev.name,
+         prop.major, prop.minor, gib(a, sizeof a, (double)fr), gib(b, sizeof b, (double)dev.total),
          (long long)m->arena_bytes, gib(c, sizeof c, (double)m->arena_bytes), (void *)arena,
          gib(c, sizeof c, (double)m->workspace_bytes));
   return arena;
@@ -131,15 +131,17 @@ static void cuda_report(const TrModel *m, const char *when) {
   int setup = !dev.used_setup;
   if (setup) dev.used_setup = u;
   char a[32], b[32], c[32];
-  printf("memory (%s, %s): planned arena %lld bytes (%s); memory_allocated %lld, max_memory_allocated %lld "
-         "(the arena is the only allocation)\n",
-         dev.name, when, (long long)m->arena_bytes, gib(a, sizeof a, (double)m->arena_bytes),
-         (long long)m->arena_bytes, (long long)m->arena_bytes);
-  printf("  device use of this process (cudaMemGetInfo): now %zu bytes (%s), max %zu (%s): the arena + %s of CUDA "
-         "context, kernels and library handles\n",
-         u - dev.used_before, gib(a, sizeof a, (double)(u - dev.used_before)), dev.used_max - dev.used_before,
-         gib(b, sizeof b, (double)(dev.used_max - dev.used_before)),
-         gib(c, sizeof c, (double)(dev.used_max - dev.used_before) - (double)m->arena_bytes));
+  printf(
+      "memory (%s, %s): planned arena %lld bytes (%s); memory_allocated %lld, max_memory_allocated %lld "
+      "(the arena is the only allocation)\n",
+      dev.name, when, (long long)m->arena_bytes, gib(a, sizeof a, (double)m->arena_bytes), (long long)m->arena_bytes,
+      (long long)m->arena_bytes);
+  printf(
+      "  device use of this process (cudaMemGetInfo): now %zu bytes (%s), max %zu (%s): the arena + %s of CUDA "
+      "context, kernels and library handles\n",
+      u - dev.used_before, gib(a, sizeof a, (double)(u - dev.used_before)), dev.used_max - dev.used_before,
+      gib(b, sizeof b, (double)(dev.used_max - dev.used_before)),
+      gib(c, sizeof c, (double)(dev.used_max - dev.used_before) - (double)m->arena_bytes));
   if (!setup)
     printf("  device memory allocated since setup: %lld bytes%s\n", (long long)dev.used_max - (long long)dev.used_setup,
            dev.used_max == dev.used_setup ? " (none: the training loop allocates nothing)" : "");
@@ -150,5 +152,5 @@ static void cuda_close(unsigned char *d) {
   rt_cuda_free(d);
 }
 
-extern "C" const TrDevice tr_cuda_device = {"CUDA", cuda_open, cuda_upload, cuda_download, cuda_step,
-                                             cuda_sync, cuda_report, cuda_close};
+extern "C" const TrDevice tr_cuda_device = {"CUDA",    cuda_open, cuda_upload, cuda_download,
+                                            cuda_step, cuda_sync, cuda_report, cuda_close};

@@ -23,7 +23,8 @@
 static Actions scheme(Arena *ar, const Chain *c, const int *seg, const bool *redo, KeepOption opt) {
   Action *a = ar_alloc(ar, sizeof(Action) * (size_t)(4 * c->n));
   int n = 0;
-  for (int i = 0; i < c->n; i++) a[n++] = (Action){redo[seg[i]] ? ACT_FORWARD : ACT_KEEP, i, chain_option(&c->s[i], opt, false)};
+  for (int i = 0; i < c->n; i++)
+    a[n++] = (Action){redo[seg[i]] ? ACT_FORWARD : ACT_KEEP, i, chain_option(&c->s[i], opt, false)};
   for (int hi = c->n - 1; hi >= 0;) {
     int lo = hi;
     while (lo > 0 && seg[lo - 1] == seg[hi]) lo--;
@@ -71,8 +72,7 @@ static void gpt2(const char *models) {
   Chain *c = chain_build(&ar, g, plain, cost_model(BACKEND_CPU), NULL, false);
   Plan *full = fit_plan(&ar, g, plain, &o);
   int64_t act_full = full->arena_bytes - full->persistent_bytes;
-  printf("GPT-2 124M, B=8 T=1024 fp32, %d stages; activation memory = arena - parameters and optimizer state\n",
-         c->n);
+  printf("GPT-2 124M, B=8 T=1024 fp32, %d stages; activation memory = arena - parameters and optimizer state\n", c->n);
   printf("%-34s %14s %8s %10s\n", "schedule", "activations", "of full", "extra FLOPs");
   row("keep everything", full, act_full);
 
@@ -117,8 +117,8 @@ static void gpt2(const char *models) {
   a = scheme(&ar, c, seg, redo, KEEP_SELECTIVE);
   Plan *ps = plan_of(&ar, g, &a, &o);
   row("selective everywhere", ps, act_full);
-  printf("%34s saves %.1f%% of activation memory for %.2f%% extra FLOPs (Korthikanti et al.: ~70%% for ~2.7%%)\n",
-         "", 100 - pct(ps->arena_bytes - ps->persistent_bytes, act_full), pct(ps->extra_flops, ps->step_flops));
+  printf("%34s saves %.1f%% of activation memory for %.2f%% extra FLOPs (Korthikanti et al.: ~70%% for ~2.7%%)\n", "",
+         100 - pct(ps->arena_bytes - ps->persistent_bytes, act_full), pct(ps->extra_flops, ps->step_flops));
   versus(g, &o, ps, act_full, "selective");
 
   FitResult least = fit_budget(&ar, g, 1, &o);
@@ -156,8 +156,9 @@ static void dp_speed(void) {
   double dt = mp_now() - t0;
   int finite = 0;
   for (int m = 0; m <= 500; m++) finite += isfinite(ckpt_cost(T, m));
-  printf("\nDP: %d stages, 500 memory units, %d keep options + checkpointing: %.3f s (%d feasible sizes); target < 1 s\n",
-         n, STAGE_MAX_OPTIONS, dt, finite);
+  printf(
+      "\nDP: %d stages, 500 memory units, %d keep options + checkpointing: %.3f s (%d feasible sizes); target < 1 s\n",
+      n, STAGE_MAX_OPTIONS, dt, finite);
   ar_free(&ar);
 }
 

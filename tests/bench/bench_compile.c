@@ -32,8 +32,8 @@ int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "models";
   int reps = argc > 2 ? atoi(argv[2]) : 21;
   const char *models[] = {"mlp", "gpt2-mini", "gpt2-124m"};
-  printf("%-10s %6s %10s %14s %14s %9s   peak by role (MiB): param grad opt act input\n", "model", "bufs",
-         "compile ms", "arena", "lower bound", "arena/LB");
+  printf("%-10s %6s %10s %14s %14s %9s   peak by role (MiB): param grad opt act input\n", "model", "bufs", "compile ms",
+         "arena", "lower bound", "arena/LB");
   for (int m = 0; m < 3; m++) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s.yaml", dir, models[m]);

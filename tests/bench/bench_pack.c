@@ -51,8 +51,7 @@ static int read_csv(const char *path, Items *it) {
   while (fgets(line, sizeof line, f)) {
     char id[128];
     long long lo, hi, size;
-    if (sscanf(line, "%127[^,],%lld,%lld,%lld", id, &lo, &hi, &size) == 4)
-      push(it, lo, hi, size);
+    if (sscanf(line, "%127[^,],%lld,%lld,%lld", id, &lo, &hi, &size) == 4) push(it, lo, hi, size);
   }
   fclose(f);
   return 0;
@@ -88,8 +87,8 @@ static int64_t best_greedy(const Items *it, int64_t *off) {
 
 static void bench_suite(const char *dir, double timeout) {
   printf("MiniMalloc challenging suite (capacity 1048576), time limit %.1f s\n", timeout);
-  printf("%-4s %5s %9s %9s %9s %7s %8s %8s  %s\n", "inst", "n", "LB", "greedy", "height",
-         "gap%", "ms", "best_ms", "method");
+  printf("%-4s %5s %9s %9s %9s %7s %8s %8s  %s\n", "inst", "n", "LB", "greedy", "height", "gap%", "ms", "best_ms",
+         "method");
   for (char c = 'A'; c <= 'K'; c++) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%c.1048576.csv", dir, c);
@@ -102,9 +101,8 @@ static void bench_suite(const char *dir, double timeout) {
     int64_t greedy = best_greedy(&it, off);
     AsgResult r = assign_offsets(it.v, it.n, 1, timeout, off);
     check(path, &it, off, r.height);
-    printf("%-4c %5d %9lld %9lld %9lld %7.2f %8.1f %8.1f  %s%s%s\n", c, it.n,
-           (long long)r.lower_bound, (long long)greedy, (long long)r.height,
-           100.0 * (double)(r.height - r.lower_bound) / (double)r.lower_bound,
+    printf("%-4c %5d %9lld %9lld %9lld %7.2f %8.1f %8.1f  %s%s%s\n", c, it.n, (long long)r.lower_bound,
+           (long long)greedy, (long long)r.height, 100.0 * (double)(r.height - r.lower_bound) / (double)r.lower_bound,
            1e3 * r.seconds, 1e3 * r.best_seconds, r.method, r.optimal ? ", optimal" : "",
            r.height <= 1048576 ? "" : "  ABOVE 1048576");
     free(off);
@@ -135,10 +133,9 @@ typedef struct {
 /* One transformer block's forward ops (sizes for tokens BT, width C). */
 static int block_ops(FwdOp *ops, int64_t BT, int64_t C, int64_t att) {
   int64_t a = BT * C * 4;
-  FwdOp v[] = {{a, 1, 0},     {BT * 8, 1, 0}, {a, 1, 1},      {3 * a, 1, 1},
-               {att, 1, 0},   {att, 1, 0},    {a, 1, 0},      {a, 0, 1},
-               {a, 1, 0},     {a, 1, 1},      {BT * 8, 1, 0}, {4 * a, 1, 1},
-               {4 * a, 1, 0}, {a, 0, 1},      {a, 1, 0},      {a / 2, 0, 0}};
+  FwdOp v[] = {{a, 1, 0},     {BT * 8, 1, 0}, {a, 1, 1}, {3 * a, 1, 1}, {att, 1, 0},    {att, 1, 0},
+               {a, 1, 0},     {a, 0, 1},      {a, 1, 0}, {a, 1, 1},     {BT * 8, 1, 0}, {4 * a, 1, 1},
+               {4 * a, 1, 0}, {a, 0, 1},      {a, 1, 0}, {a / 2, 0, 0}};
   memcpy(ops, v, sizeof v);
   return (int)(sizeof v / sizeof v[0]);
 }
@@ -158,15 +155,16 @@ static void gen_training(Items *it, int L, uint64_t seed) {
     for (int k = 0; k < nops; k++, t++) {
       int i = l * nops + k;
       saved_at[i] = t, sz[i] = jitter(&s, ops[k].size);
-      if (!ops[k].saved) push(it, t, t + 2, sz[i]);  /* consumed by the next op */
+      if (!ops[k].saved) push(it, t, t + 2, sz[i]); /* consumed by the next op */
       if (rng_next(&s) % 4 == 0) push_opt(it, t, t + 1, jitter(&s, ops[k].size / 2), 1);
     }
-  int64_t nw = 0, *wdef = malloc(sizeof(int64_t) * (size_t)(L * nops)), *wsz = malloc(sizeof(int64_t) * (size_t)(L * nops));
+  int64_t nw = 0, *wdef = malloc(sizeof(int64_t) * (size_t)(L * nops)),
+          *wsz = malloc(sizeof(int64_t) * (size_t)(L * nops));
   for (int l = L - 1; l >= 0; l--)
     for (int k = nops - 1; k >= 0; k--, t++) {
       int i = l * nops + k;
       if (ops[k].saved) push(it, saved_at[i], t + 1, sz[i]);
-      push(it, t, t + 2, jitter(&s, ops[k].size));          /* input gradient */
+      push(it, t, t + 2, jitter(&s, ops[k].size));                                   /* input gradient */
       if (rng_next(&s) % 3 == 0) push_opt(it, t, t + 1, jitter(&s, ops[k].size), 1); /* workspace */
       if (ops[k].has_w) {
         wdef[nw] = t;
@@ -175,8 +173,8 @@ static void gen_training(Items *it, int L, uint64_t seed) {
     }
   int64_t end = t + nw + 1;
   for (int64_t w = 0; w < nw; w++, t++) {
-    push(it, wdef[w], t + 1, wsz[w]);                       /* weight gradient */
-    for (int k = 0; k < 3; k++) push(it, 0, end, wsz[w]);   /* weight, m, v */
+    push(it, wdef[w], t + 1, wsz[w]);                     /* weight gradient */
+    for (int k = 0; k < 3; k++) push(it, 0, end, wsz[w]); /* weight, m, v */
   }
   free(saved_at), free(sz), free(wdef), free(wsz);
 }
@@ -208,8 +206,7 @@ static int gen_training_n(Items *it, int n, uint64_t seed) {
 
 static void bench_training(const int *sizes, int nsizes, int baseline) {
   printf("\nGenerated training steps, heuristic path (time limit 0)\n");
-  printf("%6s %9s %11s %11s %11s %7s %8s %8s\n", "n", "blocks", "LB", "greedy",
-         "height", "gap%", "ms", "greedy_ms");
+  printf("%6s %9s %11s %11s %11s %7s %8s %8s\n", "n", "blocks", "LB", "greedy", "height", "gap%", "ms", "greedy_ms");
   for (int k = 0; k < nsizes; k++) {
     Items it = {0};
     int L = gen_training_n(&it, sizes[k], 12345 + (uint64_t)k);
@@ -219,11 +216,9 @@ static void bench_training(const int *sizes, int nsizes, int baseline) {
     double t0 = now_s();
     int64_t g = baseline ? best_greedy(&it, off) : -1;
     double gms = 1e3 * (now_s() - t0);
-    printf("%6d %9d %11lld %11lld %11lld %7.2f %8.1f %8.1f%s\n", it.n, L,
-           (long long)r.lower_bound, (long long)g, (long long)r.height,
-           100.0 * (double)(r.height - r.lower_bound) / (double)r.lower_bound,
-           1e3 * r.seconds, baseline ? gms : 0.0,
-           baseline && r.height > g ? "  WORSE THAN GREEDY" : "");
+    printf("%6d %9d %11lld %11lld %11lld %7.2f %8.1f %8.1f%s\n", it.n, L, (long long)r.lower_bound, (long long)g,
+           (long long)r.height, 100.0 * (double)(r.height - r.lower_bound) / (double)r.lower_bound, 1e3 * r.seconds,
+           baseline ? gms : 0.0, baseline && r.height > g ? "  WORSE THAN GREEDY" : "");
     free(off);
     free(it.v), free(it.optional);
   }
@@ -238,8 +233,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-baseline")) baseline = 0;
     else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
       nsizes = 0;
-      for (char *p = strtok(argv[++i], ","); p && nsizes < 16; p = strtok(NULL, ","))
-        sizes[nsizes++] = atoi(p);
+      for (char *p = strtok(argv[++i], ","); p && nsizes < 16; p = strtok(NULL, ",")) sizes[nsizes++] = atoi(p);
     } else dir = argv[i];
   }
   bench_suite(dir, timeout);

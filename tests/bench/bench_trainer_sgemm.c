@@ -42,14 +42,11 @@ int main(int argc, char **argv) {
    * dW = dout^T x, for the qkv, attention proj, fc and fc proj linears and the
    * lm head (V outputs). */
   const Shape s[] = {
-      {"qkv fwd", 0, 1, M, 3 * C, C},         {"qkv dx", 0, 0, M, C, 3 * C},
-      {"qkv dW", 1, 0, 3 * C, C, M},          {"proj fwd", 0, 1, M, C, C},
-      {"proj dx", 0, 0, M, C, C},             {"proj dW", 1, 0, C, C, M},
-      {"fc fwd", 0, 1, M, 4 * C, C},          {"fc dx", 0, 0, M, C, 4 * C},
-      {"fc dW", 1, 0, 4 * C, C, M},           {"fcproj fwd", 0, 1, M, C, 4 * C},
-      {"fcproj dx", 0, 0, M, 4 * C, C},       {"fcproj dW", 1, 0, C, 4 * C, M},
-      {"lmhead fwd", 0, 1, M, V, C},          {"lmhead dx", 0, 0, M, C, V},
-      {"lmhead dW", 1, 0, V, C, M},
+      {"qkv fwd", 0, 1, M, 3 * C, C},    {"qkv dx", 0, 0, M, C, 3 * C},    {"qkv dW", 1, 0, 3 * C, C, M},
+      {"proj fwd", 0, 1, M, C, C},       {"proj dx", 0, 0, M, C, C},       {"proj dW", 1, 0, C, C, M},
+      {"fc fwd", 0, 1, M, 4 * C, C},     {"fc dx", 0, 0, M, C, 4 * C},     {"fc dW", 1, 0, 4 * C, C, M},
+      {"fcproj fwd", 0, 1, M, C, 4 * C}, {"fcproj dx", 0, 0, M, 4 * C, C}, {"fcproj dW", 1, 0, C, 4 * C, M},
+      {"lmhead fwd", 0, 1, M, V, C},     {"lmhead dx", 0, 0, M, C, V},     {"lmhead dW", 1, 0, V, C, M},
   };
   int ns = (int)(sizeof s / sizeof s[0]);
   size_t big = 0;
@@ -75,8 +72,8 @@ int main(int argc, char **argv) {
     int reps = f > 5e9 ? 3 : 7;
     for (int r = 0; r < reps; r++) {
       double t0 = now_s();
-      cblas_sgemm(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans, q->tb ? CblasTrans : CblasNoTrans, q->m, q->n,
-                  q->k, 1.0f, A, lda, B, ldb, 0.0f, Cm, q->n);
+      cblas_sgemm(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans, q->tb ? CblasTrans : CblasNoTrans, q->m, q->n, q->k,
+                  1.0f, A, lda, B, ldb, 0.0f, Cm, q->n);
       double t = now_s() - t0;
       best = t < best ? t : best;
     }

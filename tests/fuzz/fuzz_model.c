@@ -41,8 +41,12 @@ static void check(const Plan *p, const char *what) {
 /* Everything after the load; runs under the caller's catcher. */
 static void plan_all(Arena *ar, const Graph *g, uint64_t h) {
   static const Precision prec[] = {PREC_FP32, PREC_BF16, PREC_FP16, PREC_AUTO};
-  FitOptions o = {.fuse = (h & 1) != 0, .align = (h & 2) ? 256 : 64, .time_limit = 0.005,
-                  .backend = BACKEND_CPU, .units = 40, .accumulation = (h & 4) ? 2 : 1,
+  FitOptions o = {.fuse = (h & 1) != 0,
+                  .align = (h & 2) ? 256 : 64,
+                  .time_limit = 0.005,
+                  .backend = BACKEND_CPU,
+                  .units = 40,
+                  .accumulation = (h & 4) ? 2 : 1,
                   .precision = prec[(h >> 3) % 4]};
   if (o.accumulation > 1) o.fuse = false;
   FitResult r = fit_budget(ar, g, 0, &o);

@@ -25,8 +25,7 @@ static void store(float *dst, double *val, int64_t n, int acc) {
 // ----------------------------------------------------------------------------
 // products
 
-void ref_linear_forward(float *out, const float *x, const float *W, const float *b,
-                        int64_t M, int64_t K, int64_t N) {
+void ref_linear_forward(float *out, const float *x, const float *W, const float *b, int64_t M, int64_t K, int64_t N) {
   double *o = dnew(M * N);
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
@@ -37,9 +36,8 @@ void ref_linear_forward(float *out, const float *x, const float *W, const float 
   store(out, o, M * N, 0);
 }
 
-void ref_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
-                         const float *W, int64_t M, int64_t K, int64_t N, int acc_dx,
-                         int acc_dW, int acc_db) {
+void ref_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, int64_t M,
+                         int64_t K, int64_t N, int acc_dx, int acc_dW, int acc_db) {
   double *gx = dnew(M * K), *gW = dnew(N * K), *gb = dnew(N);
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
@@ -55,23 +53,20 @@ void ref_linear_backward(float *dx, float *dW, float *db, const float *dout, con
   store(db, gb, N, acc_db);
 }
 
-void ref_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M,
-                        int64_t K, int64_t N) {
+void ref_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N) {
   double *o = dnew(Bt * M * N);
   for (int64_t t = 0; t < Bt; t++)
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) {
         double s = 0.0;
-        for (int64_t k = 0; k < K; k++)
-          s += (double)a[(t * M + i) * K + k] * b[(t * K + k) * N + j];
+        for (int64_t k = 0; k < K; k++) s += (double)a[(t * M + i) * K + k] * b[(t * K + k) * N + j];
         o[(t * M + i) * N + j] = s;
       }
   store(out, o, Bt * M * N, 0);
 }
 
-void ref_matmul_backward(float *da, float *db, const float *dout, const float *a,
-                         const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N,
-                         int acc_da, int acc_db) {
+void ref_matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t Bt, int64_t M,
+                         int64_t K, int64_t N, int acc_da, int acc_db) {
   double *ga = dnew(Bt * M * K), *gb = dnew(Bt * K * N);
   for (int64_t t = 0; t < Bt; t++)
     for (int64_t i = 0; i < M; i++)
@@ -95,8 +90,7 @@ void ref_add_forward(float *out, const float *a, const float *b, int64_t n) {
   store(out, o, n, 0);
 }
 
-void ref_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da,
-                      int acc_db) {
+void ref_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db) {
   double *ga = dnew(n), *gb = dnew(n);
   for (int64_t i = 0; i < n; i++) ga[i] = gb[i] = dout[i];
   store(da, ga, n, acc_da);
@@ -139,8 +133,8 @@ void ref_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, 
 // ----------------------------------------------------------------------------
 // layernorm, softmax
 
-void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
-                           const float *w, const float *b, int64_t N, int64_t C) {
+void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                           int64_t N, int64_t C) {
   double *o = dnew(N * C), *mu = dnew(N), *rs = dnew(N);
   for (int64_t i = 0; i < N; i++) {
     const float *xi = x + i * C;
@@ -158,9 +152,8 @@ void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
   store(rstd, rs, N, 0);
 }
 
-void ref_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
-                            const float *x, const float *w, const float *mean,
-                            const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
+void ref_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                            const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
                             int acc_db) {
   double *gx = dnew(N * C), *gw = dnew(C), *gb = dnew(C);
   for (int64_t i = 0; i < N; i++) {
@@ -197,8 +190,7 @@ void ref_softmax_forward(float *out, const float *x, int64_t N, int64_t C) {
   store(out, o, N * C, 0);
 }
 
-void ref_softmax_backward(float *dx, const float *dout, const float *out, int64_t N,
-                          int64_t C, int acc) {
+void ref_softmax_backward(float *dx, const float *dout, const float *out, int64_t N, int64_t C, int acc) {
   double *g = dnew(N * C);
   for (int64_t i = 0; i < N; i++) {
     double s = 0.0;
@@ -212,8 +204,8 @@ void ref_softmax_backward(float *dx, const float *dout, const float *out, int64_
 // attention: the full [t, t2] probability rows, recomputed per query
 
 /* p[0..t] = softmax of the scaled scores of query t in (b, h); returns lse. */
-static double att_probs(double *p, const float *qkv, int64_t b, int64_t t, int64_t h,
-                        int64_t T, int64_t C, int64_t hs) {
+static double att_probs(double *p, const float *qkv, int64_t b, int64_t t, int64_t h, int64_t T, int64_t C,
+                        int64_t hs) {
   const float *q = qkv + (b * T + t) * 3 * C + h * hs;
   double scale = 1.0 / sqrt((double)hs), mx = -INFINITY, s = 0.0;
   for (int64_t t2 = 0; t2 <= t; t2++) {
@@ -228,8 +220,7 @@ static double att_probs(double *p, const float *qkv, int64_t b, int64_t t, int64
   return mx + log(s);
 }
 
-void ref_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T,
-                           int64_t C, int64_t NH) {
+void ref_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   int64_t hs = C / NH;
   double *o = dnew(B * T * C), *l = dnew(B * NH * T), *p = dnew(T);
   for (int64_t b = 0; b < B; b++)
@@ -247,9 +238,8 @@ void ref_attention_forward(float *out, float *lse, const float *qkv, int64_t B, 
 }
 
 /* Softmax backward in its textbook form: ds = p (dp - sum_t2 p dp). */
-void ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                            const float *out, const float *lse, int64_t B, int64_t T,
-                            int64_t C, int64_t NH, int acc) {
+void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                            int64_t B, int64_t T, int64_t C, int64_t NH, int acc) {
   (void)out, (void)lse;
   int64_t hs = C / NH, C3 = 3 * C;
   double scale = 1.0 / sqrt((double)hs);
@@ -271,8 +261,7 @@ void ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
         for (int64_t t2 = 0; t2 <= t; t2++) {
           const float *k = qkv + (b * T + t2) * C3 + C + h * hs;
           double ds = p[t2] * (dp[t2] - sum) * scale;
-          double *gq = g + (b * T + t) * C3 + h * hs,
-                 *gk = g + (b * T + t2) * C3 + C + h * hs;
+          double *gq = g + (b * T + t) * C3 + h * hs, *gk = g + (b * T + t2) * C3 + C + h * hs;
           double *gv = gk + C;
           for (int64_t i = 0; i < hs; i++) {
             gq[i] += ds * k[i];
@@ -289,8 +278,7 @@ void ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
 // ----------------------------------------------------------------------------
 // embeddings
 
-void ref_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N,
-                           int64_t C, int64_t V) {
+void ref_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V) {
   (void)V;
   double *o = dnew(N * C);
   for (int64_t i = 0; i < N; i++)
@@ -298,23 +286,22 @@ void ref_embedding_forward(float *out, const int32_t *tokens, const float *W, in
   store(out, o, N * C, 0);
 }
 
-void ref_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N,
-                            int64_t C, int64_t V, int acc) {
+void ref_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N, int64_t C, int64_t V,
+                            int acc) {
   double *g = dnew(V * C);
   for (int64_t i = 0; i < N; i++)
     for (int64_t j = 0; j < C; j++) g[(int64_t)tokens[i] * C + j] += dout[i * C + j];
   store(dW, g, V * C, acc);
 }
 
-void ref_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T,
-                                    int64_t C) {
+void ref_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T, int64_t C) {
   double *o = dnew(B * T * C);
   for (int64_t i = 0; i < B * T * C; i++) o[i] = W[i % (T * C)];
   store(out, o, B * T * C, 0);
 }
 
-void ref_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T,
-                                     int64_t C, int64_t Wrows, int acc) {
+void ref_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows,
+                                     int acc) {
   double *g = dnew(Wrows * C);
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < T * C; i++) g[i] += dout[b * T * C + i];
@@ -331,8 +318,8 @@ static double row_lse(const float *x, int64_t n) {
   return mx + log(s);
 }
 
-void ref_cross_entropy_forward(float *loss, float *lse, const float *logits,
-                               const int32_t *targets, int64_t N, int64_t V) {
+void ref_cross_entropy_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int64_t N,
+                               int64_t V) {
   double *l = dnew(N), *total = dnew(1);
   for (int64_t i = 0; i < N; i++) {
     l[i] = row_lse(logits + i * V, V);
@@ -343,16 +330,14 @@ void ref_cross_entropy_forward(float *loss, float *lse, const float *logits,
   store(loss, total, 1, 0);
 }
 
-void ref_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets,
-                                const float *lse, int64_t N, int64_t V, float scale,
-                                int acc) {
+void ref_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets, const float *lse,
+                                int64_t N, int64_t V, float scale, int acc) {
   (void)lse;
   double *g = dnew(N * V);
   for (int64_t i = 0; i < N; i++) {
     double l = row_lse(logits + i * V, V);
     for (int64_t j = 0; j < V; j++)
-      g[i * V + j] = (double)scale / (double)N *
-                     (exp(logits[i * V + j] - l) - (j == targets[i] ? 1.0 : 0.0));
+      g[i * V + j] = (double)scale / (double)N * (exp(logits[i * V + j] - l) - (j == targets[i] ? 1.0 : 0.0));
   }
   store(dlogits, g, N * V, acc);
 }
@@ -367,19 +352,17 @@ void ref_mse_forward(float *loss, const float *pred, const float *target, int64_
   store(loss, total, 1, 0);
 }
 
-void ref_mse_backward(float *dpred, const float *pred, const float *target, int64_t n,
-                      float scale, int acc) {
+void ref_mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc) {
   double *g = dnew(n);
-  for (int64_t i = 0; i < n; i++)
-    g[i] = 2.0 * scale * ((double)pred[i] - target[i]) / (double)n;
+  for (int64_t i = 0; i < n; i++) g[i] = 2.0 * scale * ((double)pred[i] - target[i]) / (double)n;
   store(dpred, g, n, acc);
 }
 
 // ----------------------------------------------------------------------------
 // optimizers
 
-void ref_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr,
-                      double beta1, double beta2, double eps, double wd, int64_t t) {
+void ref_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1, double beta2,
+                      double eps, double wd, int64_t t) {
   double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
   for (int64_t i = 0; i < n; i++) {
     double pi = p[i] * (1.0 - lr * wd);
@@ -391,8 +374,8 @@ void ref_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, d
   }
 }
 
-void ref_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
-                    double momentum, double wd, int nesterov) {
+void ref_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
+                    int nesterov) {
   for (int64_t i = 0; i < n; i++) {
     double d = g[i] + wd * p[i];
     if (momentum != 0.0) {
@@ -405,9 +388,8 @@ void ref_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr,
 }
 
 /* cpu.c's float sequence (torch's roundings), statement for statement. */
-void ref_adamw_update_f32(float *p, const float *g, float *m, float *v, int64_t n,
-                          double lr, double beta1, double beta2, double eps, double wd,
-                          int64_t t) {
+void ref_adamw_update_f32(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1,
+                          double beta2, double eps, double wd, int64_t t) {
   double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
   float step = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
   float decay = (float)(1.0 - lr * wd), epsf = (float)eps;
@@ -422,8 +404,8 @@ void ref_adamw_update_f32(float *p, const float *g, float *m, float *v, int64_t 
   }
 }
 
-void ref_sgd_update_f32(float *p, const float *g, float *buf, int64_t n, double lr,
-                        double momentum, double wd, int nesterov) {
+void ref_sgd_update_f32(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
+                        int nesterov) {
   float lrf = (float)lr, mom = (float)momentum, wdf = (float)wd;
   for (int64_t i = 0; i < n; i++) {
     float d = g[i] + wdf * p[i];

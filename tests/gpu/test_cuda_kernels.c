@@ -116,12 +116,8 @@ static void ut_put(void *dst, const void *src, size_t bytes) { memcpy(dst, src, 
 static void ut_get(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 #else
 static void *ut_alloc(size_t bytes) { return track(rt_cuda_malloc(bytes), 1); }
-static void ut_put(void *dst, const void *src, size_t bytes) {
-  rt_cuda_memcpy_h2d(dst, src, bytes);
-}
-static void ut_get(void *dst, const void *src, size_t bytes) {
-  rt_cuda_memcpy_d2h(dst, src, bytes);
-}
+static void ut_put(void *dst, const void *src, size_t bytes) { rt_cuda_memcpy_h2d(dst, src, bytes); }
+static void ut_get(void *dst, const void *src, size_t bytes) { rt_cuda_memcpy_d2h(dst, src, bytes); }
 #endif
 
 // ----------------------------------------------------------------------------
@@ -167,9 +163,7 @@ static Ten ten_fill(int64_t n, float v) {
 }
 
 /* A gradient output: NaN for "=" (must not be read), random for "+=". */
-static Ten ten_grad(int64_t n, int acc) {
-  return acc ? ten_rand(n, 1.0f) : ten_fill(n, NAN);
-}
+static Ten ten_grad(int64_t n, int acc) { return acc ? ten_rand(n, 1.0f) : ten_fill(n, NAN); }
 
 /* Copies of a tensor's current contents on both sides (for a second run). */
 static Ten ten_copy(const Ten *t) {
@@ -185,8 +179,7 @@ static Ten ten_copy(const Ten *t) {
 
 /* Token ids in [0, V); with skew, every other id is 3 (a frequent token). */
 static Ids ids_rand(int64_t n, int64_t V, int skew) {
-  Ids t = {n, host_alloc((size_t)n * sizeof(int32_t)),
-           ut_alloc((size_t)n * sizeof(int32_t))};
+  Ids t = {n, host_alloc((size_t)n * sizeof(int32_t)), ut_alloc((size_t)n * sizeof(int32_t))};
   for (int64_t i = 0; i < n; i++) {
     int64_t r = (int64_t)((frand() + 1.0f) * 0.5f * (float)V);
     t.ref[i] = (int32_t)(skew && i % 2 && V > 3 ? 3 : (r < V ? r : V - 1));
@@ -237,8 +230,8 @@ static void case_linear(int64_t M, int64_t K, int64_t N, double tol, const char 
     Ten out = ten_fill(M * N, NAN);
     ref_linear_forward(out.ref, x.ref, W.ref, bias ? b.ref : NULL, M, K, N);
     UT(linear_forward)(out.ut, x.ut, W.ut, bias ? b.ut : NULL, M, K, N);
-    check_floor(&out, tol, tol == TOL_TF32 ? 1.0 : 1e-2, "linear_forward%s bias=%d " SHAPE3,
-                tag, bias, LL(M), LL(K), LL(N));
+    check_floor(&out, tol, tol == TOL_TF32 ? 1.0 : 1e-2, "linear_forward%s bias=%d " SHAPE3, tag, bias, LL(M), LL(K),
+                LL(N));
     release_all();
   }
   // acc patterns (dx, dW, db): all "=", all "+=", mixed; -1 is a NULL gradient
@@ -246,53 +239,37 @@ static void case_linear(int64_t M, int64_t K, int64_t N, double tol, const char 
   for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
     const int *a = pat[p];
     Ten x = ten_rand(M * K, 1), W = ten_rand(N * K, 1), g = ten_rand(M * N, 1);
-    Ten dx = ten_grad(M * K, a[0] > 0), dW = ten_grad(N * K, a[1] > 0),
-        db = ten_grad(N, a[2] > 0);
-    ref_linear_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dW.ref,
-                        a[2] < 0 ? NULL : db.ref, g.ref, x.ref, W.ref, M, K, N, a[0] > 0,
-                        a[1] > 0, a[2] > 0);
+    Ten dx = ten_grad(M * K, a[0] > 0), dW = ten_grad(N * K, a[1] > 0), db = ten_grad(N, a[2] > 0);
+    ref_linear_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dW.ref, a[2] < 0 ? NULL : db.ref, g.ref, x.ref,
+                        W.ref, M, K, N, a[0] > 0, a[1] > 0, a[2] > 0);
     UT(linear_backward)
-    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dW.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut,
-     W.ut, M, K, N, a[0] > 0, a[1] > 0, a[2] > 0);
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dW.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut, W.ut, M, K, N, a[0] > 0,
+     a[1] > 0, a[2] > 0);
     double fl = tol == TOL_TF32 ? 1.0 : 1e-2;
-    if (a[0] >= 0)
-      check_floor(&dx, tol, fl, "linear_backward%s dx acc=%d " SHAPE3, tag, a[0], LL(M),
-                  LL(K), LL(N));
-    if (a[1] >= 0)
-      check_floor(&dW, tol, fl, "linear_backward%s dW acc=%d " SHAPE3, tag, a[1], LL(M),
-                  LL(K), LL(N));
-    if (a[2] >= 0)
-      check_floor(&db, tol, fl, "linear_backward%s db acc=%d " SHAPE3, tag, a[2], LL(M),
-                  LL(K), LL(N));
+    if (a[0] >= 0) check_floor(&dx, tol, fl, "linear_backward%s dx acc=%d " SHAPE3, tag, a[0], LL(M), LL(K), LL(N));
+    if (a[1] >= 0) check_floor(&dW, tol, fl, "linear_backward%s dW acc=%d " SHAPE3, tag, a[1], LL(M), LL(K), LL(N));
+    if (a[2] >= 0) check_floor(&db, tol, fl, "linear_backward%s db acc=%d " SHAPE3, tag, a[2], LL(M), LL(K), LL(N));
     release_all();
   }
 }
 
-static void case_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, double tol,
-                        const char *tag) {
+static void case_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, double tol, const char *tag) {
   double fl = tol == TOL_TF32 ? 1.0 : 1e-2;
-  Ten a = ten_rand(Bt * M * K, 1), b = ten_rand(Bt * K * N, 1),
-      out = ten_fill(Bt * M * N, NAN);
+  Ten a = ten_rand(Bt * M * K, 1), b = ten_rand(Bt * K * N, 1), out = ten_fill(Bt * M * N, NAN);
   ref_matmul_forward(out.ref, a.ref, b.ref, Bt, M, K, N);
   UT(matmul_forward)(out.ut, a.ut, b.ut, Bt, M, K, N);
-  check_floor(&out, tol, fl, "matmul_forward%s Bt=%lld " SHAPE3, tag, LL(Bt), LL(M), LL(K),
-              LL(N));
+  check_floor(&out, tol, fl, "matmul_forward%s Bt=%lld " SHAPE3, tag, LL(Bt), LL(M), LL(K), LL(N));
   for (int acc = 0; acc <= 1; acc++)
     for (int only = 0; only <= 2; only++) { // 0: both, 1: da only, 2: db only
       if (acc && only) continue;
       Ten g = ten_rand(Bt * M * N, 1);
       Ten da = ten_grad(Bt * M * K, acc), db = ten_grad(Bt * K * N, acc);
-      ref_matmul_backward(only == 2 ? NULL : da.ref, only == 1 ? NULL : db.ref, g.ref,
-                          a.ref, b.ref, Bt, M, K, N, acc, acc);
+      ref_matmul_backward(only == 2 ? NULL : da.ref, only == 1 ? NULL : db.ref, g.ref, a.ref, b.ref, Bt, M, K, N, acc,
+                          acc);
       UT(matmul_backward)
-      (only == 2 ? NULL : da.ut, only == 1 ? NULL : db.ut, g.ut, a.ut, b.ut, Bt, M, K, N,
-       acc, acc);
-      if (only != 2)
-        check_floor(&da, tol, fl, "matmul_backward%s da acc=%d%s", tag, acc,
-                    only ? " (db NULL)" : "");
-      if (only != 1)
-        check_floor(&db, tol, fl, "matmul_backward%s db acc=%d%s", tag, acc,
-                    only ? " (da NULL)" : "");
+      (only == 2 ? NULL : da.ut, only == 1 ? NULL : db.ut, g.ut, a.ut, b.ut, Bt, M, K, N, acc, acc);
+      if (only != 2) check_floor(&da, tol, fl, "matmul_backward%s da acc=%d%s", tag, acc, only ? " (db NULL)" : "");
+      if (only != 1) check_floor(&db, tol, fl, "matmul_backward%s db acc=%d%s", tag, acc, only ? " (da NULL)" : "");
     }
   release_all();
 }
@@ -400,14 +377,12 @@ static void case_layernorm(int64_t N, int64_t C) {
   for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
     const int *a = pat[p];
     Ten g = ten_rand(N * C, 1);
-    Ten dx = ten_grad(N * C, a[0] > 0), dw = ten_grad(C, a[1] > 0),
-        db = ten_grad(C, a[2] > 0);
-    ref_layernorm_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref,
-                           a[2] < 0 ? NULL : db.ref, g.ref, x.ref, w.ref, mean.ref,
-                           rstd.ref, N, C, a[0] > 0, a[1] > 0, a[2] > 0);
+    Ten dx = ten_grad(N * C, a[0] > 0), dw = ten_grad(C, a[1] > 0), db = ten_grad(C, a[2] > 0);
+    ref_layernorm_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, a[2] < 0 ? NULL : db.ref, g.ref, x.ref,
+                           w.ref, mean.ref, rstd.ref, N, C, a[0] > 0, a[1] > 0, a[2] > 0);
     UT(layernorm_backward)
-    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut,
-     w.ut, mean.ut, rstd.ut, N, C, a[0] > 0, a[1] > 0, a[2] > 0);
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut, w.ut, mean.ut, rstd.ut, N,
+     C, a[0] > 0, a[1] > 0, a[2] > 0);
     if (a[0] >= 0) check(&dx, TOL, "layernorm_backward dx acc=%d", a[0]);
     if (a[1] >= 0) check(&dw, TOL, "layernorm_backward dw acc=%d", a[1]);
     if (a[2] >= 0) check(&db, TOL, "layernorm_backward db acc=%d", a[2]);
@@ -441,8 +416,7 @@ static void case_softmax(int64_t N, int64_t C) {
 
 static void case_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
   char shape[64];
-  snprintf(shape, sizeof shape, "B=%lld T=%lld C=%lld NH=%lld", LL(B), LL(T), LL(C),
-           LL(NH));
+  snprintf(shape, sizeof shape, "B=%lld T=%lld C=%lld NH=%lld", LL(B), LL(T), LL(C), LL(NH));
   Ten qkv = ten_rand(B * T * 3 * C, 1.5f);
   Ten out = ten_fill(B * T * C, NAN), lse = ten_fill(B * NH * T, NAN);
   ref_attention_forward(out.ref, lse.ref, qkv.ref, B, T, C, NH);
@@ -473,8 +447,7 @@ static void case_embedding(int64_t N, int64_t C, int64_t V, int skew) {
   Ten W = ten_rand(V * C, 1), out = ten_fill(N * C, NAN);
   ref_embedding_forward(out.ref, tok.ref, W.ref, N, C, V);
   UT(embedding_forward)(out.ut, tok.ut, W.ut, N, C, V);
-  check(&out, EXACT, "embedding_forward N=%lld C=%lld V=%lld%s", LL(N), LL(C), LL(V),
-        skew ? " skewed" : "");
+  check(&out, EXACT, "embedding_forward N=%lld C=%lld V=%lld%s", LL(N), LL(C), LL(V), skew ? " skewed" : "");
   for (int acc = 0; acc <= 1; acc++) {
     Ten g = ten_rand(N * C, 1), dW = ten_grad(V * C, acc);
     ref_embedding_backward(dW.ref, g.ref, tok.ref, N, C, V, acc);
@@ -488,8 +461,7 @@ static void case_position_embedding(int64_t B, int64_t T, int64_t C, int64_t Wro
   Ten W = ten_rand(Wrows * C, 1), out = ten_fill(B * T * C, NAN);
   ref_position_embedding_forward(out.ref, W.ref, B, T, C);
   UT(position_embedding_forward)(out.ut, W.ut, B, T, C);
-  check(&out, EXACT, "position_embedding_forward B=%lld T=%lld C=%lld", LL(B), LL(T),
-        LL(C));
+  check(&out, EXACT, "position_embedding_forward B=%lld T=%lld C=%lld", LL(B), LL(T), LL(C));
   for (int acc = 0; acc <= 1; acc++) {
     Ten g = ten_rand(B * T * C, 1), dW = ten_grad(Wrows * C, acc);
     ref_position_embedding_backward(dW.ref, g.ref, B, T, C, Wrows, acc);
@@ -551,8 +523,7 @@ static void case_adamw(int64_t n) {
     Ten g = ten_rand(n, 1e-2f * (float)t);
     ref_adamw_update(p.ref, g.ref, m.ref, v.ref, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
     UT(adamw_update)(p.ut, g.ut, m.ut, v.ut, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
-    ref_adamw_update_f32(p32.ref, g.ref, m32.ref, v32.ref, n, 1e-3, 0.9, 0.95, 1e-8, 0.1,
-                         t);
+    ref_adamw_update_f32(p32.ref, g.ref, m32.ref, v32.ref, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
     UT(adamw_update)(p32.ut, g.ut, m32.ut, v32.ut, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
   }
   check(&p, TOL, "adamw_update p, 3 steps, n=%lld", LL(n));
@@ -575,17 +546,14 @@ static void case_sgd(int64_t n) {
     int nb = cfg[c].mom == 0.0; // momentum 0: buf may be NULL
     for (int t = 1; t <= 3; t++) {
       Ten g = ten_rand(n, 1);
-      ref_sgd_update(p.ref, g.ref, nb ? NULL : buf.ref, n, 0.1, cfg[c].mom, cfg[c].wd,
-                     cfg[c].nesterov);
+      ref_sgd_update(p.ref, g.ref, nb ? NULL : buf.ref, n, 0.1, cfg[c].mom, cfg[c].wd, cfg[c].nesterov);
       UT(sgd_update)
       (p.ut, g.ut, nb ? NULL : buf.ut, n, 0.1, cfg[c].mom, cfg[c].wd, cfg[c].nesterov);
-      ref_sgd_update_f32(p32.ref, g.ref, nb ? NULL : buf32.ref, n, 0.1, cfg[c].mom,
-                         cfg[c].wd, cfg[c].nesterov);
+      ref_sgd_update_f32(p32.ref, g.ref, nb ? NULL : buf32.ref, n, 0.1, cfg[c].mom, cfg[c].wd, cfg[c].nesterov);
       UT(sgd_update)
       (p32.ut, g.ut, nb ? NULL : buf32.ut, n, 0.1, cfg[c].mom, cfg[c].wd, cfg[c].nesterov);
     }
-    check(&p, TOL, "sgd_update p momentum=%.1f nesterov=%d, 3 steps", cfg[c].mom,
-          cfg[c].nesterov);
+    check(&p, TOL, "sgd_update p momentum=%.1f nesterov=%d, 3 steps", cfg[c].mom, cfg[c].nesterov);
     if (!nb) check(&buf, TOL, "sgd_update buf");
     check(&p32, EXACT, "sgd_update p == cpu.c's float sequence");
     release_all();
@@ -637,16 +605,17 @@ static void case_casts(int M, int Emin, int Emax, const char *name) {
    * over the whole exponent range */
   enum { N = 40000 };
   float *x = host_alloc(N * sizeof(float));
-  static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f, 65504.0f, 65519.0f,
-                                  65520.0f, 65536.0f, 6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f,
-                                  2.9802326e-08f, 3.4028235e38f, 1e-45f, 1.17549435e-38f, 3.0e-39f};
+  static const float special[] = {0.0f,          -0.0f,          INFINITY,        -INFINITY,      NAN,
+                                  1.0f,          -1.0f,          65504.0f,        65519.0f,       65520.0f,
+                                  65536.0f,      6.1035156e-05f, 5.9604645e-08f,  2.9802322e-08f, 2.9802326e-08f,
+                                  3.4028235e38f, 1e-45f,         1.17549435e-38f, 3.0e-39f};
   int64_t n = 0;
   for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) x[n++] = special[i];
   for (int i = 0; n < N; i++) {
     rng_state = rng_state * 6364136223846793005u + 1442695040888963407u;
     uint32_t b = (uint32_t)(rng_state >> 32);
-    if (i % 4 == 0) b = (b & 0xFFFF0000u) | 0x8000u;        /* a bf16 tie */
-    if (i % 4 == 1) b = (b & 0xFFFFE000u) | 0x1000u;        /* an fp16 tie (in range or not) */
+    if (i % 4 == 0) b = (b & 0xFFFF0000u) | 0x8000u;                           /* a bf16 tie */
+    if (i % 4 == 1) b = (b & 0xFFFFE000u) | 0x1000u;                           /* an fp16 tie (in range or not) */
     if (i % 4 == 2) b = (b & 0x80000000u) | (0x33000000u + (b & 0x07FFFFFFu)); /* near fp16's range */
     float f;
     memcpy(&f, &b, 4);
@@ -780,25 +749,22 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-#define TIME(label, flops, stmt)                                                           \
-  do {                                                                                     \
-    stmt;                                                                                  \
-    rt_cuda_synchronize();                                                                 \
-    double t0_ = now_ms();                                                                 \
-    for (int it_ = 0; it_ < 5; it_++) stmt;                                                \
-    rt_cuda_synchronize();                                                                 \
-    double ms_ = (now_ms() - t0_) / 5;                                                     \
-    if ((flops) > 0)                                                                       \
-      printf("%-46s %9.3f ms %8.1f TFLOP/s\n", label, ms_, (flops) / ms_ * 1e-9);          \
-    else                                                                                   \
-      printf("%-46s %9.3f ms\n", label, ms_);                                              \
+#define TIME(label, flops, stmt)                                                                 \
+  do {                                                                                           \
+    stmt;                                                                                        \
+    rt_cuda_synchronize();                                                                       \
+    double t0_ = now_ms();                                                                       \
+    for (int it_ = 0; it_ < 5; it_++) stmt;                                                      \
+    rt_cuda_synchronize();                                                                       \
+    double ms_ = (now_ms() - t0_) / 5;                                                           \
+    if ((flops) > 0) printf("%-46s %9.3f ms %8.1f TFLOP/s\n", label, ms_, (flops) / ms_ * 1e-9); \
+    else printf("%-46s %9.3f ms\n", label, ms_);                                                 \
   } while (0)
 
 /* GPT-2 124M at B=8, T=1024 (no checks; inputs random, outputs discarded). */
 static void bench(void) {
   int64_t B = 8, T = 1024, C = 768, NH = 12, V = 50304, M = B * T;
-  printf("\ntiming, GPT-2 124M shapes, B=%lld T=%lld (mean of 5 after a warm-up)\n", LL(B),
-         LL(T));
+  printf("\ntiming, GPT-2 124M shapes, B=%lld T=%lld (mean of 5 after a warm-up)\n", LL(B), LL(T));
   float *x = ut_alloc((size_t)M * 4 * C * 4), *W = ut_alloc((size_t)4 * C * C * 4);
   float *bias = ut_alloc((size_t)4 * C * 4), *y = ut_alloc((size_t)M * 4 * C * 4);
   float *dx = ut_alloc((size_t)M * 4 * C * 4), *dW = ut_alloc((size_t)4 * C * C * 4);
@@ -818,53 +784,41 @@ static void bench(void) {
   for (int tf32 = 0; tf32 <= 1; tf32++) {
     rt_cuda_set_tf32(tf32);
     printf("-- %s\n", tf32 ? "TF32" : "fp32");
-    TIME("linear_forward fc (8192x768 -> 3072, bias)", fl,
-         UT(linear_forward)(y, x, W, bias, M, C, 4 * C));
-    TIME("linear_backward fc (dx, dW, db)", 2 * fl,
-         UT(linear_backward)(dx, dW, bias, y, x, W, M, C, 4 * C, 0, 0, 0));
+    TIME("linear_forward fc (8192x768 -> 3072, bias)", fl, UT(linear_forward)(y, x, W, bias, M, C, 4 * C));
+    TIME("linear_backward fc (dx, dW, db)", 2 * fl, UT(linear_backward)(dx, dW, bias, y, x, W, M, C, 4 * C, 0, 0, 0));
     TIME("linear_forward lm head (8192x768 -> 50304)", 2.0 * M * C * V,
          UT(linear_forward)(logits, x, wte, NULL, M, C, V));
   }
   rt_cuda_set_tf32(0);
   double fa = 4.0 * B * NH * T * T / 2 * (C / NH);
   TIME("attention_forward", fa, UT(attention_forward)(y, lse, qkv, B, T, C, NH));
-  TIME("attention_backward", 2.5 * fa,
-       UT(attention_backward)(dqkv, y, qkv, y, lse, B, T, C, NH, 0));
-  TIME("layernorm_forward (8192x768)", 0,
-       UT(layernorm_forward)(y, mean, rstd, qkv, W, bias, M, C));
-  TIME("layernorm_backward", 0,
-       UT(layernorm_backward)(dx, dW, bias, y, qkv, W, mean, rstd, M, C, 0, 0, 0));
+  TIME("attention_backward", 2.5 * fa, UT(attention_backward)(dqkv, y, qkv, y, lse, B, T, C, NH, 0));
+  TIME("layernorm_forward (8192x768)", 0, UT(layernorm_forward)(y, mean, rstd, qkv, W, bias, M, C));
+  TIME("layernorm_backward", 0, UT(layernorm_backward)(dx, dW, bias, y, qkv, W, mean, rstd, M, C, 0, 0, 0));
   TIME("gelu_forward (8192x3072)", 0, UT(gelu_forward)(y, dx, M * 4 * C));
-  TIME("cross_entropy_forward (8192x50304)", 0,
-       UT(cross_entropy_forward)(loss, lse, logits, tgt.ut, M, V));
-  TIME("cross_entropy_backward (in place)", 0,
-       UT(cross_entropy_backward)(logits, logits, tgt.ut, lse, M, V, 1.0f, 0));
-  TIME("embedding_backward (8192 tokens, V=50304)", 0,
-       UT(embedding_backward)(logits, y, tgt.ut, M, C, V, 0));
+  TIME("cross_entropy_forward (8192x50304)", 0, UT(cross_entropy_forward)(loss, lse, logits, tgt.ut, M, V));
+  TIME("cross_entropy_backward (in place)", 0, UT(cross_entropy_backward)(logits, logits, tgt.ut, lse, M, V, 1.0f, 0));
+  TIME("embedding_backward (8192 tokens, V=50304)", 0, UT(embedding_backward)(logits, y, tgt.ut, M, C, V, 0));
   int64_t np = 100000000; // p, g, m, v: four slices of the logits buffer
   TIME("adamw_update (100M parameters)", 0,
-       UT(adamw_update)(logits, logits + np, logits + 2 * np, logits + 3 * np, np, 1e-3,
-                        0.9, 0.95, 1e-8, 0.1, 1));
+       UT(adamw_update)(logits, logits + np, logits + 2 * np, logits + 3 * np, np, 1e-3, 0.9, 0.95, 1e-8, 0.1, 1));
   release_all();
 }
 #endif
 
 // ----------------------------------------------------------------------------
 
-#define RUN(name, call)                                                                    \
-  do {                                                                                     \
-    if (selected(name)) call;                                                              \
+#define RUN(name, call)       \
+  do {                        \
+    if (selected(name)) call; \
   } while (0)
 
 int main(int argc, char **argv) {
   int do_bench = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick"))
-      quick = 1;
-    else if (!strcmp(argv[i], "--bench"))
-      do_bench = 1;
-    else
-      filter = argv[i];
+    if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--bench")) do_bench = 1;
+    else filter = argv[i];
   }
 #ifndef TEST_CPU_BACKEND
   if (rt_cuda_device_count() == 0) {
@@ -875,8 +829,7 @@ int main(int argc, char **argv) {
   rt_cuda_init(ws, WORKSPACE_BYTES);
   size_t free_b = 0, total_b = 0;
   rt_cuda_mem_info(&free_b, &total_b);
-  printf("device memory: %.1f GiB free of %.1f GiB\n", free_b / 1073741824.0,
-         total_b / 1073741824.0);
+  printf("device memory: %.1f GiB free of %.1f GiB\n", free_b / 1073741824.0, total_b / 1073741824.0);
 #else
   rt_set_threads(4);
 #endif
