@@ -146,14 +146,15 @@ static int classify_inputs(Emit *E, const PlanOp *ops, int n) {
     int slot;
     const PlanOp *o = p->buf[b].role == ROLE_INPUT ? first_use(ops, n, b, &slot) : NULL;
     if (!o) continue;
-    if (o->op == OP_EMBEDDING && slot == 0) {
+    Feed feed = op_info(o->op)->feed[slot];
+    if (feed == FEED_TOKENS) {
       E->kind[b] = "TR_IN_TOKENS";
       E->vocab = o->dim[2];
       tokens = true;
-    } else if (o->op == OP_CROSS_ENTROPY && slot == 1) {
+    } else if (feed == FEED_LABELS) {
       E->kind[b] = "TR_IN_LABELS";
       E->classes = o->dim[1];
-    } else if (o->op == OP_MSE && slot == 1) {
+    } else if (feed == FEED_VALUES) {
       E->kind[b] = "TR_IN_VALUES";
       other = true;
     } else if (p->buf[b].dtype == DT_F32) {
@@ -287,8 +288,9 @@ static void call(Emit *E, Text *t, const PlanOp *o) {
     text_printf(t, "%s", o->out[k] < 0 ? "NULL" : E->id[o->out[k]]);
   }
   for (int k = 0; k < o->nin; k++) arg_buf(E, t, o->in[k]);
-  int nd = o->op == OP_POS_EMBEDDING && !bwd ? 3 : o->ndim; // forward never reads Wrows
+  int nd = !bwd && op_info(o->op)->fwd_ndim ? op_info(o->op)->fwd_ndim : o->ndim;
   for (int k = 0; k < nd; k++) text_printf(t, ", %lld", (long long)o->dim[k]);
+  for (int k = 0; k < o->nfarg; k++) text_printf(t, ", %s", fmt_double(E, o->farg[k]));
   if (bwd && op_info(o->op)->is_loss) text_printf(t, ", scale");
   /* with micro-batches, parameter gradients accumulate in every pass after the first */
   bool accum = E->p->accumulation_steps > 1;

@@ -144,6 +144,11 @@ static void schedule(Text *t, const char *key, const PlanOp *ops, int n, bool la
     for (int k = 0; k < o->nout; k++) text_printf(t, "%s%s", k ? ", " : "", o->acc[k] ? "true" : "false");
     text_printf(t, "], \"dims\": ");
     ints(t, o->dim, o->ndim);
+    if (o->nfarg) { /* float attributes: only ops that have them carry the key */
+      text_printf(t, ", \"floats\": [");
+      for (int k = 0; k < o->nfarg; k++) text_printf(t, "%s%.17g", k ? ", " : "", o->farg[k]);
+      text_printf(t, "]");
+    }
     text_printf(t, ", \"flops\": %lld}%s\n", (long long)o->flops, i + 1 < n ? "," : "");
   }
   text_printf(t, "  ]%s\n", last ? "" : ",");

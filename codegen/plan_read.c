@@ -481,7 +481,7 @@ static void read_ops(Arena *ar, const JVal *root, const char *key, const Plan *p
     if (in->n > PLAN_MAX_IO) diag_error(in->loc, "at most %d inputs", PLAN_MAX_IO);
     if (outs->n > PLAN_MAX_IO) diag_error(outs->loc, "at most %d outputs", PLAN_MAX_IO);
     if (acc->n != outs->n) diag_error(acc->loc, "\"accumulate\" needs one entry per output (%d)", outs->n);
-    if (dims->n > 6) diag_error(dims->loc, "at most 6 dims");
+    if (dims->n > MAX_KDIM) diag_error(dims->loc, "at most %d dims", MAX_KDIM);
     o->nin = in->n, o->nout = outs->n, o->ndim = dims->n;
     for (int k = 0; k < in->n; k++) o->in[k] = (int)as_int(&in->items[k], "an input buffer id", -1, p->nbuf - 1);
     for (int k = 0; k < outs->n; k++) {
@@ -489,6 +489,13 @@ static void read_ops(Arena *ar, const JVal *root, const char *key, const Plan *p
       o->acc[k] = want(&acc->items[k], J_BOOL, "an accumulate flag")->b;
     }
     for (int k = 0; k < dims->n; k++) o->dim[k] = as_int(&dims->items[k], "a kernel dim", 0, PLAN_MAX_VALUE);
+    const JVal *fl = find(v, "floats");
+    if (fl && want(fl, J_ARR, "\"floats\"")->n > MAX_ATTR) diag_error(fl->loc, "at most %d floats", MAX_ATTR);
+    for (int k = 0; fl && k < fl->n; k++) {
+      const JVal *x = want(&fl->items[k], J_NUM, "a float argument");
+      if (!isfinite(x->num)) diag_error(x->loc, "a float argument must be finite");
+      o->farg[o->nfarg++] = x->num;
+    }
     o->flops = get_int(v, "flops", 0, INT64_MAX);
   }
   *out = ops, *nout = a->n;

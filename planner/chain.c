@@ -3,13 +3,6 @@
 
 #include "ops.h"
 
-/* Element-wise and normalization ops: cheap to recompute, so the selective
- * option drops their outputs (Megatron-LM's selective recompute and PyTorch's
- * default partitioner make the same split). */
-static bool cheap(OpKind k) {
-  return k == OP_ADD || k == OP_RELU || k == OP_GELU || k == OP_LAYERNORM || k == OP_SOFTMAX || k == OP_POS_EMBEDDING;
-}
-
 static int64_t tbytes(const Graph *g, int t) { return shape_numel(&g->t[t].shape) * dtype_size(g->t[t].dtype); }
 
 /* Bytes a tensor takes while kept for backward (half-precision storage). */
@@ -20,7 +13,10 @@ static int64_t kept_bytes(const Graph *g, const bool *half, int t) {
 bool chain_keeps(const Graph *g, const Step *plain, const Stage *s, KeepOption k, int t) {
   if (t == s->out) return true;
   if (!plain->saved[t]) return false;
-  return k == KEEP_ALL || !cheap(g->ops[g->t[t].producer].kind);
+  /* the selective option drops what cheap ops (OpInfo.cheap: element-wise
+   * and normalization) make, as Megatron-LM's selective recompute and
+   * PyTorch's default partitioner do */
+  return k == KEEP_ALL || !op_info(g->ops[g->t[t].producer].kind)->cheap;
 }
 
 /* Positions after which exactly one activation is live into later ops. */
@@ -58,7 +54,7 @@ static int64_t op_work(const Graph *g, const Op *o, int stage_out) {
   int64_t grads = 0, outs = 0;
   for (int k = 0; k < o->nin; k++) {
     bool inplace = false;
-    for (int j = 0; j < 2; j++) inplace |= oi->inplace_bwd[j][0] >= 0 && REF_SLOT(oi->bout[oi->inplace_bwd[j][0]]) == k;
+    for (int j = 0; j < oi->nbout; j++) inplace |= oi->inplace_bwd[j] && REF_SLOT(oi->bout[j]) == k;
     if (o->in[k] >= 0 && oi->grad_to[k] && g->t[o->in[k]].kind != TK_INPUT && !inplace) grads += tbytes(g, o->in[k]);
   }
   for (int k = 0; k < o->nout; k++)

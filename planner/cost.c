@@ -17,8 +17,6 @@ static const CostModel models[BACKEND_COUNT] = {
 
 const CostModel *cost_model(Backend b) { return &models[b]; }
 
-static bool is_matmul(OpKind k) { return k == OP_LINEAR || k == OP_MATMUL || k == OP_ATTENTION; }
-
 /* Bytes an op moves: its inputs and outputs once (twice for backward, which
  * reads the forward tensors and writes their gradients). */
 static int64_t op_bytes(const Graph *g, const Op *o, bool backward) {
@@ -31,7 +29,7 @@ static int64_t op_bytes(const Graph *g, const Op *o, bool backward) {
 
 double cost_op(const CostModel *m, const Graph *g, const Op *o, bool backward) {
   double f = (double)op_info(o->kind)->flops(g, o, backward);
-  double t_compute = f / (is_matmul(o->kind) ? m->matmul_flops : m->other_flops);
+  double t_compute = f / (op_info(o->kind)->gemm ? m->matmul_flops : m->other_flops);
   double t_memory = (double)op_bytes(g, o, backward) / m->bandwidth;
   return t_compute > t_memory ? t_compute : t_memory;
 }

@@ -9,7 +9,7 @@
 
 #include "base.h"
 
-#define MAX_RANK 6
+#define MAX_RANK 8 /* NCHW activations and OIHW weights, with room for a ViT's patch reshapes */
 
 typedef enum {
   DT_F32,  /* 4 bytes */
@@ -53,7 +53,8 @@ typedef enum {
   OP_MSE,
   OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
-  OP_CAST, /* storage precision change, inserted by the precision pass */
+  OP_CAST,                  /* storage precision change, inserted by the precision pass */
+  OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */
   OP_COUNT
 } OpKind;
 
@@ -73,8 +74,20 @@ typedef struct {
   Init init;    /* params only */
 } Tensor;
 
-#define MAX_OP_IN 4
-#define MAX_OP_OUT 3
+#define MAX_OP_IN 6  /* forward input slots: data inputs and parameters */
+#define MAX_OP_OUT 4 /* forward output slots: the output and saved statistics */
+#define MAX_ATTR 8   /* attributes an op declares (ops.h, OpInfo.attrs) */
+#define MAX_KDIM 16  /* an op's kernel size arguments (PlanOp.dim): convolutions take about a dozen */
+
+/* One attribute of a layer, as the loader parsed it against the op's
+ * declaration (ops.h, AttrSpec): the value, the text written (an int's
+ * expression "4*C" becomes the symbol of the dims it sizes), and where. */
+typedef struct {
+  int64_t i;     /* int and bool values */
+  double f;      /* float values */
+  const char *s; /* the YAML text as written; NULL when the default applies */
+  Loc loc;       /* where it was written; the layer's mapping when defaulted */
+} Attr;
 
 typedef struct {
   OpKind kind;
@@ -84,7 +97,7 @@ typedef struct {
   int in[MAX_OP_IN]; /* tensor ids, parameters included */
   int nout;
   int out[MAX_OP_OUT]; /* out[0] is the layer's output; the rest are saved statistics */
-  int64_t attr[4];     /* op-specific (heads for attention) */
+  Attr attr[MAX_ATTR]; /* in the order of the op's AttrSpec list */
 } Op;
 
 typedef struct {

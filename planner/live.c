@@ -58,19 +58,19 @@ static void inplace(const Step *s, Live *l, const Instr *ins, int n, const int *
     if (x->phase == PHASE_UPDATE) continue;
     const OpInfo *oi = op_info(x->kind);
     if (x->phase == PHASE_FORWARD) {
-      for (int k = 0; k < 2; k++) {
-        int slot = oi->inplace_fwd[k];
-        if (slot >= 0 && can_alias(s, l, first, p, x->in[slot], x->out[0])) {
+      for (int slot = 0; slot < x->nin; slot++)
+        if ((oi->inplace_fwd & SLOT(slot)) && can_alias(s, l, first, p, x->in[slot], x->out[0])) {
           merge(l, last, x->in[slot], x->out[0]);
           break;
         }
-      }
       continue;
     }
-    for (int k = 0; k < 2; k++) {
-      int o = oi->inplace_bwd[k][0], i = oi->inplace_bwd[k][1];
-      if (o >= 0 && !x->acc[o] && can_alias(s, l, first, p, x->in[i], x->out[o])) merge(l, last, x->in[i], x->out[o]);
-    }
+    for (int o = 0; o < x->nout; o++)
+      for (int i = 0; i < x->nin; i++)
+        if ((oi->inplace_bwd[o] & SLOT(i)) && !x->acc[o] && can_alias(s, l, first, p, x->in[i], x->out[o])) {
+          merge(l, last, x->in[i], x->out[o]);
+          break;
+        }
   }
 }
 

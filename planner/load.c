@@ -11,7 +11,8 @@
  *   REPEAT = {repeat: EXPR, name: PREFIX, layers: [...]}
  *
  * Passes inside: flatten (expand repeats, resolve names), order (topological
- * sort, cycle errors), build (shape rules from the op table), init. */
+ * sort, cycle errors), attributes (parsed against the op table's
+ * declarations), then build.c runs the shape rules and the init scheme. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -20,23 +21,19 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "build.h"
 #include "expr.h"
 #include "load.h"
 #include "ops.h"
 
-/* Limits: each keeps a pass linear (or bounded) in the file's size and
- * every size and FLOP count of the plan inside 64 bits. */
+/* Limits: each keeps a pass linear (or bounded) in the file's size (build.c
+ * keeps sizes and FLOP counts inside 64 bits). */
 #define MAX_LAYERS 100000 /* after repeat expansion (a repeat block counts as one) */
 #define MAX_NAME 256      /* a layer, block, dim or input name as written */
 #define MAX_SCOPE 1024    /* the prefix of nested block names, "h3.b1." */
 #define MAX_DEPTH 16      /* nested repeat blocks */
 #define MAX_DIMS 1024     /* entries under dims: and inputs: (checked pairwise) */
 #define MAX_EXPR 1024     /* characters of one expression (re-read per expanded layer) */
-/* The graph's tensors together: with gradients, optimizer states and
- * alignment, every sum of buffer sizes a plan makes stays far below 2^63. */
-#define MAX_TOTAL_BYTES (INT64_C(1) << 50) /* 1 PiB */
-/* Forward and backward FLOPs of all layers: step totals stay below 2^63. */
-#define MAX_STEP_FLOPS (INT64_C(1) << 60)
 /* YAML nesting and size: libyaml's scanner is quadratic in flow nesting
  * ("[[[[..."), and each node costs about 100 bytes in its document. */
 #define MAX_YAML_DEPTH 64
@@ -49,12 +46,13 @@ typedef struct {
   const char *name;  /* full name: "h3.fc" */
   const char *scope; /* prefix of its block: "h3." or "" */
   Node *node;        /* the YAML mapping */
-  int op;            /* OpKind, or OP_COUNT for causal_self_attention */
+  OpKind op;
   int ninputs;
   int input[MAX_OP_IN]; /* name ids (see Loader.names) */
   Loc input_loc[MAX_OP_IN];
-  int share; /* name id of a shared parameter's owner layer, -1 */
-  int out;   /* tensor id of the layer's output, after build */
+  int share;              /* name id of a shared parameter's owner layer, -1 */
+  const char *share_name; /* that parameter's full name, "wte.weight" */
+  int out;                /* tensor id of the layer's output, after build */
 } Layer;
 
 typedef struct {
@@ -62,14 +60,12 @@ typedef struct {
   const char *path;
   yaml_document_t doc;
   VEC(Dim) dims;
-  VEC(Tensor) t;
-  VEC(Op) ops;
+  GraphBuilder *gb; /* the tensors and ops */
   VEC(Layer) layers;
   StrMap names; /* name -> id: ids < 0 are graph inputs (-1 - tensor id), >= 0 layers */
   const DimOverride *ov;
   int nov;
   bool gpt2_init;
-  int64_t total_bytes; /* of all tensors so far */
 } Loader;
 
 static Loc loc_of(Loader *L, const Node *n) {
@@ -240,18 +236,6 @@ static Shape eval_shape(Loader *L, Node *seq, const char *what) {
   return s;
 }
 
-static int add_tensor(Loader *L, Tensor t) {
-  int64_t bytes = dtype_size(t.dtype);
-  for (int i = 0; i < t.shape.rank; i++) bytes = ck_mul_or_die(t.loc, "a tensor's size in bytes", bytes, t.shape.d[i]);
-  if (L->t.n >= 4 * MAX_LAYERS) diag_error(t.loc, "too many tensors (limit %d)", 4 * MAX_LAYERS);
-  if (bytes > MAX_TOTAL_BYTES - L->total_bytes)
-    diag_error(t.loc, "the model's tensors take more than 1 PiB (%lld bytes) with '%s' (%lld bytes); use smaller dims",
-               (long long)MAX_TOTAL_BYTES, t.name, (long long)bytes);
-  L->total_bytes += bytes;
-  VEC_PUSH(L->ar, L->t, t);
-  return L->t.n - 1;
-}
-
 static void load_inputs(Loader *L, Node *map) {
   static const char *const keys[] = {"shape", "dtype", NULL};
   expect(L, map, YAML_MAPPING_NODE, "'inputs'");
@@ -273,7 +257,7 @@ static void load_inputs(Loader *L, Node *map) {
     else diag_error(loc_of(L, dt), "unknown dtype '%s'; inputs are f32 or i32", ds);
     int *slot = strmap_slot(L->ar, &L->names, t.name);
     if (*slot != INT32_MIN) diag_error(t.loc, "duplicate name '%s'", name);
-    *slot = -1 - add_tensor(L, t);
+    *slot = -1 - gb_tensor(L->gb, t);
   }
 }
 
@@ -309,7 +293,6 @@ static Optimizer load_optimizer(Loader *L, Node *map) {
 /* ---- flatten: expand repeats, give each layer its full name ---- */
 
 static const char *const common_keys[] = {"name", "op", "input", "inputs", NULL};
-static const char *const csa_keys[] = {"heads", "bias", NULL};
 static const char *const repeat_keys[] = {"repeat", "name", "layers", NULL};
 
 static void flatten(Loader *L, Node *seq, const char *scope, int depth, int64_t *budget);
@@ -340,18 +323,24 @@ static void flatten_layer(Loader *L, Node *m, const char *scope) {
   if (strlen(name) > MAX_NAME) diag_error(loc_of(L, nn), "layer name is longer than %d characters", MAX_NAME);
   Node *on = need(L, m, "op", "a layer");
   const char *ops = scalar(L, on, "'op'");
-  int op = !strcmp(ops, "causal_self_attention") ? OP_COUNT : op_lookup(ops);
+  int op = op_lookup(ops);
   if (op < 0) {
     const char *s = op_suggest(ops);
     if (s) diag_error(loc_of(L, on), "unknown op '%s'; did you mean '%s'?", ops, s);
     diag_error(loc_of(L, on), "unknown op '%s' (see the README's op table)", ops);
   }
-  check_keys(L, m, "a layer", common_keys, op == OP_COUNT ? csa_keys : op_info(op)->keys);
-  Layer ly = {
-      .name = ar_printf(L->ar, "%s%s", scope, name), .scope = scope, .node = m, .op = op, .share = -1, .out = -1};
+  const char *keys[MAX_ATTR + 1] = {0};
+  for (int i = 0; i < MAX_ATTR && op_info(op)->attrs[i].key; i++) keys[i] = op_info(op)->attrs[i].key;
+  check_keys(L, m, "a layer", common_keys, keys);
+  Layer ly = {.name = ar_printf(L->ar, "%s%s", scope, name),
+              .scope = scope,
+              .node = m,
+              .op = (OpKind)op,
+              .share = -1,
+              .out = -1};
   int *slot = strmap_slot(L->ar, &L->names, ly.name);
   if (*slot != INT32_MIN) {
-    Loc first = *slot >= 0 ? loc_of(L, L->layers.v[*slot].node) : L->t.v[-1 - *slot].loc;
+    Loc first = *slot >= 0 ? loc_of(L, L->layers.v[*slot].node) : gb_get(L->gb, -1 - *slot)->loc;
     diag_error(loc_of(L, nn), "duplicate name '%s' (first defined at line %d)", ly.name, first.line);
   }
   *slot = L->layers.n;
@@ -417,6 +406,22 @@ static int resolve_ref(Loader *L, int li, Node *n) {
   diag_error(loc_of(L, n), "unknown layer or input '%s'", ref);
 }
 
+/* A parameter shared with another layer: `key: LAYER.weight`. */
+static void resolve_share(Loader *L, Layer *ly, const char *key) {
+  Node *w = get(L, ly->node, key);
+  if (!w) return;
+  MP_ASSERT(ly->share < 0); /* one shared parameter per op (ordering follows it) */
+  const char *ref = scalar(L, w, ar_printf(L->ar, "'%s'", key));
+  const char *dot = strrchr(ref, '.');
+  char owner[2 * MAX_NAME];
+  snprintf(owner, sizeof owner, "%.*s", dot ? (int)(dot - ref) : 0, ref);
+  int id;
+  if (!dot || !resolve_name(L, ly->scope, owner, &id) || id < 0)
+    diag_error(loc_of(L, w), "unknown parameter '%s'; name it as LAYER.%s", ref, key);
+  ly->share = id;
+  ly->share_name = ar_printf(L->ar, "%s%s", L->layers.v[id].name, dot);
+}
+
 static void resolve(Loader *L) {
   for (int li = 0; li < L->layers.n; li++) {
     Layer *ly = &L->layers.v[li];
@@ -435,21 +440,12 @@ static void resolve(Loader *L) {
       if (li == 0) diag_error(loc_of(L, ly->node), "the first layer needs an 'input'");
       ly->input[0] = li - 1, ly->input_loc[0] = loc_of(L, ly->node), ly->ninputs = 1;
     }
-    int lo = ly->op == OP_COUNT ? 1 : op_info(ly->op)->min_inputs;
-    int hi = ly->op == OP_COUNT ? 1 : op_info(ly->op)->max_inputs;
-    if (ly->ninputs < lo || ly->ninputs > hi)
-      diag_error(loc_of(L, ly->node), "op takes %d input%s, got %d", lo, lo == 1 ? "" : "s", ly->ninputs);
-    Node *w = get(L, ly->node, "weight");
-    if (w) {
-      const char *ref = scalar(L, w, "'weight'");
-      const char *dot = strrchr(ref, '.');
-      char owner[2 * MAX_NAME];
-      snprintf(owner, sizeof owner, "%.*s", dot ? (int)(dot - ref) : 0, ref);
-      int id;
-      if (!dot || !resolve_name(L, ly->scope, owner, &id) || id < 0)
-        diag_error(loc_of(L, w), "unknown parameter '%s'; name it as LAYER.weight", ref);
-      ly->share = id;
-    }
+    const OpInfo *oi = op_info(ly->op);
+    if (ly->ninputs < oi->min_inputs || ly->ninputs > oi->max_inputs)
+      diag_error(loc_of(L, ly->node), "op takes %d input%s, got %d", oi->min_inputs, oi->min_inputs == 1 ? "" : "s",
+                 ly->ninputs);
+    for (int i = 0; i < MAX_ATTR && oi->attrs[i].key; i++)
+      if (oi->attrs[i].type == ATTR_PARAM) resolve_share(L, ly, oi->attrs[i].key);
   }
 }
 
@@ -504,218 +500,49 @@ static int *order(Loader *L) {
   return out;
 }
 
-/* ---- build: shape rules through the op table ---- */
+/* ---- attributes, then build.c's shape rules ---- */
 
-struct BuildCtx {
-  Loader *L;
-  Layer *ly;
-  Op op;
-  const char *opname; /* the op's name, "h0.attn.qkv" for lowered sub-ops */
-  const char *ovkey;  /* an int key answered by ovval instead of the YAML */
-  int64_t ovval;
-  int in[MAX_OP_IN]; /* tensor ids of the YAML inputs */
-  int nin;
-};
-
-static Node *ctx_key(BuildCtx *c, const char *key) { return key ? get(c->L, c->ly->node, key) : NULL; }
-
-void build_error(BuildCtx *c, const char *key, const char *fmt, ...) {
-  Node *n = ctx_key(c, key);
-  va_list ap;
-  va_start(ap, fmt);
-  char msg[600];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  diag_error(loc_of(c->L, n ? n : c->ly->node), "layer '%s': %s", c->ly->name, msg);
-}
-
-int64_t build_int(BuildCtx *c, const char *key, bool required, int64_t dflt) {
-  if (c->ovkey && !strcmp(key, c->ovkey)) return c->ovval;
-  Node *n = ctx_key(c, key);
-  if (!n && required) build_error(c, NULL, "op '%s' needs the key '%s'", op_info(c->op.kind)->name, key);
-  if (!n) return dflt;
-  int64_t v = int_expr(c->L, n, ar_printf(c->L->ar, "'%s'", key));
-  if (v <= 0) diag_error(loc_of(c->L, n), "'%s' must be positive, not %lld", key, (long long)v);
-  return v;
-}
-
-bool build_bool(BuildCtx *c, const char *key, bool dflt) {
-  Node *n = ctx_key(c, key);
-  return n ? boolean(c->L, n, ar_printf(c->L->ar, "'%s'", key)) : dflt;
-}
-
-/* Tensor pointers stay readable after later add_tensor calls: the arena
- * never frees the old copy of a grown array, and entries never change. */
-const Tensor *build_input(BuildCtx *c, int k) { return &c->L->t.v[c->in[k]]; }
-int build_ninputs(BuildCtx *c) { return c->nin; }
-
-Shape build_shape(BuildCtx *c, int rank, const int64_t *d, const char *const *sym) {
-  Shape s = {.rank = rank};
-  for (int i = 0; i < rank; i++) {
-    s.d[i] = d[i];
-    s.sym[i] = sym && sym[i] ? sym[i] : ar_printf(c->L->ar, "%lld", (long long)d[i]);
-  }
-  return s;
-}
-
-/* Symbolic text for a dim read from a key: the key's YAML text ("4*C"). */
-static void name_dims(BuildCtx *c, Shape *s) {
-  for (int i = 0; i < s->rank; i++) {
-    const char *k = s->sym[i];
-    if (!strcmp(k, "out") || !strcmp(k, "num") || !strcmp(k, "dim") || !strcmp(k, "max") || !strcmp(k, "heads")) {
-      Node *n = c->ovkey && !strcmp(k, c->ovkey) ? NULL : ctx_key(c, k);
-      s->sym[i] = n && n->type == YAML_SCALAR_NODE ? ar_strdup(c->L->ar, (char *)n->data.scalar.value)
-                                                   : ar_printf(c->L->ar, "%lld", (long long)s->d[i]);
+/* The layer's attributes in its op's declaration order. */
+static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
+  const OpInfo *oi = op_info(ly->op);
+  Loc at = loc_of(L, ly->node);
+  op_attr_defaults(ly->op, a, at);
+  for (int i = 0; i < MAX_ATTR && oi->attrs[i].key; i++) {
+    const AttrSpec *spec = &oi->attrs[i];
+    Node *n = get(L, ly->node, spec->key);
+    if (!n && spec->required) diag_error(at, "layer '%s': op '%s' needs the key '%s'", ly->name, oi->name, spec->key);
+    if (!n) continue;
+    const char *what = ar_printf(L->ar, "'%s'", spec->key);
+    a[i].loc = loc_of(L, n);
+    a[i].s = ar_strdup(L->ar, scalar(L, n, what));
+    switch (spec->type) {
+    case ATTR_INT:
+      a[i].i = int_expr(L, n, what);
+      if (a[i].i <= 0) diag_error(a[i].loc, "%s must be positive, not %lld", what, (long long)a[i].i);
+      break;
+    case ATTR_FLOAT: a[i].f = number(L, n, what); break;
+    case ATTR_BOOL: a[i].i = boolean(L, n, what); break;
+    case ATTR_PARAM: a[i].s = ly->share_name; break;
     }
   }
-}
-
-void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init) {
-  name_dims(c, &shape);
-  Node *sk = share_key ? ctx_key(c, share_key) : NULL;
-  if (sk) {
-    const char *ref = (char *)sk->data.scalar.value;
-    const char *dot = strrchr(ref, '.');
-    const char *owner = c->L->layers.v[c->ly->share].name;
-    /* the owner's parameter named by the part after the dot */
-    char want[MAX_SCOPE + 3 * MAX_NAME];
-    snprintf(want, sizeof want, "%s.%s", owner, dot + 1);
-    for (int t = 0; t < c->L->t.n; t++) {
-      Tensor *p = &c->L->t.v[t];
-      if (p->kind != TK_PARAM || strcmp(p->name, want)) continue;
-      bool eq = p->shape.rank == shape.rank;
-      for (int i = 0; eq && i < shape.rank; i++) eq = p->shape.d[i] == shape.d[i];
-      if (!eq) {
-        Arena *ar = c->L->ar;
-        diag_error(loc_of(c->L, sk), "shape mismatch: shared parameter '%s' is %s %s, this layer needs %s %s", want,
-                   shape_sym_str(ar, &p->shape), shape_val_str(ar, &p->shape), shape_sym_str(ar, &shape),
-                   shape_val_str(ar, &shape));
-      }
-      c->op.in[slot] = t;
-      return;
-    }
-    diag_error(loc_of(c->L, sk), "layer '%s' has no parameter '%s'", owner, dot + 1);
-  }
-  Tensor t = {.name = ar_printf(c->L->ar, "%s.%s", c->opname, suffix),
-              .kind = TK_PARAM,
-              .dtype = DT_F32,
-              .shape = shape,
-              .loc = loc_of(c->L, c->ly->node),
-              .producer = -1,
-              .init = init};
-  c->op.in[slot] = add_tensor(c->L, t);
-}
-
-void build_data(BuildCtx *c, int slot, int k) { c->op.in[slot] = c->in[k]; }
-
-void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt) {
-  name_dims(c, &shape);
-  Tensor t = {.name = suffix ? ar_printf(c->L->ar, "%s.%s", c->opname, suffix) : c->opname,
-              .kind = TK_ACT,
-              .dtype = dt,
-              .shape = shape,
-              .loc = loc_of(c->L, c->ly->node),
-              .producer = c->L->ops.n};
-  c->op.out[slot] = add_tensor(c->L, t);
-}
-
-void build_attr(BuildCtx *c, int k, int64_t v) { c->op.attr[k] = v; }
-
-/* Runs one op's shape rule; returns the output tensor id. */
-static int build_op(Loader *L, Layer *ly, OpKind k, const char *opname, const int *in, int nin, const char *ovkey,
-                    int64_t ovval) {
-  BuildCtx c = {.L = L, .ly = ly, .opname = opname, .ovkey = ovkey, .ovval = ovval, .nin = nin};
-  c.op = (Op){.kind = k, .name = opname, .loc = loc_of(L, ly->node), .nin = op_info(k)->nin, .nout = op_info(k)->nout};
-  for (int i = 0; i < MAX_OP_IN; i++) c.op.in[i] = -1;
-  for (int i = 0; i < MAX_OP_OUT; i++) c.op.out[i] = -1;
-  for (int i = 0; i < nin; i++) c.in[i] = in[i];
-  op_info(k)->build(&c);
-  VEC_PUSH(L->ar, L->ops, c.op);
-  return c.op.out[0];
 }
 
 static int tensor_of(Loader *L, int name_id) { return name_id < 0 ? -1 - name_id : L->layers.v[name_id].out; }
-
-/* causal_self_attention lowers to qkv projection, attention core, output projection. */
-static int build_csa(Loader *L, Layer *ly, int x) {
-  int64_t C = L->t.v[x].shape.d[L->t.v[x].shape.rank - 1];
-  int64_t C3 = ck_mul_or_die(loc_of(L, ly->node), "3*C", 3, C);
-  int qkv = build_op(L, ly, OP_LINEAR, ar_printf(L->ar, "%s.qkv", ly->name), &x, 1, "out", C3);
-  int att = build_op(L, ly, OP_ATTENTION, ar_printf(L->ar, "%s.core", ly->name), &qkv, 1, NULL, 0);
-  return build_op(L, ly, OP_LINEAR, ar_printf(L->ar, "%s.proj", ly->name), &att, 1, "out", C);
-}
 
 static void build_all(Loader *L, const int *ord) {
   for (int i = 0; i < L->layers.n; i++) {
     Layer *ly = &L->layers.v[ord[i]];
     int in[MAX_OP_IN];
     for (int k = 0; k < ly->ninputs; k++) in[k] = tensor_of(L, ly->input[k]);
-    ly->out =
-        ly->op == OP_COUNT ? build_csa(L, ly, in[0]) : build_op(L, ly, ly->op, ly->name, in, ly->ninputs, NULL, 0);
-  }
-}
-
-/* ---- init schemes ---- */
-
-/* gpt2: every weight N(0, 0.02), biases zero, norms one; a linear whose
- * output feeds a residual add gets 0.02 / sqrt(number of such projections),
- * which is GPT-2's 0.02 / sqrt(2 L). pytorch: the op table's defaults. */
-static void apply_gpt2_init(Loader *L) {
-  int nres = 0;
-  bool *res = ar_alloc(L->ar, sizeof(bool) * (size_t)L->ops.n);
-  for (int i = 0; i < L->ops.n; i++) {
-    Op *o = &L->ops.v[i];
-    if (o->kind != OP_ADD) continue;
-    for (int k = 0; k < 2; k++) {
-      int p = L->t.v[o->in[k]].producer;
-      if (p >= 0 && L->ops.v[p].kind == OP_LINEAR && !res[p]) {
-        res[p] = true;
-        nres++;
-      }
-    }
-  }
-  for (int i = 0; i < L->ops.n; i++) {
-    Op *o = &L->ops.v[i];
-    for (int k = 0; k < o->nin; k++) {
-      if (o->in[k] < 0) continue;
-      Tensor *t = &L->t.v[o->in[k]];
-      if (t->kind != TK_PARAM || t->init.kind == INIT_ONES) continue;
-      if (t->init.kind == INIT_UNIFORM && t->shape.rank == 1) t->init = (Init){INIT_ZEROS, 0};
-      else if (t->init.kind == INIT_UNIFORM || t->init.kind == INIT_NORMAL)
-        t->init = (Init){INIT_NORMAL, res[i] && nres ? 0.02 / sqrt((double)nres) : 0.02};
-    }
+    Attr attr[MAX_ATTR];
+    parse_attrs(L, ly, attr);
+    ly->out = gb_layer(L->gb, ly->op, ly->name, loc_of(L, ly->node), in, ly->ninputs, attr);
   }
 }
 
 /* ---- the whole file ---- */
 
 static const char *const top_keys[] = {"model", "dims", "inputs", "optimizer", "init", "layers", NULL};
-
-static int find_loss(Loader *L, Node *layers) {
-  int loss = -1;
-  for (int i = 0; i < L->ops.n; i++) {
-    if (!op_info(L->ops.v[i].kind)->is_loss) continue;
-    if (loss >= 0)
-      diag_error(L->ops.v[i].loc, "a second loss layer '%s' (the first is '%s'); a model has one loss",
-                 L->ops.v[i].name, L->t.v[loss].name);
-    loss = L->ops.v[i].out[0];
-  }
-  if (loss < 0) diag_error(loc_of(L, layers), "no loss layer: end the model with a cross_entropy or mse layer");
-  return loss;
-}
-
-/* Forward plus backward FLOPs of every layer, summed over the model, stay
- * below MAX_STEP_FLOPS (the op table saturates instead of overflowing). */
-static void check_flops(const Graph *g) {
-  int64_t total = 0, fb;
-  for (int i = 0; i < g->nops; i++) {
-    const Op *o = &g->ops[i];
-    const OpInfo *oi = op_info(o->kind);
-    if (!ck_add(oi->flops(g, o, false), oi->flops(g, o, true), &fb) || !ck_add(total, fb, &total) ||
-        total > MAX_STEP_FLOPS)
-      diag_error(o->loc, "layer '%s': a training step would take more than 2^60 FLOPs; use smaller dims", o->name);
-  }
-}
 
 static Graph *load_doc(Loader *L) {
   Node *root = yaml_document_get_root_node(&L->doc);
@@ -744,12 +571,7 @@ static Graph *load_doc(Loader *L) {
   if (L->layers.n == 0) diag_error(loc_of(L, layers), "empty model: 'layers' has no layers");
   resolve(L);
   build_all(L, order(L));
-  if (L->gpt2_init) apply_gpt2_init(L);
-  Graph *g = ar_alloc(L->ar, sizeof(Graph));
-  *g = (Graph){ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, L->t.v, L->t.n, L->ops.v, L->ops.n, opt, 0};
-  g->loss = find_loss(L, layers);
-  check_flops(g);
-  return g;
+  return gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init, loc_of(L, layers));
 }
 
 /* Reports the libyaml parser's error at its problem mark. */
@@ -805,7 +627,11 @@ static void check_yaml_shape(Loader *L, const char *text, size_t len) {
 
 Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len, const DimOverride *ov, int nov) {
   Loader *L = ar_alloc(ar, sizeof(Loader));
-  L->ar = ar, L->path = ar_strdup(ar, path), L->ov = ov, L->nov = nov;
+  L->ar = ar;
+  L->path = ar_strdup(ar, path);
+  L->ov = ov;
+  L->nov = nov;
+  L->gb = gb_new(ar);
   diag_register_source(L->path, text, len);
   check_yaml_shape(L, text, len);
   yaml_parser_t parser;

@@ -1,10 +1,19 @@
-/* ops.h: the op table. One entry per op: YAML keys, shape rule and the
- * parameters it creates (build), FLOPs, the kernel's slot layout for forward
- * and backward, which forward tensors backward needs, and which outputs may be
- * computed in place. Adding an op = one entry here + kernels + a gradcheck.
+/* ops.h: the op table. Each op is one entry (ops.c, designated
+ * initializers) that says everything the compiler knows about it: its YAML
+ * name and attributes (types, defaults), its shape rule and the parameters
+ * it creates (build), its kernels' size arguments and FLOPs, its cost class
+ * and workspace, which forward tensors its backward reads, whether the
+ * selective checkpointing option recomputes it, which backward inputs may be
+ * stored in bf16/fp16, which outputs may overwrite an input, and what the
+ * trainer feeds a graph input it reads. The passes read these fields and
+ * never switch on the op kind for policy. README "Adding an op" is the recipe.
  *
- * Slot layouts (the order of PlanOp.in/out, and of the kernel arguments in
- * runtime/memplan_rt.h):
+ * Kernels: rt_<name>_forward(outs..., ins..., dims..., floats...) and
+ * rt_<name>_backward(outs..., ins..., dims..., floats..., [scale for losses],
+ * acc per out), declared once in runtime/memplan_kernels.h. "floats" are the
+ * op's float attributes, in declaration order.
+ *
+ * Slot layouts (the order of PlanOp.in/out, and of the kernel arguments):
  *   op             forward in       forward out         backward in                backward out     dims
  *   linear         x W b            out                 dout x W                   dx dW db         M K N
  *   matmul         a b              out                 dout a b                   da db            Bt M K N
@@ -24,6 +33,7 @@
 #ifndef MEMPLAN_OPS_H
 #define MEMPLAN_OPS_H
 
+#include "build.h"
 #include "graph.h"
 
 /* References from a backward slot to forward tensors. */
@@ -34,36 +44,62 @@ enum { REF_NONE = 0, REF_DOUT = 1 };
 #define REF_KIND(r) ((r)&0xf0)
 #define REF_SLOT(r) ((r)&0x0f)
 
-/* The loader's side of building one layer; implemented in load.c. */
-typedef struct BuildCtx BuildCtx;
-int64_t build_int(BuildCtx *c, const char *key, bool required, int64_t dflt);
-bool build_bool(BuildCtx *c, const char *key, bool dflt);
-const Tensor *build_input(BuildCtx *c, int slot); /* the layer's k-th YAML input */
-int build_ninputs(BuildCtx *c);
-/* Creates (or, with a `key:` naming an existing parameter, shares) a parameter
- * "<layer>.<suffix>" and puts it in forward input slot `slot`. */
-void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init);
-void build_data(BuildCtx *c, int slot, int yaml_input); /* YAML input k to slot */
-void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt);
-void build_attr(BuildCtx *c, int k, int64_t v);
-_Noreturn void build_error(BuildCtx *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-Shape build_shape(BuildCtx *c, int rank, const int64_t *d, const char *const *sym);
+#define SLOT(k) (1u << (k)) /* a set of slots, as a bit mask */
+#define MAX_BIN 8           /* backward input slots */
+#define MAX_BOUT MAX_OP_IN  /* backward output slots: one gradient per forward input at most */
+
+typedef enum {
+  ATTR_INT,   /* a dim expression ("4*C"), positive */
+  ATTR_FLOAT, /* a number; passed to the kernels after the dims */
+  ATTR_BOOL,
+  ATTR_PARAM, /* another layer's parameter to share ("LAYER.weight") */
+} AttrType;
 
 typedef struct {
-  const char *name;           /* YAML op name; NULL for ops not written in YAML */
-  const char *const *keys;    /* op-specific YAML keys, NULL-terminated */
-  int min_inputs, max_inputs; /* YAML inputs (default: the previous layer) */
-  int nin, nout;              /* forward slots */
-  int nstats;                 /* trailing forward outputs only backward reads (NULL in eval) */
+  const char *key; /* NULL ends the list */
+  AttrType type;
+  bool required;
+  double dflt; /* when not required: ints, floats and bools (0/1) */
+} AttrSpec;
+
+/* What the trainer writes into a graph input read at a forward slot. */
+typedef enum { FEED_NONE, FEED_TOKENS, FEED_LABELS, FEED_VALUES } Feed;
+
+typedef struct {
+  const char *name;         /* YAML name and kernel stem */
+  AttrSpec attrs[MAX_ATTR]; /* the op's YAML keys besides name, op, input(s) */
+  int min_inputs, max_inputs;
+  int nin, nout; /* forward slots */
+  int nstats;    /* trailing forward outputs only backward reads (NULL in eval) */
+  /* The shape rule (build.h's API): checks the inputs, creates parameters
+   * and outputs. A composite op (causal_self_attention) adds other ops
+   * instead and never appears in a Graph. */
   void (*build)(BuildCtx *c);
+  bool composite;
+  /* Kernel size arguments, in the kernel's order; the forward kernel takes
+   * the first fwd_ndim of them (0: all). */
   void (*dims)(const Graph *g, const Op *op, int64_t *dim, int *ndim);
-  int64_t (*flops)(const Graph *g, const Op *op, bool backward);
-  int nbin, nbout;         /* backward slots */
-  int bin[6], bout[4];     /* REF_* per backward slot */
-  bool grad_to[MAX_OP_IN]; /* forward input slots that can receive a gradient */
-  int inplace_fwd[2];      /* forward in slots out[0] may overwrite, -1 = none */
-  int inplace_bwd[2][2];   /* {bout slot, bin slot} pairs alias-safe when acc = 0, -1 = none */
+  int fwd_ndim;
+  int64_t (*flops)(const Graph *g, const Op *op, bool backward); /* saturates at INT64_MAX */
+  bool gemm; /* its FLOPs run at the matrix-product rate of the cost model */
+  /* Bytes of the CUDA library workspace its kernels use, from its dims: a
+   * matrix product's split-K partial sums (capped, plan.c) or, with
+   * workspace_floor, scratch the kernel cannot run without. */
+  int64_t (*workspace)(const int64_t *dim);
+  bool workspace_floor;
+  bool cheap;                     /* the selective checkpointing option recomputes it instead of keeping its outputs */
+  unsigned half_bin;              /* backward input slots that may read a bf16/fp16 copy (SLOT bits) */
+  int nbin, nbout;                /* backward slots */
+  int bin[MAX_BIN];               /* REF_* per backward input slot */
+  int bout[MAX_BOUT];             /* REF_GIN(k) per backward output slot */
+  bool grad_to[MAX_OP_IN];        /* forward input slots that can receive a gradient */
+  unsigned inplace_fwd;           /* forward input slots out[0] may overwrite, tried in order */
+  unsigned inplace_bwd[MAX_BOUT]; /* backward input slots backward output k may overwrite when acc = 0 */
   bool is_loss;
+  Feed feed[MAX_OP_IN]; /* per forward slot, for graph inputs */
+  /* GPT-2 initialization: a residual join (add) scales the weights of the
+   * gpt2_projection ops (linear) that feed it by 1/sqrt(their number). */
+  bool residual_join, gpt2_projection;
 } OpInfo;
 
 const OpInfo *op_info(OpKind k);
@@ -71,5 +107,12 @@ const OpInfo *op_info(OpKind k);
 int op_lookup(const char *s);
 /* The closest YAML op name to s, for "did you mean". */
 const char *op_suggest(const char *s);
+/* The index of key in the op's attribute list, or -1. */
+int op_attr_index(OpKind k, const char *key);
+/* Every attribute of op k at its default (not given: s is NULL), at loc. */
+void op_attr_defaults(OpKind k, Attr *a, Loc loc);
+/* The op's float attributes, in declaration order: the kernels' float
+ * arguments after the dims. Returns how many. */
+int op_float_args(const Op *op, double *out);
 
 #endif

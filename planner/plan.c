@@ -102,6 +102,7 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
     const OpInfo *oi = op_info(fo->kind);
     o->loc = fo->loc;
     oi->dims(g, fo, o->dim, &o->ndim);
+    o->nfarg = op_float_args(fo, o->farg);
     o->flops = oi->flops(g, fo, x->phase == PHASE_BACKWARD);
   }
   return ops;
@@ -118,25 +119,20 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
 #define WORKSPACE_MIN ((int64_t)64 << 10)
 #define WORKSPACE_MAX ((int64_t)32 << 20)
 
-static int64_t workspace_need(const PlanOp *o) {
-  if (o->phase == PHASE_UPDATE) return 0;
-  if (o->op == OP_LINEAR) return 4 * o->dim[0] * o->dim[2];             /* M K N */
-  if (o->op == OP_MATMUL) return 4 * o->dim[0] * o->dim[1] * o->dim[3]; /* Bt M K N */
-  if (o->op == OP_CROSS_ENTROPY) return 4 * o->dim[0];                  /* N V */
-  return 0;
-}
-
+/* Each op says what it uses (OpInfo.workspace): a matrix product's
+ * split-K sums are capped, a floor (cross-entropy's) is not. */
 static void size_workspace(Plan *p, int b) {
-  int64_t ws = WORKSPACE_MIN, ce = 0;
+  int64_t ws = WORKSPACE_MIN, floor = 0;
   for (int s = 0; s < 2; s++)
     for (int i = 0; i < (s ? p->neval : p->nsched); i++) {
       const PlanOp *o = s ? &p->eval[i] : &p->sched[i];
-      int64_t need = workspace_need(o);
-      if (o->op == OP_CROSS_ENTROPY) ce = need > ce ? need : ce;
+      const OpInfo *oi = op_info(o->op);
+      int64_t need = o->phase == PHASE_UPDATE || !oi->workspace ? 0 : oi->workspace(o->dim);
+      if (oi->workspace_floor) floor = need > floor ? need : floor;
       else ws = need > ws ? need : ws;
     }
   ws = ws < WORKSPACE_MAX ? ws : WORKSPACE_MAX;
-  ws = mp_align_up(ce > ws ? ce : ws, 256);
+  ws = mp_align_up(floor > ws ? floor : ws, 256);
   PlanBuffer *pb = &p->buf[b];
   pb->bytes = ws;
   pb->shape = (Shape){.rank = 1, .d = {ws / 4}, .sym = {"workspace"}};

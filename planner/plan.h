@@ -59,7 +59,7 @@ typedef struct {
   bool decay;          /* params only: weight decay applies (rank >= 2) */
 } PlanBuffer;
 
-#define PLAN_MAX_IO 6
+#define PLAN_MAX_IO 8 /* kernel slots: MAX_BIN backward inputs at most */
 
 typedef struct {
   int id; /* position in its schedule */
@@ -71,8 +71,10 @@ typedef struct {
   int in[PLAN_MAX_IO]; /* buffer ids in the kernel's slot order; -1 = NULL */
   int out[PLAN_MAX_IO];
   bool acc[PLAN_MAX_IO]; /* backward outputs: accumulate (+=) instead of write */
-  int64_t dim[6];        /* kernel size arguments, in the kernel's order (ops.h) */
+  int64_t dim[MAX_KDIM]; /* kernel size arguments, in the kernel's order (ops.h) */
   int ndim;
+  double farg[MAX_ATTR]; /* the op's float attributes (eps), passed after the dims */
+  int nfarg;
   int64_t flops;
 } PlanOp;
 

@@ -12,19 +12,6 @@ const char *prec_name(Precision p) {
 
 DType prec_dtype(Precision p) { return p == PREC_FP16 ? DT_F16 : p == PREC_BF16 ? DT_BF16 : DT_F32; }
 
-/* Backward slots that may read a half-precision copy: the data inputs of
- * matrix products and attention, and activation functions. */
-static bool half_ok(OpKind k, int bin_slot) {
-  switch (k) {
-  case OP_LINEAR: return bin_slot == 1;                     /* x */
-  case OP_MATMUL: return bin_slot == 1 || bin_slot == 2;    /* a, b */
-  case OP_ATTENTION: return bin_slot == 1 || bin_slot == 2; /* qkv, out (not lse) */
-  case OP_GELU:
-  case OP_RELU: return bin_slot == 1;
-  default: return false;
-  }
-}
-
 bool *prec_candidates(Arena *ar, const Graph *g, const Step *plain) {
   bool *ok = ar_alloc(ar, sizeof(bool) * (size_t)g->nt), *bad = ar_alloc(ar, sizeof(bool) * (size_t)g->nt);
   for (int i = 0; i < plain->ntrain; i++) {
@@ -33,7 +20,7 @@ bool *prec_candidates(Arena *ar, const Graph *g, const Step *plain) {
     for (int k = 0; k < x->nin; k++) {
       int t = x->in[k];
       if (t < 0 || t >= g->nt || g->t[t].kind != TK_ACT || g->t[t].dtype != DT_F32) continue;
-      if (half_ok(x->kind, k)) ok[t] = true;
+      if (op_info(x->kind)->half_bin & SLOT(k)) ok[t] = true; /* backward slots that may read a half copy */
       else bad[t] = true;
     }
   }

@@ -1,0 +1,230 @@
+/* build.c: the graph builder (see build.h). */
+#include "build.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+/* Limits: every size and FLOP count of a plan stays inside 64 bits. */
+#define MAX_TENSORS 400000
+/* The graph's tensors together: with gradients, optimizer states and
+ * alignment, every sum of buffer sizes a plan makes stays far below 2^63. */
+#define MAX_TOTAL_BYTES (INT64_C(1) << 50) /* 1 PiB */
+/* Forward and backward FLOPs of all layers: step totals stay below 2^63. */
+#define MAX_STEP_FLOPS (INT64_C(1) << 60)
+
+struct GraphBuilder {
+  Arena *ar;
+  VEC(Tensor) t;
+  VEC(Op) ops;
+  int64_t total_bytes; /* of all tensors so far */
+};
+
+struct BuildCtx {
+  GraphBuilder *gb;
+  const char *layer;  /* the layer's name, for errors */
+  const char *opname; /* the op's name: the layer's, or "h0.attn.qkv" for a composite's parts */
+  Loc loc;            /* the layer's */
+  Op op;
+  const int *in; /* tensor ids of the inputs */
+  int nin;
+};
+
+GraphBuilder *gb_new(Arena *ar) {
+  GraphBuilder *gb = ar_alloc(ar, sizeof(GraphBuilder));
+  gb->ar = ar;
+  return gb;
+}
+
+int gb_tensor(GraphBuilder *gb, Tensor t) {
+  int64_t bytes = dtype_size(t.dtype);
+  for (int i = 0; i < t.shape.rank; i++) bytes = ck_mul_or_die(t.loc, "a tensor's size in bytes", bytes, t.shape.d[i]);
+  if (gb->t.n >= MAX_TENSORS) diag_error(t.loc, "too many tensors (limit %d)", MAX_TENSORS);
+  if (bytes > MAX_TOTAL_BYTES - gb->total_bytes)
+    diag_error(t.loc, "the model's tensors take more than 1 PiB (%lld bytes) with '%s' (%lld bytes); use smaller dims",
+               (long long)MAX_TOTAL_BYTES, t.name, (long long)bytes);
+  gb->total_bytes += bytes;
+  VEC_PUSH(gb->ar, gb->t, t);
+  return gb->t.n - 1;
+}
+
+/* Tensor pointers stay readable after later gb_tensor calls: the arena
+ * never frees the old copy of a grown array, and entries never change. */
+const Tensor *gb_get(const GraphBuilder *gb, int t) { return &gb->t.v[t]; }
+
+static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opname, Loc loc, const int *in, int nin,
+                  const Attr *attr) {
+  const OpInfo *oi = op_info(k);
+  BuildCtx c = {.gb = gb, .layer = layer, .opname = opname, .loc = loc, .in = in, .nin = nin};
+  c.op = (Op){.kind = k, .name = opname, .loc = loc, .nin = oi->nin, .nout = oi->nout};
+  for (int i = 0; i < MAX_OP_IN; i++) c.op.in[i] = -1;
+  for (int i = 0; i < MAX_OP_OUT; i++) c.op.out[i] = -1;
+  memcpy(c.op.attr, attr, sizeof c.op.attr);
+  int before = gb->ops.n;
+  oi->build(&c);
+  if (oi->composite) { /* its parts are in: the last one's output is the layer's */
+    MP_ASSERT(gb->ops.n > before);
+    return gb->ops.v[gb->ops.n - 1].out[0];
+  }
+  VEC_PUSH(gb->ar, gb->ops, c.op);
+  return c.op.out[0];
+}
+
+int gb_layer(GraphBuilder *gb, OpKind k, const char *name, Loc loc, const int *in, int nin, const Attr *attr) {
+  return add_op(gb, k, name, name, loc, in, nin, attr);
+}
+
+int build_sub(BuildCtx *c, OpKind k, const char *suffix, const int *in, int nin, const Attr *attr) {
+  return add_op(c->gb, k, c->layer, ar_printf(c->gb->ar, "%s.%s", c->layer, suffix), c->loc, in, nin, attr);
+}
+
+/* ---- the shape rules' side ---- */
+
+const Attr *build_attr(BuildCtx *c, const char *key) {
+  int i = op_attr_index(c->op.kind, key);
+  MP_ASSERT(i >= 0); /* a shape rule reads only the keys its entry declares */
+  return &c->op.attr[i];
+}
+
+void build_error(BuildCtx *c, const char *key, const char *fmt, ...) {
+  const Attr *a = key ? build_attr(c, key) : NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  char msg[600];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(a && a->s ? a->loc : c->loc, "layer '%s': %s", c->layer, msg);
+}
+
+const Tensor *build_input(BuildCtx *c, int k) { return gb_get(c->gb, c->in[k]); }
+int build_input_id(BuildCtx *c, int k) { return c->in[k]; }
+int build_ninputs(BuildCtx *c) { return c->nin; }
+Arena *build_scratch(BuildCtx *c) { return c->gb->ar; }
+
+Shape build_shape(BuildCtx *c, int rank, const int64_t *d, const char *const *sym) {
+  Shape s = {.rank = rank};
+  for (int i = 0; i < rank; i++) {
+    s.d[i] = d[i];
+    s.sym[i] = sym && sym[i] ? sym[i] : ar_printf(c->gb->ar, "%lld", (long long)d[i]);
+  }
+  return s;
+}
+
+/* A shared parameter: the attribute holds its full name, "LAYER.weight". */
+static int shared_param(BuildCtx *c, const Attr *a, const Shape *shape) {
+  const char *dot = strrchr(a->s, '.');
+  for (int t = 0; t < c->gb->t.n; t++) {
+    const Tensor *p = gb_get(c->gb, t);
+    if (p->kind != TK_PARAM || strcmp(p->name, a->s)) continue;
+    bool eq = p->shape.rank == shape->rank;
+    for (int i = 0; eq && i < shape->rank; i++) eq = p->shape.d[i] == shape->d[i];
+    if (!eq) {
+      Arena *ar = c->gb->ar;
+      diag_error(a->loc, "shape mismatch: shared parameter '%s' is %s %s, this layer needs %s %s", a->s,
+                 shape_sym_str(ar, &p->shape), shape_val_str(ar, &p->shape), shape_sym_str(ar, shape),
+                 shape_val_str(ar, shape));
+    }
+    return t;
+  }
+  diag_error(a->loc, "layer '%.*s' has no parameter '%s'", (int)(dot - a->s), a->s, dot + 1);
+}
+
+void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init) {
+  const Attr *share = share_key ? build_attr(c, share_key) : NULL;
+  if (share && share->s) {
+    c->op.in[slot] = shared_param(c, share, &shape);
+    return;
+  }
+  Tensor t = {.name = ar_printf(c->gb->ar, "%s.%s", c->opname, suffix),
+              .kind = TK_PARAM,
+              .dtype = DT_F32,
+              .shape = shape,
+              .loc = c->loc,
+              .producer = -1,
+              .init = init};
+  c->op.in[slot] = gb_tensor(c->gb, t);
+}
+
+void build_data(BuildCtx *c, int slot, int k) { c->op.in[slot] = c->in[k]; }
+
+void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt) {
+  Tensor t = {.name = suffix ? ar_printf(c->gb->ar, "%s.%s", c->opname, suffix) : c->opname,
+              .kind = TK_ACT,
+              .dtype = dt,
+              .shape = shape,
+              .loc = c->loc,
+              .producer = c->gb->ops.n};
+  c->op.out[slot] = gb_tensor(c->gb, t);
+}
+
+/* ---- finishing ---- */
+
+/* gpt2: every weight N(0, 0.02), biases zero, norms one; a projection whose
+ * output feeds a residual join gets 0.02 / sqrt(number of such projections),
+ * which is GPT-2's 0.02 / sqrt(2 L). pytorch: the op table's defaults. */
+static void apply_gpt2_init(GraphBuilder *gb) {
+  int nres = 0;
+  bool *res = ar_alloc(gb->ar, sizeof(bool) * (size_t)gb->ops.n);
+  for (int i = 0; i < gb->ops.n; i++) {
+    Op *o = &gb->ops.v[i];
+    if (!op_info(o->kind)->residual_join) continue;
+    for (int k = 0; k < o->nin; k++) {
+      int p = o->in[k] >= 0 ? gb->t.v[o->in[k]].producer : -1;
+      if (p >= 0 && op_info(gb->ops.v[p].kind)->gpt2_projection && !res[p]) {
+        res[p] = true;
+        nres++;
+      }
+    }
+  }
+  for (int i = 0; i < gb->ops.n; i++) {
+    Op *o = &gb->ops.v[i];
+    for (int k = 0; k < o->nin; k++) {
+      if (o->in[k] < 0) continue;
+      Tensor *t = &gb->t.v[o->in[k]];
+      if (t->kind != TK_PARAM || t->init.kind == INIT_ONES) continue;
+      if (t->init.kind == INIT_UNIFORM && t->shape.rank == 1) t->init = (Init){INIT_ZEROS, 0};
+      else if (t->init.kind == INIT_UNIFORM || t->init.kind == INIT_NORMAL)
+        t->init = (Init){INIT_NORMAL, res[i] && nres ? 0.02 / sqrt((double)nres) : 0.02};
+    }
+  }
+}
+
+static int find_loss(const GraphBuilder *gb, Loc layers) {
+  int loss = -1;
+  for (int i = 0; i < gb->ops.n; i++) {
+    const Op *o = &gb->ops.v[i];
+    if (!op_info(o->kind)->is_loss) continue;
+    if (loss >= 0)
+      diag_error(o->loc, "a second loss layer '%s' (the first is '%s'); a model has one loss", o->name,
+                 gb->t.v[loss].name);
+    loss = o->out[0];
+  }
+  if (loss < 0) diag_error(layers, "no loss layer: end the model with a cross_entropy or mse layer");
+  return loss;
+}
+
+/* Forward plus backward FLOPs of every layer, summed over the model, stay
+ * below MAX_STEP_FLOPS (the op table saturates instead of overflowing). */
+static void check_flops(const Graph *g) {
+  int64_t total = 0, fb;
+  for (int i = 0; i < g->nops; i++) {
+    const Op *o = &g->ops[i];
+    const OpInfo *oi = op_info(o->kind);
+    if (!ck_add(oi->flops(g, o, false), oi->flops(g, o, true), &fb) || !ck_add(total, fb, &total) ||
+        total > MAX_STEP_FLOPS)
+      diag_error(o->loc, "layer '%s': a training step would take more than 2^60 FLOPs; use smaller dims", o->name);
+  }
+}
+
+Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dims, int ndims, Optimizer opt,
+                 bool gpt2_init, Loc layers) {
+  if (gpt2_init) apply_gpt2_init(gb);
+  Graph *g = ar_alloc(gb->ar, sizeof(Graph));
+  *g = (Graph){model, path, dims, ndims, gb->t.v, gb->t.n, gb->ops.v, gb->ops.n, opt, 0};
+  g->loss = find_loss(gb, layers);
+  check_flops(g);
+  return g;
+}

@@ -1,0 +1,50 @@
+/* build.h: building a Graph from layers, independent of where they come
+ * from. The loader (load.c) parses a layer's inputs and attributes and calls
+ * gb_layer; the op's shape rule (ops.c) runs through the BuildCtx API below
+ * to check its inputs and add its parameters and outputs. The builder owns
+ * the tensor and op tables, the size limits, parameter sharing and the
+ * init schemes; it knows nothing of YAML. */
+#ifndef MEMPLAN_BUILD_H
+#define MEMPLAN_BUILD_H
+
+#include "graph.h"
+
+typedef struct GraphBuilder GraphBuilder;
+typedef struct BuildCtx BuildCtx;
+
+GraphBuilder *gb_new(Arena *ar);
+/* Adds a tensor (a graph input); checks the size limits. Returns its id. */
+int gb_tensor(GraphBuilder *gb, Tensor t);
+const Tensor *gb_get(const GraphBuilder *gb, int t);
+/* Runs the shape rule of op k for one layer: `in` are the tensor ids of its
+ * inputs, `attr` its attributes in the op's declaration order. Errors name
+ * the layer (or the attribute) at its location. Returns the output tensor. */
+int gb_layer(GraphBuilder *gb, OpKind k, const char *name, Loc loc, const int *in, int nin, const Attr *attr);
+/* The finished graph: finds the loss (an error at `layers` when there is
+ * none or two), applies the init scheme and checks the step's FLOPs. */
+Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dims, int ndims, Optimizer opt,
+                 bool gpt2_init, Loc layers);
+
+/* ---- the shape rules' side (ops.c) ---- */
+
+const Tensor *build_input(BuildCtx *c, int k); /* the layer's k-th input */
+int build_input_id(BuildCtx *c, int k);        /* its tensor id */
+int build_ninputs(BuildCtx *c);
+const Attr *build_attr(BuildCtx *c, const char *key); /* must be declared by the op */
+/* Creates parameter "<op>.<suffix>" in forward input slot `slot`; when the
+ * attribute share_key (ATTR_PARAM) was given, shares that parameter instead,
+ * whose shape must equal `shape`. */
+void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init);
+void build_data(BuildCtx *c, int slot, int k); /* input k to forward slot `slot` */
+void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt);
+/* Composite ops: adds op k named "<layer>.<suffix>" reading tensors `in`
+ * with attributes `attr` (declaration order of k); returns its output. */
+int build_sub(BuildCtx *c, OpKind k, const char *suffix, const int *in, int nin, const Attr *attr);
+/* An error at the attribute `key` (or the layer, for NULL), naming the layer. */
+_Noreturn void build_error(BuildCtx *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A shape; a NULL symbol (or NULL sym) is the value written as a number. */
+Shape build_shape(BuildCtx *c, int rank, const int64_t *d, const char *const *sym);
+/* Scratch for the shape strings of an error message. */
+Arena *build_scratch(BuildCtx *c);
+
+#endif
