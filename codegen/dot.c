@@ -84,7 +84,10 @@ static void set(void *obj, const char *k, const char *v) { agsafeset(obj, (char 
  * order (and so dot's layout) then depended on the heap, and `memplan show`
  * drew the same plan differently from `compile`. Here a named object's id is
  * 2 * (its name's index in creation order), anonymous ones take odd ids, as
- * the default does. One table per graph, names copied into the Dot's arena. */
+ * the default does. One table per graph. The names are cgraph reference
+ * strings (agstrdup): agwrite reads a header in front of every name it
+ * prints to see whether it is HTML, and a plain copy made it read the bytes
+ * before the copy, so plan.dot began "digraph <plan>" now and then. */
 typedef struct {
   Agdisc_t disc; /* first: the callbacks find the table from it */
   Arena *ar;
@@ -108,7 +111,7 @@ static long id_map(void *state, int objtype, char *str, IDTYPE *id, int createfl
   int i;
   if (!strmap_get(&t->index, str, &i)) {
     if (!createflag) return 0;
-    const char *copy = ar_strdup(t->ar, str);
+    const char *copy = agstrdup(NULL, str);
     *strmap_slot(t->ar, &t->index, copy) = i = t->name.n;
     VEC_PUSH(t->ar, t->name, copy);
   }
@@ -129,7 +132,10 @@ static char *id_print(void *state, int objtype, IDTYPE id) {
   return id % 2 == 0 && id / 2 < (IDTYPE)t->name.n ? (char *)t->name.v[id / 2] : NULL;
 }
 
-static void id_close(void *state) { (void)state; /* the arena owns the table */ }
+static void id_close(void *state) {
+  IdTable *t = state;
+  for (int i = 0; i < t->name.n; i++) agstrfree(NULL, (char *)t->name.v[i]);
+}
 
 static void id_register(void *state, int objtype, void *obj) { (void)state, (void)objtype, (void)obj; }
 
