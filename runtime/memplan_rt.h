@@ -1,23 +1,7 @@
-/* memplan_rt.h: the kernels a generated trainer calls. One header, two backends
- * (cpu.c: C + OpenMP + OpenBLAS; cuda/: CUDA + cuBLAS).
- *
- * Conventions, shared by every kernel:
- * - All tensors are dense, row-major, fp32 unless noted; token ids are int32.
- * - Kernels never allocate heap memory. Scratch is either a workspace buffer
- *   the plan owns or bounded stack space (at most 64 KiB per call and thread).
- * - Backward kernels write each gradient output either as a fresh value
- *   (acc = 0: "=", the first writer of that gradient in the schedule) or add
- *   into it (acc = 1: "+="). No gradient buffer is ever memset by the caller.
- *   A gradient pointer may be NULL: that gradient is not needed.
- * - "alias-safe (a, b)" means the caller may pass the same pointer for a and b
- *   (in-place execution planned by liveness); every other pair is disjoint.
- * - Optimizer state (AdamW m, v; SGD buf) must be zeroed once by the trainer
- *   before the first step; hyperparameters are double (as PyTorch's Python
- *   floats are).
- * - Matrix sizes must fit in int (the CBLAS interface); kernels abort with
- *   file:line otherwise.
- * - The loss gradient is not a buffer: loss backward kernels take `scale`
- *   (1.0, or the loss scale under fp16 loss scaling).
+/* memplan_rt.h: the kernels a generated trainer calls, CPU backend (cpu.c:
+ * C17, POSIX threads, OpenBLAS). Every kernel of memplan_kernels.h (which
+ * holds their contracts and the conventions they share) as rt_<name>, then
+ * what only this backend has. The CUDA backend is cuda/memplan_rt_cuda.h.
  */
 #ifndef MEMPLAN_RT_H
 #define MEMPLAN_RT_H
@@ -25,115 +9,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "memplan_kernels.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Number of threads the CPU backend uses (OpenMP); set once at start. */
+#define RT_DECLARE(ret, name, params) ret rt_##name params;
+MEMPLAN_KERNELS(RT_DECLARE)
+MEMPLAN_CASTS(RT_DECLARE)
+#undef RT_DECLARE
+
+/* Number of threads the CPU backend uses (its thread pool); set once at start. */
 void rt_set_threads(int n);
-
-/* linear: out[M,N] = x[M,K] @ W[N,K]^T + b[N] (b may be NULL). PyTorch layout. */
-void rt_linear_forward(float *out, const float *x, const float *W, const float *b, int64_t M, int64_t K, int64_t N);
-/* dx[M,K] (+)= dout @ W; dW[N,K] (+)= dout^T @ x; db[N] (+)= colsum(dout). */
-void rt_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, int64_t M,
-                        int64_t K, int64_t N, int acc_dx, int acc_dW, int acc_db);
-
-/* matmul (batched): out[Bt,M,N] = a[Bt,M,K] @ b[Bt,K,N]. */
-void rt_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N);
-/* da (+)= dout @ b^T; db (+)= a^T @ dout (per batch). */
-void rt_matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t Bt, int64_t M,
-                        int64_t K, int64_t N, int acc_da, int acc_db);
-
-/* add: out[n] = a + b. alias-safe (out, a), (out, b). */
-void rt_add_forward(float *out, const float *a, const float *b, int64_t n);
-/* da (+)= dout; db (+)= dout. alias-safe (da, dout) when acc_da = 0, likewise db. */
-void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db);
-
-/* relu: out = max(x, 0). alias-safe (out, x). */
-void rt_relu_forward(float *out, const float *x, int64_t n);
-/* dx (+)= dout * (out > 0); uses the output. alias-safe (dx, dout). */
-void rt_relu_backward(float *dx, const float *dout, const float *out, int64_t n, int acc);
-
-/* gelu, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
- * alias-safe (out, x). */
-void rt_gelu_forward(float *out, const float *x, int64_t n);
-/* dx (+)= dout * gelu'(x). alias-safe (dx, dout). */
-void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc);
-
-/* layernorm over the last dim C of N rows, eps 1e-5 (PyTorch default):
- * out = (x - mean) * rstd * w + b; saves mean[N] and rstd[N] for backward.
- * mean and rstd may be NULL (eval: nothing saved). */
-void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                          int64_t N, int64_t C);
-void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
-                           const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
-                           int acc_db);
-
-/* softmax over the last dim C of N rows (max subtracted). alias-safe (out, x). */
-void rt_softmax_forward(float *out, const float *x, int64_t N, int64_t C);
-/* dx (+)= out * (dout - sum(dout * out)). alias-safe (dx, dout). */
-void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t N, int64_t C, int acc);
-
-/* causal self-attention core (GPT-2), the part between the qkv and output
- * projections: qkv[B,T,3C] holds q, k, v (each C = NH heads of C/NH) side by
- * side per position; out[B,T,C] has heads concatenated. Scores are scaled by
- * 1/sqrt(C/NH) and masked causally. Like FlashAttention, only the row
- * statistics are saved: lse[B,NH,T] receives the log-sum-exp of each row of
- * scaled scores (lse may be NULL in eval); backward recomputes the
- * probabilities from q, k and lse instead of keeping a [B,NH,T,T] tensor.
- * T <= 16384 (stack scratch); C % NH == 0. */
-void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
-/* dqkv (+)= gradient through attention; needs the forward output `out`
- * (for D_i = dot(dout_i, out_i), as FlashAttention's backward does). */
-void rt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                           int64_t B, int64_t T, int64_t C, int64_t NH, int acc);
-
-/* embedding: out[N,C] = W[tokens[i], :] with W[V,C]. Token ids are checked by
- * the data loader, not here. */
-void rt_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V);
-/* dW (+)= scatter-add of dout rows at tokens. With acc = 0, dW is zeroed first. */
-void rt_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N, int64_t C, int64_t V,
-                           int acc);
-
-/* position embedding: out[B,T,C] = W[t, :] for every b (W has at least T rows). */
-void rt_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T, int64_t C);
-/* dW[t,:] (+)= sum_b dout[b,t,:] for t < T; rows >= T are untouched when acc = 1
- * and zeroed when acc = 0. Wrows is the number of rows of W. */
-void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows,
-                                    int acc);
-
-/* cross-entropy, mean over N rows: loss[0] = mean(lse_i - logits[i, targets_i]);
- * saves lse[N] (log-sum-exp per row, may be NULL in eval). */
-void rt_cross_entropy_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int64_t N,
-                              int64_t V);
-/* dlogits (+)= scale * (softmax(logits) - onehot(targets)) / N.
- * alias-safe (dlogits, logits) when acc = 0. */
-void rt_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets, const float *lse, int64_t N,
-                               int64_t V, float scale, int acc);
-
-/* mse, mean over n elements: loss[0] = mean((pred - target)^2). */
-void rt_mse_forward(float *loss, const float *pred, const float *target, int64_t n);
-/* dpred (+)= scale * 2 (pred - target) / n. */
-void rt_mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc);
-
-/* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;
- * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).
- * t is the 1-based step count. */
-void rt_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1, double beta2,
-                     double eps, double wd, int64_t t);
-/* SGD (PyTorch semantics): g' = g + wd p; buf = momentum buf + g' (buf starts at
- * 0, so the first step gives buf = g'); p -= lr * (nesterov ? g' + momentum buf : buf).
- * buf may be NULL when momentum = 0. */
-void rt_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
-                   int nesterov);
-
-/* Storage precision (the plan's cast ops): half-precision copies of saved
- * activations are raw 16-bit patterns, bf16 or IEEE fp16. Conversions to
- * half round to nearest even; NaN stays NaN; fp16 overflow gives inf. */
-void rt_f32_to_bf16(uint16_t *dst, const float *src, int64_t n);
-void rt_bf16_to_f32(float *dst, const uint16_t *src, int64_t n);
-void rt_f32_to_f16(uint16_t *dst, const float *src, int64_t n);
-void rt_f16_to_f32(float *dst, const uint16_t *src, int64_t n);
 
 /* Loss scaling: g *= inv_scale; returns 1 when every element was finite,
  * 0 otherwise (then g's contents are unspecified: the step is skipped). */

@@ -10,7 +10,7 @@ find_program(MEMPLAN_PYTHON3 python3)
 set(e2e_dir ${CMAKE_CURRENT_BINARY_DIR}/e2e)
 set(e2e_py ${MEMPLAN_TEST_DIR}/e2e/e2e.py)
 # Training text: a source file of this repository that no test writes.
-set(e2e_text ${MEMPLAN_SOURCE_DIR}/runtime/memplan_rt.h)
+set(e2e_text ${MEMPLAN_SOURCE_DIR}/runtime/memplan_kernels.h)
 # The CPU trainer only: the CUDA trainers are compiled by tests/cuda_trainer.cmake.
 set(e2e_trainer_flags "-DTRAINER_CUDA=OFF")
 if(MEMPLAN_SANITIZE)

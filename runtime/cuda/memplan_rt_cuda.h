@@ -1,12 +1,15 @@
-/* memplan_rt_cuda.h: the CUDA backend of memplan_rt.h (kernels.cu, cuBLAS,
- * cuBLASLt).
+/* memplan_rt_cuda.h: the CUDA backend of the trainer kernels (kernels.cu,
+ * cuBLAS, cuBLASLt).
  *
- * Every kernel of memplan_rt.h exists here as rt_cuda_<name>, with the same
- * arguments and the same contract (shapes, acc "=" / "+=" flags, NULL
- * gradients, alias-safe pairs), except that every tensor pointer is a device
- * pointer. The prefix keeps both backends linkable into one program (the
- * comparison test, a trainer that checks one against the other). rt_set_threads
- * has no counterpart.
+ * Every kernel of memplan_kernels.h exists here as rt_cuda_<name>, with the
+ * contract written there (shapes, acc "=" / "+=" flags, NULL gradients,
+ * alias-safe pairs), except that every tensor pointer is a device pointer, the
+ * loss included (read it with rt_cuda_read_loss). The prefix keeps both
+ * backends linkable into one program (the comparison test, a trainer that
+ * checks one against the other). The storage casts are cpu.c's conversions,
+ * bit for bit. Of the CPU backend's own kernels (memplan_rt.h), loss scaling
+ * is split differently (below), and rt_set_threads and guard mode have no
+ * counterpart.
  *
  * Execution model:
  * - One runtime context per process, on the device current at rt_cuda_init.
@@ -30,14 +33,17 @@
  *   file:line and the reason and exit(1); a kernel's launch error is caught at
  *   launch, an execution error at the next synchronizing call.
  *
- * Limits beyond memplan_rt.h: attention has no limit on T, but its head size
- * C/NH is bounded by shared memory: about 440 on Hopper, 310 on A100.
+ * Limits beyond memplan_kernels.h: attention has no limit on T (no stack
+ * scratch), but its head size C/NH is bounded by shared memory: about 440 on
+ * Hopper, 310 on A100.
  */
 #ifndef MEMPLAN_RT_CUDA_H
 #define MEMPLAN_RT_CUDA_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "memplan_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,67 +89,12 @@ float rt_cuda_read_loss(const float *loss_dev);
 void rt_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 // ----------------------------------------------------------------------------
-// kernels: see memplan_rt.h for each contract; pointers are device pointers
+// kernels (memplan_kernels.h); pointers are device pointers
 
-void rt_cuda_linear_forward(float *out, const float *x, const float *W, const float *b, int64_t M, int64_t K,
-                            int64_t N);
-void rt_cuda_linear_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
-                             int64_t M, int64_t K, int64_t N, int acc_dx, int acc_dW, int acc_db);
-
-void rt_cuda_matmul_forward(float *out, const float *a, const float *b, int64_t Bt, int64_t M, int64_t K, int64_t N);
-void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t Bt,
-                             int64_t M, int64_t K, int64_t N, int acc_da, int acc_db);
-
-void rt_cuda_add_forward(float *out, const float *a, const float *b, int64_t n);
-void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db);
-
-void rt_cuda_relu_forward(float *out, const float *x, int64_t n);
-void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64_t n, int acc);
-
-void rt_cuda_gelu_forward(float *out, const float *x, int64_t n);
-void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc);
-
-void rt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                               int64_t N, int64_t C);
-void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
-                                const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
-                                int acc_db);
-
-void rt_cuda_softmax_forward(float *out, const float *x, int64_t N, int64_t C);
-void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, int64_t N, int64_t C, int acc);
-
-/* No T limit here (no stack scratch); see the head-size limit above. */
-void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
-void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                                int64_t B, int64_t T, int64_t C, int64_t NH, int acc);
-
-void rt_cuda_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V);
-void rt_cuda_embedding_backward(float *dW, const float *dout, const int32_t *tokens, int64_t N, int64_t C, int64_t V,
-                                int acc);
-
-void rt_cuda_position_embedding_forward(float *out, const float *W, int64_t B, int64_t T, int64_t C);
-void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows,
-                                         int acc);
-
-/* loss is a device pointer too; read it with rt_cuda_read_loss. */
-void rt_cuda_cross_entropy_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int64_t N,
-                                   int64_t V);
-void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits, const int32_t *targets, const float *lse,
-                                    int64_t N, int64_t V, float scale, int acc);
-
-void rt_cuda_mse_forward(float *loss, const float *pred, const float *target, int64_t n);
-void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc);
-
-void rt_cuda_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1,
-                          double beta2, double eps, double wd, int64_t t);
-void rt_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
-                        int nesterov);
-
-/* Storage precision (cast ops): cpu.c's conversions, bit for bit. */
-void rt_cuda_f32_to_bf16(uint16_t *dst, const float *src, int64_t n);
-void rt_cuda_bf16_to_f32(float *dst, const uint16_t *src, int64_t n);
-void rt_cuda_f32_to_f16(uint16_t *dst, const float *src, int64_t n);
-void rt_cuda_f16_to_f32(float *dst, const uint16_t *src, int64_t n);
+#define RT_CUDA_DECLARE(ret, name, params) ret rt_cuda_##name params;
+MEMPLAN_KERNELS(RT_CUDA_DECLARE)
+MEMPLAN_CASTS(RT_CUDA_DECLARE)
+#undef RT_CUDA_DECLARE
 
 /* Loss scaling, split so a step synchronizes once: rt_cuda_unscale_check
  * multiplies g by inv_scale and records, on the device, whether any element

@@ -184,7 +184,7 @@ def main():
     ap.add_argument("--sgemm", required=True, help="the bench_trainer_sgemm program")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--model", action="append", help="NAME=YAML:STEPS (repeatable)")
-    ap.add_argument("--text", default=os.path.join(root, "runtime", "memplan_rt.h"))
+    ap.add_argument("--text", default=os.path.join(root, "runtime", "memplan_kernels.h"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--B", type=int, default=4)
     ap.add_argument("--T", type=int, default=64)

@@ -80,7 +80,7 @@ fi
 echo "arch: $ARCH"
 
 build() {
-  local inc="-Iruntime/cuda -Itests/gpu"
+  local inc="-Iruntime -Iruntime/cuda -Itests/gpu"
   local cflags="-std=c17 -O2 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror"
   "$NVCC" -O2 -std=c++17 -arch="$ARCH" --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
     $inc -c runtime/cuda/kernels.cu -o "$BUILD_DIR/kernels.o" || return 1

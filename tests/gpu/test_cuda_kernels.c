@@ -11,7 +11,7 @@
  * For every kernel: forward outputs; backward outputs with acc = 0 into
  * buffers filled with NaN (a kernel that reads an "=" output fails), with
  * acc = 1 onto random contents, with some gradients NULL; the alias-safe
- * in-place pairs of memplan_rt.h; eval paths (lse, mean, rstd NULL). CUDA
+ * in-place pairs of memplan_kernels.h; eval paths (lse, mean, rstd NULL). CUDA
  * only: TF32 products, linear without the cuBLASLt epilogue, and run-to-run
  * determinism (bitwise) of the kernels that reduce over rows. The storage
  * casts bit for bit against a double-precision rounding (ties to even,
