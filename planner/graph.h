@@ -45,6 +45,7 @@ typedef enum {
   OP_RELU,
   OP_GELU,
   OP_LAYERNORM,
+  OP_RMSNORM,
   OP_SOFTMAX,
   OP_ATTENTION, /* attention core: qkv -> out; causal_self_attention lowers to linear, attention, linear */
   OP_EMBEDDING,

@@ -520,7 +520,10 @@ static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
       a[i].i = int_expr(L, n, what);
       if (a[i].i <= 0) diag_error(a[i].loc, "%s must be positive, not %lld", what, (long long)a[i].i);
       break;
-    case ATTR_FLOAT: a[i].f = number(L, n, what); break;
+    case ATTR_FLOAT:
+      a[i].f = number(L, n, what);
+      if (spec->positive && !(a[i].f > 0)) diag_error(a[i].loc, "%s must be positive, not %s", what, a[i].s);
+      break;
     case ATTR_BOOL: a[i].i = boolean(L, n, what); break;
     case ATTR_PARAM: a[i].s = ly->share_name; break;
     }

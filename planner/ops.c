@@ -193,6 +193,16 @@ static void rowwise_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   d[1] = last(x);
   *n = 2;
 }
+/* rmsnorm: out = x / sqrt(mean(x^2) + eps) * w, no centering, no bias (Llama). */
+static void rmsnorm_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_rank(c, 0, 1);
+  const Shape *x = in_shape(c, 0);
+  build_data(c, 0, 0);
+  build_param(c, 1, "weight", NULL, vec_shape(c, last(x), x->sym[x->rank - 1]), (Init){INIT_ONES, 0});
+  build_output(c, 0, NULL, *x, DT_F32);
+  build_output(c, 1, "rstd", rows_of(c, x), DT_F32);
+}
 static int64_t rowwise_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 10 : 6, out_numel(g, op)); }
 
 /* ---- attention core: qkv[B, T, 3C] -> out[B, T, C], lse[B, NH, T] ---- */
@@ -344,257 +354,169 @@ static int64_t mse_flops(const Graph *g, const Op *op, bool bwd) {
 
 /* ---- the table ---- */
 
-/* clang-format off: an entry groups related fields on one line */
-static const OpInfo table[OP_COUNT] =
-    {
-        [OP_LINEAR] =
-            {
-                .name = "linear",
-                .attrs = {{"out", ATTR_INT, .required = true}, {"bias", ATTR_BOOL, .dflt = 1}, {"weight", ATTR_PARAM}},
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .nin = 3,
-                .nout = 1,
-                .build = linear_build,
-                .dims = linear_dims,
-                .flops = linear_flops,
-                .gemm = true,
-                .workspace = linear_workspace,
-                .half_bin = SLOT(1), /* x */
-                .nbin = 3,
-                .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
-                .nbout = 3,
-                .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
-                .grad_to = {true, true, true},
-                .gpt2_projection = true,
-            },
-        [OP_MATMUL] =
-            {
-                .name = "matmul",
-                .min_inputs = 2,
-                .max_inputs = 2,
-                .nin = 2,
-                .nout = 1,
-                .build = matmul_build,
-                .dims = matmul_dims,
-                .flops = matmul_flops,
-                .gemm = true,
-                .workspace = matmul_workspace,
-                .half_bin = SLOT(1) | SLOT(2), /* a, b */
-                .nbin = 3,
-                .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
-                .nbout = 2,
-                .bout = {REF_GIN(0), REF_GIN(1)},
-                .grad_to = {true, true},
-            },
-        [OP_ADD] =
-            {
-                .name = "add",
-                .min_inputs = 2,
-                .max_inputs = 2,
-                .nin = 2,
-                .nout = 1,
-                .build = add_build,
-                .dims = numel_dims,
-                .flops = numel_flops,
-                .cheap = true,
-                .nbin = 1,
-                .bin = {REF_DOUT},
-                .nbout = 2,
-                .bout = {REF_GIN(0), REF_GIN(1)},
-                .grad_to = {true, true},
-                .inplace_fwd = SLOT(0) | SLOT(1),
-                .inplace_bwd = {SLOT(0), SLOT(0)},
-                .residual_join = true,
-            },
-        [OP_RELU] =
-            {
-                .name = "relu",
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .nin = 1,
-                .nout = 1,
-                .build = unary_build,
-                .dims = numel_dims,
-                .flops = numel_flops,
-                .cheap = true,
-                .half_bin = SLOT(1), /* out */
-                .nbin = 2,
-                .bin = {REF_DOUT, REF_OUT(0)},
-                .nbout = 1,
-                .bout = {REF_GIN(0)},
-                .grad_to = {true},
-                .inplace_fwd = SLOT(0),
-                .inplace_bwd = {SLOT(0)},
-            },
-        [OP_GELU] =
-            {
-                .name = "gelu",
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .nin = 1,
-                .nout = 1,
-                .build = unary_build,
-                .dims = numel_dims,
-                .flops = gelu_flops,
-                .cheap = true,
-                .half_bin = SLOT(1), /* x */
-                .nbin = 2,
-                .bin = {REF_DOUT, REF_IN(0)},
-                .nbout = 1,
-                .bout = {REF_GIN(0)},
-                .grad_to = {true},
-                .inplace_fwd = SLOT(0),
-                .inplace_bwd = {SLOT(0)},
-            },
-        [OP_LAYERNORM] =
-            {
-                .name = "layernorm",
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .nin = 3,
-                .nout = 3,
-                .nstats = 2,
-                .build = layernorm_build,
-                .dims = rowwise_dims,
-                .flops = rowwise_flops,
-                .cheap = true,
-                .nbin = 5,
-                .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(1), REF_OUT(2)},
-                .nbout = 3,
-                .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
-                .grad_to = {true, true, true},
-            },
-        [OP_SOFTMAX] =
-            {
-                .name = "softmax",
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .nin = 1,
-                .nout = 1,
-                .build = unary_build,
-                .dims = rowwise_dims,
-                .flops = rowwise_flops,
-                .cheap = true,
-                .nbin = 2,
-                .bin = {REF_DOUT, REF_OUT(0)},
-                .nbout = 1,
-                .bout = {REF_GIN(0)},
-                .grad_to = {true},
-                .inplace_fwd = SLOT(0),
-                .inplace_bwd = {SLOT(0)},
-            },
-        [OP_ATTENTION] =
-            {
-                .name = "attention",
-                .attrs = {{"heads", ATTR_INT, .required = true}},
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .nin = 1,
-                .nout = 2,
-                .nstats = 1,
-                .build = attention_build,
-                .dims = attention_dims,
-                .flops = attention_flops,
-                .gemm = true,
-                .half_bin = SLOT(1) | SLOT(2), /* qkv, out (not lse) */
-                .nbin = 4,
-                .bin = {REF_DOUT, REF_IN(0), REF_OUT(0), REF_OUT(1)},
-                .nbout = 1,
-                .bout = {REF_GIN(0)},
-                .grad_to = {true},
-            },
-        [OP_CAUSAL_SELF_ATTENTION] =
-            {
-                .name = "causal_self_attention",
-                .attrs = {{"heads", ATTR_INT, .required = true}, {"bias", ATTR_BOOL, .dflt = 1}},
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .build = csa_build,
-                .composite = true,
-            },
-        [OP_EMBEDDING] =
-            {
-                .name = "embedding",
-                .attrs = {{"num", ATTR_INT, .required = true}, {"dim", ATTR_INT, .required = true}},
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .nin = 2,
-                .nout = 1,
-                .build = embedding_build,
-                .dims = embedding_dims,
-                .flops = numel_flops,
-                .nbin = 2,
-                .bin = {REF_DOUT, REF_IN(0)},
-                .nbout = 1,
-                .bout = {REF_GIN(1)},
-                .grad_to = {false, true},
-                .feed = {FEED_TOKENS},
-            },
-        [OP_POS_EMBEDDING] =
-            {
-                .name = "position_embedding",
-                .attrs = {{"max", ATTR_INT, .required = true}, {"dim", ATTR_INT, .required = true}},
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .nin = 1,
-                .nout = 1,
-                .build = posemb_build,
-                .dims = posemb_dims,
-                .fwd_ndim = 3, /* forward never reads Wrows */
-                .flops = numel_flops,
-                .cheap = true,
-                .nbin = 1,
-                .bin = {REF_DOUT},
-                .nbout = 1,
-                .bout = {REF_GIN(0)},
-                .grad_to = {true},
-            },
-        [OP_CROSS_ENTROPY] =
-            {
-                .name = "cross_entropy",
-                .min_inputs = 2,
-                .max_inputs = 2,
-                .nin = 2,
-                .nout = 2,
-                .nstats = 1,
-                .build = ce_build,
-                .dims = rowwise_dims,
-                .flops = ce_flops,
-                .workspace = ce_workspace,
-                .workspace_floor = true,
-                .nbin = 3,
-                .bin = {REF_IN(0), REF_IN(1), REF_OUT(1)},
-                .nbout = 1,
-                .bout = {REF_GIN(0)},
-                .grad_to = {true, false},
-                .inplace_bwd = {SLOT(0)},
-                .is_loss = true,
-                .feed = {FEED_NONE, FEED_LABELS},
-            },
-        [OP_MSE] =
-            {
-                .name = "mse",
-                .min_inputs = 2,
-                .max_inputs = 2,
-                .nin = 2,
-                .nout = 1,
-                .build = mse_build,
-                .dims = mse_dims,
-                .flops = mse_flops,
-                .nbin = 2,
-                .bin = {REF_IN(0), REF_IN(1)},
-                .nbout = 1,
-                .bout = {REF_GIN(0)},
-                .grad_to = {true, false},
-                .is_loss = true,
-                .feed = {FEED_NONE, FEED_VALUES},
-            },
-        /* not written in YAML (no shape rule): the updates and casts the passes
-         * insert; their kernels' arguments are in emitc.c */
-        [OP_ADAMW] = {.name = "adamw", .nin = 1, .nout = 3},
-        [OP_SGD] = {.name = "sgd", .nin = 1, .nout = 2},
-        [OP_CAST] = {.name = "cast", .nin = 1, .nout = 1},
+/* An entry groups related fields on a line. */
+/* clang-format off */
+static const OpInfo table[OP_COUNT] = {
+    [OP_LINEAR] =
+        {
+            .name = "linear",
+            .attrs = {{"out", ATTR_INT, .required = true}, {"bias", ATTR_BOOL, .dflt = 1}, {"weight", ATTR_PARAM}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 3, .nout = 1,
+            .build = linear_build, .dims = linear_dims, .flops = linear_flops,
+            .gemm = true, .workspace = linear_workspace,
+            .half_bin = SLOT(1), /* x */
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
+            .grad_to = {true, true, true},
+            .gpt2_projection = true,
+        },
+    [OP_MATMUL] =
+        {
+            .name = "matmul",
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 1,
+            .build = matmul_build, .dims = matmul_dims, .flops = matmul_flops,
+            .gemm = true, .workspace = matmul_workspace,
+            .half_bin = SLOT(1) | SLOT(2), /* a, b */
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+        },
+    [OP_ADD] =
+        {
+            .name = "add",
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 1,
+            .build = add_build, .dims = numel_dims, .flops = numel_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+            .inplace_fwd = SLOT(0) | SLOT(1), .inplace_bwd = {SLOT(0), SLOT(0)},
+            .residual_join = true,
+        },
+    [OP_RELU] =
+        {
+            .name = "relu",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = numel_flops,
+            .cheap = true, .half_bin = SLOT(1), /* out */
+            .nbin = 2, .bin = {REF_DOUT, REF_OUT(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_GELU] =
+        {
+            .name = "gelu",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = gelu_flops,
+            .cheap = true, .half_bin = SLOT(1), /* x */
+            .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_LAYERNORM] =
+        {
+            .name = "layernorm",
+            .min_inputs = 1, .max_inputs = 1, .nin = 3, .nout = 3, .nstats = 2,
+            .build = layernorm_build, .dims = rowwise_dims, .flops = rowwise_flops,
+            .cheap = true,
+            .nbin = 5, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(1), REF_OUT(2)},
+            .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
+            .grad_to = {true, true, true},
+        },
+    [OP_RMSNORM] =
+        {
+            .name = "rmsnorm",
+            .attrs = {{"eps", ATTR_FLOAT, .dflt = 1e-5, .positive = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 2, .nout = 2, .nstats = 1,
+            .build = rmsnorm_build, .dims = rowwise_dims, .flops = rowwise_flops,
+            .cheap = true,
+            .nbin = 4, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(1)},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+        },
+    [OP_SOFTMAX] =
+        {
+            .name = "softmax",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = rowwise_dims, .flops = rowwise_flops,
+            .cheap = true,
+            .nbin = 2, .bin = {REF_DOUT, REF_OUT(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_ATTENTION] =
+        {
+            .name = "attention",
+            .attrs = {{"heads", ATTR_INT, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 2, .nstats = 1,
+            .build = attention_build, .dims = attention_dims, .flops = attention_flops,
+            .gemm = true, .half_bin = SLOT(1) | SLOT(2), /* qkv, out (not lse) */
+            .nbin = 4, .bin = {REF_DOUT, REF_IN(0), REF_OUT(0), REF_OUT(1)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_CAUSAL_SELF_ATTENTION] =
+        {
+            .name = "causal_self_attention",
+            .attrs = {{"heads", ATTR_INT, .required = true}, {"bias", ATTR_BOOL, .dflt = 1}},
+            .min_inputs = 1, .max_inputs = 1,
+            .build = csa_build, .composite = true,
+        },
+    [OP_EMBEDDING] =
+        {
+            .name = "embedding",
+            .attrs = {{"num", ATTR_INT, .required = true}, {"dim", ATTR_INT, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 2, .nout = 1,
+            .build = embedding_build, .dims = embedding_dims, .flops = numel_flops,
+            .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
+            .nbout = 1, .bout = {REF_GIN(1)},
+            .grad_to = {false, true},
+            .feed = {FEED_TOKENS},
+        },
+    [OP_POS_EMBEDDING] =
+        {
+            .name = "position_embedding",
+            .attrs = {{"max", ATTR_INT, .required = true}, {"dim", ATTR_INT, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = posemb_build, .dims = posemb_dims, .fwd_ndim = 3, /* forward never reads Wrows */
+            .flops = numel_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_CROSS_ENTROPY] =
+        {
+            .name = "cross_entropy",
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 2, .nstats = 1,
+            .build = ce_build, .dims = rowwise_dims, .flops = ce_flops,
+            .workspace = ce_workspace, .workspace_floor = true,
+            .nbin = 3, .bin = {REF_IN(0), REF_IN(1), REF_OUT(1)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true, false},
+            .inplace_bwd = {SLOT(0)},
+            .is_loss = true,
+            .feed = {FEED_NONE, FEED_LABELS},
+        },
+    [OP_MSE] =
+        {
+            .name = "mse",
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 1,
+            .build = mse_build, .dims = mse_dims, .flops = mse_flops,
+            .nbin = 2, .bin = {REF_IN(0), REF_IN(1)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true, false},
+            .is_loss = true,
+            .feed = {FEED_NONE, FEED_VALUES},
+        },
+    /* not written in YAML (no shape rule): the updates and casts the passes
+     * insert; their kernels' arguments are in emitc.c */
+    [OP_ADAMW] = {.name = "adamw", .nin = 1, .nout = 3},
+    [OP_SGD] = {.name = "sgd", .nin = 1, .nout = 2},
+    [OP_CAST] = {.name = "cast", .nin = 1, .nout = 1},
 };
 /* clang-format on */
 

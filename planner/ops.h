@@ -21,6 +21,7 @@
  *   relu           x                out                 dout out                   dx               n
  *   gelu           x                out                 dout x                     dx               n
  *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C
+ *   rmsnorm        x w              out rstd            dout x w rstd              dx dw            N C (eps)
  *   softmax        x                out                 dout out                   dx               N C
  *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH
  *   embedding      tokens W         out                 dout tokens                dW               N C V
@@ -59,7 +60,8 @@ typedef struct {
   const char *key; /* NULL ends the list */
   AttrType type;
   bool required;
-  double dflt; /* when not required: ints, floats and bools (0/1) */
+  double dflt;   /* when not required: ints, floats and bools (0/1) */
+  bool positive; /* floats: must be > 0 (ints always are) */
 } AttrSpec;
 
 /* What the trainer writes into a graph input read at a forward slot. */

@@ -12,10 +12,12 @@
  * scaling's unscale_check), are declared in that backend's header.
  *
  * Generated calls (codegen/emitc.c, call()) pass, in this order:
- *   <prefix><op>_forward(outs..., ins..., dims...)
- *   <prefix><op>_backward(outs..., ins..., dims..., [float scale for losses],
- *                         one int acc per out)
- * and the updates and casts as declared.
+ *   <prefix><op>_forward(outs..., ins..., dims..., floats...)
+ *   <prefix><op>_backward(outs..., ins..., dims..., floats...,
+ *                         [float scale for losses], one int acc per out)
+ * and the updates and casts as declared. floats are the op's float
+ * attributes (rmsnorm's eps), in the order its planner/ops.c entry declares
+ * them.
  *
  * Conventions, shared by every kernel:
  * - All tensors are dense, row-major, fp32 unless noted; token ids are int32.
@@ -81,6 +83,15 @@
   X(void, layernorm_backward,                                                                                          \
     (float *dx, float *dw, float *db, const float *dout, const float *x, const float *w, const float *mean,            \
      const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw, int acc_db))                                     \
+                                                                                                                       \
+  /* rmsnorm over the last dim C of N rows: out = x * rstd * w with                                                    \
+   * rstd = 1 / sqrt(mean(x^2) + eps); saves rstd[N] (may be NULL in eval). */                                         \
+  X(void, rmsnorm_forward, (float *out, float *rstd, const float *x, const float *w, int64_t N, int64_t C, float eps)) \
+  /* dx (+)= rstd (w dout - x rstd^2 mean(w dout x)); dw (+)= sum_rows dout x rstd.                                    \
+   * eps is not read: rstd is saved. */                                                                                \
+  X(void, rmsnorm_backward,                                                                                            \
+    (float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd, int64_t N, int64_t C, \
+     float eps, int acc_dx, int acc_dw))                                                                               \
                                                                                                                        \
   /* softmax over the last dim C of N rows (max subtracted). alias-safe (out, x). */                                   \
   X(void, softmax_forward, (float *out, const float *x, int64_t N, int64_t C))                                         \

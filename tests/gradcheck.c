@@ -110,6 +110,7 @@ struct Case {
   float away;          /* inputs drawn with |x| >= away (keeps relu off its kink) */
   int64_t out_n;       /* output elements */
   int64_t d[4];        /* op dims, in the header's order */
+  float f;             /* the op's float attribute (rmsnorm's eps) */
   const int32_t *ids;  /* tokens or targets */
   const float *aux;    /* mse target */
   RefFn *ref;
@@ -330,6 +331,30 @@ static void bwd_layernorm(float *const *din, const float *dout, float *const *in
   free(rstd);
 }
 
+// rmsnorm (x w); d = N C, f = eps
+
+static void ref_rmsnorm(double *out, double *const *in, const Case *c) {
+  int64_t N = c->d[0], C = c->d[1];
+  for (int64_t i = 0; i < N; i++) {
+    const double *x = in[0] + i * C;
+    double ms = 0.0;
+    for (int64_t j = 0; j < C; j++) ms += x[j] * x[j];
+    double r = 1.0 / sqrt(ms / (double)C + (double)c->f);
+    for (int64_t j = 0; j < C; j++) out[i * C + j] = x[j] * r * in[1][j];
+  }
+}
+static void fwd_rmsnorm(float *out, float *const *in, const Case *c) {
+  rt_rmsnorm_forward(out, NULL, in[0], in[1], c->d[0], c->d[1], c->f);
+}
+static void bwd_rmsnorm(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  int64_t N = c->d[0], C = c->d[1];
+  float *out = NEW(float, N *C), *rstd = NEW(float, N);
+  rt_rmsnorm_forward(out, rstd, in[0], in[1], N, C, c->f);
+  rt_rmsnorm_backward(din[0], din[1], dout, in[0], in[1], rstd, N, C, c->f, acc, acc);
+  free(out);
+  free(rstd);
+}
+
 static void ref_softmax_rows(double *out, const double *x, int64_t N, int64_t C) {
   for (int64_t i = 0; i < N; i++) {
     double mx = -INFINITY, s = 0.0;
@@ -519,6 +544,27 @@ static void gradchecks(void) {
                    .ref = ref_layernorm,
                    .fwd = fwd_layernorm,
                    .bwd = bwd_layernorm});
+  run_case(&(Case){.name = "rmsnorm",
+                   .nin = 2,
+                   .in_n = {3 * 8, 8},
+                   .out_n = 3 * 8,
+                   .d = {3, 8},
+                   .f = 1e-5f,
+                   .ref = ref_rmsnorm,
+                   .fwd = fwd_rmsnorm,
+                   .bwd = bwd_rmsnorm});
+  // Mean square near eps, so an eps ignored or added outside the root
+  // shows; C = 70 spans two column blocks in the dw reduction.
+  run_case(&(Case){.name = "rmsnorm (eps 1e-3 ~ mean square, C=70)",
+                   .nin = 2,
+                   .in_n = {3 * 70, 70},
+                   .amp = {0.05f},
+                   .out_n = 3 * 70,
+                   .d = {3, 70},
+                   .f = 1e-3f,
+                   .ref = ref_rmsnorm,
+                   .fwd = fwd_rmsnorm,
+                   .bwd = bwd_rmsnorm});
   run_case(&(Case){.name = "softmax",
                    .nin = 1,
                    .in_n = {4 * 7},

@@ -603,6 +603,76 @@ void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *do
   }
 }
 
+/* rmsnorm, cpu.c's arithmetic: double sum of squares, rstd = 1 / sqrtf(ms + eps). */
+static __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *x, const float *w, int64_t N, int C,
+                                              float eps) {
+  int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float *xr = x + row * C;
+  float *o = out + row * C;
+  double s = 0.0;
+  for (int j = lane; j < C; j += 32) s += (double)xr[j] * xr[j];
+  float r = 1.0f / sqrtf((float)(warp_sum_d(s) / (double)C) + eps);
+  for (int j = lane; j < C; j += 32) o[j] = xr[j] * r * w[j];
+  if (lane == 0 && rstd) rstd[row] = r;
+}
+
+/* dx (+)= rstd (w dout - x rstd^2 mean(w dout x)), per row. */
+static __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const float *x, const float *w,
+                                                  const float *rstd, int64_t N, int C, int acc) {
+  int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float *xr = x + row * C, *gr = dout + row * C;
+  float *dxr = dx + row * C;
+  float r = rstd[row];
+  double s = 0.0;
+  for (int j = lane; j < C; j += 32) s += (double)(w[j] * gr[j]) * xr[j];
+  float m = (float)(warp_sum_d(s) / (double)C) * r * r;
+  for (int j = lane; j < C; j += 32) {
+    float g = r * (w[j] * gr[j] - xr[j] * m);
+    dxr[j] = acc ? dxr[j] + g : g;
+  }
+}
+
+/* dw (+)= sum_rows dout * x * rstd (column sums). */
+static __global__ void rmsnorm_backward_dw_kernel(float *dw, const float *dout, const float *x, const float *rstd,
+                                                  int64_t N, int C, int acc) {
+  __shared__ double sh[COL_BLOCK * ROW_GROUPS];
+  int c = threadIdx.x % COL_BLOCK, g = threadIdx.x / COL_BLOCK;
+  int j = blockIdx.x * COL_BLOCK + c;
+  double sw = 0.0;
+  if (j < C)
+    for (int64_t i = g; i < N; i += ROW_GROUPS) sw += dout[i * C + j] * (x[i * C + j] * rstd[i]);
+  sw = column_total(sw, sh);
+  if (g == 0 && j < C) dw[j] = (float)(acc ? dw[j] + sw : sw);
+}
+
+void rt_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int64_t N, int64_t C, float eps) {
+  need_ctx();
+  if (N <= 0) return;
+  rmsnorm_forward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(out, rstd, x, w, N, dim_int(C), eps);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                              const float *rstd, int64_t N, int64_t C, float eps, int acc_dx, int acc_dw) {
+  (void)eps; /* rstd is saved */
+  need_ctx();
+  int c = dim_int(C);
+  if (dx && N > 0) {
+    rmsnorm_backward_dx_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(dx, dout, x, w, rstd, N, c,
+                                                                                       acc_dx);
+    LAUNCH_CHECK();
+  }
+  if (dw && c > 0) {
+    rmsnorm_backward_dw_kernel<<<(c + COL_BLOCK - 1) / COL_BLOCK, COL_BLOCK * ROW_GROUPS, 0, ctx.stream>>>(
+        dw, dout, x, rstd, N, c, acc_dw);
+    LAUNCH_CHECK();
+  }
+}
+
 /* Three passes over the row (max, sum, write); the write pass recomputes
  * exp rather than storing it, so out may be x: a lane reads x[j] just before
  * writing out[j], and the whole warp finished reading in the sum's shuffle. */

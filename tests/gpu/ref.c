@@ -178,6 +178,38 @@ void ref_layernorm_backward(float *dx, float *dw, float *db, const float *dout, 
   store(db, gb, C, acc_db);
 }
 
+void ref_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int64_t N, int64_t C, float eps) {
+  double *o = dnew(N * C), *rs = dnew(N);
+  for (int64_t i = 0; i < N; i++) {
+    const float *xi = x + i * C;
+    double ms = 0.0;
+    for (int64_t j = 0; j < C; j++) ms += (double)xi[j] * xi[j];
+    double r = 1.0 / sqrt(ms / (double)C + eps);
+    for (int64_t j = 0; j < C; j++) o[i * C + j] = xi[j] * r * w[j];
+    rs[i] = r;
+  }
+  store(out, o, N * C, 0);
+  store(rstd, rs, N, 0);
+}
+
+void ref_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+                          int64_t N, int64_t C, float eps, int acc_dx, int acc_dw) {
+  (void)eps;
+  double *gx = dnew(N * C), *gw = dnew(C);
+  for (int64_t i = 0; i < N; i++) {
+    const float *xi = x + i * C, *gi = dout + i * C;
+    double r = rstd[i], s = 0.0;
+    for (int64_t j = 0; j < C; j++) {
+      s += (double)w[j] * gi[j] * xi[j];
+      gw[j] += gi[j] * (xi[j] * r);
+    }
+    s /= (double)C;
+    for (int64_t j = 0; j < C; j++) gx[i * C + j] = r * ((double)w[j] * gi[j] - xi[j] * r * r * s);
+  }
+  store(dx, gx, N * C, acc_dx);
+  store(dw, gw, C, acc_dw);
+}
+
 void ref_softmax_forward(float *out, const float *x, int64_t N, int64_t C) {
   double *o = dnew(N * C);
   for (int64_t i = 0; i < N; i++) {

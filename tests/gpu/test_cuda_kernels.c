@@ -390,6 +390,33 @@ static void case_layernorm(int64_t N, int64_t C) {
   release_all();
 }
 
+static void case_rmsnorm(int64_t N, int64_t C, float eps) {
+  Ten x = ten_rand(N * C, 2), w = ten_rand(C, 1);
+  Ten out = ten_fill(N * C, NAN), rstd = ten_fill(N, NAN);
+  ref_rmsnorm_forward(out.ref, rstd.ref, x.ref, w.ref, N, C, eps);
+  UT(rmsnorm_forward)(out.ut, rstd.ut, x.ut, w.ut, N, C, eps);
+  check(&out, TOL_SUM, "rmsnorm_forward (%lld,%lld) eps %g", LL(N), LL(C), eps);
+  check(&rstd, TOL, "rmsnorm_forward rstd");
+  Ten out2 = ten_fill(N * C, NAN);
+  ref_rmsnorm_forward(out2.ref, NULL, x.ref, w.ref, N, C, eps);
+  UT(rmsnorm_forward)(out2.ut, NULL, x.ut, w.ut, N, C, eps);
+  check(&out2, TOL_SUM, "rmsnorm_forward eval (rstd NULL)");
+  ut_put(rstd.ut, rstd.ref, (size_t)N * sizeof(float)); // backward from the reference rstd on both sides
+  static const int pat[][2] = {{0, 0}, {1, 1}, {0, -1}, {-1, 0}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *a = pat[p];
+    Ten g = ten_rand(N * C, 1);
+    Ten dx = ten_grad(N * C, a[0] > 0), dw = ten_grad(C, a[1] > 0);
+    ref_rmsnorm_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, g.ref, x.ref, w.ref, rstd.ref, N, C, eps,
+                         a[0] > 0, a[1] > 0);
+    UT(rmsnorm_backward)
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, g.ut, x.ut, w.ut, rstd.ut, N, C, eps, a[0] > 0, a[1] > 0);
+    if (a[0] >= 0) check(&dx, TOL, "rmsnorm_backward dx acc=%d", a[0]);
+    if (a[1] >= 0) check(&dw, TOL, "rmsnorm_backward dw acc=%d", a[1]);
+  }
+  release_all();
+}
+
 static void case_softmax(int64_t N, int64_t C) {
   Ten x = ten_rand(N * C, 5), out = ten_fill(N * C, NAN);
   ref_softmax_forward(out.ref, x.ref, N, C);
@@ -843,6 +870,8 @@ int main(int argc, char **argv) {
   RUN("relu_gelu", case_relu_gelu(quick ? 1000 : 100003));
   RUN("layernorm", case_layernorm(67, 129));
   if (!quick) RUN("layernorm", case_layernorm(512, 768));
+  RUN("rmsnorm", case_rmsnorm(67, 129, 1e-5f));
+  if (!quick) RUN("rmsnorm", case_rmsnorm(512, 2048, 1e-6f));
   RUN("softmax", case_softmax(50, 1000));
   RUN("softmax", case_softmax(33, 7));
   RUN("attention", case_attention(2, 67, 96, 4)); // head size 24, ragged tiles

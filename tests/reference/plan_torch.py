@@ -182,6 +182,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
             y = F.gelu(a[0], approximate="tanh")
         elif k == "layernorm":
             y = F.layer_norm(a[0], (d[1],), a[1], a[2], eps=1e-5)
+        elif k == "rmsnorm":
+            x = a[0]
+            y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + op["floats"][0]) * a[1]
         elif k == "softmax":
             y = a[0].softmax(-1)
         elif k == "attention":
