@@ -432,7 +432,8 @@ static void resolve(Loader *L) {
     } else if (many) {
       expect(L, many, YAML_SEQUENCE_NODE, "'inputs'");
       for (yaml_node_item_t *it = many->data.sequence.items.start; it < many->data.sequence.items.top; it++) {
-        if (ly->ninputs == MAX_OP_IN) diag_error(loc_of(L, many), "too many inputs");
+        if (ly->ninputs == MAX_OP_IN)
+          diag_error(loc_of(L, node(L, *it)), "too many inputs: a layer takes at most %d", MAX_OP_IN);
         ly->input_loc[ly->ninputs] = loc_of(L, node(L, *it));
         ly->input[ly->ninputs++] = resolve_ref(L, li, node(L, *it));
       }

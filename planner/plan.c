@@ -102,6 +102,7 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
     const OpInfo *oi = op_info(fo->kind);
     o->loc = fo->loc;
     oi->dims(g, fo, o->dim, &o->ndim);
+    MP_ASSERT(o->ndim <= MAX_KDIM); /* an op table entry with more kernel dims than PlanOp holds */
     o->nfarg = op_float_args(fo, o->farg);
     o->flops = oi->flops(g, fo, x->phase == PHASE_BACKWARD);
   }
