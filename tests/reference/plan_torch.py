@@ -210,4 +210,6 @@ def make_optimizer(plan, params, lr):
     groups = [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": rest, "weight_decay": 0.0}]
     if o["type"] == "adamw":
         return torch.optim.AdamW(groups, lr=lr, betas=tuple(o["betas"]), eps=o["eps"])
-    return torch.optim.SGD(groups, lr=lr, momentum=o["momentum"], nesterov=o["nesterov"])
+    if o["type"] == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=o["momentum"], nesterov=o["nesterov"])
+    raise ValueError("plan_torch: no torch version of optimizer %s" % o["type"])
