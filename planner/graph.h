@@ -44,6 +44,7 @@ typedef enum {
   OP_ADD,
   OP_RELU,
   OP_GELU,
+  OP_SILU,
   OP_LAYERNORM,
   OP_RMSNORM,
   OP_SOFTMAX,

@@ -172,6 +172,7 @@ static int64_t numel_flops(const Graph *g, const Op *op, bool bwd) {
   return out_numel(g, op);
 }
 static int64_t gelu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 16 : 8, out_numel(g, op)); }
+static int64_t silu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 8 : 4, out_numel(g, op)); }
 
 /* ---- row-wise: layernorm, softmax ---- */
 
@@ -409,6 +410,17 @@ static const OpInfo table[OP_COUNT] = {
             .name = "gelu",
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .build = unary_build, .dims = numel_dims, .flops = gelu_flops,
+            .cheap = true, .half_bin = SLOT(1), /* x */
+            .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_SILU] =
+        {
+            .name = "silu",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = silu_flops,
             .cheap = true, .half_bin = SLOT(1), /* x */
             .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
             .nbout = 1, .bout = {REF_GIN(0)},

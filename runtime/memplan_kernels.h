@@ -75,6 +75,11 @@
   /* dx (+)= dout * gelu'(x). alias-safe (dx, dout). */                                                                \
   X(void, gelu_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                           \
                                                                                                                        \
+  /* silu (swish, Llama's feed-forward gate): out = x sigmoid(x). alias-safe (out, x). */                              \
+  X(void, silu_forward, (float *out, const float *x, int64_t n))                                                       \
+  /* dx (+)= dout * s (1 + x (1 - s)), s = sigmoid(x). alias-safe (dx, dout). */                                       \
+  X(void, silu_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                           \
+                                                                                                                       \
   /* layernorm over the last dim C of N rows, eps 1e-5 (PyTorch default):                                              \
    * out = (x - mean) * rstd * w + b; saves mean[N] and rstd[N] for backward.                                          \
    * mean and rstd may be NULL (eval: nothing saved). */                                                               \

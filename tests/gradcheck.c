@@ -269,7 +269,7 @@ static void bwd_matmul(float *const *din, const float *dout, float *const *in, c
 }
 
 // ----------------------------------------------------------------------------
-// element-wise: add (a b), relu, gelu (x); d = n
+// element-wise: add (a b), relu, gelu, silu (x); d = n
 
 static void ref_add(double *out, double *const *in, const Case *c) {
   for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] + in[1][i];
@@ -301,6 +301,14 @@ static void ref_gelu(double *out, double *const *in, const Case *c) {
 static void fwd_gelu(float *out, float *const *in, const Case *c) { rt_gelu_forward(out, in[0], c->d[0]); }
 static void bwd_gelu(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   rt_gelu_backward(din[0], dout, in[0], c->d[0], acc);
+}
+
+static void ref_silu(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] / (1.0 + exp(-in[0][i]));
+}
+static void fwd_silu(float *out, float *const *in, const Case *c) { rt_silu_forward(out, in[0], c->d[0]); }
+static void bwd_silu(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_silu_backward(din[0], dout, in[0], c->d[0], acc);
 }
 
 // ----------------------------------------------------------------------------
@@ -525,6 +533,16 @@ static void gradchecks(void) {
                    .ref = ref_gelu,
                    .fwd = fwd_gelu,
                    .bwd = bwd_gelu});
+  // To +-8: both tails of the sigmoid, and the minimum of silu near x = -1.28.
+  run_case(&(Case){.name = "silu",
+                   .nin = 1,
+                   .in_n = {40},
+                   .amp = {8.0f},
+                   .out_n = 40,
+                   .d = {40},
+                   .ref = ref_silu,
+                   .fwd = fwd_silu,
+                   .bwd = bwd_silu});
   run_case(&(Case){.name = "layernorm",
                    .nin = 3,
                    .in_n = {3 * 8, 8, 8},
@@ -705,6 +723,15 @@ static void alias_elementwise(void) {
   rt_gelu_backward(io, io, a, AN, 0);
   check_f("in place gelu backward (dx, dout)", io, want, AN, EXACT);
 
+  rt_silu_forward(want, a, AN);
+  memcpy(io, a, sizeof(float) * AN);
+  rt_silu_forward(io, io, AN);
+  check_f("in place silu forward (out, x)", io, want, AN, EXACT);
+  rt_silu_backward(want, g, a, AN, 0);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_silu_backward(io, io, a, AN, 0);
+  check_f("in place silu backward (dx, dout)", io, want, AN, EXACT);
+
   free(a);
   free(b);
   free(g);
@@ -777,6 +804,11 @@ static void values_gelu_layernorm(void) {
   check_scalar("gelu(1) = 0.8411920 (tanh approximation)", y[1], 0.84119199, 1e-6);
   check_scalar("gelu(-10) = 0", y[2], 0.0, 1e-7);
   check_scalar("gelu(10) = 10", y[3], 10.0, 1e-7);
+  float sx[3] = {1.0f, -100.0f, 100.0f}, sy[3];
+  rt_silu_forward(sy, sx, 3);
+  check_scalar("silu(1) = 1/(1 + e^-1) = 0.7310586", sy[0], 0.73105857863, 1e-6);
+  check_scalar("silu(-100) = 0", sy[1], 0.0, 1e-7);
+  check_scalar("silu(100) = 100", sy[2], 100.0, 1e-7);
 
   enum { N = 2, C = 64 };
   float in[N * C], out[N * C], w[C], b[C], mean[N], rstd[N];

@@ -398,7 +398,7 @@ void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const floa
 }
 
 // ----------------------------------------------------------------------------
-// element-wise: add, relu, gelu (one thread per element, each element read
+// element-wise: add, relu, gelu, silu (one thread per element, each element read
 // before it is written by the same thread: that is what makes the in-place
 // pairs of the header safe)
 
@@ -454,6 +454,27 @@ static __global__ void gelu_backward_kernel(float *dx, const float *dout, const 
   }
 }
 
+/* The CPU's formula: e = exp(-x) clamped at exp(+-80), s = 1 / (1 + e),
+ * 1 - s = e s (no inf * 0 for very negative x). */
+static __device__ float silu_e(float x) { return expf(fminf(fmaxf(-x, -80.0f), 80.0f)); }
+
+static __global__ void silu_forward_kernel(float *out, const float *x, int64_t n) {
+  GRID_STRIDE(i, n) {
+    float xi = x[i];
+    out[i] = xi / (1.0f + silu_e(xi));
+  }
+}
+
+static __global__ void silu_backward_kernel(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float xi = x[i];
+    float e = silu_e(xi);
+    float s = 1.0f / (1.0f + e);
+    float g = dout[i] * (s * (1.0f + xi * (e * s)));
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
 void rt_cuda_add_forward(float *out, const float *a, const float *b, int64_t n) {
   need_ctx();
   if (n <= 0) return;
@@ -493,6 +514,20 @@ void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t
   need_ctx();
   if (n <= 0 || !dx) return;
   gelu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_silu_forward(float *out, const float *x, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  silu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_silu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  silu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
   LAUNCH_CHECK();
 }
 

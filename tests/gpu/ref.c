@@ -130,6 +130,21 @@ void ref_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, 
   store(dx, g, n, acc);
 }
 
+void ref_silu_forward(float *out, const float *x, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = x[i] / (1.0 + exp(-(double)x[i]));
+  store(out, o, n, 0);
+}
+
+void ref_silu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) {
+    double xi = x[i], s = 1.0 / (1.0 + exp(-xi));
+    g[i] = dout[i] * s * (1.0 + xi * (1.0 - s));
+  }
+  store(dx, g, n, acc);
+}
+
 // ----------------------------------------------------------------------------
 // layernorm, softmax
 

@@ -352,6 +352,34 @@ static void case_relu_gelu(int64_t n) {
   }
 }
 
+/* Inputs to +-12, and four at +-100 where exp(-x) overflows float (the
+ * kernels clamp it): silu(-100) ~ 0, silu(100) = 100. */
+static void case_silu(int64_t n) {
+  Ten x = ten_rand(n, 12), out = ten_fill(n, NAN);
+  x.ref[0] = -100.0f;
+  x.ref[1] = 100.0f;
+  x.ref[n - 2] = -88.0f;
+  x.ref[n - 1] = 88.0f;
+  ut_put(x.ut, x.ref, (size_t)n * sizeof(float));
+  ref_silu_forward(out.ref, x.ref, n);
+  UT(silu_forward)(out.ut, x.ut, n);
+  check(&out, TOL, "silu_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_silu_backward(dx.ref, g.ref, x.ref, n, acc);
+    UT(silu_backward)(dx.ut, g.ut, x.ut, n, acc);
+    check(&dx, TOL, "silu_backward acc=%d", acc);
+  }
+  Ten g = ten_rand(n, 1); // in place: dx = dout, then out = x
+  ref_silu_backward(g.ref, g.ref, x.ref, n, 0);
+  UT(silu_backward)(g.ut, g.ut, x.ut, n, 0);
+  check(&g, TOL, "silu_backward in place (dx=dout)");
+  ref_silu_forward(x.ref, x.ref, n);
+  UT(silu_forward)(x.ut, x.ut, n);
+  check(&x, TOL, "silu_forward in place (out=x)");
+  release_all();
+}
+
 // ----------------------------------------------------------------------------
 // cases: layernorm, softmax
 
@@ -868,6 +896,7 @@ int main(int argc, char **argv) {
   if (!quick) RUN("matmul", case_matmul(4, 64, 96, 128, TOL_SUM, ""));
   RUN("add", case_add(quick ? 1000 : 100003));
   RUN("relu_gelu", case_relu_gelu(quick ? 1000 : 100003));
+  RUN("silu", case_silu(quick ? 1000 : 100003));
   RUN("layernorm", case_layernorm(67, 129));
   if (!quick) RUN("layernorm", case_layernorm(512, 768));
   RUN("rmsnorm", case_rmsnorm(67, 129, 1e-5f));

@@ -180,6 +180,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
             y = F.relu(a[0]) if relu_mask is None else a[0] * relu_mask(pos, a[0].detach())
         elif k == "gelu":
             y = F.gelu(a[0], approximate="tanh")
+        elif k == "silu":
+            y = F.silu(a[0])
         elif k == "layernorm":
             y = F.layer_norm(a[0], (d[1],), a[1], a[2], eps=1e-5)
         elif k == "rmsnorm":
