@@ -42,6 +42,7 @@ typedef enum {
   OP_LINEAR,
   OP_MATMUL,
   OP_ADD,
+  OP_MUL,
   OP_RELU,
   OP_GELU,
   OP_SILU,

@@ -171,6 +171,7 @@ static int64_t numel_flops(const Graph *g, const Op *op, bool bwd) {
   (void)bwd;
   return out_numel(g, op);
 }
+static int64_t mul_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 2 : 1, out_numel(g, op)); }
 static int64_t gelu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 16 : 8, out_numel(g, op)); }
 static int64_t silu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 8 : 4, out_numel(g, op)); }
 
@@ -393,6 +394,18 @@ static const OpInfo table[OP_COUNT] = {
             .grad_to = {true, true},
             .inplace_fwd = SLOT(0) | SLOT(1), .inplace_bwd = {SLOT(0), SLOT(0)},
             .residual_join = true,
+        },
+    [OP_MUL] =
+        {
+            .name = "mul",
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 1,
+            .build = add_build, /* same shapes, as add */
+            .dims = numel_dims, .flops = mul_flops,
+            .cheap = true, .half_bin = SLOT(1) | SLOT(2), /* a, b */
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+            .inplace_fwd = SLOT(0) | SLOT(1), .inplace_bwd = {SLOT(0), SLOT(0)},
         },
     [OP_RELU] =
         {

@@ -18,6 +18,7 @@
  *   linear         x W b            out                 dout x W                   dx dW db         M K N
  *   matmul         a b              out                 dout a b                   da db            Bt M K N
  *   add            a b              out                 dout                       da db            n
+ *   mul            a b              out                 dout a b                   da db            n
  *   relu           x                out                 dout out                   dx               n
  *   gelu           x                out                 dout x                     dx               n
  *   silu           x                out                 dout x                     dx               n

@@ -432,7 +432,7 @@ void rt_matmul_backward(float *da, float *db, const float *dout, const float *a,
 }
 
 // ----------------------------------------------------------------------------
-// element-wise: add, relu, gelu, silu
+// element-wise: add, mul, relu, gelu, silu
 
 static void add_task(const void *ctx, int64_t lo, int64_t hi) {
   const AddTask *c = ctx;
@@ -450,6 +450,44 @@ void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc
   // dout is intact for the other one whichever goes first.
   accumulate(da, dout, n, acc_da);
   accumulate(db, dout, n, acc_db);
+}
+
+static void mul_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *a = c->a, *b = c->b;
+  for (int64_t i = lo; i < hi; i++) out[i] = a[i] * b[i];
+}
+
+void rt_mul_forward(float *out, const float *a, const float *b, int64_t n) {
+  rt_par(mul_task, &(AddTask){out, a, b, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+typedef struct {
+  float *da, *db;
+  const float *dout, *a, *b;
+  int acc_da, acc_db;
+} MulBackwardTask;
+
+/* Each element's dout, a and b are read before da is written there, and da
+ * before db: so da or db may be dout (acc = 0), and da may be db (acc_db = 1,
+ * which then adds onto the da just written). */
+static void mul_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const MulBackwardTask *c = ctx;
+  float *da = c->da, *db = c->db;
+  const float *dout = c->dout, *a = c->a, *b = c->b;
+  for (int64_t i = lo; i < hi; i++) {
+    float g = dout[i], ai = a[i], bi = b[i];
+    if (da) da[i] = c->acc_da ? da[i] + g * bi : g * bi;
+    if (db) db[i] = c->acc_db ? db[i] + g * ai : g * ai;
+  }
+}
+
+void rt_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t n, int acc_da,
+                     int acc_db) {
+  if (!da && !db) return;
+  MulBackwardTask t = {da, db, dout, a, b, acc_da, acc_db};
+  rt_par(mul_backward_task, &t, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 static void relu_task(const void *ctx, int64_t lo, int64_t hi) {

@@ -64,6 +64,14 @@
   /* da (+)= dout; db (+)= dout. alias-safe (da, dout) when acc_da = 0, likewise db. */                                \
   X(void, add_backward, (float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db))                  \
                                                                                                                        \
+  /* mul (element-wise, SwiGLU's gate * up): out[n] = a * b. alias-safe (out, a), (out, b). */                         \
+  X(void, mul_forward, (float *out, const float *a, const float *b, int64_t n))                                        \
+  /* da (+)= dout * b; db (+)= dout * a, one pass that reads dout, a and b at an element                               \
+   * before writing da there, then db. alias-safe (da, dout) when acc_da = 0, likewise                                 \
+   * db; da and db may be one buffer with acc_db = 1 (mul(x, x): it receives 2 x dout). */                             \
+  X(void, mul_backward,                                                                                                \
+    (float *da, float *db, const float *dout, const float *a, const float *b, int64_t n, int acc_da, int acc_db))      \
+                                                                                                                       \
   /* relu: out = max(x, 0). alias-safe (out, x). */                                                                    \
   X(void, relu_forward, (float *out, const float *x, int64_t n))                                                       \
   /* dx (+)= dout * (out > 0); uses the output. alias-safe (dx, dout). */                                              \

@@ -269,7 +269,7 @@ static void bwd_matmul(float *const *din, const float *dout, float *const *in, c
 }
 
 // ----------------------------------------------------------------------------
-// element-wise: add (a b), relu, gelu, silu (x); d = n
+// element-wise: add, mul (a b), relu, gelu, silu (x); d = n
 
 static void ref_add(double *out, double *const *in, const Case *c) {
   for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] + in[1][i];
@@ -278,6 +278,23 @@ static void fwd_add(float *out, float *const *in, const Case *c) { rt_add_forwar
 static void bwd_add(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   (void)in;
   rt_add_backward(din[0], din[1], dout, c->d[0], acc, acc);
+}
+
+static void ref_mul(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] * in[1][i];
+}
+static void fwd_mul(float *out, float *const *in, const Case *c) { rt_mul_forward(out, in[0], in[1], c->d[0]); }
+static void bwd_mul(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_mul_backward(din[0], din[1], dout, in[0], in[1], c->d[0], acc, acc);
+}
+/* mul(x, x): the same tensor in both slots, so one gradient buffer for da and
+ * db, written fresh by da (acc as given) and accumulated by db. */
+static void ref_mul_self(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] * in[0][i];
+}
+static void fwd_mul_self(float *out, float *const *in, const Case *c) { rt_mul_forward(out, in[0], in[0], c->d[0]); }
+static void bwd_mul_self(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_mul_backward(din[0], din[0], dout, in[0], in[0], c->d[0], acc, 1);
 }
 
 static void ref_relu(double *out, double *const *in, const Case *c) {
@@ -515,6 +532,23 @@ static void gradchecks(void) {
                    .ref = ref_add,
                    .fwd = fwd_add,
                    .bwd = bwd_add});
+  run_case(&(Case){.name = "mul",
+                   .nin = 2,
+                   .in_n = {11, 11},
+                   .amp = {2.0f, 2.0f},
+                   .out_n = 11,
+                   .d = {11},
+                   .ref = ref_mul,
+                   .fwd = fwd_mul,
+                   .bwd = bwd_mul});
+  run_case(&(Case){.name = "mul (x, x): da and db one buffer",
+                   .nin = 1,
+                   .in_n = {11},
+                   .out_n = 11,
+                   .d = {11},
+                   .ref = ref_mul_self,
+                   .fwd = fwd_mul_self,
+                   .bwd = bwd_mul_self});
   run_case(&(Case){.name = "relu",
                    .nin = 1,
                    .in_n = {13},
@@ -702,6 +736,27 @@ static void alias_elementwise(void) {
   check_f("in place add backward (db, dout)", io, g, AN, EXACT);
   check_f("in place add backward (db, dout): da acc=1", db, want, AN, EXACT);
   free(db);
+
+  rt_mul_forward(want, a, b, AN);
+  memcpy(io, a, sizeof(float) * AN);
+  rt_mul_forward(io, io, b, AN);
+  check_f("in place mul forward (out, a)", io, want, AN, EXACT);
+  memcpy(io, b, sizeof(float) * AN);
+  rt_mul_forward(io, a, io, AN);
+  check_f("in place mul forward (out, b)", io, want, AN, EXACT);
+  float *wa = NEW(float, AN), *wb = NEW(float, AN), *gb = NEW(float, AN);
+  rt_mul_backward(wa, wb, g, a, b, AN, 0, 0);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_mul_backward(io, gb, io, a, b, AN, 0, 0); // da aliases dout
+  check_f("in place mul backward (da, dout)", io, wa, AN, EXACT);
+  check_f("in place mul backward (da, dout): db", gb, wb, AN, EXACT);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_mul_backward(gb, io, io, a, b, AN, 0, 0); // db aliases dout
+  check_f("in place mul backward (db, dout)", io, wb, AN, EXACT);
+  check_f("in place mul backward (db, dout): da", gb, wa, AN, EXACT);
+  free(wa);
+  free(wb);
+  free(gb);
 
   rt_relu_forward(want, a, AN);
   memcpy(io, a, sizeof(float) * AN);

@@ -398,7 +398,7 @@ void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const floa
 }
 
 // ----------------------------------------------------------------------------
-// element-wise: add, relu, gelu, silu (one thread per element, each element read
+// element-wise: add, mul, relu, gelu, silu (one thread per element, each element read
 // before it is written by the same thread: that is what makes the in-place
 // pairs of the header safe)
 
@@ -419,6 +419,21 @@ static __global__ void add_backward_kernel(float *da, float *db, const float *do
     float g = dout[i];
     if (wa) da[i] = acc_da ? da[i] + g : g;
     if (wb) db[i] = acc_db ? db[i] + g : g;
+  }
+}
+
+static __global__ void mul_forward_kernel(float *out, const float *a, const float *b, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+}
+
+/* As cpu.c: an element's dout, a and b are read before da is written there,
+ * and da before db (da may be dout or db, see the header). */
+static __global__ void mul_backward_kernel(float *da, float *db, const float *dout, const float *a, const float *b,
+                                           int64_t n, int acc_da, int acc_db) {
+  GRID_STRIDE(i, n) {
+    float g = dout[i], ai = a[i], bi = b[i];
+    if (da) da[i] = acc_da ? da[i] + g * bi : g * bi;
+    if (db) db[i] = acc_db ? db[i] + g * ai : g * ai;
   }
 }
 
@@ -486,6 +501,21 @@ void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, in
   need_ctx();
   if (n <= 0 || (!da && !db)) return;
   add_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(da, db, dout, n, acc_da, acc_db);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_mul_forward(float *out, const float *a, const float *b, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  mul_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, a, b, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t n,
+                          int acc_da, int acc_db) {
+  need_ctx();
+  if (n <= 0 || (!da && !db)) return;
+  mul_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(da, db, dout, a, b, n, acc_da, acc_db);
   LAUNCH_CHECK();
 }
 

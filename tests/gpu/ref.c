@@ -97,6 +97,24 @@ void ref_add_backward(float *da, float *db, const float *dout, int64_t n, int ac
   store(db, gb, n, acc_db);
 }
 
+void ref_mul_forward(float *out, const float *a, const float *b, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = (double)a[i] * b[i];
+  store(out, o, n, 0);
+}
+
+/* da is stored before db, so one buffer for both (acc_db = 1) sums them. */
+void ref_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t n, int acc_da,
+                      int acc_db) {
+  double *ga = dnew(n), *gb = dnew(n);
+  for (int64_t i = 0; i < n; i++) {
+    ga[i] = (double)dout[i] * b[i];
+    gb[i] = (double)dout[i] * a[i];
+  }
+  store(da, ga, n, acc_da);
+  store(db, gb, n, acc_db);
+}
+
 void ref_relu_forward(float *out, const float *x, int64_t n) {
   double *o = dnew(n);
   for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0.0f ? x[i] : 0.0;

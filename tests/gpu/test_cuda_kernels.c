@@ -311,6 +311,45 @@ static void case_add(int64_t n) {
   release_all();
 }
 
+static void case_mul(int64_t n) {
+  Ten a = ten_rand(n, 2), b = ten_rand(n, 2), out = ten_fill(n, NAN);
+  ref_mul_forward(out.ref, a.ref, b.ref, n);
+  UT(mul_forward)(out.ut, a.ut, b.ut, n);
+  check(&out, TOL, "mul_forward n=%lld", LL(n));
+  // backward before the in-place forwards below overwrite a and b;
+  // acc patterns (da, db), -1 a NULL gradient
+  static const int pat[][2] = {{0, 0}, {1, 1}, {0, 1}, {-1, 0}, {1, -1}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *k = pat[p];
+    Ten g = ten_rand(n, 1), da = ten_grad(n, k[0] > 0), db = ten_grad(n, k[1] > 0);
+    ref_mul_backward(k[0] < 0 ? NULL : da.ref, k[1] < 0 ? NULL : db.ref, g.ref, a.ref, b.ref, n, k[0] > 0, k[1] > 0);
+    UT(mul_backward)(k[0] < 0 ? NULL : da.ut, k[1] < 0 ? NULL : db.ut, g.ut, a.ut, b.ut, n, k[0] > 0, k[1] > 0);
+    if (k[0] >= 0) check(&da, TOL, "mul_backward da acc=%d%s", k[0], k[1] < 0 ? " (db NULL)" : "");
+    if (k[1] >= 0) check(&db, TOL, "mul_backward db acc=%d%s", k[1], k[0] < 0 ? " (da NULL)" : "");
+  }
+  Ten g = ten_rand(n, 1), db = ten_grad(n, 0); // da aliases dout, db reads the same dout
+  ref_mul_backward(g.ref, db.ref, g.ref, a.ref, b.ref, n, 0, 0);
+  UT(mul_backward)(g.ut, db.ut, g.ut, a.ut, b.ut, n, 0, 0);
+  check(&g, TOL, "mul_backward in place da=dout");
+  check(&db, TOL, "mul_backward db beside da=dout");
+  Ten g2 = ten_rand(n, 1), da = ten_grad(n, 1); // db aliases dout, da accumulates
+  ref_mul_backward(da.ref, g2.ref, g2.ref, a.ref, b.ref, n, 1, 0);
+  UT(mul_backward)(da.ut, g2.ut, g2.ut, a.ut, b.ut, n, 1, 0);
+  check(&da, TOL, "mul_backward da acc=1 beside db=dout");
+  check(&g2, TOL, "mul_backward in place db=dout");
+  Ten g3 = ten_rand(n, 1), dx = ten_grad(n, 0); // mul(x, x): one gradient buffer
+  ref_mul_backward(dx.ref, dx.ref, g3.ref, a.ref, a.ref, n, 0, 1);
+  UT(mul_backward)(dx.ut, dx.ut, g3.ut, a.ut, a.ut, n, 0, 1);
+  check(&dx, TOL, "mul_backward mul(x, x): da = db, acc_db=1");
+  ref_mul_forward(a.ref, a.ref, b.ref, n); // in place: out = a, then out = b
+  UT(mul_forward)(a.ut, a.ut, b.ut, n);
+  check(&a, TOL, "mul_forward in place (out=a)");
+  ref_mul_forward(b.ref, a.ref, b.ref, n);
+  UT(mul_forward)(b.ut, a.ut, b.ut, n);
+  check(&b, TOL, "mul_forward in place (out=b)");
+  release_all();
+}
+
 static void case_relu_gelu(int64_t n) {
   for (int op = 0; op < 2; op++) {
     const char *nm = op ? "gelu" : "relu";
@@ -895,6 +934,7 @@ int main(int argc, char **argv) {
   RUN("matmul", case_matmul(3, 17, 29, 23, TOL_SUM, ""));
   if (!quick) RUN("matmul", case_matmul(4, 64, 96, 128, TOL_SUM, ""));
   RUN("add", case_add(quick ? 1000 : 100003));
+  RUN("mul", case_mul(quick ? 1000 : 100003));
   RUN("relu_gelu", case_relu_gelu(quick ? 1000 : 100003));
   RUN("silu", case_silu(quick ? 1000 : 100003));
   RUN("layernorm", case_layernorm(67, 129));

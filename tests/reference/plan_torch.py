@@ -176,6 +176,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
             y = torch.bmm(a[0].reshape(d[0], d[1], d[2]), a[1].reshape(d[0], d[2], d[3]))
         elif k == "add":
             y = a[0] + a[1]
+        elif k == "mul":
+            y = a[0] * a[1]
         elif k == "relu":
             y = F.relu(a[0]) if relu_mask is None else a[0] * relu_mask(pos, a[0].detach())
         elif k == "gelu":
