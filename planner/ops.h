@@ -28,6 +28,7 @@
  *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH
  *   embedding      tokens W         out                 dout tokens                dW               N C V
  *   pos_embedding  W                out                 dout                       dW               B T C Wrows
+ *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
  *   adamw          g                p m v               (update)                                    n

@@ -1037,6 +1037,64 @@ void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int
 }
 
 // ----------------------------------------------------------------------------
+// rope: the q and k heads of a packed qkv rotated pairwise by position
+
+/* Frequencies per pass over a chunk's rows: their theta^(-2i/hd) on the stack. */
+#define RT_ROPE_FREQS 256
+
+/* Rows are positions (b, t). Each frequency's cos and sin, computed once per
+ * row, serve every q and k head; a pair is read before it is written, so out
+ * may be x. sign -1 rotates backward; acc adds (never with out == x). */
+static void rope_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *out = A->o[0];
+  const float *x = A->i[0];
+  int64_t T = A->d[0], nr = A->d[1] + A->d[2], KV = A->d[2], hd = A->d[3], h2 = hd / 2, W = (nr + KV) * hd;
+  double theta = A->f[0];
+  float sign = A->f[1];
+  int acc = A->acc[0];
+  for (int64_t i0 = 0; i0 < h2; i0 += RT_ROPE_FREQS) {
+    int64_t ni = h2 - i0 < RT_ROPE_FREQS ? h2 - i0 : RT_ROPE_FREQS;
+    double inv[RT_ROPE_FREQS];
+    for (int64_t j = 0; j < ni; j++) inv[j] = pow(theta, -2.0 * (double)(i0 + j) / (double)hd);
+    for (int64_t r = lo; r < hi; r++) {
+      const float *xr = x + r * W;
+      float *orow = out + r * W;
+      for (int64_t j = 0; j < ni; j++) {
+        double a = (double)(r % T) * inv[j];
+        float c = (float)cos(a), s = sign * (float)sin(a);
+        for (int64_t h = 0; h < nr; h++) {
+          int64_t k = h * hd + i0 + j;
+          float x1 = xr[k], x2 = xr[k + h2];
+          float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+          orow[k] = acc ? orow[k] + y1 : y1;
+          orow[k + h2] = acc ? orow[k + h2] + y2 : y2;
+        }
+      }
+    }
+  }
+  if (out == x && !acc) return; // v is already in place
+  for (int64_t r = lo; r < hi; r++)
+    for (int64_t k = nr * hd; k < W; k++) out[r * W + k] = acc ? out[r * W + k] + x[r * W + k] : x[r * W + k];
+}
+
+static void rope(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+                 float sign, int acc) {
+  RT_CHECK(hd % 2 == 0, "rope needs an even head dimension");
+  RtArgs a = {.o = {out}, .i = {x}, .d = {T, H, KV, hd}, .acc = {acc}, .f = {theta, sign}};
+  rt_par(rope_task, &a, B * T, rt_chunks(B * T * (H + 2 * KV) * hd >= RT_PAR_MIN));
+}
+
+void rt_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta) {
+  rope(out, x, B, T, H, KV, hd, theta, 1.0f, 0);
+}
+
+void rt_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                      float theta, int acc) {
+  if (dx) rope(dx, dout, B, T, H, KV, hd, theta, -1.0f, acc);
+}
+
+// ----------------------------------------------------------------------------
 // losses
 
 static void cross_entropy_task(const void *ctx, int64_t lo, int64_t hi) {

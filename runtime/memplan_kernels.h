@@ -141,6 +141,19 @@
   X(void, position_embedding_backward,                                                                                 \
     (float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows, int acc))                           \
                                                                                                                        \
+  /* rope, rotary position embedding (Hugging Face Llama's rotate_half): x[B,T,(H+2KV)*hd]                             \
+   * holds per position q (H heads of hd), k (KV heads), v (KV heads). At position                                     \
+   * t in [0, T), each q and k head's pairs (i, i + hd/2), i < hd/2, are rotated by                                    \
+   * a = t theta^(-2i/hd): out_i = x_i cos a - x_{i+hd/2} sin a,                                                       \
+   * out_{i+hd/2} = x_{i+hd/2} cos a + x_i sin a, with a, cos a and sin a computed in                                  \
+   * double and rounded to float (nothing is stored). v is copied. hd even.                                            \
+   * alias-safe (out, x). */                                                                                           \
+  X(void, rope_forward,                                                                                                \
+    (float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta))                \
+  /* dx (+)= dout rotated by -a on q and k, dout on v. alias-safe (dx, dout) when acc = 0. */                          \
+  X(void, rope_backward,                                                                                               \
+    (float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta, int acc))     \
+                                                                                                                       \
   /* cross-entropy, mean over N rows: loss[0] = mean(lse_i - logits[i, targets_i]);                                    \
    * saves lse[N] (log-sum-exp per row, may be NULL in eval). */                                                       \
   X(void, cross_entropy_forward,                                                                                       \

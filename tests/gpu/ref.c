@@ -373,6 +373,34 @@ void ref_position_embedding_backward(float *dW, const float *dout, int64_t B, in
   store(dW, g, Wrows * C, acc); // rows >= T: 0, or their contents plus 0
 }
 
+/* Each q and k head's pairs (i, i + hd/2) rotated by sign * t theta^(-2i/hd),
+ * cos and sin in double throughout (the kernels round them to float); v copied. */
+static void rope_ref(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+                     double sign, int acc) {
+  int64_t nr = H + KV, W = (nr + KV) * hd, h2 = hd / 2;
+  double *o = dnew(B * T * W);
+  for (int64_t r = 0; r < B * T; r++)
+    for (int64_t h = 0; h < nr + KV; h++)
+      for (int64_t i = 0; i < h2; i++) {
+        int64_t k = r * W + h * hd + i;
+        double a = (double)(r % T) * pow((double)theta, -2.0 * (double)i / (double)hd);
+        double c = h < nr ? cos(a) : 1.0, s = h < nr ? sign * sin(a) : 0.0;
+        o[k] = x[k] * c - x[k + h2] * s;
+        o[k + h2] = x[k + h2] * c + x[k] * s;
+      }
+  store(out, o, B * T * W, acc);
+}
+
+void ref_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                      float theta) {
+  rope_ref(out, x, B, T, H, KV, hd, theta, 1.0, 0);
+}
+
+void ref_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                       float theta, int acc) {
+  rope_ref(dx, dout, B, T, H, KV, hd, theta, -1.0, acc);
+}
+
 // ----------------------------------------------------------------------------
 // losses
 

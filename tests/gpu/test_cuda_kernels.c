@@ -565,6 +565,31 @@ static void case_position_embedding(int64_t B, int64_t T, int64_t C, int64_t Wro
   release_all();
 }
 
+/* rope over qkv [B, T, (H + 2 KV) hd]: forward, backward (acc 0 and 1), both
+ * in place. Small theta makes every frequency's angle wrap within T. */
+static void case_rope(int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta) {
+  int64_t n = B * T * (H + 2 * KV) * hd;
+  Ten x = ten_rand(n, 2), out = ten_fill(n, NAN);
+  ref_rope_forward(out.ref, x.ref, B, T, H, KV, hd, theta);
+  UT(rope_forward)(out.ut, x.ut, B, T, H, KV, hd, theta);
+  check(&out, TOL, "rope_forward B=%lld T=%lld H=%lld KV=%lld hd=%lld theta %g", LL(B), LL(T), LL(H), LL(KV), LL(hd),
+        theta);
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_rope_backward(dx.ref, g.ref, B, T, H, KV, hd, theta, acc);
+    UT(rope_backward)(dx.ut, g.ut, B, T, H, KV, hd, theta, acc);
+    check(&dx, TOL, "rope_backward acc=%d", acc);
+  }
+  Ten g = ten_rand(n, 1); // in place: dx = dout, then out = x
+  ref_rope_backward(g.ref, g.ref, B, T, H, KV, hd, theta, 0);
+  UT(rope_backward)(g.ut, g.ut, B, T, H, KV, hd, theta, 0);
+  check(&g, TOL, "rope_backward in place (dx=dout)");
+  ref_rope_forward(x.ref, x.ref, B, T, H, KV, hd, theta);
+  UT(rope_forward)(x.ut, x.ut, B, T, H, KV, hd, theta);
+  check(&x, TOL, "rope_forward in place (out=x)");
+  release_all();
+}
+
 // ----------------------------------------------------------------------------
 // cases: losses
 
@@ -953,6 +978,9 @@ int main(int argc, char **argv) {
   RUN("embedding", case_embedding(1000, 100, 50, 0)); // many repeats per row
   RUN("embedding", case_embedding(777, 70, 5000, 1)); // one very frequent token
   RUN("position_embedding", case_position_embedding(3, 17, 40, 24));
+  RUN("rope", case_rope(2, 67, 8, 2, 64, 10000.0f));                  // grouped kv heads (4:1)
+  RUN("rope", case_rope(3, 13, 3, 3, 6, 2.0f));                       // kv_heads = heads, hd 6, every angle wraps
+  if (!quick) RUN("rope", case_rope(2, 1024, 32, 8, 128, 500000.0f)); // Llama 3 8B's heads and theta
   RUN("cross_entropy", case_cross_entropy(300, 10));
   RUN("cross_entropy", case_cross_entropy(quick ? 4 : 64, 50257));
   RUN("mse", case_mse(10007));
