@@ -42,14 +42,17 @@ typedef enum {
   OP_LINEAR,
   OP_MATMUL,
   OP_ADD,
+  OP_MUL,
   OP_RELU,
   OP_GELU,
+  OP_SILU,
   OP_LAYERNORM,
   OP_RMSNORM,
   OP_SOFTMAX,
   OP_ATTENTION, /* attention core: qkv -> out; causal_self_attention lowers to linear, attention, linear */
   OP_EMBEDDING,
   OP_POS_EMBEDDING,
+  OP_ROPE, /* rotary position embedding of the q and k parts of a packed qkv */
   OP_CROSS_ENTROPY,
   OP_MSE,
   OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */

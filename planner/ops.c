@@ -171,7 +171,9 @@ static int64_t numel_flops(const Graph *g, const Op *op, bool bwd) {
   (void)bwd;
   return out_numel(g, op);
 }
+static int64_t mul_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 2 : 1, out_numel(g, op)); }
 static int64_t gelu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 16 : 8, out_numel(g, op)); }
+static int64_t silu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 8 : 4, out_numel(g, op)); }
 
 /* ---- row-wise: layernorm, softmax ---- */
 
@@ -308,6 +310,48 @@ static void posemb_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   *n = 4;
 }
 
+/* ---- rope: rotary position embedding of a packed qkv [B, T, (heads + 2 kv_heads) hd] ---- */
+
+/* kv_heads when written, else heads (no grouped-query sharing). */
+static int64_t rope_kv(const Attr *kv, int64_t heads) { return kv->s ? kv->i : heads; }
+
+static void rope_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Shape *x = in_shape(c, 0);
+  if (x->rank != 3) {
+    Arena *tmp = build_scratch(c);
+    build_error(c, NULL, "rope needs qkv of shape (B, T, (heads + 2*kv_heads)*hd); '%s' is %s %s",
+                build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x));
+  }
+  int64_t H = attr_i(c, "heads"), KV = rope_kv(build_attr(c, "kv_heads"), H), C = x->d[2], n;
+  if (H % KV != 0) build_error(c, "kv_heads", "kv_heads = %lld must divide heads = %lld", (long long)KV, (long long)H);
+  if (!ck_mul(2, KV, &n) || !ck_add(H, n, &n) || C % n != 0)
+    build_error(c, "heads",
+                "the channels %lld are not (heads + 2*kv_heads) * hd = (%lld + 2*%lld) * hd for an integer hd",
+                (long long)C, (long long)H, (long long)KV);
+  if (C / n % 2 != 0)
+    build_error(c, "heads", "rope needs an even head dimension; hd = %lld / (%lld + 2*%lld) = %lld", (long long)C,
+                (long long)H, (long long)KV, (long long)(C / n));
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, *x, DT_F32);
+}
+static void rope_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  int64_t H = op->attr[0].i, KV = rope_kv(&op->attr[1], H);
+  d[0] = x->d[0];
+  d[1] = x->d[1];
+  d[2] = H;
+  d[3] = KV;
+  d[4] = x->d[2] / (H + 2 * KV);
+  *n = 5;
+}
+/* two products and a sum per rotated element; the angles' sin and cos are
+ * computed once per position and frequency, shared by every head */
+static int64_t rope_flops(const Graph *g, const Op *op, bool bwd) {
+  (void)bwd;
+  return FLOPS(3, out_numel(g, op));
+}
+
 /* ---- losses ---- */
 
 static void ce_build(BuildCtx *c) {
@@ -393,6 +437,18 @@ static const OpInfo table[OP_COUNT] = {
             .inplace_fwd = SLOT(0) | SLOT(1), .inplace_bwd = {SLOT(0), SLOT(0)},
             .residual_join = true,
         },
+    [OP_MUL] =
+        {
+            .name = "mul",
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 1,
+            .build = add_build, /* same shapes, as add */
+            .dims = numel_dims, .flops = mul_flops,
+            .cheap = true, .half_bin = SLOT(1) | SLOT(2), /* a, b */
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+            .inplace_fwd = SLOT(0) | SLOT(1), .inplace_bwd = {SLOT(0), SLOT(0)},
+        },
     [OP_RELU] =
         {
             .name = "relu",
@@ -409,6 +465,17 @@ static const OpInfo table[OP_COUNT] = {
             .name = "gelu",
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .build = unary_build, .dims = numel_dims, .flops = gelu_flops,
+            .cheap = true, .half_bin = SLOT(1), /* x */
+            .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_SILU] =
+        {
+            .name = "silu",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = silu_flops,
             .cheap = true, .half_bin = SLOT(1), /* x */
             .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
             .nbout = 1, .bout = {REF_GIN(0)},
@@ -487,6 +554,20 @@ static const OpInfo table[OP_COUNT] = {
             .nbin = 1, .bin = {REF_DOUT},
             .nbout = 1, .bout = {REF_GIN(0)},
             .grad_to = {true},
+        },
+    [OP_ROPE] =
+        {
+            .name = "rope",
+            .attrs = {{"heads", ATTR_INT, .required = true},
+                      {"kv_heads", ATTR_INT}, /* absent: heads */
+                      {"theta", ATTR_FLOAT, .dflt = 10000, .positive = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = rope_build, .dims = rope_dims, .flops = rope_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT}, /* backward is the inverse rotation: no forward tensor */
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
         },
     [OP_CROSS_ENTROPY] =
         {

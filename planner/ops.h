@@ -18,14 +18,17 @@
  *   linear         x W b            out                 dout x W                   dx dW db         M K N
  *   matmul         a b              out                 dout a b                   da db            Bt M K N
  *   add            a b              out                 dout                       da db            n
+ *   mul            a b              out                 dout a b                   da db            n
  *   relu           x                out                 dout out                   dx               n
  *   gelu           x                out                 dout x                     dx               n
+ *   silu           x                out                 dout x                     dx               n
  *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C
  *   rmsnorm        x w              out rstd            dout x w rstd              dx dw            N C (eps)
  *   softmax        x                out                 dout out                   dx               N C
  *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH
  *   embedding      tokens W         out                 dout tokens                dW               N C V
  *   pos_embedding  W                out                 dout                       dW               B T C Wrows
+ *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
  *   adamw          g                p m v               (update)                                    n

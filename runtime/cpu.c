@@ -432,7 +432,7 @@ void rt_matmul_backward(float *da, float *db, const float *dout, const float *a,
 }
 
 // ----------------------------------------------------------------------------
-// element-wise: add, relu, gelu
+// element-wise: add, mul, relu, gelu, silu
 
 static void add_task(const void *ctx, int64_t lo, int64_t hi) {
   const AddTask *c = ctx;
@@ -450,6 +450,44 @@ void rt_add_backward(float *da, float *db, const float *dout, int64_t n, int acc
   // dout is intact for the other one whichever goes first.
   accumulate(da, dout, n, acc_da);
   accumulate(db, dout, n, acc_db);
+}
+
+static void mul_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *a = c->a, *b = c->b;
+  for (int64_t i = lo; i < hi; i++) out[i] = a[i] * b[i];
+}
+
+void rt_mul_forward(float *out, const float *a, const float *b, int64_t n) {
+  rt_par(mul_task, &(AddTask){out, a, b, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+typedef struct {
+  float *da, *db;
+  const float *dout, *a, *b;
+  int acc_da, acc_db;
+} MulBackwardTask;
+
+/* Each element's dout, a and b are read before da is written there, and da
+ * before db: so da or db may be dout (acc = 0), and da may be db (acc_db = 1,
+ * which then adds onto the da just written). */
+static void mul_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const MulBackwardTask *c = ctx;
+  float *da = c->da, *db = c->db;
+  const float *dout = c->dout, *a = c->a, *b = c->b;
+  for (int64_t i = lo; i < hi; i++) {
+    float g = dout[i], ai = a[i], bi = b[i];
+    if (da) da[i] = c->acc_da ? da[i] + g * bi : g * bi;
+    if (db) db[i] = c->acc_db ? db[i] + g * ai : g * ai;
+  }
+}
+
+void rt_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t n, int acc_da,
+                     int acc_db) {
+  if (!da && !db) return;
+  MulBackwardTask t = {da, db, dout, a, b, acc_da, acc_db};
+  rt_par(mul_backward_task, &t, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 static void relu_task(const void *ctx, int64_t lo, int64_t hi) {
@@ -525,6 +563,48 @@ static void gelu_backward_task(const void *ctx, int64_t lo, int64_t hi) {
 
 void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
   rt_par(gelu_backward_task, &(AddTask){dx, dout, x, acc}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* e = exp(-x), -x clamped to [-80, 80] like gelu_e: sigmoid(x) = 1 / (1 + e)
+ * stays within 2e-35 of the true value and the loops vectorize. */
+static inline float silu_e(float x) {
+  float a = -x;
+  a = a < -80.0f ? -80.0f : a > 80.0f ? 80.0f : a;
+  return rt_exp(a);
+}
+
+static void silu_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *x = c->a;
+  for (int64_t i = lo; i < hi; i++) {
+    float xi = x[i];
+    out[i] = xi / (1.0f + silu_e(xi));
+  }
+}
+
+void rt_silu_forward(float *out, const float *x, int64_t n) {
+  rt_par(silu_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* dx (out) (+)= dout (a) silu'(x (b)). */
+static void silu_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *dx = c->out;
+  const float *dout = c->a, *x = c->b;
+  int acc = c->acc;
+  for (int64_t i = lo; i < hi; i++) {
+    float xi = x[i];
+    float e = silu_e(xi);
+    float s = 1.0f / (1.0f + e);
+    // d/dx x s = s (1 + x (1 - s)), with 1 - s = e s (no cancellation near s = 1)
+    float g = dout[i] * (s * (1.0f + xi * (e * s)));
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+void rt_silu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  rt_par(silu_backward_task, &(AddTask){dx, dout, x, acc}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 /* Arguments of a parallel loop: the kernels below unpack them by name. */
@@ -954,6 +1034,64 @@ void rt_position_embedding_backward(float *dW, const float *dout, int64_t B, int
                                     int acc) {
   RtArgs a = {.o = {dW}, .i = {dout}, .d = {B, T, C}, .acc = {acc}};
   rt_par(position_embedding_backward_task, &a, Wrows, rt_chunks(Wrows * C >= RT_PAR_MIN));
+}
+
+// ----------------------------------------------------------------------------
+// rope: the q and k heads of a packed qkv rotated pairwise by position
+
+/* Frequencies per pass over a chunk's rows: their theta^(-2i/hd) on the stack. */
+#define RT_ROPE_FREQS 256
+
+/* Rows are positions (b, t). Each frequency's cos and sin, computed once per
+ * row, serve every q and k head; a pair is read before it is written, so out
+ * may be x. sign -1 rotates backward; acc adds (never with out == x). */
+static void rope_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *A = ctx;
+  float *out = A->o[0];
+  const float *x = A->i[0];
+  int64_t T = A->d[0], nr = A->d[1] + A->d[2], KV = A->d[2], hd = A->d[3], h2 = hd / 2, W = (nr + KV) * hd;
+  double theta = A->f[0];
+  float sign = A->f[1];
+  int acc = A->acc[0];
+  for (int64_t i0 = 0; i0 < h2; i0 += RT_ROPE_FREQS) {
+    int64_t ni = h2 - i0 < RT_ROPE_FREQS ? h2 - i0 : RT_ROPE_FREQS;
+    double inv[RT_ROPE_FREQS];
+    for (int64_t j = 0; j < ni; j++) inv[j] = pow(theta, -2.0 * (double)(i0 + j) / (double)hd);
+    for (int64_t r = lo; r < hi; r++) {
+      const float *xr = x + r * W;
+      float *orow = out + r * W;
+      for (int64_t j = 0; j < ni; j++) {
+        double a = (double)(r % T) * inv[j];
+        float c = (float)cos(a), s = sign * (float)sin(a);
+        for (int64_t h = 0; h < nr; h++) {
+          int64_t k = h * hd + i0 + j;
+          float x1 = xr[k], x2 = xr[k + h2];
+          float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+          orow[k] = acc ? orow[k] + y1 : y1;
+          orow[k + h2] = acc ? orow[k + h2] + y2 : y2;
+        }
+      }
+    }
+  }
+  if (out == x && !acc) return; // v is already in place
+  for (int64_t r = lo; r < hi; r++)
+    for (int64_t k = nr * hd; k < W; k++) out[r * W + k] = acc ? out[r * W + k] + x[r * W + k] : x[r * W + k];
+}
+
+static void rope(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+                 float sign, int acc) {
+  RT_CHECK(hd % 2 == 0, "rope needs an even head dimension");
+  RtArgs a = {.o = {out}, .i = {x}, .d = {T, H, KV, hd}, .acc = {acc}, .f = {theta, sign}};
+  rt_par(rope_task, &a, B * T, rt_chunks(B * T * (H + 2 * KV) * hd >= RT_PAR_MIN));
+}
+
+void rt_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta) {
+  rope(out, x, B, T, H, KV, hd, theta, 1.0f, 0);
+}
+
+void rt_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                      float theta, int acc) {
+  if (dx) rope(dx, dout, B, T, H, KV, hd, theta, -1.0f, acc);
 }
 
 // ----------------------------------------------------------------------------

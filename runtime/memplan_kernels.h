@@ -64,6 +64,14 @@
   /* da (+)= dout; db (+)= dout. alias-safe (da, dout) when acc_da = 0, likewise db. */                                \
   X(void, add_backward, (float *da, float *db, const float *dout, int64_t n, int acc_da, int acc_db))                  \
                                                                                                                        \
+  /* mul (element-wise, SwiGLU's gate * up): out[n] = a * b. alias-safe (out, a), (out, b). */                         \
+  X(void, mul_forward, (float *out, const float *a, const float *b, int64_t n))                                        \
+  /* da (+)= dout * b; db (+)= dout * a, one pass that reads dout, a and b at an element                               \
+   * before writing da there, then db. alias-safe (da, dout) when acc_da = 0, likewise                                 \
+   * db; da and db may be one buffer with acc_db = 1 (mul(x, x): it receives 2 x dout). */                             \
+  X(void, mul_backward,                                                                                                \
+    (float *da, float *db, const float *dout, const float *a, const float *b, int64_t n, int acc_da, int acc_db))      \
+                                                                                                                       \
   /* relu: out = max(x, 0). alias-safe (out, x). */                                                                    \
   X(void, relu_forward, (float *out, const float *x, int64_t n))                                                       \
   /* dx (+)= dout * (out > 0); uses the output. alias-safe (dx, dout). */                                              \
@@ -74,6 +82,11 @@
   X(void, gelu_forward, (float *out, const float *x, int64_t n))                                                       \
   /* dx (+)= dout * gelu'(x). alias-safe (dx, dout). */                                                                \
   X(void, gelu_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                           \
+                                                                                                                       \
+  /* silu (swish, Llama's feed-forward gate): out = x sigmoid(x). alias-safe (out, x). */                              \
+  X(void, silu_forward, (float *out, const float *x, int64_t n))                                                       \
+  /* dx (+)= dout * s (1 + x (1 - s)), s = sigmoid(x). alias-safe (dx, dout). */                                       \
+  X(void, silu_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                           \
                                                                                                                        \
   /* layernorm over the last dim C of N rows, eps 1e-5 (PyTorch default):                                              \
    * out = (x - mean) * rstd * w + b; saves mean[N] and rstd[N] for backward.                                          \
@@ -127,6 +140,19 @@
    * and zeroed when acc = 0. Wrows is the number of rows of W. */                                                     \
   X(void, position_embedding_backward,                                                                                 \
     (float *dW, const float *dout, int64_t B, int64_t T, int64_t C, int64_t Wrows, int acc))                           \
+                                                                                                                       \
+  /* rope, rotary position embedding (Hugging Face Llama's rotate_half): x[B,T,(H+2KV)*hd]                             \
+   * holds per position q (H heads of hd), k (KV heads), v (KV heads). At position                                     \
+   * t in [0, T), each q and k head's pairs (i, i + hd/2), i < hd/2, are rotated by                                    \
+   * a = t theta^(-2i/hd): out_i = x_i cos a - x_{i+hd/2} sin a,                                                       \
+   * out_{i+hd/2} = x_{i+hd/2} cos a + x_i sin a, with a, cos a and sin a computed in                                  \
+   * double and rounded to float (nothing is stored). v is copied. hd even.                                            \
+   * alias-safe (out, x). */                                                                                           \
+  X(void, rope_forward,                                                                                                \
+    (float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta))                \
+  /* dx (+)= dout rotated by -a on q and k, dout on v. alias-safe (dx, dout) when acc = 0. */                          \
+  X(void, rope_backward,                                                                                               \
+    (float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta, int acc))     \
                                                                                                                        \
   /* cross-entropy, mean over N rows: loss[0] = mean(lse_i - logits[i, targets_i]);                                    \
    * saves lse[N] (log-sum-exp per row, may be NULL in eval). */                                                       \

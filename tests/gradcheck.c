@@ -109,8 +109,8 @@ struct Case {
   float amp[MAXIN];    /* inputs drawn in [-amp, amp); 0 means 1 */
   float away;          /* inputs drawn with |x| >= away (keeps relu off its kink) */
   int64_t out_n;       /* output elements */
-  int64_t d[4];        /* op dims, in the header's order */
-  float f;             /* the op's float attribute (rmsnorm's eps) */
+  int64_t d[5];        /* op dims, in the header's order */
+  float f;             /* the op's float attribute (rmsnorm's eps, rope's theta) */
   const int32_t *ids;  /* tokens or targets */
   const float *aux;    /* mse target */
   RefFn *ref;
@@ -269,7 +269,7 @@ static void bwd_matmul(float *const *din, const float *dout, float *const *in, c
 }
 
 // ----------------------------------------------------------------------------
-// element-wise: add (a b), relu, gelu (x); d = n
+// element-wise: add, mul (a b), relu, gelu, silu (x); d = n
 
 static void ref_add(double *out, double *const *in, const Case *c) {
   for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] + in[1][i];
@@ -278,6 +278,23 @@ static void fwd_add(float *out, float *const *in, const Case *c) { rt_add_forwar
 static void bwd_add(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   (void)in;
   rt_add_backward(din[0], din[1], dout, c->d[0], acc, acc);
+}
+
+static void ref_mul(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] * in[1][i];
+}
+static void fwd_mul(float *out, float *const *in, const Case *c) { rt_mul_forward(out, in[0], in[1], c->d[0]); }
+static void bwd_mul(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_mul_backward(din[0], din[1], dout, in[0], in[1], c->d[0], acc, acc);
+}
+/* mul(x, x): the same tensor in both slots, so one gradient buffer for da and
+ * db, written fresh by da (acc as given) and accumulated by db. */
+static void ref_mul_self(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] * in[0][i];
+}
+static void fwd_mul_self(float *out, float *const *in, const Case *c) { rt_mul_forward(out, in[0], in[0], c->d[0]); }
+static void bwd_mul_self(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_mul_backward(din[0], din[0], dout, in[0], in[0], c->d[0], acc, 1);
 }
 
 static void ref_relu(double *out, double *const *in, const Case *c) {
@@ -301,6 +318,14 @@ static void ref_gelu(double *out, double *const *in, const Case *c) {
 static void fwd_gelu(float *out, float *const *in, const Case *c) { rt_gelu_forward(out, in[0], c->d[0]); }
 static void bwd_gelu(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   rt_gelu_backward(din[0], dout, in[0], c->d[0], acc);
+}
+
+static void ref_silu(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] / (1.0 + exp(-in[0][i]));
+}
+static void fwd_silu(float *out, float *const *in, const Case *c) { rt_silu_forward(out, in[0], c->d[0]); }
+static void bwd_silu(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_silu_backward(din[0], dout, in[0], c->d[0], acc);
 }
 
 // ----------------------------------------------------------------------------
@@ -449,6 +474,35 @@ static void bwd_posemb(float *const *din, const float *dout, float *const *in, c
 }
 
 // ----------------------------------------------------------------------------
+// rope (qkv); d = B T H KV hd, f = theta
+
+static void ref_rope(double *out, double *const *in, const Case *c) {
+  int64_t B = c->d[0], T = c->d[1], nr = c->d[2] + c->d[3], KV = c->d[3], hd = c->d[4], h2 = hd / 2;
+  int64_t W = (nr + KV) * hd;
+  const double *x = in[0];
+  for (int64_t r = 0; r < B * T; r++)
+    for (int64_t h = 0; h < nr + KV; h++)
+      for (int64_t i = 0; i < h2; i++) {
+        int64_t k = r * W + h * hd + i;
+        if (h >= nr) { // v
+          out[k] = x[k];
+          out[k + h2] = x[k + h2];
+          continue;
+        }
+        double a = (double)(r % T) * pow((double)c->f, -2.0 * (double)i / (double)hd);
+        out[k] = x[k] * cos(a) - x[k + h2] * sin(a); // rotate_half: (x1, x2) -> (-x2, x1)
+        out[k + h2] = x[k + h2] * cos(a) + x[k] * sin(a);
+      }
+}
+static void fwd_rope(float *out, float *const *in, const Case *c) {
+  rt_rope_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->f);
+}
+static void bwd_rope(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_rope_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->f, acc);
+}
+
+// ----------------------------------------------------------------------------
 // losses: cross-entropy (logits; targets in ids), d = N V;
 // mse (pred; target in aux), d = n
 
@@ -507,6 +561,23 @@ static void gradchecks(void) {
                    .ref = ref_add,
                    .fwd = fwd_add,
                    .bwd = bwd_add});
+  run_case(&(Case){.name = "mul",
+                   .nin = 2,
+                   .in_n = {11, 11},
+                   .amp = {2.0f, 2.0f},
+                   .out_n = 11,
+                   .d = {11},
+                   .ref = ref_mul,
+                   .fwd = fwd_mul,
+                   .bwd = bwd_mul});
+  run_case(&(Case){.name = "mul (x, x): da and db one buffer",
+                   .nin = 1,
+                   .in_n = {11},
+                   .out_n = 11,
+                   .d = {11},
+                   .ref = ref_mul_self,
+                   .fwd = fwd_mul_self,
+                   .bwd = bwd_mul_self});
   run_case(&(Case){.name = "relu",
                    .nin = 1,
                    .in_n = {13},
@@ -525,6 +596,16 @@ static void gradchecks(void) {
                    .ref = ref_gelu,
                    .fwd = fwd_gelu,
                    .bwd = bwd_gelu});
+  // To +-8: both tails of the sigmoid, and the minimum of silu near x = -1.28.
+  run_case(&(Case){.name = "silu",
+                   .nin = 1,
+                   .in_n = {40},
+                   .amp = {8.0f},
+                   .out_n = 40,
+                   .d = {40},
+                   .ref = ref_silu,
+                   .fwd = fwd_silu,
+                   .bwd = bwd_silu});
   run_case(&(Case){.name = "layernorm",
                    .nin = 3,
                    .in_n = {3 * 8, 8, 8},
@@ -629,6 +710,38 @@ static void gradchecks(void) {
                    .ref = ref_posemb,
                    .fwd = fwd_posemb,
                    .bwd = bwd_posemb});
+  // Grouped kv heads (4 q heads, 2 kv heads), T = 7 and theta 2: every
+  // frequency's angle passes pi within the sequence, so a wrong sign, pairing
+  // or frequency shows at some position.
+  run_case(&(Case){.name = "rope (H=4 KV=2 hd=6, theta 2)",
+                   .nin = 1,
+                   .in_n = {2 * 7 * 8 * 6},
+                   .out_n = 2 * 7 * 8 * 6,
+                   .d = {2, 7, 4, 2, 6},
+                   .f = 2.0f,
+                   .ref = ref_rope,
+                   .fwd = fwd_rope,
+                   .bwd = bwd_rope});
+  // kv_heads = heads at the default theta: only the low frequencies turn far.
+  run_case(&(Case){.name = "rope (H=KV=2 hd=8, theta 10000)",
+                   .nin = 1,
+                   .in_n = {1 * 9 * 6 * 8},
+                   .out_n = 1 * 9 * 6 * 8,
+                   .d = {1, 9, 2, 2, 8},
+                   .f = 10000.0f,
+                   .ref = ref_rope,
+                   .fwd = fwd_rope,
+                   .bwd = bwd_rope});
+  // One kv head for three q heads (multi-query), hd = 2: one frequency.
+  run_case(&(Case){.name = "rope (H=3 KV=1 hd=2, theta 10000)",
+                   .nin = 1,
+                   .in_n = {2 * 5 * 5 * 2},
+                   .out_n = 2 * 5 * 5 * 2,
+                   .d = {2, 5, 3, 1, 2},
+                   .f = 10000.0f,
+                   .ref = ref_rope,
+                   .fwd = fwd_rope,
+                   .bwd = bwd_rope});
   static const int32_t targets[5] = {0, 6, 2, 2, 5};
   run_case(&(Case){.name = "cross_entropy",
                    .nin = 1,
@@ -685,6 +798,27 @@ static void alias_elementwise(void) {
   check_f("in place add backward (db, dout): da acc=1", db, want, AN, EXACT);
   free(db);
 
+  rt_mul_forward(want, a, b, AN);
+  memcpy(io, a, sizeof(float) * AN);
+  rt_mul_forward(io, io, b, AN);
+  check_f("in place mul forward (out, a)", io, want, AN, EXACT);
+  memcpy(io, b, sizeof(float) * AN);
+  rt_mul_forward(io, a, io, AN);
+  check_f("in place mul forward (out, b)", io, want, AN, EXACT);
+  float *wa = NEW(float, AN), *wb = NEW(float, AN), *gb = NEW(float, AN);
+  rt_mul_backward(wa, wb, g, a, b, AN, 0, 0);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_mul_backward(io, gb, io, a, b, AN, 0, 0); // da aliases dout
+  check_f("in place mul backward (da, dout)", io, wa, AN, EXACT);
+  check_f("in place mul backward (da, dout): db", gb, wb, AN, EXACT);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_mul_backward(gb, io, io, a, b, AN, 0, 0); // db aliases dout
+  check_f("in place mul backward (db, dout)", io, wb, AN, EXACT);
+  check_f("in place mul backward (db, dout): da", gb, wa, AN, EXACT);
+  free(wa);
+  free(wb);
+  free(gb);
+
   rt_relu_forward(want, a, AN);
   memcpy(io, a, sizeof(float) * AN);
   rt_relu_forward(io, io, AN);
@@ -704,6 +838,15 @@ static void alias_elementwise(void) {
   memcpy(io, g, sizeof(float) * AN);
   rt_gelu_backward(io, io, a, AN, 0);
   check_f("in place gelu backward (dx, dout)", io, want, AN, EXACT);
+
+  rt_silu_forward(want, a, AN);
+  memcpy(io, a, sizeof(float) * AN);
+  rt_silu_forward(io, io, AN);
+  check_f("in place silu forward (out, x)", io, want, AN, EXACT);
+  rt_silu_backward(want, g, a, AN, 0);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_silu_backward(io, io, a, AN, 0);
+  check_f("in place silu backward (dx, dout)", io, want, AN, EXACT);
 
   free(a);
   free(b);
@@ -745,6 +888,27 @@ static void alias_rows(void) {
   free(lse);
 }
 
+/* rope over B T positions of (H + 2 KV) heads of hd, above the threshold for
+ * going parallel; theta 3 so the angles wrap. */
+static void alias_rope(void) {
+  enum { B = 3, T = 40, H = 4, KV = 2, HD = 20, RN = B * T * (H + 2 * KV) * HD };
+  float *x = NEW(float, RN), *g = NEW(float, RN), *want = NEW(float, RN), *io = NEW(float, RN);
+  fill_rand(x, RN, 2.0f);
+  fill_rand(g, RN, 1.0f);
+  rt_rope_forward(want, x, B, T, H, KV, HD, 3.0f);
+  memcpy(io, x, sizeof(float) * RN);
+  rt_rope_forward(io, io, B, T, H, KV, HD, 3.0f);
+  check_f("in place rope forward (out, x)", io, want, RN, EXACT);
+  rt_rope_backward(want, g, B, T, H, KV, HD, 3.0f, 0);
+  memcpy(io, g, sizeof(float) * RN);
+  rt_rope_backward(io, io, B, T, H, KV, HD, 3.0f, 0);
+  check_f("in place rope backward (dx, dout)", io, want, RN, EXACT);
+  free(x);
+  free(g);
+  free(want);
+  free(io);
+}
+
 // ----------------------------------------------------------------------------
 // value-level forward checks
 
@@ -777,6 +941,11 @@ static void values_gelu_layernorm(void) {
   check_scalar("gelu(1) = 0.8411920 (tanh approximation)", y[1], 0.84119199, 1e-6);
   check_scalar("gelu(-10) = 0", y[2], 0.0, 1e-7);
   check_scalar("gelu(10) = 10", y[3], 10.0, 1e-7);
+  float sx[3] = {1.0f, -100.0f, 100.0f}, sy[3];
+  rt_silu_forward(sy, sx, 3);
+  check_scalar("silu(1) = 1/(1 + e^-1) = 0.7310586", sy[0], 0.73105857863, 1e-6);
+  check_scalar("silu(-100) = 0", sy[1], 0.0, 1e-7);
+  check_scalar("silu(100) = 100", sy[2], 100.0, 1e-7);
 
   enum { N = 2, C = 64 };
   float in[N * C], out[N * C], w[C], b[C], mean[N], rstd[N];
@@ -803,6 +972,27 @@ static void values_gelu_layernorm(void) {
     check_scalar("layernorm row mean = 0", m, 0.0, 1e-6);
     check_scalar("layernorm row var = var/(var+eps)", v, xv / (xv + 1e-5), 1e-5);
   }
+}
+
+/* Hugging Face's convention by hand: at t = 1 with hd 4 and theta 100, pair
+ * (0, 2) turns by 1 rad and pair (1, 3) by 100^(-1/2) = 0.1 rad (not the
+ * interleaved pairs (0, 1), (2, 3) of GPT-J); t = 0 and v are unchanged. */
+static void values_rope(void) {
+  float x[2 * 12] = {0}, y[2 * 12]; // T = 2 rows of q k v, one head each of hd 4
+  for (int r = 0; r < 2; r++) {
+    x[r * 12 + 0] = 1.0f;                                           // q = (1, 0, 0, 0)
+    x[r * 12 + 4 + 1] = 1.0f;                                       // k = (0, 1, 0, 0)
+    for (int j = 0; j < 4; j++) x[r * 12 + 8 + j] = (float)(5 + j); // v = (5, 6, 7, 8)
+  }
+  rt_rope_forward(y, x, 1, 2, 1, 1, 4, 100.0f);
+  check_f("rope at t = 0: unchanged", y, x, 12, 0.0);
+  const float *q = y + 12, *k = y + 16, *v = y + 20;
+  check_scalar("rope t=1 q[0] = cos 1", q[0], cos(1.0), 1e-7);
+  check_scalar("rope t=1 q[2] = sin 1 (pairs i, i + hd/2)", q[2], sin(1.0), 1e-7);
+  check_scalar("rope t=1 q[1] = 0", q[1], 0.0, 1e-7);
+  check_scalar("rope t=1 k[1] = cos 0.1", k[1], cos(0.1), 1e-7);
+  check_scalar("rope t=1 k[3] = sin 0.1 (angle t theta^(-2i/hd))", k[3], sin(0.1), 1e-7);
+  check_f("rope t=1 v unchanged", v, x + 20, 4, 0.0);
 }
 
 /* lse[b,h,t] = log sum_t2<=t exp(q_t . k_t2 / sqrt(hs)), in double. */
@@ -933,8 +1123,10 @@ int main(void) {
   gradchecks();
   alias_elementwise();
   alias_rows();
+  alias_rope();
   values_softmax_ce();
   values_gelu_layernorm();
+  values_rope();
   values_attention();
   values_linear_split();
   values_optimizers();

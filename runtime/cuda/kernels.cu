@@ -15,7 +15,8 @@
  *   64 row groups, reduced in shared memory in a fixed order;
  * - attention: a block owns 16 consecutive rows of one (batch, head), one per
  *   warp, and streams the other side in tiles of 32 positions (one per lane)
- *   through shared memory (see the attention section).
+ *   through shared memory (see the attention section);
+ * - rope: one thread per (position, frequency), looping over the heads.
  */
 #include "memplan_rt_cuda.h"
 
@@ -398,7 +399,7 @@ void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const floa
 }
 
 // ----------------------------------------------------------------------------
-// element-wise: add, relu, gelu (one thread per element, each element read
+// element-wise: add, mul, relu, gelu, silu (one thread per element, each element read
 // before it is written by the same thread: that is what makes the in-place
 // pairs of the header safe)
 
@@ -419,6 +420,21 @@ static __global__ void add_backward_kernel(float *da, float *db, const float *do
     float g = dout[i];
     if (wa) da[i] = acc_da ? da[i] + g : g;
     if (wb) db[i] = acc_db ? db[i] + g : g;
+  }
+}
+
+static __global__ void mul_forward_kernel(float *out, const float *a, const float *b, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+}
+
+/* As cpu.c: an element's dout, a and b are read before da is written there,
+ * and da before db (da may be dout or db, see the header). */
+static __global__ void mul_backward_kernel(float *da, float *db, const float *dout, const float *a, const float *b,
+                                           int64_t n, int acc_da, int acc_db) {
+  GRID_STRIDE(i, n) {
+    float g = dout[i], ai = a[i], bi = b[i];
+    if (da) da[i] = acc_da ? da[i] + g * bi : g * bi;
+    if (db) db[i] = acc_db ? db[i] + g * ai : g * ai;
   }
 }
 
@@ -454,6 +470,27 @@ static __global__ void gelu_backward_kernel(float *dx, const float *dout, const 
   }
 }
 
+/* The CPU's formula: e = exp(-x) clamped at exp(+-80), s = 1 / (1 + e),
+ * 1 - s = e s (no inf * 0 for very negative x). */
+static __device__ float silu_e(float x) { return expf(fminf(fmaxf(-x, -80.0f), 80.0f)); }
+
+static __global__ void silu_forward_kernel(float *out, const float *x, int64_t n) {
+  GRID_STRIDE(i, n) {
+    float xi = x[i];
+    out[i] = xi / (1.0f + silu_e(xi));
+  }
+}
+
+static __global__ void silu_backward_kernel(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float xi = x[i];
+    float e = silu_e(xi);
+    float s = 1.0f / (1.0f + e);
+    float g = dout[i] * (s * (1.0f + xi * (e * s)));
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
 void rt_cuda_add_forward(float *out, const float *a, const float *b, int64_t n) {
   need_ctx();
   if (n <= 0) return;
@@ -465,6 +502,21 @@ void rt_cuda_add_backward(float *da, float *db, const float *dout, int64_t n, in
   need_ctx();
   if (n <= 0 || (!da && !db)) return;
   add_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(da, db, dout, n, acc_da, acc_db);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_mul_forward(float *out, const float *a, const float *b, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  mul_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, a, b, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t n,
+                          int acc_da, int acc_db) {
+  need_ctx();
+  if (n <= 0 || (!da && !db)) return;
+  mul_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(da, db, dout, a, b, n, acc_da, acc_db);
   LAUNCH_CHECK();
 }
 
@@ -493,6 +545,20 @@ void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t
   need_ctx();
   if (n <= 0 || !dx) return;
   gelu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_silu_forward(float *out, const float *x, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  silu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_silu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  silu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
   LAUNCH_CHECK();
 }
 
@@ -1111,6 +1177,62 @@ void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B
   if (!dW || Wrows * C <= 0) return;
   position_embedding_backward_kernel<<<grid_for(Wrows * C, 256), 256, 0, ctx.stream>>>(dW, dout, B, T, C, Wrows, acc);
   LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// rope: one thread per (position, frequency i). Its angle's cos and sin, in
+// double as cpu.c computes them, serve the pair (i, i + hd/2) of every q and
+// k head of the position; the thread also moves elements i and i + hd/2 of
+// every v head. Neighbouring threads touch neighbouring i (coalesced), and
+// each pair is read before it is written by the same thread (out may be x).
+
+static __global__ void rope_kernel(float *out, const float *x, int64_t rows, int T, int nr, int KV, int hd,
+                                   double theta, float sign, int acc) {
+  int h2 = hd / 2;
+  int64_t W = (int64_t)(nr + KV) * hd;
+  bool copy_v = !(out == x && !acc); // v is already in place
+  GRID_STRIDE(idx, rows * h2) {
+    int64_t r = idx / h2;
+    int i = (int)(idx % h2);
+    double a = (double)(r % T) * pow(theta, -2.0 * (double)i / (double)hd);
+    float c = (float)cos(a), s = sign * (float)sin(a);
+    const float *xr = x + r * W;
+    float *orow = out + r * W;
+    for (int h = 0; h < nr; h++) {
+      int64_t k = (int64_t)h * hd + i;
+      float x1 = xr[k], x2 = xr[k + h2];
+      float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+      orow[k] = acc ? orow[k] + y1 : y1;
+      orow[k + h2] = acc ? orow[k + h2] + y2 : y2;
+    }
+    if (copy_v)
+      for (int h = nr; h < nr + KV; h++) {
+        int64_t k = (int64_t)h * hd + i;
+        orow[k] = acc ? orow[k] + xr[k] : xr[k];
+        orow[k + h2] = acc ? orow[k + h2] + xr[k + h2] : xr[k + h2];
+      }
+  }
+}
+
+static void rope(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+                 float sign, int acc) {
+  need_ctx();
+  RT_CHECK(hd % 2 == 0, "rope needs an even head dimension");
+  int64_t n = B * T * (hd / 2);
+  if (n <= 0) return;
+  rope_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, B * T, dim_int(T), dim_int(H + KV), dim_int(KV),
+                                                        dim_int(hd), (double)theta, sign, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                          float theta) {
+  rope(out, x, B, T, H, KV, hd, theta, 1.0f, 0);
+}
+
+void rt_cuda_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                           float theta, int acc) {
+  if (dx) rope(dx, dout, B, T, H, KV, hd, theta, -1.0f, acc);
 }
 
 // ----------------------------------------------------------------------------

@@ -97,6 +97,24 @@ void ref_add_backward(float *da, float *db, const float *dout, int64_t n, int ac
   store(db, gb, n, acc_db);
 }
 
+void ref_mul_forward(float *out, const float *a, const float *b, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = (double)a[i] * b[i];
+  store(out, o, n, 0);
+}
+
+/* da is stored before db, so one buffer for both (acc_db = 1) sums them. */
+void ref_mul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t n, int acc_da,
+                      int acc_db) {
+  double *ga = dnew(n), *gb = dnew(n);
+  for (int64_t i = 0; i < n; i++) {
+    ga[i] = (double)dout[i] * b[i];
+    gb[i] = (double)dout[i] * a[i];
+  }
+  store(da, ga, n, acc_da);
+  store(db, gb, n, acc_db);
+}
+
 void ref_relu_forward(float *out, const float *x, int64_t n) {
   double *o = dnew(n);
   for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0.0f ? x[i] : 0.0;
@@ -126,6 +144,21 @@ void ref_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, 
     double xi = x[i], u = SQRT_2_OVER_PI * (xi + 0.044715 * xi * xi * xi);
     double du = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * xi * xi), ch = cosh(u);
     g[i] = dout[i] * (0.5 * (1.0 + tanh(u)) + 0.5 * xi * du / (ch * ch));
+  }
+  store(dx, g, n, acc);
+}
+
+void ref_silu_forward(float *out, const float *x, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = x[i] / (1.0 + exp(-(double)x[i]));
+  store(out, o, n, 0);
+}
+
+void ref_silu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) {
+    double xi = x[i], s = 1.0 / (1.0 + exp(-xi));
+    g[i] = dout[i] * s * (1.0 + xi * (1.0 - s));
   }
   store(dx, g, n, acc);
 }
@@ -338,6 +371,34 @@ void ref_position_embedding_backward(float *dW, const float *dout, int64_t B, in
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < T * C; i++) g[i] += dout[b * T * C + i];
   store(dW, g, Wrows * C, acc); // rows >= T: 0, or their contents plus 0
+}
+
+/* Each q and k head's pairs (i, i + hd/2) rotated by sign * t theta^(-2i/hd),
+ * cos and sin in double throughout (the kernels round them to float); v copied. */
+static void rope_ref(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+                     double sign, int acc) {
+  int64_t nr = H + KV, W = (nr + KV) * hd, h2 = hd / 2;
+  double *o = dnew(B * T * W);
+  for (int64_t r = 0; r < B * T; r++)
+    for (int64_t h = 0; h < nr + KV; h++)
+      for (int64_t i = 0; i < h2; i++) {
+        int64_t k = r * W + h * hd + i;
+        double a = (double)(r % T) * pow((double)theta, -2.0 * (double)i / (double)hd);
+        double c = h < nr ? cos(a) : 1.0, s = h < nr ? sign * sin(a) : 0.0;
+        o[k] = x[k] * c - x[k + h2] * s;
+        o[k + h2] = x[k + h2] * c + x[k] * s;
+      }
+  store(out, o, B * T * W, acc);
+}
+
+void ref_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                      float theta) {
+  rope_ref(out, x, B, T, H, KV, hd, theta, 1.0, 0);
+}
+
+void ref_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                       float theta, int acc) {
+  rope_ref(dx, dout, B, T, H, KV, hd, theta, -1.0, acc);
 }
 
 // ----------------------------------------------------------------------------

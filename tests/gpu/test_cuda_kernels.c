@@ -311,6 +311,45 @@ static void case_add(int64_t n) {
   release_all();
 }
 
+static void case_mul(int64_t n) {
+  Ten a = ten_rand(n, 2), b = ten_rand(n, 2), out = ten_fill(n, NAN);
+  ref_mul_forward(out.ref, a.ref, b.ref, n);
+  UT(mul_forward)(out.ut, a.ut, b.ut, n);
+  check(&out, TOL, "mul_forward n=%lld", LL(n));
+  // backward before the in-place forwards below overwrite a and b;
+  // acc patterns (da, db), -1 a NULL gradient
+  static const int pat[][2] = {{0, 0}, {1, 1}, {0, 1}, {-1, 0}, {1, -1}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *k = pat[p];
+    Ten g = ten_rand(n, 1), da = ten_grad(n, k[0] > 0), db = ten_grad(n, k[1] > 0);
+    ref_mul_backward(k[0] < 0 ? NULL : da.ref, k[1] < 0 ? NULL : db.ref, g.ref, a.ref, b.ref, n, k[0] > 0, k[1] > 0);
+    UT(mul_backward)(k[0] < 0 ? NULL : da.ut, k[1] < 0 ? NULL : db.ut, g.ut, a.ut, b.ut, n, k[0] > 0, k[1] > 0);
+    if (k[0] >= 0) check(&da, TOL, "mul_backward da acc=%d%s", k[0], k[1] < 0 ? " (db NULL)" : "");
+    if (k[1] >= 0) check(&db, TOL, "mul_backward db acc=%d%s", k[1], k[0] < 0 ? " (da NULL)" : "");
+  }
+  Ten g = ten_rand(n, 1), db = ten_grad(n, 0); // da aliases dout, db reads the same dout
+  ref_mul_backward(g.ref, db.ref, g.ref, a.ref, b.ref, n, 0, 0);
+  UT(mul_backward)(g.ut, db.ut, g.ut, a.ut, b.ut, n, 0, 0);
+  check(&g, TOL, "mul_backward in place da=dout");
+  check(&db, TOL, "mul_backward db beside da=dout");
+  Ten g2 = ten_rand(n, 1), da = ten_grad(n, 1); // db aliases dout, da accumulates
+  ref_mul_backward(da.ref, g2.ref, g2.ref, a.ref, b.ref, n, 1, 0);
+  UT(mul_backward)(da.ut, g2.ut, g2.ut, a.ut, b.ut, n, 1, 0);
+  check(&da, TOL, "mul_backward da acc=1 beside db=dout");
+  check(&g2, TOL, "mul_backward in place db=dout");
+  Ten g3 = ten_rand(n, 1), dx = ten_grad(n, 0); // mul(x, x): one gradient buffer
+  ref_mul_backward(dx.ref, dx.ref, g3.ref, a.ref, a.ref, n, 0, 1);
+  UT(mul_backward)(dx.ut, dx.ut, g3.ut, a.ut, a.ut, n, 0, 1);
+  check(&dx, TOL, "mul_backward mul(x, x): da = db, acc_db=1");
+  ref_mul_forward(a.ref, a.ref, b.ref, n); // in place: out = a, then out = b
+  UT(mul_forward)(a.ut, a.ut, b.ut, n);
+  check(&a, TOL, "mul_forward in place (out=a)");
+  ref_mul_forward(b.ref, a.ref, b.ref, n);
+  UT(mul_forward)(b.ut, a.ut, b.ut, n);
+  check(&b, TOL, "mul_forward in place (out=b)");
+  release_all();
+}
+
 static void case_relu_gelu(int64_t n) {
   for (int op = 0; op < 2; op++) {
     const char *nm = op ? "gelu" : "relu";
@@ -350,6 +389,34 @@ static void case_relu_gelu(int64_t n) {
     check(&x, TOL, "%s_forward in place (out=x)", nm);
     release_all();
   }
+}
+
+/* Inputs to +-12, and four at +-100 where exp(-x) overflows float (the
+ * kernels clamp it): silu(-100) ~ 0, silu(100) = 100. */
+static void case_silu(int64_t n) {
+  Ten x = ten_rand(n, 12), out = ten_fill(n, NAN);
+  x.ref[0] = -100.0f;
+  x.ref[1] = 100.0f;
+  x.ref[n - 2] = -88.0f;
+  x.ref[n - 1] = 88.0f;
+  ut_put(x.ut, x.ref, (size_t)n * sizeof(float));
+  ref_silu_forward(out.ref, x.ref, n);
+  UT(silu_forward)(out.ut, x.ut, n);
+  check(&out, TOL, "silu_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_silu_backward(dx.ref, g.ref, x.ref, n, acc);
+    UT(silu_backward)(dx.ut, g.ut, x.ut, n, acc);
+    check(&dx, TOL, "silu_backward acc=%d", acc);
+  }
+  Ten g = ten_rand(n, 1); // in place: dx = dout, then out = x
+  ref_silu_backward(g.ref, g.ref, x.ref, n, 0);
+  UT(silu_backward)(g.ut, g.ut, x.ut, n, 0);
+  check(&g, TOL, "silu_backward in place (dx=dout)");
+  ref_silu_forward(x.ref, x.ref, n);
+  UT(silu_forward)(x.ut, x.ut, n);
+  check(&x, TOL, "silu_forward in place (out=x)");
+  release_all();
 }
 
 // ----------------------------------------------------------------------------
@@ -495,6 +562,31 @@ static void case_position_embedding(int64_t B, int64_t T, int64_t C, int64_t Wro
     UT(position_embedding_backward)(dW.ut, g.ut, B, T, C, Wrows, acc);
     check(&dW, TOL, "position_embedding_backward acc=%d Wrows=%lld", acc, LL(Wrows));
   }
+  release_all();
+}
+
+/* rope over qkv [B, T, (H + 2 KV) hd]: forward, backward (acc 0 and 1), both
+ * in place. Small theta makes every frequency's angle wrap within T. */
+static void case_rope(int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta) {
+  int64_t n = B * T * (H + 2 * KV) * hd;
+  Ten x = ten_rand(n, 2), out = ten_fill(n, NAN);
+  ref_rope_forward(out.ref, x.ref, B, T, H, KV, hd, theta);
+  UT(rope_forward)(out.ut, x.ut, B, T, H, KV, hd, theta);
+  check(&out, TOL, "rope_forward B=%lld T=%lld H=%lld KV=%lld hd=%lld theta %g", LL(B), LL(T), LL(H), LL(KV), LL(hd),
+        theta);
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_rope_backward(dx.ref, g.ref, B, T, H, KV, hd, theta, acc);
+    UT(rope_backward)(dx.ut, g.ut, B, T, H, KV, hd, theta, acc);
+    check(&dx, TOL, "rope_backward acc=%d", acc);
+  }
+  Ten g = ten_rand(n, 1); // in place: dx = dout, then out = x
+  ref_rope_backward(g.ref, g.ref, B, T, H, KV, hd, theta, 0);
+  UT(rope_backward)(g.ut, g.ut, B, T, H, KV, hd, theta, 0);
+  check(&g, TOL, "rope_backward in place (dx=dout)");
+  ref_rope_forward(x.ref, x.ref, B, T, H, KV, hd, theta);
+  UT(rope_forward)(x.ut, x.ut, B, T, H, KV, hd, theta);
+  check(&x, TOL, "rope_forward in place (out=x)");
   release_all();
 }
 
@@ -867,7 +959,9 @@ int main(int argc, char **argv) {
   RUN("matmul", case_matmul(3, 17, 29, 23, TOL_SUM, ""));
   if (!quick) RUN("matmul", case_matmul(4, 64, 96, 128, TOL_SUM, ""));
   RUN("add", case_add(quick ? 1000 : 100003));
+  RUN("mul", case_mul(quick ? 1000 : 100003));
   RUN("relu_gelu", case_relu_gelu(quick ? 1000 : 100003));
+  RUN("silu", case_silu(quick ? 1000 : 100003));
   RUN("layernorm", case_layernorm(67, 129));
   if (!quick) RUN("layernorm", case_layernorm(512, 768));
   RUN("rmsnorm", case_rmsnorm(67, 129, 1e-5f));
@@ -884,6 +978,9 @@ int main(int argc, char **argv) {
   RUN("embedding", case_embedding(1000, 100, 50, 0)); // many repeats per row
   RUN("embedding", case_embedding(777, 70, 5000, 1)); // one very frequent token
   RUN("position_embedding", case_position_embedding(3, 17, 40, 24));
+  RUN("rope", case_rope(2, 67, 8, 2, 64, 10000.0f));                  // grouped kv heads (4:1)
+  RUN("rope", case_rope(3, 13, 3, 3, 6, 2.0f));                       // kv_heads = heads, hd 6, every angle wraps
+  if (!quick) RUN("rope", case_rope(2, 1024, 32, 8, 128, 500000.0f)); // Llama 3 8B's heads and theta
   RUN("cross_entropy", case_cross_entropy(300, 10));
   RUN("cross_entropy", case_cross_entropy(quick ? 4 : 64, 50257));
   RUN("mse", case_mse(10007));

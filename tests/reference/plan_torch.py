@@ -155,6 +155,25 @@ def _attention(qkv, B, T, C, NH):
     return (att @ v).transpose(1, 2).reshape(B, T, C)
 
 
+def _rope(x, B, T, H, KV, hd, theta):
+    """Hugging Face Llama's rotary embedding of the q and k parts of a packed
+    qkv [B, T, (H + 2 KV) hd], written out: angles t theta^(-2i/hd) and their
+    cos and sin in float64, then in x's dtype (the kernels round them to float)."""
+    x = x.reshape(B, T, H + 2 * KV, hd)
+    q, k, v = x[:, :, :H], x[:, :, H:H + KV], x[:, :, H + KV:]
+    i = torch.arange(hd // 2, dtype=torch.float64)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * theta ** (-2.0 * i / hd)
+    ang = torch.cat([ang, ang], -1)[None, :, None, :]
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+
+    def rotate_half(u):
+        return torch.cat([-u[..., hd // 2:], u[..., :hd // 2]], -1)
+
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    return torch.cat([q, k, v], 2).reshape(B, T, (H + 2 * KV) * hd)
+
+
 def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
     """Interprets the forward ops of a schedule; returns the loss tensor.
     relu_mask(op position, input) -> bool mask, when given, decides which
@@ -176,10 +195,14 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
             y = torch.bmm(a[0].reshape(d[0], d[1], d[2]), a[1].reshape(d[0], d[2], d[3]))
         elif k == "add":
             y = a[0] + a[1]
+        elif k == "mul":
+            y = a[0] * a[1]
         elif k == "relu":
             y = F.relu(a[0]) if relu_mask is None else a[0] * relu_mask(pos, a[0].detach())
         elif k == "gelu":
             y = F.gelu(a[0], approximate="tanh")
+        elif k == "silu":
+            y = F.silu(a[0])
         elif k == "layernorm":
             y = F.layer_norm(a[0], (d[1],), a[1], a[2], eps=1e-5)
         elif k == "rmsnorm":
@@ -193,6 +216,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
             y = F.embedding(a[0], a[1])
         elif k == "position_embedding":
             y = a[0][:d[1]].unsqueeze(0).expand(d[0], d[1], d[2])
+        elif k == "rope":
+            y = _rope(a[0], *d[:5], op["floats"][0])
         elif k == "cross_entropy":
             y = F.cross_entropy(a[0].reshape(d[0], d[1]), a[1].reshape(-1))
         elif k == "mse":

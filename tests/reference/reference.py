@@ -32,6 +32,7 @@ check can catch a wrong update). Exits 77 (CTest's skip code) when torch is
 absent."""
 import argparse
 import copy
+import importlib
 import csv
 import itertools
 import os
@@ -48,6 +49,8 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plan_torch  # noqa: E402
 import safetensors_io  # noqa: E402
+
+MODEL = plan_torch  # what runs the model in PyTorch (--module)
 
 EPS32 = 2.0 ** -24
 TOL_FACTOR = 10.0       # the trainer's error allowed, in units of the yardstick's
@@ -109,7 +112,7 @@ class Branch:
         for dt, fn in ((torch.float64, mask64), (torch.float32, mask32)):
             params, opt = self.run[dt]
             opt.zero_grad(set_to_none=True)
-            loss = plan_torch.forward(plan, params, batch, dt, relu_mask=fn)
+            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn)
             loss.backward()
             self.loss[dt].append(loss.item())
         if plan["optimizer"]["type"] == "adamw":  # SGD's update is linear in the gradient
@@ -215,7 +218,12 @@ def main():
     ap.add_argument("--text")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--perturb-lr", type=float, default=1.0)
+    ap.add_argument("--module", help="the model in PyTorch: a module of tests/reference with plan_torch.forward's "
+                    "signature, written from the equations (default: plan_torch, which interprets plan.json)")
     a = ap.parse_args()
+    global MODEL
+    if a.module:
+        MODEL = importlib.import_module(a.module)
     os.makedirs(a.workdir, exist_ok=True)
     plan = plan_torch.load_plan(a.plan)
     init = plan_torch.init_params(plan, seed=1)
