@@ -230,7 +230,9 @@ static void attention_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   d[1] = x->d[1];
   d[2] = x->d[2] / 3;
   d[3] = op->attr[0].i; /* heads */
-  *n = 4;
+  d[4] = d[3];          /* kv heads: one per query head */
+  d[5] = 1;             /* causal */
+  *n = 6;
 }
 static int64_t attention_flops(const Graph *g, const Op *op, bool bwd) {
   int64_t d[MAX_KDIM];

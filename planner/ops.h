@@ -23,7 +23,7 @@
  *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C
  *   rmsnorm        x w              out rstd            dout x w rstd              dx dw            N C (eps)
  *   softmax        x                out                 dout out                   dx               N C
- *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH
+ *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH KVH causal
  *   embedding      tokens W         out                 dout tokens                dW               N C V
  *   pos_embedding  W                out                 dout                       dW               B T C Wrows
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
