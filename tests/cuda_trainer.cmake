@@ -20,6 +20,8 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   endforeach()
   # an op with a float attribute: rmsnorm's eps reaches rt_cuda_rmsnorm_* after the dims
   memplan_cuda_trainer(rmsnorm-lm ${MEMPLAN_TEST_DIR}/reference/rmsnorm-lm.yaml)
+  # attention's kv_heads and causal reach rt_cuda_attention_* as dims
+  memplan_cuda_trainer(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
   memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision bf16)
   memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision fp16
                        --micro-batch 2)
