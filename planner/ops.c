@@ -207,54 +207,88 @@ static void rmsnorm_build(BuildCtx *c) {
 }
 static int64_t rowwise_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 10 : 6, out_numel(g, op)); }
 
-/* ---- attention core: qkv[B, T, 3C] -> out[B, T, C], lse[B, NH, T] ---- */
+/* ---- attention core: qkv[B, T, (NH + 2 KVH) hd] -> out[B, T, NH hd], lse[B, NH, T] ----
+ * Per position, qkv holds q (NH heads), k and v (KVH heads each), all of
+ * size hd; query head h reads kv head h / (NH / KVH) (grouped-query
+ * attention; KVH = NH is multi-head, KVH = 1 multi-query). */
+
+/* kv_heads, heads when absent (its default 0); must divide heads. */
+static int64_t kv_heads(BuildCtx *c) {
+  int64_t NH = attr_i(c, "heads"), KVH = attr_i(c, "kv_heads");
+  if (KVH == 0) return NH;
+  if (NH % KVH != 0)
+    build_error(c, "kv_heads", "kv_heads = %lld must divide heads = %lld", (long long)KVH, (long long)NH);
+  return KVH;
+}
 
 static void attention_build(BuildCtx *c) {
   need_float(c, 0);
   const Shape *x = in_shape(c, 0);
-  if (x->rank != 3 || x->d[2] % 3 != 0) {
+  bool kv_given = attr_sym(c, "kv_heads") != NULL;
+  if (x->rank != 3 || (!kv_given && x->d[2] % 3 != 0)) {
     Arena *tmp = build_scratch(c);
-    build_error(c, NULL, "attention needs qkv of shape (B, T, 3*C); '%s' is %s %s", build_input(c, 0)->name,
-                shape_sym_str(tmp, x), shape_val_str(tmp, x));
+    build_error(c, NULL, "attention needs qkv of shape (B, T, %s); '%s' is %s %s",
+                kv_given ? "(heads + 2*kv_heads)*hd" : "3*C", build_input(c, 0)->name, shape_sym_str(tmp, x),
+                shape_val_str(tmp, x));
   }
-  int64_t C = x->d[2] / 3, NH = attr_i(c, "heads");
-  if (C % NH != 0)
-    build_error(c, "heads", "heads = %lld must be positive and divide the channels %lld", (long long)NH, (long long)C);
+  int64_t NH = attr_i(c, "heads"), KVH = kv_heads(c), heads3 = 0; /* q, k, v heads: NH + 2 KVH */
+  if (!kv_given && x->d[2] / 3 % NH != 0)
+    build_error(c, "heads", "heads = %lld must be positive and divide the channels %lld", (long long)NH,
+                (long long)(x->d[2] / 3));
+  bool fits = ck_mul(2, KVH, &heads3) && ck_add(heads3, NH, &heads3);
+  if (!fits || x->d[2] % heads3 != 0)
+    build_error(c, "kv_heads",
+                "qkv '%s' has %lld channels; heads = %lld and kv_heads = %lld need (heads + 2*kv_heads)*hd",
+                build_input(c, 0)->name, (long long)x->d[2], (long long)NH, (long long)KVH);
+  int64_t C = x->d[2] / heads3 * NH; /* <= the qkv channels */
   build_data(c, 0, 0);
   int64_t od[3] = {x->d[0], x->d[1], C}, ld[3] = {x->d[0], NH, x->d[1]};
   const char *osym[3] = {x->sym[0], x->sym[1], NULL}, *lsym[3] = {x->sym[0], attr_sym(c, "heads"), x->sym[1]};
   build_output(c, 0, NULL, build_shape(c, 3, od, osym), DT_F32);
   build_output(c, 1, "lse", build_shape(c, 3, ld, lsym), DT_F32);
 }
+/* B T C NH KVH causal, C = NH hd (the output's channels). */
 static void attention_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   const Shape *x = tshape(g, op->in[0]);
+  const Attr *a = op->attr; /* heads, kv_heads, causal: the table's order */
   d[0] = x->d[0];
   d[1] = x->d[1];
-  d[2] = x->d[2] / 3;
-  d[3] = op->attr[0].i; /* heads */
-  *n = 4;
+  d[2] = last(tshape(g, op->out[0]));
+  d[3] = a[0].i;
+  d[4] = a[1].i ? a[1].i : a[0].i;
+  d[5] = a[2].i;
+  *n = 6;
 }
 static int64_t attention_flops(const Graph *g, const Op *op, bool bwd) {
   int64_t d[MAX_KDIM];
   int n;
   attention_dims(g, op, d, &n);
-  /* q k^T and att v, causal (half the square), 2 flops per multiply-add;
-   * backward recomputes q k^T (FlashAttention-style) on top of its 4 products */
-  int64_t f = FLOPS(2, d[0], d[1], d[1], d[2]);
+  /* q k^T and att v, 2 flops per multiply-add: the full square, or half of
+   * it when causal; kv heads shared by a group change nothing. Backward
+   * recomputes q k^T (FlashAttention-style) on top of its 4 products. */
+  int64_t f = FLOPS(d[5] ? 2 : 4, d[0], d[1], d[1], d[2]);
   return !bwd ? f : f > INT64_MAX / 5 ? INT64_MAX : 5 * f / 2;
 }
 
-/* causal_self_attention (GPT-2's block): qkv projection, attention core,
- * output projection, named "<layer>.qkv", ".core" and ".proj". */
+/* causal_self_attention (GPT-2's block, Llama's with kv_heads): qkv
+ * projection to (heads + 2 kv_heads) hd channels, attention core, output
+ * projection, named "<layer>.qkv", ".core" and ".proj". */
 static void csa_build(BuildCtx *c) {
-  int64_t C = last(in_shape(c, 0)), C3;
-  if (!ck_mul(3, C, &C3)) build_error(c, NULL, "3*C = 3*%lld does not fit in 64 bits", (long long)C);
+  int64_t C = last(in_shape(c, 0)), NH = attr_i(c, "heads");
+  if (C % NH != 0)
+    build_error(c, "heads", "heads = %lld must be positive and divide the channels %lld", (long long)NH, (long long)C);
+  int64_t KVH = kv_heads(c), Cqkv;
+  bool fits = ck_mul(2 * KVH, C / NH, &Cqkv) && ck_add(Cqkv, C, &Cqkv); /* KVH <= NH: 2 KVH fits */
+  if (!fits)
+    build_error(c, NULL, "(heads + 2*kv_heads)*hd = (%lld + 2*%lld)*%lld does not fit in 64 bits", (long long)NH,
+                (long long)KVH, (long long)(C / NH));
   Attr lin[MAX_ATTR], core[MAX_ATTR];
   op_attr_defaults(OP_LINEAR, lin, build_attr(c, "heads")->loc);
   op_attr_defaults(OP_ATTENTION, core, build_attr(c, "heads")->loc);
-  lin[op_attr_index(OP_LINEAR, "out")].i = C3; /* written as a number: (3*C) would be a new symbol */
+  lin[op_attr_index(OP_LINEAR, "out")].i = Cqkv; /* written as a number: (3*C) would be a new symbol */
   lin[op_attr_index(OP_LINEAR, "bias")] = *build_attr(c, "bias");
   core[op_attr_index(OP_ATTENTION, "heads")] = *build_attr(c, "heads");
+  core[op_attr_index(OP_ATTENTION, "kv_heads")] = *build_attr(c, "kv_heads");
   int t = build_input_id(c, 0);
   t = build_sub(c, OP_LINEAR, "qkv", &t, 1, lin);
   t = build_sub(c, OP_ATTENTION, "core", &t, 1, core);
@@ -517,7 +551,8 @@ static const OpInfo table[OP_COUNT] = {
     [OP_ATTENTION] =
         {
             .name = "attention",
-            .attrs = {{"heads", ATTR_INT, .required = true}},
+            /* kv_heads: default 0 = absent, that is heads (attention_dims reads them by position) */
+            .attrs = {{"heads", ATTR_INT, .required = true}, {"kv_heads", ATTR_INT}, {"causal", ATTR_BOOL, .dflt = 1}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 2, .nstats = 1,
             .build = attention_build, .dims = attention_dims, .flops = attention_flops,
             .gemm = true, .half_bin = SLOT(1) | SLOT(2), /* qkv, out (not lse) */
@@ -528,7 +563,7 @@ static const OpInfo table[OP_COUNT] = {
     [OP_CAUSAL_SELF_ATTENTION] =
         {
             .name = "causal_self_attention",
-            .attrs = {{"heads", ATTR_INT, .required = true}, {"bias", ATTR_BOOL, .dflt = 1}},
+            .attrs = {{"heads", ATTR_INT, .required = true}, {"kv_heads", ATTR_INT}, {"bias", ATTR_BOOL, .dflt = 1}},
             .min_inputs = 1, .max_inputs = 1,
             .build = csa_build, .composite = true,
         },

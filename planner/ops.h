@@ -25,7 +25,7 @@
  *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C
  *   rmsnorm        x w              out rstd            dout x w rstd              dx dw            N C (eps)
  *   softmax        x                out                 dout out                   dx               N C
- *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH
+ *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH KVH causal
  *   embedding      tokens W         out                 dout tokens                dW               N C V
  *   pos_embedding  W                out                 dout                       dW               B T C Wrows
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
@@ -63,7 +63,8 @@ typedef struct {
   const char *key; /* NULL ends the list */
   AttrType type;
   bool required;
-  double dflt;   /* when not required: ints, floats and bools (0/1) */
+  double dflt;   /* when not required: ints, floats and bools (0/1); an int's 0 means
+                  * absent, the shape rule decides (attention's kv_heads: heads) */
   bool positive; /* floats: must be > 0 (ints always are) */
 } AttrSpec;
 

@@ -612,7 +612,7 @@ typedef struct {
   float *o[3];
   const float *i[5];
   const int32_t *tok;
-  int64_t d[5];
+  int64_t d[8];
   int acc[3];
   float f[8];
   double *part;
@@ -835,22 +835,25 @@ void rt_softmax_backward(float *dx, const float *dout, const float *out, int64_t
 }
 
 // ----------------------------------------------------------------------------
-// causal self-attention
+// self-attention (causal or not, grouped-query)
 //
-// Layout: qkv[b,t,:] = q (C) | k (C) | v (C); head h uses channels h*hs..h*hs+hs
-// of each. A (b,t,h) query row reads keys and values of positions 0..t only.
+// Layout: qkv[b,t,:] = q (C = NH*hs) | k (KC = KVH*hs) | v (KC); query head h
+// uses channels h*hs..h*hs+hs-1 of q and those of kv head h / (NH/KVH) in k
+// and v. A causal (b,t,h) query row reads keys and values of positions 0..t
+// only, a non-causal one all T.
 
-/* One query row: p[0..t] = softmax(q . k[t2] * scale), out = sum_t2 p[t2] v[t2];
+/* One query row: p[0..n) = softmax(q . k[t2] * scale), out = sum_t2 p[t2] v[t2];
  * returns the row's log-sum-exp of scaled scores. k and v point at position 0
- * of this head; positions are C3 floats apart; p is t+1 floats of scratch. */
-static float attention_row(float *out, float *p, const float *q, const float *k, const float *v, int64_t t, int64_t hs,
+ * of this row's kv head; positions are C3 floats apart; p is n floats of
+ * scratch. */
+static float attention_row(float *out, float *p, const float *q, const float *k, const float *v, int64_t n, int64_t hs,
                            int64_t C3, float scale) {
-  for (int64_t t2 = 0; t2 <= t; t2++) p[t2] = dot(q, k + t2 * C3, hs) * scale;
-  float mx = row_max(p, t + 1);
-  double s = row_sum_exp(p, p, t + 1, mx);
+  for (int64_t t2 = 0; t2 < n; t2++) p[t2] = dot(q, k + t2 * C3, hs) * scale;
+  float mx = row_max(p, n);
+  double s = row_sum_exp(p, p, n, mx);
   float inv = (float)(1.0 / s);
   for (int64_t i = 0; i < hs; i++) out[i] = 0.0f;
-  for (int64_t t2 = 0; t2 <= t; t2++) {
+  for (int64_t t2 = 0; t2 < n; t2++) {
     float w = p[t2] * inv;
     const float *v2 = v + t2 * C3;
     for (int64_t i = 0; i < hs; i++) out[i] += w * v2[i];
@@ -862,39 +865,45 @@ static void attention_task(const void *ctx, int64_t lo, int64_t hi) {
   const RtArgs *A = ctx;
   float *out = A->o[0], *lse = A->o[1];
   const float *qkv = A->i[0];
-  int64_t T = A->d[0], C = A->d[1], NH = A->d[2], hs = A->d[3], C3 = A->d[4];
+  int64_t T = A->d[0], C = A->d[1], NH = A->d[2], hs = A->d[3], C3 = A->d[4], KC = A->d[5], group = A->d[6];
+  int64_t causal = A->d[7];
   float scale = A->f[0];
   for (int64_t it = lo; it < hi; it++) {
     int64_t b = it / (T * NH);
     int64_t t = it / NH % T;
     int64_t h = it % NH;
-    float p[RT_ATT_MAX_T]; // only p[0..t] is touched
-    const float *base = qkv + b * T * C3 + h * hs;
-    float l = attention_row(out + (b * T + t) * C + h * hs, p, base + t * C3, base + C, base + 2 * C, t, hs, C3, scale);
+    float p[RT_ATT_MAX_T]; // only p[0..n) is touched
+    const float *base = qkv + b * T * C3, *k = base + C + h / group * hs;
+    float l = attention_row(out + (b * T + t) * C + h * hs, p, base + t * C3 + h * hs, k, k + KC, causal ? t + 1 : T,
+                            hs, C3, scale);
     if (lse) lse[(b * NH + h) * T + t] = l;
   }
 }
 
-void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
+void rt_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          int64_t KVH, int64_t causal) {
   RT_CHECK(T <= RT_ATT_MAX_T, "attention needs T <= 16384");
-  int64_t hs = C / NH, C3 = 3 * C;
+  RT_CHECK(NH > 0 && KVH > 0 && C % NH == 0 && NH % KVH == 0, "attention needs C % NH == 0 and NH % KVH == 0");
+  int64_t hs = C / NH;
   float scale = 1.0f / sqrtf((float)hs);
-  RtArgs a = {.o = {out, lse}, .i = {qkv}, .d = {T, C, NH, hs, C3}, .f = {scale}};
+  RtArgs a = {
+      .o = {out, lse}, .i = {qkv}, .d = {T, C, NH, hs, C + 2 * KVH * hs, KVH * hs, NH / KVH, causal}, .f = {scale}};
   rt_par(attention_task, &a, B * T * NH, rt_chunks(1));
 }
 
-/* Backward of one query row t with output grad g, FlashAttention-style: the
- * probabilities are recomputed as p = exp(q . k[t2] scale - lse), and the
- * softmax backward's sum_t2 p dp equals D = g . out (out = sum p v), so one
- * pass over t2 suffices: dp = g . v[t2], ds = p (dp - D) scale,
- * dq += ds k[t2], dk[t2] += ds q, dv[t2] += p g. No scratch; one sweep over
- * the rows of k, v, dk and dv (measured: a second sweep, to vectorize the exp
- * over t2, costs more than it saves; rows are C3 floats apart). */
+/* Backward of one query row with output grad g over keys 0..n-1,
+ * FlashAttention-style: the probabilities are recomputed as
+ * p = exp(q . k[t2] scale - lse), and the softmax backward's sum_t2 p dp
+ * equals D = g . out (out = sum p v), so one pass over t2 suffices:
+ * dp = g . v[t2], ds = p (dp - D) scale, dq += ds k[t2], dk[t2] += ds q,
+ * dv[t2] += p g. No scratch; one sweep over the rows of k, v, dk and dv
+ * (measured: a second sweep, to vectorize the exp over t2, costs more than
+ * it saves; rows are C3 floats apart). */
 static void attention_row_backward(float *dq, float *dk, float *dv, const float *g, const float *o, float lse,
-                                   const float *q, const float *k, const float *v, int64_t t, int64_t hs, int64_t C3,
+                                   const float *q, const float *k, const float *v, int64_t n, int64_t hs, int64_t C3,
                                    float scale) {
   float D = dot(g, o, hs);
-  for (int64_t t2 = 0; t2 <= t; t2++) {
+  for (int64_t t2 = 0; t2 < n; t2++) {
     const float *k2 = k + t2 * C3, *v2 = v + t2 * C3;
     float p = expf(dot(q, k2, hs) * scale - lse);
     float ds = p * (dot(g, v2, hs) - D) * scale;
@@ -907,37 +916,51 @@ static void attention_row_backward(float *dq, float *dk, float *dv, const float 
   }
 }
 
+/* One (b, kv head): every row of its group's query heads, in a fixed order. */
 static void attention_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   const RtArgs *A = ctx;
   float *dqkv = A->o[0];
   const float *dout = A->i[0], *qkv = A->i[1], *out = A->i[2], *lse = A->i[3];
-  int64_t T = A->d[0], C = A->d[1], NH = A->d[2], hs = A->d[3], C3 = A->d[4];
+  int64_t T = A->d[0], C = A->d[1], NH = A->d[2], hs = A->d[3], C3 = A->d[4], KC = A->d[5], group = A->d[6];
+  int64_t causal = A->d[7], KVH = NH / group;
   float scale = A->f[0];
   int acc = A->acc[0];
   for (int64_t it = lo; it < hi; it++) {
-    int64_t b = it / NH;
-    int64_t h = it % NH;
-    const float *base = qkv + b * T * C3 + h * hs;
-    float *dbase = dqkv + b * T * C3 + h * hs;
+    int64_t b = it / KVH;
+    int64_t kh = it % KVH;
+    const float *base = qkv + b * T * C3, *k = base + C + kh * hs;
+    float *dbase = dqkv + b * T * C3, *dk = dbase + C + kh * hs;
     if (!acc)
-      for (int64_t t = 0; t < T; t++)
-        for (int64_t part = 0; part < 3; part++) memset(dbase + t * C3 + part * C, 0, (size_t)hs * sizeof(float));
-    for (int64_t t = 0; t < T; t++) {
-      int64_t row = (b * T + t) * C + h * hs;
-      attention_row_backward(dbase + t * C3, dbase + C, dbase + 2 * C, dout + row, out + row, lse[(b * NH + h) * T + t],
-                             base + t * C3, base + C, base + 2 * C, t, hs, C3, scale);
-    }
+      for (int64_t t = 0; t < T; t++) {
+        memset(dbase + t * C3 + kh * group * hs, 0, (size_t)(group * hs) * sizeof(float)); // the group's dq
+        memset(dk + t * C3, 0, (size_t)hs * sizeof(float));
+        memset(dk + KC + t * C3, 0, (size_t)hs * sizeof(float));
+      }
+    for (int64_t h = kh * group; h < (kh + 1) * group; h++)
+      for (int64_t t = 0; t < T; t++) {
+        int64_t row = (b * T + t) * C + h * hs;
+        attention_row_backward(dbase + t * C3 + h * hs, dk, dk + KC, dout + row, out + row, lse[(b * NH + h) * T + t],
+                               base + t * C3 + h * hs, k, k + KC, causal ? t + 1 : T, hs, C3, scale);
+      }
   }
 }
 
 void rt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                           int64_t B, int64_t T, int64_t C, int64_t NH, int acc) {
-  int64_t hs = C / NH, C3 = 3 * C;
+                           int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KVH, int64_t causal, int acc) {
+  RT_CHECK(NH > 0 && KVH > 0 && C % NH == 0 && NH % KVH == 0, "attention needs C % NH == 0 and NH % KVH == 0");
+  if (!dqkv) return; // its one gradient is not needed
+  int64_t hs = C / NH;
   float scale = 1.0f / sqrtf((float)hs);
-  // Parallel over (b, h) only: row t adds into dk, dv of every t2 <= t, but
-  // a (b, h) pair owns its channels of dqkv, so pairs never race.
-  RtArgs a = {.o = {dqkv}, .i = {dout, qkv, out, lse}, .d = {T, C, NH, hs, C3}, .f = {scale}, .acc = {acc}};
-  rt_par(attention_backward_task, &a, B * NH, rt_chunks(1));
+  // Parallel over (b, kv head) only: a row adds into dk, dv of every key it
+  // sees, and the query heads of a group share their kv head's dk, dv; a
+  // (b, kv head) pair owns those and its group's dq, so pairs never race and
+  // each sum runs in one order whatever the thread count.
+  RtArgs a = {.o = {dqkv},
+              .i = {dout, qkv, out, lse},
+              .d = {T, C, NH, hs, C + 2 * KVH * hs, KVH * hs, NH / KVH, causal},
+              .f = {scale},
+              .acc = {acc}};
+  rt_par(attention_backward_task, &a, B * KVH, rt_chunks(1));
 }
 
 // ----------------------------------------------------------------------------

@@ -111,21 +111,27 @@
   /* dx (+)= out * (dout - sum(dout * out)). alias-safe (dx, dout). */                                                 \
   X(void, softmax_backward, (float *dx, const float *dout, const float *out, int64_t N, int64_t C, int acc))           \
                                                                                                                        \
-  /* causal self-attention core (GPT-2), the part between the qkv and output                                           \
-   * projections: qkv[B,T,3C] holds q, k, v (each C = NH heads of C/NH) side by                                        \
-   * side per position; out[B,T,C] has heads concatenated. Scores are scaled by                                        \
-   * 1/sqrt(C/NH) and masked causally. Like FlashAttention, only the row                                               \
-   * statistics are saved: lse[B,NH,T] receives the log-sum-exp of each row of                                         \
-   * scaled scores (lse may be NULL in eval); backward recomputes the                                                  \
-   * probabilities from q, k and lse instead of keeping a [B,NH,T,T] tensor.                                           \
-   * C % NH == 0; T <= 16384 on the CPU (stack scratch; the CUDA limit is on                                           \
-   * C/NH instead, see memplan_rt_cuda.h). */                                                                          \
-  X(void, attention_forward, (float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH))  \
-  /* dqkv (+)= gradient through attention; needs the forward output `out`                                              \
-   * (for D_i = dot(dout_i, out_i), as FlashAttention's backward does). */                                             \
+  /* self-attention core, the part between the qkv and output projections:                                             \
+   * qkv[B,T,C+2*C/NH*KVH] holds q (NH heads), k and v (KVH heads each) of                                             \
+   * size hs = C/NH side by side per position; query head h reads kv head                                              \
+   * h / (NH/KVH) (grouped-query attention; KVH = NH: GPT-2's multi-head).                                             \
+   * out[B,T,C] has heads concatenated. Scores are scaled by 1/sqrt(hs) and,                                           \
+   * with causal != 0, masked causally (row t sees keys 0..t; else all T).                                             \
+   * Like FlashAttention, only the row statistics are saved: lse[B,NH,T]                                               \
+   * receives the log-sum-exp of each row of scaled scores (lse may be NULL                                            \
+   * in eval); backward recomputes the probabilities from q, k and lse                                                 \
+   * instead of keeping a [B,NH,T,T] tensor. C % NH == 0, NH % KVH == 0;                                               \
+   * T <= 16384 on the CPU (stack scratch; the CUDA limit is on hs instead,                                            \
+   * see memplan_rt_cuda.h). */                                                                                        \
+  X(void, attention_forward,                                                                                           \
+    (float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KVH,               \
+     int64_t causal))                                                                                                  \
+  /* dqkv (+)= gradient through attention (dk, dv of a kv head sum over the                                            \
+   * query heads that read it); needs the forward output `out` (for                                                    \
+   * D_i = dot(dout_i, out_i), as FlashAttention's backward does). */                                                  \
   X(void, attention_backward,                                                                                          \
     (float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, int64_t B, int64_t T,       \
-     int64_t C, int64_t NH, int acc))                                                                                  \
+     int64_t C, int64_t NH, int64_t KVH, int64_t causal, int acc))                                                     \
                                                                                                                        \
   /* embedding: out[N,C] = W[tokens[i], :] with W[V,C]. Token ids are checked by                                       \
    * the data loader, not here. */                                                                                     \

@@ -109,7 +109,7 @@ struct Case {
   float amp[MAXIN];    /* inputs drawn in [-amp, amp); 0 means 1 */
   float away;          /* inputs drawn with |x| >= away (keeps relu off its kink) */
   int64_t out_n;       /* output elements */
-  int64_t d[5];        /* op dims, in the header's order */
+  int64_t d[6];        /* op dims, in the header's order */
   float f;             /* the op's float attribute (rmsnorm's eps, rope's theta) */
   const int32_t *ids;  /* tokens or targets */
   const float *aux;    /* mse target */
@@ -402,43 +402,50 @@ static void bwd_softmax(float *const *din, const float *dout, float *const *in, 
 }
 
 // ----------------------------------------------------------------------------
-// attention (qkv); d = B T C NH
+// attention (qkv); d = B T C NH KVH causal
+
+/* Channels of one position of qkv: C (q) + 2 KVH hs (k, v). */
+static int64_t att_c3(const int64_t *d) { return d[2] + 2 * d[4] * (d[2] / d[3]); }
 
 static void ref_attention(double *out, double *const *in, const Case *c) {
-  int64_t B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], hs = C / NH;
+  int64_t B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], KVH = c->d[4], causal = c->d[5], hs = C / NH;
+  int64_t C3 = att_c3(c->d), KC = KVH * hs;
   double *p = NEW(double, T);
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < NH; h++)
       for (int64_t t = 0; t < T; t++) {
-        const double *q = in[0] + (b * T + t) * 3 * C + h * hs;
-        for (int64_t t2 = 0; t2 <= t; t2++) {
-          const double *k = in[0] + (b * T + t2) * 3 * C + C + h * hs;
+        // query head h reads kv head h / (NH / KVH), PyTorch's repeat_interleave of k and v
+        int64_t kc = C + h / (NH / KVH) * hs, n = causal ? t + 1 : T;
+        const double *q = in[0] + (b * T + t) * C3 + h * hs;
+        for (int64_t t2 = 0; t2 < n; t2++) {
+          const double *k = in[0] + (b * T + t2) * C3 + kc;
           double s = 0.0;
           for (int64_t i = 0; i < hs; i++) s += q[i] * k[i];
           p[t2] = s / sqrt((double)hs);
         }
-        ref_softmax_rows(p, p, 1, t + 1);
+        ref_softmax_rows(p, p, 1, n);
         for (int64_t i = 0; i < hs; i++) {
           double s = 0.0;
-          for (int64_t t2 = 0; t2 <= t; t2++) s += p[t2] * in[0][(b * T + t2) * 3 * C + 2 * C + h * hs + i];
+          for (int64_t t2 = 0; t2 < n; t2++) s += p[t2] * in[0][(b * T + t2) * C3 + kc + KC + i];
           out[(b * T + t) * C + h * hs + i] = s;
         }
       }
   free(p);
 }
 static void fwd_attention(float *out, float *const *in, const Case *c) {
-  int64_t B = c->d[0], T = c->d[1], NH = c->d[3];
-  float *lse = NEW(float, B *NH *T);
-  rt_attention_forward(out, lse, in[0], B, T, c->d[2], NH);
+  const int64_t *d = c->d;
+  float *lse = NEW(float, d[0] * d[3] * d[1]);
+  rt_attention_forward(out, lse, in[0], d[0], d[1], d[2], d[3], d[4], d[5]);
   free(lse);
 }
 static void bwd_attention(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
-  int64_t B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
+  const int64_t *d = c->d;
+  int64_t B = d[0], T = d[1], C = d[2], NH = d[3];
   float *out = NEW(float, B *T *C), *lse = NEW(float, B *NH *T);
   fill(out, B * T * C, NAN); // forward must write every output and statistic
   fill(lse, B * NH * T, NAN);
-  rt_attention_forward(out, lse, in[0], B, T, C, NH);
-  rt_attention_backward(din[0], dout, in[0], out, lse, B, T, C, NH, acc);
+  rt_attention_forward(out, lse, in[0], B, T, C, NH, d[4], d[5]);
+  rt_attention_backward(din[0], dout, in[0], out, lse, B, T, C, NH, d[4], d[5], acc);
   free(out);
   free(lse);
 }
@@ -660,7 +667,7 @@ static void gradchecks(void) {
                    .in_n = {2 * 5 * 3 * 8},
                    .amp = {1.5f},
                    .out_n = 2 * 5 * 8,
-                   .d = {2, 5, 8, 2},
+                   .d = {2, 5, 8, 2, 2, 1},
                    .ref = ref_attention,
                    .fwd = fwd_attention,
                    .bwd = bwd_attention});
@@ -669,7 +676,7 @@ static void gradchecks(void) {
                    .nin = 1,
                    .in_n = {1 * 4 * 3 * 24},
                    .out_n = 1 * 4 * 24,
-                   .d = {1, 4, 24, 2},
+                   .d = {1, 4, 24, 2, 2, 1},
                    .ref = ref_attention,
                    .fwd = fwd_attention,
                    .bwd = bwd_attention});
@@ -678,7 +685,47 @@ static void gradchecks(void) {
                    .nin = 1,
                    .in_n = {2 * 17 * 3 * 48},
                    .out_n = 2 * 17 * 48,
-                   .d = {2, 17, 48, 3},
+                   .d = {2, 17, 48, 3, 3, 1},
+                   .ref = ref_attention,
+                   .fwd = fwd_attention,
+                   .bwd = bwd_attention});
+  // Grouped-query: 6 query heads read 2 kv heads, 3 each (dk, dv sum over a
+  // group); qkv is C + 2 * 2 * hs = 24 + 16 channels.
+  run_case(&(Case){.name = "attention GQA (NH=6 KVH=2)",
+                   .nin = 1,
+                   .in_n = {2 * 7 * 40},
+                   .amp = {1.5f},
+                   .out_n = 2 * 7 * 24,
+                   .d = {2, 7, 24, 6, 2, 1},
+                   .ref = ref_attention,
+                   .fwd = fwd_attention,
+                   .bwd = bwd_attention});
+  // Multi-query: one kv head for all 4 query heads.
+  run_case(&(Case){.name = "attention MQA (NH=4 KVH=1)",
+                   .nin = 1,
+                   .in_n = {2 * 6 * 24},
+                   .amp = {1.5f},
+                   .out_n = 2 * 6 * 16,
+                   .d = {2, 6, 16, 4, 1, 1},
+                   .ref = ref_attention,
+                   .fwd = fwd_attention,
+                   .bwd = bwd_attention});
+  // Not causal: every query sees all T keys, the later ones included.
+  run_case(&(Case){.name = "attention full (not causal)",
+                   .nin = 1,
+                   .in_n = {2 * 5 * 3 * 8},
+                   .amp = {1.5f},
+                   .out_n = 2 * 5 * 8,
+                   .d = {2, 5, 8, 2, 2, 0},
+                   .ref = ref_attention,
+                   .fwd = fwd_attention,
+                   .bwd = bwd_attention});
+  run_case(&(Case){.name = "attention full GQA (NH=4 KVH=2)",
+                   .nin = 1,
+                   .in_n = {1 * 9 * 32},
+                   .amp = {1.5f},
+                   .out_n = 1 * 9 * 16,
+                   .d = {1, 9, 16, 4, 2, 0},
                    .ref = ref_attention,
                    .fwd = fwd_attention,
                    .bwd = bwd_attention});
@@ -995,19 +1042,20 @@ static void values_rope(void) {
   check_f("rope t=1 v unchanged", v, x + 20, 4, 0.0);
 }
 
-/* lse[b,h,t] = log sum_t2<=t exp(q_t . k_t2 / sqrt(hs)), in double. */
-static void ref_attention_lse(double *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  int64_t hs = C / NH;
+/* lse[b,h,t] = log sum over the keys t2 that query t sees (causal: t2 <= t)
+ * of exp(q_t . k_t2 / sqrt(hs)), in double; d = B T C NH KVH causal. */
+static void ref_attention_lse(double *lse, const float *qkv, const int64_t *d) {
+  int64_t B = d[0], T = d[1], C = d[2], NH = d[3], hs = C / NH, C3 = att_c3(d);
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < NH; h++)
       for (int64_t t = 0; t < T; t++) {
-        const float *q = qkv + (b * T + t) * 3 * C + h * hs;
+        const float *q = qkv + (b * T + t) * C3 + h * hs;
         double s = 0.0;
-        for (int64_t t2 = 0; t2 <= t; t2++) {
-          const float *k = qkv + (b * T + t2) * 3 * C + C + h * hs;
-          double d = 0.0;
-          for (int64_t i = 0; i < hs; i++) d += (double)q[i] * k[i];
-          s += exp(d / sqrt((double)hs));
+        for (int64_t t2 = 0; t2 < (d[5] ? t + 1 : T); t2++) {
+          const float *k = qkv + (b * T + t2) * C3 + C + h / (NH / d[4]) * hs;
+          double x = 0.0;
+          for (int64_t i = 0; i < hs; i++) x += (double)q[i] * k[i];
+          s += exp(x / sqrt((double)hs));
         }
         lse[(b * NH + h) * T + t] = log(s);
       }
@@ -1015,20 +1063,26 @@ static void ref_attention_lse(double *lse, const float *qkv, int64_t B, int64_t 
 
 static void values_attention(void) {
   enum { B = 2, T = 6, C = 8, NH = 2 };
+  const int64_t d[6] = {B, T, C, NH, NH, 1};
   float qkv[B * T * 3 * C], out[B * T * C], out2[B * T * C], lse[B * NH * T];
   double want[B * NH * T];
   fill_rand(qkv, B * T * 3 * C, 2.0f);
-  rt_attention_forward(out, lse, qkv, B, T, C, NH);
-  rt_attention_forward(out2, NULL, qkv, B, T, C, NH);
+  rt_attention_forward(out, lse, qkv, B, T, C, NH, NH, 1);
+  rt_attention_forward(out2, NULL, qkv, B, T, C, NH, NH, 1);
   check_f("attention eval (lse = NULL) = training output", out2, out, B * T * C, 0.0);
-  ref_attention_lse(want, qkv, B, T, C, NH);
+  ref_attention_lse(want, qkv, d);
   check("attention saved lse (log-sum-exp of scores)", lse, want, B * NH * T, TOL);
   // Position 0 attends only to itself: its output is its own v, its lse its score.
   for (int b = 0; b < B; b++) check_f("attention at t=0 = v", out + b * T * C, qkv + b * T * 3 * C + 2 * C, C, 1e-7);
+  // Multi-query, not causal: both query heads read the one kv head, every key.
+  const int64_t dm[6] = {B, T, C, NH, 1, 0};
+  rt_attention_forward(out, lse, qkv, B, T, C, NH, 1, 0);
+  ref_attention_lse(want, qkv, dm);
+  check("attention MQA non-causal saved lse", lse, want, B * NH * T, TOL);
   // Scaled scores near 128 overflow expf unless the row max is subtracted.
   for (int i = 0; i < B * T * 3 * C; i++) qkv[i] = 8.0f + 0.1f * frand();
-  rt_attention_forward(out, lse, qkv, B, T, C, NH);
-  ref_attention_lse(want, qkv, B, T, C, NH);
+  rt_attention_forward(out, lse, qkv, B, T, C, NH, NH, 1);
+  ref_attention_lse(want, qkv, d);
   check("attention lse with large scores", lse, want, B * NH * T, TOL);
 }
 

@@ -127,6 +127,58 @@ static void test_load(void) {
   ar_free(&ar);
 }
 
+/* attention's kv_heads and causal reach its kernel dims (B T C NH KVH
+ * causal): the reference test reads them from the plan on both sides, so a
+ * wrong dim there would go unnoticed. */
+static const char *attention_model =
+    "model: t\n"
+    "dims: {B: 2, T: 8, C: 32, NH: 4}\n"
+    "inputs:\n"
+    "  x: {shape: [B, T, C]}\n"
+    "  y: {shape: [B, T, C]}\n"
+    "layers:\n"
+    "  - {name: gpt, op: causal_self_attention, input: x, heads: NH}\n"
+    "  - {name: gqa, op: causal_self_attention, heads: NH, kv_heads: 2, bias: false}\n"
+    "  - {name: qkv, op: linear, out: C + 2*C/NH}\n"
+    "  - {name: mqa, op: attention, heads: NH, kv_heads: 1, causal: false}\n"
+    "  - {name: loss, op: mse, inputs: [mqa, y]}\n";
+
+static void check_attention_dims(const Graph *g, const char *name, const int64_t *want) {
+  int i = find_op(g, name);
+  CHECK(i >= 0 && g->ops[i].kind == OP_ATTENTION);
+  if (i < 0) return;
+  int64_t d[MAX_KDIM];
+  int n = 0;
+  op_info(OP_ATTENTION)->dims(g, &g->ops[i], d, &n);
+  CHECK(n == 6);
+  for (int k = 0; k < 6; k++) CHECK(d[k] == want[k]);
+}
+
+static void test_attention(void) {
+  Arena ar = {0};
+  Graph *g = try_load(&ar, attention_model, NULL, 0);
+  CHECK(g != NULL);
+  if (!g) {
+    ar_free(&ar);
+    return;
+  }
+  check_attention_dims(g, "gpt.core", (const int64_t[]){2, 8, 32, 4, 4, 1});
+  check_attention_dims(g, "gqa.core", (const int64_t[]){2, 8, 32, 4, 2, 1});
+  check_attention_dims(g, "mqa", (const int64_t[]){2, 8, 32, 4, 1, 0});
+  /* the qkv projections: (heads + 2 kv_heads) * hd rows, hd = 8 */
+  CHECK(g->t[find_tensor(g, "gpt.qkv.weight")].shape.d[0] == 96);
+  CHECK(g->t[find_tensor(g, "gqa.qkv.weight")].shape.d[0] == 64);
+  CHECK(find_tensor(g, "gqa.qkv.bias") < 0);
+  const Tensor *lse = &g->t[find_tensor(g, "mqa.lse")];
+  CHECK(lse->shape.rank == 3 && lse->shape.d[1] == 4 && lse->shape.d[2] == 8);
+  /* not causal: the full square of scores, twice the causal FLOPs */
+  const OpInfo *oi = op_info(OP_ATTENTION);
+  const Op *gqa = &g->ops[find_op(g, "gqa.core")], *mqa = &g->ops[find_op(g, "mqa")];
+  CHECK(oi->flops(g, mqa, false) == 2 * oi->flops(g, gqa, false));
+  CHECK(oi->flops(g, mqa, true) == 2 * oi->flops(g, gqa, true));
+  ar_free(&ar);
+}
+
 /* Each gradient's first write assigns, later ones accumulate; an update
  * follows the last write of its gradient (fused, or after all of backward);
  * eval saves nothing. */
@@ -311,6 +363,7 @@ int main(int argc, char **argv) {
   models = argc > 1 ? argv[1] : "models";
   test_expr();
   test_load();
+  test_attention();
   test_autodiff(true);
   test_autodiff(false);
   test_live();

@@ -13,9 +13,10 @@
  * - row ops (layernorm, softmax): one warp per row, lanes stride the row;
  * - sums over rows (bias, layernorm weight grads): a block owns 8 columns and
  *   64 row groups, reduced in shared memory in a fixed order;
- * - attention: a block owns 16 consecutive rows of one (batch, head), one per
- *   warp, and streams the other side in tiles of 32 positions (one per lane)
- *   through shared memory (see the attention section);
+ * - attention: a block owns 16 consecutive rows of one (batch, head), or of
+ *   one (batch, kv head) for dk, dv, one per warp, and streams the other side
+ *   in tiles of 32 positions (one per lane) through shared memory (see the
+ *   attention section);
  * - rope: one thread per (position, frequency), looping over the heads.
  */
 #include "memplan_rt_cuda.h"
@@ -790,24 +791,29 @@ void rt_cuda_softmax_backward(float *dx, const float *dout, const float *out, in
 }
 
 // ----------------------------------------------------------------------------
-// causal self-attention
+// self-attention (causal or not, grouped-query)
 //
-// Layout (as cpu.c): qkv[b,t,:] = q (C) | k (C) | v (C); head h uses channels
-// h*hs .. h*hs+hs-1 of each; out[b,t,h*hs+d]; lse[b,h,t].
+// Layout (as cpu.c): qkv[b,t,:] = q (C = NH*hs) | k (KC = KVH*hs) | v (KC);
+// query head h uses channels h*hs .. h*hs+hs-1 of q and those of kv head
+// kh = h / G of k and v, G = NH/KVH the group size; out[b,t,h*hs+d];
+// lse[b,h,t]. Causal: query t sees keys 0..t; otherwise all T.
 //
 // Three kernels, each a block of ATT_ROWS warps owning ATT_ROWS consecutive
-// positions of one (b, h), one position per warp, and streaming the other
-// side in tiles of ATT_TILE positions (one per lane) through shared memory,
-// so each K/V (or Q/dout) load serves ATT_ROWS rows:
-// - forward: per query row, online softmax over key tiles (running max m,
-//   running sum l, output rescaled when m grows), FlashAttention's recurrence;
-//   saves lse = m + log l.
-// - backward dq: per query row over key tiles: p = exp(q.k scale - lse),
-//   ds = p (dout.v - D) scale with D = dout.out, dq += ds k.
-// - backward dk, dv: per key row over query tiles t >= key: dv += p dout,
-//   dk += ds q. Splitting dq from dk/dv recomputes p twice but needs no
-//   atomics and no scratch: every gradient element has one writer, which
-//   also makes acc = 0 a plain store.
+// positions, one position per warp, and streaming the other side in tiles of
+// ATT_TILE positions (one per lane) through shared memory, so each K/V (or
+// Q/dout) load serves ATT_ROWS rows:
+// - forward, blocks per (b, h): per query row, online softmax over key tiles
+//   (running max m, running sum l, output rescaled when m grows),
+//   FlashAttention's recurrence; saves lse = m + log l.
+// - backward dq, blocks per (b, h): per query row over key tiles:
+//   p = exp(q.k scale - lse), ds = p (dout.v - D) scale with D = dout.out,
+//   dq += ds k.
+// - backward dk, dv, blocks per (b, kv head): per key row over the query
+//   tiles of each of the group's G query heads in turn (causal: queries
+//   t >= key only): dv += p dout, dk += ds q. Splitting dq from dk/dv
+//   recomputes p twice but needs no atomics and no scratch: every gradient
+//   element has one writer (a kv head's dk, dv sum over its group inside one
+//   block, in a fixed order), which also makes acc = 0 a plain store.
 // Shared-memory rows of a tile are padded to an odd stride so that lane j
 // reading row j, column d hits bank (j * stride + d) % 32: all distinct.
 
@@ -824,14 +830,20 @@ static __device__ float dot_sh(const float *a, const float *b, int n) {
   return s;
 }
 
+/* Sizes of one attention call, as the kernels use them. */
+typedef struct {
+  int T, C, NH, hs, KC, C3, G; // G = NH / KVH query heads per kv head
+  int causal;
+  float scale;
+} AttDims;
+
 static size_t att_forward_smem(int hs) {
   return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) + (size_t)2 * ATT_ROWS * hs + ATT_ROWS * ATT_TILE);
 }
 
-static __global__ void attention_forward_kernel(float *out, float *lse, const float *qkv, int T, int C, int NH,
-                                                float scale) {
+static __global__ void attention_forward_kernel(float *out, float *lse, const float *qkv, AttDims a) {
   extern __shared__ float sm[];
-  int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
+  int T = a.T, hs = a.hs, st = att_stride(hs), C3 = a.C3;
   float *Ks = sm;                 // [ATT_TILE][st] keys of this tile
   float *Vs = Ks + ATT_TILE * st; // [ATT_TILE][st] values
   float *Qs = Vs + ATT_TILE * st; // [ATT_ROWS][hs] each warp's query
@@ -840,35 +852,39 @@ static __global__ void attention_forward_kernel(float *out, float *lse, const fl
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int h = blockIdx.y, b = blockIdx.z;
   int t0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS; // longest rows first
-  int t = t0 + warp, tlast = min(t0 + ATT_ROWS, T) - 1;
-  const float *base = qkv + (int64_t)b * T * C3 + h * hs; // q of position 0
+  int t = t0 + warp;
+  int last = a.causal ? min(t, T - 1) : T - 1;                      // this row's last key
+  int slast = a.causal ? min(t0 + ATT_ROWS, T) - 1 : T - 1;         // the block's
+  const float *qb = qkv + (int64_t)b * T * C3 + h * hs;             // q of position 0
+  const float *kb = qkv + (int64_t)b * T * C3 + a.C + h / a.G * hs; // k of position 0
+  const float *vb = kb + a.KC;
   float *q = Qs + warp * hs, *o = Os + warp * hs, *p_sh = Ps + warp * ATT_TILE;
   if (t < T)
     for (int d = lane; d < hs; d += 32) {
-      q[d] = base[(int64_t)t * C3 + d];
+      q[d] = qb[(int64_t)t * C3 + d];
       o[d] = 0.0f;
     }
   float m = -INFINITY, l = 0.0f;
-  for (int s0 = 0; s0 <= tlast; s0 += ATT_TILE) {
+  for (int s0 = 0; s0 <= slast; s0 += ATT_TILE) {
     __syncthreads(); // the previous tile is consumed
     for (int i = threadIdx.x; i < ATT_TILE * hs; i += blockDim.x) {
       int j = i / hs, d = i % hs, s = s0 + j;
-      bool in = s <= tlast;
-      Ks[j * st + d] = in ? base[(int64_t)s * C3 + C + d] : 0.0f;
-      Vs[j * st + d] = in ? base[(int64_t)s * C3 + 2 * C + d] : 0.0f;
+      bool in = s <= slast;
+      Ks[j * st + d] = in ? kb[(int64_t)s * C3 + d] : 0.0f;
+      Vs[j * st + d] = in ? vb[(int64_t)s * C3 + d] : 0.0f;
     }
     __syncthreads();
-    if (t >= T || s0 > t) continue; // no key of this tile is visible to row t
+    if (t >= T || s0 > last) continue; // no key of this tile is visible to row t
     int s = s0 + lane;
-    float score = s <= t ? dot_sh(q, Ks + lane * st, hs) * scale : -INFINITY;
-    float mnew = fmaxf(m, warp_max_f(score)); // finite: key s0 <= t is visible
-    float p = s <= t ? expf(score - mnew) : 0.0f;
+    float score = s <= last ? dot_sh(q, Ks + lane * st, hs) * a.scale : -INFINITY;
+    float mnew = fmaxf(m, warp_max_f(score)); // finite: key s0 <= last is visible
+    float p = s <= last ? expf(score - mnew) : 0.0f;
     float corr = expf(m - mnew); // 0 on the first tile (m = -inf)
     l = l * corr + warp_sum_f(p);
     m = mnew;
     p_sh[lane] = p;
     __syncwarp();
-    int jn = min(ATT_TILE, t - s0 + 1);
+    int jn = min(ATT_TILE, last - s0 + 1);
     for (int d = lane; d < hs; d += 32) {
       float acc = o[d] * corr;
       for (int j = 0; j < jn; j++) acc += p_sh[j] * Vs[j * st + d];
@@ -878,20 +894,20 @@ static __global__ void attention_forward_kernel(float *out, float *lse, const fl
   }
   if (t >= T) return;
   float inv = 1.0f / l;
-  float *orow = out + ((int64_t)b * T + t) * C + h * hs;
+  float *orow = out + ((int64_t)b * T + t) * a.C + h * hs;
   for (int d = lane; d < hs; d += 32) orow[d] = o[d] * inv;
-  if (lse && lane == 0) lse[((int64_t)b * NH + h) * T + t] = m + logf(l);
+  if (lse && lane == 0) lse[((int64_t)b * a.NH + h) * T + t] = m + logf(l);
 }
 
 static size_t att_dq_smem(int hs) {
   return sizeof(float) * ((size_t)2 * ATT_TILE * att_stride(hs) + (size_t)3 * ATT_ROWS * hs + ATT_ROWS * ATT_TILE);
 }
 
-/* dq (+)= sum over keys s <= t of ds(t, s) k[s]. */
+/* dq (+)= sum over the keys s that query t sees of ds(t, s) k[s]. */
 static __global__ void attention_backward_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                                    const float *lse, int T, int C, int NH, float scale, int acc) {
+                                                    const float *lse, AttDims a, int acc) {
   extern __shared__ float sm[];
-  int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
+  int T = a.T, hs = a.hs, st = att_stride(hs), C3 = a.C3;
   float *Ks = sm;                  // [ATT_TILE][st]
   float *Vs = Ks + ATT_TILE * st;  // [ATT_TILE][st]
   float *Qs = Vs + ATT_TILE * st;  // [ATT_ROWS][hs] query rows
@@ -901,47 +917,51 @@ static __global__ void attention_backward_dq_kernel(float *dqkv, const float *do
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int h = blockIdx.y, b = blockIdx.z;
   int t0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS;
-  int t = t0 + warp, tlast = min(t0 + ATT_ROWS, T) - 1;
-  const float *base = qkv + (int64_t)b * T * C3 + h * hs;
+  int t = t0 + warp;
+  int last = a.causal ? min(t, T - 1) : T - 1;
+  int slast = a.causal ? min(t0 + ATT_ROWS, T) - 1 : T - 1;
+  const float *qb = qkv + (int64_t)b * T * C3 + h * hs;
+  const float *kb = qkv + (int64_t)b * T * C3 + a.C + h / a.G * hs;
+  const float *vb = kb + a.KC;
   float *q = Qs + warp * hs, *g = Gs + warp * hs, *dq = dQs + warp * hs;
   float *ds_sh = Ps + warp * ATT_TILE;
   float D = 0.0f, L = 0.0f;
   if (t < T) {
-    int64_t row = ((int64_t)b * T + t) * C + h * hs;
+    int64_t row = ((int64_t)b * T + t) * a.C + h * hs;
     float part = 0.0f;
     for (int d = lane; d < hs; d += 32) {
-      q[d] = base[(int64_t)t * C3 + d];
+      q[d] = qb[(int64_t)t * C3 + d];
       g[d] = dout[row + d];
       dq[d] = 0.0f;
       part += g[d] * out[row + d];
     }
     D = warp_sum_f(part);
-    L = lse[((int64_t)b * NH + h) * T + t];
+    L = lse[((int64_t)b * a.NH + h) * T + t];
   }
   __syncwarp();
-  for (int s0 = 0; s0 <= tlast; s0 += ATT_TILE) {
+  for (int s0 = 0; s0 <= slast; s0 += ATT_TILE) {
     __syncthreads();
     for (int i = threadIdx.x; i < ATT_TILE * hs; i += blockDim.x) {
       int j = i / hs, d = i % hs, s = s0 + j;
-      bool in = s <= tlast;
-      Ks[j * st + d] = in ? base[(int64_t)s * C3 + C + d] : 0.0f;
-      Vs[j * st + d] = in ? base[(int64_t)s * C3 + 2 * C + d] : 0.0f;
+      bool in = s <= slast;
+      Ks[j * st + d] = in ? kb[(int64_t)s * C3 + d] : 0.0f;
+      Vs[j * st + d] = in ? vb[(int64_t)s * C3 + d] : 0.0f;
     }
     __syncthreads();
-    if (t >= T || s0 > t) continue;
+    if (t >= T || s0 > last) continue;
     int s = s0 + lane;
     float ds = 0.0f;
-    if (s <= t) {
-      float p = expf(dot_sh(q, Ks + lane * st, hs) * scale - L);
-      ds = p * (dot_sh(g, Vs + lane * st, hs) - D) * scale;
+    if (s <= last) {
+      float p = expf(dot_sh(q, Ks + lane * st, hs) * a.scale - L);
+      ds = p * (dot_sh(g, Vs + lane * st, hs) - D) * a.scale;
     }
     ds_sh[lane] = ds;
     __syncwarp();
-    int jn = min(ATT_TILE, t - s0 + 1);
+    int jn = min(ATT_TILE, last - s0 + 1);
     for (int d = lane; d < hs; d += 32) {
-      float a = dq[d];
-      for (int j = 0; j < jn; j++) a += ds_sh[j] * Ks[j * st + d];
-      dq[d] = a;
+      float x = dq[d];
+      for (int j = 0; j < jn; j++) x += ds_sh[j] * Ks[j * st + d];
+      dq[d] = x;
     }
     __syncwarp();
   }
@@ -955,13 +975,14 @@ static size_t att_dkv_smem(int hs) {
                           (size_t)2 * ATT_ROWS * ATT_TILE);
 }
 
-/* dk (+)= sum over queries t >= s of ds(t, s) q[t]; dv (+)= sum of p(t, s)
- * dout[t]. Rows here are keys; tiles are queries from the block's first key
- * on (earlier queries see none of them). */
+/* dk (+)= sum over the group's query heads and the queries t that see key s
+ * of ds(t, s) q[t]; dv (+)= the same sum of p(t, s) dout[t]. Rows here are
+ * keys of one kv head; tiles are queries of one query head at a time,
+ * causal: from the block's first key on (earlier queries see none of them). */
 static __global__ void attention_backward_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                                     const float *lse, int T, int C, int NH, float scale, int acc) {
+                                                     const float *lse, AttDims a, int acc) {
   extern __shared__ float sm[];
-  int hs = C / NH, st = att_stride(hs), C3 = 3 * C;
+  int T = a.T, hs = a.hs, st = att_stride(hs), C3 = a.C3;
   float *Qs = sm;                        // [ATT_TILE][st] queries of this tile
   float *Gs = Qs + ATT_TILE * st;        // [ATT_TILE][st] their dout rows
   float *Ls = Gs + ATT_TILE * st;        // [ATT_TILE] their lse
@@ -973,107 +994,120 @@ static __global__ void attention_backward_dkv_kernel(float *dqkv, const float *d
   float *Ps = dVs + ATT_ROWS * hs;       // [ATT_ROWS][ATT_TILE] p per query
   float *DSs = Ps + ATT_ROWS * ATT_TILE; // [ATT_ROWS][ATT_TILE] ds per query
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int h = blockIdx.y, b = blockIdx.z;
-  int k0 = blockIdx.x * ATT_ROWS; // the first blocks see the most queries
+  int kh = blockIdx.y, b = blockIdx.z;
+  int k0 = blockIdx.x * ATT_ROWS; // causal: the first blocks see the most queries
   int s = k0 + warp;              // this warp's key position
-  const float *base = qkv + (int64_t)b * T * C3 + h * hs;
-  const float *lse_bh = lse + ((int64_t)b * NH + h) * T;
-  int64_t orow0 = (int64_t)b * T * C + h * hs; // out/dout of position 0
+  const float *kb = qkv + (int64_t)b * T * C3 + a.C + kh * hs;
+  const float *vb = kb + a.KC;
   float *k = Kw + warp * hs, *v = Vw + warp * hs, *dk = dKs + warp * hs, *dv = dVs + warp * hs;
   float *p_sh = Ps + warp * ATT_TILE, *ds_sh = DSs + warp * ATT_TILE;
   if (s < T)
     for (int d = lane; d < hs; d += 32) {
-      k[d] = base[(int64_t)s * C3 + C + d];
-      v[d] = base[(int64_t)s * C3 + 2 * C + d];
+      k[d] = kb[(int64_t)s * C3 + d];
+      v[d] = vb[(int64_t)s * C3 + d];
       dk[d] = 0.0f;
       dv[d] = 0.0f;
     }
-  for (int s0 = k0; s0 < T; s0 += ATT_TILE) {
-    __syncthreads();
-    for (int i = threadIdx.x; i < ATT_TILE * hs; i += blockDim.x) {
-      int j = i / hs, d = i % hs, tq = s0 + j;
-      bool in = tq < T;
-      Qs[j * st + d] = in ? base[(int64_t)tq * C3 + d] : 0.0f;
-      Gs[j * st + d] = in ? dout[orow0 + (int64_t)tq * C + d] : 0.0f;
-    }
-    for (int j = warp; j < ATT_TILE; j += ATT_ROWS) { // D and lse of each query
-      int tq = s0 + j;
-      float part = 0.0f;
-      if (tq < T)
-        for (int d = lane; d < hs; d += 32)
-          part += dout[orow0 + (int64_t)tq * C + d] * out[orow0 + (int64_t)tq * C + d];
-      part = warp_sum_f(part);
-      if (lane == 0) {
-        Ds[j] = part;
-        Ls[j] = tq < T ? lse_bh[tq] : 0.0f;
+  for (int h = kh * a.G; h < (kh + 1) * a.G; h++) {
+    const float *qb = qkv + (int64_t)b * T * C3 + h * hs;
+    const float *lse_bh = lse + ((int64_t)b * a.NH + h) * T;
+    int64_t orow0 = (int64_t)b * T * a.C + h * hs; // out/dout of position 0
+    for (int s0 = a.causal ? k0 : 0; s0 < T; s0 += ATT_TILE) {
+      __syncthreads();
+      for (int i = threadIdx.x; i < ATT_TILE * hs; i += blockDim.x) {
+        int j = i / hs, d = i % hs, tq = s0 + j;
+        bool in = tq < T;
+        Qs[j * st + d] = in ? qb[(int64_t)tq * C3 + d] : 0.0f;
+        Gs[j * st + d] = in ? dout[orow0 + (int64_t)tq * a.C + d] : 0.0f;
       }
-    }
-    __syncthreads();
-    if (s >= T) continue;
-    int tq = s0 + lane;
-    float p = 0.0f, ds = 0.0f;
-    if (tq >= s && tq < T) {
-      p = expf(dot_sh(k, Qs + lane * st, hs) * scale - Ls[lane]);
-      ds = p * (dot_sh(v, Gs + lane * st, hs) - Ds[lane]) * scale;
-    }
-    p_sh[lane] = p;
-    ds_sh[lane] = ds;
-    __syncwarp();
-    for (int d = lane; d < hs; d += 32) {
-      float a = dk[d], c = dv[d];
-      for (int j = 0; j < ATT_TILE; j++) {
-        a += ds_sh[j] * Qs[j * st + d];
-        c += p_sh[j] * Gs[j * st + d];
+      for (int j = warp; j < ATT_TILE; j += ATT_ROWS) { // D and lse of each query
+        int tq = s0 + j;
+        float part = 0.0f;
+        if (tq < T)
+          for (int d = lane; d < hs; d += 32)
+            part += dout[orow0 + (int64_t)tq * a.C + d] * out[orow0 + (int64_t)tq * a.C + d];
+        part = warp_sum_f(part);
+        if (lane == 0) {
+          Ds[j] = part;
+          Ls[j] = tq < T ? lse_bh[tq] : 0.0f;
+        }
       }
-      dk[d] = a;
-      dv[d] = c;
+      __syncthreads();
+      if (s >= T) continue;
+      int tq = s0 + lane;
+      float p = 0.0f, ds = 0.0f;
+      if ((tq >= s || !a.causal) && tq < T) {
+        p = expf(dot_sh(k, Qs + lane * st, hs) * a.scale - Ls[lane]);
+        ds = p * (dot_sh(v, Gs + lane * st, hs) - Ds[lane]) * a.scale;
+      }
+      p_sh[lane] = p;
+      ds_sh[lane] = ds;
+      __syncwarp();
+      for (int d = lane; d < hs; d += 32) {
+        float x = dk[d], y = dv[d];
+        for (int j = 0; j < ATT_TILE; j++) {
+          x += ds_sh[j] * Qs[j * st + d];
+          y += p_sh[j] * Gs[j * st + d];
+        }
+        dk[d] = x;
+        dv[d] = y;
+      }
+      __syncwarp();
     }
-    __syncwarp();
   }
   if (s >= T) return;
-  float *dst = dqkv + ((int64_t)b * T + s) * C3 + h * hs;
+  float *dst = dqkv + ((int64_t)b * T + s) * C3 + a.C + kh * hs;
   for (int d = lane; d < hs; d += 32) {
-    dst[C + d] = acc ? dst[C + d] + dk[d] : dk[d];
-    dst[2 * C + d] = acc ? dst[2 * C + d] + dv[d] : dv[d];
+    dst[d] = acc ? dst[d] + dk[d] : dk[d];
+    dst[a.KC + d] = acc ? dst[a.KC + d] + dv[d] : dv[d];
   }
 }
 
-/* Checks the shapes and returns the grid: (row blocks, NH, B). */
-static dim3 att_grid(int64_t B, int64_t T, int64_t C, int64_t NH) {
+/* Checks the shapes; returns the kernels' sizes and the grid (row blocks,
+ * NH, B) of forward and dq (dk, dv: KVH in place of NH). */
+static AttDims att_dims(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KVH, int64_t causal, dim3 *grid) {
   need_ctx();
-  RT_CHECK(NH > 0 && C % NH == 0, "attention needs C % NH == 0");
+  RT_CHECK(NH > 0 && KVH > 0 && C % NH == 0 && NH % KVH == 0, "attention needs C % NH == 0 and NH % KVH == 0");
   RT_CHECK(B <= 65535 && NH <= 65535, "attention grid: B and NH must be <= 65535");
-  dim_int(3 * C);
-  dim_int(T);
-  return dim3((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NH, (unsigned)B);
+  int64_t hs = C / NH;
+  AttDims a;
+  a.T = dim_int(T);
+  a.C = (int)C;
+  a.NH = (int)NH;
+  a.hs = (int)hs;
+  a.KC = (int)(KVH * hs);
+  a.C3 = dim_int(C + 2 * KVH * hs);
+  a.G = (int)(NH / KVH);
+  a.causal = causal != 0;
+  a.scale = 1.0f / sqrtf((float)hs);
+  *grid = dim3((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS), (unsigned)NH, (unsigned)B);
+  return a;
 }
 
-void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  dim3 grid = att_grid(B, T, C, NH);
+void rt_cuda_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                               int64_t KVH, int64_t causal) {
+  dim3 grid;
+  AttDims a = att_dims(B, T, C, NH, KVH, causal, &grid);
   if (B == 0 || T == 0) return;
-  int hs = (int)(C / NH);
-  size_t smem = att_forward_smem(hs);
+  size_t smem = att_forward_smem(a.hs);
   smem_optin((const void *)attention_forward_kernel, smem, "attention forward");
-  attention_forward_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(out, lse, qkv, (int)T, (int)C, (int)NH,
-                                                                      1.0f / sqrtf((float)hs));
+  attention_forward_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(out, lse, qkv, a);
   LAUNCH_CHECK();
 }
 
 void rt_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                                int64_t B, int64_t T, int64_t C, int64_t NH, int acc) {
-  dim3 grid = att_grid(B, T, C, NH);
+                                int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KVH, int64_t causal, int acc) {
+  dim3 grid;
+  AttDims a = att_dims(B, T, C, NH, KVH, causal, &grid);
   if (B == 0 || T == 0 || !dqkv) return;
-  int hs = (int)(C / NH);
-  float scale = 1.0f / sqrtf((float)hs);
-  size_t smem = att_dq_smem(hs);
+  size_t smem = att_dq_smem(a.hs);
   smem_optin((const void *)attention_backward_dq_kernel, smem, "attention backward (dq)");
-  attention_backward_dq_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(dqkv, dout, qkv, out, lse, (int)T, (int)C,
-                                                                          (int)NH, scale, acc);
+  attention_backward_dq_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(dqkv, dout, qkv, out, lse, a, acc);
   LAUNCH_CHECK();
-  smem = att_dkv_smem(hs);
+  smem = att_dkv_smem(a.hs);
   smem_optin((const void *)attention_backward_dkv_kernel, smem, "attention backward (dk, dv)");
-  attention_backward_dkv_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(dqkv, dout, qkv, out, lse, (int)T, (int)C,
-                                                                           (int)NH, scale, acc);
+  grid.y = (unsigned)KVH;
+  attention_backward_dkv_kernel<<<grid, ATT_ROWS * 32, smem, ctx.stream>>>(dqkv, dout, qkv, out, lse, a, acc);
   LAUNCH_CHECK();
 }
 

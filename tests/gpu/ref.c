@@ -268,33 +268,49 @@ void ref_softmax_backward(float *dx, const float *dout, const float *out, int64_
 // ----------------------------------------------------------------------------
 // attention: the full [t, t2] probability rows, recomputed per query
 
-/* p[0..t] = softmax of the scaled scores of query t in (b, h); returns lse. */
-static double att_probs(double *p, const float *qkv, int64_t b, int64_t t, int64_t h, int64_t T, int64_t C,
-                        int64_t hs) {
-  const float *q = qkv + (b * T + t) * 3 * C + h * hs;
-  double scale = 1.0 / sqrt((double)hs), mx = -INFINITY, s = 0.0;
-  for (int64_t t2 = 0; t2 <= t; t2++) {
-    const float *k = qkv + (b * T + t2) * 3 * C + C + h * hs;
+/* Positions are C3 floats apart; query head h reads kv head h / G at channels
+ * C + (h / G) hs (k) and C + KC + (h / G) hs (v); a query row sees n(t) keys. */
+typedef struct {
+  int64_t T, C, hs, KC, C3, G, causal;
+} Att;
+
+static Att att_of(int64_t T, int64_t C, int64_t NH, int64_t KVH, int64_t causal) {
+  int64_t hs = C / NH;
+  return (Att){T, C, hs, KVH * hs, C + 2 * KVH * hs, NH / KVH, causal};
+}
+static int64_t att_keys(const Att *a, int64_t t) { return a->causal ? t + 1 : a->T; }
+static const float *att_k(const Att *a, const float *qkv, int64_t b, int64_t t2, int64_t h) {
+  return qkv + (b * a->T + t2) * a->C3 + a->C + h / a->G * a->hs;
+}
+
+/* p[0..n) = softmax of the scaled scores of query t in (b, h); returns lse. */
+static double att_probs(double *p, const float *qkv, const Att *a, int64_t b, int64_t t, int64_t h) {
+  const float *q = qkv + (b * a->T + t) * a->C3 + h * a->hs;
+  double scale = 1.0 / sqrt((double)a->hs), mx = -INFINITY, s = 0.0;
+  int64_t n = att_keys(a, t);
+  for (int64_t t2 = 0; t2 < n; t2++) {
+    const float *k = att_k(a, qkv, b, t2, h);
     double d = 0.0;
-    for (int64_t i = 0; i < hs; i++) d += (double)q[i] * k[i];
+    for (int64_t i = 0; i < a->hs; i++) d += (double)q[i] * k[i];
     p[t2] = d * scale;
     mx = p[t2] > mx ? p[t2] : mx;
   }
-  for (int64_t t2 = 0; t2 <= t; t2++) s += p[t2] = exp(p[t2] - mx);
-  for (int64_t t2 = 0; t2 <= t; t2++) p[t2] /= s;
+  for (int64_t t2 = 0; t2 < n; t2++) s += p[t2] = exp(p[t2] - mx);
+  for (int64_t t2 = 0; t2 < n; t2++) p[t2] /= s;
   return mx + log(s);
 }
 
-void ref_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  int64_t hs = C / NH;
+void ref_attention_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+                           int64_t KVH, int64_t causal) {
+  Att a = att_of(T, C, NH, KVH, causal);
   double *o = dnew(B * T * C), *l = dnew(B * NH * T), *p = dnew(T);
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < NH; h++)
       for (int64_t t = 0; t < T; t++) {
-        l[(b * NH + h) * T + t] = att_probs(p, qkv, b, t, h, T, C, hs);
-        for (int64_t t2 = 0; t2 <= t; t2++) {
-          const float *v = qkv + (b * T + t2) * 3 * C + 2 * C + h * hs;
-          for (int64_t i = 0; i < hs; i++) o[(b * T + t) * C + h * hs + i] += p[t2] * v[i];
+        l[(b * NH + h) * T + t] = att_probs(p, qkv, &a, b, t, h);
+        for (int64_t t2 = 0; t2 < att_keys(&a, t); t2++) {
+          const float *v = att_k(&a, qkv, b, t2, h) + a.KC;
+          for (int64_t i = 0; i < a.hs; i++) o[(b * T + t) * C + h * a.hs + i] += p[t2] * v[i];
         }
       }
   free(p);
@@ -304,30 +320,32 @@ void ref_attention_forward(float *out, float *lse, const float *qkv, int64_t B, 
 
 /* Softmax backward in its textbook form: ds = p (dp - sum_t2 p dp). */
 void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                            int64_t B, int64_t T, int64_t C, int64_t NH, int acc) {
+                            int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KVH, int64_t causal, int acc) {
   (void)out, (void)lse;
-  int64_t hs = C / NH, C3 = 3 * C;
+  Att a = att_of(T, C, NH, KVH, causal);
+  int64_t hs = a.hs, C3 = a.C3;
   double scale = 1.0 / sqrt((double)hs);
   double *g = dnew(B * T * C3), *p = dnew(T), *dp = dnew(T);
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < NH; h++)
       for (int64_t t = 0; t < T; t++) {
-        att_probs(p, qkv, b, t, h, T, C, hs);
+        att_probs(p, qkv, &a, b, t, h);
+        int64_t n = att_keys(&a, t);
         const float *go = dout + (b * T + t) * C + h * hs;
         const float *q = qkv + (b * T + t) * C3 + h * hs;
         double sum = 0.0;
-        for (int64_t t2 = 0; t2 <= t; t2++) {
-          const float *v = qkv + (b * T + t2) * C3 + 2 * C + h * hs;
+        for (int64_t t2 = 0; t2 < n; t2++) {
+          const float *v = att_k(&a, qkv, b, t2, h) + a.KC;
           double d = 0.0;
           for (int64_t i = 0; i < hs; i++) d += (double)go[i] * v[i];
           dp[t2] = d;
           sum += p[t2] * d;
         }
-        for (int64_t t2 = 0; t2 <= t; t2++) {
-          const float *k = qkv + (b * T + t2) * C3 + C + h * hs;
+        for (int64_t t2 = 0; t2 < n; t2++) {
+          const float *k = att_k(&a, qkv, b, t2, h);
           double ds = p[t2] * (dp[t2] - sum) * scale;
-          double *gq = g + (b * T + t) * C3 + h * hs, *gk = g + (b * T + t2) * C3 + C + h * hs;
-          double *gv = gk + C;
+          double *gq = g + (b * T + t) * C3 + h * hs, *gk = g + (k - qkv);
+          double *gv = gk + a.KC;
           for (int64_t i = 0; i < hs; i++) {
             gq[i] += ds * k[i];
             gk[i] += ds * q[i];

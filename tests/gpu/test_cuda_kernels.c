@@ -508,26 +508,29 @@ static void case_softmax(int64_t N, int64_t C) {
 // ----------------------------------------------------------------------------
 // cases: attention
 
-static void case_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
-  char shape[64];
-  snprintf(shape, sizeof shape, "B=%lld T=%lld C=%lld NH=%lld", LL(B), LL(T), LL(C), LL(NH));
-  Ten qkv = ten_rand(B * T * 3 * C, 1.5f);
+/* NH query heads, KVH kv heads (grouped-query when fewer), causal or not. */
+static void case_attention(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KVH, int64_t causal) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "B=%lld T=%lld C=%lld NH=%lld KVH=%lld%s", LL(B), LL(T), LL(C), LL(NH), LL(KVH),
+           causal ? "" : " full");
+  int64_t C3 = C + 2 * KVH * (C / NH);
+  Ten qkv = ten_rand(B * T * C3, 1.5f);
   Ten out = ten_fill(B * T * C, NAN), lse = ten_fill(B * NH * T, NAN);
-  ref_attention_forward(out.ref, lse.ref, qkv.ref, B, T, C, NH);
-  UT(attention_forward)(out.ut, lse.ut, qkv.ut, B, T, C, NH);
+  ref_attention_forward(out.ref, lse.ref, qkv.ref, B, T, C, NH, KVH, causal);
+  UT(attention_forward)(out.ut, lse.ut, qkv.ut, B, T, C, NH, KVH, causal);
   check(&out, TOL_ATT, "attention_forward out %s", shape);
   check(&lse, TOL_ATT, "attention_forward lse");
   Ten out2 = ten_fill(B * T * C, NAN);
-  ref_attention_forward(out2.ref, NULL, qkv.ref, B, T, C, NH);
-  UT(attention_forward)(out2.ut, NULL, qkv.ut, B, T, C, NH);
+  ref_attention_forward(out2.ref, NULL, qkv.ref, B, T, C, NH, KVH, causal);
+  UT(attention_forward)(out2.ut, NULL, qkv.ut, B, T, C, NH, KVH, causal);
   check(&out2, TOL_ATT, "attention_forward eval (lse NULL)");
   // backward from the reference out and lse, identical on both sides
   ut_put(out.ut, out.ref, (size_t)out.n * sizeof(float));
   ut_put(lse.ut, lse.ref, (size_t)lse.n * sizeof(float));
   for (int acc = 0; acc <= 1; acc++) {
-    Ten g = ten_rand(B * T * C, 1), dqkv = ten_grad(B * T * 3 * C, acc);
-    ref_attention_backward(dqkv.ref, g.ref, qkv.ref, out.ref, lse.ref, B, T, C, NH, acc);
-    UT(attention_backward)(dqkv.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, acc);
+    Ten g = ten_rand(B * T * C, 1), dqkv = ten_grad(B * T * C3, acc);
+    ref_attention_backward(dqkv.ref, g.ref, qkv.ref, out.ref, lse.ref, B, T, C, NH, KVH, causal, acc);
+    UT(attention_backward)(dqkv.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, KVH, causal, acc);
     check(&dqkv, TOL_ATT, "attention_backward dqkv acc=%d", acc);
   }
   release_all();
@@ -838,11 +841,17 @@ static void case_determinism(void) {
   int64_t B = 2, T = 256, C = 256, NH = 4, N = 4096, V = 300;
   Ten qkv = ten_rand(B * T * 3 * C, 1.5f), out = ten_fill(B * T * C, 0);
   Ten lse = ten_fill(B * NH * T, 0), g = ten_rand(B * T * C, 1);
-  UT(attention_forward)(out.ut, lse.ut, qkv.ut, B, T, C, NH);
+  UT(attention_forward)(out.ut, lse.ut, qkv.ut, B, T, C, NH, NH, 1);
   Ten d1 = ten_fill(B * T * 3 * C, 0), d2 = ten_fill(B * T * 3 * C, 0);
-  UT(attention_backward)(d1.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, 0);
-  UT(attention_backward)(d2.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, 0);
+  UT(attention_backward)(d1.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, NH, 1, 0);
+  UT(attention_backward)(d2.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, NH, 1, 0);
   check_same(&d1, &d2, "determinism: attention_backward twice");
+  // grouped-query (2 query heads per kv head; the qkv buffer's first 2C per
+  // position), non-causal: dk, dv sum over a group
+  UT(attention_forward)(out.ut, lse.ut, qkv.ut, B, T, C, NH, 2, 0);
+  UT(attention_backward)(d1.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, 2, 0, 0);
+  UT(attention_backward)(d2.ut, g.ut, qkv.ut, out.ut, lse.ut, B, T, C, NH, 2, 0, 0);
+  check_same(&d1, &d2, "determinism: attention_backward GQA twice");
   Ids tok = ids_rand(N, V, 1);
   Ten ge = ten_rand(N * C, 1), e1 = ten_fill(V * C, 0), e2 = ten_fill(V * C, 0);
   UT(embedding_backward)(e1.ut, ge.ut, tok.ut, N, C, V, 0);
@@ -910,8 +919,11 @@ static void bench(void) {
   }
   rt_cuda_set_tf32(0);
   double fa = 4.0 * B * NH * T * T / 2 * (C / NH);
-  TIME("attention_forward", fa, UT(attention_forward)(y, lse, qkv, B, T, C, NH));
-  TIME("attention_backward", 2.5 * fa, UT(attention_backward)(dqkv, y, qkv, y, lse, B, T, C, NH, 0));
+  TIME("attention_forward", fa, UT(attention_forward)(y, lse, qkv, B, T, C, NH, NH, 1));
+  TIME("attention_backward", 2.5 * fa, UT(attention_backward)(dqkv, y, qkv, y, lse, B, T, C, NH, NH, 1, 0));
+  TIME("attention_forward GQA (4 kv heads)", fa, UT(attention_forward)(y, lse, qkv, B, T, C, NH, 4, 1));
+  TIME("attention_backward GQA (4 kv heads)", 2.5 * fa,
+       UT(attention_backward)(dqkv, y, qkv, y, lse, B, T, C, NH, 4, 1, 0));
   TIME("layernorm_forward (8192x768)", 0, UT(layernorm_forward)(y, mean, rstd, qkv, W, bias, M, C));
   TIME("layernorm_backward", 0, UT(layernorm_backward)(dx, dW, bias, y, qkv, W, mean, rstd, M, C, 0, 0, 0));
   TIME("gelu_forward (8192x3072)", 0, UT(gelu_forward)(y, dx, M * 4 * C));
@@ -968,12 +980,18 @@ int main(int argc, char **argv) {
   if (!quick) RUN("rmsnorm", case_rmsnorm(512, 2048, 1e-6f));
   RUN("softmax", case_softmax(50, 1000));
   RUN("softmax", case_softmax(33, 7));
-  RUN("attention", case_attention(2, 67, 96, 4)); // head size 24, ragged tiles
-  RUN("attention", case_attention(1, 33, 40, 5)); // head size 8
+  RUN("attention", case_attention(2, 67, 96, 4, 4, 1)); // head size 24, ragged tiles
+  RUN("attention", case_attention(1, 33, 40, 5, 5, 1)); // head size 8
+  RUN("attention", case_attention(2, 67, 96, 4, 2, 1)); // grouped-query: 2 query heads per kv head
+  RUN("attention", case_attention(2, 45, 48, 6, 1, 1)); // multi-query: one kv head for all 6
+  RUN("attention", case_attention(2, 67, 96, 4, 4, 0)); // not causal: every query sees all T keys
+  RUN("attention", case_attention(1, 50, 64, 4, 2, 0)); // not causal, grouped-query
   if (!quick) {
-    RUN("attention", case_attention(2, 128, 128, 2)); // head size 64
-    RUN("attention", case_attention(1, 100, 240, 2)); // head size 120
-    RUN("attention", case_attention(1, 40, 512, 2));  // head size 256 (large shared memory)
+    RUN("attention", case_attention(2, 128, 128, 2, 2, 1)); // head size 64
+    RUN("attention", case_attention(1, 100, 240, 2, 2, 1)); // head size 120
+    RUN("attention", case_attention(1, 40, 512, 2, 2, 1));  // head size 256 (large shared memory)
+    RUN("attention", case_attention(1, 130, 512, 8, 2, 1)); // Llama-like: head size 64, 4 per kv head
+    RUN("attention", case_attention(1, 40, 512, 2, 1, 0));  // head size 256, multi-query, not causal
   }
   RUN("embedding", case_embedding(1000, 100, 50, 0)); // many repeats per row
   RUN("embedding", case_embedding(777, 70, 5000, 1)); // one very frequent token

@@ -5,7 +5,7 @@ training step in PyTorch eager on the GPU, for tests/gpu/run.sh's ratios.
 The model is the plan itself, interpreted op by op by
 tests/reference/plan_torch.py (the reference tests' interpreter: same ops,
 same AdamW / SGD hyperparameters and param groups, the trainer's batches), with
-attention through F.scaled_dot_product_attention (causal: what a PyTorch user
+attention through F.scaled_dot_product_attention (what a PyTorch user
 writes) and autograd for backward. fp32 runs without TF32, like the memplan
 CUDA trainer; --bf16 runs the forward under torch.autocast(bfloat16), PyTorch's
 usual mixed precision. Prints one JSON line: tokens (or samples) per second
@@ -24,10 +24,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import plan_torch  # noqa: E402
 
 
-def sdpa_attention(qkv, B, T, C, NH):
-    hs = C // NH
-    q, k, v = qkv.view(B, T, 3, NH, hs).permute(2, 0, 3, 1, 4)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+def sdpa_attention(qkv, B, T, C, NH, KVH, causal):
+    q, k, v = plan_torch._split_qkv(qkv, B, T, C, NH, KVH)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)).transpose(1, 2).reshape(B, T, C)
 
 
 def main():

@@ -146,13 +146,22 @@ def make_params(plan, weights, dtype):
             for b in plan["buffers"] if b["role"] == "param"}
 
 
-def _attention(qkv, B, T, C, NH):
+def _split_qkv(qkv, B, T, C, NH, KVH):
+    """q [B, NH, T, hs] and k, v [B, NH, T, hs] from the packed
+    q (NH heads) | k (KVH) | v (KVH) layout, each kv head repeated for its
+    NH / KVH query heads (HF Llama's repeat_kv)."""
     hs = C // NH
-    q, k, v = qkv.view(B, T, 3, NH, hs).permute(2, 0, 3, 1, 4)
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-    return (att @ v).transpose(1, 2).reshape(B, T, C)
+    q, k, v = qkv.view(B, T, NH + 2 * KVH, hs).transpose(1, 2).split([NH, KVH, KVH], dim=1)
+    return q, k.repeat_interleave(NH // KVH, dim=1), v.repeat_interleave(NH // KVH, dim=1)
+
+
+def _attention(qkv, B, T, C, NH, KVH, causal):
+    q, k, v = _split_qkv(qkv, B, T, C, NH, KVH)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(C // NH)
+    if causal:
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf"))
+    return (att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
 
 
 def _rope(x, B, T, H, KV, hd, theta):
@@ -211,7 +220,7 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
         elif k == "softmax":
             y = a[0].softmax(-1)
         elif k == "attention":
-            y = _attention(a[0], *d[:4])
+            y = _attention(a[0], *d[:6])
         elif k == "embedding":
             y = F.embedding(a[0], a[1])
         elif k == "position_embedding":
