@@ -291,6 +291,14 @@ static void csa_build(BuildCtx *c) {
   core[op_attr_index(OP_ATTENTION, "kv_heads")] = *build_attr(c, "kv_heads");
   int t = build_input_id(c, 0);
   t = build_sub(c, OP_LINEAR, "qkv", &t, 1, lin);
+  if (attr_i(c, "rope")) { /* rotary embeddings on q and k, in place in the qkv buffer */
+    Attr rot[MAX_ATTR];
+    op_attr_defaults(OP_ROPE, rot, build_attr(c, "heads")->loc);
+    rot[op_attr_index(OP_ROPE, "heads")] = *build_attr(c, "heads");
+    rot[op_attr_index(OP_ROPE, "kv_heads")] = *build_attr(c, "kv_heads");
+    rot[op_attr_index(OP_ROPE, "theta")] = *build_attr(c, "theta");
+    t = build_sub(c, OP_ROPE, "rope", &t, 1, rot);
+  }
   t = build_sub(c, OP_ATTENTION, "core", &t, 1, core);
   lin[op_attr_index(OP_LINEAR, "out")].i = C;
   build_sub(c, OP_LINEAR, "proj", &t, 1, lin);
@@ -346,8 +354,8 @@ static void posemb_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
 
 /* ---- rope: rotary position embedding of a packed qkv [B, T, (heads + 2 kv_heads) hd] ---- */
 
-/* kv_heads when written, else heads (no grouped-query sharing). */
-static int64_t rope_kv(const Attr *kv, int64_t heads) { return kv->s ? kv->i : heads; }
+/* kv_heads when written (0 is its default: absent), else heads. */
+static int64_t rope_kv(const Attr *kv, int64_t heads) { return kv->i ? kv->i : heads; }
 
 static void rope_build(BuildCtx *c) {
   need_float(c, 0);
@@ -357,8 +365,7 @@ static void rope_build(BuildCtx *c) {
     build_error(c, NULL, "rope needs qkv of shape (B, T, (heads + 2*kv_heads)*hd); '%s' is %s %s",
                 build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x));
   }
-  int64_t H = attr_i(c, "heads"), KV = rope_kv(build_attr(c, "kv_heads"), H), C = x->d[2], n;
-  if (H % KV != 0) build_error(c, "kv_heads", "kv_heads = %lld must divide heads = %lld", (long long)KV, (long long)H);
+  int64_t H = attr_i(c, "heads"), KV = kv_heads(c), C = x->d[2], n;
   if (!ck_mul(2, KV, &n) || !ck_add(H, n, &n) || C % n != 0)
     build_error(c, "heads",
                 "the channels %lld are not (heads + 2*kv_heads) * hd = (%lld + 2*%lld) * hd for an integer hd",
@@ -563,7 +570,8 @@ static const OpInfo table[OP_COUNT] = {
     [OP_CAUSAL_SELF_ATTENTION] =
         {
             .name = "causal_self_attention",
-            .attrs = {{"heads", ATTR_INT, .required = true}, {"kv_heads", ATTR_INT}, {"bias", ATTR_BOOL, .dflt = 1}},
+            .attrs = {{"heads", ATTR_INT, .required = true}, {"kv_heads", ATTR_INT}, {"bias", ATTR_BOOL, .dflt = 1},
+                      {"rope", ATTR_BOOL}, {"theta", ATTR_FLOAT, .dflt = 10000, .positive = true}},
             .min_inputs = 1, .max_inputs = 1,
             .build = csa_build, .composite = true,
         },

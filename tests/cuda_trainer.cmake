@@ -15,7 +15,7 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   endfunction()
   file(GLOB bundled_models ${MEMPLAN_SOURCE_DIR}/models/*.yaml)
   foreach(yaml ${bundled_models})
-    get_filename_component(name ${yaml} NAME_WE)
+    get_filename_component(name ${yaml} NAME_WLE) # llama-3.2-1b.yaml: llama-3.2-1b
     memplan_cuda_trainer(${name} ${yaml})
   endforeach()
   # an op with a float attribute: rmsnorm's eps reaches rt_cuda_rmsnorm_* after the dims

@@ -44,6 +44,7 @@ endfunction()
 memplan_e2e_build(gpt2-mini ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml)
 memplan_e2e_build(mlp ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml)
 memplan_e2e_build(mlp-adamw ${MEMPLAN_TEST_DIR}/reference/mlp-adamw.yaml)
+memplan_e2e_build(llama-mini ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml)
 memplan_e2e_build(rmsnorm-lm ${MEMPLAN_TEST_DIR}/reference/rmsnorm-lm.yaml)
 # softmax, matmul and mse, which no bundled model uses, for the reference test
 memplan_e2e_build(mixer-mse ${MEMPLAN_TEST_DIR}/reference/mixer-mse.yaml)
@@ -59,6 +60,9 @@ set(mlp ${e2e_dir}/mlp/build/trainer)
 memplan_e2e(e2e_train_gpt2-mini gpt2-mini train ${mini} 1.5 --steps 150 --text ${e2e_text} --log-every 25
             --eval-every 50 --threads 2)
 memplan_e2e(e2e_train_mlp mlp train ${mlp} 0.4 --steps 300 --log-every 50 --threads 2)
+# llama-mini from ~5.5 by at least 1.5 nats in 60 steps (about 0.5 s a step here)
+memplan_e2e(e2e_train_llama-mini llama-mini train ${e2e_dir}/llama-mini/build/trainer 1.5 --steps 60 --text ${e2e_text}
+            --log-every 10 --eval-every 30 --threads 2)
 memplan_e2e(e2e_determinism_gpt2-mini gpt2-mini determinism ${mini} --steps 8 --text ${e2e_text} --threads 2
             --eval-batches 0)
 memplan_e2e(e2e_roundtrip_gpt2-mini gpt2-mini roundtrip ${mini} ${e2e_dir}/roundtrip --text ${e2e_text})
@@ -89,6 +93,10 @@ endfunction()
 memplan_reference(reference_gpt2-mini_adamw gpt2-mini --text ${e2e_text})
 memplan_reference(reference_mlp_adamw mlp-adamw)
 memplan_reference(reference_mlp_sgd mlp)
+# llama-mini against tests/reference/llama_ref.py, an nn.Module written from the
+# equations (RMSNorm, RoPE, GQA, SwiGLU) instead of plan_torch's plan
+# interpreter, over 10 steps (about 80 s on 2 cores)
+memplan_reference(reference_llama_mini llama-mini --text ${e2e_text} --steps 10 --module llama_ref)
 memplan_reference(reference_rmsnorm_lm rmsnorm-lm --text ${e2e_text})
 memplan_reference(reference_mixer_mse_adamw mixer-mse)
 memplan_reference(reference_llama_lm llama-lm --text ${e2e_text})

@@ -9,7 +9,7 @@ set_tests_properties(planner_unit PROPERTIES LABELS unit)
 # every file in models/ compiles and verifies
 file(GLOB memplan_models ${MEMPLAN_SOURCE_DIR}/models/*.yaml)
 foreach(m ${memplan_models})
-  get_filename_component(name ${m} NAME_WE)
+  get_filename_component(name ${m} NAME_WLE) # llama-3.2-1b.yaml: llama-3.2-1b
   add_test(NAME compile_${name} COMMAND memplan compile ${m})
   set_tests_properties(compile_${name} PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "plan verified")
   foreach(pass graph step live)
@@ -25,6 +25,26 @@ endforeach()
 # GPT-2 small without vocabulary padding has the published parameter count
 add_test(NAME gpt2_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --set V=50257)
 set_tests_properties(gpt2_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   124,439,808 ")
+
+# the Llama-family models have their published parameter counts (tied embeddings)
+add_test(NAME smollm2_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml)
+set_tests_properties(smollm2_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   134,515,008 ")
+add_test(NAME llama_1b_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml)
+set_tests_properties(llama_1b_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   1,235,814,400 ")
+# ... and plan under budgets: recomputation, micro-batches, and a budget below
+# what parameters, gradients and AdamW state take
+add_test(NAME smollm2_budget_8g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml --budget 8G)
+set_tests_properties(smollm2_budget_8g PROPERTIES LABELS e2e
+  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified")
+add_test(NAME smollm2_budget_4g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml --budget 4G)
+set_tests_properties(smollm2_budget_4g PROPERTIES LABELS e2e
+  PASS_REGULAR_EXPRESSION "2 micro-batches of 4 .*<- chosen.*plan verified")
+add_test(NAME llama_1b_budget_24g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 24G)
+set_tests_properties(llama_1b_budget_24g PROPERTIES LABELS e2e
+  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified")
+add_test(NAME llama_1b_budget_16g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 16G)
+set_tests_properties(llama_1b_budget_16g PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "does not fit the budget .*Smallest budget that fits: --budget [0-9]+ \\(19.05 GiB\\)")
 
 # a budget that is too small names the bytes needed
 add_test(NAME budget_too_small COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --budget 1M)
