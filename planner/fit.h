@@ -37,7 +37,9 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o);
  * step. */
 int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Plan *fused);
 
-/* The fastest plan within budget (0: no budget, keep everything). */
+/* The fastest plan within budget (0: no budget, keep everything). The
+ * checkpointing DP is solved once; the plan returned is the candidate that
+ * was checked against the budget (not a rebuild). */
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o);
 
 /* memplan sweep: one line per Pareto-optimal schedule, from keeping
