@@ -1,5 +1,5 @@
-/* main.c: the memplan command line. `compile` is a flat list of passes:
- * load, autodiff, liveness (train, eval), plan, offsets, verify, emit. */
+/* main.c: the memplan command line. `compile` parses its options, calls the
+ * planner (plan_model: the passes in order) and writes what it returns. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,14 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autodiff.h"
 #include "cli.h"
+#include "driver.h"
 #include "emit.h"
-#include "fit.h"
 #include "live.h"
-#include "load.h"
 #include "plan_build.h"
-#include "verify.h"
 
 #ifndef MEMPLAN_VERSION
 #define MEMPLAN_VERSION "0.0.0"
@@ -350,181 +347,72 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
   return rc;
 }
 
-static void over_budget(const char *model, int64_t budget, const FitResult *r) {
+static void over_budget(const char *model, int64_t budget, int64_t min_arena) {
   char a[32], b[32];
   fprintf(stderr,
           "memplan: error: %s does not fit the budget of %lld bytes (%s).\n"
           "  Smallest budget that fits: --budget %lld (%s)\n"
           "  (tried recomputation, then every micro-batch size down to 1; a shorter sequence (--set T=...)\n"
           "  shrinks activations; --precision auto or bf16 stores saved activations in half precision)\n",
-          model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)r->min_arena,
-          mp_fmt_bytes(b, sizeof b, r->min_arena));
+          model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)min_arena,
+          mp_fmt_bytes(b, sizeof b, min_arena));
 }
 
-static FitOptions fit_options(const Options *o) {
-  return (FitOptions){.fuse = !o->no_fuse,
-                      .align = o->align,
-                      .time_limit = o->time_limit,
-                      .backend = BACKEND_CPU,
-                      .units = 500,
-                      .accumulation = 1,
-                      .precision = o->precision,
-                      .guard = o->guard ? 64 : 0};
+static PlanRequest request(const Options *o) {
+  return (PlanRequest){.model = o->model,
+                       .ov = o->ov,
+                       .nov = o->nov,
+                       .budget = o->budget,
+                       .micro_batch = o->micro_batch,
+                       .fit = {.fuse = !o->no_fuse,
+                               .align = o->align,
+                               .time_limit = o->time_limit,
+                               .backend = BACKEND_CPU,
+                               .units = 500,
+                               .accumulation = 1,
+                               .precision = o->precision,
+                               .guard = o->guard ? 64 : 0}};
 }
 
-/* The dim that sizes the batch: the inputs' leading dim, when every input
- * starts with the same plain dim name (B). NULL: no micro-batching. */
-static const char *batch_dim(const Graph *g) {
-  const char *name = NULL;
-  for (int t = 0; t < g->nt; t++) {
-    if (g->t[t].kind != TK_INPUT) continue;
-    const char *d = g->t[t].shape.rank ? g->t[t].shape.sym[0] : NULL;
-    if (!d || (name && strcmp(name, d))) return NULL;
-    name = d;
+/* What compile prints and writes for the planner's outcome; the exit status. */
+static int write_result(Arena *ar, const Options *o, const PlanOutcome *r) {
+  if (dumping(o, "graph")) {
+    load_dump(r->graph, stdout);
+    return EXIT_OK;
   }
-  for (int i = 0; name && i < g->ndims; i++)
-    if (!strcmp(g->dims[i].name, name)) return name;
-  return NULL;
-}
-
-static int64_t dim_value(const Graph *g, const char *name) {
-  for (int i = 0; i < g->ndims; i++)
-    if (!strcmp(g->dims[i].name, name)) return g->dims[i].value;
-  return 0;
-}
-
-/* The model again with the batch dim set to mb (after the user's --set). */
-static Graph *with_micro_batch(Arena *ar, Options *o, const char *bdim, int64_t mb) {
-  DimOverride ov[65];
-  memcpy(ov, o->ov, sizeof(DimOverride) * (size_t)o->nov);
-  int n = o->nov, i = 0;
-  while (i < n && strcmp(ov[i].name, bdim)) i++;
-  ov[i] = (DimOverride){bdim, mb};
-  Graph *g = load_model(ar, o->model, ov, i == n ? n + 1 : n);
-  for (int d = 0; d < g->ndims; d++) /* a micro-batch is the planner's choice, not a --set */
-    if (!strcmp(g->dims[d].name, bdim)) g->dims[d].overridden = i < n;
-  return g;
-}
-
-/* What the levers tried, in order (Plan.levers). */
-typedef VEC(PlanLever) Levers;
-
-static FitResult fit_noted(Arena *ar, Levers *L, const Options *o, Graph *g, const FitOptions *fo) {
-  FitResult r = fit_budget(ar, g, o->budget, fo);
-  const char *bdim = batch_dim(g);
-  int mb = bdim ? (int)dim_value(g, bdim) : 0;
-  PlanLever l = {.precision = prec_name(fo->precision),
-                 .micro_batch = mb,
-                 .accumulation_steps = fo->accumulation,
-                 .keep_arena = r.keep_arena,
-                 .arena = r.min_arena};
-  if (r.plan) { /* auto names what it chose */
-    l.precision = r.plan->precision;
-    l.arena = r.plan->arena_bytes;
-    l.extra_flops = r.plan->extra_flops;
-    l.step_flops = r.plan->step_flops;
-    l.fits = true;
+  switch (r->status) {
+  case PLAN_OK: break;
+  case PLAN_OVER_BUDGET: over_budget(o->model, o->budget, r->min_arena); return EXIT_USER;
+  case PLAN_BAD_REQUEST: fprintf(stderr, "memplan: error: %s\n", r->message); return EXIT_USER;
+  case PLAN_UNVERIFIED:
+    fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n",
+            r->message);
+    return EXIT_INTERNAL;
   }
-  VEC_PUSH(ar, *L, l);
-  return r;
-}
-
-/* The budget's levers in order: keep everything; recompute (fit_budget:
- * under --precision auto the DP also chooses, stage by stage, between fp32
- * and bf16 storage of what it keeps, paying the casts); then the largest
- * micro-batch dividing the batch that fits, with both at that size too.
- * --micro-batch forces one. Every configuration tried is recorded in the
- * plan, the chosen one marked. */
-static FitResult fit_levers(Arena *ar, Options *o, Graph **g, FitOptions *fo) {
-  Levers L = {0};
-  const char *bdim = batch_dim(*g);
-  int64_t B = bdim ? dim_value(*g, bdim) : 0;
-  FitResult r;
-  if (o->micro_batch) {
-    if (!bdim || B % o->micro_batch) {
-      fprintf(stderr, "memplan: error: --micro-batch %lld must divide the batch %s = %lld\n", (long long)o->micro_batch,
-              bdim ? bdim : "(the inputs have no common leading dim)", (long long)B);
-      exit(EXIT_USER);
-    }
-    fo->accumulation = (int)(B / o->micro_batch);
-    *g = with_micro_batch(ar, o, bdim, o->micro_batch);
-    r = fit_noted(ar, &L, o, *g, fo);
-  } else {
-    r = fit_noted(ar, &L, o, *g, fo);
-    int64_t least = r.min_arena;
-    for (int64_t mb = B - 1; !r.plan && mb >= 1; mb--) {
-      if (B % mb) continue;
-      fo->accumulation = (int)(B / mb);
-      *g = with_micro_batch(ar, o, bdim, mb);
-      r = fit_noted(ar, &L, o, *g, fo);
-      if (r.min_arena < least) least = r.min_arena;
-    }
-    r.min_arena = least;
+  const Plan *p = r->plan;
+  if (dumping(o, "step")) ad_dump(r->step, stdout);
+  else if (dumping(o, "live")) live_dump(r->step, live_build(ar, r->step, r->step->train, r->step->ntrain), stdout);
+  else if (dumping(o, "plan")) plan_dump(p, stdout);
+  if (o->dump) return EXIT_OK;
+  report_plan(p, stdout);
+  printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
+  DotOptions dot = {o->expand, o->block, NULL};
+  if (o->block && !dot_block_exists(p, o->block)) {
+    fprintf(stderr, "memplan: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
+            o->block, o->block);
+    return EXIT_USER;
   }
-  if (r.plan) {
-    for (int i = L.n - 1; i >= 0; i--) /* the chosen one: the last whose plan is the one returned */
-      if (L.v[i].fits && L.v[i].arena == r.plan->arena_bytes && L.v[i].extra_flops == r.plan->extra_flops) {
-        L.v[i].chosen = true;
-        break;
-      }
-    r.plan->levers = L.v, r.plan->nlevers = L.n;
-  }
-  return r;
+  return o->outdir ? write_outputs(p, o->outdir, &dot) : EXIT_OK;
 }
 
 static int compile_main(int argc, char **argv) {
   Options o;
   parse_options(argc, argv, false, &o);
-  double t0 = mp_now();
   Arena ar = {0};
-  int rc = EXIT_OK;
-  Graph *g = load_model(&ar, o.model, o.ov, o.nov);
-  if (dumping(&o, "graph")) {
-    load_dump(g, stdout);
-    goto done;
-  }
-  FitOptions fo = fit_options(&o);
-  FitResult r = fit_levers(&ar, &o, &g, &fo);
-  if (!r.plan) {
-    over_budget(o.model, o.budget, &r);
-    rc = EXIT_USER;
-    goto done;
-  }
-  Plan *p = r.plan;
-  if (dumping(&o, "step")) {
-    ad_dump(r.step, stdout);
-    goto done;
-  }
-  if (dumping(&o, "live")) {
-    live_dump(r.step, live_build(&ar, r.step, r.step->train, r.step->ntrain), stdout);
-    goto done;
-  }
-  if (r.step->fused && !p->extra_flops && !o.guard && (o.precision != PREC_AUTO || !strcmp(p->precision, "fp32")))
-    /* what fusing the updates saves, for the report */
-    p->unfused_lower_bound = fit_unfused_lower_bound(&ar, g, &fo, p);
-  p->compile_seconds = mp_now() - t0;
-  const char *bad = verify_plan(p);
-  if (bad) {
-    fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n", bad);
-    rc = EXIT_INTERNAL;
-    goto done;
-  }
-  p->budget_bytes = o.budget;
-  if (dumping(&o, "plan")) {
-    plan_dump(p, stdout);
-    goto done;
-  }
-  report_plan(p, stdout);
-  printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
-  DotOptions dot = {o.expand, o.block, NULL};
-  if (o.block && !dot_block_exists(p, o.block)) {
-    fprintf(stderr, "memplan: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
-            o.block, o.block);
-    rc = EXIT_USER;
-    goto done;
-  }
-  if (o.outdir) rc = write_outputs(p, o.outdir, &dot);
-done:
+  PlanRequest rq = request(&o);
+  rq.graph_only = dumping(&o, "graph");
+  PlanOutcome r = plan_model(&ar, &rq);
+  int rc = write_result(&ar, &o, &r);
   ar_free(&ar);
   return rc;
 }
@@ -535,9 +423,9 @@ static int sweep_main(int argc, char **argv) {
   parse_options(argc, argv, true, &o);
   Arena ar = {0};
   Graph *g = load_model(&ar, o.model, o.ov, o.nov);
-  FitOptions fo = fit_options(&o);
+  PlanRequest rq = request(&o);
   printf("memplan sweep: %s (model %s): fastest plan at each arena size\n", o.model, g->model);
-  fit_sweep(&ar, g, &fo, stdout);
+  fit_sweep(&ar, g, &rq.fit, stdout);
   ar_free(&ar);
   return EXIT_OK;
 }

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "live.h"
 #include "plan_build.h"
@@ -47,7 +48,9 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   return p;
 }
 
-int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Plan *fused) {
+int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Step *step, const Plan *fused) {
+  if (!step->fused || fused->extra_flops || o->guard || (o->precision == PREC_AUTO && strcmp(fused->precision, "fp32")))
+    return 0;
   FitOptions u = *o;
   u.fuse = false;
   Step *s = build_step(ar, g, &u, NULL, plain_half(ar, g, o));
