@@ -2,6 +2,9 @@
  * cli_sweep.c, show.c, pack.c) by its name, and the help of them all. */
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cli.h"
 
@@ -24,6 +27,14 @@ static void print_help(void) {
 }
 
 int main(int argc, char **argv) {
+#ifdef __GLIBC__
+  /* A budget search builds and drops a plan per candidate: freed memory
+   * stays in the process for the next one instead of going back to the
+   * kernel and faulting in again (glibc's adaptive thresholds otherwise cost
+   * a search about half of its time). */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
   if (argc < 2) {
     fputs(usage, stderr);
     return EXIT_USAGE;
