@@ -15,14 +15,13 @@
 
 static int failures, checks;
 
-#define CHECK(c)                                                            \
-  do {                                                                      \
-    checks++;                                                               \
-    if (!(c)) {                                                             \
-      failures++;                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-    }                                                                       \
-  } while (0)
+static void check(bool ok, const char *what, int line) {
+  checks++;
+  if (ok) return;
+  failures++;
+  fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, line, what);
+}
+#define CHECK(c) check((c), #c, __LINE__)
 
 static PlanRequest request(const char *model) {
   return (PlanRequest){.model = model,
