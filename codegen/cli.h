@@ -1,6 +1,7 @@
-/* cli.h: what the memplan commands (main.c: compile, sweep; show.c; pack.c)
- * share: one scheme of exit statuses and each command's help, so that
- * `memplan --help` can list every option of every command. */
+/* cli.h: what the memplan commands (cli_compile.c, cli_sweep.c, show.c,
+ * pack.c; main.c picks one) share: one scheme of exit statuses, each
+ * command's help, so that `memplan --help` can list every option of every
+ * command, and the options compile and sweep have in common. */
 #ifndef MEMPLAN_CLI_H
 #define MEMPLAN_CLI_H
 
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "driver.h"
 
 /* The exit statuses of every command. */
 enum {
@@ -24,10 +27,34 @@ enum {
   "exit status: 0 success; 1 user error (bad model, input or plan file, does not fit, I/O failure);\n" \
   "  2 usage (unknown option, bad option value, missing argument); 3 internal error (a bug)\n"
 
-extern const char show_help[]; /* show.c */
-extern const char pack_help[]; /* pack.c */
+extern const char compile_help[]; /* cli_compile.c */
+extern const char sweep_help[];   /* cli_sweep.c */
+extern const char show_help[];    /* show.c */
+extern const char pack_help[];    /* pack.c */
+int compile_main(int argc, char **argv);
+int sweep_main(int argc, char **argv);
 int show_main(int argc, char **argv);
 int pack_main(int argc, char **argv);
+
+/* The options of compile; sweep takes a subset. */
+typedef struct {
+  const char *model, *outdir, *dump;
+  int64_t budget, align;
+  double time_limit;
+  bool no_fuse, expand, guard;
+  int64_t micro_batch;
+  Precision precision;
+  const char *block;
+  DimOverride ov[64];
+  char ovname[64][64];
+  int nov;
+} Options;
+
+/* Parses compile's options, or with sweep set, the subset sweep takes
+ * (cli_compile.c); usage errors and --help exit. */
+void cli_parse_options(int argc, char **argv, bool sweep, Options *o);
+/* What the options ask of the planner. */
+PlanRequest cli_request(const Options *o);
 
 /* A usage error of `memplan CMD`: the message, where to read the options,
  * and exit status 2. */

@@ -21,6 +21,14 @@ void text_free(Text *t);
  * path holds either the old file or the whole new one. Returns 0, or -1 with
  * a message on stderr. */
 int text_write_atomic(const Text *t, const char *path);
+/* Writes the n texts as dir/name[i], all or nothing: every file is written
+ * (text_write_atomic: fsync, rename) into a temp folder first, beside dir
+ * when dir is new (dir.tmp-XXXXXX, renamed to dir at the end) or inside it
+ * when it exists (dir/.memplan-tmp-XXXXXX, each file renamed into dir at the
+ * end, so that what else the folder holds, a build folder or saved weights,
+ * stays). On a failure the temp folder goes and dir is as it was. Returns 0,
+ * or -1 with a message on stderr. */
+int text_write_folder(const char *dir, const char *const *name, const Text *out, int n);
 /* mkdir -p; 0 or -1 with a message. */
 int emit_mkdirs(const char *dir);
 

@@ -1,5 +1,7 @@
-/* text.c: in-memory output and atomic files. */
+/* text.c: in-memory output, and atomic files and folders. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,5 +94,116 @@ int emit_mkdirs(const char *dir) {
     if (!c) break;
   }
   free(p);
+  return 0;
+}
+
+/* Removes a folder that holds only files (the temp folder), best effort. */
+static void remove_flat_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+/* Makes a folder's renames durable, best effort (not every file system can
+ * fsync a folder). */
+static void fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+/* The folder that holds dir: "a/b" -> "a", "b" -> ".", "/b" -> "/". */
+static void parent_of(const char *dir, char *out, size_t cap) {
+  snprintf(out, cap, "%s", dir);
+  size_t n = strlen(out);
+  while (n > 1 && out[n - 1] == '/') out[--n] = 0;
+  char *slash = strrchr(out, '/');
+  if (!slash) snprintf(out, cap, ".");
+  else if (slash == out) out[1] = 0;
+  else *slash = 0;
+}
+
+/* out = dir (its first dirlen bytes) / name; false when it is too long. */
+static bool in_dir(char *out, size_t cap, const char *dir, int dirlen, const char *name) {
+  int k = snprintf(out, cap, "%.*s/%s", dirlen, dir, name);
+  return k >= 0 && (size_t)k < cap;
+}
+
+int text_write_folder(const char *dir, const char *const *name, const Text *out, int n) {
+  char tmp[4096], parent[4096], path[4096], final[4096];
+  struct stat st;
+  bool exists = stat(dir, &st) == 0;
+  if (exists && !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "memplan: error: cannot write %s/: %s exists and is not a folder\n", dir, dir);
+    return -1;
+  }
+  if (!exists && errno != ENOENT) {
+    fprintf(stderr, "memplan: error: cannot write %s/: %s\n", dir, strerror(errno));
+    return -1;
+  }
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') len--;
+  if (len + 64 > sizeof tmp) {
+    fprintf(stderr, "memplan: error: the output folder's name is too long: %s\n", dir);
+    return -1;
+  }
+  parent_of(dir, parent, sizeof parent);
+  if (exists) snprintf(tmp, sizeof tmp, "%.*s/.memplan-tmp-XXXXXX", (int)len, dir);
+  else if (emit_mkdirs(parent)) return -1;
+  else snprintf(tmp, sizeof tmp, "%.*s.tmp-XXXXXX", (int)len, dir);
+  if (!mkdtemp(tmp)) {
+    fprintf(stderr, "memplan: error: cannot create a temporary folder %s: %s\n", tmp, strerror(errno));
+    return -1;
+  }
+  mode_t mask = umask(0); /* mkdtemp makes 0700; the folder gets what mkdir would give */
+  umask(mask);
+  chmod(tmp, 0777 & ~mask);
+  for (int i = 0; i < n; i++) {
+    if (!in_dir(path, sizeof path, tmp, (int)strlen(tmp), name[i]) || text_write_atomic(&out[i], path)) {
+      fprintf(stderr, "memplan: error: could not write %.*s/%s; %.*s was left as it was\n", (int)len, dir, name[i],
+              (int)len, dir);
+      remove_flat_dir(tmp);
+      return -1;
+    }
+  }
+  if (!exists) {
+    if (rename(tmp, dir)) {
+      fprintf(stderr, "memplan: error: cannot rename %s to %s: %s\n", tmp, dir, strerror(errno));
+      remove_flat_dir(tmp);
+      return -1;
+    }
+    fsync_dir(parent);
+    return 0;
+  }
+  for (int i = 0; i < n; i++) { /* nothing in dir changes if a name there cannot be replaced */
+    if (in_dir(final, sizeof final, dir, (int)len, name[i]) && lstat(final, &st) == 0 && S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "memplan: error: cannot write %s: it is a folder\n", final);
+      remove_flat_dir(tmp);
+      return -1;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    in_dir(path, sizeof path, tmp, (int)strlen(tmp), name[i]); /* both fit: written above */
+    in_dir(final, sizeof final, dir, (int)len, name[i]);
+    if (rename(path, final)) {
+      fprintf(stderr, "memplan: error: cannot rename %s to %s: %s (%d of %d files replaced)\n", path, final,
+              strerror(errno), i, n);
+      remove_flat_dir(tmp);
+      return -1;
+    }
+  }
+  rmdir(tmp);
+  fsync_dir(dir);
   return 0;
 }

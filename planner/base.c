@@ -22,15 +22,22 @@ void *ar_alloc(Arena *a, size_t n) {
   size_t al = sizeof(max_align_t);
   n = (n + al - 1) / al * al;
   if (!a->head || a->head->cap - a->head->used < n) {
-    size_t cap = n > (1u << 20) ? n : (1u << 20);
-    ArBlock *b = malloc(sizeof(ArBlock) + cap);
-    if (!b) {
-      fprintf(stderr, "memplan: error: out of memory (asked for %zu bytes)\n", n);
-      exit(1);
+    ArBlock **spare = &a->spare, *b;
+    while (*spare && (*spare)->cap < n) spare = &(*spare)->next;
+    if (*spare) {
+      b = *spare;
+      *spare = b->next;
+    } else {
+      size_t cap = n > (1u << 20) ? n : (1u << 20);
+      b = malloc(sizeof(ArBlock) + cap);
+      if (!b) {
+        fprintf(stderr, "memplan: error: out of memory (asked for %zu bytes)\n", n);
+        exit(1);
+      }
+      b->cap = cap;
     }
     b->next = a->head;
     b->used = 0;
-    b->cap = cap;
     a->head = b;
   }
   void *p = (char *)a->head->data + a->head->used;
@@ -66,12 +73,40 @@ char *ar_printf(Arena *a, const char *fmt, ...) {
   return p;
 }
 
-void ar_free(Arena *a) {
-  while (a->head) {
-    ArBlock *n = a->head->next;
-    free(a->head);
-    a->head = n;
+/* Puts the list from in front of *list. */
+static void blocks_prepend(ArBlock **list, ArBlock *from) {
+  if (!from) return;
+  ArBlock *last = from;
+  while (last->next) last = last->next;
+  last->next = *list;
+  *list = from;
+}
+
+void ar_adopt(Arena *a, Arena *from) {
+  if (a->head) /* behind a's newest block, which goes on serving a's allocations */
+    blocks_prepend(&a->head->next, from->head);
+  else a->head = from->head;
+  blocks_prepend(&a->spare, from->spare);
+  *from = (Arena){0};
+}
+
+void ar_reset(Arena *a) {
+  blocks_prepend(&a->spare, a->head);
+  a->head = NULL;
+}
+
+static void blocks_free(ArBlock *b) {
+  while (b) {
+    ArBlock *n = b->next;
+    free(b);
+    b = n;
   }
+}
+
+void ar_free(Arena *a) {
+  blocks_free(a->head);
+  blocks_free(a->spare);
+  *a = (Arena){0};
 }
 
 /* ---- diagnostics ---- */

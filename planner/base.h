@@ -17,7 +17,8 @@ _Noreturn void mp_internal_error(const char *file, int line, const char *what);
 /* One arena per compilation owns the IR and every pass's tables; freed once. */
 typedef struct ArBlock ArBlock;
 typedef struct {
-  ArBlock *head; /* newest block first */
+  ArBlock *head;  /* newest block first */
+  ArBlock *spare; /* blocks ar_reset kept, for the next allocations */
 } Arena;
 
 void *ar_alloc(Arena *a, size_t n);                           /* zeroed, max-aligned */
@@ -25,6 +26,13 @@ void *ar_grow(Arena *a, void *old, size_t oldn, size_t newn); /* copy into new *
 char *ar_strdup(Arena *a, const char *s);
 char *ar_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ar_free(Arena *a);
+/* Moves from's blocks into a (what they hold is then freed with a); from is left empty. */
+void ar_adopt(Arena *a, Arena *from);
+/* Frees everything allocated in a but keeps its blocks for the allocations
+ * that follow: a loop that builds and drops a plan per candidate reuses the
+ * same memory instead of handing it back to malloc (and the kernel) each
+ * time. */
+void ar_reset(Arena *a);
 
 /* Growable array living in an arena: VEC(int) v = {0}; VEC_PUSH(ar, v, 3); */
 #define VEC(T)  \

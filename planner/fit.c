@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "live.h"
 #include "plan_build.h"
@@ -47,7 +48,9 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   return p;
 }
 
-int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Plan *fused) {
+int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Step *step, const Plan *fused) {
+  if (!step->fused || fused->extra_flops || o->guard || (o->precision == PREC_AUTO && strcmp(fused->precision, "fp32")))
+    return 0;
   FitOptions u = *o;
   u.fuse = false;
   Step *s = build_step(ar, g, &u, NULL, plain_half(ar, g, o));
@@ -91,10 +94,11 @@ typedef struct {
   bool *half;
 } Solver;
 
+/* The chain and its DP table: solved once per fit, every candidate read from it. */
 static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
   S->g = g, S->o = o;
-  S->half = half_set(ar, g, o);
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
+  S->half = o->precision == PREC_FP32 ? NULL : prec_candidates(ar, g, S->plain);
   S->chain = chain_build(ar, g, S->plain, cost_model(o->backend), S->half, o->precision == PREC_AUTO);
   /* the table has stages^2 (M + 1) cells: fewer units for long chains, and
    * no checkpointing where even 8 units would not fit in 2^26 cells */
@@ -121,16 +125,6 @@ static const bool *half_of(Arena *ar, const Solver *S, const Actions *a) {
   return h;
 }
 
-/* The plan of the DP's schedule at m units, built in ar. */
-static Plan *candidate(Arena *ar, Solver *S, int m, Step **step) {
-  Actions a = ckpt_actions(ar, S->T, m);
-  Step *s = build_step(ar, S->g, S->o, &a, half_of(ar, S, &a));
-  Plan *p = fit_plan(ar, S->g, s, S->o);
-  describe(ar, p, S->g, S->plain, S->chain, &a);
-  if (step) *step = s;
-  return p;
-}
-
 /* Seconds a schedule takes under the chain's cost model. */
 static double schedule_time(const Chain *c, const Actions *a) {
   double t = 0;
@@ -153,18 +147,44 @@ static Actions lightest(Arena *ar, const Chain *c, Actions a) {
   return a;
 }
 
-/* Candidate m, or its lightest variant, built and checked in a scratch arena. */
-static bool try_fit(Solver *S, int m, bool light, int64_t budget, FitResult *r, double *time) {
-  Arena tmp = {0};
-  Actions a = ckpt_actions(&tmp, S->T, m);
-  if (light) a = lightest(&tmp, S->chain, a);
-  Plan *p = fit_plan(&tmp, S->g, build_step(&tmp, S->g, S->o, &a, half_of(&tmp, S, &a)), S->o);
-  int64_t arena = p->arena_bytes;
+/* The plan of the DP's schedule at m units (light: its lightest variant),
+ * built in ar, with its step and its time under the cost model. */
+static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **step, double *time) {
+  Actions a = ckpt_actions(ar, S->T, m);
+  if (light) a = lightest(ar, S->chain, a);
+  Step *s = build_step(ar, S->g, S->o, &a, half_of(ar, S, &a));
+  Plan *p = fit_plan(ar, S->g, s, S->o);
+  describe(ar, p, S->g, S->plain, S->chain, &a);
+  *step = s;
   *time = schedule_time(S->chain, &a);
-  ar_free(&tmp);
+  return p;
+}
+
+/* Trades the contents of two arenas. */
+static void ar_swap(Arena *a, Arena *b) {
+  Arena t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* Candidate m (or its lightest variant) built in tmp (reset first) and
+ * checked: when its arena fits the budget and it runs in less than `limit`,
+ * it becomes r's plan, tmp and *best trading places (the last winner's
+ * memory becomes the next candidates'). */
+static bool try_fit(const Solver *S, int m, bool light, int64_t budget, double limit, FitResult *r, Arena *tmp,
+                    Arena *best, double *best_time) {
+  ar_reset(tmp);
+  Step *s;
+  double t;
+  Plan *p = candidate(tmp, S, m, light, &s, &t);
   r->candidates++;
-  if (arena < r->min_arena) r->min_arena = arena;
-  return arena <= budget;
+  if (p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+  if (p->arena_bytes > budget || t >= limit) return false;
+  ar_swap(tmp, best);
+  r->plan = p;
+  r->step = s;
+  *best_time = t;
+  return true;
 }
 
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o) {
@@ -177,38 +197,23 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     r.step = plain;
     return r;
   }
-  Arena scratch = {0};
+  Arena scratch = {0}, tmp = {0}, best = {0};
   Solver S;
   solver_init(&scratch, &S, g, o);
   /* Walk the DP's schedules from the cheapest; a schedule that misses may
-   * fit with lighter options, which is kept while nothing cheaper fits. */
-  int best_m = -1;
-  bool best_light = false;
-  double best_time = INFINITY, last = NAN, t;
+   * fit with lighter options, which is kept while nothing cheaper fits. The
+   * plan that wins is the one checked: its arena joins the caller's. */
+  double best_time = INFINITY, last = NAN;
   for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
     double c = ckpt_cost(S.T, m);
     if (!isfinite(c) || c >= best_time) break;
     if (c == last) continue; /* the same schedule as the previous m */
     last = c;
-    if (try_fit(&S, m, false, budget, &r, &t)) {
-      best_m = m, best_light = false, best_time = t;
-      break;
-    }
-    if (try_fit(&S, m, true, budget, &r, &t) && t < best_time) {
-      best_m = m;
-      best_light = true;
-      best_time = t;
-    }
+    if (try_fit(&S, m, false, budget, INFINITY, &r, &tmp, &best, &best_time)) break;
+    try_fit(&S, m, true, budget, best_time, &r, &tmp, &best, &best_time);
   }
-  if (best_m >= 0) { /* rebuild the winner in the caller's arena */
-    Solver W;
-    solver_init(ar, &W, g, o);
-    Actions a = ckpt_actions(ar, W.T, best_m);
-    if (best_light) a = lightest(ar, W.chain, a);
-    r.step = build_step(ar, g, o, &a, half_of(ar, &W, &a));
-    r.plan = fit_plan(ar, g, r.step, o);
-    describe(ar, r.plan, g, W.plain, W.chain, &a);
-  }
+  ar_adopt(ar, &best);
+  ar_free(&tmp);
   ar_free(&scratch);
   return r;
 }
@@ -234,27 +239,29 @@ void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   sweep_row(out, base);
   int64_t best = base->arena_bytes, printed = best, step = base->arena_bytes / 100;
   double last = NAN;
-  Arena keep = {0};
+  Arena tmp = {0}, keep = {0};
   Plan *pending = NULL;
   for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
     double c = ckpt_cost(S.T, m);
     if (!isfinite(c)) break;
     if (c == last) continue;
     last = c;
-    Arena tmp = {0};
-    Plan *p = candidate(&tmp, &S, m, NULL);
+    ar_reset(&tmp);
+    Step *s;
+    double t;
+    Plan *p = candidate(&tmp, &S, m, false, &s, &t);
     if (p->arena_bytes < best) { /* less memory for more compute */
       best = p->arena_bytes;
-      ar_free(&keep);
-      keep = tmp, tmp = (Arena){0}, pending = p;
+      ar_swap(&tmp, &keep);
+      pending = p;
       if (printed - best >= step) {
         sweep_row(out, p);
         printed = best;
         pending = NULL;
       }
     }
-    ar_free(&tmp);
   }
   if (pending) sweep_row(out, pending);
+  ar_free(&tmp);
   ar_free(&keep);
 }

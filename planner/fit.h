@@ -33,11 +33,14 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o);
 
 /* The lower bound of the plain step with every update after backward: what
  * fusing the updates saves, for the report. The workspace (sized by the
- * ops, the same either way) is taken from `fused`, the plan of the fused
- * step. */
-int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Plan *fused);
+ * ops, the same either way) is taken from `fused`, the plan of `step`. 0
+ * where the two do not compare: a step whose updates are not fused, or one
+ * that recomputes, has guard bytes, or under auto stores anything in bf16. */
+int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Step *step, const Plan *fused);
 
-/* The fastest plan within budget (0: no budget, keep everything). */
+/* The fastest plan within budget (0: no budget, keep everything). The
+ * checkpointing DP is solved once; the plan returned is the candidate that
+ * was checked against the budget (not a rebuild). */
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o);
 
 /* memplan sweep: one line per Pareto-optimal schedule, from keeping

@@ -579,8 +579,8 @@ static Graph *load_doc(Loader *L) {
 }
 
 /* Reports the libyaml parser's error at its problem mark. */
-_Noreturn static void yaml_fail(Loader *L, yaml_parser_t *parser) {
-  Loc at = {L->path, (int)parser->problem_mark.line + 1, (int)parser->problem_mark.column + 1};
+_Noreturn static void yaml_fail(const char *path, yaml_parser_t *parser) {
+  Loc at = {path, (int)parser->problem_mark.line + 1, (int)parser->problem_mark.column + 1};
   char msg[300];
   snprintf(msg, sizeof msg, "%s%s%s", parser->problem ? parser->problem : "invalid YAML", parser->context ? " " : "",
            parser->context ? parser->context : "");
@@ -594,9 +594,9 @@ _Noreturn static void yaml_fail(Loader *L, yaml_parser_t *parser) {
  * or gigabytes on it; so is a second document (libyaml's loader reads only
  * the first, and the rest would be ignored without a word). Syntax errors
  * are left to the loading pass. */
-static void check_yaml_shape(Loader *L, const char *text, size_t len) {
+static void check_yaml_shape(const char *path, const char *text, size_t len) {
   yaml_parser_t parser;
-  if (!yaml_parser_initialize(&parser)) diag_error((Loc){L->path, 0, 0}, "cannot initialize the YAML parser");
+  if (!yaml_parser_initialize(&parser)) diag_error((Loc){path, 0, 0}, "cannot initialize the YAML parser");
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   int depth = 0, docs = 0;
   long nodes = 0;
@@ -604,7 +604,7 @@ static void check_yaml_shape(Loader *L, const char *text, size_t len) {
     yaml_event_t ev;
     if (!yaml_parser_parse(&parser, &ev)) break;
     yaml_event_type_t t = ev.type;
-    Loc at = {L->path, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
+    Loc at = {path, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
     yaml_event_delete(&ev);
     if (t == YAML_STREAM_END_EVENT) break;
     if (t == YAML_DOCUMENT_START_EVENT && ++docs > 1) {
@@ -627,38 +627,31 @@ static void check_yaml_shape(Loader *L, const char *text, size_t len) {
   yaml_parser_delete(&parser);
 }
 
-/* The Graph keeps only arena strings, so the document is freed once built. */
+/* ---- parse once, build per set of dims ---- */
 
-Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len, const DimOverride *ov, int nov) {
-  Loader *L = ar_alloc(ar, sizeof(Loader));
-  L->ar = ar;
-  L->path = ar_strdup(ar, path);
-  L->ov = ov;
-  L->nov = nov;
-  L->gb = gb_new(ar);
-  diag_register_source(L->path, text, len);
-  check_yaml_shape(L, text, len);
+struct ModelSrc {
+  Arena *ar;
+  const char *path;
+  yaml_document_t doc;
+  bool parsed; /* doc holds the document (until load_free) */
+};
+
+ModelSrc *load_parse_text(Arena *ar, const char *path, const char *text, size_t len) {
+  ModelSrc *src = ar_alloc(ar, sizeof(ModelSrc));
+  src->ar = ar;
+  src->path = ar_strdup(ar, path);
+  diag_register_source(src->path, text, len);
+  check_yaml_shape(src->path, text, len);
   yaml_parser_t parser;
-  if (!yaml_parser_initialize(&parser)) diag_error((Loc){L->path, 0, 0}, "cannot initialize the YAML parser");
+  if (!yaml_parser_initialize(&parser)) diag_error((Loc){src->path, 0, 0}, "cannot initialize the YAML parser");
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-  if (!yaml_parser_load(&parser, &L->doc)) yaml_fail(L, &parser);
+  if (!yaml_parser_load(&parser, &src->doc)) yaml_fail(src->path, &parser); /* libyaml frees a partial document */
   yaml_parser_delete(&parser);
-  /* a user error inside frees the document before going on to the caller's
-   * catcher (tests, fuzzers) or exiting */
-  jmp_buf *outer = diag_catcher(), here;
-  if (setjmp(here)) {
-    yaml_document_delete(&L->doc);
-    diag_catch(outer);
-    diag_rethrow();
-  }
-  diag_catch(&here);
-  Graph *g = load_doc(L);
-  diag_catch(outer);
-  yaml_document_delete(&L->doc);
-  return g;
+  src->parsed = true;
+  return src;
 }
 
-Graph *load_model(Arena *ar, const char *path, const DimOverride *ov, int nov) {
+ModelSrc *load_parse(Arena *ar, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) diag_error((Loc){path, 0, 0}, "cannot read the model file: %s", strerror(errno));
   VEC(char) buf = {0};
@@ -677,7 +670,54 @@ Graph *load_model(Arena *ar, const char *path, const DimOverride *ov, int nov) {
   VEC_PUSH(ar, buf, '\0');
   if (memchr(buf.v, '\0', (size_t)buf.n - 1))
     diag_error((Loc){path, 0, 0}, "the model file contains NUL bytes; is it a YAML file?");
-  return load_model_text(ar, path, buf.v, (size_t)buf.n - 1, ov, nov);
+  return load_parse_text(ar, path, buf.v, (size_t)buf.n - 1);
+}
+
+/* The Graph keeps only arena strings, never the document's. */
+Graph *load_build(ModelSrc *src, const DimOverride *ov, int nov) {
+  MP_ASSERT(src->parsed);
+  Loader *L = ar_alloc(src->ar, sizeof(Loader));
+  /* L->doc is a copy of the document's header: libyaml reads the nodes
+   * through its pointers, which stay the source's to free */
+  L->ar = src->ar;
+  L->path = src->path;
+  L->doc = src->doc;
+  L->ov = ov;
+  L->nov = nov;
+  L->gb = gb_new(src->ar);
+  /* a user error inside frees the document (the source is done: load_free
+   * is then a no-op) before going on to the caller's catcher (tests,
+   * fuzzers) or exiting */
+  jmp_buf *outer = diag_catcher(), here;
+  if (setjmp(here)) {
+    diag_catch(outer);
+    load_free(src);
+    diag_rethrow();
+  }
+  diag_catch(&here);
+  Graph *g = load_doc(L);
+  diag_catch(outer);
+  return g;
+}
+
+void load_free(ModelSrc *src) {
+  if (!src->parsed) return;
+  yaml_document_delete(&src->doc);
+  src->parsed = false;
+}
+
+static Graph *load_once(ModelSrc *src, const DimOverride *ov, int nov) {
+  Graph *g = load_build(src, ov, nov);
+  load_free(src);
+  return g;
+}
+
+Graph *load_model_text(Arena *ar, const char *path, const char *text, size_t len, const DimOverride *ov, int nov) {
+  return load_once(load_parse_text(ar, path, text, len), ov, nov);
+}
+
+Graph *load_model(Arena *ar, const char *path, const DimOverride *ov, int nov) {
+  return load_once(load_parse(ar, path), ov, nov);
 }
 
 /* ---- --dump=graph ---- */

@@ -87,7 +87,7 @@ typedef struct {
   int64_t kept_bytes; /* what its kept run holds for backward */
 } PlanStage;
 
-/* One configuration the budget's levers tried (fit_levers in codegen/main.c),
+/* One configuration the budget's levers tried (planner/levers.c),
  * in order: for the report's explanation and plan.json. */
 typedef struct {
   const char *precision; /* "fp32", "bf16", "fp16" */

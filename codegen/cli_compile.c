@@ -1,0 +1,257 @@
+/* cli_compile.c: `memplan compile`: the options, one call to the planner
+ * (plan_model), and the outputs: the report, a pass's dump, or the trainer
+ * folder written all or nothing. The options parser is sweep's too. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "emit.h"
+#include "live.h"
+#include "plan_build.h"
+
+const char compile_help[] =
+    "usage: memplan compile MODEL.yaml [OPTIONS]\n"
+    "  Plans a training step of MODEL.yaml in one fixed arena and reports where every byte goes.\n"
+    "  -b, --budget SIZE     the arena must fit SIZE bytes: 8G, 512M, 1.5G, 1000000\n"
+    "                        (K, M, G, T are powers of 1024; KB, MB, GB, TB powers of 1000);\n"
+    "                        at least one byte: for no budget, leave out --budget\n"
+    "  -o, --output DIR      write DIR/: plan.json, trainer.c, trainer.cu and their runtime, plan.dot, plan.svg,\n"
+    "                        timeline.svg (files appear only when everything succeeded; other files in DIR stay)\n"
+    "      --expand          draw every repeat block of plan.svg open (default: collapsed when deep)\n"
+    "      --block NAME      open one block in plan.svg, e.g. --block h3\n"
+    "  -s, --set DIM=VALUE   override a dim of the model (repeatable), recorded in plan.json\n"
+    "  -d, --dump=PASS       print a pass's result instead of the report: graph, step, live, plan\n"
+    "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
+    "      --time-limit S    seconds the offset search may take (default 0.5)\n"
+    "      --no-fuse-updates run every optimizer update after the whole backward pass\n"
+    "      --precision P     storage of saved activations: fp32 (default), bf16, fp16 (with loss\n"
+    "                        scaling), or auto (bf16, stage by stage, where it beats recomputing)\n"
+    "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
+    "                        (default: only when nothing else fits the budget)\n"
+    "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
+    "                        every op (names the op that wrote out of bounds); costs memory\n"
+    "  -h, --help            this help\n"
+    "  Exit 1 also when the model does not fit the budget (the error names the smallest that does);\n"
+    "  3 when the plan fails verification.\n";
+
+/* Sizes: a decimal number and an optional unit (B, K/KiB, M/MiB, G/GiB, T/TiB
+ * binary; KB, MB, GB, TB decimal), at least one byte. */
+static int64_t parse_size(const char *cmd, const char *s, const char *what) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  static const struct {
+    const char *u;
+    double m;
+  } units[] = {{"", 1},         {"B", 1},      {"K", 0x1p10},   {"KiB", 0x1p10}, {"M", 0x1p20},
+               {"MiB", 0x1p20}, {"G", 0x1p30}, {"GiB", 0x1p30}, {"T", 0x1p40},   {"TiB", 0x1p40},
+               {"KB", 1e3},     {"MB", 1e6},   {"GB", 1e9},     {"TB", 1e12}};
+  if (end != s && !errno && v >= 0) {
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+      if (strcmp(end, units[i].u) || !(v * units[i].m < 0x1p62)) continue;
+      int64_t bytes = (int64_t)llround(v * units[i].m);
+      if (bytes >= 1 && v * units[i].m >= 1) return bytes;
+      if (!strcmp(what, "--budget"))
+        cli_usage_error(cmd, "--budget %s is less than one byte; to plan without a budget, leave out --budget", s);
+      cli_usage_error(cmd, "%s %s is less than one byte", what, s);
+    }
+  }
+  cli_usage_error(cmd, "%s '%s' is not a size; write e.g. 8G, 512M, 1.5G or a number of bytes", what, s);
+}
+
+static void parse_set(const char *cmd, const char *arg, DimOverride *ov, char *name, size_t namecap) {
+  const char *eq = strchr(arg, '=');
+  char *end;
+  if (eq && eq != arg && (size_t)(eq - arg) < namecap) {
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (!*end && end != eq + 1 && !errno && v > 0) {
+      snprintf(name, namecap, "%.*s", (int)(eq - arg), arg);
+      ov->name = name;
+      ov->value = v;
+      return;
+    }
+  }
+  cli_usage_error(cmd, "--set '%s': write DIM=VALUE with a positive integer, e.g. --set B=4", arg);
+}
+
+void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
+  /* clang-format off */
+  static const struct option compile_lo[] = {
+      {"budget", required_argument, 0, 'b'}, {"output", required_argument, 0, 'o'},
+      {"set", required_argument, 0, 's'},    {"dump", required_argument, 0, 'd'},
+      {"align", required_argument, 0, 'a'},  {"time-limit", required_argument, 0, 't'},
+      {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
+      {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
+      {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  static const struct option sweep_lo[] = {
+      {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
+      {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
+      {"precision", required_argument, 0, 'P'},  {"guard", no_argument, 0, 'G'},
+      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+  /* clang-format on */
+  const char *cmd = sweep ? "sweep" : "compile";
+  *o = (Options){.align = 256, .time_limit = 0.5};
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, sweep ? ":s:h" : ":b:o:s:d:h", sweep ? sweep_lo : compile_lo, NULL)) != -1) {
+    switch (c) {
+    case 'b': o->budget = parse_size(cmd, optarg, "--budget"); break;
+    case 'o': o->outdir = optarg; break;
+    case 's':
+      if (o->nov == 64) cli_usage_error(cmd, "more than 64 --set options");
+      parse_set(cmd, optarg, &o->ov[o->nov], o->ovname[o->nov], sizeof o->ovname[0]);
+      o->nov++;
+      break;
+    case 'd': o->dump = optarg; break;
+    case 'a': o->align = parse_size(cmd, optarg, "--align"); break;
+    case 't': {
+      char *end;
+      o->time_limit = strtod(optarg, &end);
+      if (!*optarg || *end || !(o->time_limit >= 0) || o->time_limit > 1e6)
+        cli_usage_error(cmd, "--time-limit wants seconds (e.g. 0.5), got '%s'", optarg);
+      break;
+    }
+    case 'F': o->no_fuse = true; break;
+    case 'E': o->expand = true; break;
+    case 'G': o->guard = true; break;
+    case 'P': {
+      static const char *const names[] = {"fp32", "bf16", "fp16", "auto"};
+      int k = 0;
+      while (k < 4 && strcmp(optarg, names[k])) k++;
+      if (k == 4) cli_usage_error(cmd, "--precision %s: choose fp32, bf16, fp16 or auto", optarg);
+      o->precision = (Precision)k;
+      break;
+    }
+    case 'M': {
+      char *end;
+      errno = 0;
+      o->micro_batch = strtoll(optarg, &end, 10);
+      if (!*optarg || *end || errno || o->micro_batch <= 0)
+        cli_usage_error(cmd, "--micro-batch '%s' must be a positive integer", optarg);
+      break;
+    }
+    case 'B': o->block = optarg; break;
+    case 'h':
+      fputs(sweep ? sweep_help : compile_help, stdout);
+      fputs(CLI_EXIT_HELP, stdout);
+      exit(EXIT_OK);
+    default: cli_bad_option(cmd, c, argv);
+    }
+  }
+  if (optind >= argc) cli_usage_error(cmd, "no model file given");
+  if (optind < argc - 1)
+    cli_usage_error(cmd, "more than one model file ('%s' and '%s')", argv[optind], argv[optind + 1]);
+  o->model = argv[optind];
+  if ((o->align & (o->align - 1)) || o->align > (1 << 30))
+    cli_usage_error(cmd, "--align %lld must be a power of two no larger than 1G", (long long)o->align);
+  static const char *const dumps[] = {"graph", "step", "live", "plan", NULL};
+  bool ok = !o->dump;
+  for (int i = 0; dumps[i] && !ok; i++) ok = !strcmp(o->dump, dumps[i]);
+  if (!ok) cli_usage_error(cmd, "--dump=%s: choose graph, step, live or plan", o->dump);
+}
+
+static bool dumping(const Options *o, const char *pass) { return o->dump && !strcmp(o->dump, pass); }
+
+PlanRequest cli_request(const Options *o) {
+  return (PlanRequest){.model = o->model,
+                       .ov = o->ov,
+                       .nov = o->nov,
+                       .budget = o->budget,
+                       .micro_batch = o->micro_batch,
+                       .fit = {.fuse = !o->no_fuse,
+                               .align = o->align,
+                               .time_limit = o->time_limit,
+                               .backend = BACKEND_CPU,
+                               .units = 500,
+                               .accumulation = 1,
+                               .precision = o->precision,
+                               .guard = o->guard ? 64 : 0}};
+}
+
+static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {
+  // Every output is built in memory first, then written all or nothing.
+  enum { NFIXED = 7, MAXF = NFIXED + 16 };
+  const char *name[MAXF] = {"plan.json", "trainer.c", "trainer.cu",  "CMakeLists.txt",
+                            "plan.dot",  "plan.svg",  "timeline.svg"};
+  Text out[MAXF] = {{0}};
+  int n = NFIXED, rc = EXIT_OK;
+  json_plan(p, &out[0]);
+  if (emit_trainer(p, &emit_backend_c, &out[1]) || emit_trainer(p, &emit_backend_cuda, &out[2])) rc = EXIT_USER;
+  emit_cmakelists(p, &out[3]);
+  dot_plan(p, dot, &out[4], &out[5]);
+  timeline_svg(p, &out[6]);
+  for (int i = 0; i < emitc_nruntime_files && n < MAXF; i++, n++) {
+    name[n] = emitc_runtime_files[i].name;
+    text_printf(&out[n], "%.*s", (int)emitc_runtime_files[i].size, (const char *)emitc_runtime_files[i].data);
+  }
+  if (rc == EXIT_OK && text_write_folder(dir, name, out, n)) rc = EXIT_USER;
+  if (rc == EXIT_OK) {
+    printf("\nwrote %s/:", dir);
+    for (int i = 0; i < n; i++) printf(" %s", name[i]);
+    printf(
+        "\n  build and train: cmake -S %s -B %s/build && cmake --build %s/build && %s/build/trainer --help\n"
+        "  (build/trainer where OpenBLAS is found, build/trainer_cuda where nvcc is)\n",
+        dir, dir, dir, dir);
+  }
+  for (int i = 0; i < n; i++) text_free(&out[i]);
+  return rc;
+}
+
+static void over_budget(const char *model, int64_t budget, int64_t min_arena) {
+  char a[32], b[32];
+  fprintf(stderr,
+          "memplan: error: %s does not fit the budget of %lld bytes (%s).\n"
+          "  Smallest budget that fits: --budget %lld (%s)\n"
+          "  (tried recomputation, then every micro-batch size down to 1; a shorter sequence (--set T=...)\n"
+          "  shrinks activations; --precision auto or bf16 stores saved activations in half precision)\n",
+          model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)min_arena,
+          mp_fmt_bytes(b, sizeof b, min_arena));
+}
+
+/* What compile prints and writes for the planner's outcome; the exit status. */
+static int write_result(Arena *ar, const Options *o, const PlanOutcome *r) {
+  if (dumping(o, "graph")) {
+    load_dump(r->graph, stdout);
+    return EXIT_OK;
+  }
+  switch (r->status) {
+  case PLAN_OK: break;
+  case PLAN_OVER_BUDGET: over_budget(o->model, o->budget, r->min_arena); return EXIT_USER;
+  case PLAN_BAD_REQUEST: fprintf(stderr, "memplan: error: %s\n", r->message); return EXIT_USER;
+  case PLAN_UNVERIFIED:
+    fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n",
+            r->message);
+    return EXIT_INTERNAL;
+  }
+  const Plan *p = r->plan;
+  if (dumping(o, "step")) ad_dump(r->step, stdout);
+  else if (dumping(o, "live")) live_dump(r->step, live_build(ar, r->step, r->step->train, r->step->ntrain), stdout);
+  else if (dumping(o, "plan")) plan_dump(p, stdout);
+  if (o->dump) return EXIT_OK;
+  report_plan(p, stdout);
+  printf("  compiled in  %.1f ms; plan verified\n", 1e3 * p->compile_seconds);
+  DotOptions dot = {o->expand, o->block, NULL};
+  if (o->block && !dot_block_exists(p, o->block)) {
+    fprintf(stderr, "memplan: error: --block %s: the plan has no repeat block named '%s' (blocks are named like h3)\n",
+            o->block, o->block);
+    return EXIT_USER;
+  }
+  return o->outdir ? write_outputs(p, o->outdir, &dot) : EXIT_OK;
+}
+
+int compile_main(int argc, char **argv) {
+  Options o;
+  cli_parse_options(argc, argv, false, &o);
+  Arena ar = {0};
+  PlanRequest rq = cli_request(&o);
+  rq.graph_only = dumping(&o, "graph");
+  PlanOutcome r = plan_model(&ar, &rq);
+  int rc = write_result(&ar, &o, &r);
+  ar_free(&ar);
+  return rc;
+}

@@ -1,0 +1,40 @@
+/* driver.h: the planner in one call, for `memplan compile`: a model file
+ * and the user's choices in, a complete and verified Plan out. */
+#ifndef MEMPLAN_DRIVER_H
+#define MEMPLAN_DRIVER_H
+
+#include "fit.h"
+#include "load.h"
+
+typedef struct {
+  const char *model;     /* the YAML file */
+  const DimOverride *ov; /* --set: dims replaced by name */
+  int nov;
+  int64_t budget;      /* bytes the arena must fit; 0: no budget */
+  int64_t micro_batch; /* --micro-batch: micro-batches of this many rows; 0: the levers decide */
+  FitOptions fit;      /* for every plan the levers try (they set the accumulation) */
+  bool graph_only;     /* stop once the model is loaded (--dump=graph) */
+} PlanRequest;
+
+typedef enum {
+  PLAN_OK,          /* the plan, complete and verified (with graph_only: the graph) */
+  PLAN_OVER_BUDGET, /* nothing fits the budget; min_arena would */
+  PLAN_BAD_REQUEST, /* message: an option the model does not match (a --micro-batch not dividing the batch) */
+  PLAN_UNVERIFIED,  /* message: the plan failed verification, a bug in memplan */
+} PlanStatus;
+
+typedef struct {
+  PlanStatus status;
+  const Graph *graph; /* the model at the request's dims */
+  const Step *step;   /* the plan's step (--dump=step, --dump=live) */
+  const Plan *plan;   /* PLAN_OK: verified, and nothing edits it afterwards */
+  int64_t min_arena;  /* PLAN_OVER_BUDGET: the smallest arena any lever reached */
+  const char *message;
+} PlanOutcome;
+
+/* The passes in order: load (the YAML parsed once), the levers (fit per
+ * configuration), the plan's last fields, verification. User errors in the
+ * model go through diag_error; everything the planner allocates is in ar. */
+PlanOutcome plan_model(Arena *ar, const PlanRequest *rq);
+
+#endif

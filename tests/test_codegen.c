@@ -1,0 +1,213 @@
+/* test_codegen.c: the planner's driver and the codegen library, linked
+ * directly: models/mlp.yaml planned (plan_model), its trainers emitted to
+ * memory, plan.json written, read back and written again byte for byte, the
+ * levers' outcomes, the YAML parsed once and built at two sizes, and the
+ * all-or-nothing folder writer. Usage: test_codegen MODELS_DIR TMP_DIR */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "emit.h"
+#include "plan_read.h"
+#include "verify.h"
+
+static int failures, checks;
+
+static void check(bool ok, const char *what, int line) {
+  checks++;
+  if (ok) return;
+  failures++;
+  fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, line, what);
+}
+#define CHECK(c) check((c), #c, __LINE__)
+
+static PlanRequest request(const char *model) {
+  return (PlanRequest){.model = model,
+                       .fit = {.fuse = true, .align = 256, .time_limit = 0.2, .units = 500, .accumulation = 1}};
+}
+
+/* The trainers from the plan alone: every kernel the MLP needs is called. */
+static void test_trainers(const Plan *p) {
+  Text c = {0}, cu = {0};
+  CHECK(emit_trainer(p, &emit_backend_c, &c) == 0);
+  CHECK(emit_trainer(p, &emit_backend_cuda, &cu) == 0);
+  static const char *const kernels[] = {"linear_forward(", "linear_backward(",       "relu_forward(",
+                                        "relu_backward(",  "cross_entropy_forward(", "cross_entropy_backward(",
+                                        "sgd_update("};
+  for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+    char call[64];
+    snprintf(call, sizeof call, "rt_%s", kernels[k]);
+    CHECK(c.s && strstr(c.s, call));
+    snprintf(call, sizeof call, "rt_cuda_%s", kernels[k]);
+    CHECK(cu.s && strstr(cu.s, call));
+  }
+  CHECK(!strstr(c.s, "rt_adamw_update(")); /* the MLP trains with SGD */
+  text_free(&c);
+  text_free(&cu);
+}
+
+/* plan.json read back is the same plan: it verifies and writes the same text. */
+static void test_json_round_trip(const Plan *p) {
+  Arena ar = {0};
+  Text a = {0}, b = {0};
+  json_plan(p, &a);
+  Plan *q = plan_read(&ar, "plan.json", a.s, a.n);
+  CHECK(verify_plan(q) == NULL);
+  CHECK(q->arena_bytes == p->arena_bytes && q->nbuf == p->nbuf && q->nsched == p->nsched);
+  json_plan(q, &b);
+  CHECK(a.n == b.n && !memcmp(a.s, b.s, a.n));
+  text_free(&a);
+  text_free(&b);
+  ar_free(&ar);
+}
+
+static void test_plan_model(const char *mlp) {
+  Arena ar = {0};
+  PlanRequest rq = request(mlp);
+  PlanOutcome r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OK && r.plan && r.step && r.graph);
+  if (r.plan) {
+    const Plan *p = r.plan;
+    CHECK(!strcmp(p->model, "mlp"));
+    CHECK(p->nlevers == 1 && p->levers[0].chosen && p->levers[0].fits);
+    CHECK(p->budget_bytes == 0 && p->compile_seconds > 0 && p->unfused_lower_bound > 0);
+    test_trainers(p);
+    test_json_round_trip(p);
+  }
+  ar_free(&ar);
+
+  /* forced micro-batches: the batch of 64 runs as 4 of 16 */
+  rq.micro_batch = 16;
+  r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OK && r.plan && r.plan->micro_batch == 16 && r.plan->accumulation_steps == 4);
+  CHECK(r.graph && r.graph->dims[0].value == 64); /* the model as asked for */
+  ar_free(&ar);
+
+  /* a micro-batch that does not divide the batch is the request's error */
+  rq.micro_batch = 7;
+  r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_BAD_REQUEST && !r.plan && r.message && strstr(r.message, "must divide the batch B = 64"));
+  ar_free(&ar);
+
+  /* one byte fits nothing: every micro-batch size was tried, the least arena named */
+  rq.micro_batch = 0;
+  rq.budget = 1;
+  r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OVER_BUDGET && !r.plan && r.min_arena > 1);
+  ar_free(&ar);
+}
+
+/* Builds src with ov, or NULL when a user error was caught. */
+static Graph *try_build(ModelSrc *src, const DimOverride *ov, int nov) {
+  static jmp_buf jb;
+  if (setjmp(jb)) {
+    diag_catch(NULL);
+    return NULL;
+  }
+  diag_catch(&jb);
+  Graph *g = load_build(src, ov, nov);
+  diag_catch(NULL);
+  return g;
+}
+
+/* The YAML parsed once gives a graph per set of dims; a user error frees
+ * the document once (ASan checks), and load_free after it does nothing. */
+static void test_parse_once(const char *mlp) {
+  Arena ar = {0};
+  ModelSrc *src = load_parse(&ar, mlp);
+  DimOverride b8 = {"B", 8}, bad = {"BB", 8};
+  Graph *g = try_build(src, NULL, 0), *h = try_build(src, &b8, 1);
+  CHECK(g && h && g->dims[0].value == 64 && h->dims[0].value == 8 && h->dims[0].overridden);
+  CHECK(g && h && g->nt == h->nt && g->nops == h->nops);
+  CHECK(try_build(src, &bad, 1) == NULL && strstr(diag_last(), "--set BB: the model has no dim 'BB'"));
+  load_free(src);
+  load_free(src);
+  ar_free(&ar);
+}
+
+/* A user error while the levers build the model at a smaller micro-batch
+ * (here Q = B - 1 becomes 0) reaches the caller's catcher with the parsed
+ * document freed once: ASan's leak check sees the arena freed below. */
+static void test_error_in_levers(const char *tmp) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/test_codegen_mb.yaml", tmp);
+  FILE *f = fopen(path, "wb");
+  CHECK(f &&
+        fputs("model: m\ndims: {B: 2, Q: B - 1, D: 4}\ninputs:\n  x: {shape: [B, D]}\n"
+              "  y: {shape: [B], dtype: i32}\nlayers:\n  - {name: fc, op: linear, input: x, out: D}\n"
+              "  - {name: loss, op: cross_entropy, inputs: [fc, y]}\n",
+              f) >= 0 &&
+        fclose(f) == 0);
+  Arena ar = {0};
+  PlanRequest rq = request(path);
+  rq.budget = 1;
+  static jmp_buf jb;
+  volatile bool caught = false;
+  if (setjmp(jb)) caught = true;
+  else {
+    diag_catch(&jb);
+    plan_model(&ar, &rq);
+  }
+  diag_catch(NULL);
+  CHECK(caught && strstr(diag_last(), "dim Q = 0 must be positive"));
+  ar_free(&ar);
+}
+
+static bool file_is(const char *path, const char *text) {
+  char buf[64] = {0};
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  return n == strlen(text) && !memcmp(buf, text, n);
+}
+
+/* The folder writer: a new folder whole, then an existing one updated in
+ * place (its other files stay). */
+static void test_folder(const char *tmp) {
+  char dir[4096], path[4096 + 16];
+  snprintf(dir, sizeof dir, "%s/test_codegen_folder", tmp);
+  snprintf(path, sizeof path, "%s/a.txt", dir);
+  remove(path);
+  snprintf(path, sizeof path, "%s/b.txt", dir);
+  remove(path);
+  snprintf(path, sizeof path, "%s/keep.txt", dir);
+  remove(path);
+  rmdir(dir);
+  const char *names[] = {"a.txt", "b.txt"};
+  Text out[2] = {{0}, {0}};
+  text_printf(&out[0], "one");
+  text_printf(&out[1], "two");
+  CHECK(text_write_folder(dir, names, out, 2) == 0);
+  snprintf(path, sizeof path, "%s/a.txt", dir);
+  CHECK(file_is(path, "one"));
+  snprintf(path, sizeof path, "%s/keep.txt", dir);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fputs("kept", f) >= 0 && fclose(f) == 0);
+  text_free(&out[1]);
+  text_printf(&out[1], "three");
+  CHECK(text_write_folder(dir, names, out, 2) == 0);
+  snprintf(path, sizeof path, "%s/b.txt", dir);
+  CHECK(file_is(path, "three"));
+  snprintf(path, sizeof path, "%s/keep.txt", dir);
+  CHECK(file_is(path, "kept"));
+  text_free(&out[0]);
+  text_free(&out[1]);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: test_codegen MODELS_DIR TMP_DIR\n");
+    return 2;
+  }
+  char mlp[4096];
+  snprintf(mlp, sizeof mlp, "%s/mlp.yaml", argv[1]);
+  test_plan_model(mlp);
+  test_parse_once(mlp);
+  test_error_in_levers(argv[2]);
+  test_folder(argv[2]);
+  printf("test_codegen: %d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
