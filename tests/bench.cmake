@@ -1,6 +1,8 @@
 # Trainer benchmark (label bench; CI runs -LE bench): generated CPU trainers
 # against PyTorch eager on the same weights, batches and threads, plus the
-# OpenBLAS sgemm rate on the same shapes (tests/bench/bench_trainer.py).
+# OpenBLAS sgemm rate on the plan's own matrix products
+# (tests/bench/bench_trainer.py). gpt2-mini and llama-mini at their YAML's B
+# and T (4 x 64, 8 x 128), GPT-2 124M at B=4, T=64 (the :B=4,T=64).
 # `ctest --test-dir build -L bench -R bench_trainer -V` prints the table;
 # GPT-2 124M makes it take minutes on 2 cores. Skipped (77) without torch.
 find_program(MEMPLAN_BENCH_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
@@ -13,7 +15,8 @@ add_test(NAME bench_trainer
                  --memplan $<TARGET_FILE:memplan> --sgemm $<TARGET_FILE:bench_trainer_sgemm>
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/bench_trainer --python ${MEMPLAN_BENCH_PYTHON3}
                  --model gpt2-mini=${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml:10
-                 --model gpt2-124m=${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml:5)
+                 --model llama-mini=${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml:10
+                 --model gpt2-124m=${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml:5:B=4,T=64)
 set_tests_properties(bench_trainer PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RETURN_CODE 77)
 add_test(NAME bench_levers COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_levers.py $<TARGET_FILE:memplan>
          ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/bench_levers)

@@ -2,9 +2,10 @@
 """bench_trainer.py: a generated CPU trainer against PyTorch eager on the same
 model, weights, batches and threads (CTest label bench; not pass/fail on time).
 
-For each model: `memplan compile MODEL --set B=.. --set T=.. -o DIR`, the
-trainer built Release with TRAINER_NATIVE on, initial weights saved by the
-trainer (--steps 0 --save), then
+For each model: `memplan compile MODEL [--set B=.. --set T=..] -o DIR` (the
+model's own B and T unless --B/--T or the model's `:B=..,T=..` say otherwise;
+the table prints what was used), the trainer built Release with TRAINER_NATIVE
+on, initial weights saved by the trainer (--steps 0 --save), then
   memplan  trainer --load W --steps N --threads TH --profile: step time is the
            median of steps 2..N (the first step touches cold pages); peak RSS
            from a second run that initializes from --seed instead of --load
@@ -14,25 +15,46 @@ trainer (--steps 0 --save), then
            tests/reference/plan_torch.py interpreting plan.json: the same ops,
            autograd backward, torch.optim.AdamW with the plan's groups) on the
            same weights (read tensor by tensor) and batches,
-           torch.set_num_threads(TH); step = zero_grad + forward + backward +
-           optimizer step, median of steps 2..N; peak RSS = ru_maxrss;
+           torch.set_num_threads(TH), OMP_WAIT_POLICY=PASSIVE (--torch-omp-wait;
+           under load, libgomp's default spinning made gpt2-mini's torch steps
+           100-1000 ms instead of ~20: the other threads of a parallel region
+           wait out a time slice of whatever holds the other core); step =
+           zero_grad + forward + backward + optimizer step, median of steps
+           2..N; peak RSS = ru_maxrss;
   sgemm    tests/bench/bench_trainer_sgemm.c: OpenBLAS's own cblas_sgemm at TH
-           threads on this model's matrix products (per layer x L, lm head x 1).
-Prints the table: ms/step and peak RSS of both and their ratios, the trainer's
-GFLOP/s (plan step FLOPs / median step time) and its fraction of the sgemm rate.
+           threads (its threading, not the trainer's pool) on exactly the
+           matrix products of the plan's training schedule, read from
+           plan.json: every `linear` (dims M K N) and `matmul` (Bt M K N),
+           forward out[M,N] = x[M,K] W[N,K]^T, backward dx = dout W
+           ([M,N] [N,K]) and dW = dout^T x ([M,N]^T [M,K]) where the schedule
+           computes them (matmul the same per batch, x Bt), as the CPU runtime
+           calls sgemm; the file DIR/sgemm_shapes.txt ("m n k ta tb count
+           label"). The rate is total FLOPs / total time, each shape's time its
+           best over several rounds of all shapes. Attention is not a GEMM in the CPU runtime (its
+           own loops) and is not in it, nor are the element-wise ops, which the
+           plan's step FLOPs do count.
+Prints the table: B x T, ms/step and peak RSS of both and their ratios, the
+trainer's GFLOP/s (plan step FLOPs / median step time) and its fraction of the
+sgemm rate.
 
   bench_trainer.py --memplan build/bin/memplan --sgemm build/bin/bench_trainer_sgemm \\
       --workdir /tmp/bench --model gpt2-mini=models/gpt2-mini.yaml:10 \\
-      --model gpt2-124m=models/gpt2-124m.yaml:5 [--threads 2] [--B 4 --T 64]
+      --model llama-mini=models/llama-mini.yaml:10 \\
+      --model gpt2-124m=models/gpt2-124m.yaml:5:B=4,T=64 [--threads 2] [--B 4 --T 64]
 
-Run time on the 2-core machines (measured with other builds running, load
-average 7-9): about 3-4 minutes: gpt2-mini ~40 s, GPT-2 124M ~2-3 minutes
-(its steps take seconds in both, torch's 10-15 s under that load; setup, the
-torch import and the 470 MiB weight file take the rest). Memory: GPT-2 124M
+--model NAME=YAML:STEPS[:DIM=V,...]: the dims after the last colon are set for
+that model only (here GPT-2 124M at B=4, T=64 instead of its 8 x 1024); --B
+and --T set B and T for every model that does not set its own.
+
+Run time on the 2-core machines: gpt2-mini ~35-45 s, llama-mini ~1 minute
+(load average 3-4, 2026-12-01; its steps ~0.35 s in both); GPT-2 124M ~2-3
+minutes (measured at load average 7-9: its steps take seconds in both; setup,
+the torch import and the 470 MiB weight file take the rest). Memory: GPT-2 124M
 with fp32 AdamW needs ~1.8 GiB in the trainer and ~2.7 GiB in torch, run one
 after the other. Step times on a loaded machine swing by tens of percent
-between runs (the ratio with them): compare runs at similar load averages,
-which the output reports. Targets (issue 4): step time <= 0.25x torch's, peak RSS
+between runs (the ratio with them), and so does the sgemm rate (100-180 GFLOP/s
+on 2 cores at load 3-4): compare runs at similar load averages, which the
+output reports. Targets (issue 4): step time <= 0.25x torch's, peak RSS
 <= 0.7x torch's; printed, not enforced.
 """
 import argparse
@@ -126,10 +148,55 @@ def median_after_first(ms):
     return statistics.median(ms[1:] if len(ms) > 1 else ms)
 
 
-def bench_model(a, name, yaml, steps):
+def gemm_shapes(plan):
+    """The sgemm calls of one training step, as runtime/cpu.c makes them:
+    [(m, n, k, ta, tb, count, label)] for C[m,n] = op(A)[m,k] op(B)[k,n], equal
+    shapes merged (label: their layers, block numbers as #). Attention runs its
+    own loops, not sgemm, and is not here."""
+    per_step = plan["totals"].get("accumulation_steps", 1)  # the schedule runs once per micro-batch
+    shapes = {}
+
+    def add(m, n, k, ta, tb, count, layer, kind):
+        e = shapes.setdefault((m, n, k, ta, tb), [0, []])
+        e[0] += count * per_step
+        lab = "%s.%s" % (re.sub(r"\d+", "#", layer), kind)
+        if lab not in e[1]:
+            e[1].append(lab)
+
+    for o in plan["schedule"]:
+        if o["op"] == "linear":
+            bt, (m, k, n) = 1, o["dims"][:3]
+        elif o["op"] == "matmul":
+            bt, m, k, n = o["dims"][:4]
+        else:
+            continue
+        if o["phase"] != "backward":  # forward, and recompute: out[M,N] = x[M,K] W[N,K]^T (matmul: a[M,K] b[K,N])
+            if o["op"] == "linear":
+                add(m, n, k, 0, 1, bt, o["layer"], "fwd")
+            else:
+                add(m, n, k, 0, 0, bt, o["layer"], "fwd")
+            continue
+        dx, dw = o["outputs"][0] >= 0, o["outputs"][1] >= 0  # -1: the schedule does not compute that gradient
+        if o["op"] == "linear":
+            if dx:  # dx[M,K] = dout[M,N] W[N,K]
+                add(m, k, n, 0, 0, bt, o["layer"], "dx")
+            if dw:  # dW[N,K] = dout[M,N]^T x[M,K]
+                add(n, k, m, 1, 0, bt, o["layer"], "dW")
+        else:
+            if dx:  # da[M,K] = dout[M,N] b[K,N]^T
+                add(m, k, n, 0, 1, bt, o["layer"], "da")
+            if dw:  # db[K,N] = a[M,K]^T dout[M,N]
+                add(k, n, m, 1, 0, bt, o["layer"], "db")
+    return [k + (c, ",".join(labs)) for k, (c, labs) in shapes.items()]
+
+
+def bench_model(a, name, yaml, steps, sets):
     d = os.path.join(a.workdir, name)
     plan_path = os.path.join(d, "plan.json")
-    run([a.memplan, "compile", yaml, "--set", "B=%d" % a.B, "--set", "T=%d" % a.T, "-o", d])
+    cmd = [a.memplan, "compile", yaml, "-o", d]
+    for kv in sets:
+        cmd += ["--set", kv]
+    run(cmd)
     b = os.path.join(d, "build")
     run(["cmake", "-S", d, "-B", b, "-DCMAKE_BUILD_TYPE=Release", "-DTRAINER_NATIVE=ON"])
     run(["cmake", "--build", b, "-j", str(a.threads)])
@@ -156,12 +223,23 @@ def bench_model(a, name, yaml, steps):
     mp_rss = int(re.search(r"measured peak RSS (\d+) bytes", out_rss).group(1))
 
     # torch, in a fresh process
+    env = dict(os.environ)
+    if a.torch_omp_wait != "default":
+        env["OMP_WAIT_POLICY"] = a.torch_omp_wait
     out = run([a.python, os.path.abspath(__file__), "torch", "--plan", plan_path, "--weights", init, "--text",
-               a.text, "--steps", str(steps), "--threads", str(a.threads)])
+               a.text, "--steps", str(steps), "--threads", str(a.threads)], env=env)
     t = json.loads(out.strip().split("\n")[-1])
 
-    # sgemm on this model's shapes
-    sg = run([a.sgemm, str(a.B * a.T), str(dims["C"]), str(dims["V"]), str(dims["L"]), str(a.threads)])
+    # sgemm on this plan's matrix products
+    shapes = gemm_shapes(plan)
+    if not shapes:
+        sys.exit("bench_trainer: %s has no linear or matmul to time sgemm on" % name)
+    shapes_path = os.path.join(d, "sgemm_shapes.txt")
+    with open(shapes_path, "w") as f:
+        f.write("# m n k ta tb count label: C[m,n] = op(A)[m,k] op(B)[k,n], %s, one training step\n" % name)
+        for sh in shapes:
+            f.write("%d %d %d %d %d %d %s\n" % sh)
+    sg = run([a.sgemm, shapes_path, str(a.threads)])
     rate = float(re.search(r"sgemm_rate ([0-9.]+)", sg).group(1))
 
     mp, tc = median_after_first(mp_ms), median_after_first(t["ms"])
@@ -170,7 +248,8 @@ def bench_model(a, name, yaml, steps):
         with open(os.path.join(d, "memplan.profile.txt")) as f:
             print(f.read())
         print(sg)
-    return {"model": name, "steps": steps, "mp_ms": mp, "tc_ms": tc, "mp_rss": mp_rss, "tc_rss": t["rss"],
+    bxt = "x".join(str(dims[k]) for k in ("B", "T") if k in dims)
+    return {"model": name, "bxt": bxt, "steps": steps, "mp_ms": mp, "tc_ms": tc, "mp_rss": mp_rss, "tc_rss": t["rss"],
             "gflops": gflops, "rate": rate, "mp_all": mp_ms, "tc_all": t["ms"], "mp_loss": mp_losses[0],
             "tc_loss": t["losses"][0], "torch": t["torch"], "step_gflop": flops * 1e-9}
 
@@ -183,43 +262,55 @@ def main():
     ap.add_argument("--memplan", required=True)
     ap.add_argument("--sgemm", required=True, help="the bench_trainer_sgemm program")
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--model", action="append", help="NAME=YAML:STEPS (repeatable)")
+    ap.add_argument("--model", action="append", help="NAME=YAML:STEPS[:DIM=V,...] (repeatable)")
     ap.add_argument("--text", default=os.path.join(root, "runtime", "memplan_kernels.h"))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--B", type=int, default=4)
-    ap.add_argument("--T", type=int, default=64)
+    ap.add_argument("--B", type=int, help="B for every model that does not set its own (default: the model's)")
+    ap.add_argument("--T", type=int, help="T for every model that does not set its own (default: the model's)")
     ap.add_argument("--python", default="/usr/bin/python3", help="a python3 with torch 1.13")
+    ap.add_argument("--torch-omp-wait", default="PASSIVE",
+                    help="OMP_WAIT_POLICY of the torch process (default PASSIVE; 'default': the environment's)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print profiles and sgemm shapes")
     a = ap.parse_args()
     if not a.model:
         a.model = ["gpt2-mini=%s:10" % os.path.join(root, "models", "gpt2-mini.yaml"),
-                   "gpt2-124m=%s:5" % os.path.join(root, "models", "gpt2-124m.yaml")]
+                   "llama-mini=%s:10" % os.path.join(root, "models", "llama-mini.yaml"),
+                   "gpt2-124m=%s:5:B=4,T=64" % os.path.join(root, "models", "gpt2-124m.yaml")]
     r = subprocess.run([a.python, "-c", "import torch, numpy"], capture_output=True)
     if r.returncode != 0:
         print("bench_trainer: %s has no torch; skipping" % a.python)
         return 77
     os.makedirs(a.workdir, exist_ok=True)
     t0 = time.time()
-    print("bench_trainer: B=%d T=%d fp32, %d threads, %d CPUs; load average at start %s"
-          % (a.B, a.T, a.threads, os.cpu_count(), loadavg()), flush=True)
+    print("bench_trainer: fp32, %d threads, %d CPUs, torch OMP_WAIT_POLICY %s; load average at start %s"
+          % (a.threads, os.cpu_count(), a.torch_omp_wait if a.torch_omp_wait != "default"
+             else os.environ.get("OMP_WAIT_POLICY", "unset"), loadavg()), flush=True)
     res = []
     for m in a.model:
         name, rest = m.split("=", 1)
-        yaml, steps = rest.rsplit(":", 1)
+        parts = rest.rsplit(":", 2)
+        if len(parts) == 3 and "=" in parts[2]:
+            yaml, steps, own = parts[0], parts[1], [kv for kv in parts[2].split(",") if kv]
+        else:
+            (yaml, steps), own = rest.rsplit(":", 1), []
+        sets = list(own)
+        for dim, v in (("B", a.B), ("T", a.T)):
+            if v is not None and not any(kv.split("=", 1)[0] == dim for kv in own):
+                sets.append("%s=%d" % (dim, v))
         t1 = time.time()
-        res.append(bench_model(a, name, yaml, int(steps)))
+        res.append(bench_model(a, name, yaml, int(steps), sets))
         x = res[-1]
-        print("  %s: %d steps, %.0f s; first-step loss memplan %.6f torch %.6f; memplan ms %s; torch ms %s; "
-              "load average %s" % (name, x["steps"], time.time() - t1, x["mp_loss"], x["tc_loss"],
+        print("  %s: B x T %s, %d steps, %.0f s; first-step loss memplan %.6f torch %.6f; memplan ms %s; torch ms %s; "
+              "load average %s" % (name, x["bxt"], x["steps"], time.time() - t1, x["mp_loss"], x["tc_loss"],
                                    [round(v) for v in x["mp_all"]], [round(v) for v in x["tc_all"]], loadavg()),
               flush=True)
     print()
-    hdr = ("model", "memplan ms", "torch ms", "ratio", "memplan RSS", "torch RSS", "ratio", "GFLOP/s",
+    hdr = ("model", "B x T", "memplan ms", "torch ms", "ratio", "memplan RSS", "torch RSS", "ratio", "GFLOP/s",
            "sgemm GFLOP/s", "of sgemm")
-    fmt = "%-10s %11s %10s %6s %12s %10s %6s %8s %13s %8s"
+    fmt = "%-10s %7s %11s %10s %6s %12s %10s %6s %8s %13s %8s"
     print(fmt % hdr)
     for x in res:
-        print(fmt % (x["model"], "%.1f" % x["mp_ms"], "%.1f" % x["tc_ms"], "%.3f" % (x["mp_ms"] / x["tc_ms"]),
+        print(fmt % (x["model"], x["bxt"], "%.1f" % x["mp_ms"], "%.1f" % x["tc_ms"], "%.3f" % (x["mp_ms"] / x["tc_ms"]),
                      gib(x["mp_rss"]), gib(x["tc_rss"]), "%.3f" % (x["mp_rss"] / x["tc_rss"]),
                      "%.1f" % x["gflops"], "%.1f" % x["rate"], "%.1f%%" % (100 * x["gflops"] / x["rate"])))
     print("\ntargets (issue 4): time ratio <= 0.25, RSS ratio <= 0.7; %s; torch %s; total %.0f s; "

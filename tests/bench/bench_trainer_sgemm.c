@@ -1,17 +1,24 @@
 /* bench_trainer_sgemm.c: the sgemm rate bench_trainer.py compares the trainer
- * against: OpenBLAS's own cblas_sgemm on the matrix products of one GPT-2
- * training step (forward, and the transposed backward products), with
- * OpenBLAS threading over THREADS threads.
+ * against: OpenBLAS's own cblas_sgemm, threading over THREADS threads, on the
+ * matrix products one training step of a plan runs (bench_trainer.py lists
+ * them from plan.json's schedule: every linear and matmul, forward and
+ * backward).
  *
- *   bench_trainer_sgemm M C V L THREADS   (M = B*T rows; GPT-2 124M at B=4,
- *                                          T=64: 256 768 50304 12 2)
+ *   bench_trainer_sgemm SHAPES THREADS
  *
- * Prints one line per shape (best of several runs) and a last line
- * "sgemm_rate GFLOPS": total FLOPs / total time over one step's products,
- * the per-layer shapes counted L times and the lm-head ones once. */
+ * SHAPES: a text file, one product per line, "m n k ta tb count [label]":
+ * C[m,n] = op(A)[m,k] op(B)[k,n], row-major; ta: A is stored [k,m], tb: B is
+ * stored [n,k] (the runtime's gemm() convention); count: how many times a step
+ * runs it. Blank lines and lines starting with '#' are skipped.
+ *
+ * Times every shape in each of several rounds (a run of a small product is a
+ * batch of calls, long enough for the clock) and keeps each shape's best;
+ * prints one line per shape and a last line "sgemm_rate GFLOPS": total FLOPs
+ * / total time over the step's products, each counted `count` times. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 void openblas_set_num_threads(int num_threads);
@@ -23,66 +30,117 @@ static double now_s(void) {
 }
 
 typedef struct {
-  const char *name;
+  char label[64];
   int ta, tb, m, n, k;
+  long count;
+  double best; // seconds, the best of the rounds
 } Shape;
 
+/* Reads SHAPES into *out (malloc'd); returns the count, or -1 after a message. */
+static int read_shapes(const char *path, Shape **out) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "bench_trainer_sgemm: cannot open %s\n", path);
+    return -1;
+  }
+  Shape *s = NULL;
+  int n = 0, cap = 0, lineno = 0;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    lineno++;
+    char *p = line + strspn(line, " \t\r\n");
+    if (!*p || *p == '#') continue;
+    Shape q = {.label = "-"};
+    int got = sscanf(p, "%d %d %d %d %d %ld %63s", &q.m, &q.n, &q.k, &q.ta, &q.tb, &q.count, q.label);
+    if (got < 6 || q.m < 1 || q.n < 1 || q.k < 1 || (q.ta != 0 && q.ta != 1) || (q.tb != 0 && q.tb != 1) ||
+        q.count < 1) {
+      fprintf(stderr, "bench_trainer_sgemm: %s:%d: want \"m n k ta tb count [label]\", sizes and count >= 1\n", path,
+              lineno);
+      fclose(f), free(s);
+      return -1;
+    }
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      Shape *t = realloc(s, (size_t)cap * sizeof *s);
+      if (!t) {
+        fprintf(stderr, "bench_trainer_sgemm: out of memory\n");
+        fclose(f), free(s);
+        return -1;
+      }
+      s = t;
+    }
+    s[n++] = q;
+  }
+  fclose(f);
+  if (n == 0) {
+    fprintf(stderr, "bench_trainer_sgemm: %s lists no products\n", path);
+    free(s);
+    return -1;
+  }
+  *out = s;
+  return n;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: bench_trainer_sgemm M C V L THREADS\n");
+  if (argc != 3) {
+    fprintf(stderr, "usage: bench_trainer_sgemm SHAPES THREADS\n");
     return 2;
   }
-  int M = atoi(argv[1]), C = atoi(argv[2]), V = atoi(argv[3]), L = atoi(argv[4]), th = atoi(argv[5]);
-  if (M < 1 || C < 1 || V < 1 || L < 1 || th < 1) {
-    fprintf(stderr, "bench_trainer_sgemm: positive sizes and threads, please\n");
+  int th = atoi(argv[2]);
+  if (th < 1) {
+    fprintf(stderr, "bench_trainer_sgemm: THREADS must be positive\n");
     return 2;
   }
+  Shape *s;
+  int ns = read_shapes(argv[1], &s);
+  if (ns < 0) return 1;
   openblas_set_num_threads(th);
-  /* C[m,n] = op(A)[m,k] op(B)[k,n]: linear forward x W^T, backward dx = dout W,
-   * dW = dout^T x, for the qkv, attention proj, fc and fc proj linears and the
-   * lm head (V outputs). */
-  const Shape s[] = {
-      {"qkv fwd", 0, 1, M, 3 * C, C},    {"qkv dx", 0, 0, M, C, 3 * C},    {"qkv dW", 1, 0, 3 * C, C, M},
-      {"proj fwd", 0, 1, M, C, C},       {"proj dx", 0, 0, M, C, C},       {"proj dW", 1, 0, C, C, M},
-      {"fc fwd", 0, 1, M, 4 * C, C},     {"fc dx", 0, 0, M, C, 4 * C},     {"fc dW", 1, 0, 4 * C, C, M},
-      {"fcproj fwd", 0, 1, M, C, 4 * C}, {"fcproj dx", 0, 0, M, 4 * C, C}, {"fcproj dW", 1, 0, C, 4 * C, M},
-      {"lmhead fwd", 0, 1, M, V, C},     {"lmhead dx", 0, 0, M, C, V},     {"lmhead dW", 1, 0, V, C, M},
-  };
-  int ns = (int)(sizeof s / sizeof s[0]);
-  size_t big = 0;
+  size_t na = 0, nb = 0, nc = 0;
   for (int i = 0; i < ns; i++) {
     size_t a = (size_t)s[i].m * s[i].k, b = (size_t)s[i].k * s[i].n, c = (size_t)s[i].m * s[i].n;
-    big = a > big ? a : big, big = b > big ? b : big, big = c > big ? c : big;
+    na = a > na ? a : na, nb = b > nb ? b : nb, nc = c > nc ? c : nc;
   }
-  float *A = malloc(big * sizeof(float)), *B = malloc(big * sizeof(float)), *Cm = malloc(big * sizeof(float));
+  float *A = malloc(na * sizeof(float)), *B = malloc(nb * sizeof(float)), *Cm = malloc(nc * sizeof(float));
   if (!A || !B || !Cm) {
     fprintf(stderr, "bench_trainer_sgemm: out of memory\n");
     return 1;
   }
-  for (size_t i = 0; i < big; i++) {
-    A[i] = (float)(i % 7) * 0.01f;
-    B[i] = (float)(i % 5) * 0.01f;
-    Cm[i] = 0.0f;
+  for (size_t i = 0; i < na; i++) A[i] = (float)(i % 7) * 0.01f;
+  for (size_t i = 0; i < nb; i++) B[i] = (float)(i % 5) * 0.01f;
+  memset(Cm, 0, nc * sizeof(float));
+  /* Rounds over all shapes, each shape's time its best over the rounds: a
+   * burst of load elsewhere slows one round of every shape rather than all
+   * the runs of a few. */
+  double round_flops = 0.0, flops = 0.0, secs = 0.0;
+  for (int i = 0; i < ns; i++) {
+    s[i].best = 1e30;
+    round_flops += 2.0 * s[i].m * s[i].n * s[i].k;
   }
-  double flops = 0.0, secs = 0.0;
+  int rounds = round_flops > 5e10 ? 3 : 7;
+  for (int r = 0; r < rounds; r++)
+    for (int i = 0; i < ns; i++) {
+      Shape *q = &s[i];
+      int lda = q->ta ? q->m : q->k, ldb = q->tb ? q->k : q->n;
+      double f = 2.0 * q->m * q->n * q->k;
+      int inner = f >= 2e7 ? 1 : f <= 2e3 ? 10000 : (int)(2e7 / f); // small products: time a batch of calls
+      double t0 = now_s();
+      for (int j = 0; j < inner; j++)
+        cblas_sgemm(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans, q->tb ? CblasTrans : CblasNoTrans, q->m, q->n,
+                    q->k, 1.0f, A, lda, B, ldb, 0.0f, Cm, q->n);
+      double t = (now_s() - t0) / inner;
+      q->best = t < q->best ? t : q->best;
+    }
+  long products = 0;
   for (int i = 0; i < ns; i++) {
     const Shape *q = &s[i];
-    int lda = q->ta ? q->m : q->k, ldb = q->tb ? q->k : q->n;
-    double f = 2.0 * q->m * q->n * q->k, best = 1e30;
-    int reps = f > 5e9 ? 3 : 7;
-    for (int r = 0; r < reps; r++) {
-      double t0 = now_s();
-      cblas_sgemm(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans, q->tb ? CblasTrans : CblasNoTrans, q->m, q->n, q->k,
-                  1.0f, A, lda, B, ldb, 0.0f, Cm, q->n);
-      double t = now_s() - t0;
-      best = t < best ? t : best;
-    }
-    printf("%-11s %c%c m=%6d n=%6d k=%6d  %9.3f ms  %7.1f GFLOP/s\n", q->name, q->ta ? 'T' : 'N', q->tb ? 'T' : 'N',
-           q->m, q->n, q->k, 1e3 * best, f / best * 1e-9);
-    int times = i < ns - 3 ? L : 1; // the last three are the lm head
-    flops += times * f, secs += times * best;
+    double f = 2.0 * q->m * q->n * q->k;
+    printf("%-36s %c%c m=%6d n=%6d k=%6d x%-5ld %10.4f ms  %7.1f GFLOP/s\n", q->label, q->ta ? 'T' : 'N',
+           q->tb ? 'T' : 'N', q->m, q->n, q->k, q->count, 1e3 * q->best, f / q->best * 1e-9);
+    flops += (double)q->count * f, secs += (double)q->count * q->best;
+    products += q->count;
   }
+  printf("sgemm total: %ld products, %.3f GFLOP, %.3f ms at %d threads\n", products, flops * 1e-9, secs * 1e3, th);
   printf("sgemm_rate %.2f\n", flops / secs * 1e-9);
-  free(A), free(B), free(Cm);
+  free(A), free(B), free(Cm), free(s);
   return 0;
 }
