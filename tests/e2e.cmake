@@ -60,8 +60,8 @@ set(mlp ${e2e_dir}/mlp/build/trainer)
 memplan_e2e(e2e_train_gpt2-mini gpt2-mini train ${mini} 1.5 --steps 150 --text ${e2e_text} --log-every 25
             --eval-every 50 --threads 2)
 memplan_e2e(e2e_train_mlp mlp train ${mlp} 0.4 --steps 300 --log-every 50 --threads 2)
-# llama-mini from ~5.5 by at least 1.5 nats in 60 steps (about 0.5 s a step here)
-memplan_e2e(e2e_train_llama-mini llama-mini train ${e2e_dir}/llama-mini/build/trainer 1.5 --steps 60 --text ${e2e_text}
+# llama-mini from ~5.5 by at least 1.5 nats in 40 steps (about 0.5 s a step here)
+memplan_e2e(e2e_train_llama-mini llama-mini train ${e2e_dir}/llama-mini/build/trainer 1.5 --steps 40 --text ${e2e_text}
             --log-every 10 --eval-every 30 --threads 2)
 memplan_e2e(e2e_determinism_gpt2-mini gpt2-mini determinism ${mini} --steps 8 --text ${e2e_text} --threads 2
             --eval-batches 0)

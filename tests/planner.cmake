@@ -201,6 +201,12 @@ add_test(NAME ckpt_exact_gpt2_mini
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
                  ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact 8M 9500K)
 set_tests_properties(ckpt_exact_gpt2_mini PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+# llama-mini at 60M recomputes every block but the last (rope in place in the
+# qkv buffer, rmsnorm, silu and mul among the replayed ops)
+add_test(NAME ckpt_exact_llama_mini
+         COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_llama 60M)
+set_tests_properties(ckpt_exact_llama_mini PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
 
 # no injection through names: a model whose layer names are hostile to C
 add_test(NAME hostile_names COMMAND sh ${MEMPLAN_TEST_DIR}/hostile/run.sh $<TARGET_FILE:memplan>
