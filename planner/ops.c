@@ -177,6 +177,8 @@ static int64_t silu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS
 
 /* ---- row-wise: layernorm, softmax ---- */
 
+/* layernorm: out = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps); bias: false
+ * creates no b (slot 2 stays -1, and the kernels get NULL). */
 static void layernorm_build(BuildCtx *c) {
   need_float(c, 0);
   need_rank(c, 0, 1);
@@ -184,7 +186,7 @@ static void layernorm_build(BuildCtx *c) {
   const char *csym = x->sym[x->rank - 1];
   build_data(c, 0, 0);
   build_param(c, 1, "weight", NULL, vec_shape(c, last(x), csym), (Init){INIT_ONES, 0});
-  build_param(c, 2, "bias", NULL, vec_shape(c, last(x), csym), (Init){INIT_ZEROS, 0});
+  if (attr_i(c, "bias")) build_param(c, 2, "bias", NULL, vec_shape(c, last(x), csym), (Init){INIT_ZEROS, 0});
   build_output(c, 0, NULL, *x, DT_F32);
   build_output(c, 1, "mean", rows_of(c, x), DT_F32);
   build_output(c, 2, "rstd", rows_of(c, x), DT_F32);
@@ -526,6 +528,7 @@ static const OpInfo table[OP_COUNT] = {
     [OP_LAYERNORM] =
         {
             .name = "layernorm",
+            .attrs = {{"eps", ATTR_FLOAT, .dflt = 1e-5, .positive = true}, {"bias", ATTR_BOOL, .dflt = 1}},
             .min_inputs = 1, .max_inputs = 1, .nin = 3, .nout = 3, .nstats = 2,
             .build = layernorm_build, .dims = rowwise_dims, .flops = rowwise_flops,
             .cheap = true,

@@ -22,7 +22,7 @@
  *   relu           x                out                 dout out                   dx               n
  *   gelu           x                out                 dout x                     dx               n
  *   silu           x                out                 dout x                     dx               n
- *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C
+ *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C (eps)
  *   rmsnorm        x w              out rstd            dout x w rstd              dx dw            N C (eps)
  *   softmax        x                out                 dout out                   dx               N C
  *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH KVH causal

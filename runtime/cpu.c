@@ -58,7 +58,6 @@ void openblas_set_num_threads(int num_threads);
 #define RT_MAX_THREADS 256
 #define RT_SPIN 4000
 
-static const float RT_LN_EPS = 1e-5f;                       /* PyTorch's default */
 static const float RT_SQRT_2_OVER_PI = 0.7978845608028654f; /* M_PI is not C17 */
 
 _Noreturn static void rt_fail(const char *file, int line, const char *msg) {
@@ -619,7 +618,7 @@ typedef struct {
 } RtArgs;
 
 // ----------------------------------------------------------------------------
-// layernorm
+// layernorm: out = (x - mean) * rstd * w (+ b), rstd = 1 / sqrt(var + eps) per row
 
 static void layernorm_task(const void *ctx, int64_t lo, int64_t hi) {
   const RtArgs *A = ctx;
@@ -634,16 +633,19 @@ static void layernorm_task(const void *ctx, int64_t lo, int64_t hi) {
     float m = (float)(s / (double)C);
     double v = 0.0; // two-pass biased variance: no cancellation
     for (int64_t j = 0; j < C; j++) v += (double)(xi[j] - m) * (xi[j] - m);
-    float r = 1.0f / sqrtf((float)(v / (double)C) + RT_LN_EPS);
-    for (int64_t j = 0; j < C; j++) oi[j] = (xi[j] - m) * r * w[j] + b[j];
+    float r = 1.0f / sqrtf((float)(v / (double)C) + A->f[0]);
+    if (b)
+      for (int64_t j = 0; j < C; j++) oi[j] = (xi[j] - m) * r * w[j] + b[j];
+    else
+      for (int64_t j = 0; j < C; j++) oi[j] = (xi[j] - m) * r * w[j];
     if (mean) mean[i] = m;
     if (rstd) rstd[i] = r;
   }
 }
 
 void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                          int64_t N, int64_t C) {
-  RtArgs a = {.o = {out, mean, rstd}, .i = {x, w, b}, .d = {C}};
+                          int64_t N, int64_t C, float eps) {
+  RtArgs a = {.o = {out, mean, rstd}, .i = {x, w, b}, .d = {C}, .f = {eps}};
   rt_par(layernorm_task, &a, N, rt_chunks(N * C >= RT_PAR_MIN));
 }
 
@@ -710,8 +712,9 @@ static void layernorm_backward_wb(float *dw, float *db, const float *dout, const
 }
 
 void rt_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
-                           const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
-                           int acc_db) {
+                           const float *mean, const float *rstd, int64_t N, int64_t C, float eps, int acc_dx,
+                           int acc_dw, int acc_db) {
+  (void)eps; /* rstd is saved */
   if (dx) layernorm_backward_dx(dx, dout, x, w, mean, rstd, N, C, acc_dx);
   if (dw || db) layernorm_backward_wb(dw, db, dout, x, mean, rstd, N, C, acc_dw, acc_db);
 }

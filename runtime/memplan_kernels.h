@@ -16,8 +16,8 @@
  *   <prefix><op>_backward(outs..., ins..., dims..., floats...,
  *                         [float scale for losses], one int acc per out)
  * and the updates and casts as declared. floats are the op's float
- * attributes (rmsnorm's eps), in the order its planner/ops.c entry declares
- * them.
+ * attributes (layernorm's and rmsnorm's eps), in the order its planner/ops.c
+ * entry declares them.
  *
  * Conventions, shared by every kernel:
  * - All tensors are dense, row-major, fp32 unless noted; token ids are int32.
@@ -88,14 +88,19 @@
   /* dx (+)= dout * s (1 + x (1 - s)), s = sigmoid(x). alias-safe (dx, dout). */                                       \
   X(void, silu_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                           \
                                                                                                                        \
-  /* layernorm over the last dim C of N rows, eps 1e-5 (PyTorch default):                                              \
-   * out = (x - mean) * rstd * w + b; saves mean[N] and rstd[N] for backward.                                          \
-   * mean and rstd may be NULL (eval: nothing saved). */                                                               \
+  /* layernorm over the last dim C of N rows: out = (x - mean) * rstd * w + b with                                     \
+   * rstd = 1 / sqrt(var + eps) (biased variance); saves mean[N] and rstd[N] for                                       \
+   * backward. mean and rstd may be NULL (eval: nothing saved); b may be NULL                                          \
+   * (bias: false, nothing added). */                                                                                  \
   X(void, layernorm_forward,                                                                                           \
-    (float *out, float *mean, float *rstd, const float *x, const float *w, const float *b, int64_t N, int64_t C))      \
+    (float *out, float *mean, float *rstd, const float *x, const float *w, const float *b, int64_t N, int64_t C,       \
+     float eps))                                                                                                       \
+  /* dx (+)= rstd (w dout - mean(w dout) - xhat mean(w dout xhat)); dw (+)= sum_rows dout xhat;                        \
+   * db (+)= sum_rows dout. dx, dw and db may each be NULL (not computed; db is NULL                                   \
+   * for bias: false). eps is not read: rstd is saved. */                                                              \
   X(void, layernorm_backward,                                                                                          \
     (float *dx, float *dw, float *db, const float *dout, const float *x, const float *w, const float *mean,            \
-     const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw, int acc_db))                                     \
+     const float *rstd, int64_t N, int64_t C, float eps, int acc_dx, int acc_dw, int acc_db))                          \
                                                                                                                        \
   /* rmsnorm over the last dim C of N rows: out = x * rstd * w with                                                    \
    * rstd = 1 / sqrt(mean(x^2) + eps); saves rstd[N] (may be NULL in eval). */                                         \

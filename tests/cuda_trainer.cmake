@@ -20,6 +20,8 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   endforeach()
   # an op with a float attribute: rmsnorm's eps reaches rt_cuda_rmsnorm_* after the dims
   memplan_cuda_trainer(rmsnorm-lm ${MEMPLAN_TEST_DIR}/reference/rmsnorm-lm.yaml)
+  # layernorm with eps written and bias: false (b, db NULL in the CUDA kernels)
+  memplan_cuda_trainer(layernorm-lm ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml)
   # rope (theta after its five dims), silu and mul
   memplan_cuda_trainer(llama-lm ${MEMPLAN_TEST_DIR}/reference/llama-lm.yaml)
   # attention's kv_heads and causal reach rt_cuda_attention_* as dims

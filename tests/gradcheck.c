@@ -110,7 +110,7 @@ struct Case {
   float away;          /* inputs drawn with |x| >= away (keeps relu off its kink) */
   int64_t out_n;       /* output elements */
   int64_t d[6];        /* op dims, in the header's order */
-  float f;             /* the op's float attribute (rmsnorm's eps, rope's theta) */
+  float f;             /* the op's float attribute (layernorm's and rmsnorm's eps, rope's theta) */
   const int32_t *ids;  /* tokens or targets */
   const float *aux;    /* mse target */
   RefFn *ref;
@@ -329,7 +329,7 @@ static void bwd_silu(float *const *din, const float *dout, float *const *in, con
 }
 
 // ----------------------------------------------------------------------------
-// layernorm (x w b), softmax (x); d = N C
+// layernorm (x w [b]), softmax (x); d = N C, f = eps (layernorm); nin 2 is bias: false
 
 static void ref_layernorm(double *out, double *const *in, const Case *c) {
   int64_t N = c->d[0], C = c->d[1];
@@ -339,18 +339,20 @@ static void ref_layernorm(double *out, double *const *in, const Case *c) {
     for (int64_t j = 0; j < C; j++) m += x[j];
     m /= (double)C;
     for (int64_t j = 0; j < C; j++) v += (x[j] - m) * (x[j] - m);
-    double r = 1.0 / sqrt(v / (double)C + 1e-5);
-    for (int64_t j = 0; j < C; j++) out[i * C + j] = (x[j] - m) * r * in[1][j] + in[2][j];
+    double r = 1.0 / sqrt(v / (double)C + (double)c->f);
+    for (int64_t j = 0; j < C; j++) out[i * C + j] = (x[j] - m) * r * in[1][j] + (c->nin > 2 ? in[2][j] : 0.0);
   }
 }
 static void fwd_layernorm(float *out, float *const *in, const Case *c) {
-  rt_layernorm_forward(out, NULL, NULL, in[0], in[1], in[2], c->d[0], c->d[1]);
+  rt_layernorm_forward(out, NULL, NULL, in[0], in[1], c->nin > 2 ? in[2] : NULL, c->d[0], c->d[1], c->f);
 }
 static void bwd_layernorm(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   int64_t N = c->d[0], C = c->d[1];
   float *out = NEW(float, N *C), *mean = NEW(float, N), *rstd = NEW(float, N);
-  rt_layernorm_forward(out, mean, rstd, in[0], in[1], in[2], N, C);
-  rt_layernorm_backward(din[0], din[1], din[2], dout, in[0], in[1], mean, rstd, N, C, acc, acc, acc);
+  const float *b = c->nin > 2 ? in[2] : NULL;
+  float *db = c->nin > 2 ? din[2] : NULL;
+  rt_layernorm_forward(out, mean, rstd, in[0], in[1], b, N, C, c->f);
+  rt_layernorm_backward(din[0], din[1], db, dout, in[0], in[1], mean, rstd, N, C, c->f, acc, acc, acc);
   free(out);
   free(mean);
   free(rstd);
@@ -618,6 +620,7 @@ static void gradchecks(void) {
                    .in_n = {3 * 8, 8, 8},
                    .out_n = 3 * 8,
                    .d = {3, 8},
+                   .f = 1e-5f,
                    .ref = ref_layernorm,
                    .fwd = fwd_layernorm,
                    .bwd = bwd_layernorm});
@@ -629,6 +632,30 @@ static void gradchecks(void) {
                    .amp = {0.005f},
                    .out_n = 3 * 70,
                    .d = {3, 70},
+                   .f = 1e-5f,
+                   .ref = ref_layernorm,
+                   .fwd = fwd_layernorm,
+                   .bwd = bwd_layernorm});
+  // A written eps (0.25, against a variance near 1/3) with the bias: an eps
+  // ignored (1e-5 used) scales the output by ~1.3.
+  run_case(&(Case){.name = "layernorm (eps 0.25 ~ var)",
+                   .nin = 3,
+                   .in_n = {3 * 8, 8, 8},
+                   .out_n = 3 * 8,
+                   .d = {3, 8},
+                   .f = 0.25f,
+                   .ref = ref_layernorm,
+                   .fwd = fwd_layernorm,
+                   .bwd = bwd_layernorm});
+  // bias: false (b and db NULL), eps 3e-3 against a variance near 3.3e-3;
+  // C = 70 spans two column blocks in the dw reduction.
+  run_case(&(Case){.name = "layernorm (no bias, eps 3e-3 ~ var, C=70)",
+                   .nin = 2,
+                   .in_n = {3 * 70, 70},
+                   .amp = {0.1f},
+                   .out_n = 3 * 70,
+                   .d = {3, 70},
+                   .f = 3e-3f,
                    .ref = ref_layernorm,
                    .fwd = fwd_layernorm,
                    .bwd = bwd_layernorm});
@@ -999,7 +1026,7 @@ static void values_gelu_layernorm(void) {
   fill_rand(in, N * C, 3.0f);
   fill(w, C, 1.0f);
   fill(b, C, 0.0f);
-  rt_layernorm_forward(out, mean, rstd, in, w, b, N, C);
+  rt_layernorm_forward(out, mean, rstd, in, w, b, N, C, 1e-5f);
   for (int i = 0; i < N; i++) {
     double m = 0.0, v = 0.0, xm = 0.0, xv = 0.0;
     for (int j = 0; j < C; j++) {

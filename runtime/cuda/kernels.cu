@@ -567,7 +567,6 @@ void rt_cuda_silu_backward(float *dx, const float *dout, const float *x, int64_t
 // layernorm, softmax: one warp per row, WARPS_PER_BLOCK rows per block
 
 #define WARPS_PER_BLOCK 8
-#define LN_EPS 1e-5f /* PyTorch's default */
 
 static unsigned row_blocks(int64_t rows) {
   int64_t g = (rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
@@ -576,9 +575,9 @@ static unsigned row_blocks(int64_t rows) {
 }
 
 /* cpu.c's arithmetic: double sums, the mean rounded to float before the
- * two-pass variance, rstd = 1 / sqrtf(var + eps). */
+ * two-pass variance, rstd = 1 / sqrtf(var + eps); b NULL adds nothing. */
 static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *x, const float *w,
-                                                const float *b, int64_t N, int C) {
+                                                const float *b, int64_t N, int C, float eps) {
   int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
   if (row >= N) return;
@@ -592,8 +591,11 @@ static __global__ void layernorm_forward_kernel(float *out, float *mean, float *
     float d = xr[j] - m;
     v += (double)d * d;
   }
-  float r = 1.0f / sqrtf((float)(warp_sum_d(v) / (double)C) + LN_EPS);
-  for (int j = lane; j < C; j += 32) o[j] = (xr[j] - m) * r * w[j] + b[j];
+  float r = 1.0f / sqrtf((float)(warp_sum_d(v) / (double)C) + eps);
+  if (b)
+    for (int j = lane; j < C; j += 32) o[j] = (xr[j] - m) * r * w[j] + b[j];
+  else
+    for (int j = lane; j < C; j += 32) o[j] = (xr[j] - m) * r * w[j];
   if (lane == 0) {
     if (mean) mean[row] = m;
     if (rstd) rstd[row] = r;
@@ -645,17 +647,18 @@ static __global__ void layernorm_backward_wb_kernel(float *dw, float *db, const 
 }
 
 void rt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                               int64_t N, int64_t C) {
+                               int64_t N, int64_t C, float eps) {
   need_ctx();
   if (N <= 0) return;
   layernorm_forward_kernel<<<row_blocks(N), WARPS_PER_BLOCK * 32, 0, ctx.stream>>>(out, mean, rstd, x, w, b, N,
-                                                                                   dim_int(C));
+                                                                                   dim_int(C), eps);
   LAUNCH_CHECK();
 }
 
 void rt_cuda_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
-                                const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
-                                int acc_db) {
+                                const float *mean, const float *rstd, int64_t N, int64_t C, float eps, int acc_dx,
+                                int acc_dw, int acc_db) {
+  (void)eps; /* rstd is saved */
   need_ctx();
   int c = dim_int(C);
   if (dx && N > 0) {

@@ -167,7 +167,7 @@ void ref_silu_backward(float *dx, const float *dout, const float *x, int64_t n, 
 // layernorm, softmax
 
 void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                           int64_t N, int64_t C) {
+                           int64_t N, int64_t C, float eps) {
   double *o = dnew(N * C), *mu = dnew(N), *rs = dnew(N);
   for (int64_t i = 0; i < N; i++) {
     const float *xi = x + i * C;
@@ -175,8 +175,8 @@ void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
     for (int64_t j = 0; j < C; j++) m += xi[j];
     m /= (double)C;
     for (int64_t j = 0; j < C; j++) v += (xi[j] - m) * (xi[j] - m);
-    double r = 1.0 / sqrt(v / (double)C + 1e-5);
-    for (int64_t j = 0; j < C; j++) o[i * C + j] = (xi[j] - m) * r * w[j] + b[j];
+    double r = 1.0 / sqrt(v / (double)C + eps);
+    for (int64_t j = 0; j < C; j++) o[i * C + j] = (xi[j] - m) * r * w[j] + (b ? b[j] : 0.0);
     mu[i] = m;
     rs[i] = r;
   }
@@ -186,8 +186,9 @@ void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
 }
 
 void ref_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
-                            const float *mean, const float *rstd, int64_t N, int64_t C, int acc_dx, int acc_dw,
-                            int acc_db) {
+                            const float *mean, const float *rstd, int64_t N, int64_t C, float eps, int acc_dx,
+                            int acc_dw, int acc_db) {
+  (void)eps;
   double *gx = dnew(N * C), *gw = dnew(C), *gb = dnew(C);
   for (int64_t i = 0; i < N; i++) {
     const float *xi = x + i * C, *gi = dout + i * C;

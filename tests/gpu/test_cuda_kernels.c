@@ -422,20 +422,22 @@ static void case_silu(int64_t n) {
 // ----------------------------------------------------------------------------
 // cases: layernorm, softmax
 
-static void case_layernorm(int64_t N, int64_t C) {
+/* bias 0: b and db NULL (bias: false). */
+static void case_layernorm(int64_t N, int64_t C, float eps, int bias) {
   Ten x = ten_rand(N * C, 2), w = ten_rand(C, 1), b = ten_rand(C, 1);
+  const float *bref = bias ? b.ref : NULL, *but = bias ? b.ut : NULL;
   // a row offset far from 0 tests the two-pass variance
   for (int64_t j = 0; j < C; j++) x.ref[j] += 100.0f;
   ut_put(x.ut, x.ref, (size_t)C * sizeof(float));
   Ten out = ten_fill(N * C, NAN), mean = ten_fill(N, NAN), rstd = ten_fill(N, NAN);
-  ref_layernorm_forward(out.ref, mean.ref, rstd.ref, x.ref, w.ref, b.ref, N, C);
-  UT(layernorm_forward)(out.ut, mean.ut, rstd.ut, x.ut, w.ut, b.ut, N, C);
-  check(&out, TOL_SUM, "layernorm_forward (%lld,%lld)", LL(N), LL(C));
+  ref_layernorm_forward(out.ref, mean.ref, rstd.ref, x.ref, w.ref, bref, N, C, eps);
+  UT(layernorm_forward)(out.ut, mean.ut, rstd.ut, x.ut, w.ut, but, N, C, eps);
+  check(&out, TOL_SUM, "layernorm_forward (%lld,%lld) eps %g bias %d", LL(N), LL(C), eps, bias);
   check(&mean, TOL, "layernorm_forward mean");
   check(&rstd, TOL, "layernorm_forward rstd");
   Ten out2 = ten_fill(N * C, NAN);
-  ref_layernorm_forward(out2.ref, NULL, NULL, x.ref, w.ref, b.ref, N, C);
-  UT(layernorm_forward)(out2.ut, NULL, NULL, x.ut, w.ut, b.ut, N, C);
+  ref_layernorm_forward(out2.ref, NULL, NULL, x.ref, w.ref, bref, N, C, eps);
+  UT(layernorm_forward)(out2.ut, NULL, NULL, x.ut, w.ut, but, N, C, eps);
   check(&out2, TOL_SUM, "layernorm_forward eval (mean, rstd NULL)");
   // backward from the reference statistics, identical on both sides
   ut_put(mean.ut, mean.ref, (size_t)N * sizeof(float));
@@ -445,14 +447,15 @@ static void case_layernorm(int64_t N, int64_t C) {
     const int *a = pat[p];
     Ten g = ten_rand(N * C, 1);
     Ten dx = ten_grad(N * C, a[0] > 0), dw = ten_grad(C, a[1] > 0), db = ten_grad(C, a[2] > 0);
-    ref_layernorm_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, a[2] < 0 ? NULL : db.ref, g.ref, x.ref,
-                           w.ref, mean.ref, rstd.ref, N, C, a[0] > 0, a[1] > 0, a[2] > 0);
+    int has_db = bias && a[2] >= 0;
+    ref_layernorm_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, has_db ? db.ref : NULL, g.ref, x.ref,
+                           w.ref, mean.ref, rstd.ref, N, C, eps, a[0] > 0, a[1] > 0, a[2] > 0);
     UT(layernorm_backward)
-    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut, w.ut, mean.ut, rstd.ut, N,
-     C, a[0] > 0, a[1] > 0, a[2] > 0);
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, has_db ? db.ut : NULL, g.ut, x.ut, w.ut, mean.ut, rstd.ut, N, C,
+     eps, a[0] > 0, a[1] > 0, a[2] > 0);
     if (a[0] >= 0) check(&dx, TOL, "layernorm_backward dx acc=%d", a[0]);
     if (a[1] >= 0) check(&dw, TOL, "layernorm_backward dw acc=%d", a[1]);
-    if (a[2] >= 0) check(&db, TOL, "layernorm_backward db acc=%d", a[2]);
+    if (has_db) check(&db, TOL, "layernorm_backward db acc=%d", a[2]);
   }
   release_all();
 }
@@ -859,8 +862,8 @@ static void case_determinism(void) {
   check_same(&e1, &e2, "determinism: embedding_backward twice");
   Ten x = ten_rand(N * C, 1), w = ten_rand(C, 1), m = ten_rand(N, 1), r = ten_rand(N, 1);
   Ten w1 = ten_fill(C, 0), w2 = ten_fill(C, 0), b1 = ten_fill(C, 0), b2 = ten_fill(C, 0);
-  UT(layernorm_backward)(NULL, w1.ut, b1.ut, ge.ut, x.ut, w.ut, m.ut, r.ut, N, C, 0, 0, 0);
-  UT(layernorm_backward)(NULL, w2.ut, b2.ut, ge.ut, x.ut, w.ut, m.ut, r.ut, N, C, 0, 0, 0);
+  UT(layernorm_backward)(NULL, w1.ut, b1.ut, ge.ut, x.ut, w.ut, m.ut, r.ut, N, C, 1e-5f, 0, 0, 0);
+  UT(layernorm_backward)(NULL, w2.ut, b2.ut, ge.ut, x.ut, w.ut, m.ut, r.ut, N, C, 1e-5f, 0, 0, 0);
   check_same(&w1, &w2, "determinism: layernorm_backward dw twice");
   check_same(&b1, &b2, "determinism: layernorm_backward db twice");
   Ten logits = ten_rand(64 * 5000, 4), l1 = ten_fill(1, 0), l2 = ten_fill(1, 0);
@@ -924,8 +927,8 @@ static void bench(void) {
   TIME("attention_forward GQA (4 kv heads)", fa, UT(attention_forward)(y, lse, qkv, B, T, C, NH, 4, 1));
   TIME("attention_backward GQA (4 kv heads)", 2.5 * fa,
        UT(attention_backward)(dqkv, y, qkv, y, lse, B, T, C, NH, 4, 1, 0));
-  TIME("layernorm_forward (8192x768)", 0, UT(layernorm_forward)(y, mean, rstd, qkv, W, bias, M, C));
-  TIME("layernorm_backward", 0, UT(layernorm_backward)(dx, dW, bias, y, qkv, W, mean, rstd, M, C, 0, 0, 0));
+  TIME("layernorm_forward (8192x768)", 0, UT(layernorm_forward)(y, mean, rstd, qkv, W, bias, M, C, 1e-5f));
+  TIME("layernorm_backward", 0, UT(layernorm_backward)(dx, dW, bias, y, qkv, W, mean, rstd, M, C, 1e-5f, 0, 0, 0));
   TIME("gelu_forward (8192x3072)", 0, UT(gelu_forward)(y, dx, M * 4 * C));
   TIME("cross_entropy_forward (8192x50304)", 0, UT(cross_entropy_forward)(loss, lse, logits, tgt.ut, M, V));
   TIME("cross_entropy_backward (in place)", 0, UT(cross_entropy_backward)(logits, logits, tgt.ut, lse, M, V, 1.0f, 0));
@@ -974,8 +977,10 @@ int main(int argc, char **argv) {
   RUN("mul", case_mul(quick ? 1000 : 100003));
   RUN("relu_gelu", case_relu_gelu(quick ? 1000 : 100003));
   RUN("silu", case_silu(quick ? 1000 : 100003));
-  RUN("layernorm", case_layernorm(67, 129));
-  if (!quick) RUN("layernorm", case_layernorm(512, 768));
+  RUN("layernorm", case_layernorm(67, 129, 1e-5f, 1));
+  if (!quick) RUN("layernorm", case_layernorm(512, 768, 1e-5f, 1));
+  RUN("layernorm", case_layernorm(67, 129, 0.5f, 0)); // eps ~ var (1.33): an eps ignored shows; b, db NULL
+  RUN("layernorm", case_layernorm(33, 64, 1e-6f, 0));
   RUN("rmsnorm", case_rmsnorm(67, 129, 1e-5f));
   if (!quick) RUN("rmsnorm", case_rmsnorm(512, 2048, 1e-6f));
   RUN("softmax", case_softmax(50, 1000));

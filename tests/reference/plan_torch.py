@@ -213,7 +213,7 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
         elif k == "silu":
             y = F.silu(a[0])
         elif k == "layernorm":
-            y = F.layer_norm(a[0], (d[1],), a[1], a[2], eps=1e-5)
+            y = F.layer_norm(a[0], (d[1],), a[1], a[2], eps=op["floats"][0])  # a[2] None: bias: false
         elif k == "rmsnorm":
             x = a[0]
             y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + op["floats"][0]) * a[1]
