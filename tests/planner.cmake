@@ -223,3 +223,9 @@ set_tests_properties(kill_during_save PROPERTIES LABELS e2e TIMEOUT 300
 add_test(NAME guard_mode COMMAND sh ${MEMPLAN_TEST_DIR}/crash/guard.sh $<TARGET_FILE:memplan>
          ${CMAKE_CURRENT_BINARY_DIR}/guard)
 set_tests_properties(guard_mode PROPERTIES LABELS e2e TIMEOUT 300 PASS_REGULAR_EXPRESSION "guard mode: ok")
+
+# layernorm `bias: false` creates no bias parameter (a zero-initialized one
+# would train the same in the reference test, so that test cannot tell)
+add_test(NAME layernorm_no_bias COMMAND memplan compile ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml --dump=graph)
+set_tests_properties(layernorm_no_bias PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "param lnf\\.weight"
+                     FAIL_REGULAR_EXPRESSION "lnf\\.bias")
