@@ -503,6 +503,24 @@ static int *order(Loader *L) {
 
 /* ---- attributes, then build.c's shape rules ---- */
 
+/* The index of the enum attribute's word text among spec's choices; an error
+ * at loc names them all, and the closest when it is near. */
+static int64_t enum_choice(Loader *L, const AttrSpec *spec, const char *text, const char *what, Loc loc) {
+  const char *list = "", *best = NULL;
+  int bd = 3; /* suggest a choice at most 2 edits away */
+  for (int k = 0; spec->choices[k]; k++) {
+    if (!strcmp(text, spec->choices[k])) return k;
+    list = ar_printf(L->ar, "%s%s%s", list, k ? ", " : "", spec->choices[k]);
+    int d = mp_edit_distance(text, spec->choices[k]);
+    if (d < bd && d < (int)strlen(spec->choices[k])) {
+      bd = d;
+      best = spec->choices[k];
+    }
+  }
+  if (best) diag_error(loc, "%s must be one of %s, not '%s'; did you mean '%s'?", what, list, text, best);
+  diag_error(loc, "%s must be one of %s, not '%s'", what, list, text);
+}
+
 /* The layer's attributes in its op's declaration order. */
 static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
   const OpInfo *oi = op_info(ly->op);
@@ -527,6 +545,7 @@ static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
       break;
     case ATTR_BOOL: a[i].i = boolean(L, n, what); break;
     case ATTR_PARAM: a[i].s = ly->share_name; break;
+    case ATTR_ENUM: a[i].i = enum_choice(L, spec, a[i].s, what, a[i].loc); break;
     }
   }
 }

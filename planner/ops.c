@@ -172,6 +172,15 @@ static int64_t numel_flops(const Graph *g, const Op *op, bool bwd) {
   return out_numel(g, op);
 }
 static int64_t mul_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 2 : 1, out_numel(g, op)); }
+/* gelu's approximate: the word's index in the op's attribute (tanh first, the
+ * default) and the kernels' flag (1 tanh, 0 exact erf). */
+static const char *const gelu_approximate[] = {"tanh", "none", NULL};
+enum { GELU_TANH, GELU_NONE };
+static void gelu_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  d[0] = out_numel(g, op);
+  d[1] = op->attr[0].i == GELU_TANH; /* approximate */
+  *n = 2;
+}
 static int64_t gelu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 16 : 8, out_numel(g, op)); }
 static int64_t silu_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 8 : 4, out_numel(g, op)); }
 
@@ -506,8 +515,9 @@ static const OpInfo table[OP_COUNT] = {
     [OP_GELU] =
         {
             .name = "gelu",
+            .attrs = {{"approximate", ATTR_ENUM, .dflt = GELU_TANH, .choices = gelu_approximate}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
-            .build = unary_build, .dims = numel_dims, .flops = gelu_flops,
+            .build = unary_build, .dims = gelu_dims, .flops = gelu_flops,
             .cheap = true, .half_bin = SLOT(1), /* x */
             .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
             .nbout = 1, .bout = {REF_GIN(0)},

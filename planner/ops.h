@@ -20,7 +20,7 @@
  *   add            a b              out                 dout                       da db            n
  *   mul            a b              out                 dout a b                   da db            n
  *   relu           x                out                 dout out                   dx               n
- *   gelu           x                out                 dout x                     dx               n
+ *   gelu           x                out                 dout x                     dx               n approximate
  *   silu           x                out                 dout x                     dx               n
  *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C (eps)
  *   rmsnorm        x w              out rstd            dout x w rstd              dx dw            N C (eps)
@@ -57,6 +57,7 @@ typedef enum {
   ATTR_FLOAT, /* a number; passed to the kernels after the dims */
   ATTR_BOOL,
   ATTR_PARAM, /* another layer's parameter to share ("LAYER.weight") */
+  ATTR_ENUM,  /* one word of choices; Attr.i is its index there */
 } AttrType;
 
 typedef struct {
@@ -66,6 +67,8 @@ typedef struct {
   double dflt;   /* when not required: ints, floats and bools (0/1); an int's 0 means
                   * absent, the shape rule decides (attention's kv_heads: heads) */
   bool positive; /* floats: must be > 0 (ints always are) */
+  /* enums: the words allowed, NULL-terminated; dflt is an index */
+  const char *const *choices;
 } AttrSpec;
 
 /* What the trainer writes into a graph input read at a forward slot. */

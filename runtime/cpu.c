@@ -59,6 +59,8 @@ void openblas_set_num_threads(int num_threads);
 #define RT_SPIN 4000
 
 static const float RT_SQRT_2_OVER_PI = 0.7978845608028654f; /* M_PI is not C17 */
+static const float RT_SQRT1_2 = 0.7071067811865476f;        /* 1 / sqrt 2 */
+static const float RT_INV_SQRT_2PI = 0.3989422804014327f;   /* 1 / sqrt(2 pi) */
 
 _Noreturn static void rt_fail(const char *file, int line, const char *msg) {
   fprintf(stderr, "%s:%d: memplan runtime: %s\n", file, line, msg);
@@ -538,8 +540,19 @@ static void gelu_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_gelu_forward(float *out, const float *x, int64_t n) {
-  rt_par(gelu_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+/* Exact gelu: x Phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2)). */
+static void gelu_erf_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *x = c->a;
+  for (int64_t i = lo; i < hi; i++) {
+    float xi = x[i];
+    out[i] = 0.5f * xi * (1.0f + erff(xi * RT_SQRT1_2));
+  }
+}
+
+void rt_gelu_forward(float *out, const float *x, int64_t n, int approximate) {
+  rt_par(approximate ? gelu_task : gelu_erf_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 /* dx (out) (+)= dout (a) gelu'(x (b)). */
@@ -560,8 +573,25 @@ static void gelu_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
-  rt_par(gelu_backward_task, &(AddTask){dx, dout, x, acc}, n, rt_chunks(n >= RT_PAR_MIN));
+/* Exact: dx (out) (+)= dout (a) (Phi(x) + x phi(x)), x (b); phi(x) =
+ * exp(-x^2 / 2) / sqrt(2 pi) underflows to 0 where Phi is 0 or 1. */
+static void gelu_erf_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *dx = c->out;
+  const float *dout = c->a, *x = c->b;
+  int acc = c->acc;
+  for (int64_t i = lo; i < hi; i++) {
+    float xi = x[i];
+    float cdf = 0.5f * (1.0f + erff(xi * RT_SQRT1_2));
+    float pdf = RT_INV_SQRT_2PI * expf(-0.5f * xi * xi);
+    float g = dout[i] * (cdf + xi * pdf);
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int approximate, int acc) {
+  rt_par(approximate ? gelu_backward_task : gelu_erf_backward_task, &(AddTask){dx, dout, x, acc}, n,
+         rt_chunks(n >= RT_PAR_MIN));
 }
 
 /* e = exp(-x), -x clamped to [-80, 80] like gelu_e: sigmoid(x) = 1 / (1 + e)

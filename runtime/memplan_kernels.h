@@ -77,11 +77,12 @@
   /* dx (+)= dout * (out > 0); uses the output. alias-safe (dx, dout). */                                              \
   X(void, relu_backward, (float *dx, const float *dout, const float *out, int64_t n, int acc))                         \
                                                                                                                        \
-  /* gelu, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).                                 \
-   * alias-safe (out, x). */                                                                                           \
-  X(void, gelu_forward, (float *out, const float *x, int64_t n))                                                       \
-  /* dx (+)= dout * gelu'(x). alias-safe (dx, dout). */                                                                \
-  X(void, gelu_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                           \
+  /* gelu: approximate = 1, the tanh approximation (GPT-2):                                                            \
+   * 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))); approximate = 0, exact (PyTorch's default):                       \
+   * 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x). alias-safe (out, x). */                                                   \
+  X(void, gelu_forward, (float *out, const float *x, int64_t n, int approximate))                                      \
+  /* dx (+)= dout * gelu'(x); exact: gelu'(x) = Phi(x) + x phi(x). alias-safe (dx, dout). */                           \
+  X(void, gelu_backward, (float *dx, const float *dout, const float *x, int64_t n, int approximate, int acc))          \
                                                                                                                        \
   /* silu (swish, Llama's feed-forward gate): out = x sigmoid(x). alias-safe (out, x). */                              \
   X(void, silu_forward, (float *out, const float *x, int64_t n))                                                       \

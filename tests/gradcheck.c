@@ -308,16 +308,20 @@ static void bwd_relu(float *const *din, const float *dout, float *const *in, con
   free(out);
 }
 
-static double gelu_d(double x) {
+/* d = n, approximate (1 tanh, 0 exact erf). */
+static double gelu_d(double x, int64_t approximate) {
   const double s = sqrt(2.0 / acos(-1.0));
+  if (!approximate) return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
   return 0.5 * x * (1.0 + tanh(s * (x + 0.044715 * x * x * x)));
 }
 static void ref_gelu(double *out, double *const *in, const Case *c) {
-  for (int64_t i = 0; i < c->d[0]; i++) out[i] = gelu_d(in[0][i]);
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = gelu_d(in[0][i], c->d[1]);
 }
-static void fwd_gelu(float *out, float *const *in, const Case *c) { rt_gelu_forward(out, in[0], c->d[0]); }
+static void fwd_gelu(float *out, float *const *in, const Case *c) {
+  rt_gelu_forward(out, in[0], c->d[0], (int)c->d[1]);
+}
 static void bwd_gelu(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
-  rt_gelu_backward(din[0], dout, in[0], c->d[0], acc);
+  rt_gelu_backward(din[0], dout, in[0], c->d[0], (int)c->d[1], acc);
 }
 
 static void ref_silu(double *out, double *const *in, const Case *c) {
@@ -601,7 +605,17 @@ static void gradchecks(void) {
                    .in_n = {40},
                    .amp = {4.0f},
                    .out_n = 40,
-                   .d = {40},
+                   .d = {40, 1},
+                   .ref = ref_gelu,
+                   .fwd = fwd_gelu,
+                   .bwd = bwd_gelu});
+  // Exact (erf) to +-6: both tails, where phi(x) underflows in float.
+  run_case(&(Case){.name = "gelu exact",
+                   .nin = 1,
+                   .in_n = {40},
+                   .amp = {6.0f},
+                   .out_n = 40,
+                   .d = {40, 0},
                    .ref = ref_gelu,
                    .fwd = fwd_gelu,
                    .bwd = bwd_gelu});
@@ -904,14 +918,18 @@ static void alias_elementwise(void) {
   rt_relu_backward(io, io, out, AN, 0);
   check_f("in place relu backward (dx, dout)", io, want, AN, EXACT);
 
-  rt_gelu_forward(want, a, AN);
-  memcpy(io, a, sizeof(float) * AN);
-  rt_gelu_forward(io, io, AN);
-  check_f("in place gelu forward (out, x)", io, want, AN, EXACT);
-  rt_gelu_backward(want, g, a, AN, 0);
-  memcpy(io, g, sizeof(float) * AN);
-  rt_gelu_backward(io, io, a, AN, 0);
-  check_f("in place gelu backward (dx, dout)", io, want, AN, EXACT);
+  for (int approximate = 0; approximate <= 1; approximate++) {
+    rt_gelu_forward(want, a, AN, approximate);
+    memcpy(io, a, sizeof(float) * AN);
+    rt_gelu_forward(io, io, AN, approximate);
+    check_f(approximate ? "in place gelu forward (out, x)" : "in place exact gelu forward (out, x)", io, want, AN,
+            EXACT);
+    rt_gelu_backward(want, g, a, AN, approximate, 0);
+    memcpy(io, g, sizeof(float) * AN);
+    rt_gelu_backward(io, io, a, AN, approximate, 0);
+    check_f(approximate ? "in place gelu backward (dx, dout)" : "in place exact gelu backward (dx, dout)", io, want, AN,
+            EXACT);
+  }
 
   rt_silu_forward(want, a, AN);
   memcpy(io, a, sizeof(float) * AN);
@@ -1010,11 +1028,20 @@ static void values_softmax_ce(void) {
 
 static void values_gelu_layernorm(void) {
   float x[4] = {0.0f, 1.0f, -10.0f, 10.0f}, y[4];
-  rt_gelu_forward(y, x, 4);
+  rt_gelu_forward(y, x, 4, 1);
   check_scalar("gelu(0) = 0", y[0], 0.0, 1e-7);
   check_scalar("gelu(1) = 0.8411920 (tanh approximation)", y[1], 0.84119199, 1e-6);
   check_scalar("gelu(-10) = 0", y[2], 0.0, 1e-7);
   check_scalar("gelu(10) = 10", y[3], 10.0, 1e-7);
+  rt_gelu_forward(y, x, 4, 0);
+  check_scalar("exact gelu(0) = 0", y[0], 0.0, 1e-7);
+  check_scalar("exact gelu(1) = Phi(1) = 0.8413447", y[1], 0.8413447460685429, 1e-6);
+  check_scalar("exact gelu(-10) = 0", y[2], 0.0, 1e-7);
+  check_scalar("exact gelu(10) = 10", y[3], 10.0, 1e-7);
+  float gx[2] = {1.0f, -1.0f}, gd[2] = {1.0f, 1.0f}, gy[2];
+  rt_gelu_backward(gy, gd, gx, 2, 0, 0);
+  check_scalar("exact gelu'(1) = Phi(1) + phi(1) = 1.0833155", gy[0], 1.0833154705876864, 1e-6);
+  check_scalar("exact gelu'(-1) = Phi(-1) - phi(-1) = -0.0833155", gy[1], -0.08331547058768629, 1e-6);
   float sx[3] = {1.0f, -100.0f, 100.0f}, sy[3];
   rt_silu_forward(sy, sx, 3);
   check_scalar("silu(1) = 1/(1 + e^-1) = 0.7310586", sy[0], 0.73105857863, 1e-6);

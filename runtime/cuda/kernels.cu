@@ -408,6 +408,8 @@ void rt_cuda_matmul_backward(float *da, float *db, const float *dout, const floa
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 #define SQRT_2_OVER_PI 0.7978845608028654f
+#define SQRT1_2 0.7071067811865476f      /* 1 / sqrt 2 */
+#define INV_SQRT_2PI 0.3989422804014327f /* 1 / sqrt(2 pi) */
 
 static __global__ void add_forward_kernel(float *out, const float *a, const float *b, int64_t n) {
   GRID_STRIDE(i, n) out[i] = a[i] + b[i];
@@ -450,23 +452,36 @@ static __global__ void relu_backward_kernel(float *dx, const float *dout, const 
   }
 }
 
-static __global__ void gelu_forward_kernel(float *out, const float *x, int64_t n) {
+/* approximate: tanh (1) or exact erf (0), x Phi(x). */
+static __global__ void gelu_forward_kernel(float *out, const float *x, int64_t n, int approximate) {
   GRID_STRIDE(i, n) {
     float xi = x[i];
-    float u = SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
-    out[i] = 0.5f * xi * (1.0f + tanhf(u));
+    if (approximate) {
+      float u = SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
+      out[i] = 0.5f * xi * (1.0f + tanhf(u));
+    } else {
+      out[i] = 0.5f * xi * (1.0f + erff(xi * SQRT1_2));
+    }
   }
 }
 
-/* Same formula as cpu.c: sech^2 as 1/cosh^2 (accurate where tanh nears +-1;
- * an overflowing cosh gives 0, the right limit). */
-static __global__ void gelu_backward_kernel(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+/* tanh: sech^2 as 1/cosh^2 (accurate where tanh nears +-1; an overflowing
+ * cosh gives 0, the right limit). Exact: Phi(x) + x phi(x), as cpu.c. */
+static __global__ void gelu_backward_kernel(float *dx, const float *dout, const float *x, int64_t n, int approximate,
+                                            int acc) {
   GRID_STRIDE(i, n) {
     float xi = x[i];
-    float u = SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
-    float ch = coshf(u);
-    float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * xi * xi);
-    float g = dout[i] * (0.5f * (1.0f + tanhf(u)) + 0.5f * xi * du / (ch * ch));
+    float g;
+    if (approximate) {
+      float u = SQRT_2_OVER_PI * (xi + 0.044715f * xi * xi * xi);
+      float ch = coshf(u);
+      float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * xi * xi);
+      g = dout[i] * (0.5f * (1.0f + tanhf(u)) + 0.5f * xi * du / (ch * ch));
+    } else {
+      float cdf = 0.5f * (1.0f + erff(xi * SQRT1_2));
+      float pdf = INV_SQRT_2PI * expf(-0.5f * xi * xi);
+      g = dout[i] * (cdf + xi * pdf);
+    }
     dx[i] = acc ? dx[i] + g : g;
   }
 }
@@ -535,17 +550,17 @@ void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64
   LAUNCH_CHECK();
 }
 
-void rt_cuda_gelu_forward(float *out, const float *x, int64_t n) {
+void rt_cuda_gelu_forward(float *out, const float *x, int64_t n, int approximate) {
   need_ctx();
   if (n <= 0) return;
-  gelu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  gelu_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n, approximate);
   LAUNCH_CHECK();
 }
 
-void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int approximate, int acc) {
   need_ctx();
   if (n <= 0 || !dx) return;
-  gelu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
+  gelu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, approximate, acc);
   LAUNCH_CHECK();
 }
 

@@ -129,21 +129,24 @@ void ref_relu_backward(float *dx, const float *dout, const float *out, int64_t n
 
 static const double SQRT_2_OVER_PI = 0.79788456080286535588;
 
-void ref_gelu_forward(float *out, const float *x, int64_t n) {
+static const double SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794;
+
+void ref_gelu_forward(float *out, const float *x, int64_t n, int approximate) {
   double *o = dnew(n);
   for (int64_t i = 0; i < n; i++) {
     double xi = x[i], u = SQRT_2_OVER_PI * (xi + 0.044715 * xi * xi * xi);
-    o[i] = 0.5 * xi * (1.0 + tanh(u));
+    o[i] = approximate ? 0.5 * xi * (1.0 + tanh(u)) : 0.5 * xi * (1.0 + erf(xi * SQRT1_2));
   }
   store(out, o, n, 0);
 }
 
-void ref_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+void ref_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, int approximate, int acc) {
   double *g = dnew(n);
   for (int64_t i = 0; i < n; i++) {
     double xi = x[i], u = SQRT_2_OVER_PI * (xi + 0.044715 * xi * xi * xi);
     double du = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * xi * xi), ch = cosh(u);
-    g[i] = dout[i] * (0.5 * (1.0 + tanh(u)) + 0.5 * xi * du / (ch * ch));
+    double exact = 0.5 * (1.0 + erf(xi * SQRT1_2)) + xi * INV_SQRT_2PI * exp(-0.5 * xi * xi);
+    g[i] = dout[i] * (approximate ? 0.5 * (1.0 + tanh(u)) + 0.5 * xi * du / (ch * ch) : exact);
   }
   store(dx, g, n, acc);
 }

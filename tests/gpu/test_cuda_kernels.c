@@ -350,13 +350,15 @@ static void case_mul(int64_t n) {
   release_all();
 }
 
+/* op 0 relu, 1 gelu (tanh approximation), 2 gelu (exact, erf). */
 static void case_relu_gelu(int64_t n) {
-  for (int op = 0; op < 2; op++) {
-    const char *nm = op ? "gelu" : "relu";
+  for (int op = 0; op < 3; op++) {
+    const char *nm = op == 0 ? "relu" : op == 1 ? "gelu tanh" : "gelu exact";
+    int approximate = op == 1;
     Ten x = ten_rand(n, 4), out = ten_fill(n, NAN);
     if (op) {
-      ref_gelu_forward(out.ref, x.ref, n);
-      UT(gelu_forward)(out.ut, x.ut, n);
+      ref_gelu_forward(out.ref, x.ref, n, approximate);
+      UT(gelu_forward)(out.ut, x.ut, n, approximate);
     } else {
       ref_relu_forward(out.ref, x.ref, n);
       UT(relu_forward)(out.ut, x.ut, n);
@@ -365,8 +367,8 @@ static void case_relu_gelu(int64_t n) {
     for (int acc = 0; acc <= 1; acc++) {
       Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
       if (op) {
-        ref_gelu_backward(dx.ref, g.ref, x.ref, n, acc);
-        UT(gelu_backward)(dx.ut, g.ut, x.ut, n, acc);
+        ref_gelu_backward(dx.ref, g.ref, x.ref, n, approximate, acc);
+        UT(gelu_backward)(dx.ut, g.ut, x.ut, n, approximate, acc);
       } else {
         ref_relu_backward(dx.ref, g.ref, out.ref, n, acc);
         UT(relu_backward)(dx.ut, g.ut, out.ut, n, acc);
@@ -375,10 +377,10 @@ static void case_relu_gelu(int64_t n) {
     }
     Ten g = ten_rand(n, 1); // in place: dx = dout
     if (op) {
-      ref_gelu_backward(g.ref, g.ref, x.ref, n, 0);
-      UT(gelu_backward)(g.ut, g.ut, x.ut, n, 0);
-      ref_gelu_forward(x.ref, x.ref, n);
-      UT(gelu_forward)(x.ut, x.ut, n);
+      ref_gelu_backward(g.ref, g.ref, x.ref, n, approximate, 0);
+      UT(gelu_backward)(g.ut, g.ut, x.ut, n, approximate, 0);
+      ref_gelu_forward(x.ref, x.ref, n, approximate);
+      UT(gelu_forward)(x.ut, x.ut, n, approximate);
     } else {
       ref_relu_backward(g.ref, g.ref, out.ref, n, 0);
       UT(relu_backward)(g.ut, g.ut, out.ut, n, 0);
@@ -929,7 +931,7 @@ static void bench(void) {
        UT(attention_backward)(dqkv, y, qkv, y, lse, B, T, C, NH, 4, 1, 0));
   TIME("layernorm_forward (8192x768)", 0, UT(layernorm_forward)(y, mean, rstd, qkv, W, bias, M, C, 1e-5f));
   TIME("layernorm_backward", 0, UT(layernorm_backward)(dx, dW, bias, y, qkv, W, mean, rstd, M, C, 1e-5f, 0, 0, 0));
-  TIME("gelu_forward (8192x3072)", 0, UT(gelu_forward)(y, dx, M * 4 * C));
+  TIME("gelu_forward (8192x3072)", 0, UT(gelu_forward)(y, dx, M * 4 * C, 1));
   TIME("cross_entropy_forward (8192x50304)", 0, UT(cross_entropy_forward)(loss, lse, logits, tgt.ut, M, V));
   TIME("cross_entropy_backward (in place)", 0, UT(cross_entropy_backward)(logits, logits, tgt.ut, lse, M, V, 1.0f, 0));
   TIME("embedding_backward (8192 tokens, V=50304)", 0, UT(embedding_backward)(logits, y, tgt.ut, M, C, V, 0));
