@@ -16,16 +16,7 @@
 #include "fit.h"
 #include "load.h"
 #include "verify.h"
-
-static int failures, checks;
-#define CHECK(c)                                                            \
-  do {                                                                      \
-    checks++;                                                               \
-    if (!(c)) {                                                             \
-      failures++;                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-    }                                                                       \
-  } while (0)
+#include "check.h"
 
 static uint64_t rng = 88172645463325252ull;
 static int rnd(int n) {
@@ -213,6 +204,5 @@ int main(int argc, char **argv) {
   test_budgets(models, "gpt2-mini", true, PREC_FP32);
   test_budgets(models, "gpt2-mini", true, PREC_AUTO);
   test_budgets(models, "mlp", false, PREC_FP32); /* parameters and optimizer state dominate */
-  printf("%d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return check_summary("test_ckpt");
 }

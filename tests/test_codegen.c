@@ -12,16 +12,7 @@
 #include "emit.h"
 #include "plan_read.h"
 #include "verify.h"
-
-static int failures, checks;
-
-static void check(bool ok, const char *what, int line) {
-  checks++;
-  if (ok) return;
-  failures++;
-  fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, line, what);
-}
-#define CHECK(c) check((c), #c, __LINE__)
+#include "check.h"
 
 static PlanRequest request(const char *model) {
   return (PlanRequest){.model = model,
@@ -208,6 +199,5 @@ int main(int argc, char **argv) {
   test_parse_once(mlp);
   test_error_in_levers(argv[2]);
   test_folder(argv[2]);
-  printf("test_codegen: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return check_summary("test_codegen");
 }

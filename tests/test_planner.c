@@ -11,18 +11,9 @@
 #include "ops.h"
 #include "plan_build.h"
 #include "verify.h"
+#include "check.h"
 
-static int failures, checks;
 static const char *models;
-
-#define CHECK(c)                                                            \
-  do {                                                                      \
-    checks++;                                                               \
-    if (!(c)) {                                                             \
-      failures++;                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-    }                                                                       \
-  } while (0)
 
 /* Runs load on text and returns the graph, or NULL with the error in diag_last(). */
 static Graph *try_load(Arena *ar, const char *text, const DimOverride *ov, int nov) {
@@ -369,6 +360,5 @@ int main(int argc, char **argv) {
   test_live();
   test_verifier_mutants();
   test_models();
-  printf("%d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return check_summary("test_planner");
 }
