@@ -520,15 +520,14 @@ void rt_relu_backward(float *dx, const float *dout, const float *out, int64_t n,
   rt_par(relu_backward_task, &(AddTask){dx, dout, out, acc}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
+/* e = exp(a) for a sigmoid 1 / (1 + e), a clamped to [-80, 80], where
+ * sigmoid is within 2e-35 of 0 or 1: e and 1/(1 + e) stay normal, and the
+ * loops vectorize. */
+static inline float sigmoid_e(float a) { return rt_exp(a < -80.0f ? -80.0f : a > 80.0f ? 80.0f : a); }
+
 /* 0.5 x (1 + tanh u) = x sigmoid(2u) = x / (1 + e), e = exp(-2u): one
- * exp and no tanh, so the loops vectorize. -2u is clamped to [-80, 80],
- * where sigmoid is within 2e-35 of 0 or 1, so e and 1/(1 + e) stay normal. */
-static inline float gelu_e(float x) {
-  float u = RT_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
-  float a = -2.0f * u;
-  a = a < -80.0f ? -80.0f : a > 80.0f ? 80.0f : a;
-  return rt_exp(a);
-}
+ * exp and no tanh. */
+static inline float gelu_e(float x) { return sigmoid_e(-2.0f * (RT_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x))); }
 
 static void gelu_task(const void *ctx, int64_t lo, int64_t hi) {
   const AddTask *c = ctx;
@@ -594,13 +593,8 @@ void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, i
          rt_chunks(n >= RT_PAR_MIN));
 }
 
-/* e = exp(-x), -x clamped to [-80, 80] like gelu_e: sigmoid(x) = 1 / (1 + e)
- * stays within 2e-35 of the true value and the loops vectorize. */
-static inline float silu_e(float x) {
-  float a = -x;
-  a = a < -80.0f ? -80.0f : a > 80.0f ? 80.0f : a;
-  return rt_exp(a);
-}
+/* e = exp(-x): sigmoid(x) = 1 / (1 + e). */
+static inline float silu_e(float x) { return sigmoid_e(-x); }
 
 static void silu_task(const void *ctx, int64_t lo, int64_t hi) {
   const AddTask *c = ctx;
