@@ -257,7 +257,15 @@ static void arg_buf(Emit *E, Text *t, int b) { text_printf(t, ", %s", b < 0 ? "N
 
 /* One kernel call. Forward: outs, ins, dims. Backward: outs, ins, dims,
  * [scale for losses], one acc flag per out. Updates: see memplan_rt.h. */
-static void call(Emit *E, Text *t, const PlanOp *o) {
+/* FNV-1a of a layer's name: the layer part of its ops' random keys
+ * (tr_op_key), the same in every trainer and in Python. */
+static uint64_t layer_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
+static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
   const Optimizer *opt = &E->p->opt;
   const char *rt = E->be->prefix;
   if (o->op == OP_ADAMW || o->op == OP_SGD) {
@@ -291,6 +299,13 @@ static void call(Emit *E, Text *t, const PlanOp *o) {
   int nd = !bwd && op_info(o->op)->fwd_ndim ? op_info(o->op)->fwd_ndim : o->ndim;
   for (int k = 0; k < nd; k++) text_printf(t, ", %lld", (long long)o->dim[k]);
   for (int k = 0; k < o->nfarg; k++) text_printf(t, ", %s", fmt_double(E, o->farg[k]));
+  if (op_info(o->op)->mode_arg) {
+    if (!train) text_printf(t, ", RT_MODE_EVAL, 0");
+    else
+      text_printf(t, ", %s, tr_op_key(t, mb, 0x%016llxull)",
+                  o->phase == PHASE_RECOMPUTE ? "RT_MODE_RECOMPUTE" : "RT_MODE_TRAIN",
+                  (unsigned long long)layer_hash(o->layer));
+  }
   if (bwd && op_info(o->op)->is_loss) text_printf(t, ", scale");
   /* with micro-batches, parameter gradients accumulate in every pass after the first */
   bool accum = E->p->accumulation_steps > 1;
@@ -346,7 +361,7 @@ static void body(Emit *E, Text *t, const PlanOp *ops, int n, bool train, bool up
     sec = s;
     guard(E, t, &ops[i], i, false);
     text_printf(t, "  ");
-    call(E, t, &ops[i]);
+    call(E, t, &ops[i], train);
     text_printf(t, train ? "; TICK(%d);\n" : ";\n", i);
     guard(E, t, &ops[i], i, true);
   }

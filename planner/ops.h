@@ -105,6 +105,13 @@ typedef struct {
   unsigned inplace_fwd;           /* forward input slots out[0] may overwrite, tried in order */
   unsigned inplace_bwd[MAX_BOUT]; /* backward input slots backward output k may overwrite when acc = 0 */
   bool is_loss;
+  /* Its kernels (forward and backward) take (int mode, uint64_t key) after
+   * the floats: mode RT_MODE_TRAIN, RT_MODE_RECOMPUTE (a checkpointed
+   * forward replayed in backward: no side effects twice, such as running
+   * statistics) or RT_MODE_EVAL (memplan_kernels.h); key is the trainer's
+   * tr_op_key(t, mb, layer), equal for an op's forward, recompute and
+   * backward in one micro-batch (dropout's mask), 0 in eval. */
+  bool mode_arg;
   Feed feed[MAX_OP_IN]; /* per forward slot, for graph inputs */
   /* GPT-2 initialization: a residual join (add) scales the weights of the
    * gpt2_projection ops (linear) that feed it by 1/sqrt(their number). */

@@ -17,7 +17,11 @@
  *                         [float scale for losses], one int acc per out)
  * and the updates and casts as declared. floats are the op's float
  * attributes (layernorm's and rmsnorm's eps), in the order its planner/ops.c
- * entry declares them.
+ * entry declares them. An op whose entry sets mode_arg takes (int mode,
+ * uint64_t key) right after its floats, forward and backward alike: mode is
+ * one of RT_MODE_* below, key a counter-based random key (memplan_trainer.h,
+ * tr_op_key) that is the same for the op's forward, recompute and backward
+ * within one micro-batch of one step, and 0 in eval.
  *
  * Conventions, shared by every kernel:
  * - All tensors are dense, row-major, fp32 unless noted; token ids are int32.
@@ -41,6 +45,9 @@
 #define MEMPLAN_KERNELS_H
 
 #include <stdint.h>
+
+/* The mode argument of ops with state or randomness (see above). */
+enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
 
 /* Forward and backward of every op, and the optimizer updates. */
 #define MEMPLAN_KERNELS(X)                                                                                             \

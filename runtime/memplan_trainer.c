@@ -88,6 +88,13 @@ static uint64_t mix64(uint64_t x) {
 /* A hash of (tag, a, b): the synthetic data set's only source of randomness. */
 static uint64_t key3(uint64_t tag, uint64_t a, uint64_t b) { return mix64(mix64(mix64(tag) ^ a) ^ b); }
 
+/* The random key of an op with mode_arg (memplan_trainer.h): the same for
+ * its forward, recompute and backward, new each micro-batch and step. */
+static uint64_t op_key_seed;
+uint64_t tr_op_key(int64_t t, int mb, uint64_t layer) {
+  return mix64(mix64(mix64(op_key_seed) ^ (uint64_t)t) ^ ((uint64_t)(uint32_t)mb << 32 ^ layer));
+}
+
 /* Uniform in [0, 1) with 24 bits: exact in float, double and Python. */
 static double unit24(uint64_t h) { return (double)(h >> 40) * 0x1p-24; }
 
@@ -878,6 +885,7 @@ static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, 
 
 int tr_main(int argc, char **argv, const TrModel *m) {
   Opts o = parse_opts(argc, argv, m);
+  op_key_seed = (uint64_t)o.seed;
   if (o.save) check_save_path(o.save);
   if (m->set_threads) m->set_threads(o.threads);
   Run r = {.m = m};

@@ -128,6 +128,14 @@ extern const TrDevice tr_cuda_device;
 /* The trainer program: parses argv, runs, returns the exit status. */
 int tr_main(int argc, char **argv, const TrModel *m);
 
+/* The random key of one op's kernels in one micro-batch mb of step t (ops
+ * whose entry sets mode_arg, memplan_kernels.h): with mix64 splitmix64's
+ * output function (x + 0x9e3779b97f4a7c15, then its two multiply-xorshifts),
+ * key = mix64(mix64(mix64(seed) ^ t) ^ ((mb << 32) ^ layer)), seed the
+ * trainer's --seed and layer the 64-bit FNV-1a hash of the layer's name
+ * (codegen/emitc.c). Python reproduces it bit for bit. */
+uint64_t tr_op_key(int64_t t, int mb, uint64_t layer);
+
 /* --profile: step() calls tr_tick(i) after op i; it adds the time since the
  * previous tick to op i. */
 extern int tr_profiling;
