@@ -255,8 +255,9 @@ static void layout(Emit *E, Text *t) {
 
 static void arg_buf(Emit *E, Text *t, int b) { text_printf(t, ", %s", b < 0 ? "NULL" : E->id[b]); }
 
-/* One kernel call. Forward: outs, ins, dims. Backward: outs, ins, dims,
- * [scale for losses], one acc flag per out. Updates: see memplan_rt.h. */
+/* One kernel call. Forward: outs, ins, [scratch], dims. Backward: outs, ins,
+ * [scratch], dims, [scale for losses], one acc flag per out. Updates: see
+ * memplan_rt.h. */
 /* FNV-1a of a layer's name: the layer part of its ops' random keys
  * (tr_op_key), the same in every trainer and in Python. */
 static uint64_t layer_hash(const char *s) {
@@ -296,6 +297,7 @@ static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
     text_printf(t, "%s", o->out[k] < 0 ? "NULL" : E->id[o->out[k]]);
   }
   for (int k = 0; k < o->nin; k++) arg_buf(E, t, o->in[k]);
+  if (op_info(o->op)->scratch) arg_buf(E, t, o->scratch); /* op-local scratch, NULL when it needs none */
   int nd = !bwd && op_info(o->op)->fwd_ndim ? op_info(o->op)->fwd_ndim : o->ndim;
   for (int k = 0; k < nd; k++) text_printf(t, ", %lld", (long long)o->dim[k]);
   for (int k = 0; k < o->nfarg; k++) text_printf(t, ", %s", fmt_double(E, o->farg[k]));
@@ -335,8 +337,8 @@ static bool separate_updates(const Plan *p) { return p->accumulation_steps > 1 |
 static void guard(Emit *E, Text *t, const PlanOp *o, int i, bool check) {
   const Plan *p = E->p;
   if (!p->guard_bytes || E->be != &emit_backend_c) return;
-  for (int k = 0; k < o->nout; k++) {
-    int b = o->out[k];
+  for (int k = 0; k <= o->nout; k++) { /* the outputs, then the op's scratch */
+    int b = k < o->nout ? o->out[k] : o->scratch;
     if (b < 0) continue;
     const char *canary = ar_printf(&E->ar, "arena + %lld", (long long)(p->buf[b].offset + p->buf[b].bytes));
     if (!check) {

@@ -149,6 +149,7 @@ static void schedule(Text *t, const char *key, const PlanOp *ops, int n, bool la
       for (int k = 0; k < o->nfarg; k++) text_printf(t, "%s%.17g", k ? ", " : "", o->farg[k]);
       text_printf(t, "]");
     }
+    if (o->scratch >= 0) text_printf(t, ", \"scratch\": %d", o->scratch); /* only ops with op-local scratch */
     text_printf(t, ", \"flops\": %lld}%s\n", (long long)o->flops, i + 1 < n ? "," : "");
   }
   text_printf(t, "  ]%s\n", last ? "" : ",");

@@ -496,6 +496,8 @@ static void read_ops(Arena *ar, const JVal *root, const char *key, const Plan *p
       if (!isfinite(x->num)) diag_error(x->loc, "a float argument must be finite");
       o->farg[o->nfarg++] = x->num;
     }
+    const JVal *sc = find(v, "scratch");
+    o->scratch = sc ? (int)as_int(sc, "a scratch buffer id", 0, p->nbuf - 1) : -1;
     o->flops = get_int(v, "flops", 0, INT64_MAX);
   }
   *out = ops, *nout = a->n;

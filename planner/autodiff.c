@@ -24,6 +24,7 @@ typedef struct {
   int *cur;         /* per graph tensor: its newest copy */
   int *runs;        /* per graph op: forward runs so far */
   int *last_writer; /* per param: the graph op whose backward completes its gradient */
+  int *fscratch;    /* per graph op: the scratch of its first forward run (shared with eval), -1 */
   bool fuse;
 } Ad;
 
@@ -37,9 +38,29 @@ static int new_tensor(Ad *a, const char *name, Role r, int of) {
 }
 
 static Instr instr(OpKind k, Phase ph, int op, const char *name, int nin, int nout) {
-  Instr x = {k, ph, op, name, nin, nout, {0}, {0}, {0}};
+  Instr x = {k, ph, op, name, nin, nout, {0}, {0}, {0}, -1};
   for (int i = 0; i < PLAN_MAX_IO; i++) x.in[i] = x.out[i] = -1;
   return x;
+}
+
+/* Op-local scratch (OpInfo.scratch) of graph op i's forward or backward: a
+ * new temp tensor "<layer>.<suffix>" of the bytes the op asks for (rounded up
+ * to whole floats), or -1 when it needs none. */
+static int scratch_tensor(Ad *a, int i, bool backward, const char *suffix) {
+  const Op *o = &a->g->ops[i];
+  const OpInfo *oi = op_info(o->kind);
+  if (!oi->scratch) return -1;
+  int64_t dim[MAX_KDIM];
+  int nd;
+  oi->dims(a->g, o, dim, &nd);
+  int64_t bytes = oi->scratch(dim, backward);
+  if (bytes <= 0) return -1;
+  int64_t n = (bytes + 3) / 4;
+  const char *sym = ar_printf(a->ar, "%lld", (long long)n);
+  STensor t = {ar_printf(a->ar, "%s.%s", o->name, suffix), ROLE_TEMP, DT_F32,
+               {.rank = 1, .d = {n}, .sym = {sym}},        o->out[0], {INIT_NONE, 0}};
+  VEC_PUSH(a->ar, a->t, t);
+  return a->t.n - 1;
 }
 
 /* Ops that reach the loss, walking back from it, and their forward order. */
@@ -98,6 +119,7 @@ static void eval_list(Ad *a) {
     Instr f = instr(o->kind, PHASE_FORWARD, a->fwd[i], o->name, oi->nin, oi->nout);
     for (int k = 0; k < oi->nin; k++) f.in[k] = o->in[k];
     for (int k = 0; k < oi->nout - oi->nstats; k++) f.out[k] = o->out[k];
+    f.scratch = a->fscratch[a->fwd[i]] = scratch_tensor(a, a->fwd[i], false, "scratch");
     VEC_PUSH(a->ar, a->eval, f);
   }
 }
@@ -116,6 +138,7 @@ static void run_forward(Ad *a, int i) {
     f.out[k] = a->cur[t];
   }
   if (again) a->s->recompute_flops += oi->flops(a->g, o, false);
+  f.scratch = again ? scratch_tensor(a, i, false, ar_printf(a->ar, "scratch@%d", a->runs[i])) : a->fscratch[i];
   VEC_PUSH(a->ar, a->train, f);
 }
 
@@ -161,6 +184,7 @@ static void run_backward(Ad *a, int i, bool *written) {
     written[t] = true;
   }
   if (!any) return;
+  b.scratch = scratch_tensor(a, i, true, "bwd_scratch");
   for (int k = 0; k < oi->nbin; k++)
     if (b.in[k] >= 0 && REF_KIND(oi->bin[k]) != 0) VEC_PUSH(a->ar, a->saved, b.in[k]);
   VEC_PUSH(a->ar, a->train, b);
@@ -241,6 +265,7 @@ Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts
   find_last_writers(&a);
   a.cur = ar_alloc(ar, sizeof(int) * (size_t)g->nt);
   a.runs = ar_alloc(ar, sizeof(int) * (size_t)g->nops);
+  a.fscratch = ar_alloc(ar, sizeof(int) * (size_t)(g->nops + 1));
   for (int t = 0; t < g->nt; t++) a.cur[t] = t;
   a.s->saved = plain_saved(&a); /* graph-sized for now: run_actions reads it */
   eval_list(&a);
@@ -269,6 +294,7 @@ void ad_dump(const Step *s, FILE *out) {
     fprintf(out, " out");
     for (int k = 0; k < x->nout; k++)
       fprintf(out, " %s%s", x->acc[k] ? "+=" : "", x->out[k] < 0 ? "-" : s->t[x->out[k]].name);
+    if (x->scratch >= 0) fprintf(out, " scratch %s", s->t[x->scratch].name);
     fputc('\n', out);
   }
   fprintf(out, "saved for backward:");

@@ -26,6 +26,7 @@ typedef struct {
   int nin, nout;
   int in[PLAN_MAX_IO], out[PLAN_MAX_IO]; /* step tensor ids in slot order, -1 = NULL */
   bool acc[PLAN_MAX_IO];
+  int scratch; /* a ROLE_TEMP step tensor, used at this instruction only (OpInfo.scratch); -1 = none */
 } Instr;
 
 /* Checkpointing actions over the stages of a chain (chain.h), in the order

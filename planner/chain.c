@@ -48,7 +48,7 @@ static bool *cuts(Arena *ar, const Graph *g, const Step *s, int nf, int *crossin
 
 /* Working memory of one op beyond what the stage keeps: the gradients its
  * backward writes fresh (in-place ones reuse a dying buffer), or the largest
- * output forward makes that is not the stage's output. */
+ * output forward makes that is not the stage's output; plus its scratch. */
 static int64_t op_work(const Graph *g, const Op *o, int stage_out) {
   const OpInfo *oi = op_info(o->kind);
   int64_t grads = 0, outs = 0;
@@ -59,7 +59,15 @@ static int64_t op_work(const Graph *g, const Op *o, int stage_out) {
   }
   for (int k = 0; k < o->nout; k++)
     if (o->out[k] != stage_out && tbytes(g, o->out[k]) > outs) outs = tbytes(g, o->out[k]);
-  return grads > outs ? grads : outs;
+  int64_t w = grads > outs ? grads : outs;
+  if (oi->scratch) { /* op-local scratch is live while the kernel runs, next to the above */
+    int64_t d[MAX_KDIM], f, b;
+    int nd;
+    oi->dims(g, o, d, &nd);
+    f = oi->scratch(d, false), b = oi->scratch(d, true);
+    w += f > b ? f : b;
+  }
+  return w;
 }
 
 /* Is option a at least as fast with at most as much memory as b? */

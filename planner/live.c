@@ -26,6 +26,10 @@ static void uses(const Step *s, const Instr *ins, int n, int *first, int *last) 
       if (first[t] < 0) first[t] = p;
       last[t] = p;
     }
+    if (x->scratch >= 0) { /* op-local: used here only, even when eval and train share it */
+      first[x->scratch] = p;
+      last[x->scratch] = p;
+    }
   }
   for (int t = 0; t < s->nt; t++) {
     if (first[t] < 0) continue;

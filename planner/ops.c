@@ -448,6 +448,75 @@ static int64_t mse_flops(const Graph *g, const Op *op, bool bwd) {
   return FLOPS(3, in_numel(g, op));
 }
 
+/* ---- conv2d: x[N, C, H, W] * weight[out, C/groups, k, k] (+ bias[out]) -> [N, out, Ho, Wo] ----
+ * PyTorch's nn.Conv2d with a square kernel, stride, padding and dilation;
+ * Ho = (H + 2 padding - dilation (k - 1) - 1) / stride + 1, likewise Wo. */
+
+enum { CV_N, CV_C, CV_H, CV_W, CV_O, CV_HO, CV_WO, CV_K, CV_S, CV_P, CV_D, CV_G, CV_NDIM };
+
+static void conv2d_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Tensor *xt = build_input(c, 0);
+  const Shape *x = &xt->shape;
+  if (x->rank != 4) {
+    Arena *tmp = build_scratch(c);
+    build_error(c, NULL, "conv2d needs an input of shape (N, C, H, W); '%s' is %s %s", xt->name, shape_sym_str(tmp, x),
+                shape_val_str(tmp, x));
+  }
+  int64_t C = x->d[1], H = x->d[2], W = x->d[3], O = attr_i(c, "out"), k = attr_i(c, "kernel");
+  int64_t s = attr_i(c, "stride"), pad = attr_i(c, "padding"), dil = attr_i(c, "dilation"), G = attr_i(c, "groups");
+  if (C % G != 0 || O % G != 0)
+    build_error(c, "groups", "groups = %lld must divide the input channels %lld and out = %lld", (long long)G,
+                (long long)C, (long long)O);
+  /* the kernel's reach and the padded input, in checked arithmetic (all are dims) */
+  int64_t reach, ph, pw;
+  bool ok = ck_mul(dil, k - 1, &reach) && ck_add(reach, 1, &reach) && ck_mul(2, pad, &ph) && ck_add(W, ph, &pw) &&
+            ck_add(H, ph, &ph);
+  if (!ok) build_error(c, "padding", "padding and dilation * (kernel - 1) must fit in 64 bits");
+  if (reach > ph || reach > pw)
+    build_error(c, "kernel",
+                "the kernel reaches %lld (dilation * (kernel - 1) + 1) but the padded input '%s' is %lldx%lld (H, W "
+                "+ 2 * padding); use a smaller kernel or dilation, or more padding",
+                (long long)reach, xt->name, (long long)ph, (long long)pw);
+  int64_t Ho = (ph - reach) / s + 1, Wo = (pw - reach) / s + 1, fan = C / G * k * k; /* fan <= numel of weight */
+  bool same = s == 1 && reach == 2 * pad + 1; /* Ho = H: the input's symbols carry over */
+  build_data(c, 0, 0);
+  int64_t wd[4] = {O, C / G, k, k};
+  const char *wsym[4] = {attr_sym(c, "out"), G == 1 ? x->sym[1] : NULL, attr_sym(c, "kernel"), attr_sym(c, "kernel")};
+  Init u = {INIT_UNIFORM, 1.0 / sqrt((double)fan)}; /* nn.Conv2d: weight and bias U(+-1/sqrt(fan_in)) */
+  build_param(c, 1, "weight", NULL, build_shape(c, 4, wd, wsym), u);
+  if (attr_i(c, "bias")) build_param(c, 2, "bias", NULL, vec_shape(c, O, attr_sym(c, "out")), u);
+  int64_t od[4] = {x->d[0], O, Ho, Wo};
+  const char *osym[4] = {x->sym[0], attr_sym(c, "out"), same ? x->sym[2] : NULL, same ? x->sym[3] : NULL};
+  build_output(c, 0, NULL, build_shape(c, 4, od, osym), DT_F32);
+}
+static void conv2d_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
+  const Attr *a = op->attr; /* out, kernel, stride, padding, dilation, groups, bias: the table's order */
+  d[CV_N] = x->d[0], d[CV_C] = x->d[1], d[CV_H] = x->d[2], d[CV_W] = x->d[3];
+  d[CV_O] = y->d[1], d[CV_HO] = y->d[2], d[CV_WO] = y->d[3];
+  d[CV_K] = a[1].i, d[CV_S] = a[2].i, d[CV_P] = a[3].i, d[CV_D] = a[4].i, d[CV_G] = a[5].i;
+  *n = CV_NDIM;
+}
+static int64_t conv2d_flops(const Graph *g, const Op *op, bool bwd) {
+  int64_t d[MAX_KDIM];
+  int n;
+  conv2d_dims(g, op, d, &n);
+  return FLOPS(bwd ? 4 : 2, d[CV_N], d[CV_O], d[CV_HO], d[CV_WO], d[CV_C] / d[CV_G], d[CV_K], d[CV_K]);
+}
+/* cuBLAS's split-K sums: one sample's output, as linear's */
+static int64_t conv2d_workspace(const int64_t *d) { return 4 * d[CV_O] * d[CV_HO] * d[CV_WO]; }
+/* The im2col matrix of one sample, [C k k, Ho Wo] floats: the kernels take
+ * the batch one sample at a time (each product split over the threads),
+ * forward (columns of x), backward (columns of x for dW, then the columns
+ * of dx before col2im, in the same buffer). A 1x1 kernel at stride 1
+ * without padding reads x as it is: no scratch. */
+static int64_t conv2d_scratch(const int64_t *d, bool backward) {
+  (void)backward;
+  if (d[CV_K] == 1 && d[CV_S] == 1 && d[CV_P] == 0) return 0;
+  return FLOPS(4, d[CV_C], d[CV_K], d[CV_K], d[CV_HO], d[CV_WO]);
+}
+
 /* ---- the table ---- */
 
 /* An entry groups related fields on a line. */
@@ -648,6 +717,20 @@ static const OpInfo table[OP_COUNT] = {
             .grad_to = {true, false},
             .is_loss = true,
             .feed = {FEED_NONE, FEED_VALUES},
+        },
+    [OP_CONV2D] =
+        {
+            .name = "conv2d",
+            .attrs = {{"out", ATTR_INT, .required = true}, {"kernel", ATTR_INT, .required = true},
+                      {"stride", ATTR_INT, .dflt = 1}, {"padding", ATTR_INT, .dflt = 0, .nonneg = true},
+                      {"dilation", ATTR_INT, .dflt = 1}, {"groups", ATTR_INT, .dflt = 1}, {"bias", ATTR_BOOL, .dflt = 1}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 3, .nout = 1,
+            .build = conv2d_build, .dims = conv2d_dims, .flops = conv2d_flops,
+            .gemm = true, .workspace = conv2d_workspace, .scratch = conv2d_scratch,
+            .half_bin = SLOT(1), /* x */
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
+            .grad_to = {true, true, true},
         },
     /* not written in YAML (no shape rule): the updates and casts the passes
      * insert; their kernels' arguments are in emitc.c */

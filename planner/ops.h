@@ -11,7 +11,8 @@
  * Kernels: rt_<name>_forward(outs..., ins..., dims..., floats...) and
  * rt_<name>_backward(outs..., ins..., dims..., floats..., [scale for losses],
  * acc per out), declared once in runtime/memplan_kernels.h. "floats" are the
- * op's float attributes, in declaration order.
+ * op's float attributes, in declaration order. An op with .scratch takes its
+ * scratch pointer between its inputs and its dims, forward and backward.
  *
  * Slot layouts (the order of PlanOp.in/out, and of the kernel arguments):
  *   op             forward in       forward out         backward in                backward out     dims
@@ -31,9 +32,11 @@
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
+ *   conv2d         x W b            out                 dout x W                   dx dW db         (below)
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
- * Loss backward kernels take no dout: the seed is a scale argument. */
+ * Loss backward kernels take no dout: the seed is a scale argument. conv2d's
+ * dims: N C H W O Ho Wo k stride padding dilation groups. */
 #ifndef MEMPLAN_OPS_H
 #define MEMPLAN_OPS_H
 
@@ -66,7 +69,8 @@ typedef struct {
   bool required;
   double dflt;   /* when not required: ints, floats and bools (0/1); an int's 0 means
                   * absent, the shape rule decides (attention's kv_heads: heads) */
-  bool positive; /* floats: must be > 0 (ints always are) */
+  bool positive; /* floats: must be > 0 (ints always are, unless nonneg) */
+  bool nonneg;   /* ints: 0 is allowed too (conv2d's padding) */
   /* enums: the words allowed, NULL-terminated; dflt is an index */
   const char *const *choices;
 } AttrSpec;
@@ -96,6 +100,13 @@ typedef struct {
    * workspace_floor, scratch the kernel cannot run without. */
   int64_t (*workspace)(const int64_t *dim);
   bool workspace_floor;
+  /* Op-local scratch in the arena (role temp): the bytes its forward
+   * (backward = false) or backward kernel needs, from its dims alone (the
+   * thread count is unknown at plan time); 0: none for these dims. Each
+   * schedule op that needs some gets its own buffer, live at its position
+   * only, packed and verified like any other. The kernels of an op that sets
+   * this take `float *scratch` right after their inputs (NULL when 0). */
+  int64_t (*scratch)(const int64_t *dim, bool backward);
   bool cheap;                     /* the selective checkpointing option recomputes it instead of keeping its outputs */
   unsigned half_bin;              /* backward input slots that may read a bf16/fp16 copy (SLOT bits) */
   int nbin, nbout;                /* backward slots */

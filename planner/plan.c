@@ -89,6 +89,7 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
       o->out[k] = k < x->nout && x->out[k] >= 0 ? of[x->out[k]] : -1;
       o->acc[k] = x->acc[k];
     }
+    o->scratch = x->scratch >= 0 ? of[x->scratch] : -1;
     if (x->phase == PHASE_UPDATE) {
       o->dim[0] = shape_numel(&B->s->t[x->op].shape), o->ndim = 1;
       o->flops = 10 * o->dim[0];
@@ -282,6 +283,7 @@ void plan_dump(const Plan *p, FILE *out) {
       for (int k = 0; k < o->nout; k++) fprintf(out, " %s%d", o->acc[k] ? "+" : "", o->out[k]);
       fprintf(out, " dims");
       for (int k = 0; k < o->ndim; k++) fprintf(out, " %lld", (long long)o->dim[k]);
+      if (o->scratch >= 0) fprintf(out, " scratch %d", o->scratch);
       fputc('\n', out);
     }
   }

@@ -9,7 +9,8 @@
  *   address-disjoint; persistent buffers (params, optimizer state, the
  *   workspace) live over
  *   the whole of both schedules and sit below `persistent_bytes`;
- * - every op's input and output buffers are live at its position.
+ * - every op's input and output buffers are live at its position;
+ * - an op's scratch buffer has role temp and is live at its position only.
  */
 #ifndef MEMPLAN_PLAN_H
 #define MEMPLAN_PLAN_H
@@ -27,7 +28,8 @@ typedef enum {
   ROLE_OPT_STATE,  /* optimizer state: AdamW m and v, SGD momentum */
   ROLE_ACTIVATION, /* forward outputs, saved statistics, gradients of activations */
   ROLE_INPUT,      /* batch inputs the trainer fills before each step (tokens, targets) */
-  ROLE_TEMP,       /* reserved for op-local scratch; no pass makes one yet (the loss is an activation) */
+  ROLE_TEMP,       /* op-local scratch (OpInfo.scratch): one buffer per schedule op that asks for it,
+                      live at that op's position only ([id, id + 1)); PlanOp.scratch names it */
   ROLE_WORKSPACE,  /* library workspace (cuBLAS, cuBLASLt): one persistent buffer, "workspace",
                       sized by plan_build (plan.c); the CPU trainer ignores it */
   ROLE_COUNT
@@ -74,6 +76,8 @@ typedef struct {
   int64_t dim[MAX_KDIM]; /* kernel size arguments, in the kernel's order (ops.h) */
   int ndim;
   double farg[MAX_ATTR]; /* the op's float attributes (eps), passed after the dims */
+  int scratch;           /* its op-local scratch buffer (role temp, live at this position only), -1 = none;
+                            passed after the inputs to kernels of ops with OpInfo.scratch (NULL when -1) */
   int nfarg;
   int64_t flops;
 } PlanOp;

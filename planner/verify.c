@@ -198,6 +198,21 @@ static const char *check_schedule(const Plan *p, const PlanOp *ops, int nops, Sc
         return msg;
       }
     }
+    int sb = op->scratch;
+    if (sb >= 0) { /* op-local scratch: a temp buffer of this schedule, live here only */
+      const PlanBuffer *pb = sb < p->nbuf ? &p->buf[sb] : NULL;
+      if (!pb || pb->role != ROLE_TEMP || pb->sched != which || pb->first != k || pb->last != k + 1) {
+        snprintf(msg, sizeof msg, "op %d (%s): scratch buffer %d is not a temp buffer of its schedule live at [%d, %d)",
+                 k, op->layer, sb, k, k + 1);
+        return msg;
+      }
+      for (int j = 0; j < op->nin + op->nout; j++)
+        if ((j < op->nin ? op->in[j] : op->out[j - op->nin]) == sb) {
+          snprintf(msg, sizeof msg, "op %d (%s): scratch buffer %s is also one of its inputs or outputs", k, op->layer,
+                   pb->name);
+          return msg;
+        }
+    }
   }
   return NULL;
 }

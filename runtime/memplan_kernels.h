@@ -12,8 +12,8 @@
  * scaling's unscale_check), are declared in that backend's header.
  *
  * Generated calls (codegen/emitc.c, call()) pass, in this order:
- *   <prefix><op>_forward(outs..., ins..., dims..., floats...)
- *   <prefix><op>_backward(outs..., ins..., dims..., floats...,
+ *   <prefix><op>_forward(outs..., ins..., [scratch], dims..., floats...)
+ *   <prefix><op>_backward(outs..., ins..., [scratch], dims..., floats...,
  *                         [float scale for losses], one int acc per out)
  * and the updates and casts as declared. floats are the op's float
  * attributes (layernorm's and rmsnorm's eps), in the order its planner/ops.c
@@ -27,6 +27,12 @@
  * - All tensors are dense, row-major, fp32 unless noted; token ids are int32.
  * - Kernels never allocate heap memory. Scratch is either a workspace buffer
  *   the plan owns or bounded stack space (at most 64 KiB per call and thread).
+ * - Op-local scratch: an op whose planner/ops.c entry sets .scratch takes
+ *   `float *scratch` right after its inputs, forward and backward alike. It is
+ *   a buffer of the plan (role temp) of the bytes the entry asked for from the
+ *   op's dims, live during this one call: its contents are garbage on entry
+ *   and dead on return, and no other live buffer overlaps it. NULL when the
+ *   entry asked for 0 bytes for these dims.
  * - Backward kernels write each gradient output either as a fresh value
  *   (acc = 0: "=", the first writer of that gradient in the schedule) or add
  *   into it (acc = 1: "+="). No gradient buffer is ever memset by the caller.
@@ -187,6 +193,20 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, mse_forward, (float *loss, const float *pred, const float *target, int64_t n))                               \
   /* dpred (+)= scale * 2 (pred - target) / n. */                                                                      \
   X(void, mse_backward, (float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc))       \
+                                                                                                                       \
+  /* conv2d (nn.Conv2d, square kernel k): x[N,C,H,W], W[O,C/G,k,k], b[O] (may be NULL)                                 \
+   * -> out[N,O,Ho,Wo]; stride s, zero padding p, dilation d, G groups (G divides C and O;                             \
+   * G = C is depthwise). scratch: the plan's op-local buffer of C*k*k*Ho*Wo floats (one                               \
+   * sample's im2col matrix), NULL for k = 1, s = 1, p = 0, which reads x directly. */                                 \
+  X(void, conv2d_forward,                                                                                              \
+    (float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N, int64_t C, int64_t H,      \
+     int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t d, int64_t G))            \
+  /* dx (+)= col2im(W^T dout); dW (+)= dout im2col(x)^T; db (+)= sum over N, Ho, Wo of dout.                           \
+   * Each gradient may be NULL. scratch as forward (im2col of x, then the columns of dx). */                           \
+  X(void, conv2d_backward,                                                                                             \
+    (float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, float *scratch, int64_t N,    \
+     int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t d,  \
+     int64_t G, int acc_dx, int acc_dW, int acc_db))                                                                   \
                                                                                                                        \
   /* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;                                    \
    * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).                                         \

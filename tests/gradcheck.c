@@ -109,7 +109,7 @@ struct Case {
   float amp[MAXIN];    /* inputs drawn in [-amp, amp); 0 means 1 */
   float away;          /* inputs drawn with |x| >= away (keeps relu off its kink) */
   int64_t out_n;       /* output elements */
-  int64_t d[6];        /* op dims, in the header's order */
+  int64_t d[12];       /* op dims, in the header's order */
   float f;             /* the op's float attribute (layernorm's and rmsnorm's eps, rope's theta) */
   const int32_t *ids;  /* tokens or targets */
   const float *aux;    /* mse target */
@@ -554,6 +554,128 @@ static void bwd_mse(float *const *din, const float *dout, float *const *in, cons
   rt_mse_backward(din[0], in[0], c->aux, c->d[0], dout[0], acc);
 }
 
+// ----------------------------------------------------------------------------
+// conv2d (x W [b]); d = N C H W O Ho Wo k stride padding dilation groups; nin 2 is bias: false
+
+static int64_t conv_scratch_n(const int64_t *d) {
+  return d[7] == 1 && d[8] == 1 && d[9] == 0 ? 0 : d[1] * d[7] * d[7] * d[5] * d[6];
+}
+/* The input pixel kernel tap (ki, kj) meets at output (oh, ow), or -1 in the padding. */
+static int64_t conv_src(const int64_t *d, int64_t oh, int64_t ow, int64_t ki, int64_t kj) {
+  int64_t ih = oh * d[8] - d[9] + ki * d[10], iw = ow * d[8] - d[9] + kj * d[10];
+  return ih < 0 || ih >= d[2] || iw < 0 || iw >= d[3] ? -1 : ih * d[3] + iw;
+}
+static void ref_conv2d(double *out, double *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], Ho = d[5], Wo = d[6], k = d[7], G = d[11];
+  int64_t Cg = C / G, Og = O / G;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t oh = 0; oh < Ho; oh++)
+        for (int64_t ow = 0; ow < Wo; ow++) {
+          double s = c->nin > 2 ? in[2][o] : 0.0;
+          for (int64_t ci = 0; ci < Cg; ci++)
+            for (int64_t ki = 0; ki < k; ki++)
+              for (int64_t kj = 0; kj < k; kj++) {
+                int64_t src = conv_src(d, oh, ow, ki, kj), ch = o / Og * Cg + ci;
+                if (src >= 0) s += in[0][(n * C + ch) * H * W + src] * in[1][((o * Cg + ci) * k + ki) * k + kj];
+              }
+          out[((n * O + o) * Ho + oh) * Wo + ow] = s;
+        }
+}
+/* Scratch as the plan gives it: the size the op table asks for, garbage on entry. */
+static float *conv_scratch(const Case *c) {
+  int64_t n = conv_scratch_n(c->d);
+  if (!n) return NULL;
+  float *s = NEW(float, n);
+  fill(s, n, NAN);
+  return s;
+}
+static void fwd_conv2d(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  float *s = conv_scratch(c);
+  rt_conv2d_forward(out, in[0], in[1], c->nin > 2 ? in[2] : NULL, s, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7],
+                    d[8], d[9], d[10], d[11]);
+  free(s);
+}
+static void bwd_conv2d(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  const int64_t *d = c->d;
+  float *s = conv_scratch(c);
+  rt_conv2d_backward(din[0], din[1], c->nin > 2 ? din[2] : NULL, dout, in[0], in[1], s, d[0], d[1], d[2], d[3], d[4],
+                     d[5], d[6], d[7], d[8], d[9], d[10], d[11], acc, acc, acc);
+  free(s);
+}
+static void case_conv2d(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s,
+                        int64_t p, int64_t dil, int64_t G, int bias) {
+  int64_t reach = dil * (k - 1) + 1, Ho = (H + 2 * p - reach) / s + 1, Wo = (W + 2 * p - reach) / s + 1;
+  Case c = {.name = name,
+            .nin = bias ? 3 : 2,
+            .in_n = {N * C * H * W, O * (C / G) * k * k, O},
+            .out_n = N * O * Ho * Wo,
+            .d = {N, C, H, W, O, Ho, Wo, k, s, p, dil, G},
+            .ref = ref_conv2d,
+            .fwd = fwd_conv2d,
+            .bwd = bwd_conv2d};
+  run_case(&c);
+}
+
+/* Layers big enough for the parallel paths (im2col and col2im over the
+ * pool, products split, depthwise groups one per task), too big for finite
+ * differences: forward and the analytic gradients in double, acc = 1 onto
+ * random contents. */
+static void values_conv2d_case(const char *name, const int64_t *d) {
+  int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], Ho = d[5], Wo = d[6], k = d[7], G = d[11];
+  int64_t Cg = C / G, Og = O / G, nx = N * C * H * W, nw = O * Cg * k * k, ny = N * O * Ho * Wo;
+  float *x = NEW(float, nx), *w = NEW(float, nw), *b = NEW(float, O), *dy = NEW(float, ny), *y = NEW(float, ny);
+  float *dx = NEW(float, nx), *dw = NEW(float, nw), *db = NEW(float, O);
+  double *ry = NEW(double, ny), *rdx = NEW(double, nx), *rdw = NEW(double, nw), *rdb = NEW(double, O);
+  fill_rand(x, nx, 1.0f), fill_rand(w, nw, 0.5f), fill_rand(b, O, 1.0f), fill_rand(dy, ny, 1.0f);
+  fill_rand(dx, nx, 1.0f), fill_rand(dw, nw, 1.0f), fill_rand(db, O, 1.0f);
+  for (int64_t i = 0; i < nx; i++) rdx[i] = dx[i];
+  for (int64_t i = 0; i < nw; i++) rdw[i] = dw[i];
+  for (int64_t i = 0; i < O; i++) rdb[i] = db[i];
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t oh = 0; oh < Ho; oh++)
+        for (int64_t ow = 0; ow < Wo; ow++) {
+          int64_t yi = ((n * O + o) * Ho + oh) * Wo + ow;
+          double s = b[o], g = dy[yi];
+          rdb[o] += g;
+          for (int64_t ci = 0; ci < Cg; ci++)
+            for (int64_t ki = 0; ki < k; ki++)
+              for (int64_t kj = 0; kj < k; kj++) {
+                int64_t src = conv_src(d, oh, ow, ki, kj), wi = ((o * Cg + ci) * k + ki) * k + kj;
+                if (src < 0) continue;
+                int64_t xi = (n * C + o / Og * Cg + ci) * H * W + src;
+                s += (double)x[xi] * w[wi];
+                rdx[xi] += g * w[wi];
+                rdw[wi] += g * x[xi];
+              }
+          ry[yi] = s;
+        }
+  float *scr = NEW(float, conv_scratch_n(d) + 1);
+  fill(scr, conv_scratch_n(d) + 1, NAN);
+  char what[96];
+  rt_conv2d_forward(y, x, w, b, scr, N, C, H, W, O, Ho, Wo, k, d[8], d[9], d[10], G);
+  snprintf(what, sizeof what, "%s forward", name);
+  check(what, y, ry, ny, TOL);
+  rt_conv2d_backward(dx, dw, db, dy, x, w, scr, N, C, H, W, O, Ho, Wo, k, d[8], d[9], d[10], G, 1, 1, 1);
+  snprintf(what, sizeof what, "%s dx acc=1", name);
+  check(what, dx, rdx, nx, TOL);
+  snprintf(what, sizeof what, "%s dW acc=1", name);
+  check(what, dw, rdw, nw, TOL);
+  snprintf(what, sizeof what, "%s db acc=1", name);
+  check(what, db, rdb, O, TOL);
+  free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+  free(ry), free(rdx), free(rdw), free(rdb), free(scr);
+}
+
+static void values_conv2d(void) {
+  values_conv2d_case("conv2d 16x16 3x3 C8 O16 (parallel)", (int64_t[]){2, 8, 16, 16, 16, 16, 16, 3, 1, 1, 1, 1});
+  values_conv2d_case("conv2d depthwise C32 32x32 (groups per task)",
+                     (int64_t[]){2, 32, 32, 32, 32, 32, 32, 3, 1, 1, 1, 32});
+}
+
 static void gradchecks(void) {
   case_linear("linear", 4, 6, 5, 1);
   case_linear("linear (no bias)", 4, 6, 5, 0);
@@ -852,6 +974,17 @@ static void gradchecks(void) {
                    .ref = ref_mse,
                    .fwd = fwd_mse,
                    .bwd = bwd_mse});
+  /* conv2d: N C H W O k stride padding dilation groups bias */
+  case_conv2d("conv2d 3x3 pad 1", 2, 3, 5, 5, 4, 3, 1, 1, 1, 1, 1);
+  case_conv2d("conv2d stride 2, non-square 7x6", 2, 2, 7, 6, 3, 3, 2, 1, 1, 1, 1);
+  case_conv2d("conv2d dilation 2", 1, 2, 7, 7, 2, 3, 1, 2, 2, 1, 1);
+  case_conv2d("conv2d groups 2", 2, 4, 5, 4, 6, 3, 1, 0, 1, 2, 1);
+  case_conv2d("conv2d depthwise (groups = C = 3)", 2, 3, 5, 5, 3, 3, 1, 1, 1, 3, 1);
+  case_conv2d("conv2d depthwise x2 (C 3, out 6), no bias", 2, 3, 5, 4, 6, 3, 2, 1, 1, 3, 0);
+  case_conv2d("conv2d 2x2 stride 2, no bias", 2, 3, 6, 4, 4, 2, 2, 0, 1, 1, 0);
+  case_conv2d("conv2d 1x1 (no scratch)", 2, 4, 3, 5, 3, 1, 1, 0, 1, 1, 1);
+  case_conv2d("conv2d 1x1 groups 2 (no scratch)", 2, 4, 3, 5, 6, 1, 1, 0, 1, 2, 0);
+  case_conv2d("conv2d 1x1 stride 2 (im2col)", 2, 3, 5, 5, 2, 1, 2, 0, 1, 1, 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -1237,6 +1370,7 @@ int main(void) {
   values_rope();
   values_attention();
   values_linear_split();
+  values_conv2d();
   values_optimizers();
   printf("worst relative error against double references: %.2e (tolerance %.0e)\n", worst, TOL);
   if (failures) printf("%d check(s) FAILED\n", failures);
