@@ -475,9 +475,9 @@ static void conv2d_build(BuildCtx *c) {
   if (!ok) build_error(c, "padding", "padding and dilation * (kernel - 1) must fit in 64 bits");
   if (reach > ph || reach > pw)
     build_error(c, "kernel",
-                "the kernel reaches %lld (dilation * (kernel - 1) + 1) but the padded input '%s' is %lldx%lld (H, W "
-                "+ 2 * padding); use a smaller kernel or dilation, or more padding",
-                (long long)reach, xt->name, (long long)ph, (long long)pw);
+                "kernel %lld with dilation %lld spans %lld pixels, but input '%s' padded by %lld is %lldx%lld; use a "
+                "smaller kernel or dilation, or more padding",
+                (long long)k, (long long)dil, (long long)reach, xt->name, (long long)pad, (long long)ph, (long long)pw);
   int64_t Ho = (ph - reach) / s + 1, Wo = (pw - reach) / s + 1, fan = C / G * k * k; /* fan <= numel of weight */
   bool same = s == 1 && reach == 2 * pad + 1; /* Ho = H: the input's symbols carry over */
   build_data(c, 0, 0);

@@ -231,6 +231,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
             y = F.cross_entropy(a[0].reshape(d[0], d[1]), a[1].reshape(-1))
         elif k == "mse":
             y = F.mse_loss(a[0], a[1])
+        elif k == "conv2d":  # dims: N C H W O Ho Wo k stride padding dilation groups; a[2] None: bias: false
+            y = F.conv2d(a[0].reshape(d[0], d[1], d[2], d[3]), a[1], a[2], stride=d[8], padding=d[9],
+                         dilation=d[10], groups=d[11])
         else:
             raise ValueError("plan_torch: no torch version of op %s" % k)
         env[o] = y.reshape(shape)
