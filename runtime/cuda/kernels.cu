@@ -1411,6 +1411,114 @@ void rt_cuda_mse_backward(float *dpred, const float *pred, const float *target, 
 }
 
 // ----------------------------------------------------------------------------
+// conv2d: cpu.c's method, one sample at a time: a kernel writes the sample's
+// im2col matrix col[C k k, Ho Wo] into the plan's scratch, and each group is
+// one product of a strided batch over the groups (cuBLAS). dx goes through
+// the same scratch and col2im, a gather (each input pixel sums the column
+// entries that read it, in a fixed order: no atomics). The bias gradient is
+// one block per channel, summed in double.
+
+struct ConvDims {
+  int64_t C, H, W, Ho, Wo, k, s, p, d;
+};
+
+static __global__ void im2col_kernel(float *col, const float *x, ConvDims c) {
+  int64_t P = c.Ho * c.Wo, n = c.C * c.k * c.k * P;
+  GRID_STRIDE(i, n) {
+    int64_t r = i / P, q = i % P, ch = r / (c.k * c.k), ki = r / c.k % c.k, kj = r % c.k;
+    int64_t ih = q / c.Wo * c.s - c.p + ki * c.d, iw = q % c.Wo * c.s - c.p + kj * c.d;
+    col[i] = ih >= 0 && ih < c.H && iw >= 0 && iw < c.W ? x[(ch * c.H + ih) * c.W + iw] : 0.0f;
+  }
+}
+
+/* img[ch, ih, iw] (+)= the entries of col that tap (ki, kj) took from it */
+static __global__ void col2im_kernel(float *img, const float *col, ConvDims c, int acc) {
+  int64_t P = c.Ho * c.Wo, n = c.C * c.H * c.W;
+  GRID_STRIDE(i, n) {
+    int64_t ch = i / (c.H * c.W), ih = i / c.W % c.H, iw = i % c.W;
+    float s = 0.0f;
+    for (int64_t ki = 0; ki < c.k; ki++) {
+      int64_t th = ih + c.p - ki * c.d; // = oh * stride
+      if (th < 0 || th % c.s || th / c.s >= c.Ho) continue;
+      for (int64_t kj = 0; kj < c.k; kj++) {
+        int64_t tw = iw + c.p - kj * c.d;
+        if (tw < 0 || tw % c.s || tw / c.s >= c.Wo) continue;
+        s += col[((ch * c.k + ki) * c.k + kj) * P + th / c.s * c.Wo + tw / c.s];
+      }
+    }
+    img[i] = acc ? img[i] + s : s;
+  }
+}
+
+/* out[n, o, :] = b[o] for the whole batch; the products add onto it */
+static __global__ void conv_bias_kernel(float *out, const float *b, int64_t n, int64_t O, int64_t P) {
+  GRID_STRIDE(i, n) out[i] = b[i / P % O];
+}
+
+/* db[o] (+)= sum over samples and positions of dout[n, o, :]: one block per o */
+static __global__ void conv_db_kernel(float *db, const float *dout, int64_t N, int64_t O, int64_t P, int acc) {
+  __shared__ double sh[32];
+  int64_t o = blockIdx.x;
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < N * P; i += blockDim.x) s += dout[(i / P * O + o) * P + i % P];
+  s = block_sum_d(s, sh);
+  if (threadIdx.x == 0) db[o] = (float)(acc ? db[o] + s : s);
+}
+
+static void conv_im2col(float *col, const float *x, const ConvDims &c) {
+  im2col_kernel<<<grid_for(c.C * c.k * c.k * c.Ho * c.Wo, 256), 256, 0, ctx.stream>>>(col, x, c);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
+                            int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s,
+                            int64_t p, int64_t d, int64_t G) {
+  need_ctx();
+  int64_t P = Ho * Wo, Og = O / G, K = C / G * k * k;
+  int direct = k == 1 && s == 1 && p == 0;
+  RT_CHECK(direct || scratch, "conv2d: no scratch buffer for an im2col");
+  ConvDims c = {C, H, Wd, Ho, Wo, k, s, p, d};
+  if (b && N * O * P > 0) {
+    conv_bias_kernel<<<grid_for(N * O * P, 256), 256, 0, ctx.stream>>>(out, b, N * O * P, O, P);
+    LAUNCH_CHECK();
+  }
+  for (int64_t n = 0; n < N; n++) {
+    const float *xs = x + n * C * H * Wd;
+    if (!direct) conv_im2col(scratch, xs, c);
+    gemm(0, 0, Og, P, K, W, direct ? xs : scratch, out + n * O * P, b != NULL, G, Og * K, K * P, Og * P);
+  }
+}
+
+void rt_cuda_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
+                             float *scratch, int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho,
+                             int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t d, int64_t G, int acc_dx, int acc_dW,
+                             int acc_db) {
+  need_ctx();
+  int64_t P = Ho * Wo, Og = O / G, K = C / G * k * k;
+  int direct = k == 1 && s == 1 && p == 0;
+  RT_CHECK(direct || scratch || (!dx && !dW), "conv2d: no scratch buffer for an im2col");
+  ConvDims c = {C, H, Wd, Ho, Wo, k, s, p, d};
+  if (db && O > 0) {
+    conv_db_kernel<<<(unsigned)O, LOSS_BLOCK, 0, ctx.stream>>>(db, dout, N, O, P, acc_db);
+    LAUNCH_CHECK();
+  }
+  for (int64_t n = 0; n < N; n++) {
+    const float *xs = x + n * C * H * Wd, *ds = dout + n * O * P;
+    float *dxs = dx ? dx + n * C * H * Wd : NULL;
+    if (dW) { // dW_g (+)= dout_g [Og, P] @ col_g^T [P, K], summed over the samples
+      if (!direct) conv_im2col(scratch, xs, c);
+      gemm(0, 1, Og, K, P, ds, direct ? xs : scratch, dW, acc_dW || n > 0, G, Og * P, K * P, Og * K);
+    }
+    if (!dx) continue;
+    // dx_g (+)= W_g^T [K, Og] @ dout_g [Og, P], through the columns unless 1x1
+    gemm(1, 0, K, P, Og, W, ds, direct ? dxs : scratch, direct ? acc_dx : 0, G, Og * K, Og * P, K * P);
+    if (direct) continue;
+    col2im_kernel<<<grid_for(C * H * Wd, 256), 256, 0, ctx.stream>>>(dxs, scratch, c, acc_dx);
+    LAUNCH_CHECK();
+  }
+}
+
+// ----------------------------------------------------------------------------
 // optimizers: cpu.c's float operations in cpu.c's order, the scalars rounded
 // on the host exactly as cpu.c rounds them. The _rn intrinsics forbid nvcc's
 // multiply-add contraction, so each step rounds as on the CPU and the

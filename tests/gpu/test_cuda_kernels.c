@@ -641,6 +641,46 @@ static void case_mse(int64_t n) {
 }
 
 // ----------------------------------------------------------------------------
+// cases: conv2d (the scratch the plan gives: C k k Ho Wo floats, NaN on entry;
+// none for 1x1 at stride 1 without padding)
+
+static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s, int64_t p,
+                        int64_t d, int64_t G) {
+  int64_t reach = d * (k - 1) + 1, Ho = (H + 2 * p - reach) / s + 1, Wo = (W + 2 * p - reach) / s + 1;
+  int64_t nx = N * C * H * W, nw = O * (C / G) * k * k, ny = N * O * Ho * Wo;
+  int64_t nscr = k == 1 && s == 1 && p == 0 ? 0 : C * k * k * Ho * Wo;
+#define CONV_SHAPE "N=%lld C=%lld %lldx%lld O=%lld k=%lld s=%lld p=%lld d=%lld G=%lld"
+#define CONV_ARGS LL(N), LL(C), LL(H), LL(W), LL(O), LL(k), LL(s), LL(p), LL(d), LL(G)
+  for (int bias = 0; bias <= 1; bias++) {
+    Ten x = ten_rand(nx, 1), w = ten_rand(nw, 1), b = ten_rand(O, 1), out = ten_fill(ny, NAN);
+    float *scr = nscr ? ten_fill(nscr, NAN).ut : NULL;
+    ref_conv2d_forward(out.ref, x.ref, w.ref, bias ? b.ref : NULL, NULL, N, C, H, W, O, Ho, Wo, k, s, p, d, G);
+    UT(conv2d_forward)(out.ut, x.ut, w.ut, bias ? b.ut : NULL, scr, N, C, H, W, O, Ho, Wo, k, s, p, d, G);
+    check(&out, TOL_SUM, "conv2d_forward bias=%d " CONV_SHAPE, bias, CONV_ARGS);
+    release_all();
+  }
+  // acc patterns (dx, dW, db): all "=", all "+=", mixed; -1 is a NULL gradient
+  static const int pat[][3] = {{0, 0, 0}, {1, 1, 1}, {1, 0, 1}, {-1, 0, -1}, {0, -1, -1}};
+  for (size_t q = 0; q < sizeof pat / sizeof pat[0]; q++) {
+    const int *a = pat[q];
+    Ten x = ten_rand(nx, 1), w = ten_rand(nw, 1), g = ten_rand(ny, 1);
+    Ten dx = ten_grad(nx, a[0] > 0), dw = ten_grad(nw, a[1] > 0), db = ten_grad(O, a[2] > 0);
+    float *scr = nscr ? ten_fill(nscr, NAN).ut : NULL;
+    ref_conv2d_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, a[2] < 0 ? NULL : db.ref, g.ref, x.ref,
+                        w.ref, NULL, N, C, H, W, O, Ho, Wo, k, s, p, d, G, a[0] > 0, a[1] > 0, a[2] > 0);
+    UT(conv2d_backward)
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut, w.ut, scr, N, C, H, W, O,
+     Ho, Wo, k, s, p, d, G, a[0] > 0, a[1] > 0, a[2] > 0);
+    if (a[0] >= 0) check(&dx, TOL_SUM, "conv2d_backward dx acc=%d " CONV_SHAPE, a[0], CONV_ARGS);
+    if (a[1] >= 0) check(&dw, TOL_SUM, "conv2d_backward dW acc=%d " CONV_SHAPE, a[1], CONV_ARGS);
+    if (a[2] >= 0) check(&db, TOL, "conv2d_backward db acc=%d " CONV_SHAPE, a[2], CONV_ARGS);
+    release_all();
+  }
+#undef CONV_SHAPE
+#undef CONV_ARGS
+}
+
+// ----------------------------------------------------------------------------
 // cases: optimizers (several steps, state carried on both sides)
 
 static void case_adamw(int64_t n) {
@@ -1009,6 +1049,11 @@ int main(int argc, char **argv) {
   RUN("cross_entropy", case_cross_entropy(300, 10));
   RUN("cross_entropy", case_cross_entropy(quick ? 4 : 64, 50257));
   RUN("mse", case_mse(10007));
+  RUN("conv2d", case_conv2d(2, 3, 9, 7, 4, 3, 1, 1, 1, 1));                 // 3x3 padded, non-square
+  RUN("conv2d", case_conv2d(2, 4, 11, 10, 6, 3, 2, 2, 2, 2));               // stride 2, dilation 2, groups 2
+  RUN("conv2d", case_conv2d(2, 8, 9, 9, 8, 3, 1, 1, 1, 8));                 // depthwise
+  RUN("conv2d", case_conv2d(3, 8, 5, 6, 12, 1, 1, 0, 1, 1));                // 1x1: no scratch
+  if (!quick) RUN("conv2d", case_conv2d(4, 64, 28, 28, 64, 3, 1, 1, 1, 1)); // a ResNet stage-2 layer, K = 576
   RUN("adamw", case_adamw(10007));
   RUN("sgd", case_sgd(10007));
   RUN("cast", case_casts(7, -126, 127, "bf16"));
