@@ -2,7 +2,8 @@
  * directly: models/mlp.yaml planned (plan_model), its trainers emitted to
  * memory, plan.json written, read back and written again byte for byte, the
  * levers' outcomes, the YAML parsed once and built at two sizes, and the
- * all-or-nothing folder writer. Usage: test_codegen MODELS_DIR TMP_DIR */
+ * all-or-nothing folder writer, and a convolutional model's op-local scratch
+ * under recomputation. Usage: test_codegen MODELS_DIR TMP_DIR */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,50 @@ static void test_error_in_levers(const char *tmp) {
   ar_free(&ar);
 }
 
+/* Op-local scratch through the driver and codegen: a convolutional model
+ * under a budget that forces recomputation, so forward, recompute and
+ * backward each get their own temp buffer; plan.json keeps the "scratch"
+ * references byte for byte; the trainers pass the buffer to the kernels. */
+static void test_conv_scratch(const char *tmp) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/test_codegen_conv.yaml", tmp);
+  FILE *f = fopen(path, "wb");
+  CHECK(f &&
+        fputs("model: m\ndims: {B: 8, C: 16}\ninputs:\n  x: {shape: [B, 3, 32, 32]}\n  y: {shape: [B, C, 32, 32]}\n"
+              "layers:\n  - {name: stem, op: conv2d, input: x, out: C, kernel: 3, padding: 1}\n"
+              "  - repeat: 6\n    name: h\n    layers:\n      - {name: c, op: conv2d, out: C, kernel: 3, padding: 1}\n"
+              "      - {name: a, op: relu}\n      - {name: r, op: add, inputs: [a, $in]}\n"
+              "  - {name: loss, op: mse, inputs: [h5.r, y]}\n",
+              f) >= 0 &&
+        fclose(f) == 0);
+  Arena ar = {0};
+  PlanRequest rq = request(path);
+  rq.budget = 4 << 20; /* keeping everything takes 7.8 MiB */
+  PlanOutcome r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OK && r.plan);
+  if (!r.plan) {
+    ar_free(&ar);
+    return;
+  }
+  const Plan *p = r.plan;
+  int fwd = 0, rec = 0, bwd = 0;
+  for (int i = 0; i < p->nsched; i++) {
+    const PlanOp *o = &p->sched[i];
+    if (o->op != OP_CONV2D) continue;
+    CHECK(o->scratch >= 0 && p->buf[o->scratch].role == ROLE_TEMP && p->buf[o->scratch].first == i);
+    fwd += o->phase == PHASE_FORWARD, rec += o->phase == PHASE_RECOMPUTE, bwd += o->phase == PHASE_BACKWARD;
+  }
+  CHECK(p->extra_flops > 0 && fwd == 7 && bwd == 7 && rec > 0);
+  test_json_round_trip(p);
+  Text c = {0}, cu = {0};
+  CHECK(emit_trainer(p, &emit_backend_c, &c) == 0 && emit_trainer(p, &emit_backend_cuda, &cu) == 0);
+  CHECK(c.s && strstr(c.s, "rt_conv2d_forward(stem, x, stem_weight, stem_bias, stem_scratch, 8, 3, 32, 32, 16, "));
+  CHECK(cu.s && strstr(cu.s, "rt_cuda_conv2d_backward(") && strstr(cu.s, "_bwd_scratch, 8, 16, 32, 32, 16, "));
+  text_free(&c);
+  text_free(&cu);
+  ar_free(&ar);
+}
+
 static bool file_is(const char *path, const char *text) {
   char buf[64] = {0};
   FILE *f = fopen(path, "rb");
@@ -198,6 +243,7 @@ int main(int argc, char **argv) {
   test_plan_model(mlp);
   test_parse_once(mlp);
   test_error_in_levers(argv[2]);
+  test_conv_scratch(argv[2]);
   test_folder(argv[2]);
   return check_summary("test_codegen");
 }

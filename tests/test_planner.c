@@ -327,6 +327,89 @@ static void test_verifier_mutants(void) {
   ar_free(&ar);
 }
 
+/* Op-local scratch (ROLE_TEMP): conv2d's im2col matrix, one temp buffer per
+ * forward and backward op that needs one (none for a 1x1 kernel at stride
+ * 1), of the bytes the op table asks for, live at that position only;
+ * verified, and caught by the verifier when misplaced. */
+static const char *conv_model =
+    "model: t\n"
+    "dims: {B: 2, C: 3, F: 4}\n"
+    "inputs:\n"
+    "  x: {shape: [B, C, 9, 7]}\n"
+    "  y: {shape: [B, F, 5, 4]}\n"
+    "layers:\n"
+    "  - {name: c1, op: conv2d, input: x, out: F, kernel: 3, stride: 2, padding: 1}\n"
+    "  - {name: a1, op: relu}\n"
+    "  - {name: c2, op: conv2d, out: F, kernel: 1}\n"
+    "  - {name: loss, op: mse, inputs: [c2, y]}\n";
+
+static void check_scratch(const Plan *p, const PlanOp *ops, int n, SchedSet set, int *ntemp) {
+  for (int i = 0; i < n; i++) {
+    const PlanOp *o = &ops[i];
+    bool c1 = o->op == OP_CONV2D && !strcmp(o->layer, "c1");
+    if (!c1) { /* c2 is 1x1 at stride 1: no scratch, like every other op */
+      CHECK(o->scratch == -1);
+      continue;
+    }
+    CHECK(o->scratch >= 0);
+    if (o->scratch < 0) continue;
+    const PlanBuffer *b = &p->buf[o->scratch];
+    /* one sample's im2col: C k k x Ho Wo floats = 3*3*3 x 5*4 */
+    CHECK(b->role == ROLE_TEMP && b->sched == set && b->bytes == 4 * 27 * 20 && b->dtype == DT_F32);
+    CHECK(b->first == i && b->last == i + 1);
+    (*ntemp)++;
+  }
+}
+
+static void test_scratch(void) {
+  Arena ar = {0};
+  Graph *g = try_load(&ar, conv_model, NULL, 0);
+  CHECK(g != NULL);
+  if (!g) {
+    ar_free(&ar);
+    return;
+  }
+  Step *s = ad_build(&ar, g, true, NULL);
+  Plan *p = plan_build(&ar, g, s, live_build(&ar, s, s->train, s->ntrain), live_build(&ar, s, s->eval, s->neval), 256);
+  plan_assign(p, 0.2);
+  CHECK(verify_plan(p) == NULL);
+  int train = 0, eval = 0, temps = 0;
+  check_scratch(p, p->sched, p->nsched, SCHED_TRAIN, &train);
+  check_scratch(p, p->eval, p->neval, SCHED_EVAL, &eval);
+  for (int b = 0; b < p->nbuf; b++) temps += p->buf[b].role == ROLE_TEMP;
+  CHECK(train == 2 && eval == 1 && temps == 3); /* c1's forward and backward; eval's forward */
+  /* the lower bound counts it: the live bytes at c1's forward include it */
+  int at = -1;
+  for (int i = 0; i < p->nsched && at < 0; i++)
+    if (p->sched[i].scratch >= 0) at = i;
+  int64_t live = 0;
+  for (int b = 0; at >= 0 && b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    if (pb->sched == SCHED_BOTH || (pb->sched == SCHED_TRAIN && pb->first <= at && at < pb->last))
+      live += mp_align_up(pb->bytes, 256);
+  }
+  CHECK(at >= 0 && live <= p->lower_bound_bytes && live > mp_align_up(4 * 27 * 20, 256));
+  /* the verifier: scratch overlapping the op's input, outliving the op,
+   * another role, an activation as scratch */
+  PlanOp *o = &p->sched[at];
+  PlanBuffer *sb = &p->buf[o->scratch], keep = *sb;
+  sb->offset = p->buf[o->in[0]].offset;
+  CHECK(verify_plan(p) != NULL);
+  *sb = keep;
+  sb->last++;
+  CHECK(verify_plan(p) != NULL);
+  *sb = keep;
+  sb->role = ROLE_ACTIVATION;
+  CHECK(verify_plan(p) != NULL);
+  *sb = keep;
+  int ks = o->scratch;
+  o->scratch = o->out[0];
+  CHECK(verify_plan(p) != NULL);
+  o->scratch = ks;
+  CHECK(verify_plan(p) == NULL);
+  ar_free(&ar);
+}
+
 /* Every bundled model: the plan verifies and its arena is within 1% of the
  * lower bound; GPT-2 small has its published parameter count. */
 static void test_models(void) {
@@ -359,6 +442,7 @@ int main(int argc, char **argv) {
   test_autodiff(false);
   test_live();
   test_verifier_mutants();
+  test_scratch();
   test_models();
   return check_summary("test_planner");
 }
