@@ -406,9 +406,16 @@ static const char *node_label(Dot *d, int i) {
   const PlanOp *o = &p->sched[n->first];
   static const char *const verb[PHASE_COUNT] = {"forward", "backward", "update", "recompute"};
   switch (n->kind) {
-  case DN_OP:
-    return ar_printf(&d->ar, "%s\\n%s%s%s, op %d", esc(d, o->layer), op_kind_name(o->op),
-                     n->phase == PHASE_FORWARD ? "" : " ", n->phase == PHASE_FORWARD ? "" : verb[n->phase], n->first);
+  case DN_OP: {
+    const char *s =
+        ar_printf(&d->ar, "%s\\n%s%s%s, op %d", esc(d, o->layer), op_kind_name(o->op),
+                  n->phase == PHASE_FORWARD ? "" : " ", n->phase == PHASE_FORWARD ? "" : verb[n->phase], n->first);
+    if (o->scratch >= 0) { /* op-local scratch: live in this op only, so no edge shows it */
+      char b[32];
+      s = ar_printf(&d->ar, "%s\\nscratch %s", s, mp_fmt_bytes(b, sizeof b, p->buf[o->scratch].bytes));
+    }
+    return s;
+  }
   case DN_BLOCK:
     if (n->phase == PHASE_UPDATE)
       return ar_printf(&d->ar, "%s %s\\n%d parameters, %s\\n%s of gradients", esc(d, n->block), op_kind_name(o->op),
@@ -437,6 +444,7 @@ static const char *op_tip(Dot *d, int op) {
   s = ar_printf(&d->ar, "%s; writes", s);
   for (int k = 0; k < o->nout; k++)
     if (o->out[k] >= 0) s = ar_printf(&d->ar, "%s %s%s", s, o->acc[k] ? "+=" : "", p->buf[o->out[k]].name);
+  if (o->scratch >= 0) s = ar_printf(&d->ar, "%s; scratch %s", s, p->buf[o->scratch].name);
   return s;
 }
 
