@@ -55,6 +55,25 @@ int gb_tensor(GraphBuilder *gb, Tensor t) {
  * never frees the old copy of a grown array, and entries never change. */
 const Tensor *gb_get(const GraphBuilder *gb, int t) { return &gb->t.v[t]; }
 
+/* Op-local scratch (OpInfo.scratch) counts against the size limits like a
+ * tensor: the larger of its forward's and its backward's (the op table's
+ * sizes saturate at INT64_MAX instead of overflowing). */
+static void check_scratch(GraphBuilder *gb, const BuildCtx *c) {
+  const OpInfo *oi = op_info(c->op.kind);
+  Graph view = {.t = gb->t.v, .nt = gb->t.n};
+  int64_t d[MAX_KDIM], f, b;
+  int nd;
+  oi->dims(&view, &c->op, d, &nd);
+  f = oi->scratch(d, false), b = oi->scratch(d, true);
+  int64_t bytes = f > b ? f : b;
+  if (bytes > MAX_TOTAL_BYTES - gb->total_bytes)
+    diag_error(c->loc,
+               "layer '%s': the model's tensors and its scratch (%lld bytes) take more than 1 PiB (%lld bytes); use "
+               "smaller dims",
+               c->layer, (long long)bytes, (long long)MAX_TOTAL_BYTES);
+  gb->total_bytes += bytes;
+}
+
 static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opname, Loc loc, const int *in, int nin,
                   const Attr *attr) {
   const OpInfo *oi = op_info(k);
@@ -69,6 +88,7 @@ static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opn
     MP_ASSERT(gb->ops.n > before);
     return gb->ops.v[gb->ops.n - 1].out[0];
   }
+  if (oi->scratch) check_scratch(gb, &c);
   VEC_PUSH(gb->ar, gb->ops, c.op);
   return c.op.out[0];
 }

@@ -478,12 +478,13 @@ static void conv2d_build(BuildCtx *c) {
                 "kernel %lld with dilation %lld spans %lld pixels, but input '%s' padded by %lld is %lldx%lld; use a "
                 "smaller kernel or dilation, or more padding",
                 (long long)k, (long long)dil, (long long)reach, xt->name, (long long)pad, (long long)ph, (long long)pw);
-  int64_t Ho = (ph - reach) / s + 1, Wo = (pw - reach) / s + 1, fan = C / G * k * k; /* fan <= numel of weight */
-  bool same = s == 1 && reach == 2 * pad + 1; /* Ho = H: the input's symbols carry over */
+  int64_t Ho = (ph - reach) / s + 1, Wo = (pw - reach) / s + 1;
+  double fan = (double)(C / G) * (double)k * (double)k; /* in double: the weight's size is checked when built */
+  bool same = s == 1 && reach == 2 * pad + 1;           /* Ho = H: the input's symbols carry over */
   build_data(c, 0, 0);
   int64_t wd[4] = {O, C / G, k, k};
   const char *wsym[4] = {attr_sym(c, "out"), G == 1 ? x->sym[1] : NULL, attr_sym(c, "kernel"), attr_sym(c, "kernel")};
-  Init u = {INIT_UNIFORM, 1.0 / sqrt((double)fan)}; /* nn.Conv2d: weight and bias U(+-1/sqrt(fan_in)) */
+  Init u = {INIT_UNIFORM, 1.0 / sqrt(fan)}; /* nn.Conv2d: weight and bias U(+-1/sqrt(fan_in)) */
   build_param(c, 1, "weight", NULL, build_shape(c, 4, wd, wsym), u);
   if (attr_i(c, "bias")) build_param(c, 2, "bias", NULL, vec_shape(c, O, attr_sym(c, "out")), u);
   int64_t od[4] = {x->d[0], O, Ho, Wo};
