@@ -31,9 +31,13 @@
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
+ *   batchnorm2d    x w b rm rv      out mean rstd       dout x w mean rstd         dx dw db         N C S (eps mom)
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
- * Loss backward kernels take no dout: the seed is a scale argument. */
+ * Loss backward kernels take no dout: the seed is a scale argument.
+ * batchnorm2d's rm and rv (running mean and variance) are state
+ * (build_state): its training forward updates them through those input
+ * slots; S = H W (1 for [N, C]); floats eps, momentum. */
 #ifndef MEMPLAN_OPS_H
 #define MEMPLAN_OPS_H
 
