@@ -699,7 +699,7 @@ static const OpInfo table[OP_COUNT] = {
             .nbin = 5, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(1), REF_OUT(2)},
             .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
             .grad_to = {true, true, true, false, false}, /* the running statistics are state */
-            .mode_arg = true,
+            .mode_arg = true, .batch_stats = true,
         },
     /* not written in YAML (no shape rule): the updates and casts the passes
      * insert; their kernels' arguments are in emitc.c */

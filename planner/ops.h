@@ -116,6 +116,11 @@ typedef struct {
    * tr_op_key(t, mb, layer), equal for an op's forward, recompute and
    * backward in one micro-batch (dropout's mask), 0 in eval. */
   bool mode_arg;
+  /* Its output depends on the whole batch (batchnorm's batch statistics):
+   * micro-batches would change what it computes, so the budget's
+   * micro-batch lever leaves a model with one alone (--micro-batch still
+   * applies, with PyTorch's gradient-accumulation semantics). */
+  bool batch_stats;
   Feed feed[MAX_OP_IN]; /* per forward slot, for graph inputs */
   /* GPT-2 initialization: a residual join (add) scales the weights of the
    * gpt2_projection ops (linear) that feed it by 1/sqrt(their number). */
