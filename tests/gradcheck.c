@@ -576,26 +576,30 @@ static void ref_batchnorm(double *out, double *const *in, const Case *c) {
   }
 }
 /* Training forward on fresh running statistics (zeros, ones), a momentum of 0.1. */
-static void bn_train(float *out, float *mean, float *rstd, float *const *in, const Case *c) {
+static void fwd_batchnorm(float *out, float *const *in, const Case *c) {
   int64_t C = c->d[1];
   float *rm = NEW(float, C), *rv = NEW(float, C);
   fill(rm, C, 0.0f);
   fill(rv, C, 1.0f);
-  rt_batchnorm2d_forward(out, mean, rstd, in[0], in[1], in[2], rm, rv, c->d[0], C, c->d[2], c->f, 0.1f, RT_MODE_TRAIN,
+  rt_batchnorm2d_forward(out, NULL, NULL, in[0], in[1], in[2], rm, rv, c->d[0], C, c->d[2], c->f, 0.1f, RT_MODE_TRAIN,
                          7);
   free(rm);
   free(rv);
 }
-static void fwd_batchnorm(float *out, float *const *in, const Case *c) { bn_train(out, NULL, NULL, in, c); }
 static void bwd_batchnorm(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   int64_t N = c->d[0], C = c->d[1], S = c->d[2];
-  float *out = NEW(float, N *C *S), *mean = NEW(float, C), *rstd = NEW(float, C);
-  bn_train(out, mean, rstd, in, c);
+  float *out = NEW(float, N *C *S), *mean = NEW(float, C), *rstd = NEW(float, C), *rm = NEW(float, C),
+        *rv = NEW(float, C);
+  fill(rm, C, 0.0f);
+  fill(rv, C, 1.0f);
+  rt_batchnorm2d_forward(out, mean, rstd, in[0], in[1], in[2], rm, rv, N, C, S, c->f, 0.1f, RT_MODE_TRAIN, 7);
   rt_batchnorm2d_backward(din[0], din[1], din[2], dout, in[0], in[1], mean, rstd, N, C, S, c->f, 0.1f, RT_MODE_TRAIN, 7,
                           acc, acc, acc);
   free(out);
   free(mean);
   free(rstd);
+  free(rm);
+  free(rv);
 }
 
 /* The modes against double arithmetic on one [N, C, H, W] batch: training
