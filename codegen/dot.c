@@ -307,8 +307,8 @@ static void add_edge(Dot *d, int w, int j, int b, const char *name) {
 }
 
 /* Producer -> consumer for every buffer an op reads (an accumulating output
- * is read too); parameters and optimizer state have no producer in the step
- * and are named in the op's tooltip instead. */
+ * is read too); parameters, running state and optimizer state have no
+ * producer in the step and are named in the op's tooltip instead. */
 static void fill_edges(Dot *d) {
   const Plan *p = d->p;
   int *lastw = ar_alloc(&d->ar, sizeof(int) * (size_t)(p->nbuf + 1));
@@ -441,6 +441,12 @@ static const char *op_tip(Dot *d, int op) {
                             o->layer, gflops(d, o->flops));
   for (int k = 0; k < o->nin; k++)
     if (o->in[k] >= 0) s = ar_printf(&d->ar, "%s %s", s, p->buf[o->in[k]].name);
+  /* running state (batchnorm's statistics): no edge, it has no producer in
+   * the step; a training forward updates it, a recompute only reads it */
+  for (int k = 0; k < o->nin; k++)
+    if (o->in[k] >= 0 && p->buf[o->in[k]].role == ROLE_STATE)
+      s = ar_printf(&d->ar, "%s; %s state %s", s, o->phase == PHASE_FORWARD ? "updates" : "reads",
+                    p->buf[o->in[k]].name);
   s = ar_printf(&d->ar, "%s; writes", s);
   for (int k = 0; k < o->nout; k++)
     if (o->out[k] >= 0) s = ar_printf(&d->ar, "%s %s%s", s, o->acc[k] ? "+=" : "", p->buf[o->out[k]].name);

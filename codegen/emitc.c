@@ -49,7 +49,8 @@ static const char *const reserved[] = {
     "template", "this", "throw", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor", "xor_eq", "dim3",
     "model", "params", "ops", "opt", "vocab", "classes", "update", "unscale", "device", "finite", "inv_scale",
     "scale", "mb", "accumulation", "name", "offset", "rank", "shape", "numel", "init", "dtype", "kind", "rows",
-    "cols", "layer", "phase", "nparams", "nops", "set_threads", "workspace_offset", "workspace_bytes",
+    "cols", "layer", "phase", "nparams", "nops", "set_threads", "workspace_offset", "workspace_bytes", "states",
+    "nstates",
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
     "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
     "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
@@ -231,22 +232,28 @@ static void buffer_line(Emit *E, Text *t, int b) {
 static void layout(Emit *E, Text *t) {
   const Plan *p = E->p;
   static const char *const group[] = {
-      "parameters (fp32 master weights)", "optimizer state, zeroed once at start",
+      "parameters (fp32 master weights)",
+      "running state (not trained: updated by training forwards, read in eval; saved with the weights)",
+      "optimizer state, zeroed once at start",
       "library workspace (cuBLAS, cuBLASLt and the CUDA kernels' scratch; the CPU trainer leaves it alone)",
       "training step: inputs, activations, gradients (first writer \"=\", later ones \"+=\")",
       "eval step (no-grad plan: nothing saved for backward)"};
   text_printf(t,
               "// ----------------------------------------------------------------------------\n"
               "// arena layout: name (shape) dtype @ byte offset, live [first, last) schedule positions\n");
-  for (int g = 0; g < 5; g++) {
+  bool state = false;
+  for (int b = 0; b < p->nbuf; b++) state |= p->buf[b].role == ROLE_STATE;
+  for (int g = 0; g < 6; g++) {
+    if (g == 1 && !state) continue; /* models without running state: no empty group */
     text_printf(t, "\n// %s\n", group[g]);
     for (int b = 0; b < p->nbuf; b++) {
       const PlanBuffer *pb = &p->buf[b];
       int gb = pb->role == ROLE_PARAM       ? 0
-               : pb->role == ROLE_OPT_STATE ? 1
-               : pb->role == ROLE_WORKSPACE ? 2
-               : pb->sched == SCHED_EVAL    ? 4
-                                            : 3;
+               : pb->role == ROLE_STATE     ? 1
+               : pb->role == ROLE_OPT_STATE ? 2
+               : pb->role == ROLE_WORKSPACE ? 3
+               : pb->sched == SCHED_EVAL    ? 5
+                                            : 4;
       if (gb == g) buffer_line(E, t, b);
     }
   }
@@ -413,25 +420,37 @@ static void shape_init(Text *t, const Shape *s) {
   text_printf(t, "}");
 }
 
-static void param_table(Emit *E, Text *t) {
+/* The buffers of one role as a TrParam table; returns how many (an empty
+ * table holds one unused entry: C has no empty initializer). */
+static int param_rows(Emit *E, Text *t, const char *name, Role role) {
   static const char *const init[] = {"TR_INIT_NONE", "TR_INIT_NORMAL", "TR_INIT_ZEROS", "TR_INIT_ONES",
                                      "TR_INIT_UNIFORM"};
   const Plan *p = E->p;
-  text_printf(t,
-              "// ----------------------------------------------------------------------------\n"
-              "// tables for memplan_trainer.c: parameters (safetensors names), inputs, ops\n\n"
-              "static const TrParam PARAMS[] = {\n");
+  int n = 0;
+  text_printf(t, "static const TrParam %s[] = {\n", name);
   for (int b = 0; b < p->nbuf; b++) {
     const PlanBuffer *pb = &p->buf[b];
-    if (pb->role != ROLE_PARAM) continue;
+    if (pb->role != role) continue;
     text_printf(t, "    {");
     c_string(t, pb->name);
     text_printf(t, ", %lld, ", (long long)pb->offset);
     shape_init(t, &pb->shape);
     text_printf(t, ", %lld, %s, %s},\n", (long long)shape_numel(&pb->shape), init[pb->init.kind],
                 fmt_double(E, pb->init.scale));
+    n++;
   }
+  if (!n) text_printf(t, "    {\"\", 0, 0, {0}, 0, TR_INIT_NONE, 0.0},\n");
   text_printf(t, "};\n\n");
+  return n;
+}
+
+/* Parameters, then running state (saved and loaded with them, never trained). */
+static int param_table(Emit *E, Text *t) {
+  text_printf(t,
+              "// ----------------------------------------------------------------------------\n"
+              "// tables for memplan_trainer.c: parameters and running state (safetensors names), inputs, ops\n\n");
+  param_rows(E, t, "PARAMS", ROLE_PARAM);
+  return param_rows(E, t, "STATES", ROLE_STATE);
 }
 
 /* Inputs of one schedule, tokens first (their window sets the batch). */
@@ -468,7 +487,7 @@ static void op_table(Emit *E, Text *t) {
   text_printf(t, "};\n\n");
 }
 
-static void model_table(Emit *E, Text *t, int ntrain, int neval) {
+static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
   const Plan *p = E->p;
   int nparams = 0;
   int64_t samples = 0;
@@ -485,7 +504,7 @@ static void model_table(Emit *E, Text *t, int ntrain, int neval) {
   text_printf(t, "static const TrModel MODEL = {\n    .model = ");
   c_string(t, p->model);
   text_printf(t, ",\n    .arena_bytes = %lld,\n", (long long)p->arena_bytes);
-  text_printf(t, "    .params = PARAMS, .nparams = %d,\n", nparams);
+  text_printf(t, "    .params = PARAMS, .nparams = %d, .states = STATES, .nstates = %d,\n", nparams, nstates);
   text_printf(t, "    .train_in = TRAIN_INPUTS, .eval_in = EVAL_INPUTS, .ntrain_in = %d, .neval_in = %d,\n", ntrain,
               neval);
   text_printf(t, "    .ops = OPS, .nops = %d,\n", p->nsched);
@@ -610,11 +629,11 @@ int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {
   layout(&E, out);
   schedule_fn(&E, out, p->sched, p->nsched, true);
   schedule_fn(&E, out, p->eval, p->neval, false);
-  param_table(&E, out);
+  int nstates = param_table(&E, out);
   int ntrain = input_table(&E, out, "TRAIN_INPUTS", SCHED_TRAIN);
   int neval = input_table(&E, out, "EVAL_INPUTS", SCHED_EVAL);
   op_table(&E, out);
-  model_table(&E, out, ntrain, neval);
+  model_table(&E, out, nstates, ntrain, neval);
   ar_free(&E.ar);
   return 0;
 }

@@ -121,9 +121,9 @@ static void buffers(const Plan *p, Text *t) {
       text_printf(t, ", \"in_place\": ");
       text_json_str(t, pb->aliases);
     }
-    if (pb->role == ROLE_PARAM)
-      text_printf(t, ", \"init\": {\"kind\": \"%s\", \"scale\": %.9g}, \"weight_decay\": %s", init[pb->init.kind],
-                  pb->init.scale, pb->decay ? "true" : "false");
+    if (pb->role == ROLE_PARAM || pb->role == ROLE_STATE)
+      text_printf(t, ", \"init\": {\"kind\": \"%s\", \"scale\": %.9g}", init[pb->init.kind], pb->init.scale);
+    if (pb->role == ROLE_PARAM) text_printf(t, ", \"weight_decay\": %s", pb->decay ? "true" : "false");
     text_printf(t, "}%s\n", b + 1 < p->nbuf ? "," : "");
   }
   text_printf(t, "  ],\n");

@@ -379,7 +379,10 @@ static void read_totals(Arena *ar, const JVal *root, Plan *p) {
   p->assign_method = get(t, "assign_method", J_STR)->s;
   p->assign_optimal = get(t, "assign_optimal", J_BOOL)->b;
   const JVal *roles = get(t, "peak_by_role", J_OBJ);
-  for (int r = 0; r < ROLE_COUNT; r++) p->peak_by_role[r] = get_int(roles, plan_role_name((Role)r), 0, PLAN_MAX_VALUE);
+  for (int r = 0; r < ROLE_COUNT; r++) /* "state" is optional: plans written before it have none */
+    p->peak_by_role[r] = r == ROLE_STATE && !find(roles, plan_role_name((Role)r))
+                             ? 0
+                             : get_int(roles, plan_role_name((Role)r), 0, PLAN_MAX_VALUE);
   const JVal *st = find(root, "stages");
   if (!st) return;
   want(st, J_ARR, "\"stages\"");
@@ -454,12 +457,12 @@ static void read_buffer(const JVal *v, int id, PlanBuffer *b) {
   const JVal *al = find(v, "in_place");
   b->aliases = al ? want(al, J_STR, "\"in_place\"")->s : "";
   b->tensor = -1;
-  if (b->role == ROLE_PARAM) {
+  if (b->role == ROLE_PARAM || b->role == ROLE_STATE) {
     const JVal *init = get(v, "init", J_OBJ);
     b->init.kind = (InitKind)get_enum(init, "kind", INIT_NAMES, 5);
     b->init.scale = get_num(init, "scale");
-    b->decay = get(v, "weight_decay", J_BOOL)->b;
   }
+  if (b->role == ROLE_PARAM) b->decay = get(v, "weight_decay", J_BOOL)->b;
 }
 
 /* Ops: kernels by name, buffer ids checked against the buffer table. */

@@ -44,9 +44,15 @@ static void peak(const Plan *p, FILE *out) {
   fprintf(out, "\nmemory at the training peak (op %d, %s of %s):\n", p->peak_position, plan_phase_name(at->phase),
           at->layer);
   int64_t tot = 0;
-  for (int r = 0; r < ROLE_COUNT; r++) {
+  /* persistent roles first, running state beside the params; the roles past
+   * activation, and state, only when the plan has them */
+  static const Role order[ROLE_COUNT] = {ROLE_PARAM,      ROLE_STATE, ROLE_GRAD, ROLE_OPT_STATE,
+                                         ROLE_ACTIVATION, ROLE_INPUT, ROLE_TEMP, ROLE_WORKSPACE};
+  _Static_assert(ROLE_COUNT == 8, "a new role needs its place in the report's order");
+  for (int i = 0; i < ROLE_COUNT; i++) {
+    Role r = order[i];
     if (!p->peak_by_role[r] && r > ROLE_ACTIVATION) continue;
-    fprintf(out, "  %-16s %12s\n", plan_role_name((Role)r), b(x, p->peak_by_role[r]));
+    fprintf(out, "  %-16s %12s\n", plan_role_name(r), b(x, p->peak_by_role[r]));
     tot += p->peak_by_role[r];
   }
   fprintf(out, "  %-16s %12s\n", "total", b(x, tot));

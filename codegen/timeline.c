@@ -32,12 +32,12 @@ typedef struct {
  * lighter shade, since "saved forward output" and "gradient flowing back" are
  * the two halves of the activation story. */
 static const char *const role_color[ROLE_COUNT] = {"#4e79a7", "#e15759", "#b07aa1", "#59a14f",
-                                                   "#9d9d9d", "#f28e2b", "#9c755f"};
+                                                   "#9d9d9d", "#f28e2b", "#9c755f", "#edc948"};
 #define ACT_GRAD_COLOR "#b6dca8"
 
 static const char *role_label(Role r) {
   static const char *const n[ROLE_COUNT] = {"parameter",   "gradient",  "optimizer state", "activation",
-                                            "input batch", "temporary", "workspace"};
+                                            "input batch", "temporary", "workspace",       "running state"};
   return n[r];
 }
 

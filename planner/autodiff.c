@@ -28,7 +28,9 @@ typedef struct {
   bool fuse;
 } Ad;
 
-static Role role_of(TensorKind k) { return k == TK_INPUT ? ROLE_INPUT : k == TK_PARAM ? ROLE_PARAM : ROLE_ACTIVATION; }
+static Role role_of(TensorKind k) {
+  return k == TK_INPUT ? ROLE_INPUT : k == TK_PARAM ? ROLE_PARAM : k == TK_STATE ? ROLE_STATE : ROLE_ACTIVATION;
+}
 
 static int new_tensor(Ad *a, const char *name, Role r, int of) {
   const Tensor *src = &a->g->t[of];

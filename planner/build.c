@@ -168,6 +168,18 @@ void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_ke
   c->op.in[slot] = gb_tensor(c->gb, t);
 }
 
+void build_state(BuildCtx *c, int slot, const char *suffix, Shape shape, Init init) {
+  MP_ASSERT(op_info(c->op.kind)->mode_arg); /* only a mode-aware kernel knows not to update it twice */
+  Tensor t = {.name = ar_printf(c->gb->ar, "%s.%s", c->opname, suffix),
+              .kind = TK_STATE,
+              .dtype = DT_F32,
+              .shape = shape,
+              .loc = c->loc,
+              .producer = -1,
+              .init = init};
+  c->op.in[slot] = gb_tensor(c->gb, t);
+}
+
 void build_data(BuildCtx *c, int slot, int k) { c->op.in[slot] = c->in[k]; }
 
 void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt) {

@@ -35,6 +35,11 @@ const Attr *build_attr(BuildCtx *c, const char *key); /* must be declared by the
  * attribute share_key (ATTR_PARAM) was given, shares that parameter instead,
  * whose shape must equal `shape`. */
 void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init);
+/* Creates state buffer "<op>.<suffix>" (TK_STATE: persistent, never given a
+ * gradient or optimizer state, saved and loaded with the parameters) in
+ * forward input slot `slot`. Only kernels of ops with mode_arg write it, in
+ * RT_MODE_TRAIN (batchnorm's running statistics). */
+void build_state(BuildCtx *c, int slot, const char *suffix, Shape shape, Init init);
 void build_data(BuildCtx *c, int slot, int k); /* input k to forward slot `slot` */
 void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt);
 /* Composite ops: adds op k named "<layer>.<suffix>" reading tensors `in`

@@ -56,7 +56,9 @@ typedef enum {
   OP_CROSS_ENTROPY,
   OP_MSE,
   OP_CONV2D, /* 2-D convolution, NCHW activations and OIHW weights */
-  OP_ADAMW,  /* optimizer updates: only in the step, never in the YAML graph */
+  /* batch statistics per channel over N (and H, W); running statistics are state */
+  OP_BATCHNORM2D,
+  OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */
@@ -66,7 +68,8 @@ typedef enum {
 typedef enum {
   TK_INPUT, /* fed by the trainer each step */
   TK_PARAM, /* trainable */
-  TK_ACT    /* computed: layer outputs and saved statistics */
+  TK_ACT,   /* computed: layer outputs and saved statistics */
+  TK_STATE  /* persistent, not trained: batchnorm's running statistics, updated by its forward in training */
 } TensorKind;
 
 typedef struct {
@@ -76,7 +79,7 @@ typedef struct {
   Shape shape;
   Loc loc;      /* where it was declared or where its layer was written */
   int producer; /* forward op id, -1 for inputs and params */
-  Init init;    /* params only */
+  Init init;    /* params and state */
 } Tensor;
 
 #define MAX_OP_IN 6  /* forward input slots: data inputs and parameters */

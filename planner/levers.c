@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "ops.h"
+
 /* The dim that sizes the batch: the inputs' leading dim, when every input
  * starts with the same plain dim name (B). NULL: no micro-batching. */
 static const char *batch_dim(const Graph *g) {
@@ -35,6 +37,14 @@ static Graph *with_micro_batch(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   for (int d = 0; d < g->ndims; d++) /* a micro-batch is the planner's choice, not a --set */
     if (!strcmp(g->dims[d].name, bdim)) g->dims[d].overridden = i < n;
   return g;
+}
+
+/* Does an op compute batch statistics (OpInfo.batch_stats)? Then the
+ * budget never splits the batch on its own: that would change the model. */
+static bool batch_coupled(const Graph *g) {
+  for (int i = 0; i < g->nops; i++)
+    if (op_info(g->ops[i].kind)->batch_stats) return true;
+  return false;
 }
 
 /* What the levers tried, in order (Plan.levers). */
@@ -79,7 +89,7 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
   } else {
     r = fit_noted(ar, &L, *g, rq->budget, &fo);
     int64_t least = r.min_arena;
-    for (int64_t mb = B - 1; !r.plan && mb >= 1; mb--) {
+    for (int64_t mb = B - 1; !r.plan && mb >= 1 && !batch_coupled(*g); mb--) {
       if (B % mb) continue;
       fo.accumulation = (int)(B / mb);
       *g = with_micro_batch(ar, src, rq, bdim, mb);

@@ -7,7 +7,11 @@
 
 #include "ops.h"
 
-static bool transient(const STensor *t) { return t->role != ROLE_PARAM && t->role != ROLE_OPT_STATE; }
+/* Params, running state and optimizer state live across steps: never
+ * reused, never a host or a guest of an in-place op. */
+static bool transient(const STensor *t) {
+  return t->role != ROLE_PARAM && t->role != ROLE_OPT_STATE && t->role != ROLE_STATE;
+}
 
 /* first/last use of every tensor; inputs are filled before the step (def 0)
  * and the loss is read after it (live to the end). With micro-batches,
@@ -43,7 +47,7 @@ static void uses(const Step *s, const Instr *ins, int n, int *first, int *last) 
 static bool can_alias(const Step *s, Live *l, const int *first, int p, int tin, int tout) {
   if (tin < 0 || tout < 0 || l->buf_of[tout] != tout || first[tout] != p) return false;
   const STensor *a = &s->t[tin], *b = &s->t[tout];
-  if (!transient(a) || a->role == ROLE_INPUT || tin == s->loss || tout == s->loss) return false;
+  if (!transient(a) || !transient(b) || a->role == ROLE_INPUT || tin == s->loss || tout == s->loss) return false;
   if (a->dtype != b->dtype || shape_numel(&a->shape) != shape_numel(&b->shape)) return false;
   return l->b[l->buf_of[tin]].last == p + 1;
 }

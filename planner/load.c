@@ -751,7 +751,10 @@ void load_dump(const Graph *g, FILE *out) {
             g->dims[i].overridden ? " (--set)" : "");
   for (int i = 0; i < g->nt; i++) {
     const Tensor *t = &g->t[i];
-    const char *k = t->kind == TK_INPUT ? "input" : t->kind == TK_PARAM ? "param" : "act";
+    const char *k = t->kind == TK_INPUT   ? "input"
+                    : t->kind == TK_PARAM ? "param"
+                    : t->kind == TK_STATE ? "state"
+                                          : "act";
     fprintf(out, "t%d %s %s %s %s %s\n", i, k, t->name, dtype_name(t->dtype), shape_sym_str(&tmp, &t->shape),
             shape_val_str(&tmp, &t->shape));
   }

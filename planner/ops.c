@@ -518,6 +518,46 @@ static int64_t conv2d_scratch(const int64_t *d, bool backward) {
   return FLOPS(4, d[CV_C], d[CV_K], d[CV_K], d[CV_HO], d[CV_WO]);
 }
 
+/* ---- batchnorm2d: x [N, C, H, W] or [N, C], statistics per channel over N (H, W) ---- */
+
+/* out = (x - mean) rstd w + b per channel c, rstd = 1 / sqrt(var + eps):
+ * batch statistics in training (saved for backward; the running ones updated
+ * with momentum and the unbiased variance, as torch), the running statistics
+ * (state, build_state) in eval. */
+static void batchnorm_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Shape *x = in_shape(c, 0);
+  if (x->rank != 4 && x->rank != 2) {
+    Arena *tmp = build_scratch(c);
+    build_error(c, NULL, "batchnorm2d needs an input of shape (N, C, H, W) or (N, C); '%s' is %s %s (rank %d)",
+                build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x), x->rank);
+  }
+  double mom = build_attr(c, "momentum")->f;
+  if (!(mom >= 0.0 && mom <= 1.0))
+    build_error(c, "momentum", "momentum = %g must be in [0, 1] (the running statistics' update weight)", mom);
+  int64_t C = x->d[1], per = shape_numel(x) / C; /* values per channel: N H W */
+  if (per < 2)
+    build_error(c, NULL, "batchnorm2d needs more than one value per channel to train; '%s' has %lld (N H W)",
+                build_input(c, 0)->name, (long long)per);
+  Shape cs = vec_shape(c, C, x->sym[1]);
+  build_data(c, 0, 0);
+  build_param(c, 1, "weight", NULL, cs, (Init){INIT_ONES, 0});
+  build_param(c, 2, "bias", NULL, cs, (Init){INIT_ZEROS, 0});
+  build_state(c, 3, "running_mean", cs, (Init){INIT_ZEROS, 0});
+  build_state(c, 4, "running_var", cs, (Init){INIT_ONES, 0});
+  build_output(c, 0, NULL, *x, DT_F32);
+  build_output(c, 1, "mean", cs, DT_F32);
+  build_output(c, 2, "rstd", cs, DT_F32);
+}
+/* N C S, S = H W (1 for [N, C]) */
+static void batchnorm_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0];
+  d[1] = x->d[1];
+  d[2] = x->rank == 4 ? x->d[2] * x->d[3] : 1;
+  *n = 3;
+}
+
 /* ---- the table ---- */
 
 /* An entry groups related fields on a line. */
@@ -732,6 +772,18 @@ static const OpInfo table[OP_COUNT] = {
             .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
             .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
             .grad_to = {true, true, true},
+        },
+    [OP_BATCHNORM2D] =
+        {
+            .name = "batchnorm2d",
+            .attrs = {{"eps", ATTR_FLOAT, .dflt = 1e-5, .positive = true}, {"momentum", ATTR_FLOAT, .dflt = 0.1}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 5, .nout = 3, .nstats = 2,
+            .build = batchnorm_build, .dims = batchnorm_dims, .flops = rowwise_flops,
+            .cheap = true, /* replayed in RT_MODE_RECOMPUTE: the running statistics stay as they are */
+            .nbin = 5, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(1), REF_OUT(2)},
+            .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
+            .grad_to = {true, true, true, false, false}, /* the running statistics are state */
+            .mode_arg = true, .batch_stats = true,
         },
     /* not written in YAML (no shape rule): the updates and casts the passes
      * insert; their kernels' arguments are in emitc.c */

@@ -33,10 +33,14 @@
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
  *   conv2d         x W b            out                 dout x W                   dx dW db         (below)
+ *   batchnorm2d    x w b rm rv      out mean rstd       dout x w mean rstd         dx dw db         N C S (eps mom)
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. conv2d's
- * dims: N C H W O Ho Wo k stride padding dilation groups. */
+ * dims: N C H W O Ho Wo k stride padding dilation groups.
+ * batchnorm2d's rm and rv (running mean and variance) are state
+ * (build_state): its training forward updates them through those input
+ * slots; S = H W (1 for [N, C]); floats eps, momentum. */
 #ifndef MEMPLAN_OPS_H
 #define MEMPLAN_OPS_H
 
@@ -123,6 +127,11 @@ typedef struct {
    * tr_op_key(t, mb, layer), equal for an op's forward, recompute and
    * backward in one micro-batch (dropout's mask), 0 in eval. */
   bool mode_arg;
+  /* Its output depends on the whole batch (batchnorm's batch statistics):
+   * micro-batches would change what it computes, so the budget's
+   * micro-batch lever leaves a model with one alone (--micro-batch still
+   * applies, with PyTorch's gradient-accumulation semantics). */
+  bool batch_stats;
   Feed feed[MAX_OP_IN]; /* per forward slot, for graph inputs */
   /* GPT-2 initialization: a residual join (add) scales the weights of the
    * gpt2_projection ops (linear) that feed it by 1/sqrt(their number). */

@@ -8,7 +8,7 @@
 
 const char *plan_role_name(Role r) {
   static const char *const n[ROLE_COUNT] = {"param", "grad",      "optimizer_state", "activation",
-                                            "input", "temporary", "workspace"};
+                                            "input", "temporary", "workspace",       "state"};
   return r < ROLE_COUNT ? n[r] : "?";
 }
 
@@ -154,8 +154,9 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
               .accumulation_steps = 1,
               .precision = "fp32"};
   for (int t = 0; t < s->nt; t++) B.pers[t] = -1;
-  static const Role persistent[] = {ROLE_PARAM, ROLE_OPT_STATE}; /* params first, then states */
-  for (int r = 0; r < 2; r++)
+  /* params first, then running state, then optimizer state */
+  static const Role persistent[] = {ROLE_PARAM, ROLE_STATE, ROLE_OPT_STATE};
+  for (int r = 0; r < 3; r++)
     for (int t = 0; t < s->nt; t++)
       if (s->t[t].role == persistent[r] && train->buf_of[t] >= 0) B.pers[t] = add_buffer(&B, t, SCHED_BOTH, NULL, "");
   int ws = B.buf.n; /* sized below, from the schedules' matrix products */

@@ -6,8 +6,8 @@
  * Invariants (checked by verify_plan on every compile):
  * - every buffer's offset is a multiple of `align`, offset + bytes <= arena_bytes;
  * - within one schedule, buffers whose [first, last) ranges overlap are
- *   address-disjoint; persistent buffers (params, optimizer state, the
- *   workspace) live over
+ *   address-disjoint; persistent buffers (params, state, optimizer state,
+ *   the workspace) live over
  *   the whole of both schedules and sit below `persistent_bytes`;
  * - every op's input and output buffers are live at its position;
  * - an op's scratch buffer has role temp and is live at its position only.
@@ -32,6 +32,9 @@ typedef enum {
                       live at that op's position only ([id, id + 1)); PlanOp.scratch names it */
   ROLE_WORKSPACE,  /* library workspace (cuBLAS, cuBLASLt): one persistent buffer, "workspace",
                       sized by plan_build (plan.c); the CPU trainer ignores it */
+  ROLE_STATE,      /* non-trainable persistent state (batchnorm's running statistics): no gradient or
+                      optimizer state; initialized (init), saved and loaded with the params, written
+                      only by the training forward of its op (RT_MODE_TRAIN) */
   ROLE_COUNT
 } Role;
 
@@ -57,7 +60,7 @@ typedef struct {
   int first, last;     /* live over schedule positions [first, last) */
   int tensor;          /* the first (defining) tensor; in-place tensors share */
   const char *aliases; /* names of tensors computed in place here, "" if none */
-  Init init;           /* params only: how the trainer initializes it */
+  Init init;           /* params and state: how the trainer initializes it */
   bool decay;          /* params only: weight decay applies (rank >= 2) */
 } PlanBuffer;
 
@@ -123,7 +126,7 @@ typedef struct Plan {
   int eval_loss_buf;
   /* totals */
   int64_t arena_bytes;              /* what the trainer allocates */
-  int64_t persistent_bytes;         /* params + optimizer state + workspace, at the arena's bottom */
+  int64_t persistent_bytes;         /* params + state + optimizer state + workspace, at the arena's bottom */
   int64_t lower_bound_bytes;        /* max over time of live bytes (aligned), both schedules */
   int64_t train_peak_bytes;         /* height of the training packing */
   int64_t eval_peak_bytes;          /* height of the eval packing */

@@ -188,6 +188,10 @@ static const char *check_schedule(const Plan *p, const PlanOp *ops, int nops, Sc
         return msg;
       }
       const PlanBuffer *pb = &p->buf[b];
+      if (pb->role == ROLE_STATE && j >= op->nin) { /* only its op's forward updates it, read as an input */
+        snprintf(msg, sizeof msg, "op %d (%s) writes state buffer %s as an output", k, op->layer, pb->name);
+        return msg;
+      }
       if (pb->sched != SCHED_BOTH && pb->sched != which) {
         snprintf(msg, sizeof msg, "op %d (%s) uses buffer %s of the other schedule", k, op->layer, pb->name);
         return msg;
@@ -252,9 +256,14 @@ static const char *check_buffers(const Plan *p) {
                (long long)numel, dtype_name(pb->dtype));
       return msg;
     }
-    bool persistent = pb->role == ROLE_PARAM || pb->role == ROLE_OPT_STATE || pb->role == ROLE_WORKSPACE;
+    bool persistent =
+        pb->role == ROLE_PARAM || pb->role == ROLE_STATE || pb->role == ROLE_OPT_STATE || pb->role == ROLE_WORKSPACE;
     if (persistent != (pb->sched == SCHED_BOTH)) {
       snprintf(msg, sizeof msg, "buffer %s: persistent iff in both schedules", pb->name);
+      return msg;
+    }
+    if (pb->role == ROLE_STATE && *pb->aliases) { /* running statistics outlive every step */
+      snprintf(msg, sizeof msg, "state buffer %s hosts tensors computed in place (%s)", pb->name, pb->aliases);
       return msg;
     }
     if (persistent && pb->offset + pb->bytes > p->persistent_bytes) {

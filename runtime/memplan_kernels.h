@@ -208,6 +208,26 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
      int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t d,  \
      int64_t G, int acc_dx, int acc_dW, int acc_db))                                                                   \
                                                                                                                        \
+  /* batchnorm2d over x[N,C,S] (S = H*W; 1 for [N,C]), statistics per channel c over                                   \
+   * its M = N*S values: out = (x - m) * r * w[c] + b[c] with r = 1 / sqrt(v + eps).                                   \
+   * mode RT_MODE_TRAIN: m, v the batch mean and biased variance; saves mean[C] = m and                                \
+   * rstd[C] = r; running_mean = (1 - momentum) running_mean + momentum m and                                          \
+   * running_var = (1 - momentum) running_var + momentum v M / (M - 1) (unbiased, as                                   \
+   * torch). RT_MODE_RECOMPUTE: the same out, mean and rstd, running statistics untouched                              \
+   * (read-only). RT_MODE_EVAL: m, v are the running statistics (read-only); mean and                                  \
+   * rstd may be NULL. key is not read. M > 1. */                                                                      \
+  X(void, batchnorm2d_forward,                                                                                         \
+    (float *out, float *mean, float *rstd, const float *x, const float *w, const float *b, float *running_mean,        \
+     float *running_var, int64_t N, int64_t C, int64_t S, float eps, float momentum, int mode, uint64_t key))          \
+  /* Batch-statistics gradient, per channel, xhat = (x - mean) rstd:                                                   \
+   * dx (+)= w rstd (dout - mean(dout) - xhat mean(dout xhat)); dw (+)= sum dout xhat;                                 \
+   * db (+)= sum dout (sums and means over the channel's M values). dx, dw, db may each                                \
+   * be NULL. eps, momentum, mode and key are not read. */                                                             \
+  X(void, batchnorm2d_backward,                                                                                        \
+    (float *dx, float *dw, float *db, const float *dout, const float *x, const float *w, const float *mean,            \
+     const float *rstd, int64_t N, int64_t C, int64_t S, float eps, float momentum, int mode, uint64_t key,            \
+     int acc_dx, int acc_dw, int acc_db))                                                                              \
+                                                                                                                       \
   /* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;                                    \
    * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).                                         \
    * t is the 1-based step count. */                                                                                   \

@@ -238,6 +238,21 @@ static void fill_blob_batch(unsigned char *arena, const TrInput *in, int nin, in
 // ----------------------------------------------------------------------------
 // parameters: initialization, safetensors
 
+/* What a weights file holds: the parameters, then the running state. */
+static int nsaved(const TrModel *m) { return m->nparams + m->nstates; }
+static const TrParam *saved_at(const TrModel *m, int i) {
+  return i < m->nparams ? &m->params[i] : &m->states[i - m->nparams];
+}
+
+/* Running state starts at its init (zeros or ones); the seed plays no part. */
+static void init_states(unsigned char *arena, const TrModel *m) {
+  for (int i = 0; i < m->nstates; i++) {
+    const TrParam *p = &m->states[i];
+    float *w = (float *)(arena + p->offset);
+    for (int64_t k = 0; k < p->numel; k++) w[k] = p->init == TR_INIT_ONES ? 1.0f : 0.0f;
+  }
+}
+
 static void init_params(unsigned char *arena, const TrModel *m, uint64_t seed) {
   for (int i = 0; i < m->nparams; i++) {
     const TrParam *p = &m->params[i];
@@ -329,8 +344,8 @@ static void save_safetensors(const char *path, const unsigned char *arena, const
   json_str(h, m->model);
   fputc('}', h);
   int64_t off = 0;
-  for (int i = 0; i < m->nparams; i++) {
-    const TrParam *p = &m->params[i];
+  for (int i = 0; i < nsaved(m); i++) {
+    const TrParam *p = saved_at(m, i);
     fputc(',', h);
     json_str(h, p->name);
     fprintf(h, ":{\"dtype\":\"F32\",\"shape\":[");
@@ -347,8 +362,8 @@ static void save_safetensors(const char *path, const unsigned char *arena, const
   unsigned char len[8];
   for (int k = 0; k < 8; k++) len[k] = (unsigned char)((uint64_t)hn >> (8 * k));
   int ok = fwrite(len, 1, 8, f) == 8 && fwrite(hdr, 1, hn, f) == hn;
-  for (int i = 0; ok && i < m->nparams; i++)
-    ok = fwrite(arena + m->params[i].offset, 4, (size_t)m->params[i].numel, f) == (size_t)m->params[i].numel;
+  for (int i = 0; ok && i < nsaved(m); i++)
+    ok = fwrite(arena + saved_at(m, i)->offset, 4, (size_t)saved_at(m, i)->numel, f) == (size_t)saved_at(m, i)->numel;
   ok = fflush(f) == 0 && ok;
   ok = fsync(fileno(f)) == 0 && ok;
   ok = fclose(f) == 0 && ok;
@@ -521,8 +536,8 @@ static void load_safetensors(const char *path, unsigned char *arena, const TrMod
     die("%s: header length %llu runs past the end of the file (truncated?)", path, (unsigned long long)hn);
   int64_t data0 = 8 + (int64_t)hn;
   Js j = {(const char *)f + 8, (const char *)f + data0, path};
-  char *seen = xmalloc((size_t)m->nparams + 1, "flags");
-  memset(seen, 0, (size_t)m->nparams + 1);
+  char *seen = xmalloc((size_t)nsaved(m) + 1, "flags");
+  memset(seen, 0, (size_t)nsaved(m) + 1);
   js_expect(&j, '{');
   if (!js_eat(&j, '}')) {
     do {
@@ -537,12 +552,12 @@ static void load_safetensors(const char *path, unsigned char *arena, const TrMod
       }
       js_tensor(&j, dtype, &rank, shape, &b, &e);
       int i = 0;
-      while (i < m->nparams && strcmp(m->params[i].name, name)) i++;
-      if (i == m->nparams) {
+      while (i < nsaved(m) && strcmp(saved_at(m, i)->name, name)) i++;
+      if (i == nsaved(m)) {
         fprintf(stderr, "trainer: warning: %s: tensor '%s' is not a parameter of %s; ignored\n", path, name, m->model);
         continue;
       }
-      const TrParam *p = &m->params[i];
+      const TrParam *p = saved_at(m, i);
       if (strcmp(dtype, "F32")) die("%s: tensor '%s' has dtype %s; the trainer reads F32", path, name, dtype);
       int same = rank == p->rank;
       for (int d = 0; same && d < rank; d++) same = shape[d] == p->shape[d];
@@ -561,8 +576,10 @@ static void load_safetensors(const char *path, unsigned char *arena, const TrMod
     } while (js_eat(&j, ','));
     js_expect(&j, '}');
   }
-  for (int i = 0; i < m->nparams; i++)
-    if (!seen[i]) die("%s: no tensor '%s' (the model needs every parameter)", path, m->params[i].name);
+  for (int i = 0; i < nsaved(m); i++)
+    if (!seen[i])
+      die("%s: no tensor '%s' (the model needs every %s)", path, saved_at(m, i)->name,
+          i < m->nparams ? "parameter" : "running statistic: role \"state\" in plan.json");
   free(seen);
   free(f);
 }
@@ -779,16 +796,17 @@ static void put_inputs(Run *r, const TrInput *in, int n) {
   for (int k = 0; d && k < n; k++) d->upload(r->dev, r->arena, in[k].offset, 4 * in[k].rows * in[k].cols);
 }
 
+/* Parameters and running state: both live on the device, both are saved. */
 static void put_params(Run *r) {
   const TrDevice *d = r->m->device;
-  for (int i = 0; d && i < r->m->nparams; i++)
-    d->upload(r->dev, r->arena, r->m->params[i].offset, 4 * r->m->params[i].numel);
+  for (int i = 0; d && i < nsaved(r->m); i++)
+    d->upload(r->dev, r->arena, saved_at(r->m, i)->offset, 4 * saved_at(r->m, i)->numel);
 }
 
 static void get_params(Run *r) {
   const TrDevice *d = r->m->device;
-  for (int i = 0; d && i < r->m->nparams; i++)
-    d->download(r->arena, r->dev, r->m->params[i].offset, 4 * r->m->params[i].numel);
+  for (int i = 0; d && i < nsaved(r->m); i++)
+    d->download(r->arena, r->dev, saved_at(r->m, i)->offset, 4 * saved_at(r->m, i)->numel);
 }
 
 static float read_loss(Run *r, int64_t offset) {
@@ -910,7 +928,10 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   r.arena = alloc_arena(m);
   r.dev = m->device ? m->device->open(m, o.cuda_graph) : r.arena;
   if (o.load) load_safetensors(o.load, r.arena, m);
-  else init_params(r.arena, m, (uint64_t)o.seed);
+  else {
+    init_params(r.arena, m, (uint64_t)o.seed);
+    init_states(r.arena, m);
+  }
   put_params(&r);
   if (m->device)
     printf("%s: %lld parameters, %s%s, lr %g, %s\n", m->model, (long long)m->param_count, m->device->name,

@@ -3,6 +3,9 @@
  * inputs and ops, and the two plan-specific functions, step() and eval().
  * trainer.c is the plan; memplan_trainer.c is everything a plan does not
  * change: options, data, initialization, safetensors, logging, profiling.
+ * Running state (batchnorm's statistics) is saved and loaded with the
+ * parameters under its plan.json name ("bn1.running_mean", as PyTorch's
+ * state_dict) and initialized from its table entry, never from the seed.
  *
  * Data formats (also in --help):
  * - --text FILE: the file's bytes are the tokens (a byte-level model, V >= 256).
@@ -40,6 +43,8 @@ typedef enum {
   TR_IN_VALUES    /* f32 [rows, cols]: synthetic regression targets */
 } TrInputKind;
 
+/* A parameter, or a running-state buffer (batchnorm's statistics: TrModel.states,
+ * initialized, saved and loaded like a parameter, never trained). */
 typedef struct {
   const char *name; /* the plan's name ("h0.fc.weight"), also the safetensors key */
   int64_t offset;   /* bytes into the arena */
@@ -94,6 +99,8 @@ struct TrModel {
   int64_t arena_bytes;
   const TrParam *params;
   int nparams;
+  const TrParam *states; /* running state (role "state"): saved after the params */
+  int nstates;
   const TrInput *train_in, *eval_in; /* each schedule has its own input buffers */
   int ntrain_in, neval_in;
   const TrOp *ops; /* the training schedule, for --profile */

@@ -55,6 +55,9 @@ memplan_e2e_build(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
 memplan_e2e_build(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
 # conv2d: dilated, strided and grouped, 1x1 without bias, with op-local scratch
 memplan_e2e_build(conv-mse ${MEMPLAN_TEST_DIR}/reference/conv-mse.yaml)
+# batchnorm2d on [B, H] and on [B, C, H, W]: running statistics (role "state")
+memplan_e2e_build(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml)
+memplan_e2e_build(bn-conv-mse ${MEMPLAN_TEST_DIR}/reference/bn-conv-mse.yaml)
 # Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
 memplan_e2e_build(gpt2-124m ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml)
 
@@ -73,6 +76,9 @@ memplan_e2e(e2e_determinism_gpt2-mini gpt2-mini determinism ${mini} --steps 8 --
 memplan_e2e(e2e_roundtrip_gpt2-mini gpt2-mini roundtrip ${mini} ${e2e_dir}/roundtrip --text ${e2e_text})
 memplan_e2e(e2e_errors_gpt2-mini gpt2-mini errors ${mini} ${e2e_dir}/errors-mini --text ${e2e_text})
 memplan_e2e(e2e_errors_mlp mlp errors ${mlp} ${e2e_dir}/errors-mlp)
+# save -> load -> save with running statistics: a load that dropped them
+# (re-initialized to 0 and 1) would save other bytes
+memplan_e2e(e2e_roundtrip_bn-mlp bn-mlp roundtrip ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/roundtrip-bn)
 # The generated CMakeLists.txt builds a portable trainer unless -DTRAINER_NATIVE=ON.
 memplan_e2e(e2e_portable_gpt2-mini gpt2-mini portable ${e2e_dir}/gpt2-mini)
 if(NOT MEMPLAN_SANITIZE)
@@ -109,8 +115,12 @@ memplan_reference(reference_llama_lm llama-lm --text ${e2e_text})
 memplan_reference(reference_gqa_lm gqa-lm --text ${e2e_text})
 memplan_reference(reference_gelu_exact gelu-exact)
 memplan_reference(reference_conv_mse conv-mse)
+# batchnorm2d: running statistics compared like weights, and the eval loss
+memplan_reference(reference_bn_mlp bn-mlp --eval)
+memplan_reference(reference_bn_conv_mse bn-conv-mse --eval)
 # The check must be able to fail: torch with lr x 1.01 must not match.
 memplan_reference(reference_detects_wrong_lr gpt2-mini --text ${e2e_text} --perturb-lr 1.01)
 memplan_reference(reference_mlp_adamw_detects_wrong_lr mlp-adamw --perturb-lr 1.01)
 memplan_reference(reference_mlp_sgd_detects_wrong_lr mlp --perturb-lr 1.01)
 memplan_reference(reference_mixer_mse_detects_wrong_lr mixer-mse --perturb-lr 1.01)
+memplan_reference(reference_bn_mlp_detects_wrong_lr bn-mlp --eval --perturb-lr 1.01)

@@ -91,6 +91,67 @@ static void test_plan_model(const char *mlp) {
   ar_free(&ar);
 }
 
+/* Running state end to end on tests/reference/bn-mlp.yaml (4 batchnorms):
+ * 8 state buffers, persistent (both schedules, below persistent_bytes, never
+ * in place), initialized zeros and ones, no gradient or optimizer state of
+ * their own; every batchnorm op, forward, recompute (a budget that reruns
+ * blocks) and eval alike, reads them in slots 3 and 4; plan.json round-trips
+ * them byte for byte, the report's table has them, and the trainers' STATES
+ * table lists them. */
+static void test_state(const char *bn) {
+  Arena ar = {0};
+  PlanRequest rq = request(bn);
+  rq.budget = 300 << 10;
+  PlanOutcome r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OK && r.plan);
+  if (!r.plan) return;
+  const Plan *p = r.plan;
+  int nstate = 0, recompute = 0, eval = 0;
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    const char *n = pb->name;
+    bool named = strstr(n, ".running_mean") || strstr(n, ".running_var");
+    if (pb->role != ROLE_STATE) {
+      CHECK(!named); /* no gradient, no optimizer state of a running statistic */
+      continue;
+    }
+    nstate++;
+    CHECK(named && pb->sched == SCHED_BOTH && pb->offset + pb->bytes <= p->persistent_bytes && !*pb->aliases);
+    CHECK(pb->init.kind == (strstr(n, ".running_mean") ? INIT_ZEROS : INIT_ONES));
+  }
+  CHECK(nstate == 8 && p->peak_by_role[ROLE_STATE] == 8 * 256);
+  for (int s = 0; s < 2; s++)
+    for (int i = 0; i < (s ? p->neval : p->nsched); i++) {
+      const PlanOp *o = s ? &p->eval[i] : &p->sched[i];
+      if (o->op != OP_BATCHNORM2D || o->phase == PHASE_BACKWARD) continue;
+      CHECK(o->nin == 5 && p->buf[o->in[3]].role == ROLE_STATE && p->buf[o->in[4]].role == ROLE_STATE);
+      CHECK(strstr(p->buf[o->in[3]].name, ".running_mean") && strstr(p->buf[o->in[4]].name, ".running_var"));
+      recompute += o->phase == PHASE_RECOMPUTE;
+      eval += s;
+    }
+  CHECK(recompute > 0 && eval == 4);
+  test_json_round_trip(p);
+  Text c = {0};
+  CHECK(emit_trainer(p, &emit_backend_c, &c) == 0);
+  const char *states = c.s ? strstr(c.s, "static const TrParam STATES[]") : NULL, *rm = states;
+  if (rm) rm = strstr(c.s, "{\"h0.bn.running_mean\""); /* in STATES, not in PARAMS */
+  CHECK(states && rm > states && strstr(c.s, ".nstates = 8"));
+  CHECK(c.s && strstr(c.s, "RT_MODE_RECOMPUTE") && strstr(c.s, "RT_MODE_EVAL, 0)"));
+  text_free(&c);
+  char *rep = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&rep, &n);
+  CHECK(f != NULL);
+  if (f) {
+    report_plan(p, f);
+    fclose(f);
+    const char *par = rep ? strstr(rep, "\n  param ") : NULL; /* state listed right after the params */
+    CHECK(par && strstr(par + 1, "\n") == strstr(par + 1, "\n  state                2.00 KiB\n"));
+    free(rep);
+  }
+  ar_free(&ar);
+}
+
 /* Builds src with ov, or NULL when a user error was caught. */
 static Graph *try_build(ModelSrc *src, const DimOverride *ov, int nov) {
   static jmp_buf jb;
@@ -241,6 +302,9 @@ int main(int argc, char **argv) {
   char mlp[4096];
   snprintf(mlp, sizeof mlp, "%s/mlp.yaml", argv[1]);
   test_plan_model(mlp);
+  char bn[4096];
+  snprintf(bn, sizeof bn, "%s/../tests/reference/bn-mlp.yaml", argv[1]);
+  test_state(bn);
   test_parse_once(mlp);
   test_error_in_levers(argv[2]);
   test_conv_scratch(argv[2]);

@@ -17,7 +17,8 @@
  *   one (batch, kv head) for dk, dv, one per warp, and streams the other side
  *   in tiles of 32 positions (one per lane) through shared memory (see the
  *   attention section);
- * - rope: one thread per (position, frequency), looping over the heads.
+ * - rope: one thread per (position, frequency), looping over the heads;
+ * - batchnorm2d: one block per channel, its threads striding the channel's values.
  */
 #include "memplan_rt_cuda.h"
 
@@ -1516,6 +1517,106 @@ void rt_cuda_conv2d_backward(float *dx, float *dW, float *db, const float *dout,
     col2im_kernel<<<grid_for(C * H * Wd, 256), 256, 0, ctx.stream>>>(dxs, scratch, c, acc_dx);
     LAUNCH_CHECK();
   }
+}
+
+// ----------------------------------------------------------------------------
+// batchnorm2d: one block per channel, its threads striding the channel's
+// M = N*S values (element i at (i / S * C + c) * S + i % S); double sums,
+// reduced in a fixed order (block_sum_d)
+
+#define BN_THREADS 256
+
+static __device__ int64_t bn_at(int64_t i, int c, int C, int64_t S) { return (i / S * C + c) * S + i % S; }
+
+/* cpu.c's arithmetic: double mean and two-pass variance, rstd = 1 / sqrt(var + eps)
+ * in double, the running statistics updated in double (RT_MODE_TRAIN only). */
+static __global__ void batchnorm_forward_kernel(float *out, float *mean, float *rstd, const float *x, const float *w,
+                                                const float *b, float *rmean, float *rvar, int64_t N, int C,
+                                                int64_t S, float eps, float momentum, int mode) {
+  __shared__ double sh[32];
+  int c = blockIdx.x;
+  int64_t M = N * S;
+  float m, r;
+  if (mode == RT_MODE_EVAL) {
+    m = rmean[c];
+    r = (float)(1.0 / sqrt((double)rvar[c] + (double)eps));
+  } else {
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x) s += x[bn_at(i, c, C, S)];
+    double md = block_sum_d(s, sh) / (double)M, v = 0.0;
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+      double d = (double)x[bn_at(i, c, C, S)] - md;
+      v += d * d;
+    }
+    v = block_sum_d(v, sh) / (double)M;
+    m = (float)md;
+    r = (float)(1.0 / sqrt(v + (double)eps));
+    if (threadIdx.x == 0) {
+      if (mean) mean[c] = m;
+      if (rstd) rstd[c] = r;
+      if (mode == RT_MODE_TRAIN) { // a recompute must not update them a second time
+        double mom = momentum;
+        rmean[c] = (float)((1.0 - mom) * rmean[c] + mom * md);
+        rvar[c] = (float)((1.0 - mom) * rvar[c] + mom * v * (double)M / (double)(M - 1));
+      }
+    }
+  }
+  float wc = w[c], bc = b ? b[c] : 0.0f;
+  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+    int64_t k = bn_at(i, c, C, S);
+    out[k] = __fadd_rn(__fmul_rn(__fmul_rn(x[k] - m, r), wc), bc);
+  }
+}
+
+/* dw = sum dout xhat, db = sum dout, dx = w rstd (dout - db / M - xhat dw / M). */
+static __global__ void batchnorm_backward_kernel(float *dx, float *dw, float *db, const float *dout, const float *x,
+                                                 const float *w, const float *mean, const float *rstd, int64_t N,
+                                                 int C, int64_t S, int acc_dx, int acc_dw, int acc_db) {
+  __shared__ double sh[32];
+  int c = blockIdx.x;
+  int64_t M = N * S;
+  float m = mean[c], r = rstd[c];
+  double sg = 0.0, sgx = 0.0;
+  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+    int64_t k = bn_at(i, c, C, S);
+    sg += dout[k];
+    sgx += dout[k] * ((x[k] - m) * r);
+  }
+  sg = block_sum_d(sg, sh);
+  sgx = block_sum_d(sgx, sh);
+  if (threadIdx.x == 0) {
+    if (dw) dw[c] = (float)(acc_dw ? dw[c] + sgx : sgx);
+    if (db) db[c] = (float)(acc_db ? db[c] + sg : sg);
+  }
+  if (!dx) return;
+  float wr = w[c] * r, m1 = (float)(sg / (double)M), m2 = (float)(sgx / (double)M);
+  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+    int64_t k = bn_at(i, c, C, S);
+    float g = wr * (dout[k] - m1 - (x[k] - m) * r * m2);
+    dx[k] = acc_dx ? dx[k] + g : g;
+  }
+}
+
+void rt_cuda_batchnorm2d_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                                 float *running_mean, float *running_var, int64_t N, int64_t C, int64_t S, float eps,
+                                 float momentum, int mode, uint64_t key) {
+  (void)key;
+  need_ctx();
+  if (C <= 0 || N * S <= 0) return;
+  batchnorm_forward_kernel<<<(unsigned)dim_int(C), BN_THREADS, 0, ctx.stream>>>(
+      out, mean, rstd, x, w, b, running_mean, running_var, N, dim_int(C), S, eps, momentum, mode);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_batchnorm2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                                  const float *mean, const float *rstd, int64_t N, int64_t C, int64_t S, float eps,
+                                  float momentum, int mode, uint64_t key, int acc_dx, int acc_dw, int acc_db) {
+  (void)eps, (void)momentum, (void)mode, (void)key; /* batch statistics, saved */
+  need_ctx();
+  if (C <= 0 || N * S <= 0 || (!dx && !dw && !db)) return;
+  batchnorm_backward_kernel<<<(unsigned)dim_int(C), BN_THREADS, 0, ctx.stream>>>(dx, dw, db, dout, x, w, mean, rstd, N,
+                                                                                 dim_int(C), S, acc_dx, acc_dw, acc_db);
+  LAUNCH_CHECK();
 }
 
 // ----------------------------------------------------------------------------

@@ -535,6 +535,71 @@ void ref_conv2d_backward(float *dx, float *dW, float *db, const float *dout, con
 }
 
 // ----------------------------------------------------------------------------
+// batchnorm2d: x[N,C,S], statistics per channel over its N*S values
+
+void ref_batchnorm2d_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                             float *running_mean, float *running_var, int64_t N, int64_t C, int64_t S, float eps,
+                             float momentum, int mode, uint64_t key) {
+  (void)key;
+  int64_t M = N * S;
+  double *o = dnew(N * C * S), *mu = dnew(C), *rs = dnew(C);
+  for (int64_t c = 0; c < C; c++) {
+    double m = 0.0, v = 0.0;
+    if (mode == RT_MODE_EVAL) {
+      m = running_mean[c];
+      v = running_var[c];
+    } else {
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < S; k++) m += x[(n * C + c) * S + k];
+      m /= (double)M;
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < S; k++) v += (x[(n * C + c) * S + k] - m) * (x[(n * C + c) * S + k] - m);
+      v /= (double)M;
+      if (mode == RT_MODE_TRAIN) {
+        running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * m);
+        running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * v * (double)M / (double)(M - 1));
+      }
+    }
+    double r = 1.0 / sqrt(v + eps);
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < S; k++) {
+        int64_t i = (n * C + c) * S + k;
+        o[i] = (x[i] - m) * r * w[c] + (b ? b[c] : 0.0);
+      }
+    mu[c] = m;
+    rs[c] = r;
+  }
+  store(out, o, N * C * S, 0);
+  store(mean, mu, C, 0);
+  store(rstd, rs, C, 0);
+}
+
+void ref_batchnorm2d_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                              const float *mean, const float *rstd, int64_t N, int64_t C, int64_t S, float eps,
+                              float momentum, int mode, uint64_t key, int acc_dx, int acc_dw, int acc_db) {
+  (void)eps, (void)momentum, (void)mode, (void)key;
+  int64_t M = N * S;
+  double *gx = dnew(N * C * S), *gw = dnew(C), *gb = dnew(C);
+  for (int64_t c = 0; c < C; c++) {
+    double m = mean[c], r = rstd[c];
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < S; k++) {
+        int64_t i = (n * C + c) * S + k;
+        gw[c] += dout[i] * (x[i] - m) * r;
+        gb[c] += dout[i];
+      }
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < S; k++) {
+        int64_t i = (n * C + c) * S + k;
+        gx[i] = w[c] * r * (dout[i] - gb[c] / (double)M - (x[i] - m) * r * gw[c] / (double)M);
+      }
+  }
+  store(dx, gx, N * C * S, acc_dx);
+  store(dw, gw, C, acc_dw);
+  store(db, gb, C, acc_db);
+}
+
+// ----------------------------------------------------------------------------
 // optimizers
 
 void ref_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1, double beta2,

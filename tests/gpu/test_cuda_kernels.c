@@ -462,6 +462,49 @@ static void case_layernorm(int64_t N, int64_t C, float eps, int bias) {
   release_all();
 }
 
+/* batchnorm2d on x[N,C,S]: the three modes' outputs, saved statistics and
+ * running statistics (updated once by training, untouched by a recompute
+ * and by eval), then backward from the reference statistics. */
+static void case_batchnorm2d(int64_t N, int64_t C, int64_t S, float eps, float mom) {
+  int64_t n = N * C * S;
+  Ten x = ten_rand(n, 2), w = ten_rand(C, 1), b = ten_rand(C, 1), rm = ten_rand(C, 0.5f), rv = ten_fill(C, 0.75f);
+  for (int64_t i = 0; i < S; i++) x.ref[i] += 50.0f; // channel 0 far from 0: the two-pass variance
+  ut_put(x.ut, x.ref, (size_t)S * sizeof(float));
+  static const int modes[] = {RT_MODE_TRAIN, RT_MODE_RECOMPUTE, RT_MODE_EVAL};
+  static const char *const mname[] = {"train", "recompute", "eval"};
+  Ten mean = ten_fill(C, NAN), rstd = ten_fill(C, NAN);
+  for (int k = 0; k < 3; k++) {
+    Ten out = ten_fill(n, NAN);
+    int ev = modes[k] == RT_MODE_EVAL;
+    ref_batchnorm2d_forward(out.ref, ev ? NULL : mean.ref, ev ? NULL : rstd.ref, x.ref, w.ref, b.ref, rm.ref, rv.ref, N,
+                            C, S, eps, mom, modes[k], 1);
+    UT(batchnorm2d_forward)
+    (out.ut, ev ? NULL : mean.ut, ev ? NULL : rstd.ut, x.ut, w.ut, b.ut, rm.ut, rv.ut, N, C, S, eps, mom, modes[k], 1);
+    check(&out, TOL_SUM, "batchnorm2d_forward %s " SHAPE3 " eps %g", mname[k], LL(N), LL(C), LL(S), eps);
+    if (!ev) check(&mean, TOL, "batchnorm2d_forward %s mean", mname[k]);
+    if (!ev) check(&rstd, TOL, "batchnorm2d_forward %s rstd", mname[k]);
+    check(&rm, TOL, "batchnorm2d_forward %s running_mean", mname[k]);
+    check(&rv, TOL, "batchnorm2d_forward %s running_var", mname[k]);
+  }
+  ut_put(mean.ut, mean.ref, (size_t)C * sizeof(float));
+  ut_put(rstd.ut, rstd.ref, (size_t)C * sizeof(float));
+  static const int pat[][3] = {{0, 0, 0}, {1, 1, 1}, {0, 1, -1}, {-1, -1, 0}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *a = pat[p];
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, a[0] > 0), dw = ten_grad(C, a[1] > 0), db = ten_grad(C, a[2] > 0);
+    ref_batchnorm2d_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, a[2] < 0 ? NULL : db.ref, g.ref, x.ref,
+                             w.ref, mean.ref, rstd.ref, N, C, S, eps, mom, RT_MODE_TRAIN, 1, a[0] > 0, a[1] > 0,
+                             a[2] > 0);
+    UT(batchnorm2d_backward)
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut, w.ut, mean.ut, rstd.ut, N,
+     C, S, eps, mom, RT_MODE_TRAIN, 1, a[0] > 0, a[1] > 0, a[2] > 0);
+    if (a[0] >= 0) check(&dx, TOL, "batchnorm2d_backward dx acc=%d", a[0]);
+    if (a[1] >= 0) check(&dw, TOL_SUM, "batchnorm2d_backward dw acc=%d", a[1]);
+    if (a[2] >= 0) check(&db, TOL_SUM, "batchnorm2d_backward db acc=%d", a[2]);
+  }
+  release_all();
+}
+
 static void case_rmsnorm(int64_t N, int64_t C, float eps) {
   Ten x = ten_rand(N * C, 2), w = ten_rand(C, 1);
   Ten out = ten_fill(N * C, NAN), rstd = ten_fill(N, NAN);
@@ -1023,6 +1066,9 @@ int main(int argc, char **argv) {
   if (!quick) RUN("layernorm", case_layernorm(512, 768, 1e-5f, 1));
   RUN("layernorm", case_layernorm(67, 129, 0.5f, 0)); // eps ~ var (1.33): an eps ignored shows; b, db NULL
   RUN("layernorm", case_layernorm(33, 64, 1e-6f, 0));
+  RUN("batchnorm2d", case_batchnorm2d(8, 6, 49, 1e-5f, 0.1f)); // [N,C,H,W], H W = 7x7
+  RUN("batchnorm2d", case_batchnorm2d(33, 70, 1, 0.5f, 0.3f)); // [N,C]; eps ~ var: an eps ignored shows
+  if (!quick) RUN("batchnorm2d", case_batchnorm2d(32, 64, 28 * 28, 1e-5f, 0.1f));
   RUN("rmsnorm", case_rmsnorm(67, 129, 1e-5f));
   if (!quick) RUN("rmsnorm", case_rmsnorm(512, 2048, 1e-6f));
   RUN("softmax", case_softmax(50, 1000));

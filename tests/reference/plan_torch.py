@@ -77,10 +77,13 @@ def _unit24(h):
 
 
 class Batches:
-    """The trainer's training batches, in order."""
+    """The trainer's training batches, in order; with eval=True its eval
+    batches (memplan_trainer.c's evaluate(): blobs from sample 2^40 on, token
+    windows from the start of the stream)."""
 
-    def __init__(self, plan, tokens=None):
-        self.inputs = classify_inputs(plan, "schedule", "train")
+    def __init__(self, plan, tokens=None, eval=False):
+        self.inputs = classify_inputs(plan, "eval_schedule" if eval else "schedule", "eval" if eval else "train")
+        self.sample0 = 1 << 40 if eval else 0
         self.tokens, self.pos, self.step = tokens, 0, 0
         self.classes = next((n for _, k, n in self.inputs if k == "labels"), 10)
 
@@ -100,7 +103,7 @@ class Batches:
         for b, k, _ in self.inputs:
             rows = b["shape"][0] if b["shape"] else 1
             cols = int(np.prod(b["shape"])) // rows
-            s0 = (self.step - 1) * rows
+            s0 = self.sample0 + (self.step - 1) * rows
             a = np.zeros((rows, cols), dtype=np.float32 if k != "labels" else np.int64)
             for r in range(rows):
                 s = s0 + r
@@ -120,11 +123,12 @@ class Batches:
 # parameters, forward, optimizer
 
 def init_params(plan, seed=0):
-    """{name: float32 numpy array}, drawn with torch from the plan's init specs."""
+    """{name: float32 numpy array}, drawn with torch from the plan's init
+    specs: the parameters and the running state (zeros or ones, no draws)."""
     g = torch.Generator().manual_seed(seed)
     out = {}
     for b in plan["buffers"]:
-        if b["role"] != "param":
+        if b["role"] not in ("param", "state"):
             continue
         t = torch.empty(b["shape"], dtype=torch.float32)
         kind, s = b["init"]["kind"], b["init"]["scale"]
@@ -144,6 +148,13 @@ def make_params(plan, weights, dtype):
     """{buffer id: leaf tensor} from {name: array}."""
     return {b["id"]: torch.tensor(weights[b["name"]], dtype=dtype, requires_grad=True)
             for b in plan["buffers"] if b["role"] == "param"}
+
+
+def make_state(plan, weights, dtype):
+    """{buffer id: tensor} of the running state (role "state": batchnorm's
+    running statistics), which forward updates in place when training."""
+    return {b["id"]: torch.tensor(weights[b["name"]], dtype=dtype)
+            for b in plan["buffers"] if b["role"] == "state"}
 
 
 def _split_qkv(qkv, B, T, C, NH, KVH):
@@ -183,12 +194,14 @@ def _rope(x, B, T, H, KV, hd, theta):
     return torch.cat([q, k, v], 2).reshape(B, T, (H + 2 * KV) * hd)
 
 
-def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
+def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, state=None):
     """Interprets the forward ops of a schedule; returns the loss tensor.
     relu_mask(op position, input) -> bool mask, when given, decides which
     elements each relu passes (the reference test forces the branches that
-    float32 rounding may take at its kink)."""
+    float32 rounding may take at its kink). state (make_state) holds the
+    running statistics: the training schedule updates them, eval reads them."""
     env = dict(params)
+    env.update(state or {})
     for bid, t in inputs.items():
         env[bid] = t.to(dtype) if t.is_floating_point() else t.long()
     bufs = plan["buffers"]
@@ -234,6 +247,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
         elif k == "conv2d":  # dims: N C H W O Ho Wo k stride padding dilation groups; a[2] None: bias: false
             y = F.conv2d(a[0].reshape(d[0], d[1], d[2], d[3]), a[1], a[2], stride=d[8], padding=d[9],
                          dilation=d[10], groups=d[11])
+        elif k == "batchnorm2d":  # dims N C S (S = H W); floats eps, momentum; inputs x w b rmean rvar
+            y = F.batch_norm(a[0].reshape(d[0], d[1], d[2]), a[3], a[4], a[1], a[2],
+                             training=sched_key == "schedule", momentum=op["floats"][1], eps=op["floats"][0])
         else:
             raise ValueError("plan_torch: no torch version of op %s" % k)
         env[o] = y.reshape(shape)

@@ -61,15 +61,19 @@ NOISY_REL = 1e-3
 
 
 def run_trainer(a, init, final, log):
+    """The trainer's per-step losses, and with --eval its eval loss (one
+    batch) after the last step (NaN without)."""
     cmd = [a.trainer, "--load", init, "--steps", str(a.steps), "--log", log, "--save", final,
-           "--eval-batches", "0", "--threads", "2", "--log-every", "1"]
+           "--eval-batches", "1" if a.eval else "0", "--eval-every", str(a.steps), "--threads", "2",
+           "--log-every", "1"]
     if a.text:
         cmd += ["--text", a.text]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("reference: the trainer failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
     with open(log) as f:
-        return [float(row["loss"]) for row in csv.DictReader(f)]
+        rows = list(csv.DictReader(f))
+    return [float(row["loss"]) for row in rows], float(rows[-1]["eval_loss"]) if rows else float("nan")
 
 
 class Branch:
@@ -78,10 +82,11 @@ class Branch:
     passes}) imposed on both."""
 
     def __init__(self, plan, init, lr):
-        self.forced, self.loss, self.noisy, self.run = {}, {}, None, {}
+        self.forced, self.loss, self.noisy, self.run, self.state = {}, {}, None, {}, {}
         for dt in (torch.float64, torch.float32):
             params = plan_torch.make_params(plan, init, dt)
             self.run[dt] = (params, plan_torch.make_optimizer(plan, params, lr))
+            self.state[dt] = plan_torch.make_state(plan, init, dt)  # running statistics, if any
             self.loss[dt] = []
         self.noisy = {i: torch.zeros_like(p, dtype=torch.bool) for i, p in self.run[torch.float64][0].items()}
 
@@ -112,7 +117,8 @@ class Branch:
         for dt, fn in ((torch.float64, mask64), (torch.float32, mask32)):
             params, opt = self.run[dt]
             opt.zero_grad(set_to_none=True)
-            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn)
+            kw = {"state": self.state[dt]} if self.state[dt] else {}  # a --module without state needs none
+            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn, **kw)
             loss.backward()
             self.loss[dt].append(loss.item())
         if plan["optimizer"]["type"] == "adamw":  # SGD's update is linear in the gradient
@@ -129,9 +135,22 @@ class Branch:
         return abs(got - w) / abs(w), max(FLOOR, TOL_FACTOR * abs(y - w) / abs(w))
 
     def weights(self, plan):
+        """Parameters and running state by name, per dtype; the noisy elements
+        (parameters only: running state has no gradient)."""
         names = {b["id"]: b["name"] for b in plan["buffers"]}
-        return ({dt: {names[i]: p.detach().double().numpy() for i, p in self.run[dt][0].items()} for dt in self.run},
-                {names[i]: n.numpy() for i, n in self.noisy.items()})
+        ws = {dt: {names[i]: p.detach().double().numpy() for i, p in self.run[dt][0].items()} for dt in self.run}
+        for dt in self.run:
+            ws[dt].update({names[i]: t.double().numpy() for i, t in self.state[dt].items()})
+        noisy = {names[i]: n.numpy() for i, n in self.noisy.items()}
+        noisy.update({names[i]: np.zeros(t.shape, dtype=bool) for i, t in self.state[torch.float64].items()})
+        return ws, noisy
+
+    def eval_loss(self, plan, batch):
+        """The eval schedule's loss on the final weights and running state, per dtype."""
+        with torch.no_grad():
+            return {dt: MODEL.forward(plan, self.run[dt][0], batch, dt, sched_key="eval_schedule",
+                                      **({"state": self.state[dt]} if self.state[dt] else {})).item()
+                    for dt in self.run}
 
     def describe(self):
         if not self.forced:
@@ -170,9 +189,17 @@ def branches(a, plan, init, got):
     return beam, tried
 
 
-def compare(plan, a, b, got, got_w, out):
+def compare(plan, a, b, got, got_w, out, got_eval=None):
     """Trainer against branch b; appends the report's lines to out; True when within tolerance."""
     ok = len(got) == len(b.loss[torch.float64])
+    if got_eval is not None:  # --eval: the eval schedule (running statistics, no batch ones) on the final state
+        ev = b.eval_loss(plan, plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None,
+                                                  eval=True).next())
+        w, y = ev[torch.float64], ev[torch.float32]
+        rel, tol = abs(got_eval - w) / abs(w), max(FLOOR, TOL_FACTOR * abs(y - w) / abs(w))
+        ok &= rel <= tol
+        out.append("  eval: loss %.9f vs %.9f  rel err %.2e (tolerance %.1e)%s"
+                   % (got_eval, w, rel, tol, "" if rel <= tol else "  FAIL"))
     for i, (g, w) in enumerate(zip(got, b.loss[torch.float64])):
         rel, tol = b.loss_check(i, g)
         ok &= rel <= tol
@@ -218,6 +245,8 @@ def main():
     ap.add_argument("--text")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--perturb-lr", type=float, default=1.0)
+    ap.add_argument("--eval", action="store_true", help="also compare the eval loss after the last step (one batch of "
+                    "the eval schedule: batchnorm with its running statistics)")
     ap.add_argument("--module", help="the model in PyTorch: a module of tests/reference with plan_torch.forward's "
                     "signature, written from the equations (default: plan_torch, which interprets plan.json)")
     a = ap.parse_args()
@@ -230,7 +259,7 @@ def main():
     p_init = os.path.join(a.workdir, "init.safetensors")
     p_final = os.path.join(a.workdir, "final.safetensors")
     safetensors_io.save(p_init, init, {"format": "pt"})
-    got = run_trainer(a, p_init, p_final, os.path.join(a.workdir, "losses.csv"))
+    got, got_eval = run_trainer(a, p_init, p_final, os.path.join(a.workdir, "losses.csv"))
     got_w = safetensors_io.load(p_final)
     bs, tried = branches(a, plan, init, got)
 
@@ -242,7 +271,7 @@ def main():
     ok, report = False, None
     for b in bs:
         lines = []
-        if compare(plan, a, b, got, got_w, lines):
+        if compare(plan, a, b, got, got_w, lines, got_eval if a.eval else None):
             ok, report = True, (b, lines)
             break
         report = report or (b, lines)

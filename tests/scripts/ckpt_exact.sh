@@ -1,20 +1,28 @@
 #!/bin/sh
-# ckpt_exact.sh MEMPLAN MODEL WORKDIR BUDGET...: each trainer planned to fit
-# a BUDGET (recomputing) must give bit-identical losses and final weights to
-# the trainer that keeps everything: same seed, same threads, 20 steps.
+# ckpt_exact.sh MEMPLAN MODEL WORKDIR [--blobs] BUDGET...: each trainer planned
+# to fit a BUDGET (recomputing) must give bit-identical losses and final
+# weights (running statistics included) to the trainer that keeps everything:
+# same seed, same threads, 20 steps. --blobs: a model with f32 inputs (the
+# synthetic data set) instead of a token model trained on the README.
 set -eu
 memplan=$1 model=$2 work=$3
 shift 3
 rm -rf "$work"
 mkdir -p "$work"
 text=$(dirname "$model")/../README.md
+if [ "${1:-}" = --blobs ]; then
+  text=
+  shift
+fi
 train() { # name [--budget B]
   v=$1
   shift
   "$memplan" compile "$model" "$@" -o "$work/$v" > "$work/$v.report"
   cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
   cmake --build "$work/$v/build" -j2 > /dev/null
-  "$work/$v/build/trainer" --text "$text" --steps 20 --seed 7 --threads 2 --log-every 20 --eval-batches 0 \
+  set -- --steps 20
+  [ -z "$text" ] || set -- "$@" --text "$text"
+  "$work/$v/build/trainer" "$@" --seed 7 --threads 2 --log-every 20 --eval-batches 0 \
     --log "$work/$v.csv" --save "$work/$v.safetensors" > "$work/$v.out"
   cut -d, -f1,2 "$work/$v.csv" > "$work/$v.losses"
 }
