@@ -31,6 +31,12 @@
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
+ *   flatten        x                out                 dout                       dx               n
+ *   reshape        x                out                 dout                       dx               n
+ *   transpose      x                out                 dout                       dx               A P M Q Z
+ *   concat         a0 .. a5         out                 dout                       da0 .. da5       O I n0 .. n5
+ *   class_token    x W              out                 dout                       dx dW            B N C
+ *   select         x                out                 dout                       dx               O N I index
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. */
@@ -58,6 +64,10 @@ typedef enum {
   ATTR_BOOL,
   ATTR_PARAM, /* another layer's parameter to share ("LAYER.weight") */
   ATTR_ENUM,  /* one word of choices; Attr.i is its index there */
+  ATTR_INDEX, /* an axis or an index: an integer expression of any sign ("-1"); the
+               * shape rule checks its range (negative counts from the end, as torch) */
+  ATTR_DIMS,  /* a list of dim expressions ("[B, N*C, -1]"), each positive or -1
+               * (at most one); Attr.n, .list, .list_sym, .list_loc; MAX_RANK items */
 } AttrType;
 
 typedef struct {
