@@ -602,28 +602,45 @@ static void case_rope(int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, f
 // cases: shape ops. They move data only, so every output equals the reference
 // exactly (class_token's dW sums the batch in double, in order, as ref.c).
 
-/* flatten and reshape (the same kernels' contract): a copy, "+=", and in place. */
-static void case_flatten_reshape(int64_t n) {
-  for (int op = 0; op < 2; op++) {
-    const char *name = op ? "reshape" : "flatten";
-    Ten x = ten_rand(n, 1), out = ten_fill(n, NAN);
-    (op ? ref_reshape_forward : ref_flatten_forward)(out.ref, x.ref, n);
-    (op ? UT(reshape_forward) : UT(flatten_forward))(out.ut, x.ut, n);
-    check(&out, EXACT, "%s_forward n=%lld", name, LL(n));
-    for (int acc = 0; acc <= 1; acc++) {
-      Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
-      (op ? ref_reshape_backward : ref_flatten_backward)(dx.ref, g.ref, n, acc);
-      (op ? UT(reshape_backward) : UT(flatten_backward))(dx.ut, g.ut, n, acc);
-      check(&dx, EXACT, "%s_backward acc=%d", name, acc);
-    }
-    (op ? ref_reshape_forward : ref_flatten_forward)(x.ref, x.ref, n); // in place: nothing moves
-    (op ? UT(reshape_forward) : UT(flatten_forward))(x.ut, x.ut, n);
-    check(&x, EXACT, "%s_forward in place (out=x)", name);
-    (op ? ref_reshape_backward : ref_flatten_backward)(x.ref, x.ref, n, 0);
-    (op ? UT(reshape_backward) : UT(flatten_backward))(x.ut, x.ut, n, 0);
-    check(&x, EXACT, "%s_backward in place (dx=dout)", name);
-    release_all();
+/* flatten and reshape (the same contract): a copy, "+=", and in place. */
+static void case_flatten(int64_t n) {
+  Ten x = ten_rand(n, 1), out = ten_fill(n, NAN);
+  ref_flatten_forward(out.ref, x.ref, n);
+  UT(flatten_forward)(out.ut, x.ut, n);
+  check(&out, EXACT, "flatten_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_flatten_backward(dx.ref, g.ref, n, acc);
+    UT(flatten_backward)(dx.ut, g.ut, n, acc);
+    check(&dx, EXACT, "flatten_backward acc=%d", acc);
   }
+  ref_flatten_forward(x.ref, x.ref, n); // in place: nothing moves
+  UT(flatten_forward)(x.ut, x.ut, n);
+  check(&x, EXACT, "flatten_forward in place (out=x)");
+  ref_flatten_backward(x.ref, x.ref, n, 0);
+  UT(flatten_backward)(x.ut, x.ut, n, 0);
+  check(&x, EXACT, "flatten_backward in place (dx=dout)");
+  release_all();
+}
+
+static void case_reshape(int64_t n) {
+  Ten x = ten_rand(n, 1), out = ten_fill(n, NAN);
+  ref_reshape_forward(out.ref, x.ref, n);
+  UT(reshape_forward)(out.ut, x.ut, n);
+  check(&out, EXACT, "reshape_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_reshape_backward(dx.ref, g.ref, n, acc);
+    UT(reshape_backward)(dx.ut, g.ut, n, acc);
+    check(&dx, EXACT, "reshape_backward acc=%d", acc);
+  }
+  ref_reshape_forward(x.ref, x.ref, n);
+  UT(reshape_forward)(x.ut, x.ut, n);
+  check(&x, EXACT, "reshape_forward in place (out=x)");
+  ref_reshape_backward(x.ref, x.ref, n, 0);
+  UT(reshape_backward)(x.ut, x.ut, n, 0);
+  check(&x, EXACT, "reshape_backward in place (dx=dout)");
+  release_all();
 }
 
 /* x [A, P, M, Q, Z] -> [A, Q, M, P, Z] */
@@ -1121,7 +1138,8 @@ int main(int argc, char **argv) {
   RUN("rope", case_rope(2, 67, 8, 2, 64, 10000.0f));                  // grouped kv heads (4:1)
   RUN("rope", case_rope(3, 13, 3, 3, 6, 2.0f));                       // kv_heads = heads, hd 6, every angle wraps
   if (!quick) RUN("rope", case_rope(2, 1024, 32, 8, 128, 500000.0f)); // Llama 3 8B's heads and theta
-  RUN("flatten", case_flatten_reshape(100003));
+  RUN("flatten", case_flatten(100003));
+  RUN("reshape", case_reshape(4099));
   RUN("transpose", case_transpose(3, 37, 1, 45, 1)); // [B, C, N] -> [B, N, C]: ragged tiles
   RUN("transpose", case_transpose(2, 5, 7, 3, 4));   // axes apart, inner rows of 4
   RUN("transpose", case_transpose(1, 1, 300, 1, 1)); // an axis with itself: a copy

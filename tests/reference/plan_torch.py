@@ -227,7 +227,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
             y = a[0][:d[1]].unsqueeze(0).expand(d[0], d[1], d[2])
         elif k == "rope":
             y = _rope(a[0], *d[:5], op["floats"][0])
-        elif k in ("flatten", "reshape"):  # dims: n; the shape is the output buffer's
+        elif k == "flatten":  # dims: n; the shape is the output buffer's
+            y = a[0]
+        elif k == "reshape":
             y = a[0]
         elif k == "transpose":  # x as [A, P, M, Q, Z], P and Q swapped
             y = a[0].reshape(d[:5]).transpose(1, 3)
