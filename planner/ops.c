@@ -536,15 +536,17 @@ static void reshape_build(BuildCtx *c) {
   }
   Arena *tmp = build_scratch(c);
   const char *xs = ar_printf(tmp, "'%s' %s %s", build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x));
-  if (infer >= 0 && (!fits || n % known != 0))
+  if (infer >= 0 && !fits)
+    build_error(c, "shape", "cannot infer the -1 of shape %s: the other dims multiply past 2^63", a->s);
+  if (infer >= 0 && n % known != 0)
     build_error(c, "shape",
                 "cannot infer the -1 of shape %s: input %s has %lld elements, not a multiple of %lld (the other dims)",
                 a->s, xs, (long long)n, (long long)known);
   if (infer >= 0) d[infer] = n / known;
   else if (!fits || known != n) {
     Shape want = build_shape(c, a->n, d, sy);
-    build_error(c, "shape", "shape %s %s has %s%lld elements but input %s has %lld; reshape keeps the elements", a->s,
-                shape_val_str(tmp, &want), fits ? "" : "more than ", (long long)(fits ? known : INT64_MAX), xs,
+    build_error(c, "shape", "shape %s %s has %s elements but input %s has %lld; reshape keeps the elements", a->s,
+                shape_val_str(tmp, &want), fits ? ar_printf(tmp, "%lld", (long long)known) : "more than 2^63", xs,
                 (long long)n);
   }
   build_data(c, 0, 0);
