@@ -475,8 +475,8 @@ static const char *operand(BuildCtx *c, const char *sym, char op) {
   return plain || op == '+' ? sym : ar_printf(build_scratch(c), "(%s)", sym);
 }
 
-/* The product of dims [lo, hi] of s, with its symbol; an error when it
- * overflows (it cannot: it divides the numel). */
+/* The product of dims [lo, hi] of s (it divides the numel: no overflow),
+ * with its symbol ("C*D", "(H/P)*(W/P)"). */
 static int64_t span(BuildCtx *c, const Shape *s, int lo, int hi, const char **sym) {
   int64_t v = 1;
   *sym = lo == hi ? s->sym[lo] : "";

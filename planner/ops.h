@@ -74,8 +74,8 @@ typedef struct {
   const char *key; /* NULL ends the list */
   AttrType type;
   bool required;
-  double dflt;   /* when not required: ints, floats and bools (0/1); an int's 0 means
-                  * absent, the shape rule decides (attention's kv_heads: heads) */
+  double dflt;   /* when not required: ints, indices, floats and bools (0/1); an int's 0
+                  * means absent, the shape rule decides (attention's kv_heads: heads) */
   bool positive; /* floats: must be > 0 (ints always are) */
   /* enums: the words allowed, NULL-terminated; dflt is an index */
   const char *const *choices;
