@@ -58,7 +58,14 @@ typedef enum {
   OP_CONV2D, /* 2-D convolution, NCHW activations and OIHW weights */
   /* batch statistics per channel over N (and H, W); running statistics are state */
   OP_BATCHNORM2D,
-  OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */
+  /* shape ops (a ViT's patches, class token and its read-out) */
+  OP_FLATTEN,     /* moves no data: in place when its input dies there */
+  OP_RESHAPE,     /* likewise */
+  OP_TRANSPOSE,   /* two axes swapped */
+  OP_CONCAT,      /* 2..6 inputs along one axis */
+  OP_CLASS_TOKEN, /* [B, N, C] -> [B, N+1, C], a learned token first */
+  OP_SELECT,      /* one index of an axis, the axis dropped */
+  OP_ADAMW,       /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */
@@ -95,6 +102,12 @@ typedef struct {
   double f;      /* float values */
   const char *s; /* the YAML text as written; NULL when the default applies */
   Loc loc;       /* where it was written; the layer's mapping when defaulted */
+  /* lists (ATTR_DIMS): n items, each item's value, text and location (arena
+   * arrays); n = 0 when absent */
+  int n;
+  const int64_t *list;
+  const char *const *list_sym;
+  const Loc *list_loc;
 } Attr;
 
 typedef struct {

@@ -521,6 +521,36 @@ static int64_t enum_choice(Loader *L, const AttrSpec *spec, const char *text, co
   diag_error(loc, "%s must be one of %s, not '%s'", what, list, text);
 }
 
+/* A list of dim expressions (ATTR_DIMS), at most MAX_RANK: each positive, or
+ * -1 (the shape rule infers it) at most once. Attr.s becomes the list's text. */
+static void dims_list(Loader *L, Node *n, const char *what, Attr *a) {
+  expect(L, n, YAML_SEQUENCE_NODE, what);
+  yaml_node_item_t *items = n->data.sequence.items.start;
+  int cnt = (int)(n->data.sequence.items.top - items), infer = -1;
+  if (cnt == 0) diag_error(a->loc, "%s must list at least one dim", what);
+  if (cnt > MAX_RANK) diag_error(loc_of(L, node(L, items[MAX_RANK])), "%s has more than %d dims", what, MAX_RANK);
+  int64_t *v = ar_alloc(L->ar, sizeof(int64_t) * (size_t)cnt);
+  const char **sym = ar_alloc(L->ar, sizeof(char *) * (size_t)cnt);
+  Loc *at = ar_alloc(L->ar, sizeof(Loc) * (size_t)cnt);
+  const char *text = "[";
+  for (int k = 0; k < cnt; k++) {
+    Node *it = node(L, items[k]);
+    at[k] = loc_of(L, it);
+    v[k] = int_expr(L, it, "a dim");
+    sym[k] = ar_strdup(L->ar, (char *)it->data.scalar.value);
+    text = ar_printf(L->ar, "%s%s%s", text, k ? ", " : "", sym[k]);
+    if (v[k] == -1 && infer >= 0)
+      diag_error(at[k], "%s has a second -1 (dim %d; the first is dim %d): at most one dim is inferred", what, k,
+                 infer);
+    if (v[k] == -1) infer = k;
+    else if (v[k] <= 0)
+      diag_error(at[k], "%s: dim %d is %lld; dims must be positive, or -1 for the one inferred", what, k,
+                 (long long)v[k]);
+  }
+  a->s = ar_printf(L->ar, "%s]", text);
+  a->n = cnt, a->list = v, a->list_sym = sym, a->list_loc = at;
+}
+
 /* The layer's attributes in its op's declaration order. */
 static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
   const OpInfo *oi = op_info(ly->op);
@@ -533,6 +563,10 @@ static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
     if (!n) continue;
     const char *what = ar_printf(L->ar, "'%s'", spec->key);
     a[i].loc = loc_of(L, n);
+    if (spec->type == ATTR_DIMS) {
+      dims_list(L, n, what, &a[i]);
+      continue;
+    }
     a[i].s = ar_strdup(L->ar, scalar(L, n, what));
     switch (spec->type) {
     case ATTR_INT:
@@ -548,6 +582,8 @@ static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
     case ATTR_BOOL: a[i].i = boolean(L, n, what); break;
     case ATTR_PARAM: a[i].s = ly->share_name; break;
     case ATTR_ENUM: a[i].i = enum_choice(L, spec, a[i].s, what, a[i].loc); break;
+    case ATTR_INDEX: a[i].i = int_expr(L, n, what); break; /* any sign: the shape rule checks the range */
+    case ATTR_DIMS: break;                                 /* above */
     }
   }
 }

@@ -558,6 +558,246 @@ static void batchnorm_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   *n = 3;
 }
 
+/* ---- shape ops: flatten, reshape, transpose, concat, class_token, select ----
+ * Axes and indices count from the end when negative, as torch's do. flatten
+ * and reshape move no data: their out may be x (planned in place where x
+ * dies), and the kernels copy only when the pointers differ. */
+
+/* Axis attribute `key` of a rank-r input, made non-negative; an error at the
+ * attribute when out of range. */
+static int axis_attr(BuildCtx *c, const char *key, int r, int k) {
+  int64_t v = attr_i(c, key);
+  if (v < -r || v >= r) {
+    Arena *tmp = build_scratch(c);
+    const Shape *x = in_shape(c, k);
+    build_error(c, key, "%s = %lld is out of range for input '%s' %s %s of rank %d (use %d .. %d)", key, (long long)v,
+                build_input(c, k)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x), r, -r, r - 1);
+  }
+  return (int)(v < 0 ? v + r : v);
+}
+
+/* A dim symbol as an operand of `op`: a name or a number as is, an
+ * expression in parentheses (sums need none). */
+static const char *operand(BuildCtx *c, const char *sym, char op) {
+  bool plain = true;
+  for (const char *p = sym; *p; p++)
+    plain &= *p == '_' || (*p >= '0' && *p <= '9') || ((*p | 32) >= 'a' && (*p | 32) <= 'z');
+  return plain || op == '+' ? sym : ar_printf(build_scratch(c), "(%s)", sym);
+}
+
+/* The product of dims [lo, hi] of s (it divides the numel: no overflow),
+ * with its symbol ("C*D", "(H/P)*(W/P)"). */
+static int64_t span(BuildCtx *c, const Shape *s, int lo, int hi, const char **sym) {
+  int64_t v = 1;
+  *sym = lo == hi ? s->sym[lo] : "";
+  for (int i = lo; i <= hi; i++) {
+    v *= s->d[i];
+    if (lo != hi) *sym = ar_printf(build_scratch(c), "%s%s%s", *sym, i > lo ? "*" : "", operand(c, s->sym[i], '*'));
+  }
+  return v;
+}
+
+static int64_t prod(const Shape *s, int lo, int hi) { /* dims [lo, hi) */
+  int64_t v = 1;
+  for (int i = lo; i < hi; i++) v *= s->d[i];
+  return v;
+}
+
+static void copy_dims(const Shape *s, int lo, int hi, int64_t *d, const char **sy, int *n) {
+  for (int i = lo; i < hi; i++) d[*n] = s->d[i], sy[(*n)++] = s->sym[i];
+}
+
+/* torch.flatten(x, start, end): dims start..end merged into one. */
+static void flatten_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_rank(c, 0, 1);
+  const Shape *x = in_shape(c, 0);
+  int r = x->rank, s = axis_attr(c, "start", r, 0), e = axis_attr(c, "end", r, 0);
+  if (s > e) {
+    Arena *tmp = build_scratch(c);
+    build_error(c, "start", "start = %lld (dim %d) comes after end = %lld (dim %d) of input '%s' %s",
+                (long long)attr_i(c, "start"), s, (long long)attr_i(c, "end"), e, build_input(c, 0)->name,
+                shape_sym_str(tmp, x));
+  }
+  int64_t d[MAX_RANK];
+  const char *sy[MAX_RANK];
+  int n = 0;
+  copy_dims(x, 0, s, d, sy, &n);
+  d[n] = span(c, x, s, e, &sy[n]);
+  n++;
+  copy_dims(x, e + 1, r, d, sy, &n);
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, build_shape(c, n, d, sy), DT_F32);
+}
+
+/* reshape to `shape`, one dim of which may be -1 (inferred). */
+static void reshape_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Shape *x = in_shape(c, 0);
+  const Attr *a = build_attr(c, "shape");
+  int64_t d[MAX_RANK], known = 1, n = shape_numel(x);
+  const char *sy[MAX_RANK];
+  int infer = -1;
+  bool fits = true;
+  for (int k = 0; k < a->n; k++) {
+    d[k] = a->list[k], sy[k] = a->list_sym[k];
+    if (d[k] == -1) infer = k, sy[k] = NULL;
+    else fits &= ck_mul(known, d[k], &known);
+  }
+  Arena *tmp = build_scratch(c);
+  const char *xs = ar_printf(tmp, "'%s' %s %s", build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x));
+  if (infer >= 0 && !fits)
+    build_error(c, "shape", "cannot infer the -1 of shape %s: the other dims multiply past 2^63", a->s);
+  if (infer >= 0 && n % known != 0)
+    build_error(c, "shape",
+                "cannot infer the -1 of shape %s: input %s has %lld elements, not a multiple of %lld (the other dims)",
+                a->s, xs, (long long)n, (long long)known);
+  if (infer >= 0) d[infer] = n / known;
+  else if (!fits || known != n) {
+    Shape want = build_shape(c, a->n, d, sy);
+    build_error(c, "shape", "shape %s %s has %s elements but input %s has %lld; reshape keeps the elements", a->s,
+                shape_val_str(tmp, &want), fits ? ar_printf(tmp, "%lld", (long long)known) : "more than 2^63", xs,
+                (long long)n);
+  }
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, build_shape(c, a->n, d, sy), DT_F32);
+}
+
+/* n: the elements (a copy, or nothing in place) */
+static void shape_numel_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  d[0] = out_numel(g, op);
+  *n = 1;
+}
+/* Shape ops do no arithmetic: their cost is the bytes they move (cost.c). */
+static int64_t shape_flops(const Graph *g, const Op *op, bool bwd) {
+  (void)g, (void)op, (void)bwd;
+  return 0;
+}
+
+/* torch.transpose(x, dim0, dim1). */
+static void transpose_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_rank(c, 0, 1);
+  Shape y = *in_shape(c, 0);
+  int a = axis_attr(c, "dim0", y.rank, 0), b = axis_attr(c, "dim1", y.rank, 0);
+  int64_t v = y.d[a];
+  const char *sy = y.sym[a];
+  y.d[a] = y.d[b], y.sym[a] = y.sym[b];
+  y.d[b] = v, y.sym[b] = sy;
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, y, DT_F32);
+}
+/* x as [A, P, M, Q, Z] with P and Q the swapped axes (P = Q = 1 and M the
+ * axis when they are one): out is [A, Q, M, P, Z]. */
+static void transpose_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  int r = x->rank, a = (int)op->attr[0].i, b = (int)op->attr[1].i; /* dim0, dim1 */
+  a = a < 0 ? a + r : a, b = b < 0 ? b + r : b;
+  int lo = a < b ? a : b, hi = a < b ? b : a;
+  d[0] = prod(x, 0, lo);
+  d[1] = lo == hi ? 1 : x->d[lo];
+  d[2] = lo == hi ? x->d[lo] : prod(x, lo + 1, hi);
+  d[3] = lo == hi ? 1 : x->d[hi];
+  d[4] = prod(x, hi + 1, r);
+  *n = 5;
+}
+
+/* torch.cat(inputs, axis): 2..6 inputs equal but along the axis. */
+static void concat_build(BuildCtx *c) {
+  int n = build_ninputs(c);
+  for (int k = 0; k < n; k++) {
+    need_float(c, k);
+    need_rank(c, k, 1);
+  }
+  Shape y = *in_shape(c, 0);
+  int ax = axis_attr(c, "axis", y.rank, 0);
+  const char *sym = y.sym[ax];
+  for (int k = 1; k < n; k++) {
+    const Shape *s = in_shape(c, k);
+    bool ok = s->rank == y.rank;
+    for (int i = 0; ok && i < y.rank; i++) ok = i == ax || s->d[i] == y.d[i];
+    if (!ok) {
+      Arena *tmp = build_scratch(c);
+      const Shape *s0 = in_shape(c, 0);
+      build_error(c, "axis",
+                  "concat along axis = %lld (dim %d): '%s' is %s %s but '%s' is %s %s; only dim %d may differ",
+                  (long long)attr_i(c, "axis"), ax, build_input(c, 0)->name, shape_sym_str(tmp, s0),
+                  shape_val_str(tmp, s0), build_input(c, k)->name, shape_sym_str(tmp, s), shape_val_str(tmp, s), ax);
+    }
+    if (!ck_add(y.d[ax], s->d[ax], &y.d[ax])) build_error(c, "axis", "the concatenated dim does not fit in 64 bits");
+    sym = ar_printf(build_scratch(c), "%s+%s", sym, s->sym[ax]);
+  }
+  y.sym[ax] = sym;
+  for (int k = 0; k < n; k++) build_data(c, k, k);
+  build_output(c, 0, NULL, y, DT_F32);
+}
+/* O I n0 .. n5: x_k as [O, n_k, I]; n_k = 0 for an absent slot */
+static void concat_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *y = tshape(g, op->out[0]);
+  int ax = (int)op->attr[0].i; /* axis */
+  ax = ax < 0 ? ax + y->rank : ax;
+  d[0] = prod(y, 0, ax);
+  d[1] = prod(y, ax + 1, y->rank);
+  for (int k = 0; k < MAX_OP_IN; k++) d[2 + k] = op->in[k] >= 0 ? tshape(g, op->in[k])->d[ax] : 0;
+  *n = 2 + MAX_OP_IN;
+}
+
+/* class_token: x [B, N, C] -> [B, N+1, C], a learned token [C] first in
+ * every sample (ViT's cls token; init N(0, 0.02) as timm's). */
+static void class_token_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Shape *x = in_shape(c, 0);
+  if (x->rank != 3) {
+    Arena *tmp = build_scratch(c);
+    build_error(c, NULL, "class_token needs x of shape (B, N, C); '%s' is %s %s", build_input(c, 0)->name,
+                shape_sym_str(tmp, x), shape_val_str(tmp, x));
+  }
+  int64_t d[3] = {x->d[0], x->d[1] + 1, x->d[2]}; /* N + 1 <= numel: no overflow */
+  const char *sy[3] = {x->sym[0], ar_printf(build_scratch(c), "%s+1", x->sym[1]), x->sym[2]};
+  build_data(c, 0, 0);
+  build_param(c, 1, "weight", NULL, vec_shape(c, x->d[2], x->sym[2]), (Init){INIT_NORMAL, 0.02});
+  build_output(c, 0, NULL, build_shape(c, 3, d, sy), DT_F32);
+}
+static void class_token_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0], d[1] = x->d[1], d[2] = x->d[2];
+  *n = 3;
+}
+
+/* x.select(axis, index): the axis dropped. */
+static void select_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_rank(c, 0, 2);
+  const Shape *x = in_shape(c, 0);
+  int ax = axis_attr(c, "axis", x->rank, 0);
+  int64_t i = attr_i(c, "index"), n = x->d[ax];
+  if (i < -n || i >= n) {
+    Arena *tmp = build_scratch(c);
+    build_error(c, "index",
+                "index = %lld is out of range for dim %d of input '%s' %s %s, of size %lld (use %lld .. %lld)",
+                (long long)i, ax, build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x), (long long)n,
+                (long long)-n, (long long)(n - 1));
+  }
+  int64_t d[MAX_RANK];
+  const char *sy[MAX_RANK];
+  int r = 0;
+  copy_dims(x, 0, ax, d, sy, &r);
+  copy_dims(x, ax + 1, x->rank, d, sy, &r);
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, build_shape(c, r, d, sy), DT_F32);
+}
+/* O N I index: x as [O, N, I], out [O, I] = x[:, index, :] */
+static void select_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  int ax = (int)op->attr[0].i; /* axis, index */
+  ax = ax < 0 ? ax + x->rank : ax;
+  d[0] = prod(x, 0, ax);
+  d[1] = x->d[ax];
+  d[2] = prod(x, ax + 1, x->rank);
+  d[3] = op->attr[1].i < 0 ? op->attr[1].i + d[1] : op->attr[1].i;
+  *n = 4;
+}
+
 /* ---- the table ---- */
 
 /* An entry groups related fields on a line. */
@@ -784,6 +1024,73 @@ static const OpInfo table[OP_COUNT] = {
             .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
             .grad_to = {true, true, true, false, false}, /* the running statistics are state */
             .mode_arg = true, .batch_stats = true,
+        },
+    [OP_FLATTEN] =
+        {
+            .name = "flatten",
+            .attrs = {{"start", ATTR_INDEX, .dflt = 1}, {"end", ATTR_INDEX, .dflt = -1}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = flatten_build, .dims = shape_numel_dims, .flops = shape_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_RESHAPE] =
+        {
+            .name = "reshape",
+            .attrs = {{"shape", ATTR_DIMS, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = reshape_build, .dims = shape_numel_dims, .flops = shape_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_TRANSPOSE] =
+        {
+            .name = "transpose",
+            .attrs = {{"dim0", ATTR_INDEX, .required = true}, {"dim1", ATTR_INDEX, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = transpose_build, .dims = transpose_dims, .flops = shape_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_CONCAT] =
+        {
+            .name = "concat",
+            .attrs = {{"axis", ATTR_INDEX, .required = true}},
+            .min_inputs = 2, .max_inputs = MAX_OP_IN, .nin = MAX_OP_IN, .nout = 1, /* absent slots are -1 (NULL) */
+            .build = concat_build, .dims = concat_dims, .flops = shape_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = MAX_OP_IN, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2), REF_GIN(3), REF_GIN(4), REF_GIN(5)},
+            .grad_to = {true, true, true, true, true, true},
+        },
+    [OP_CLASS_TOKEN] =
+        {
+            .name = "class_token",
+            .min_inputs = 1, .max_inputs = 1, .nin = 2, .nout = 1,
+            .build = class_token_build, .dims = class_token_dims, .flops = shape_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+        },
+    [OP_SELECT] =
+        {
+            .name = "select",
+            .attrs = {{"axis", ATTR_INDEX, .required = true}, {"index", ATTR_INDEX, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = select_build, .dims = select_dims, .flops = shape_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
         },
     /* not written in YAML (no shape rule): the updates and casts the passes
      * insert; their kernels' arguments are in emitc.c */

@@ -34,6 +34,12 @@
  *   mse            pred target      loss                pred target                dpred            n
  *   conv2d         x W b            out                 dout x W                   dx dW db         (below)
  *   batchnorm2d    x w b rm rv      out mean rstd       dout x w mean rstd         dx dw db         N C S (eps mom)
+ *   flatten        x                out                 dout                       dx               n
+ *   reshape        x                out                 dout                       dx               n
+ *   transpose      x                out                 dout                       dx               A P M Q Z
+ *   concat         a0 .. a5         out                 dout                       da0 .. da5       O I n0 .. n5
+ *   class_token    x W              out                 dout                       dx dW            B N C
+ *   select         x                out                 dout                       dx               O N I index
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. conv2d's
@@ -65,14 +71,18 @@ typedef enum {
   ATTR_BOOL,
   ATTR_PARAM, /* another layer's parameter to share ("LAYER.weight") */
   ATTR_ENUM,  /* one word of choices; Attr.i is its index there */
+  ATTR_INDEX, /* an axis or an index: an integer expression of any sign ("-1"); the
+               * shape rule checks its range (negative counts from the end, as torch) */
+  ATTR_DIMS,  /* a list of dim expressions ("[B, N*C, -1]"), each positive or -1
+               * (at most one); Attr.n, .list, .list_sym, .list_loc; MAX_RANK items */
 } AttrType;
 
 typedef struct {
   const char *key; /* NULL ends the list */
   AttrType type;
   bool required;
-  double dflt;   /* when not required: ints, floats and bools (0/1); an int's 0 means
-                  * absent, the shape rule decides (attention's kv_heads: heads) */
+  double dflt;   /* when not required: ints, indices, floats and bools (0/1); an int's 0
+                  * means absent, the shape rule decides (attention's kv_heads: heads) */
   bool positive; /* floats: must be > 0 (ints always are, unless nonneg) */
   bool nonneg;   /* ints: 0 is allowed too (conv2d's padding) */
   /* enums: the words allowed, NULL-terminated; dflt is an index */

@@ -228,6 +228,44 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
      const float *rstd, int64_t N, int64_t C, int64_t S, float eps, float momentum, int mode, uint64_t key,            \
      int acc_dx, int acc_dw, int acc_db))                                                                              \
                                                                                                                        \
+  /* flatten and reshape: out[n] = x, the same row-major elements under a new                                          \
+   * shape; nothing to do when out == x (planned in place). alias-safe (out, x). */                                    \
+  X(void, flatten_forward, (float *out, const float *x, int64_t n))                                                    \
+  /* dx (+)= dout. alias-safe (dx, dout) when acc = 0 (then nothing to do). */                                         \
+  X(void, flatten_backward, (float *dx, const float *dout, int64_t n, int acc))                                        \
+  X(void, reshape_forward, (float *out, const float *x, int64_t n))                                                    \
+  X(void, reshape_backward, (float *dx, const float *dout, int64_t n, int acc))                                        \
+                                                                                                                       \
+  /* transpose: x as [A, P, M, Q, Z] (P and Q the swapped axes) to out[A, Q, M, P, Z]:                                 \
+   * out[a, q, m, p, z] = x[a, p, m, q, z]. */                                                                         \
+  X(void, transpose_forward, (float *out, const float *x, int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z))      \
+  /* dx[a, p, m, q, z] (+)= dout[a, q, m, p, z]. */                                                                    \
+  X(void, transpose_backward,                                                                                          \
+    (float *dx, const float *dout, int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z, int acc))                    \
+                                                                                                                       \
+  /* concat along an axis: input k as [O, n_k, In], out[O, n_0 + .. + n_5, In]; inputs                                 \
+   * with n_k = 0 are absent (NULL). */                                                                                \
+  X(void, concat_forward,                                                                                              \
+    (float *out, const float *a0, const float *a1, const float *a2, const float *a3, const float *a4, const float *a5, \
+     int64_t O, int64_t In, int64_t n0, int64_t n1, int64_t n2, int64_t n3, int64_t n4, int64_t n5))                   \
+  /* da_k (+)= dout[:, n_0 + .. + n_(k-1) + (0 .. n_k), :], in the order k = 0 .. 5, so                                \
+   * gradients may be one buffer (concat of a tensor with itself: acc = 1 after the first). */                         \
+  X(void, concat_backward,                                                                                             \
+    (float *da0, float *da1, float *da2, float *da3, float *da4, float *da5, const float *dout, int64_t O, int64_t In, \
+     int64_t n0, int64_t n1, int64_t n2, int64_t n3, int64_t n4, int64_t n5, int acc0, int acc1, int acc2, int acc3,   \
+     int acc4, int acc5))                                                                                              \
+                                                                                                                       \
+  /* class token (ViT): out[B, N+1, C] with out[b, 0, :] = W[C] and out[b, 1 + n, :] = x[b, n, :]. */                  \
+  X(void, class_token_forward, (float *out, const float *x, const float *W, int64_t B, int64_t N, int64_t C))          \
+  /* dx[b, n, :] (+)= dout[b, 1 + n, :]; dW (+)= sum_b dout[b, 0, :] (in batch order). */                              \
+  X(void, class_token_backward,                                                                                        \
+    (float *dx, float *dW, const float *dout, int64_t B, int64_t N, int64_t C, int acc_dx, int acc_dW))                \
+                                                                                                                       \
+  /* select: x as [O, N, In], out[O, In] = x[:, index, :] (0 <= index < N). */                                         \
+  X(void, select_forward, (float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t index))               \
+  /* dx[:, index, :] (+)= dout; the other rows of dx are 0 (acc = 0) or left as they are. */                           \
+  X(void, select_backward, (float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t index, int acc))   \
+                                                                                                                       \
   /* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;                                    \
    * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).                                         \
    * t is the 1-based step count. */                                                                                   \

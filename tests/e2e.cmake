@@ -58,6 +58,8 @@ memplan_e2e_build(conv-mse ${MEMPLAN_TEST_DIR}/reference/conv-mse.yaml)
 # batchnorm2d on [B, H] and on [B, C, H, W]: running statistics (role "state")
 memplan_e2e_build(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml)
 memplan_e2e_build(bn-conv-mse ${MEMPLAN_TEST_DIR}/reference/bn-conv-mse.yaml)
+# the shape ops a ViT needs: transpose, class_token, concat, flatten, reshape, select
+memplan_e2e_build(tokens-mix ${MEMPLAN_TEST_DIR}/reference/tokens-mix.yaml)
 # Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
 memplan_e2e_build(gpt2-124m ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml)
 
@@ -118,6 +120,7 @@ memplan_reference(reference_conv_mse conv-mse)
 # batchnorm2d: running statistics compared like weights, and the eval loss
 memplan_reference(reference_bn_mlp bn-mlp --eval)
 memplan_reference(reference_bn_conv_mse bn-conv-mse --eval)
+memplan_reference(reference_tokens_mix tokens-mix)
 # The check must be able to fail: torch with lr x 1.01 must not match.
 memplan_reference(reference_detects_wrong_lr gpt2-mini --text ${e2e_text} --perturb-lr 1.01)
 memplan_reference(reference_mlp_adamw_detects_wrong_lr mlp-adamw --perturb-lr 1.01)

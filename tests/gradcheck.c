@@ -94,7 +94,7 @@ static void check_scalar(const char *what, double got, double want, double tol) 
 // ----------------------------------------------------------------------------
 // cases: an op as a reference forward, a kernel forward and a kernel backward
 
-enum { MAXIN = 3 };
+enum { MAXIN = 6 }; /* concat takes six */
 typedef struct Case Case;
 /* in[k] are the differentiable inputs; out has out_n elements (1 for losses). */
 typedef void RefFn(double *out, double *const *in, const Case *c);
@@ -1111,6 +1111,210 @@ static void gradchecks(void) {
 }
 
 // ----------------------------------------------------------------------------
+// shape ops: flatten, reshape (n); transpose (A P M Q Z); concat (O In n0..n5,
+// inputs a0..); class_token (B N C; x W); select (O N In index)
+
+static void ref_copy(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i];
+}
+static void fwd_flatten(float *out, float *const *in, const Case *c) { rt_flatten_forward(out, in[0], c->d[0]); }
+static void bwd_flatten(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_flatten_backward(din[0], dout, c->d[0], acc);
+}
+static void fwd_reshape(float *out, float *const *in, const Case *c) { rt_reshape_forward(out, in[0], c->d[0]); }
+static void bwd_reshape(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_reshape_backward(din[0], dout, c->d[0], acc);
+}
+
+static void ref_transpose(double *out, double *const *in, const Case *c) {
+  int64_t A = c->d[0], P = c->d[1], M = c->d[2], Q = c->d[3], Z = c->d[4];
+  for (int64_t a = 0; a < A; a++)
+    for (int64_t p = 0; p < P; p++)
+      for (int64_t m = 0; m < M; m++)
+        for (int64_t q = 0; q < Q; q++)
+          for (int64_t z = 0; z < Z; z++)
+            out[(((a * Q + q) * M + m) * P + p) * Z + z] = in[0][(((a * P + p) * M + m) * Q + q) * Z + z];
+}
+static void fwd_transpose(float *out, float *const *in, const Case *c) {
+  rt_transpose_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4]);
+}
+static void bwd_transpose(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_transpose_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], acc);
+}
+
+static void ref_concat(double *out, double *const *in, const Case *c) {
+  int64_t O = c->d[0], In = c->d[1], W = 0;
+  for (int k = 0; k < c->nin; k++) W += c->d[2 + k];
+  for (int64_t r = 0; r < O; r++)
+    for (int k = 0, off = 0; k < c->nin; off += (int)c->d[2 + k++])
+      for (int64_t j = 0; j < c->d[2 + k] * In; j++) out[(r * W + off) * In + j] = in[k][r * c->d[2 + k] * In + j];
+}
+static void fwd_concat(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  rt_concat_forward(out, in[0], in[1], in[2], in[3], in[4], in[5], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
+}
+static void bwd_concat(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  const int64_t *d = c->d;
+  rt_concat_backward(din[0], din[1], din[2], din[3], din[4], din[5], dout, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+                     d[7], acc, acc, acc, acc, acc, acc);
+}
+/* concat(a, a): one gradient buffer, written by the first slice and
+ * accumulated by the second. */
+static void ref_concat_self(double *out, double *const *in, const Case *c) {
+  double *two[2] = {in[0], in[0]};
+  Case c2 = *c;
+  c2.nin = 2;
+  ref_concat(out, two, &c2);
+}
+static void fwd_concat_self(float *out, float *const *in, const Case *c) {
+  rt_concat_forward(out, in[0], in[0], NULL, NULL, NULL, NULL, c->d[0], c->d[1], c->d[2], c->d[3], 0, 0, 0, 0);
+}
+static void bwd_concat_self(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_concat_backward(din[0], din[0], NULL, NULL, NULL, NULL, dout, c->d[0], c->d[1], c->d[2], c->d[3], 0, 0, 0, 0, acc,
+                     1, 0, 0, 0, 0);
+}
+
+static void ref_class_token(double *out, double *const *in, const Case *c) {
+  int64_t B = c->d[0], N = c->d[1], C = c->d[2];
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t <= N; t++)
+      for (int64_t j = 0; j < C; j++) out[(b * (N + 1) + t) * C + j] = t ? in[0][(b * N + t - 1) * C + j] : in[1][j];
+}
+static void fwd_class_token(float *out, float *const *in, const Case *c) {
+  rt_class_token_forward(out, in[0], in[1], c->d[0], c->d[1], c->d[2]);
+}
+static void bwd_class_token(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_class_token_backward(din[0], din[1], dout, c->d[0], c->d[1], c->d[2], acc, acc);
+}
+
+static void ref_select(double *out, double *const *in, const Case *c) {
+  int64_t O = c->d[0], N = c->d[1], In = c->d[2], index = c->d[3];
+  for (int64_t r = 0; r < O; r++)
+    for (int64_t i = 0; i < In; i++) out[r * In + i] = in[0][(r * N + index) * In + i];
+}
+static void fwd_select(float *out, float *const *in, const Case *c) {
+  rt_select_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->d[3]);
+}
+static void bwd_select(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_select_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], acc);
+}
+
+static void gradchecks_shape(void) {
+  run_case(&(Case){.name = "flatten",
+                   .nin = 1,
+                   .in_n = {30},
+                   .out_n = 30,
+                   .d = {30},
+                   .ref = ref_copy,
+                   .fwd = fwd_flatten,
+                   .bwd = bwd_flatten});
+  run_case(&(Case){.name = "reshape",
+                   .nin = 1,
+                   .in_n = {30},
+                   .out_n = 30,
+                   .d = {30},
+                   .ref = ref_copy,
+                   .fwd = fwd_reshape,
+                   .bwd = bwd_reshape});
+  // x [2, 3, 4, 5, 2] with dims 1 and 3 swapped: axes apart, rows of 2
+  run_case(&(Case){.name = "transpose (dims 1, 3 of 5)",
+                   .nin = 1,
+                   .in_n = {2 * 3 * 4 * 5 * 2},
+                   .out_n = 2 * 3 * 4 * 5 * 2,
+                   .d = {2, 3, 4, 5, 2},
+                   .ref = ref_transpose,
+                   .fwd = fwd_transpose,
+                   .bwd = bwd_transpose});
+  // [B, C, N] -> [B, N, C] (transpose(1, 2)): larger than a tile on both sides
+  run_case(&(Case){.name = "transpose (last two, 33 x 35)",
+                   .nin = 1,
+                   .in_n = {2 * 33 * 35},
+                   .out_n = 2 * 33 * 35,
+                   .d = {2, 33, 1, 35, 1},
+                   .ref = ref_transpose,
+                   .fwd = fwd_transpose,
+                   .bwd = bwd_transpose});
+  // axis 1 of [2, n_k, 3], three inputs of unequal sizes
+  run_case(&(Case){.name = "concat (axis 1, 3 inputs)",
+                   .nin = 3,
+                   .in_n = {2 * 2 * 3, 2 * 1 * 3, 2 * 4 * 3},
+                   .out_n = 2 * 7 * 3,
+                   .d = {2, 3, 2, 1, 4},
+                   .ref = ref_concat,
+                   .fwd = fwd_concat,
+                   .bwd = bwd_concat});
+  // the last axis, six inputs
+  run_case(&(Case){.name = "concat (last axis, 6 inputs)",
+                   .nin = 6,
+                   .in_n = {3, 6, 3, 9, 3, 3},
+                   .out_n = 27,
+                   .d = {3, 1, 1, 2, 1, 3, 1, 1},
+                   .ref = ref_concat,
+                   .fwd = fwd_concat,
+                   .bwd = bwd_concat});
+  run_case(&(Case){.name = "concat (a, a): one gradient buffer",
+                   .nin = 1,
+                   .in_n = {2 * 3 * 4},
+                   .out_n = 2 * 6 * 4,
+                   .d = {2, 4, 3, 3},
+                   .ref = ref_concat_self,
+                   .fwd = fwd_concat_self,
+                   .bwd = bwd_concat_self});
+  // C = 70 spans two column blocks of dW's sum over the batch
+  run_case(&(Case){.name = "class_token (B=3 N=4 C=70)",
+                   .nin = 2,
+                   .in_n = {3 * 4 * 70, 70},
+                   .out_n = 3 * 5 * 70,
+                   .d = {3, 4, 70},
+                   .ref = ref_class_token,
+                   .fwd = fwd_class_token,
+                   .bwd = bwd_class_token});
+  run_case(&(Case){.name = "select (axis 1 of 3, index 2)",
+                   .nin = 1,
+                   .in_n = {2 * 4 * 3},
+                   .out_n = 2 * 3,
+                   .d = {2, 4, 3, 2},
+                   .ref = ref_select,
+                   .fwd = fwd_select,
+                   .bwd = bwd_select});
+  run_case(&(Case){.name = "select (last axis, index 0)",
+                   .nin = 1,
+                   .in_n = {5 * 3},
+                   .out_n = 5,
+                   .d = {5, 3, 1, 0},
+                   .ref = ref_select,
+                   .fwd = fwd_select,
+                   .bwd = bwd_select});
+}
+
+/* flatten and reshape in place (out = x, dx = dout): nothing moves; and their
+ * copies above the parallel threshold. */
+static void alias_shape(void) {
+  enum { N = 40000 };
+  float *x = NEW(float, N), *keep = NEW(float, N), *y = NEW(float, N);
+  fill_rand(x, N, 1.0f);
+  memcpy(keep, x, sizeof(float) * N);
+  rt_flatten_forward(x, x, N);
+  rt_reshape_backward(x, x, N, 0);
+  check_f("in place flatten, reshape: x unchanged", x, keep, N, 0.0);
+  rt_reshape_forward(y, x, N);
+  check_f("reshape copy (40000, parallel)", y, keep, N, 0.0);
+  rt_flatten_backward(y, x, N, 1);
+  for (int i = 0; i < N; i++) keep[i] *= 2.0f;
+  check_f("flatten backward += (40000, parallel)", y, keep, N, 0.0);
+  free(x);
+  free(keep);
+  free(y);
+}
+
+// ----------------------------------------------------------------------------
 // in place: each alias-safe pair gives the same result as separate buffers
 
 enum { AN = 40000 }; /* above the kernels' threshold for going parallel */
@@ -1485,7 +1689,9 @@ static void values_optimizers(void) {
 int main(void) {
   rt_set_threads(2);
   gradchecks();
+  gradchecks_shape();
   alias_elementwise();
+  alias_shape();
   alias_rows();
   alias_rope();
   values_softmax_ce();

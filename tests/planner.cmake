@@ -207,6 +207,13 @@ add_test(NAME ckpt_exact_llama_mini
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
                  ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_llama 60M)
 set_tests_properties(ckpt_exact_llama_mini PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+# a tiny ViT at 195K recomputes its patch stages (transposes, and the reshape
+# in place in t3's buffer: patches@2 replayed in t3@2's), the class token and
+# the first blocks
+add_test(NAME ckpt_exact_vit_tiny
+         COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_TEST_DIR}/reference/vit-tiny.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_vit --blobs 195K)
+set_tests_properties(ckpt_exact_vit_tiny PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
 
 # batchnorm2d replayed in RT_MODE_RECOMPUTE (300K reruns the first blocks
 # from checkpoints, 280K all of them): losses, weights and the running

@@ -197,6 +197,32 @@ static void test_budgets(const char *models, const char *name, bool can_save, Pr
   ar_free(&ar);
 }
 
+/* A ViT under a budget that recomputes its patch stages: the replayed
+ * reshape of the patches is planned in place again (patches@2 in t3@2's
+ * buffer), and the plan verifies (ckpt_exact_vit_tiny trains it). */
+static void test_vit_recompute(const char *models) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/../tests/reference/vit-tiny.yaml", models);
+  FitOptions o = {.fuse = true, .align = 256, .time_limit = 0.1, .backend = BACKEND_CPU, .precision = PREC_FP32};
+  Arena ar = {0};
+  Graph *g = load_model(&ar, path, NULL, 0);
+  FitResult r = fit_budget(&ar, g, 195 * 1024, &o);
+  CHECK(r.plan != NULL);
+  if (r.plan) {
+    r.plan->budget_bytes = 195 * 1024;
+    CHECK(verify_plan(r.plan) == NULL);
+    CHECK(r.plan->extra_flops > 0);
+    int host = -1, rec = 0;
+    for (int b = 0; b < r.plan->nbuf; b++)
+      if (!strcmp(r.plan->buf[b].name, "t3@2")) host = b;
+    for (int i = 0; i < r.plan->nsched; i++)
+      rec += r.plan->sched[i].phase == PHASE_RECOMPUTE && r.plan->sched[i].op == OP_RESHAPE;
+    CHECK(host >= 0 && rec == 1);
+    if (host >= 0) CHECK(strstr(r.plan->buf[host].aliases, "patches@2") != NULL);
+  }
+  ar_free(&ar);
+}
+
 int main(int argc, char **argv) {
   const char *models = argc > 1 ? argv[1] : "models";
   test_dp_optimal();
@@ -204,5 +230,6 @@ int main(int argc, char **argv) {
   test_budgets(models, "gpt2-mini", true, PREC_FP32);
   test_budgets(models, "gpt2-mini", true, PREC_AUTO);
   test_budgets(models, "mlp", false, PREC_FP32); /* parameters and optimizer state dominate */
+  test_vit_recompute(models);
   return check_summary("test_ckpt");
 }

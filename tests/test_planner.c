@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autodiff.h"
+#include "chain.h"
 #include "expr.h"
 #include "live.h"
 #include "load.h"
@@ -410,6 +411,159 @@ static void test_scratch(void) {
   ar_free(&ar);
 }
 
+/* The shape ops: shapes and symbols (negative axes counted from the end,
+ * reshape's -1 inferred), kernel dims, flatten and reshape in place exactly
+ * where their input dies, list attribute errors. */
+static const char *shape_model =
+    "model: t\n"
+    "dims: {B: 2, C: 3, N: 4, D: 5}\n"
+    "inputs:\n"
+    "  x: {shape: [B, C, N]}\n"
+    "  y: {shape: [B, 3*D]}\n"
+    "layers:\n"
+    "  - {name: f, op: linear, input: x, out: D}\n"  /* [B, C, D] */
+    "  - {name: fl, op: flatten}\n"                  /* [B, C*D], f dies here */
+    "  - {name: r, op: reshape, shape: [B*C, -1]}\n" /* [6, 5] */
+    "  - {name: g, op: gelu}\n"
+    "  - {name: back, op: reshape, shape: [B, C, D]}\n"             /* g is read by add later: a copy */
+    "  - {name: t, op: transpose, dim0: -1, dim1: 0}\n"             /* [D, C, B] */
+    "  - {name: u, op: transpose, dim0: 2, dim1: 0}\n"              /* [B, C, D] */
+    "  - {name: cat, op: concat, inputs: [u, back, u], axis: -2}\n" /* [B, 3*C, D] */
+    "  - {name: s, op: select, axis: -2, index: -1}\n"              /* [B, D] */
+    "  - {name: xs, op: reshape, input: x, shape: [B, C*N]}\n"      /* a graph input: a copy */
+    "  - {name: sum, op: linear, input: xs, out: 3*D}\n"
+    "  - {name: z, op: flatten, input: g, start: 0, end: -1}\n" /* [B*C*D] */
+    "  - {name: zz, op: reshape, shape: [B, C*D]}\n"
+    "  - {name: k, op: concat, inputs: [zz, s], axis: 1}\n" /* [B, C*D + D] */
+    "  - {name: j, op: linear, out: 3*D}\n"
+    "  - {name: o, op: add, inputs: [j, sum]}\n"
+    "  - {name: loss, op: mse, inputs: [o, y]}\n";
+
+static bool shape_is(const Graph *g, const char *name, int rank, const int64_t *d, const char *sym) {
+  int t = find_tensor(g, name);
+  if (t < 0 || g->t[t].shape.rank != rank) return false;
+  Arena tmp = {0};
+  bool ok = !strcmp(shape_sym_str(&tmp, &g->t[t].shape), sym);
+  ar_free(&tmp);
+  for (int i = 0; i < rank; i++) ok &= g->t[t].shape.d[i] == d[i];
+  if (!ok) fprintf(stderr, "%s: unexpected shape\n", name);
+  return ok;
+}
+
+static void check_dims(const Graph *g, const char *name, int n, const int64_t *want) {
+  int i = find_op(g, name);
+  CHECK(i >= 0);
+  if (i < 0) return;
+  int64_t d[MAX_KDIM];
+  int nd = 0;
+  op_info(g->ops[i].kind)->dims(g, &g->ops[i], d, &nd);
+  CHECK(nd == n);
+  for (int k = 0; k < n && k < nd; k++)
+    if (d[k] != want[k]) {
+      fprintf(stderr, "%s: dim %d is %lld, not %lld\n", name, k, (long long)d[k], (long long)want[k]);
+      CHECK(d[k] == want[k]);
+    }
+}
+
+static const char *load_error(Arena *ar, const char *layer) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "model: t\ndims: {B: 2}\ninputs:\n  x: {shape: [B, 3, 4]}\n  y: {shape: [B, 12]}\nlayers:\n"
+           "  - %s\n  - {name: loss, op: mse, inputs: [r, y]}\n",
+           layer);
+  return try_load(ar, text, NULL, 0) ? NULL : diag_last();
+}
+
+static void test_shape_ops(void) {
+  Arena ar = {0};
+  Graph *g = try_load(&ar, shape_model, NULL, 0);
+  CHECK(g != NULL);
+  if (!g) {
+    fprintf(stderr, "%s\n", diag_last());
+    ar_free(&ar);
+    return;
+  }
+  CHECK(shape_is(g, "fl", 2, (const int64_t[]){2, 15}, "(B, C*D)"));
+  CHECK(shape_is(g, "r", 2, (const int64_t[]){6, 5}, "(B*C, 5)"));
+  CHECK(shape_is(g, "t", 3, (const int64_t[]){5, 3, 2}, "(D, C, B)"));
+  CHECK(shape_is(g, "cat", 3, (const int64_t[]){2, 9, 5}, "(B, C+C+C, D)"));
+  CHECK(shape_is(g, "s", 2, (const int64_t[]){2, 5}, "(B, D)"));
+  CHECK(shape_is(g, "z", 1, (const int64_t[]){30}, "((B*C)*5)")); /* g is r's shape, (B*C, 5) */
+  CHECK(shape_is(g, "k", 2, (const int64_t[]){2, 20}, "(B, C*D+D)"));
+  check_dims(g, "t", 5, (const int64_t[]){1, 2, 3, 5, 1});            /* A P M Q Z: dims 0 and 2 of [2, 3, 5] */
+  check_dims(g, "cat", 8, (const int64_t[]){2, 5, 3, 3, 3, 0, 0, 0}); /* O In n0 .. n5 */
+  check_dims(g, "s", 4, (const int64_t[]){2, 9, 5, 8});               /* O N In index: -1 is 8 */
+  check_dims(g, "fl", 1, (const int64_t[]){30});
+  /* in place where the input dies: f only feeds fl (linear's backward reads
+   * its input, not its output), fl only r; gelu's input r is saved, g is read
+   * by back and z, x is a graph input */
+  Step *st = ad_build(&ar, g, true, NULL);
+  Live *l = live_build(&ar, st, st->train, st->ntrain);
+  int f = find_tensor(g, "f");
+  CHECK(l->buf_of[find_tensor(g, "fl")] == l->buf_of[f] && l->buf_of[find_tensor(g, "r")] == l->buf_of[f]);
+  CHECK(l->buf_of[find_tensor(g, "back")] != l->buf_of[find_tensor(g, "g")]);
+  CHECK(l->buf_of[find_tensor(g, "xs")] != l->buf_of[find_tensor(g, "x")]);
+  CHECK(l->buf_of[find_tensor(g, "zz")] == l->buf_of[find_tensor(g, "z")]); /* z dies at zz */
+  /* backward: fl's and r's gradients in place in the one flowing back */
+  CHECK(l->buf_of[st->grad[f]] == l->buf_of[st->grad[find_tensor(g, "r")]]);
+  /* concat [u, back, u]: u's gradient written by slot 0, added by slot 2 */
+  int u = find_tensor(g, "u"), seen = 0;
+  for (int i = 0; i < st->ntrain; i++) {
+    const Instr *x = &st->train[i];
+    if (x->phase != PHASE_BACKWARD || strcmp(x->name, "cat")) continue;
+    seen++;
+    CHECK(x->out[0] == st->grad[u] && x->out[2] == st->grad[u] && !x->acc[0] && x->acc[2]);
+    CHECK(x->out[3] < 0 && x->out[4] < 0 && x->out[5] < 0);
+  }
+  CHECK(seen == 1);
+  /* errors of the list attribute and the axes, at the item or the key */
+  const char *e;
+  e = load_error(&ar, "{name: r, op: reshape, input: x, shape: B}");
+  CHECK(e && strstr(e, "'shape' must be a list, not a scalar"));
+  e = load_error(&ar, "{name: r, op: reshape, input: x, shape: []}");
+  CHECK(e && strstr(e, "'shape' must list at least one dim"));
+  e = load_error(&ar, "{name: r, op: reshape, input: x, shape: [1, 1, 1, 1, 1, 1, 1, 1, B, -1]}");
+  CHECK(e && strstr(e, "'shape' has more than 8 dims") && strstr(e, "t.yaml:7:70:"));
+  e = load_error(&ar, "{name: r, op: reshape, input: x, shape: [B, -1, -1]}");
+  CHECK(e && strstr(e, "t.yaml:7:53: error: 'shape' has a second -1"));
+  e = load_error(&ar, "{name: r, op: reshape, input: x, shape: [B, 13]}");
+  CHECK(e && strstr(e, "shape [B, 13] [2, 13] has 26 elements but input 'x' (B, 3, 4) [2, 3, 4] has 24"));
+  e = load_error(&ar, "{name: r, op: reshape, input: x}");
+  CHECK(e && strstr(e, "op 'reshape' needs the key 'shape'"));
+  e = load_error(&ar, "{name: r, op: flatten, input: x, start: -4}");
+  CHECK(e && strstr(e, "start = -4 is out of range for input 'x' (B, 3, 4) [2, 3, 4] of rank 3 (use -3 .. 2)"));
+  e = load_error(&ar, "{name: r, op: select, input: x, axis: 1, index: -4}");
+  CHECK(e && strstr(e, "index = -4 is out of range for dim 1"));
+  e = load_error(&ar, "{name: r, op: concat, inputs: [x], axis: 0}");
+  CHECK(e && strstr(e, "op takes 2 inputs, got 1"));
+  e = load_error(&ar, "{name: r, op: transpose, input: x, dim0: 0}");
+  CHECK(e && strstr(e, "needs the key 'dim1'"));
+  e = load_error(&ar, "{name: r, op: transpose, input: x, dim0: 0, dim1: a}");
+  CHECK(e && strstr(e, "unknown dim 'a'"));
+  ar_free(&ar);
+}
+
+/* A ViT's stages: every patch op and the embedding on their own, then the
+ * half-blocks (ln1 .. res1, ln2 .. res2) as GPT-2's, and the read-out. */
+static void test_vit_chain(void) {
+  Arena ar = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/../tests/reference/vit-tiny.yaml", models);
+  Graph *g = load_model(&ar, path, NULL, 0);
+  Step *plain = ad_build(&ar, g, true, NULL);
+  Chain *c = chain_build(&ar, g, plain, cost_model(BACKEND_CPU), NULL, false);
+  static const char *const outs[] = {"grid",    "t1",      "t2",      "t3",      "patches", "embed", "cls",  "tokens",
+                                     "h0.res1", "h0.res2", "h1.res1", "h1.res2", "lnf",     "read",  "head", "loss"};
+  int n = (int)(sizeof outs / sizeof outs[0]);
+  CHECK(c->n == n);
+  for (int i = 0; i < n && i < c->n; i++) {
+    bool ok = !strcmp(g->t[c->s[i].out].name, outs[i]);
+    if (!ok) fprintf(stderr, "stage %d ends at %s, not %s\n", i, g->t[c->s[i].out].name, outs[i]);
+    CHECK(ok);
+  }
+  ar_free(&ar);
+}
+
 /* Every bundled model: the plan verifies and its arena is within 1% of the
  * lower bound; GPT-2 small has its published parameter count. */
 static void test_models(void) {
@@ -441,6 +595,8 @@ int main(int argc, char **argv) {
   test_autodiff(true);
   test_autodiff(false);
   test_live();
+  test_shape_ops();
+  test_vit_chain();
   test_verifier_mutants();
   test_scratch();
   test_models();

@@ -18,7 +18,8 @@
  *   in tiles of 32 positions (one per lane) through shared memory (see the
  *   attention section);
  * - rope: one thread per (position, frequency), looping over the heads;
- * - batchnorm2d: one block per channel, its threads striding the channel's values.
+ * - batchnorm2d: one block per channel, its threads striding the channel's values;
+ * - shape ops: one thread per element written (see their section).
  */
 #include "memplan_rt_cuda.h"
 
@@ -1286,6 +1287,144 @@ void rt_cuda_rope_forward(float *out, const float *x, int64_t B, int64_t T, int6
 void rt_cuda_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
                            float theta, int acc) {
   if (dx) rope(dx, dout, B, T, H, KV, hd, theta, -1.0f, acc);
+}
+
+// ----------------------------------------------------------------------------
+// shape ops: flatten and reshape (a copy, or nothing in place), transpose,
+// concat, class_token, select. One thread per element written (grid-stride,
+// 64-bit indices): writes coalesce, transpose's reads are strided. concat and
+// class_token move one slice per launch, in stream order, so gradients that
+// are one buffer (concat of a tensor with itself) add up in order. The one
+// sum, class_token's dW, is one thread per column over the batch in order
+// and in double, as cpu.c: bit for bit the same.
+
+/* dst[r * ds + j] (+)= src[r * ss + j], r < rows, j < len (ss = 0: one row repeated). */
+static __global__ void block_kernel(float *dst, int64_t ds, const float *src, int64_t ss, int64_t rows, int64_t len,
+                                    int acc) {
+  GRID_STRIDE(e, rows * len) {
+    int64_t r = e / len, j = e % len;
+    float v = src[r * ss + j];
+    float *d = dst + r * ds + j;
+    *d = acc ? *d + v : v;
+  }
+}
+
+static void block_copy(float *dst, int64_t ds, const float *src, int64_t ss, int64_t rows, int64_t len, int acc) {
+  need_ctx();
+  if (!dst || rows <= 0 || len <= 0) return;
+  block_kernel<<<grid_for(rows * len, 256), 256, 0, ctx.stream>>>(dst, ds, src, ss, rows, len, acc);
+  LAUNCH_CHECK();
+}
+
+/* flatten, reshape: the same elements; dst == src with acc = 0 is in place. */
+static void same_elements(float *dst, const float *src, int64_t n, int acc) {
+  if (!dst || (dst == src && !acc)) return;
+  RT_CHECK(dst != src, "an in-place shape op's gradient cannot accumulate into its own input");
+  block_copy(dst, n, src, n, 1, n, acc);
+}
+
+void rt_cuda_flatten_forward(float *out, const float *x, int64_t n) { same_elements(out, x, n, 0); }
+void rt_cuda_flatten_backward(float *dx, const float *dout, int64_t n, int acc) { same_elements(dx, dout, n, acc); }
+void rt_cuda_reshape_forward(float *out, const float *x, int64_t n) { same_elements(out, x, n, 0); }
+void rt_cuda_reshape_backward(float *dx, const float *dout, int64_t n, int acc) { same_elements(dx, dout, n, acc); }
+
+/* out[a, q, m, p, z] (+)= in[a, p, m, q, z], out's element e per thread. */
+static __global__ void transpose_kernel(float *out, const float *in, int64_t P, int64_t M, int64_t Q, int64_t Z,
+                                        int64_t n, int acc) {
+  GRID_STRIDE(e, n) {
+    int64_t z = e % Z, r = e / Z;
+    int64_t p = r % P;
+    r /= P;
+    int64_t m = r % M;
+    r /= M;
+    int64_t q = r % Q, a = r / Q;
+    float v = in[(((a * P + p) * M + m) * Q + q) * Z + z];
+    out[e] = acc ? out[e] + v : v;
+  }
+}
+
+static void transpose(float *out, const float *in, int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z, int acc) {
+  need_ctx();
+  int64_t n = A * P * M * Q * Z;
+  if (!out || n <= 0) return;
+  transpose_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, in, P, M, Q, Z, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_transpose_forward(float *out, const float *x, int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z) {
+  transpose(out, x, A, P, M, Q, Z, 0);
+}
+
+void rt_cuda_transpose_backward(float *dx, const float *dout, int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z,
+                                int acc) {
+  transpose(dx, dout, A, Q, M, P, Z, acc); // dout is [A, Q, M, P, Z]
+}
+
+void rt_cuda_concat_forward(float *out, const float *a0, const float *a1, const float *a2, const float *a3,
+                            const float *a4, const float *a5, int64_t O, int64_t In, int64_t n0, int64_t n1, int64_t n2,
+                            int64_t n3, int64_t n4, int64_t n5) {
+  const float *a[6] = {a0, a1, a2, a3, a4, a5};
+  int64_t n[6] = {n0, n1, n2, n3, n4, n5}, W = n0 + n1 + n2 + n3 + n4 + n5, off = 0;
+  for (int k = 0; k < 6; off += n[k++])
+    if (a[k] && n[k]) block_copy(out + off * In, W * In, a[k], n[k] * In, O, n[k] * In, 0);
+}
+
+void rt_cuda_concat_backward(float *da0, float *da1, float *da2, float *da3, float *da4, float *da5, const float *dout,
+                             int64_t O, int64_t In, int64_t n0, int64_t n1, int64_t n2, int64_t n3, int64_t n4,
+                             int64_t n5, int acc0, int acc1, int acc2, int acc3, int acc4, int acc5) {
+  float *da[6] = {da0, da1, da2, da3, da4, da5};
+  int64_t n[6] = {n0, n1, n2, n3, n4, n5}, W = n0 + n1 + n2 + n3 + n4 + n5, off = 0;
+  int acc[6] = {acc0, acc1, acc2, acc3, acc4, acc5};
+  for (int k = 0; k < 6; off += n[k++])
+    if (da[k] && n[k]) block_copy(da[k], n[k] * In, dout + off * In, W * In, O, n[k] * In, acc[k]);
+}
+
+void rt_cuda_class_token_forward(float *out, const float *x, const float *W, int64_t B, int64_t N, int64_t C) {
+  block_copy(out, (N + 1) * C, W, 0, B, C, 0);
+  block_copy(out + C, (N + 1) * C, x, N * C, B, N * C, 0);
+}
+
+/* dW[j] (+)= sum_b dout[b * S + j], in batch order in double. */
+static __global__ void class_token_dw_kernel(float *dW, const float *dout, int64_t B, int64_t C, int64_t S, int acc) {
+  GRID_STRIDE(j, C) {
+    double s = 0.0;
+    for (int64_t b = 0; b < B; b++) s += dout[b * S + j];
+    dW[j] = (float)(acc ? dW[j] + s : s);
+  }
+}
+
+void rt_cuda_class_token_backward(float *dx, float *dW, const float *dout, int64_t B, int64_t N, int64_t C, int acc_dx,
+                                  int acc_dW) {
+  block_copy(dx, N * C, dout + C, (N + 1) * C, B, N * C, acc_dx);
+  if (!dW || C <= 0) return;
+  class_token_dw_kernel<<<grid_for(C, 256), 256, 0, ctx.stream>>>(dW, dout, B, C, (N + 1) * C, acc_dW);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_select_forward(float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t index) {
+  RT_CHECK(index >= 0 && index < N, "select index out of range");
+  block_copy(out, In, x + index * In, N * In, O, In, 0);
+}
+
+/* dx (acc = 0): dout's rows at index, 0 elsewhere. */
+static __global__ void select_backward_kernel(float *dx, const float *dout, int64_t N, int64_t In, int64_t index,
+                                              int64_t n) {
+  GRID_STRIDE(e, n) {
+    int64_t r = e / In;
+    dx[e] = r % N == index ? dout[r / N * In + e % In] : 0.0f;
+  }
+}
+
+void rt_cuda_select_backward(float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t index, int acc) {
+  RT_CHECK(index >= 0 && index < N, "select index out of range");
+  need_ctx();
+  if (!dx || O * N * In <= 0) return;
+  if (acc) { // only the selected rows change
+    block_copy(dx + index * In, N * In, dout, In, O, In, 1);
+    return;
+  }
+  select_backward_kernel<<<grid_for(O * N * In, 256), 256, 0, ctx.stream>>>(dx, dout, N, In, index, O * N * In);
+  LAUNCH_CHECK();
 }
 
 // ----------------------------------------------------------------------------

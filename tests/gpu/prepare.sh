@@ -66,6 +66,7 @@ config() {
 
 config mlp 8 1e-4 load -- models/mlp.yaml
 config gpt2-mini 8 1e-4 load -- models/gpt2-mini.yaml
+config vit-tiny 8 1e-4 load -- tests/reference/vit-tiny.yaml      # the shape ops (blobs data)
 config gpt2-124m-small 3 1e-4 seed -- models/gpt2-124m.yaml --set B=4 --set T=128
 config gpt2-124m-small-bf16 3 1e-2 seed -- models/gpt2-124m.yaml --set B=4 --set T=128 --precision bf16
 config gpt2-124m "$FULL_STEPS" 1e-4 seed -- models/gpt2-124m.yaml

@@ -424,6 +424,106 @@ void ref_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64
 }
 
 // ----------------------------------------------------------------------------
+// shape ops: every element by its index formula, into a temporary
+
+static void ref_same(float *dst, const float *src, int64_t n, int acc) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = src[i];
+  store(dst, o, n, acc);
+}
+
+void ref_flatten_forward(float *out, const float *x, int64_t n) { ref_same(out, x, n, 0); }
+void ref_flatten_backward(float *dx, const float *dout, int64_t n, int acc) { ref_same(dx, dout, n, acc); }
+void ref_reshape_forward(float *out, const float *x, int64_t n) { ref_same(out, x, n, 0); }
+void ref_reshape_backward(float *dx, const float *dout, int64_t n, int acc) { ref_same(dx, dout, n, acc); }
+
+/* out[a, q, m, p, z] = in[a, p, m, q, z] */
+static void ref_transpose(float *out, const float *in, int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z, int acc) {
+  double *o = dnew(A * P * M * Q * Z);
+  for (int64_t a = 0; a < A; a++)
+    for (int64_t p = 0; p < P; p++)
+      for (int64_t m = 0; m < M; m++)
+        for (int64_t q = 0; q < Q; q++)
+          for (int64_t z = 0; z < Z; z++)
+            o[(((a * Q + q) * M + m) * P + p) * Z + z] = in[(((a * P + p) * M + m) * Q + q) * Z + z];
+  store(out, o, A * P * M * Q * Z, acc);
+}
+
+void ref_transpose_forward(float *out, const float *x, int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z) {
+  ref_transpose(out, x, A, P, M, Q, Z, 0);
+}
+
+void ref_transpose_backward(float *dx, const float *dout, int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z,
+                            int acc) {
+  if (dx) ref_transpose(dx, dout, A, Q, M, P, Z, acc);
+}
+
+void ref_concat_forward(float *out, const float *a0, const float *a1, const float *a2, const float *a3, const float *a4,
+                        const float *a5, int64_t O, int64_t In, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
+                        int64_t n4, int64_t n5) {
+  const float *a[6] = {a0, a1, a2, a3, a4, a5};
+  int64_t n[6] = {n0, n1, n2, n3, n4, n5}, W = n0 + n1 + n2 + n3 + n4 + n5;
+  double *o = dnew(O * W * In);
+  for (int64_t r = 0; r < O; r++)
+    for (int k = 0, off = 0; k < 6; off += (int)n[k++])
+      for (int64_t j = 0; j < n[k]; j++)
+        for (int64_t i = 0; i < In; i++) o[(r * W + off + j) * In + i] = a[k][(r * n[k] + j) * In + i];
+  store(out, o, O * W * In, 0);
+}
+
+void ref_concat_backward(float *da0, float *da1, float *da2, float *da3, float *da4, float *da5, const float *dout,
+                         int64_t O, int64_t In, int64_t n0, int64_t n1, int64_t n2, int64_t n3, int64_t n4, int64_t n5,
+                         int acc0, int acc1, int acc2, int acc3, int acc4, int acc5) {
+  float *da[6] = {da0, da1, da2, da3, da4, da5};
+  int64_t n[6] = {n0, n1, n2, n3, n4, n5}, W = n0 + n1 + n2 + n3 + n4 + n5;
+  int acc[6] = {acc0, acc1, acc2, acc3, acc4, acc5};
+  double *g[6];
+  for (int k = 0, off = 0; k < 6; off += (int)n[k++]) { // every slice first: da_k may be one buffer
+    g[k] = dnew(O * n[k] * In);
+    for (int64_t r = 0; r < O; r++)
+      for (int64_t j = 0; j < n[k]; j++)
+        for (int64_t i = 0; i < In; i++) g[k][(r * n[k] + j) * In + i] = dout[(r * W + off + j) * In + i];
+  }
+  for (int k = 0; k < 6; k++) store(n[k] ? da[k] : NULL, g[k], O * n[k] * In, acc[k]);
+}
+
+void ref_class_token_forward(float *out, const float *x, const float *W, int64_t B, int64_t N, int64_t C) {
+  double *o = dnew(B * (N + 1) * C);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t <= N; t++)
+      for (int64_t j = 0; j < C; j++) o[(b * (N + 1) + t) * C + j] = t ? x[(b * N + t - 1) * C + j] : W[j];
+  store(out, o, B * (N + 1) * C, 0);
+}
+
+void ref_class_token_backward(float *dx, float *dW, const float *dout, int64_t B, int64_t N, int64_t C, int acc_dx,
+                              int acc_dW) {
+  double *gx = dnew(B * N * C), *gw = dnew(C);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t <= N; t++)
+      for (int64_t j = 0; j < C; j++) {
+        double g = dout[(b * (N + 1) + t) * C + j];
+        if (t) gx[(b * N + t - 1) * C + j] = g;
+        else gw[j] += g;
+      }
+  store(dx, gx, B * N * C, acc_dx);
+  store(dW, gw, C, acc_dW);
+}
+
+void ref_select_forward(float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t index) {
+  double *o = dnew(O * In);
+  for (int64_t r = 0; r < O; r++)
+    for (int64_t i = 0; i < In; i++) o[r * In + i] = x[(r * N + index) * In + i];
+  store(out, o, O * In, 0);
+}
+
+void ref_select_backward(float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t index, int acc) {
+  double *g = dnew(O * N * In); // zeros but at index
+  for (int64_t r = 0; r < O; r++)
+    for (int64_t i = 0; i < In; i++) g[(r * N + index) * In + i] = dout[r * In + i];
+  store(dx, g, O * N * In, acc);
+}
+
+// ----------------------------------------------------------------------------
 // losses
 
 static double row_lse(const float *x, int64_t n) {

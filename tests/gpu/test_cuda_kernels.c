@@ -642,6 +642,138 @@ static void case_rope(int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, f
 }
 
 // ----------------------------------------------------------------------------
+// cases: shape ops. They move data only, so every output equals the reference
+// exactly (class_token's dW sums the batch in double, in order, as ref.c).
+
+/* flatten and reshape (the same contract): a copy, "+=", and in place. */
+static void case_flatten(int64_t n) {
+  Ten x = ten_rand(n, 1), out = ten_fill(n, NAN);
+  ref_flatten_forward(out.ref, x.ref, n);
+  UT(flatten_forward)(out.ut, x.ut, n);
+  check(&out, EXACT, "flatten_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_flatten_backward(dx.ref, g.ref, n, acc);
+    UT(flatten_backward)(dx.ut, g.ut, n, acc);
+    check(&dx, EXACT, "flatten_backward acc=%d", acc);
+  }
+  ref_flatten_forward(x.ref, x.ref, n); // in place: nothing moves
+  UT(flatten_forward)(x.ut, x.ut, n);
+  check(&x, EXACT, "flatten_forward in place (out=x)");
+  ref_flatten_backward(x.ref, x.ref, n, 0);
+  UT(flatten_backward)(x.ut, x.ut, n, 0);
+  check(&x, EXACT, "flatten_backward in place (dx=dout)");
+  release_all();
+}
+
+static void case_reshape(int64_t n) {
+  Ten x = ten_rand(n, 1), out = ten_fill(n, NAN);
+  ref_reshape_forward(out.ref, x.ref, n);
+  UT(reshape_forward)(out.ut, x.ut, n);
+  check(&out, EXACT, "reshape_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_reshape_backward(dx.ref, g.ref, n, acc);
+    UT(reshape_backward)(dx.ut, g.ut, n, acc);
+    check(&dx, EXACT, "reshape_backward acc=%d", acc);
+  }
+  ref_reshape_forward(x.ref, x.ref, n);
+  UT(reshape_forward)(x.ut, x.ut, n);
+  check(&x, EXACT, "reshape_forward in place (out=x)");
+  ref_reshape_backward(x.ref, x.ref, n, 0);
+  UT(reshape_backward)(x.ut, x.ut, n, 0);
+  check(&x, EXACT, "reshape_backward in place (dx=dout)");
+  release_all();
+}
+
+/* x [A, P, M, Q, Z] -> [A, Q, M, P, Z] */
+static void case_transpose(int64_t A, int64_t P, int64_t M, int64_t Q, int64_t Z) {
+  int64_t n = A * P * M * Q * Z;
+  Ten x = ten_rand(n, 1), out = ten_fill(n, NAN);
+  ref_transpose_forward(out.ref, x.ref, A, P, M, Q, Z);
+  UT(transpose_forward)(out.ut, x.ut, A, P, M, Q, Z);
+  check(&out, EXACT, "transpose_forward A=%lld P=%lld M=%lld Q=%lld Z=%lld", LL(A), LL(P), LL(M), LL(Q), LL(Z));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_transpose_backward(dx.ref, g.ref, A, P, M, Q, Z, acc);
+    UT(transpose_backward)(dx.ut, g.ut, A, P, M, Q, Z, acc);
+    check(&dx, EXACT, "transpose_backward acc=%d", acc);
+  }
+  release_all();
+}
+
+/* concat of k inputs [O, n_i, In]; backward with mixed acc flags and a NULL
+ * gradient, then a tensor concatenated with itself (one gradient buffer). */
+static void case_concat(int64_t O, int64_t In, int k, const int64_t *nk) {
+  int64_t n[6] = {0};
+  Ten a[6], da[6];
+  const float *ar[6] = {0}, *au[6] = {0};
+  for (int i = 0; i < k; i++) {
+    n[i] = nk[i];
+    a[i] = ten_rand(O * n[i] * In, 1);
+    ar[i] = a[i].ref, au[i] = a[i].ut;
+  }
+  int64_t W = n[0] + n[1] + n[2] + n[3] + n[4] + n[5];
+  Ten out = ten_fill(O * W * In, NAN);
+  ref_concat_forward(out.ref, ar[0], ar[1], ar[2], ar[3], ar[4], ar[5], O, In, n[0], n[1], n[2], n[3], n[4], n[5]);
+  UT(concat_forward)(out.ut, au[0], au[1], au[2], au[3], au[4], au[5], O, In, n[0], n[1], n[2], n[3], n[4], n[5]);
+  check(&out, EXACT, "concat_forward O=%lld In=%lld inputs=%d", LL(O), LL(In), k);
+  Ten g = ten_rand(O * W * In, 1);
+  float *dr[6] = {0}, *du[6] = {0};
+  int acc[6] = {0};
+  for (int i = 0; i < k; i++) {
+    acc[i] = i % 2;
+    da[i] = ten_grad(O * n[i] * In, acc[i]);
+    if (i != 1) dr[i] = da[i].ref, du[i] = da[i].ut; // slot 1: no gradient wanted
+  }
+  ref_concat_backward(dr[0], dr[1], dr[2], dr[3], dr[4], dr[5], g.ref, O, In, n[0], n[1], n[2], n[3], n[4], n[5],
+                      acc[0], acc[1], acc[2], acc[3], acc[4], acc[5]);
+  UT(concat_backward)
+  (du[0], du[1], du[2], du[3], du[4], du[5], g.ut, O, In, n[0], n[1], n[2], n[3], n[4], n[5], acc[0], acc[1], acc[2],
+   acc[3], acc[4], acc[5]);
+  for (int i = 0; i < k; i++)
+    if (i != 1) check(&da[i], EXACT, "concat_backward da%d acc=%d", i, acc[i]);
+  // concat(a0, a0): da0 is both gradients, "=" then "+="
+  Ten gs = ten_rand(O * 2 * n[0] * In, 1), d = ten_grad(O * n[0] * In, 0);
+  ref_concat_backward(d.ref, d.ref, NULL, NULL, NULL, NULL, gs.ref, O, In, n[0], n[0], 0, 0, 0, 0, 0, 1, 0, 0, 0, 0);
+  UT(concat_backward)(d.ut, d.ut, NULL, NULL, NULL, NULL, gs.ut, O, In, n[0], n[0], 0, 0, 0, 0, 0, 1, 0, 0, 0, 0);
+  check(&d, EXACT, "concat_backward (a, a): one gradient buffer");
+  release_all();
+}
+
+static void case_class_token(int64_t B, int64_t N, int64_t C) {
+  Ten x = ten_rand(B * N * C, 1), w = ten_rand(C, 1), out = ten_fill(B * (N + 1) * C, NAN);
+  ref_class_token_forward(out.ref, x.ref, w.ref, B, N, C);
+  UT(class_token_forward)(out.ut, x.ut, w.ut, B, N, C);
+  check(&out, EXACT, "class_token_forward B=%lld N=%lld C=%lld", LL(B), LL(N), LL(C));
+  static const int pat[][2] = {{0, 0}, {1, 1}, {-1, 0}, {0, -1}}; // -1: a NULL gradient
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    Ten g = ten_rand(B * (N + 1) * C, 1), dx = ten_grad(B * N * C, pat[p][0] > 0), dw = ten_grad(C, pat[p][1] > 0);
+    ref_class_token_backward(pat[p][0] < 0 ? NULL : dx.ref, pat[p][1] < 0 ? NULL : dw.ref, g.ref, B, N, C,
+                             pat[p][0] > 0, pat[p][1] > 0);
+    UT(class_token_backward)
+    (pat[p][0] < 0 ? NULL : dx.ut, pat[p][1] < 0 ? NULL : dw.ut, g.ut, B, N, C, pat[p][0] > 0, pat[p][1] > 0);
+    if (pat[p][0] >= 0) check(&dx, EXACT, "class_token_backward dx acc=%d", pat[p][0]);
+    if (pat[p][1] >= 0) check(&dw, EXACT, "class_token_backward dW acc=%d", pat[p][1]);
+  }
+  release_all();
+}
+
+static void case_select(int64_t O, int64_t N, int64_t In, int64_t index) {
+  Ten x = ten_rand(O * N * In, 1), out = ten_fill(O * In, NAN);
+  ref_select_forward(out.ref, x.ref, O, N, In, index);
+  UT(select_forward)(out.ut, x.ut, O, N, In, index);
+  check(&out, EXACT, "select_forward O=%lld N=%lld In=%lld index=%lld", LL(O), LL(N), LL(In), LL(index));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(O * In, 1), dx = ten_grad(O * N * In, acc);
+    ref_select_backward(dx.ref, g.ref, O, N, In, index, acc);
+    UT(select_backward)(dx.ut, g.ut, O, N, In, index, acc);
+    check(&dx, EXACT, "select_backward acc=%d", acc);
+  }
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
 // cases: losses
 
 static void case_cross_entropy(int64_t N, int64_t V) {
@@ -1092,6 +1224,25 @@ int main(int argc, char **argv) {
   RUN("rope", case_rope(2, 67, 8, 2, 64, 10000.0f));                  // grouped kv heads (4:1)
   RUN("rope", case_rope(3, 13, 3, 3, 6, 2.0f));                       // kv_heads = heads, hd 6, every angle wraps
   if (!quick) RUN("rope", case_rope(2, 1024, 32, 8, 128, 500000.0f)); // Llama 3 8B's heads and theta
+  RUN("flatten", case_flatten(100003));
+  RUN("reshape", case_reshape(4099));
+  RUN("transpose", case_transpose(3, 37, 1, 45, 1)); // [B, C, N] -> [B, N, C]: ragged tiles
+  RUN("transpose", case_transpose(2, 5, 7, 3, 4));   // axes apart, inner rows of 4
+  RUN("transpose", case_transpose(1, 1, 300, 1, 1)); // an axis with itself: a copy
+  RUN("concat", case_concat(3, 5, 2, (const int64_t[]){4, 7}));
+  RUN("concat", case_concat(2, 1, 6, (const int64_t[]){1, 2, 3, 1, 5, 2})); // six inputs, last axis
+  RUN("class_token", case_class_token(3, 17, 40));
+  RUN("select", case_select(4, 9, 33, 0));             // ViT's read-out: the class token
+  RUN("select", case_select(6, 5, 1, 4));              // the last axis, last index
+  RUN("transpose", case_transpose(8, 192, 1, 196, 1)); // ViT-Ti/16's patches at batch 8: 196 of 192
+  RUN("class_token", case_class_token(8, 196, 192));
+#ifndef TEST_CPU_BACKEND
+  if (!quick) { // ViT-B/16 at batch 32: 196 patches of 768 (seconds for the CPU build's references)
+    RUN("transpose", case_transpose(32, 768, 1, 196, 1));
+    RUN("class_token", case_class_token(32, 196, 768));
+    RUN("select", case_select(32, 197, 768, 0));
+  }
+#endif
   RUN("cross_entropy", case_cross_entropy(300, 10));
   RUN("cross_entropy", case_cross_entropy(quick ? 4 : 64, 50257));
   RUN("mse", case_mse(10007));

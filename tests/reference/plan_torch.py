@@ -240,6 +240,18 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = a[0][:d[1]].unsqueeze(0).expand(d[0], d[1], d[2])
         elif k == "rope":
             y = _rope(a[0], *d[:5], op["floats"][0])
+        elif k == "flatten":  # dims: n; the shape is the output buffer's
+            y = a[0]
+        elif k == "reshape":
+            y = a[0]
+        elif k == "transpose":  # x as [A, P, M, Q, Z], P and Q swapped
+            y = a[0].reshape(d[:5]).transpose(1, 3)
+        elif k == "concat":  # inputs [O, n_k, In], absent slots None
+            y = torch.cat([t.reshape(d[0], n, d[1]) for t, n in zip(a, d[2:8]) if t is not None], 1)
+        elif k == "class_token":  # x [B, N, C], weight [C]
+            y = torch.cat([a[1].expand(d[0], 1, d[2]), a[0].reshape(d[0], d[1], d[2])], 1)
+        elif k == "select":  # x as [O, N, In]; dims O N In index
+            y = a[0].reshape(d[0], d[1], d[2]).select(1, d[3])
         elif k == "cross_entropy":
             y = F.cross_entropy(a[0].reshape(d[0], d[1]), a[1].reshape(-1))
         elif k == "mse":

@@ -2,26 +2,26 @@
 # ckpt_exact.sh MEMPLAN MODEL WORKDIR [--blobs] BUDGET...: each trainer planned
 # to fit a BUDGET (recomputing) must give bit-identical losses and final
 # weights (running statistics included) to the trainer that keeps everything:
-# same seed, same threads, 20 steps. --blobs: a model with f32 inputs (the
-# synthetic data set) instead of a token model trained on the README.
+# same seed, same threads, 20 steps. Token models train on the README's text;
+# --blobs: a model with f32 inputs, on the trainer's synthetic blobs data set.
 set -eu
 memplan=$1 model=$2 work=$3
 shift 3
 rm -rf "$work"
 mkdir -p "$work"
-text=$(dirname "$model")/../README.md
+text=$(cd "$(dirname "$0")/../.." && pwd)/README.md
+blobs=0
 if [ "${1:-}" = --blobs ]; then
-  text=
+  blobs=1
   shift
 fi
 train() { # name [--budget B]
   v=$1
   shift
   "$memplan" compile "$model" "$@" -o "$work/$v" > "$work/$v.report"
-  cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release > /dev/null
+  cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=OFF > /dev/null
   cmake --build "$work/$v/build" -j2 > /dev/null
-  set -- --steps 20
-  [ -z "$text" ] || set -- "$@" --text "$text"
+  if [ "$blobs" = 1 ]; then set -- --steps 20; else set -- --text "$text" --steps 20; fi
   "$work/$v/build/trainer" "$@" --seed 7 --threads 2 --log-every 20 --eval-batches 0 \
     --log "$work/$v.csv" --save "$work/$v.safetensors" > "$work/$v.out"
   cut -d, -f1,2 "$work/$v.csv" > "$work/$v.losses"
