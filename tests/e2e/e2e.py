@@ -242,6 +242,22 @@ def npy(trainer, d):
         failed += not ok
         print("  %s %s: exit %d, %s" % ("ok  " if ok else "FAIL", name, r.returncode,
                                         m.group(0) if m else "no eval line with 10 counted samples:\n" + r.stdout + r.stderr))
+    # Windows: B = 64 samples from the first, back to sample 0 when the next window would
+    # pass the end. With 100 samples every step reads samples 0..63, as with exactly those 64;
+    # with 128 the second step reads 64..127 (a modular wrap would read 64..99, 0..27).
+    runs = {}
+    for n in (64, 100, 128):
+        data = os.path.join(d, "window-%d" % n)
+        npy_dataset(data, train=n)
+        if n == 128:  # the labels of samples 64..127 differ more (their x differ already)
+            npy_write(os.path.join(data, "train", "targets.npy"), "<i4", (n,),
+                      [i % 10 if i < 64 else (i * 3) % 10 for i in range(n)])
+        runs[n] = losses(trainer, ["--npy", data, "--steps", "3", "--threads", "2", "--eval-batches", "0"],
+                         os.path.join(d, "window-%d.csv" % n))
+    ok = runs[64] == runs[100] and runs[128][0] == runs[64][0] and runs[128][1] != runs[64][1]
+    failed += not ok
+    print("  %s windows: 64 samples %s, 100 samples %s, 128 samples %s" % ("ok  " if ok else "FAIL", runs[64],
+                                                                           runs[100], runs[128]))
     base = os.path.join(d, "v1")
     cases = []
 
