@@ -160,8 +160,8 @@ def main():
         sys.exit(__doc__)
     if not os.path.isdir(out):
         os.makedirs(out)
-    stamp = "%s sha256 %s, mnist_npy.py version %d: test = every %dth sample of each digit, seeds %s\n" % (
-        PACKAGE, SHA256, VERSION, HELD_OUT, SEEDS)
+    stamp = "%s sha256 %s, mnist_npy.py version %d: test = every %dth sample of each digit, seeds %d, %d\n" % (
+        PACKAGE, SHA256, VERSION, HELD_OUT, SEEDS["train"], SEEDS["test"])
     targets = [("mnist", False), ("mnist-flat", True)]
     done = []
     for name, _ in targets:

@@ -1163,8 +1163,9 @@ static void warm_up(Run *r) {
   if (!m->neval_in) return;
   Stream s = r->train;
   s.pos = 0;
-  if (r->npy) fill_npy_rows(r->arena, m->eval_in, m->neval_in, npy_test.n ? &npy_test : &npy_train, 0);
-  else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
+  if (r->npy) { /* the test set's first batch; without evaluations, the zeroed inputs */
+    if (npy_test.n) fill_npy_rows(r->arena, m->eval_in, m->neval_in, &npy_test, 0);
+  } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
   else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
   put_inputs(r, m->eval_in, m->neval_in);
   m->eval(r->dev);
