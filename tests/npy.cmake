@@ -39,3 +39,9 @@ add_test(NAME reference_mnist_accuracy
                  --workdir ${e2e_dir}/ref-mnist-accuracy -- --steps 200 --eval-every 200 --threads 2 --log-every 50)
 set_tests_properties(reference_mnist_accuracy PROPERTIES LABELS reference TIMEOUT 120 SKIP_RETURN_CODE 77
                      FIXTURES_REQUIRED "trainer_mlp;mnist")
+
+# Training batches from .npy files against PyTorch (tests/reference/reference.py
+# --npy: plan_torch.Batches reads DIR/train in the trainer's windows): mlp, 5 SGD
+# steps on the real digits, losses and weights within the measured tolerances.
+memplan_reference(reference_mlp_mnist mlp --npy ${MEMPLAN_SOURCE_DIR}/out/mnist-flat)
+set_tests_properties(reference_mlp_mnist PROPERTIES FIXTURES_REQUIRED "trainer_mlp;mnist")

@@ -3,9 +3,11 @@ the forward schedule interpreted op by op, autograd for the backward, and
 torch.optim.AdamW / SGD with the plan's hyperparameters and param groups
 (weight decay only where the plan says so: rank >= 2 parameters). Also
 reproduces the generated trainer's batches exactly (memplan_trainer.h):
-sequential token windows, or the synthetic "blobs" data set."""
+sequential token windows, --npy DIR's sample windows, or the synthetic "blobs"
+data set."""
 import json
 import math
+import os
 
 import numpy as np
 import torch
@@ -79,14 +81,26 @@ def _unit24(h):
 class Batches:
     """The trainer's training batches, in order."""
 
-    def __init__(self, plan, tokens=None):
+    def __init__(self, plan, tokens=None, npy=None):
         self.inputs = classify_inputs(plan, "schedule", "train")
         self.tokens, self.pos, self.step = tokens, 0, 0
         self.classes = next((n for _, k, n in self.inputs if k == "labels"), 10)
+        # --npy DIR: DIR/train/<input>.npy, axis 0 the sample
+        self.npy = None if npy is None else {
+            b["id"]: np.load(os.path.join(npy, "train", b["name"] + ".npy")) for b, _, _ in self.inputs}
 
     def next(self):
         self.step += 1
         out = {}
+        if self.npy is not None:  # windows of B samples, back to 0 when the next would pass the end
+            w = self.inputs[0][0]["shape"][0]
+            if self.pos + w > len(next(iter(self.npy.values()))):
+                self.pos = 0
+            for b, _, _ in self.inputs:
+                out[b["id"]] = torch.from_numpy(np.ascontiguousarray(self.npy[b["id"]][self.pos:self.pos + w])).reshape(
+                    b["shape"])
+            self.pos += w
+            return out
         if self.tokens is not None:
             b0 = self.inputs[0][0]
             w = int(np.prod(b0["shape"]))
