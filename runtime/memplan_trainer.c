@@ -1314,7 +1314,8 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   if (!isnan(ev.loss)) {
     printf("eval loss %.6f", ev.loss);
     if (!isnan(ev.accuracy))
-      printf(", accuracy %.4f (%lld of %lld correct)", ev.accuracy, (long long)ev.correct, (long long)ev.counted);
+      printf(", accuracy %.2f%% (%lld of %lld correct)", 100.0 * ev.accuracy, (long long)ev.correct,
+             (long long)ev.counted);
     printf(" (%lld batches, forward only)\n", (long long)ev.batches);
   }
   if (o.steps) {

@@ -237,7 +237,7 @@ def npy(trainer, d):
         data = os.path.join(d, name)
         npy_dataset(data, **kw)
         r = run([trainer, "--npy", data, "--steps", "2", "--threads", "2"])
-        m = re.search(r"^eval loss [0-9.]+, accuracy [0-9.]+ \((\d+) of (\d+) correct\) \(1 batches", r.stdout, re.M)
+        m = re.search(r"^eval loss [0-9.]+, accuracy [0-9.]+% \((\d+) of (\d+) correct\) \(1 batches", r.stdout, re.M)
         ok = r.returncode == 0 and m and m.group(2) == "10"
         failed += not ok
         print("  %s %s: exit %d, %s" % ("ok  " if ok else "FAIL", name, r.returncode,
@@ -337,10 +337,10 @@ def npy(trainer, d):
 def mnist(trainer, data, min_acc, *args):
     r = must([trainer, "--npy", data] + list(args))
     print(r.stdout[-800:])
-    m = re.search(r"^eval loss ([0-9.]+), accuracy ([0-9.]+) \((\d+) of (\d+) correct\)", r.stdout, re.M)
+    m = re.search(r"^eval loss ([0-9.]+), accuracy ([0-9.]+)% \((\d+) of (\d+) correct\)", r.stdout, re.M)
     if not m:
         sys.exit("no final eval line with an accuracy")
-    acc = float(m.group(2))
+    acc = int(m.group(3)) / int(m.group(4))
     print("held-out accuracy %.4f (%s of %s), need %s" % (acc, m.group(3), m.group(4), min_acc))
     return 0 if acc >= float(min_acc) else 1
 

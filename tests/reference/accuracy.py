@@ -68,7 +68,7 @@ def main():
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("accuracy: the trainer failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
-    m = re.search(r"^eval loss ([0-9.]+), accuracy [0-9.]+ \((\d+) of (\d+) correct\)", r.stdout, re.M)
+    m = re.search(r"^eval loss ([0-9.]+), accuracy [0-9.]+% \((\d+) of (\d+) correct\)", r.stdout, re.M)
     if not m:
         sys.exit("accuracy: no final eval line with an accuracy:\n" + r.stdout)
     t_correct, t_count = int(m.group(2)), int(m.group(3))
