@@ -465,11 +465,13 @@ static int input_table(Emit *E, Text *t, const char *name, SchedSet set) {
       int64_t rows = pb->shape.rank ? pb->shape.d[0] : 1;
       text_printf(t, "    {");
       c_string(t, pb->name);
-      text_printf(t, ", %lld, %s, %s, %lld, %lld},\n", (long long)pb->offset, pb->dtype == DT_I32 ? "TR_I32" : "TR_F32",
+      text_printf(t, ", %lld, %s, %s, %lld, %lld, ", (long long)pb->offset, pb->dtype == DT_I32 ? "TR_I32" : "TR_F32",
                   E->kind[b], (long long)rows, (long long)(shape_numel(&pb->shape) / rows));
+      shape_init(t, &pb->shape); /* --npy files must match its per-sample part */
+      text_printf(t, "},\n");
       n++;
     }
-  if (!n) text_printf(t, "    {\"\", 0, TR_F32, TR_IN_FEATURES, 0, 0},\n");
+  if (!n) text_printf(t, "    {\"\", 0, TR_F32, TR_IN_FEATURES, 0, 0, 0, {0}},\n");
   text_printf(t, "};\n\n");
   return n;
 }
@@ -485,6 +487,28 @@ static void op_table(Emit *E, Text *t) {
   }
   if (!p->nsched) text_printf(t, "    {\"\", \"\", \"\"},\n");
   text_printf(t, "};\n\n");
+}
+
+/* A classification model's eval logits, for the trainer's accuracy: the
+ * eval plan's last op is its loss, a loss fed class labels (cross_entropy),
+ * reading f32 logits [..., K] and targets the trainer fills (TR_IN_LABELS).
+ * Being the last op, nothing runs after it, and the logits, an input of it,
+ * are live at its position: no buffer shares their bytes until eval()
+ * returns (verify_plan checks the packing). Returns the logits' buffer and
+ * sets *classes to K; -1 when the model is not one. */
+static int eval_logits(const Emit *E, int64_t *classes) {
+  const Plan *p = E->p;
+  const PlanOp *o = p->neval ? &p->eval[p->neval - 1] : NULL;
+  if (!o || !op_info(o->op)->is_loss || op_info(o->op)->feed[1] != FEED_LABELS || o->nin < 2 ||
+      o->out[0] != p->eval_loss_buf || o->in[0] < 0 || o->in[1] < 0)
+    return -1;
+  const PlanBuffer *lg = &p->buf[o->in[0]], *tg = &p->buf[o->in[1]];
+  if (lg->dtype != DT_F32 || lg->shape.rank < 2 || !E->kind[o->in[1]] || strcmp(E->kind[o->in[1]], "TR_IN_LABELS"))
+    return -1;
+  int64_t k = lg->shape.d[lg->shape.rank - 1];
+  if (k < 1 || shape_numel(&lg->shape) != k * shape_numel(&tg->shape)) return -1;
+  *classes = k;
+  return o->in[0];
 }
 
 static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
@@ -510,6 +534,10 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
   text_printf(t, "    .ops = OPS, .nops = %d,\n", p->nsched);
   text_printf(t, "    .loss_offset = %lld, .eval_loss_offset = %lld,\n", (long long)p->buf[p->loss_buf].offset,
               (long long)p->buf[p->eval_loss_buf].offset);
+  int64_t classes = 0;
+  int logits = eval_logits(E, &classes);
+  text_printf(t, "    .eval_logits_offset = %lld, .eval_logits_classes = %lld,\n",
+              logits < 0 ? -1LL : (long long)p->buf[logits].offset, (long long)classes);
   text_printf(t, "    .workspace_offset = %lld, .workspace_bytes = %lld,\n",
               ws < 0 ? 0LL : (long long)p->buf[ws].offset, ws < 0 ? 0LL : (long long)p->buf[ws].bytes);
   text_printf(t, "    .opt = %s, .lr = %s,\n", p->opt.kind == OPT_ADAMW ? "TR_ADAMW" : "TR_SGD",

@@ -236,6 +236,261 @@ static void fill_blob_batch(unsigned char *arena, const TrInput *in, int nin, in
 }
 
 // ----------------------------------------------------------------------------
+// data: NumPy .npy files (--npy DIR; the conventions are in memplan_trainer.h)
+
+/* One input's samples from one split: n samples of cols values each, float
+ * or int32_t as the input's dtype. */
+typedef struct {
+  char *path;
+  int64_t n, cols;
+  void *v;
+} NpyArray;
+
+/* A split (DIR/train or DIR/test): one array per input of a schedule, in its
+ * table's order, each with n samples; pos is where the training window is. */
+typedef struct {
+  NpyArray *a;
+  int na;
+  int64_t n, pos;
+} NpySet;
+
+/* The loaded splits and the file being parsed stay reachable from here, so
+ * that an error's exit leaves nothing a leak checker would call lost. */
+static NpySet npy_train, npy_test;
+static unsigned char *npy_file;
+
+/* The header's Python dict literal: {'descr': '<f4', 'fortran_order': False,
+ * 'shape': (S, 784), } with its keys in any order. */
+typedef struct {
+  const char *p, *end, *path;
+} NpyHdr;
+
+_Noreturn static void npy_bad(const NpyHdr *h, const char *what) {
+  die("%s: malformed .npy header: %s", h->path, what);
+}
+
+static void npy_ws(NpyHdr *h) {
+  while (h->p < h->end && (*h->p == ' ' || *h->p == '\t' || *h->p == '\n' || *h->p == '\r')) h->p++;
+}
+
+static int npy_eat(NpyHdr *h, char c) {
+  npy_ws(h);
+  if (h->p < h->end && *h->p == c) {
+    h->p++;
+    return 1;
+  }
+  return 0;
+}
+
+/* A quoted string without escapes ('<f4', 'shape'), into buf. */
+static void npy_str(NpyHdr *h, char *buf, size_t n) {
+  npy_ws(h);
+  if (h->p >= h->end || (*h->p != '\'' && *h->p != '"')) npy_bad(h, "expected a quoted string");
+  char q = *h->p++;
+  size_t k = 0;
+  for (; h->p < h->end && *h->p != q; h->p++) {
+    if (*h->p == '\\' || k + 1 >= n) npy_bad(h, "a string with escapes, or too long");
+    buf[k++] = *h->p;
+  }
+  if (h->p >= h->end) npy_bad(h, "an unterminated string");
+  h->p++;
+  buf[k] = 0;
+}
+
+static int npy_bool(NpyHdr *h) {
+  npy_ws(h);
+  size_t left = (size_t)(h->end - h->p);
+  if (left >= 4 && !strncmp(h->p, "True", 4)) return h->p += 4, 1;
+  if (left >= 5 && !strncmp(h->p, "False", 5)) return h->p += 5, 0;
+  npy_bad(h, "fortran_order is neither True nor False");
+}
+
+/* A tuple of non-negative integers, "(8000, 784)", "(8000,)" or "()". */
+static int npy_shape(NpyHdr *h, int64_t *d, int max) {
+  int n = 0;
+  if (!npy_eat(h, '(')) npy_bad(h, "shape is not a tuple");
+  while (!npy_eat(h, ')')) {
+    npy_ws(h);
+    if (h->p >= h->end || *h->p < '0' || *h->p > '9') npy_bad(h, "shape holds something other than integers");
+    int64_t v = 0;
+    for (; h->p < h->end && *h->p >= '0' && *h->p <= '9'; h->p++) {
+      if (v > ((int64_t)1 << 50)) npy_bad(h, "a dimension of shape is too large");
+      v = 10 * v + (*h->p - '0');
+    }
+    if (h->p < h->end && *h->p == 'L') h->p++; /* Python 2's long */
+    if (n == max) npy_bad(h, "shape has too many axes");
+    d[n++] = v;
+    if (npy_eat(h, ')')) break;
+    if (!npy_eat(h, ',')) npy_bad(h, "expected ',' or ')' in shape");
+  }
+  return n;
+}
+
+/* "(8000, 1, 28, 28)"; with sym, "(S, 784)": axis 0 written as sym. */
+static const char *npy_fmt_shape(char *buf, size_t n, const int64_t *d, int rank, const char *sym) {
+  size_t k = (size_t)snprintf(buf, n, "(");
+  for (int i = 0; i < rank && k < n; i++) {
+    if (i == 0 && sym) k += (size_t)snprintf(buf + k, n - k, "%s", sym);
+    else k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)d[i]);
+  }
+  if (k < n) snprintf(buf + k, n - k, "%s)", rank == 1 ? "," : "");
+  return buf;
+}
+
+/* DIR/SPLIT/NAME.npy for input `in` into a (a->path set): the header read and
+ * checked against the input (dtype, per-sample shape, size), then every
+ * value (finite floats; labels and token ids in range) into a->v. */
+static void load_npy(NpyArray *a, const TrInput *in, const TrModel *m) {
+  const char *path = a->path;
+  int64_t size;
+  npy_file = read_file(path, &size, ".npy");
+  const unsigned char *b = npy_file;
+  if (size < 10 || memcmp(b, "\x93NUMPY", 6))
+    die("%s: not a .npy file: it does not start with the magic \\x93NUMPY (%lld bytes)", path, (long long)size);
+  int major = b[6], minor = b[7], wide = major >= 2;
+  if (major < 1 || major > 3 || minor != 0)
+    die("%s: .npy format version %d.%d: the trainer reads versions 1.0, 2.0 and 3.0", path, major, minor);
+  int64_t hlen = wide ? (size >= 12 ? (int64_t)le32(b + 8) : -1) : (int64_t)(b[8] | b[9] << 8);
+  int64_t start = (wide ? 12 : 10) + hlen;
+  if (hlen < 0 || start > size)
+    die("%s: truncated: the header should end at byte %lld, the file has %lld bytes", path,
+        (long long)(hlen < 0 ? 12 : start), (long long)size);
+  NpyHdr h = {(const char *)b + (wide ? 12 : 10), (const char *)b + start, path};
+  char descr[32] = "", key[32];
+  int fortran = -1, rank = -1;
+  int64_t shape[16];
+  if (!npy_eat(&h, '{')) npy_bad(&h, "expected a dict, '{'");
+  while (!npy_eat(&h, '}')) {
+    npy_str(&h, key, sizeof key);
+    if (!npy_eat(&h, ':')) npy_bad(&h, "expected ':' after a key");
+    if (!strcmp(key, "descr")) {
+      npy_ws(&h);
+      if (h.p < h.end && *h.p == '[')
+        die("%s: a structured dtype (descr is a list): input '%s' needs a plain array", path, in->name);
+      npy_str(&h, descr, sizeof descr);
+    } else if (!strcmp(key, "fortran_order")) fortran = npy_bool(&h);
+    else if (!strcmp(key, "shape")) rank = npy_shape(&h, shape, 16);
+    else npy_bad(&h, "a key other than descr, fortran_order and shape");
+    if (!npy_eat(&h, ',')) {
+      if (!npy_eat(&h, '}')) npy_bad(&h, "expected ',' or '}' after a value");
+      break;
+    }
+  }
+  if (!*descr || fortran < 0 || rank < 0) npy_bad(&h, "it needs all of descr, fortran_order and shape");
+  if (fortran)
+    die("%s: fortran_order is True (column-major data): the trainer reads row-major arrays; save "
+        "np.ascontiguousarray(a) instead",
+        path);
+  int f32 = in->dtype == TR_F32;
+  int item = f32 ? (!strcmp(descr, "<f4") ? 4 : 0) : !strcmp(descr, "<i4") ? 4 : !strcmp(descr, "<i8") ? 8 : 0;
+  if (!item)
+    die("%s: dtype '%s', but input '%s' of %s is %s and needs %s", path, descr, in->name, m->model, f32 ? "f32" : "i32",
+        f32 ? "'<f4' (little-endian float32: a.astype('<f4'))"
+            : "'<i4' or '<i8' (little-endian int32 or int64: a.astype('<i4'))");
+  int ok = in->rank >= 1 && rank == in->rank;
+  for (int d = 1; ok && d < rank; d++) ok = shape[d] == in->shape[d];
+  if (!ok) {
+    char have[160], need[160], each[160];
+    die("%s: shape %s, but input '%s' of %s needs %s: S samples of shape %s", path,
+        npy_fmt_shape(have, sizeof have, shape, rank, NULL), in->name, m->model,
+        npy_fmt_shape(need, sizeof need, in->shape, in->rank, "S"),
+        npy_fmt_shape(each, sizeof each, in->shape + 1, in->rank - 1, NULL));
+  }
+  if (shape[0] < 1) die("%s: no samples (shape[0] is 0)", path);
+  int64_t need = item;
+  for (int d = 0; d < rank; d++) need = need > ((int64_t)1 << 62) / shape[d] ? ((int64_t)1 << 62) : need * shape[d];
+  if (size - start != need) {
+    char have[160];
+    die("%s: %s: %lld bytes of data after the header, but shape %s of '%s' needs %lld", path,
+        size - start < need ? "truncated" : "longer than its header says", (long long)(size - start),
+        npy_fmt_shape(have, sizeof have, shape, rank, NULL), descr, (long long)need);
+  }
+  a->n = shape[0], a->cols = in->cols;
+  int64_t count = a->n * a->cols, bound = in->kind == TR_IN_LABELS ? m->classes : m->vocab;
+  a->v = xmalloc((size_t)count * 4, "the .npy data");
+  const unsigned char *src = b + start;
+  for (int64_t k = 0; k < count; k++) {
+    if (f32) {
+      uint32_t u = le32(src + 4 * k);
+      float f;
+      memcpy(&f, &u, 4);
+      if (!isfinite(f))
+        die("%s: sample %lld, element %lld is %s: inputs must be finite", path, (long long)(k / a->cols),
+            (long long)(k % a->cols),
+            isnan(f) ? "nan"
+            : f > 0  ? "inf"
+                     : "-inf");
+      ((float *)a->v)[k] = f;
+      continue;
+    }
+    int64_t v = item == 4 ? (int64_t)(int32_t)le32(src + 4 * k)
+                          : (int64_t)((uint64_t)le32(src + 8 * k) | (uint64_t)le32(src + 8 * k + 4) << 32);
+    if (v < 0 || v >= bound) {
+      char at[64] = "";
+      if (a->cols > 1) snprintf(at, sizeof at, ", element %lld", (long long)(k % a->cols));
+      die("%s: value %lld at sample %lld%s is out of range: input '%s' of %s holds %s, 0 <= value < %lld", path,
+          (long long)v, (long long)(k / a->cols), at, in->name, m->model,
+          in->kind == TR_IN_LABELS ? "class labels" : "token ids", (long long)bound);
+    }
+    ((int32_t *)a->v)[k] = (int32_t)v;
+  }
+  free(npy_file);
+  npy_file = NULL;
+}
+
+/* The .npy files of one split, DIR/SPLIT/<input>.npy for every input of a
+ * schedule, each with the same number of samples. */
+static void load_npy_set(NpySet *s, const char *dir, const char *split, const TrInput *in, int nin, const TrModel *m) {
+  size_t dn = strlen(dir) + strlen(split) + 2;
+  char *sub = xmalloc(dn, "a path"), names[256] = "";
+  snprintf(sub, dn, "%s/%s", dir, split);
+  for (int k = 0; k < nin; k++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s.npy", k ? ", " : "", in[k].name);
+  struct stat st;
+  int rc = stat(sub, &st), e = errno;
+  if (rc != 0 || !S_ISDIR(st.st_mode))
+    die("--npy %s: %s: %s; it needs %s/train and %s/test, each with one .npy file per input of %s: %s", dir, sub,
+        rc != 0 ? strerror(e) : "not a directory", dir, dir, m->model, names);
+  s->a = xmalloc(sizeof(NpyArray) * (size_t)(nin ? nin : 1), "the .npy inputs");
+  memset(s->a, 0, sizeof(NpyArray) * (size_t)(nin ? nin : 1));
+  s->na = nin;
+  for (int k = 0; k < nin; k++) {
+    size_t pn = dn + strlen(in[k].name) + 6;
+    s->a[k].path = xmalloc(pn, "a path");
+    snprintf(s->a[k].path, pn, "%s/%s.npy", sub, in[k].name);
+    if (stat(s->a[k].path, &st) != 0)
+      die("cannot open %s: %s (--npy %s reads %s/%s/<input>.npy for every input of %s: %s)", s->a[k].path,
+          strerror(errno), dir, dir, split, m->model, names);
+    load_npy(&s->a[k], &in[k], m);
+    if (s->a[k].n != s->a[0].n)
+      die("%s has %lld samples but %s has %lld: the inputs of a split need one entry per sample", s->a[k].path,
+          (long long)s->a[k].n, s->a[0].path, (long long)s->a[0].n);
+  }
+  s->n = nin ? s->a[0].n : 0;
+  free(sub);
+}
+
+/* Row r of every input from sample (first + r) mod n of the split. */
+static void fill_npy_rows(unsigned char *arena, const TrInput *in, int nin, const NpySet *s, int64_t first) {
+  for (int k = 0; k < nin; k++) {
+    size_t row = (size_t)in[k].cols * 4;
+    for (int64_t r = 0; r < in[k].rows; r++)
+      memcpy(arena + in[k].offset + (size_t)r * row,
+             (const unsigned char *)s->a[k].v + (size_t)((first + r) % s->n) * row, row);
+  }
+}
+
+/* Micro-batch mb of the training window (a batch is `micro` micro-batches):
+ * the window moves on after the last, wrapping to 0 when the next would
+ * pass the end, as fill_token_batch. */
+static void fill_npy_batch(unsigned char *arena, const TrInput *in, int nin, NpySet *s, int mb, int micro) {
+  int64_t w = in[0].rows * micro;
+  if (mb == 0 && s->pos + w > s->n) s->pos = 0;
+  fill_npy_rows(arena, in, nin, s, s->pos + (int64_t)mb * in[0].rows);
+  if (mb == micro - 1) s->pos += w;
+}
+
+// ----------------------------------------------------------------------------
 // parameters: initialization, safetensors
 
 /* What a weights file holds: the parameters, then the running state. */
@@ -652,10 +907,13 @@ static const char help_text[] =
     "  --data FILE       training tokens, llm.c format: 256 int32 header (20240520, 1, n, ...),\n"
     "                    then n uint16 tokens\n"
     "  --val FILE        evaluation data, same format (default: the training data)\n"
+    "  --npy DIR         every input from NumPy files named after it: DIR/train/<input>.npy\n"
+    "                    for training, DIR/test/<input>.npy for evaluation (see below)\n"
     "  --eval-every N    evaluate every N steps (default 0: only after the last step)\n"
-    "  --eval-batches N  batches per evaluation, read from the start of the data (default 4; 0: none)\n"
+    "  --eval-batches N  batches per evaluation, read from the start of the data (default 4;\n"
+    "                    with --npy, every test sample once; 0: none)\n"
     "  --log-every N     print one line every N steps (default 1)\n"
-    "  --log FILE        also write step,loss,ms,eval_loss as CSV\n"
+    "  --log FILE        also write step,loss,ms,eval_loss,eval_accuracy as CSV\n"
     "  --profile         time every op; print time per op kind and the top ops at the end\n"
     "  --load FILE       initial weights from a safetensors file (names as in plan.json)\n"
     "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename;\n"
@@ -671,13 +929,23 @@ static const char help_text[] =
     "\n"
     "Batches of a token model are consecutive windows of B*T+1 tokens (inputs, and targets\n"
     "shifted by one), from the start of the data, wrapping around at its end. Models\n"
-    "with f32 inputs train on the synthetic 'blobs' data set (see memplan_trainer.h).\n";
+    "with f32 inputs train on the synthetic 'blobs' data set (see memplan_trainer.h)\n"
+    "unless --npy gives their data.\n"
+    "\n"
+    "--npy: axis 0 of every file is the sample, the rest the input's shape without its batch\n"
+    "axis; f32 inputs need dtype '<f4', i32 inputs '<i4' or '<i8' (labels 0..K-1, token\n"
+    "ids 0..V-1); format versions 1.0-3.0, C order. Training batches are consecutive\n"
+    "windows of samples from the first, wrapping to it when a window would pass the end\n"
+    "(micro-batches read consecutive rows of their window). Evaluation reads every test\n"
+    "sample once; a last partial batch is padded with the first samples, not counted.\n"
+    "Classification models (cross_entropy on [B, K] logits) report accuracy, the share\n"
+    "of argmax(logits) == label, next to the eval loss.\n";
 
 typedef struct {
   int64_t steps, seed, eval_every, eval_batches, log_every, force_overflow;
-  int threads, profile, check_alloc, cuda_graph;
+  int threads, profile, check_alloc, cuda_graph, eval_batches_given;
   double lr, loss_scale;
-  const char *text, *data, *val, *load, *save, *log;
+  const char *text, *data, *val, *npy, *load, *save, *log;
 } Opts;
 
 static int64_t opt_int(const char *s, const char *name, int64_t min) {
@@ -717,6 +985,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_SCALE,
     O_FORCE,
     O_GRAPH,
+    O_NPY,
     O_HELP
   };
   // clang-format off
@@ -726,7 +995,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"eval-batches", 1, 0, O_EBATCH}, {"log-every", 1, 0, O_LOGE}, {"log", 1, 0, O_LOG},
       {"profile", 0, 0, O_PROF}, {"load", 1, 0, O_LOAD}, {"save", 1, 0, O_SAVE}, {"check-alloc", 0, 0, O_CHECK},
       {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"cuda-graph", 0, 0, O_GRAPH},
-      {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+      {"npy", 1, 0, O_NPY}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
             .seed = 1337,
@@ -750,8 +1019,9 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_TEXT: o.text = optarg; break;
     case O_DATA: o.data = optarg; break;
     case O_VAL: o.val = optarg; break;
+    case O_NPY: o.npy = optarg; break;
     case O_EVERY: o.eval_every = opt_int(optarg, "--eval-every", 0); break;
-    case O_EBATCH: o.eval_batches = opt_int(optarg, "--eval-batches", 0); break;
+    case O_EBATCH: o.eval_batches = opt_int(optarg, "--eval-batches", 0), o.eval_batches_given = 1; break;
     case O_LOGE: o.log_every = opt_int(optarg, "--log-every", 1); break;
     case O_LOG: o.log = optarg; break;
     case O_PROF: o.profile = 1; break;
@@ -773,9 +1043,13 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     die("--cuda-graph replays one captured step: not with micro-batches (%d) or loss scaling", m->accumulation);
   if (o.cuda_graph && o.profile) die("--profile times ops one by one: not with --cuda-graph");
   if (o.text && o.data) die("give --text or --data, not both");
-  if (m->vocab && !o.text && !o.data) die("%s reads tokens: give --text FILE or --data FILE", m->model);
+  if (o.npy && (o.text || o.data || o.val)) die("--npy DIR gives every input: not with --text, --data or --val");
+  if (m->vocab && !o.text && !o.data && !o.npy)
+    die("%s reads tokens: give --text FILE, --data FILE or --npy DIR", m->model);
   if (!m->vocab && (o.text || o.data || o.val))
-    die("%s has f32 inputs and trains on synthetic data; --text, --data and --val do not apply", m->model);
+    die("%s reads no tokens: --text, --data and --val do not apply (--npy DIR gives its inputs; without it, it "
+        "trains on synthetic data)",
+        m->model);
   return o;
 }
 
@@ -787,6 +1061,8 @@ typedef struct {
   unsigned char *arena; /* the host arena: where the plan runs, or a device's I/O shadow */
   unsigned char *dev;   /* where step() and eval() run: arena, or the device arena */
   Stream train, val;
+  int npy;               /* --npy: inputs from npy_train and npy_test */
+  const TrInput *labels; /* a classification model's eval labels (accuracy), or NULL */
 } Run;
 
 /* Device I/O: after the host wrote inputs or parameters, before it reads the
@@ -817,24 +1093,84 @@ static float read_loss(Run *r, int64_t offset) {
 static void fill_train(Run *r, int64_t step, int mb) {
   const TrModel *m = r->m;
   int64_t rows = m->train_in[0].rows;
-  if (m->vocab) fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train, mb, m->accumulation);
+  if (r->npy) fill_npy_batch(r->arena, m->train_in, m->ntrain_in, &npy_train, mb, m->accumulation);
+  else if (m->vocab) fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train, mb, m->accumulation);
   else fill_blob_batch(r->arena, m->train_in, m->ntrain_in, ((step - 1) * m->accumulation + mb) * rows, m->classes);
   put_inputs(r, m->train_in, m->ntrain_in);
 }
 
-/* Mean loss over the first `batches` eval batches (the same ones every time). */
-static double evaluate(Run *r, int64_t batches) {
+/* One evaluation: the loss over its counted rows, and for a classification
+ * model the accuracy (NAN otherwise). */
+typedef struct {
+  double loss, accuracy;
+  int64_t correct, counted, batches;
+} Eval;
+
+/* Accuracy and, for a padded batch, the loss of the first `rows` rows of a
+ * classification model's eval logits (memplan_trainer.h): the argmax is the
+ * first maximum (NaN above all, as torch.argmax), the loss log-sum-exp minus
+ * the label's logit, in double. Returns the summed loss. */
+static double score_rows(Run *r, int64_t rows, int padded, Eval *e) {
   const TrModel *m = r->m;
+  int64_t K = m->eval_logits_classes;
+  if (m->device) m->device->download(r->arena, r->dev, m->eval_logits_offset, 4 * rows * K);
+  const float *lg = (const float *)(r->arena + m->eval_logits_offset);
+  const int32_t *y = (const int32_t *)(r->arena + r->labels->offset);
+  double sum = 0.0;
+  for (int64_t i = 0; i < rows; i++) {
+    const float *x = lg + i * K;
+    int64_t best = 0;
+    for (int64_t j = 1; j < K; j++)
+      if (x[j] > x[best] || (isnan(x[j]) && !isnan(x[best]))) best = j;
+    e->correct += best == y[i];
+    if (!padded) continue;
+    double mx = x[best], z = 0.0;
+    for (int64_t j = 0; j < K; j++) z += exp((double)x[j] - mx);
+    sum += mx + log(z) - x[y[i]];
+  }
+  return sum;
+}
+
+/* The first `batches` eval batches (the same ones every time); with --npy,
+ * every test sample once (a last partial batch's padding not counted) or
+ * the first `batches` batches of them. */
+static Eval evaluate(Run *r, int64_t batches) {
+  const TrModel *m = r->m;
+  int64_t be = m->eval_in[0].rows;
+  Eval e = {.batches = batches};
   double total = 0.0;
   r->val.pos = 0;
   for (int64_t k = 0; k < batches; k++) {
-    if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val, 0, 1);
-    else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0 + k * m->eval_in[0].rows, m->classes);
+    int64_t real = be;
+    if (r->npy) {
+      fill_npy_rows(r->arena, m->eval_in, m->neval_in, &npy_test, k * be);
+      if (npy_test.n - k * be < be) real = npy_test.n - k * be;
+    } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val, 0, 1);
+    else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0 + k * be, m->classes);
     put_inputs(r, m->eval_in, m->neval_in);
     m->eval(r->dev);
-    total += read_loss(r, m->eval_loss_offset);
+    double loss = read_loss(r, m->eval_loss_offset);
+    if (r->labels) { /* rows of logits and labels: samples times the labels per sample */
+      int64_t rows = real * r->labels->cols;
+      double padded = score_rows(r, rows, real < be, &e);
+      total += real < be ? padded : loss * (double)rows;
+      e.counted += rows;
+    } else {
+      total += loss * (double)real;
+      e.counted += real;
+    }
   }
-  return total / (double)batches;
+  e.loss = total / (double)e.counted;
+  e.accuracy = r->labels ? (double)e.correct / (double)e.counted : NAN;
+  return e;
+}
+
+/* Eval batches of one evaluation: --eval-batches, or with --npy by default
+ * as many as cover the test set (at most that many). */
+static int64_t eval_batch_count(const Run *r, const Opts *o) {
+  if (!r->npy || !o->eval_batches) return o->eval_batches;
+  int64_t be = r->m->eval_in[0].rows, all = (npy_test.n + be - 1) / be;
+  return o->eval_batches_given && o->eval_batches < all ? o->eval_batches : all;
 }
 
 /* One forward pass of the eval plan before training: OpenMP starts its
@@ -845,7 +1181,9 @@ static void warm_up(Run *r) {
   if (!m->neval_in) return;
   Stream s = r->train;
   s.pos = 0;
-  if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
+  if (r->npy) { /* the test set's first batch; without evaluations, the zeroed inputs */
+    if (npy_test.n) fill_npy_rows(r->arena, m->eval_in, m->neval_in, &npy_test, 0);
+  } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
   else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
   put_inputs(r, m->eval_in, m->neval_in);
   m->eval(r->dev);
@@ -906,8 +1244,17 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   op_key_seed = (uint64_t)o.seed;
   if (o.save) check_save_path(o.save);
   if (m->set_threads) m->set_threads(o.threads);
-  Run r = {.m = m};
-  if (m->vocab) {
+  Run r = {.m = m, .npy = o.npy != NULL};
+  for (int k = 0; m->eval_logits_offset >= 0 && k < m->neval_in; k++)
+    if (m->eval_in[k].kind == TR_IN_LABELS) r.labels = &m->eval_in[k];
+  if (o.npy) {
+    load_npy_set(&npy_train, o.npy, "train", m->train_in, m->ntrain_in, m);
+    int64_t w = m->accumulation * m->train_in[0].rows;
+    if (npy_train.n < w)
+      die("--npy %s: %lld training samples are too few: one batch reads %lld", o.npy, (long long)npy_train.n,
+          (long long)w);
+    if (o.eval_batches) load_npy_set(&npy_test, o.npy, "test", m->eval_in, m->neval_in, m);
+  } else if (m->vocab) {
     r.train = load_tokens(o.text ? o.text : o.data, o.text != NULL, m->vocab);
     r.val = o.val ? load_tokens(o.val, o.text != NULL, m->vocab) : r.train;
     check_window(&r.train, &m->train_in[0], m->accumulation);
@@ -915,7 +1262,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   }
   FILE *log = o.log ? fopen(o.log, "w") : NULL;
   if (o.log && !log) die("cannot write %s: %s", o.log, strerror(errno));
-  if (log) fprintf(log, "step,loss,ms,eval_loss\n");
+  if (log) fprintf(log, "step,loss,ms,eval_loss,eval_accuracy\n");
   AllocCount alloc_count = (AllocCount)(uintptr_t)dlsym(RTLD_DEFAULT, "memplan_alloc_count");
   if (o.check_alloc && !alloc_count) die("--check-alloc needs a counting allocator: LD_PRELOAD=liballoc_count.so");
   tr_profiling = o.profile;
@@ -946,7 +1293,9 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   if (m->device) m->device->report(m, "after setup");
 
   long allocs0 = alloc_count ? alloc_count() : 0;
-  double t_steps = 0.0, ev = NAN;
+  double t_steps = 0.0;
+  int64_t eval_batches = eval_batch_count(&r, &o);
+  Eval ev = {NAN, NAN, 0, 0, 0};
   LossScaler ls = {o.loss_scale, 0, 0, 0};
   for (int64_t step = 1; step <= o.steps; step++) {
     double t0 = now_s(), sum = 0.0;
@@ -968,22 +1317,27 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     t_steps += dt;
     float loss = (float)(sum / m->accumulation);
     if (!isfinite(loss)) die("the loss is %f at step %lld (lower --lr?)", (double)loss, (long long)step);
-    ev = NAN;
-    if (o.eval_every && step % o.eval_every == 0 && o.eval_batches) ev = evaluate(&r, o.eval_batches);
+    ev = (Eval){NAN, NAN, 0, 0, 0};
+    if (o.eval_every && step % o.eval_every == 0 && eval_batches) ev = evaluate(&r, eval_batches);
     if (step % o.log_every == 0 || step == 1 || step == o.steps) {
       printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f %s/s", (long long)step, (long long)o.steps, (double)loss,
              1e3 * dt, (double)m->samples_per_step / dt, m->vocab ? "tok" : "samples");
-      if (!isnan(ev)) printf(" | eval loss %.6f", ev);
+      if (!isnan(ev.loss)) printf(" | eval loss %.6f", ev.loss);
+      if (!isnan(ev.accuracy)) printf(" | accuracy %.2f%%", 100.0 * ev.accuracy);
       printf("\n");
       fflush(stdout);
     }
-    if (log) fprintf(log, "%lld,%.9g,%.4f,%.9g\n", (long long)step, (double)loss, 1e3 * dt, ev);
+    if (log) fprintf(log, "%lld,%.9g,%.4f,%.9g,%.9g\n", (long long)step, (double)loss, 1e3 * dt, ev.loss, ev.accuracy);
   }
   long allocs = alloc_count ? alloc_count() - allocs0 : -1;
 
-  if (o.eval_batches && !(o.eval_every && o.steps && o.steps % o.eval_every == 0)) {
-    ev = evaluate(&r, o.eval_batches);
-    printf("eval loss %.6f (%lld batches, forward only)\n", ev, (long long)o.eval_batches);
+  if (eval_batches && !(o.eval_every && o.steps && o.steps % o.eval_every == 0)) ev = evaluate(&r, eval_batches);
+  if (!isnan(ev.loss)) {
+    printf("eval loss %.6f", ev.loss);
+    if (!isnan(ev.accuracy))
+      printf(", accuracy %.2f%% (%lld of %lld correct)", 100.0 * ev.accuracy, (long long)ev.correct,
+             (long long)ev.counted);
+    printf(" (%lld batches, forward only)\n", (long long)ev.batches);
   }
   if (o.steps) {
     double ms = 1e3 * t_steps / (double)o.steps;
@@ -1009,6 +1363,11 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   free(r.arena);
   if (r.val.tok != r.train.tok) free(r.val.tok);
   free(r.train.tok);
+  for (int s = 0; s < 2; s++) {
+    NpySet *set = s ? &npy_test : &npy_train;
+    for (int k = 0; k < set->na; k++) free(set->a[k].path), free(set->a[k].v);
+    free(set->a);
+  }
   free(prof_time);
   if (o.check_alloc && allocs != 0) {
     fprintf(stderr, "trainer: error: %ld allocations inside the training loop (expected none)\n", allocs);

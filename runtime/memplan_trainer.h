@@ -17,10 +17,34 @@
  *   would pass the end; inputs are the first B*T tokens, targets the B*T
  *   tokens one position later. With micro-batches of b rows, micro-batch j
  *   reads the rows j*b .. (j+1)*b - 1 of that same window.
- * - Models with f32 inputs train on a synthetic data set ("blobs", see
- *   tr_blob_value in memplan_trainer.c): sample s has class y(s), and every
- *   feature is a fixed class centre plus uniform noise, all from integer
- *   hashes, so Python reproduces it bit for bit. */
+ * - --npy DIR: every input from a NumPy .npy file named after it (the YAML's
+ *   input name): DIR/train/<input>.npy for training, DIR/test/<input>.npy for
+ *   evaluation. Format versions 1.0, 2.0 and 3.0, fortran_order False; axis 0
+ *   is the sample and the other axes must equal the input's per-sample shape
+ *   (its shape without the batch axis). f32 inputs need descr '<f4', i32
+ *   inputs '<i4' or '<i8', every value in range (class labels 0..K-1, token
+ *   ids 0..V-1); f32 values must be finite. The inputs of one split have the
+ *   same number of samples S. Batches are sequential windows of samples, as
+ *   the token loader's: with W = B * micro-batches, batch k reads samples
+ *   [p, p + W) with p = k*W, wrapping to 0 when the window would pass S (the
+ *   last S mod W samples of a pass are skipped; S >= W); micro-batch j reads
+ *   rows j*b .. (j+1)*b - 1 of that window. Evaluation reads every test
+ *   sample exactly once: batch k holds samples k*B .. k*B + B - 1, and a last
+ *   partial batch is padded with samples 0, 1, ... (wrapping), whose rows are
+ *   not counted (--eval-batches N stops after N batches).
+ * - Otherwise models with f32 inputs train on a synthetic data set ("blobs",
+ *   see tr_blob_value in memplan_trainer.c): sample s has class y(s), and
+ *   every feature is a fixed class centre plus uniform noise, all from
+ *   integer hashes, so Python reproduces it bit for bit.
+ *
+ * Accuracy: a classification model (eval_logits_offset >= 0: the eval plan
+ * ends with cross_entropy on f32 logits [..., K] whose targets are class
+ * labels) reports, at each evaluation, the fraction of counted rows whose
+ * logits' argmax (the first maximum, as torch.argmax) is the label. Its eval
+ * loss is then the mean cross-entropy over exactly the counted rows: the
+ * plan's loss for a full batch, and for a padded one log-sum-exp minus the
+ * label's logit of each counted row, in double, from the same logits. For
+ * other models a padded batch's loss is weighted by its counted rows. */
 #ifndef MEMPLAN_TRAINER_H
 #define MEMPLAN_TRAINER_H
 
@@ -61,6 +85,8 @@ typedef struct {
   int dtype; /* TR_F32, TR_I32 */
   TrInputKind kind;
   int64_t rows, cols; /* rows = samples (B); cols = per-sample elements */
+  int rank;           /* the buffer's shape: shape[0] = rows (rank >= 1); */
+  int64_t shape[8];   /* --npy files must match shape[1..rank) */
 } TrInput;
 
 typedef struct {
@@ -105,7 +131,11 @@ struct TrModel {
   int ntrain_in, neval_in;
   const TrOp *ops; /* the training schedule, for --profile */
   int nops;
-  int64_t loss_offset, eval_loss_offset;     /* the scalar losses (f32) */
+  int64_t loss_offset, eval_loss_offset; /* the scalar losses (f32) */
+  /* A classification model's eval logits (f32, [rows, eval_logits_classes],
+   * rows = the eval labels' rows * cols), intact when eval() returns: the
+   * plan's last eval op reads them; -1 for other models. */
+  int64_t eval_logits_offset, eval_logits_classes;
   int64_t workspace_offset, workspace_bytes; /* the plan's library workspace (a device uses it) */
   int opt;                                   /* TR_ADAMW, TR_SGD */
   double lr;                                 /* the YAML's learning rate (--lr overrides) */

@@ -40,6 +40,37 @@ static void test_trainers(const Plan *p) {
   text_free(&cu);
 }
 
+/* A classification model's eval logits, which the trainer reads for accuracy
+ * after eval() returns: the eval plan ends with the loss reading them, no op
+ * after their writer writes any of their bytes, and both trainers' model
+ * tables carry their offset and classes; -1 for a token model. */
+static void test_eval_logits(const Plan *p, bool classifier) {
+  Text c = {0}, cu = {0};
+  CHECK(emit_trainer(p, &emit_backend_c, &c) == 0);
+  CHECK(emit_trainer(p, &emit_backend_cuda, &cu) == 0);
+  const PlanOp *loss = &p->eval[p->neval - 1];
+  CHECK(loss->op == OP_CROSS_ENTROPY && loss->out[0] == p->eval_loss_buf);
+  const PlanBuffer *lg = &p->buf[loss->in[0]];
+  int writer = -1;
+  for (int i = 0; i < p->neval; i++)
+    for (int k = 0; k < p->eval[i].nout; k++) {
+      int b = p->eval[i].out[k];
+      if (b == loss->in[0]) writer = i;
+      else if (b >= 0 && writer >= 0) /* written after the logits: disjoint bytes */
+        CHECK(p->buf[b].offset + p->buf[b].bytes <= lg->offset || lg->offset + lg->bytes <= p->buf[b].offset);
+    }
+  CHECK(writer >= 0 && writer < p->neval - 1);
+  char want[128];
+  if (classifier)
+    snprintf(want, sizeof want, ".eval_logits_offset = %lld, .eval_logits_classes = %lld,", (long long)lg->offset,
+             (long long)lg->shape.d[lg->shape.rank - 1]);
+  else snprintf(want, sizeof want, ".eval_logits_offset = -1, .eval_logits_classes = 0,");
+  CHECK(c.s && strstr(c.s, want));
+  CHECK(cu.s && strstr(cu.s, want));
+  text_free(&c);
+  text_free(&cu);
+}
+
 /* plan.json read back is the same plan: it verifies and writes the same text. */
 static void test_json_round_trip(const Plan *p) {
   Arena ar = {0};
@@ -66,6 +97,7 @@ static void test_plan_model(const char *mlp) {
     CHECK(p->nlevers == 1 && p->levers[0].chosen && p->levers[0].fits);
     CHECK(p->budget_bytes == 0 && p->compile_seconds > 0 && p->unfused_lower_bound > 0);
     test_trainers(p);
+    test_eval_logits(p, true);
     test_json_round_trip(p);
   }
   ar_free(&ar);
@@ -75,6 +107,7 @@ static void test_plan_model(const char *mlp) {
   r = plan_model(&ar, &rq);
   CHECK(r.status == PLAN_OK && r.plan && r.plan->micro_batch == 16 && r.plan->accumulation_steps == 4);
   CHECK(r.graph && r.graph->dims[0].value == 64); /* the model as asked for */
+  if (r.plan) test_eval_logits(r.plan, true);
   ar_free(&ar);
 
   /* a micro-batch that does not divide the batch is the request's error */
@@ -88,6 +121,24 @@ static void test_plan_model(const char *mlp) {
   rq.budget = 1;
   r = plan_model(&ar, &rq);
   CHECK(r.status == PLAN_OVER_BUDGET && !r.plan && r.min_arena > 1);
+  int64_t least = r.min_arena;
+  ar_free(&ar);
+
+  /* the least arena that fits, buffers packed tightest: the logits still intact */
+  rq.budget = least;
+  r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OK && r.plan);
+  if (r.plan) test_eval_logits(r.plan, true);
+  ar_free(&ar);
+}
+
+/* A token model's cross_entropy reads targets shifted from its tokens: no accuracy. */
+static void test_token_model(const char *yaml) {
+  Arena ar = {0};
+  PlanRequest rq = request(yaml);
+  PlanOutcome r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OK && r.plan);
+  if (r.plan) test_eval_logits(r.plan, false);
   ar_free(&ar);
 }
 
@@ -306,6 +357,9 @@ int main(int argc, char **argv) {
   snprintf(bn, sizeof bn, "%s/../tests/reference/bn-mlp.yaml", argv[1]);
   test_state(bn);
   test_parse_once(mlp);
+  char gpt2[4096];
+  snprintf(gpt2, sizeof gpt2, "%s/gpt2-mini.yaml", argv[1]);
+  test_token_model(gpt2);
   test_error_in_levers(argv[2]);
   test_conv_scratch(argv[2]);
   test_folder(argv[2]);

@@ -10,6 +10,13 @@ Standard library only. Subcommands:
   noalloc TRAINER LIBALLOC [trainer args]    no allocation inside the training loop
   errors TRAINER DIR [trainer args]          bad data, weights, options and --save paths: exit 1 before
                                               the first step, stderr naming the problem
+  npy TRAINER DIR                            --npy with small files written here (mlp: x [S, 784] f32,
+                                              targets [S] i32): format versions 1.0-3.0 and '<i8' labels
+                                              train, the eval counts every test sample once; wrong dtype,
+                                              per-sample shape, fortran order, truncation, bad magic,
+                                              labels out of range, ... each exit 1 with its message
+  mnist TRAINER DIR MIN_ACC [trainer args]   --npy DIR (the real MNIST digits): the final held-out
+                                              accuracy is at least MIN_ACC
   portable DIR                               DIR (a built `build` folder) is the portable default:
                                               TRAINER_NATIVE OFF, no -march=native, -ffp-contract=off;
                                               -DTRAINER_NATIVE=ON still gives -march=native
@@ -197,6 +204,147 @@ def errors(trainer, d, *args):
     return 1 if failed or leftovers else 0
 
 
+def npy_write(path, descr, shape, values, version=1, fortran=False, cut=0, magic=b"\x93NUMPY", header=None):
+    """A .npy file as NumPy writes it (little-endian values), or broken as asked:
+    cut drops trailing bytes, magic replaces the magic, header the dict text."""
+    code = {"<f4": "<%df", "<f8": "<%dd", "<i4": "<%di", "<i8": "<%dq", "|u1": "<%dB"}[descr]
+    data = struct.pack(code % len(values), *values)
+    if header is None:
+        dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+        header = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (descr, fortran, dims)
+    lenfmt = "<H" if version == 1 else "<I"
+    pre = len(magic) + 2 + struct.calcsize(lenfmt)
+    header += " " * (-(pre + len(header) + 1) % 64) + "\n"
+    blob = magic + bytes([version, 0]) + struct.pack(lenfmt, len(header)) + header.encode() + data
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(blob[:len(blob) - cut] if cut else blob)
+
+
+def npy_dataset(d, train=70, test=10, x_descr="<f4", y_descr="<i4", version=1):
+    """mlp's data in d: x [S, 784] and targets [S], S = train / test samples."""
+    for split, n in (("train", train), ("test", test)):
+        npy_write(os.path.join(d, split, "x.npy"), x_descr, (n, 784),
+                  [((i * 7 + j) % 13) / 13.0 for i in range(n) for j in range(784)], version)
+        npy_write(os.path.join(d, split, "targets.npy"), y_descr, (n,), [i % 10 for i in range(n)], version)
+
+
+def npy(trainer, d):
+    failed = 0
+    # Accepted: each format version, '<i8' labels. 10 test samples, a batch of 64: one batch,
+    # 54 padded rows not counted.
+    for name, kw in (("v1", {}), ("v2", {"version": 2}), ("v3", {"version": 3}), ("i8", {"y_descr": "<i8"})):
+        data = os.path.join(d, name)
+        npy_dataset(data, **kw)
+        r = run([trainer, "--npy", data, "--steps", "2", "--threads", "2"])
+        m = re.search(r"^eval loss [0-9.]+, accuracy [0-9.]+% \((\d+) of (\d+) correct\) \(1 batches", r.stdout, re.M)
+        ok = r.returncode == 0 and m and m.group(2) == "10"
+        failed += not ok
+        print("  %s %s: exit %d, %s" % ("ok  " if ok else "FAIL", name, r.returncode,
+                                        m.group(0) if m else "no eval line with 10 counted samples:\n" + r.stdout + r.stderr))
+    # Windows: B = 64 samples from the first, back to sample 0 when the next window would
+    # pass the end. With 100 samples every step reads samples 0..63, as with exactly those 64;
+    # with 128 the second step reads 64..127 (a modular wrap would read 64..99, 0..27).
+    runs = {}
+    for n in (64, 100, 128):
+        data = os.path.join(d, "window-%d" % n)
+        npy_dataset(data, train=n)
+        if n == 128:  # the labels of samples 64..127 differ more (their x differ already)
+            npy_write(os.path.join(data, "train", "targets.npy"), "<i4", (n,),
+                      [i % 10 if i < 64 else (i * 3) % 10 for i in range(n)])
+        runs[n] = losses(trainer, ["--npy", data, "--steps", "3", "--threads", "2", "--eval-batches", "0"],
+                         os.path.join(d, "window-%d.csv" % n))
+    ok = runs[64] == runs[100] and runs[128][0] == runs[64][0] and runs[128][1] != runs[64][1]
+    failed += not ok
+    print("  %s windows: 64 samples %s, 100 samples %s, 128 samples %s" % ("ok  " if ok else "FAIL", runs[64],
+                                                                           runs[100], runs[128]))
+    base = os.path.join(d, "v1")
+    cases = []
+
+    def case(name, split, file, msgs, **kw):
+        """A copy of the good data set with one file replaced by npy_write(**kw)."""
+        data = os.path.join(d, name)
+        shutil.rmtree(data, ignore_errors=True)
+        shutil.copytree(base, data)
+        if file:
+            npy_write(os.path.join(data, split, file), **kw)
+        cases.append((["--npy", data], [m.replace("DATA", data) for m in msgs]))
+
+    n = 70
+    px = [0.5] * (n * 784)
+    case("dtype-x", "train", "x.npy", ["DATA/train/x.npy: dtype '<f8', but input 'x' of mlp is f32 and needs '<f4'"],
+         descr="<f8", shape=(n, 784), values=px)
+    case("dtype-u1", "test", "x.npy", ["DATA/test/x.npy: dtype '|u1', but input 'x' of mlp is f32 and needs '<f4'"],
+         descr="|u1", shape=(10, 784), values=[1] * 7840)
+    case("dtype-y", "train", "targets.npy",
+         ["DATA/train/targets.npy: dtype '<f4', but input 'targets' of mlp is i32 and needs '<i4' or '<i8'"],
+         descr="<f4", shape=(n,), values=[0.0] * n)
+    case("shape", "train", "x.npy",
+         ["DATA/train/x.npy: shape (70, 28, 28), but input 'x' of mlp needs (S, 784): S samples of shape (784,)"],
+         descr="<f4", shape=(n, 28, 28), values=px)
+    case("shape-y", "train", "targets.npy",
+         ["DATA/train/targets.npy: shape (70, 1), but input 'targets' of mlp needs (S,): S samples of shape ()"],
+         descr="<i4", shape=(n, 1), values=[0] * n)
+    case("fortran", "train", "x.npy", ["DATA/train/x.npy: fortran_order is True"],
+         descr="<f4", shape=(n, 784), values=px, fortran=True)
+    case("truncated", "train", "x.npy",
+         ["DATA/train/x.npy: truncated: 219516 bytes of data after the header, but shape (70, 784) of '<f4' "
+          "needs 219520"], descr="<f4", shape=(n, 784), values=px, cut=4)
+    case("long", "test", "targets.npy",
+         ["DATA/test/targets.npy: longer than its header says: 44 bytes of data after the header, but shape "
+          "(10,) of '<i4' needs 40"], descr="<i4", shape=(10,), values=[0] * 11, header=(
+              "{'descr': '<i4', 'fortran_order': False, 'shape': (10,), }"))
+    case("magic", "train", "x.npy", ["DATA/train/x.npy: not a .npy file: it does not start with the magic"],
+         descr="<f4", shape=(n, 784), values=px, magic=b"\x93NUMPX")
+    case("version", "train", "targets.npy", ["DATA/train/targets.npy: .npy format version 4.0"],
+         descr="<i4", shape=(n,), values=[0] * n, version=4)
+    case("header", "train", "x.npy", ["DATA/train/x.npy: malformed .npy header"],
+         descr="<f4", shape=(n, 784), values=px, header="{'descr': '<f4', 'fortran_order': False}")
+    case("label", "train", "targets.npy",
+         ["DATA/train/targets.npy: value 10 at sample 3 is out of range: input 'targets' of mlp holds class "
+          "labels, 0 <= value < 10"], descr="<i4", shape=(n,), values=[0, 1, 2, 10] + [0] * (n - 4))
+    case("label-neg", "test", "targets.npy",
+         ["DATA/test/targets.npy: value -1 at sample 9 is out of range"],
+         descr="<i8", shape=(10,), values=[0] * 9 + [-1])
+    case("label-big", "train", "targets.npy", ["DATA/train/targets.npy: value 4294967296 at sample 0 is out of range"],
+         descr="<i8", shape=(n,), values=[1 << 32] + [0] * (n - 1))
+    case("nan", "train", "x.npy", ["DATA/train/x.npy: sample 1, element 5 is nan: inputs must be finite"],
+         descr="<f4", shape=(n, 784), values=[0.0] * 789 + [float("nan")] + [0.0] * (n * 784 - 790))
+    case("count", "train", "targets.npy",
+         ["DATA/train/targets.npy has 69 samples but DATA/train/x.npy has 70"],
+         descr="<i4", shape=(n - 1,), values=[0] * (n - 1))
+    few = os.path.join(d, "few")
+    npy_dataset(few, train=63)
+    cases.append((["--npy", few], ["--npy %s: 63 training samples are too few: one batch reads 64" % few]))
+    case("no-test", None, None, ["--npy DATA: DATA/test: No such file or directory; it needs DATA/train and "
+                                 "DATA/test, each with one .npy file per input of mlp: x.npy, targets.npy"])
+    shutil.rmtree(os.path.join(d, "no-test", "test"))
+    case("no-file", None, None, ["cannot open DATA/train/targets.npy: No such file or directory (--npy DATA reads "
+                                 "DATA/train/<input>.npy"])
+    os.remove(os.path.join(d, "no-file", "train", "targets.npy"))
+    cases.append((["--npy", base, "--text", base], ["--npy DIR gives every input: not with --text, --data or --val"]))
+    for extra, msgs in cases:
+        r = run([trainer, "--steps", "1"] + extra)
+        stepped = re.search(r"^step ", r.stdout, re.M)
+        ok = r.returncode == 1 and all(m in r.stderr for m in msgs) and not stepped
+        failed += not ok
+        print("  %s exit %d: %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()))
+        if not ok:
+            print("       expected exit 1, no step run, stderr with: %s" % " | ".join(msgs))
+    return 1 if failed else 0
+
+
+def mnist(trainer, data, min_acc, *args):
+    r = must([trainer, "--npy", data] + list(args))
+    print(r.stdout[-800:])
+    m = re.search(r"^eval loss ([0-9.]+), accuracy ([0-9.]+)% \((\d+) of (\d+) correct\)", r.stdout, re.M)
+    if not m:
+        sys.exit("no final eval line with an accuracy")
+    acc = int(m.group(3)) / int(m.group(4))
+    print("held-out accuracy %.4f (%s of %s), need %s" % (acc, m.group(3), m.group(4), min_acc))
+    return 0 if acc >= float(min_acc) else 1
+
+
 def compile_flags(build_dir):
     """file name -> compiler arguments of the trainer's C sources, from compile_commands.json."""
     with open(os.path.join(build_dir, "compile_commands.json")) as f:
@@ -251,8 +399,8 @@ def portable(d):
 
 if __name__ == "__main__":
     cmd, rest = sys.argv[1], sys.argv[2:]
-    if cmd in ("roundtrip", "errors"):
+    if cmd in ("roundtrip", "errors", "npy"):
         os.makedirs(rest[1], exist_ok=True)
     fn = {"build": build, "train": train, "determinism": determinism, "roundtrip": roundtrip,
-          "noalloc": noalloc, "errors": errors, "portable": portable}[cmd]
+          "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable}[cmd]
     sys.exit(fn(*rest) or 0)

@@ -6,7 +6,8 @@
 #     gpt2-mini with SGD (its optimizer line swapped) and of mlp after 10
 #     steps, to 1e-6 (AdamW's weights are compared through the SGD twin: it
 #     moves an element whose gradient is rounding noise, like the key bias
-#     of attention, by lr whatever the noise);
+#     of attention, by lr whatever the noise); and mlp's on the MNIST digits
+#     (--npy out/mnist-flat: each micro-batch reads its rows of the window);
 #  2. bf16, fp16 (with loss scaling) and auto under a budget that makes it
 #     mix bf16 storage with recomputation track fp32 within 2% of the mean
 #     loss of the last 20 of 200 steps;
@@ -67,6 +68,10 @@ train sgd_mb2 sgd_mb2_10 10
 train mlp mlp_10 10
 train mlp_mb mlp_mb_10 10
 "$py" "$here/compare.py" same "$work/mlp_10.csv" "$work/mlp_mb_10.csv" "$work/mlp_10.safetensors" "$work/mlp_mb_10.safetensors" 1e-6
+mnist=$here/../../out/mnist-flat # made by models/mnist_npy.py (the mnist_data fixture)
+train mlp mlp_npy_10 10 --npy "$mnist"
+train mlp_mb mlp_mb_npy_10 10 --npy "$mnist"
+"$py" "$here/compare.py" same "$work/mlp_npy_10.csv" "$work/mlp_mb_npy_10.csv" "$work/mlp_npy_10.safetensors" "$work/mlp_mb_npy_10.safetensors" 1e-6
 
 echo "== half precision tracks fp32"
 train fp32 fp32_200 200

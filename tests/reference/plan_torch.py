@@ -3,9 +3,11 @@ the forward schedule interpreted op by op, autograd for the backward, and
 torch.optim.AdamW / SGD with the plan's hyperparameters and param groups
 (weight decay only where the plan says so: rank >= 2 parameters). Also
 reproduces the generated trainer's batches exactly (memplan_trainer.h):
-sequential token windows, or the synthetic "blobs" data set."""
+sequential token windows, --npy DIR's sample windows, or the synthetic "blobs"
+data set."""
 import json
 import math
+import os
 
 import numpy as np
 import torch
@@ -81,15 +83,27 @@ class Batches:
     batches (memplan_trainer.c's evaluate(): blobs from sample 2^40 on, token
     windows from the start of the stream)."""
 
-    def __init__(self, plan, tokens=None, eval=False):
+    def __init__(self, plan, tokens=None, eval=False, npy=None):
         self.inputs = classify_inputs(plan, "eval_schedule" if eval else "schedule", "eval" if eval else "train")
         self.sample0 = 1 << 40 if eval else 0
         self.tokens, self.pos, self.step = tokens, 0, 0
         self.classes = next((n for _, k, n in self.inputs if k == "labels"), 10)
+        # --npy DIR: DIR/train/<input>.npy (DIR/test with eval), axis 0 the sample
+        self.npy = None if npy is None else {
+            b["id"]: np.load(os.path.join(npy, "test" if eval else "train", b["name"] + ".npy")) for b, _, _ in self.inputs}
 
     def next(self):
         self.step += 1
         out = {}
+        if self.npy is not None:  # windows of B samples, back to 0 when the next would pass the end
+            w = self.inputs[0][0]["shape"][0]
+            if self.pos + w > len(next(iter(self.npy.values()))):
+                self.pos = 0
+            for b, _, _ in self.inputs:
+                out[b["id"]] = torch.from_numpy(np.ascontiguousarray(self.npy[b["id"]][self.pos:self.pos + w])).reshape(
+                    b["shape"])
+            self.pos += w
+            return out
         if self.tokens is not None:
             b0 = self.inputs[0][0]
             w = int(np.prod(b0["shape"]))

@@ -68,6 +68,8 @@ def run_trainer(a, init, final, log):
            "--log-every", "1"]
     if a.text:
         cmd += ["--text", a.text]
+    if a.npy:
+        cmd += ["--npy", a.npy]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("reference: the trainer failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
@@ -165,7 +167,7 @@ def branches(a, plan, init, got):
     branch points is tried, and a branch whose next loss misses the trainer's
     is dropped (the closest one is kept when none agrees, for the report)."""
     torch.set_num_threads(2)
-    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None)
+    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None, a.npy)
     beam, tried = [Branch(plan, init, plan["optimizer"]["lr"] * a.perturb_lr)], 1
     for step in range(a.steps):
         batch, grown = batches.next(), []
@@ -243,6 +245,7 @@ def main():
     ap.add_argument("--plan", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--text")
+    ap.add_argument("--npy", help="the trainer's --npy DIR (training samples from DIR/train)")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--perturb-lr", type=float, default=1.0)
     ap.add_argument("--eval", action="store_true", help="also compare the eval loss after the last step (one batch of "

