@@ -1332,7 +1332,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   long allocs = alloc_count ? alloc_count() - allocs0 : -1;
 
   if (eval_batches && !(o.eval_every && o.steps && o.steps % o.eval_every == 0)) ev = evaluate(&r, eval_batches);
-  if (!isnan(ev.loss)) {
+  if (ev.batches) { /* the last evaluation, also when the last step's line showed it */
     printf("eval loss %.6f", ev.loss);
     if (!isnan(ev.accuracy))
       printf(", accuracy %.2f%% (%lld of %lld correct)", 100.0 * ev.accuracy, (long long)ev.correct,

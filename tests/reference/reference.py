@@ -167,7 +167,7 @@ def branches(a, plan, init, got):
     branch points is tried, and a branch whose next loss misses the trainer's
     is dropped (the closest one is kept when none agrees, for the report)."""
     torch.set_num_threads(2)
-    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None, a.npy)
+    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None, npy=a.npy)
     beam, tried = [Branch(plan, init, plan["optimizer"]["lr"] * a.perturb_lr)], 1
     for step in range(a.steps):
         batch, grown = batches.next(), []
