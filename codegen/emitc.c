@@ -542,6 +542,9 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
               ws < 0 ? 0LL : (long long)p->buf[ws].offset, ws < 0 ? 0LL : (long long)p->buf[ws].bytes);
   text_printf(t, "    .opt = %s, .lr = %s,\n", p->opt.kind == OPT_ADAMW ? "TR_ADAMW" : "TR_SGD",
               fmt_double(E, p->opt.lr));
+  static const char *const sched[SCHED_COUNT] = {"TR_SCHED_CONSTANT", "TR_SCHED_COSINE", "TR_SCHED_LINEAR"};
+  text_printf(t, "    .schedule = %s, .warmup = %lld, .final_fraction = %s,\n", sched[p->opt.schedule],
+              (long long)p->opt.warmup, fmt_double(E, p->opt.final_fraction));
   text_printf(t, "    .vocab = %lld, .classes = %lld, .samples_per_step = %lld,\n", (long long)E->vocab,
               (long long)(E->classes ? E->classes : 10), (long long)samples);
   text_printf(t, "    .param_count = %lld, .step_flops = %lld,\n", (long long)p->param_count,

@@ -37,13 +37,16 @@ static void header(const Plan *p, Text *t) {
   if (o->kind == OPT_ADAMW)
     text_printf(t,
                 "},\n  \"optimizer\": {\"type\": \"adamw\", \"lr\": %.9g, \"betas\": [%.9g, %.9g], \"eps\": %.9g, "
-                "\"weight_decay\": %.9g},\n",
+                "\"weight_decay\": %.9g",
                 o->lr, o->beta1, o->beta2, o->eps, o->weight_decay);
   else
     text_printf(t,
                 "},\n  \"optimizer\": {\"type\": \"sgd\", \"lr\": %.9g, \"momentum\": %.9g, \"weight_decay\": %.9g, "
-                "\"nesterov\": %s},\n",
+                "\"nesterov\": %s",
                 o->lr, o->momentum, o->weight_decay, o->nesterov ? "true" : "false");
+  /* the lr schedule (memplan_trainer.h); plans without these keys read as constant */
+  text_printf(t, ", \"schedule\": \"%s\", \"warmup\": %lld, \"final_fraction\": %.9g},\n", sched_name(o->schedule),
+              (long long)o->warmup, o->final_fraction);
   text_printf(t, "  \"budget_bytes\": %lld,\n  \"align\": %lld,\n  \"guard_bytes\": %lld,\n",
               (long long)p->budget_bytes, (long long)p->align, (long long)p->guard_bytes);
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,

@@ -353,6 +353,13 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
     p->opt.momentum = get_num(o, "momentum");
     p->opt.nesterov = get(o, "nesterov", J_BOOL)->b;
   }
+  /* the lr schedule: a plan written before schedules has none, and trains at a constant lr */
+  static const char *const SCHEDS[] = {"constant", "cosine", "linear"};
+  p->opt.schedule = find(o, "schedule") ? (SchedKind)get_enum(o, "schedule", SCHEDS, SCHED_COUNT) : SCHED_CONSTANT;
+  p->opt.warmup = find(o, "warmup") ? get_int(o, "warmup", 0, MAX_WARMUP) : 0;
+  p->opt.final_fraction = find(o, "final_fraction") ? get_num(o, "final_fraction") : 0.0;
+  if (!(p->opt.final_fraction >= 0 && p->opt.final_fraction <= 1))
+    diag_error(get(o, "final_fraction", J_NUM)->loc, "\"final_fraction\" must be in [0, 1]");
   p->budget_bytes = get_int(root, "budget_bytes", 0, PLAN_MAX_VALUE);
   p->align = get_int(root, "align", 1, (int64_t)1 << 30);
   static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};

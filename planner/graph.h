@@ -130,13 +130,23 @@ typedef struct {
 
 typedef enum { OPT_ADAMW, OPT_SGD } OptKind;
 
+/* The learning rate over a run (memplan_trainer.h has the formula). */
+#define MAX_WARMUP ((int64_t)1 << 40)
+typedef enum { SCHED_CONSTANT, SCHED_COSINE, SCHED_LINEAR, SCHED_COUNT } SchedKind;
+
 typedef struct {
   OptKind kind;
   double lr, beta1, beta2, eps, weight_decay; /* AdamW */
   double momentum;                            /* SGD */
   bool nesterov;
+  SchedKind schedule;    /* YAML optimizer.schedule (default constant) */
+  int64_t warmup;        /* linear warmup steps (default 0) */
+  double final_fraction; /* decay floor, x lr, at the run's last step (default 0) */
   Loc loc;
 } Optimizer;
+
+/* "constant", "cosine", "linear" */
+const char *sched_name(SchedKind k);
 
 typedef struct {
   const char *model;

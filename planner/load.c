@@ -261,16 +261,49 @@ static void load_inputs(Loader *L, Node *map) {
   }
 }
 
+const char *sched_name(SchedKind k) {
+  static const char *const names[SCHED_COUNT] = {"constant", "cosine", "linear"};
+  return k >= 0 && k < SCHED_COUNT ? names[k] : "?";
+}
+
+/* optimizer.schedule, warmup and final_fraction (memplan_trainer.h's formula). */
+static void load_schedule(Loader *L, Node *map, Optimizer *o) {
+  Node *s = get(L, map, "schedule"), *w = get(L, map, "warmup"), *f = get(L, map, "final_fraction");
+  if (s) {
+    const char *ss = scalar(L, s, "'schedule'");
+    int k = 0;
+    while (k < SCHED_COUNT && strcmp(ss, sched_name((SchedKind)k))) k++;
+    if (k == SCHED_COUNT) diag_error(loc_of(L, s), "unknown schedule '%s'; use constant, cosine or linear", ss);
+    o->schedule = (SchedKind)k;
+  }
+  if (w) {
+    o->warmup = int_expr(L, w, "'warmup'");
+    if (o->warmup < 0 || o->warmup > MAX_WARMUP)
+      diag_error(loc_of(L, w), "'warmup' = %lld must be a step count in [0, %lld]", (long long)o->warmup,
+                 (long long)MAX_WARMUP);
+  }
+  if (f) {
+    if (o->schedule == SCHED_CONSTANT)
+      diag_error(loc_of(L, f), "'final_fraction' is the floor of a decay: give 'schedule: cosine' or 'linear'");
+    o->final_fraction = number(L, f, "'final_fraction'");
+    if (!(o->final_fraction >= 0 && o->final_fraction <= 1))
+      diag_error(loc_of(L, f), "'final_fraction' = %g must be in [0, 1] (the last step's lr, as a fraction of 'lr')",
+                 o->final_fraction);
+  }
+}
+
 static Optimizer load_optimizer(Loader *L, Node *map) {
-  Optimizer o = {OPT_ADAMW, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, false, {L->path, 0, 0}};
+  Optimizer o = {OPT_ADAMW, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, false, SCHED_CONSTANT, 0, 0.0, {L->path, 0, 0}};
   if (!map) return o;
-  static const char *const adam[] = {"type", "lr", "betas", "eps", "weight_decay", NULL};
-  static const char *const sgd[] = {"type", "lr", "momentum", "weight_decay", "nesterov", NULL};
+  static const char *const adam[] = {"type",     "lr",     "betas",          "eps", "weight_decay",
+                                     "schedule", "warmup", "final_fraction", NULL};
+  static const char *const sgd[] = {
+      "type", "lr", "momentum", "weight_decay", "nesterov", "schedule", "warmup", "final_fraction", NULL};
   expect(L, map, YAML_MAPPING_NODE, "'optimizer'");
   o.loc = loc_of(L, map);
   Node *t = need(L, map, "type", "'optimizer'");
   const char *ts = scalar(L, t, "'type'");
-  if (!strcmp(ts, "sgd")) o = (Optimizer){OPT_SGD, 1e-2, 0, 0, 0, 0, 0, false, o.loc};
+  if (!strcmp(ts, "sgd")) o = (Optimizer){OPT_SGD, 1e-2, 0, 0, 0, 0, 0, false, SCHED_CONSTANT, 0, 0.0, o.loc};
   else if (strcmp(ts, "adamw")) diag_error(loc_of(L, t), "unknown optimizer '%s'; use adamw or sgd", ts);
   check_keys(L, map, "'optimizer'", o.kind == OPT_SGD ? sgd : adam, NULL);
   Node *n;
@@ -287,6 +320,7 @@ static Optimizer load_optimizer(Loader *L, Node *map) {
     o.beta2 = number(L, node(L, n->data.sequence.items.start[1]), "a beta");
   }
   if (!(o.lr > 0)) diag_error(o.loc, "the learning rate must be positive");
+  load_schedule(L, map, &o);
   return o;
 }
 

@@ -75,6 +75,15 @@ static const char *fmt_bytes(char *buf, size_t n, int64_t b) {
   return buf;
 }
 
+/* A duration for the progress lines: "8.41 s", "3m07s", "2h05m". */
+static const char *fmt_secs(char *buf, size_t n, double s) {
+  if (!(s < 1e9)) snprintf(buf, n, "?");
+  else if (s < 60) snprintf(buf, n, "%.2f s", s);
+  else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
+  else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+  return buf;
+}
+
 // ----------------------------------------------------------------------------
 // random numbers: splitmix64, for initialization and the synthetic data
 
@@ -900,6 +909,12 @@ static const char help_text[] =
     "\n"
     "  --steps N         training steps (default 100)\n"
     "  --lr X            learning rate, finite and > 0 (default %g, from the model's YAML)\n"
+    "  --schedule S      lr schedule: constant, cosine or linear (default %s, from the YAML);\n"
+    "                    linear warmup to lr, then cosine or linear decay to the floor\n"
+    "                    final-fraction x lr at the last of the --steps steps\n"
+    "  --warmup N        warmup steps: lr x t/N at step t <= N (default %lld)\n"
+    "  --final-fraction F  the decay's floor as a fraction of lr, in [0, 1] (default %g;\n"
+    "                    cosine and linear only)\n"
     "  --seed N          parameter initialization seed (default 1337)\n"
     "  --threads N       OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores;\n"
     "                    CPU trainer only)\n"
@@ -913,7 +928,7 @@ static const char help_text[] =
     "  --eval-batches N  batches per evaluation, read from the start of the data (default 4;\n"
     "                    with --npy, every test sample once; 0: none)\n"
     "  --log-every N     print one line every N steps (default 1)\n"
-    "  --log FILE        also write step,loss,ms,eval_loss,eval_accuracy as CSV\n"
+    "  --log FILE        also write step,loss,ms,eval_loss,eval_accuracy,lr as CSV\n"
     "  --profile         time every op; print time per op kind and the top ops at the end\n"
     "  --load FILE       initial weights from a safetensors file (names as in plan.json)\n"
     "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename;\n"
@@ -926,6 +941,11 @@ static const char help_text[] =
     "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
     "                    inside the training loop (tests/alloc_count.c)\n"
     "  --help            this text\n"
+    "\n"
+    "Each log line shows the step's lr, the time since the first step and the remaining\n"
+    "time at the mean pace so far (ETA); the end shows the total and the mean throughput.\n"
+    "The lr at step t of S (memplan_trainer.h): t <= warmup W: lr t/W; then with\n"
+    "p = (t-W-1)/(S-W-1), cosine: lr (f + (1-f)(1+cos(pi p))/2), linear: lr (f + (1-f)(1-p)).\n"
     "\n"
     "Batches of a token model are consecutive windows of B*T+1 tokens (inputs, and targets\n"
     "shifted by one), from the start of the data, wrapping around at its end. Models\n"
@@ -944,7 +964,9 @@ static const char help_text[] =
 typedef struct {
   int64_t steps, seed, eval_every, eval_batches, log_every, force_overflow;
   int threads, profile, check_alloc, cuda_graph, eval_batches_given;
-  double lr, loss_scale;
+  int schedule, final_fraction_given; /* TR_SCHED_* */
+  int64_t warmup;
+  double lr, loss_scale, final_fraction;
   const char *text, *data, *val, *npy, *load, *save, *log;
 } Opts;
 
@@ -963,6 +985,31 @@ static double opt_float(const char *s, const char *name) {
   double v = strtod(s, &e);
   if (e == s || *e || !isfinite(v) || !(v > 0)) die("%s '%s': expected a finite number > 0", name, s);
   return v;
+}
+
+static const char *const sched_names[] = {"constant", "cosine", "linear"};
+
+static int opt_schedule(const char *s) {
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(s, sched_names[k])) return k;
+  die("--schedule '%s': expected constant, cosine or linear", s);
+}
+
+/* --final-fraction: a number in [0, 1]. */
+static double opt_fraction(const char *s, const char *name) {
+  char *e;
+  double v = strtod(s, &e);
+  if (e == s || *e || !(v >= 0 && v <= 1)) die("%s '%s': expected a number in [0, 1]", name, s);
+  return v;
+}
+
+double tr_schedule_lr(int schedule, double lr, int64_t warmup, double final_fraction, int64_t t, int64_t steps) {
+  if (t <= warmup) return lr * (double)t / (double)warmup;
+  if (schedule == TR_SCHED_CONSTANT) return lr;
+  double p = steps - warmup - 1 > 0 ? (double)(t - warmup - 1) / (double)(steps - warmup - 1) : 1.0;
+  double f = final_fraction;
+  if (schedule == TR_SCHED_COSINE) return lr * (f + (1.0 - f) * 0.5 * (1.0 + cos(3.14159265358979323846 * p)));
+  return lr * (f + (1.0 - f) * (1.0 - p));
 }
 
 static Opts parse_opts(int argc, char **argv, const TrModel *m) {
@@ -986,6 +1033,9 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_FORCE,
     O_GRAPH,
     O_NPY,
+    O_SCHED,
+    O_WARMUP,
+    O_FINAL,
     O_HELP
   };
   // clang-format off
@@ -995,13 +1045,17 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"eval-batches", 1, 0, O_EBATCH}, {"log-every", 1, 0, O_LOGE}, {"log", 1, 0, O_LOG},
       {"profile", 0, 0, O_PROF}, {"load", 1, 0, O_LOAD}, {"save", 1, 0, O_SAVE}, {"check-alloc", 0, 0, O_CHECK},
       {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"cuda-graph", 0, 0, O_GRAPH},
-      {"npy", 1, 0, O_NPY}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+      {"npy", 1, 0, O_NPY}, {"schedule", 1, 0, O_SCHED}, {"warmup", 1, 0, O_WARMUP},
+      {"final-fraction", 1, 0, O_FINAL}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
             .seed = 1337,
             .eval_batches = 4,
             .log_every = 1,
             .lr = m->lr,
+            .schedule = m->schedule,
+            .warmup = m->warmup,
+            .final_fraction = m->final_fraction,
             .loss_scale = 65536.0,
 #ifdef _OPENMP
             .threads = omp_get_max_threads()
@@ -1031,14 +1085,24 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_GRAPH: o.cuda_graph = 1; break;
     case O_FORCE: o.force_overflow = opt_int(optarg, "--force-overflow", 1); break;
     case O_SCALE: o.loss_scale = opt_float(optarg, "--loss-scale"); break;
+    case O_SCHED: o.schedule = opt_schedule(optarg); break;
+    case O_WARMUP: o.warmup = opt_int(optarg, "--warmup", 0); break;
+    case O_FINAL: o.final_fraction = opt_fraction(optarg, "--final-fraction"), o.final_fraction_given = 1; break;
     case 'h':
-    case O_HELP: printf(help_text, m->model, m->lr); exit(0);
+    case O_HELP:
+      printf(help_text, m->model, m->lr, sched_names[m->schedule], (long long)m->warmup, m->final_fraction);
+      exit(0);
     default: fprintf(stderr, "run 'trainer --help' for the options\n"); exit(2);
     }
   }
   if (optind < argc) die("unexpected argument '%s' (see --help)", argv[optind]);
   if (!isfinite(o.lr) || !(o.lr > 0)) die("the model's learning rate is %g: give --lr X (finite, > 0)", o.lr);
+  if (o.final_fraction_given && o.schedule == TR_SCHED_CONSTANT)
+    die("--final-fraction is the floor of a decay: give --schedule cosine or linear (the model's is constant)");
   if (o.cuda_graph && !m->device) die("--cuda-graph needs the CUDA trainer (trainer_cuda)");
+  if (o.cuda_graph && (o.schedule != TR_SCHED_CONSTANT || o.warmup))
+    die("--cuda-graph replays a step captured with one lr: not with an lr schedule (give --schedule constant "
+        "--warmup 0)");
   if (o.cuda_graph && (m->accumulation > 1 || m->loss_scaling))
     die("--cuda-graph replays one captured step: not with micro-batches (%d) or loss scaling", m->accumulation);
   if (o.cuda_graph && o.profile) die("--profile times ops one by one: not with --cuda-graph");
@@ -1262,7 +1326,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   }
   FILE *log = o.log ? fopen(o.log, "w") : NULL;
   if (o.log && !log) die("cannot write %s: %s", o.log, strerror(errno));
-  if (log) fprintf(log, "step,loss,ms,eval_loss,eval_accuracy\n");
+  if (log) fprintf(log, "step,loss,ms,eval_loss,eval_accuracy,lr\n");
   AllocCount alloc_count = (AllocCount)(uintptr_t)dlsym(RTLD_DEFAULT, "memplan_alloc_count");
   if (o.check_alloc && !alloc_count) die("--check-alloc needs a counting allocator: LD_PRELOAD=liballoc_count.so");
   tr_profiling = o.profile;
@@ -1286,6 +1350,11 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   else
     printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr,
            o.load ? o.load : "initialized from --seed");
+  if (o.schedule != TR_SCHED_CONSTANT || o.warmup) {
+    printf("lr schedule: %lld warmup steps, then %s", (long long)o.warmup, sched_names[o.schedule]);
+    if (o.schedule != TR_SCHED_CONSTANT) printf(" decay to %g x lr at step %lld", o.final_fraction, (long long)o.steps);
+    printf("\n");
+  }
   printf("arena: planned %lld bytes (%s); peak RSS after setup %s\n", (long long)m->arena_bytes,
          fmt_bytes(b1, sizeof b1, m->arena_bytes), fmt_bytes(b2, sizeof b2, peak_rss()));
   fflush(stdout);
@@ -1297,21 +1366,23 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   int64_t eval_batches = eval_batch_count(&r, &o);
   Eval ev = {NAN, NAN, 0, 0, 0};
   LossScaler ls = {o.loss_scale, 0, 0, 0};
+  double t_start = now_s();
   for (int64_t step = 1; step <= o.steps; step++) {
     double t0 = now_s(), sum = 0.0;
+    double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step, o.steps);
     float scale = (float)((m->loss_scaling ? ls.scale : 1.0) / m->accumulation);
     if (step == o.force_overflow) scale = INFINITY;
     for (int mb = 0; mb < m->accumulation; mb++) {
       fill_train(&r, step, mb);
       if (o.profile) prof_last = now_s();
-      if (m->device) m->device->step(m, r.dev, o.lr, ls.applied + 1, mb, scale);
-      else m->step(r.dev, o.lr, ls.applied + 1, mb, scale);
+      if (m->device) m->device->step(m, r.dev, lr, ls.applied + 1, mb, scale);
+      else m->step(r.dev, lr, ls.applied + 1, mb, scale);
       sum += read_loss(&r, m->loss_offset);
     }
     if (!m->loss_scaling) {
-      m->update(r.dev, o.lr, step);
+      m->update(r.dev, lr, step);
       ls.applied = step;
-    } else scaler_step(&ls, m, r.dev, o.lr, step);
+    } else scaler_step(&ls, m, r.dev, lr, step);
     if (m->device) m->device->sync(); /* the step's time includes its updates */
     double dt = now_s() - t0;
     t_steps += dt;
@@ -1320,16 +1391,24 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     ev = (Eval){NAN, NAN, 0, 0, 0};
     if (o.eval_every && step % o.eval_every == 0 && eval_batches) ev = evaluate(&r, eval_batches);
     if (step % o.log_every == 0 || step == 1 || step == o.steps) {
-      printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f %s/s", (long long)step, (long long)o.steps, (double)loss,
-             1e3 * dt, (double)m->samples_per_step / dt, m->vocab ? "tok" : "samples");
+      /* elapsed: wall time since the first step began (evaluations included);
+       * ETA: the remaining steps at the mean pace so far */
+      double el = now_s() - t_start, eta = el / (double)step * (double)(o.steps - step);
+      char e1[32], e2[32];
+      printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.2f ms | %9.0f %s/s | %s elapsed, ETA %s", (long long)step,
+             (long long)o.steps, (double)loss, lr, 1e3 * dt, (double)m->samples_per_step / dt,
+             m->vocab ? "tok" : "samples", fmt_secs(e1, sizeof e1, el), fmt_secs(e2, sizeof e2, eta));
       if (!isnan(ev.loss)) printf(" | eval loss %.6f", ev.loss);
       if (!isnan(ev.accuracy)) printf(" | accuracy %.2f%%", 100.0 * ev.accuracy);
       printf("\n");
       fflush(stdout);
     }
-    if (log) fprintf(log, "%lld,%.9g,%.4f,%.9g,%.9g\n", (long long)step, (double)loss, 1e3 * dt, ev.loss, ev.accuracy);
+    if (log)
+      fprintf(log, "%lld,%.9g,%.4f,%.9g,%.9g,%.17g\n", (long long)step, (double)loss, 1e3 * dt, ev.loss, ev.accuracy,
+              lr);
   }
   long allocs = alloc_count ? alloc_count() - allocs0 : -1;
+  double t_total = now_s() - t_start;
 
   if (eval_batches && !(o.eval_every && o.steps && o.steps % o.eval_every == 0)) ev = evaluate(&r, eval_batches);
   if (ev.batches) { /* the last evaluation, also when the last step's line showed it */
@@ -1341,8 +1420,11 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   }
   if (o.steps) {
     double ms = 1e3 * t_steps / (double)o.steps;
-    printf("mean %.2f ms/step, %.0f %s/s, %.2f GFLOP/s\n", ms, (double)m->samples_per_step * 1e3 / ms,
-           m->vocab ? "tok" : "samples", (double)m->step_flops / ms * 1e-6);
+    char e1[32];
+    printf("mean %.2f ms/step, %.0f %s/s, %.2f GFLOP/s; %lld steps in %s (%.0f %s/s overall, evaluations included)\n",
+           ms, (double)m->samples_per_step * 1e3 / ms, m->vocab ? "tok" : "samples", (double)m->step_flops / ms * 1e-6,
+           (long long)o.steps, fmt_secs(e1, sizeof e1, t_total),
+           (double)m->samples_per_step * (double)o.steps / t_total, m->vocab ? "tok" : "samples");
   }
   if (o.profile && o.steps) prof_report(m, o.steps, t_steps / (double)o.steps);
   if (o.save) {

@@ -57,6 +57,22 @@ extern "C" {
 enum { TR_INIT_NONE, TR_INIT_NORMAL, TR_INIT_ZEROS, TR_INIT_ONES, TR_INIT_UNIFORM };
 enum { TR_ADAMW, TR_SGD };
 enum { TR_F32, TR_I32 };
+/* Learning-rate schedules (llm.c's, with its warmup iterations and final
+ * fraction), over the run's S = --steps steps t = 1..S, from the base rate lr
+ * (the YAML's, or --lr), W = warmup steps and the floor f = final_fraction:
+ *   t <= W:   lr(t) = lr * t / W                      (linear warmup)
+ *   t >  W:   p = (t - W - 1) / (S - W - 1)          (p = 1 when S = W + 1)
+ *     constant: lr(t) = lr
+ *     cosine:   lr(t) = lr * (f + (1 - f) * 0.5 * (1 + cos(pi * p)))
+ *     linear:   lr(t) = lr * (f + (1 - f) * (1 - p))
+ * so the first step after the warmup trains at lr and the last step at f * lr.
+ * This is llm.c's formula in 1-based steps, except that llm.c's decay divides
+ * by S - W and so never quite reaches the floor. PyTorch: LambdaLR with
+ * lr_lambda(k) = lr(k + 1) / lr, stepped after every optimizer step
+ * (tests/reference/plan_torch.py). Every step gets its lr(t), also one that
+ * loss scaling skips. */
+enum { TR_SCHED_CONSTANT, TR_SCHED_COSINE, TR_SCHED_LINEAR };
+double tr_schedule_lr(int schedule, double lr, int64_t warmup, double final_fraction, int64_t t, int64_t steps);
 
 /* What the trainer writes into an input buffer before each step. */
 typedef enum {
@@ -139,6 +155,9 @@ struct TrModel {
   int64_t workspace_offset, workspace_bytes; /* the plan's library workspace (a device uses it) */
   int opt;                                   /* TR_ADAMW, TR_SGD */
   double lr;                                 /* the YAML's learning rate (--lr overrides) */
+  int schedule;                              /* TR_SCHED_*: the YAML's optimizer.schedule (--schedule overrides) */
+  int64_t warmup;                            /* warmup steps (--warmup overrides) */
+  double final_fraction;                     /* the decay's floor, x lr (--final-fraction overrides) */
   int64_t vocab;                             /* token ids must be < vocab (0: no tokens) */
   int64_t classes;                           /* synthetic labels are < classes */
   int64_t samples_per_step;                  /* tokens (token models) or samples per step */

@@ -2,8 +2,8 @@
  * directly: models/mlp.yaml planned (plan_model), its trainers emitted to
  * memory, plan.json written, read back and written again byte for byte, the
  * levers' outcomes, the YAML parsed once and built at two sizes, and the
- * all-or-nothing folder writer, and a convolutional model's op-local scratch
- * under recomputation. Usage: test_codegen MODELS_DIR TMP_DIR */
+ * all-or-nothing folder writer, a convolutional model's op-local scratch
+ * under recomputation, and the lr schedule in plan.json and the trainers. Usage: test_codegen MODELS_DIR TMP_DIR */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +86,35 @@ static void test_json_round_trip(const Plan *p) {
   ar_free(&ar);
 }
 
+/* The lr schedule travels: plan.json carries it and round-trips byte for
+ * byte, both trainers' model tables hold it, and a plan written before
+ * schedules (no such keys) reads as constant. */
+static void test_schedule(const Plan *p) {
+  Plan s = *p;
+  s.opt.schedule = SCHED_COSINE, s.opt.warmup = 100, s.opt.final_fraction = 0.1;
+  test_json_round_trip(&s);
+  Arena ar = {0};
+  Text a = {0}, c = {0}, cu = {0};
+  json_plan(&s, &a);
+  CHECK(a.s && strstr(a.s, ", \"schedule\": \"cosine\", \"warmup\": 100, \"final_fraction\": 0.1}"));
+  Plan *q = plan_read(&ar, "plan.json", a.s, a.n);
+  CHECK(q->opt.schedule == SCHED_COSINE && q->opt.warmup == 100 && q->opt.final_fraction == 0.1);
+  CHECK(emit_trainer(q, &emit_backend_c, &c) == 0 && emit_trainer(q, &emit_backend_cuda, &cu) == 0);
+  const char *want = ".schedule = TR_SCHED_COSINE, .warmup = 100, .final_fraction = 0.1,";
+  CHECK(c.s && strstr(c.s, want) && cu.s && strstr(cu.s, want));
+  char *k = strstr(a.s, ", \"schedule\"");
+  if (k) { /* an old plan: the optimizer object ends after its last hyperparameter */
+    char *end = strchr(k, '}');
+    memmove(k, end, strlen(end) + 1);
+    q = plan_read(&ar, "plan.json", a.s, strlen(a.s));
+    CHECK(q->opt.schedule == SCHED_CONSTANT && q->opt.warmup == 0 && q->opt.final_fraction == 0.0);
+  }
+  text_free(&a);
+  text_free(&c);
+  text_free(&cu);
+  ar_free(&ar);
+}
+
 static void test_plan_model(const char *mlp) {
   Arena ar = {0};
   PlanRequest rq = request(mlp);
@@ -99,6 +128,7 @@ static void test_plan_model(const char *mlp) {
     test_trainers(p);
     test_eval_logits(p, true);
     test_json_round_trip(p);
+    test_schedule(p);
   }
   ar_free(&ar);
 

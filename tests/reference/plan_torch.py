@@ -1,7 +1,8 @@
 """plan_torch.py: runs a memplan plan.json with PyTorch eager ops, generically:
 the forward schedule interpreted op by op, autograd for the backward, and
 torch.optim.AdamW / SGD with the plan's hyperparameters and param groups
-(weight decay only where the plan says so: rank >= 2 parameters). Also
+(weight decay only where the plan says so: rank >= 2 parameters), and the
+plan's lr schedule as a LambdaLR (make_scheduler). Also
 reproduces the generated trainer's batches exactly (memplan_trainer.h):
 sequential token windows, --npy DIR's sample windows, or the synthetic "blobs"
 data set."""
@@ -292,3 +293,33 @@ def make_optimizer(plan, params, lr):
     if o["type"] == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=o["momentum"], nesterov=o["nesterov"])
     raise ValueError("plan_torch: no torch version of optimizer %s" % o["type"])
+
+
+def schedule_of(plan, schedule=None, warmup=None, final_fraction=None):
+    """(kind, warmup, final_fraction) of the plan's optimizer, each overridden
+    when given (the trainer's --schedule, --warmup, --final-fraction); a plan
+    without them (written before schedules) trains at a constant lr."""
+    o = plan["optimizer"]
+    return (schedule if schedule is not None else o.get("schedule", "constant"),
+            warmup if warmup is not None else o.get("warmup", 0),
+            final_fraction if final_fraction is not None else o.get("final_fraction", 0.0))
+
+
+def lr_factor(sched, t, steps):
+    """lr(t) / lr at step t = 1..steps: memplan_trainer.h's formula."""
+    kind, w, f = sched
+    if t <= w:
+        return t / w
+    if kind == "constant":
+        return 1.0
+    p = (t - w - 1) / (steps - w - 1) if steps - w - 1 > 0 else 1.0
+    if kind == "cosine":
+        return f + (1.0 - f) * 0.5 * (1.0 + math.cos(math.pi * p))
+    if kind == "linear":
+        return f + (1.0 - f) * (1.0 - p)
+    raise ValueError("plan_torch: unknown lr schedule %s" % kind)
+
+
+def make_scheduler(opt, sched, steps):
+    """LambdaLR giving step k (0-based, stepped after each opt.step()) lr(k + 1)."""
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda k: lr_factor(sched, k + 1, steps))

@@ -28,7 +28,13 @@ Two things float32 rounding decides outright, on any machine:
   either way; it is checked against that bound.
 
 --perturb-lr F runs torch with lr * F and expects the comparison to FAIL (the
-check can catch a wrong update). Exits 77 (CTest's skip code) when torch is
+check can catch a wrong update).
+
+Both follow the plan's lr schedule (plan_torch.make_scheduler, a LambdaLR
+with memplan_trainer.h's formula over --steps); --schedule, --warmup and
+--final-fraction override it in both (passed to the trainer as its options),
+and --perturb-schedule runs torch at the constant lr instead and expects the
+comparison to FAIL. Exits 77 (CTest's skip code) when torch is
 absent."""
 import argparse
 import copy
@@ -65,7 +71,7 @@ def run_trainer(a, init, final, log):
     batch) after the last step (NaN without)."""
     cmd = [a.trainer, "--load", init, "--steps", str(a.steps), "--log", log, "--save", final,
            "--eval-batches", "1" if a.eval else "0", "--eval-every", str(a.steps), "--threads", "2",
-           "--log-every", "1"]
+           "--log-every", "1"] + a.sched_args
     if a.text:
         cmd += ["--text", a.text]
     if a.npy:
@@ -83,11 +89,12 @@ class Branch:
     with the ReLU decisions in `forced` ({(step, op position, flat index):
     passes}) imposed on both."""
 
-    def __init__(self, plan, init, lr):
-        self.forced, self.loss, self.noisy, self.run, self.state = {}, {}, None, {}, {}
+    def __init__(self, plan, init, lr, sched, steps):
+        self.forced, self.loss, self.noisy, self.run, self.state, self.sched = {}, {}, None, {}, {}, {}
         for dt in (torch.float64, torch.float32):
             params = plan_torch.make_params(plan, init, dt)
             self.run[dt] = (params, plan_torch.make_optimizer(plan, params, lr))
+            self.sched[dt] = plan_torch.make_scheduler(self.run[dt][1], sched, steps)
             self.state[dt] = plan_torch.make_state(plan, init, dt)  # running statistics, if any
             self.loss[dt] = []
         self.noisy = {i: torch.zeros_like(p, dtype=torch.bool) for i, p in self.run[torch.float64][0].items()}
@@ -129,6 +136,7 @@ class Branch:
                 self.noisy[i] |= (g32 - p.grad).abs() > NOISY_REL * p.grad.abs()
         for dt in self.run:
             self.run[dt][1].step()
+            self.sched[dt].step()
         return sites
 
     def loss_check(self, step, got):
@@ -168,7 +176,9 @@ def branches(a, plan, init, got):
     is dropped (the closest one is kept when none agrees, for the report)."""
     torch.set_num_threads(2)
     batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None, npy=a.npy)
-    beam, tried = [Branch(plan, init, plan["optimizer"]["lr"] * a.perturb_lr)], 1
+    sched = ("constant", 0, 0.0) if a.perturb_schedule else plan_torch.schedule_of(plan, a.schedule, a.warmup,
+                                                                                    a.final_fraction)
+    beam, tried = [Branch(plan, init, plan["optimizer"]["lr"] * a.perturb_lr, sched, a.steps)], 1
     for step in range(a.steps):
         batch, grown = batches.next(), []
         for b in beam:
@@ -248,11 +258,19 @@ def main():
     ap.add_argument("--npy", help="the trainer's --npy DIR (training samples from DIR/train)")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--perturb-lr", type=float, default=1.0)
+    ap.add_argument("--schedule", choices=["constant", "cosine", "linear"],
+                    help="the trainer's --schedule, followed by torch too (default: the plan's)")
+    ap.add_argument("--warmup", type=int, help="the trainer's --warmup, followed by torch too")
+    ap.add_argument("--final-fraction", type=float, help="the trainer's --final-fraction, followed by torch too")
+    ap.add_argument("--perturb-schedule", action="store_true",
+                    help="torch at the constant lr, ignoring the schedule: expects a mismatch")
     ap.add_argument("--eval", action="store_true", help="also compare the eval loss after the last step (one batch of "
                     "the eval schedule: batchnorm with its running statistics)")
     ap.add_argument("--module", help="the model in PyTorch: a module of tests/reference with plan_torch.forward's "
                     "signature, written from the equations (default: plan_torch, which interprets plan.json)")
     a = ap.parse_args()
+    a.sched_args = sum(([flag, str(v)] for flag, v in (("--schedule", a.schedule), ("--warmup", a.warmup),
+                                                        ("--final-fraction", a.final_fraction)) if v is not None), [])
     global MODEL
     if a.module:
         MODEL = importlib.import_module(a.module)
@@ -266,9 +284,12 @@ def main():
     got_w = safetensors_io.load(p_final)
     bs, tried = branches(a, plan, init, got)
 
-    print("%s %s, %d %s steps%s" % (plan["model"], "trainer vs torch (float64, float32 as the yardstick)", a.steps,
-                                    plan["optimizer"]["type"],
-                                    " (torch lr x %g: expecting a mismatch)" % a.perturb_lr if a.perturb_lr != 1 else ""))
+    sched = plan_torch.schedule_of(plan, a.schedule, a.warmup, a.final_fraction)
+    print("%s %s, %d %s steps, lr schedule %s (warmup %d, final fraction %g)%s%s"
+          % (plan["model"], "trainer vs torch (float64, float32 as the yardstick)", a.steps, plan["optimizer"]["type"],
+             sched[0], sched[1], sched[2],
+             " (torch lr x %g: expecting a mismatch)" % a.perturb_lr if a.perturb_lr != 1 else "",
+             " (torch at a constant lr: expecting a mismatch)" if a.perturb_schedule else ""))
     print("  %d branch(es) tried at ReLU inputs within float32 rounding of 0, %d agree with the trainer's losses"
           % (tried, len(bs)))
     ok, report = False, None
@@ -280,7 +301,7 @@ def main():
         report = report or (b, lines)
     print("  %s %s" % ("matches" if ok else "compared with", report[0].describe()))
     print("\n".join(report[1]))
-    expect = a.perturb_lr == 1.0
+    expect = a.perturb_lr == 1.0 and not a.perturb_schedule
     print("reference: %s" % ("PASS" if ok == expect else "FAIL"))
     return 0 if ok == expect else 1
 
