@@ -284,7 +284,9 @@ static void load_schedule(Loader *L, Node *map, Optimizer *o) {
   }
   if (f) {
     if (o->schedule == SCHED_CONSTANT)
-      diag_error(loc_of(L, f), "'final_fraction' is the floor of a decay: give 'schedule: cosine' or 'linear'");
+      diag_error(
+          loc_of(L, f),
+          "'final_fraction' is the floor of a decay, and the schedule is constant: add 'schedule: cosine' or 'linear'");
     o->final_fraction = number(L, f, "'final_fraction'");
     if (!(o->final_fraction >= 0 && o->final_fraction <= 1))
       diag_error(loc_of(L, f), "'final_fraction' = %g must be in [0, 1] (the last step's lr, as a fraction of 'lr')",

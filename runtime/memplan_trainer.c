@@ -1098,7 +1098,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   if (optind < argc) die("unexpected argument '%s' (see --help)", argv[optind]);
   if (!isfinite(o.lr) || !(o.lr > 0)) die("the model's learning rate is %g: give --lr X (finite, > 0)", o.lr);
   if (o.final_fraction_given && o.schedule == TR_SCHED_CONSTANT)
-    die("--final-fraction is the floor of a decay: give --schedule cosine or linear (the model's is constant)");
+    die("--final-fraction is the floor of a decay, and the schedule is constant: give --schedule cosine or linear");
   if (o.cuda_graph && !m->device) die("--cuda-graph needs the CUDA trainer (trainer_cuda)");
   if (o.cuda_graph && (o.schedule != TR_SCHED_CONSTANT || o.warmup))
     die("--cuda-graph replays a step captured with one lr: not with an lr schedule (give --schedule constant "

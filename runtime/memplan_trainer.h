@@ -65,7 +65,8 @@ enum { TR_F32, TR_I32 };
  *     constant: lr(t) = lr
  *     cosine:   lr(t) = lr * (f + (1 - f) * 0.5 * (1 + cos(pi * p)))
  *     linear:   lr(t) = lr * (f + (1 - f) * (1 - p))
- * so the first step after the warmup trains at lr and the last step at f * lr.
+ * so the first step after the warmup trains at lr and the last step at f * lr
+ * (the last wins when it is the only step after the warmup).
  * This is llm.c's formula in 1-based steps, except that llm.c's decay divides
  * by S - W and so never quite reaches the floor. PyTorch: LambdaLR with
  * lr_lambda(k) = lr(k + 1) / lr, stepped after every optimizer step

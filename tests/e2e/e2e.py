@@ -17,12 +17,16 @@ Standard library only. Subcommands:
                                               labels out of range, ... each exit 1 with its message
   mnist TRAINER DIR MIN_ACC [trainer args]   --npy DIR (the real MNIST digits): the final held-out
                                               accuracy is at least MIN_ACC
+  schedule TRAINER [trainer args]            the --log lr column against the schedule's formula
+                                              (the model's from plan.json, and --schedule/--warmup/
+                                              --final-fraction/--lr overrides); progress on the lines
   portable DIR                               DIR (a built `build` folder) is the portable default:
                                               TRAINER_NATIVE OFF, no -march=native, -ffp-contract=off;
                                               -DTRAINER_NATIVE=ON still gives -march=native
 """
 import csv
 import json
+import math
 import os
 import re
 import shlex
@@ -158,6 +162,14 @@ def errors(trainer, d, *args):
         cases.append((args + ["--lr", v], ["--lr '%s': expected a finite number > 0" % v]))
     for v in ("inf", "nan", "0"):
         cases.append((args + ["--loss-scale", v], ["--loss-scale '%s': expected a finite number > 0" % v]))
+    # lr schedule options: a known schedule, a step count, a fraction in [0, 1] that only a decay has.
+    cases.append((args + ["--schedule", "cosin"], ["--schedule 'cosin': expected constant, cosine or linear"]))
+    cases.append((args + ["--warmup", "-1"], ["--warmup '-1': expected an integer >= 0"]))
+    for v in ("1.5", "-0.1", "nan", "x"):
+        cases.append((args + ["--schedule", "linear", "--final-fraction", v],
+                      ["--final-fraction '%s': expected a number in [0, 1]" % v]))
+    cases.append((args + ["--schedule", "constant", "--final-fraction", "0.1"],
+                  ["--final-fraction is the floor of a decay, and the schedule is constant: give --schedule cosine or linear"]))
     # --save is checked before the first step, not after the last.
     p = os.path.join(d, "no-such-dir", "w.safetensors")
     cases.append((args + ["--save", p], ["cannot write --save %s: No such file or directory" % p]))
@@ -357,6 +369,69 @@ def compile_flags(build_dir):
     return flags
 
 
+def lr_at(kind, lr, w, f, t, steps):
+    """memplan_trainer.h's lr(t), recomputed here (standard library only)."""
+    if t <= w:
+        return lr * t / w
+    if kind == "constant":
+        return lr
+    p = (t - w - 1) / (steps - w - 1) if steps - w - 1 > 0 else 1.0
+    if kind == "cosine":
+        return lr * (f + (1 - f) * 0.5 * (1 + math.cos(math.pi * p)))
+    return lr * (f + (1 - f) * (1 - p))
+
+
+def schedule(trainer, *args):
+    """The lr column of --log against lr_at, for the model's own schedule
+    (plan.json next to the build folder) and command-line overrides: the
+    warmup ramps lr t/W, the first step after it trains at lr, a decay ends at
+    final_fraction x lr on the last step, constant stays at lr; the log lines
+    show the lr, elapsed time and ETA, the end the total time; --help names
+    the options with the model's values as defaults."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(trainer)), "plan.json")) as f:
+        o = json.load(f)["optimizer"]
+    base = (o.get("schedule", "constant"), o["lr"], o.get("warmup", 0), o.get("final_fraction", 0.0))
+    steps = 9
+    cases = [([], base)]
+    for kind, w, f in (("constant", 0, None), ("constant", 3, None), ("cosine", 3, 0.2), ("cosine", 0, 0.0),
+                       ("linear", 2, 0.5), ("linear", 9, 0.1), ("cosine", 8, 0.25)):
+        extra = ["--schedule", kind, "--warmup", str(w)] + ([] if f is None else ["--final-fraction", str(f)])
+        cases.append((extra, (kind, base[1], w, base[3] if f is None else f)))
+    cases.append((["--lr", "0.02", "--schedule", "linear"], ("linear", 0.02, base[2], base[3])))
+    failed = 0
+    for extra, (kind, lr, w, f) in cases:
+        log = trainer + ".schedule.csv"
+        r = must([trainer, "--steps", str(steps), "--log", log, "--eval-batches", "0"] + list(args) + extra)
+        with open(log) as fh:
+            got = [float(row["lr"]) for row in csv.DictReader(fh)]
+        want = [lr_at(kind, lr, w, f, t, steps) for t in range(1, steps + 1)]
+        ok = len(got) == steps and all(abs(g - x) <= 1e-12 * x for g, x in zip(got, want))
+        # the formula's promises, checked apart from it
+        ok &= all(abs(got[t - 1] - lr * t / w) <= 1e-12 * lr for t in range(1, min(w, steps) + 1))
+        if w < steps - 1:
+            ok &= abs(got[w] - lr) <= 1e-12 * lr  # the first step after the warmup, unless it is the last
+        if w < steps:
+            last = lr if kind == "constant" else f * lr
+            ok &= abs(got[-1] - last) <= 1e-12 * lr
+        shown = [float(x) for x in re.findall(r"^step +\d+/\d+ \| loss [-0-9.naif]+ \| lr ([0-9.e+-]+) \|.* elapsed, ETA ",
+                                            r.stdout, re.M)]
+        ok &= len(shown) == steps and all(abs(a - b) <= 1e-3 * b for a, b in zip(shown, got))
+        ok &= re.search(r"^mean [0-9.]+ ms/step, .*; %d steps in [0-9.]+ s \(" % steps, r.stdout, re.M) is not None
+        failed += not ok
+        print("  %s %-62s lr %s" % ("ok  " if ok else "FAIL", " ".join(extra) or "(the model's schedule)",
+                                    " ".join("%.4g" % x for x in got)))
+        if not ok:
+            print("       want %s\n%s" % (" ".join("%.4g" % x for x in want), r.stdout))
+    h = must([trainer, "--help"]).stdout
+    for want in ("--schedule S", "(default %s, from the YAML)" % base[0], "--warmup N", "(default %d)" % base[2],
+                 "--final-fraction F", "(default %g;" % base[3], "step,loss,ms,eval_loss,eval_accuracy,lr"):
+        if want not in h:
+            failed += 1
+            print("  FAIL --help lacks %r" % want)
+    print("schedule: %d of %d checks failed" % (failed, len(cases) + 7) if failed else "schedule: all ok")
+    return 1 if failed else 0
+
+
 def portable(d):
     """The trainer the tests build (DIR/build, configured with the default
     options) is portable, and -DTRAINER_NATIVE=ON is still the way to ask for
@@ -402,5 +477,6 @@ if __name__ == "__main__":
     if cmd in ("roundtrip", "errors", "npy"):
         os.makedirs(rest[1], exist_ok=True)
     fn = {"build": build, "train": train, "determinism": determinism, "roundtrip": roundtrip,
-          "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable}[cmd]
+          "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
+          "schedule": schedule}[cmd]
     sys.exit(fn(*rest) or 0)
