@@ -32,4 +32,12 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision bf16)
   memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision fp16
                        --micro-batch 2)
+  # A CUDA graph's captured updates hold one lr: an lr schedule is refused before
+  # the device is opened (so this runs without a GPU).
+  set_tests_properties(cuda_trainer_mlp PROPERTIES FIXTURES_SETUP cuda_trainer_mlp)
+  add_test(NAME cuda_trainer_graph_refuses_schedule
+           COMMAND ${cuda_trainer_dir}/mlp/build/trainer_cuda --cuda-graph --schedule cosine --steps 3)
+  set_tests_properties(cuda_trainer_graph_refuses_schedule PROPERTIES LABELS "e2e;cuda" TIMEOUT 30
+                       FIXTURES_REQUIRED cuda_trainer_mlp
+                       PASS_REGULAR_EXPRESSION "--cuda-graph replays a step captured with one lr: not with an lr schedule")
 endif()
