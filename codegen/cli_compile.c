@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "emit.h"
 #include "live.h"
+#include "ops.h"
 #include "plan_build.h"
 
 const char compile_help[] =
@@ -202,15 +203,26 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
   return rc;
 }
 
-static void over_budget(const char *model, int64_t budget, int64_t min_arena) {
+/* g: the model as asked for. A model with batch statistics (batchnorm) is
+ * never micro-batched by the levers (levers.c), and the message says so. */
+static void over_budget(const char *model, const Graph *g, int64_t budget, int64_t min_arena) {
   char a[32], b[32];
+  bool stats = false;
+  for (int i = 0; g && i < g->nops; i++) stats |= op_info(g->ops[i].kind)->batch_stats;
   fprintf(stderr,
           "memplan: error: %s does not fit the budget of %lld bytes (%s).\n"
-          "  Smallest budget that fits: --budget %lld (%s)\n"
-          "  (tried recomputation, then every micro-batch size down to 1; a shorter sequence (--set T=...)\n"
-          "  shrinks activations; --precision auto or bf16 stores saved activations in half precision)\n",
+          "  Smallest budget that fits: --budget %lld (%s)\n",
           model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)min_arena,
           mp_fmt_bytes(b, sizeof b, min_arena));
+  if (stats)
+    fprintf(stderr,
+            "  (tried recomputation; not micro-batches: the model's batch statistics (batchnorm) would\n"
+            "  change, --micro-batch N forces them; a smaller batch (--set B=...) shrinks activations;\n"
+            "  --precision auto or bf16 stores saved activations in half precision)\n");
+  else
+    fprintf(stderr,
+            "  (tried recomputation, then every micro-batch size down to 1; a shorter sequence (--set T=...)\n"
+            "  shrinks activations; --precision auto or bf16 stores saved activations in half precision)\n");
 }
 
 /* What compile prints and writes for the planner's outcome; the exit status. */
@@ -221,7 +233,7 @@ static int write_result(Arena *ar, const Options *o, const PlanOutcome *r) {
   }
   switch (r->status) {
   case PLAN_OK: break;
-  case PLAN_OVER_BUDGET: over_budget(o->model, o->budget, r->min_arena); return EXIT_USER;
+  case PLAN_OVER_BUDGET: over_budget(o->model, r->graph, o->budget, r->min_arena); return EXIT_USER;
   case PLAN_BAD_REQUEST: fprintf(stderr, "memplan: error: %s\n", r->message); return EXIT_USER;
   case PLAN_UNVERIFIED:
     fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n",

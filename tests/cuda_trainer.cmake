@@ -29,6 +29,9 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   # gelu's approximate (an enum) reaches rt_cuda_gelu_* as a dim after n
   memplan_cuda_trainer(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
   memplan_cuda_trainer(tokens-mix ${MEMPLAN_TEST_DIR}/reference/tokens-mix.yaml)
+  # batchnorm2d: mode and key after its two floats, the STATES table (running
+  # statistics uploaded and downloaded with the params), recompute at 300K
+  memplan_cuda_trainer(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml --budget 300K)
   memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision bf16)
   memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision fp16
                        --micro-batch 2)

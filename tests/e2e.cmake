@@ -81,6 +81,8 @@ memplan_e2e(e2e_errors_mlp mlp errors ${mlp} ${e2e_dir}/errors-mlp)
 # save -> load -> save with running statistics: a load that dropped them
 # (re-initialized to 0 and 1) would save other bytes
 memplan_e2e(e2e_roundtrip_bn-mlp bn-mlp roundtrip ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/roundtrip-bn)
+# the weights-file errors with running statistics, one of them missing among them
+memplan_e2e(e2e_errors_bn-mlp bn-mlp errors ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/errors-bn)
 # The generated CMakeLists.txt builds a portable trainer unless -DTRAINER_NATIVE=ON.
 memplan_e2e(e2e_portable_gpt2-mini gpt2-mini portable ${e2e_dir}/gpt2-mini)
 if(NOT MEMPLAN_SANITIZE)

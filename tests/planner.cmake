@@ -51,6 +51,15 @@ add_test(NAME budget_too_small COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/mod
 set_tests_properties(budget_too_small PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "does not fit the budget of 1048576 bytes .*Smallest budget that fits: --budget [0-9]+.*tried recomputation, then every micro-batch size down to 1")
 
+# batchnorm's batch statistics: the levers never micro-batch the model on their
+# own (statistics per micro-batch would change it; a micro-batch of one [B, H]
+# row has no variance), and the message says so instead of "every micro-batch"
+add_test(NAME budget_batchnorm_no_microbatch
+         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml --budget 250K)
+set_tests_properties(budget_batchnorm_no_microbatch PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "Smallest budget that fits: --budget [0-9]+ .*tried recomputation; not micro-batches: the model's batch statistics \\(batchnorm\\)"
+  FAIL_REGULAR_EXPRESSION "every micro-batch|needs more than one value per channel")
+
 # a budget between the least and the full arena is met by recomputation
 add_test(NAME budget_checkpointing COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --budget 6G)
 set_tests_properties(budget_checkpointing PROPERTIES LABELS e2e
@@ -215,13 +224,13 @@ add_test(NAME ckpt_exact_vit_tiny
                  ${MEMPLAN_TEST_DIR}/reference/vit-tiny.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_vit --blobs 195K)
 set_tests_properties(ckpt_exact_vit_tiny PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
 
-# batchnorm2d replayed in RT_MODE_RECOMPUTE (300K reruns the first blocks
-# from checkpoints, 280K all of them): losses, weights and the running
+# batchnorm2d replayed in RT_MODE_RECOMPUTE (280K reruns every block from
+# its checkpoint: 6 recomputed batchnorms): losses, weights and the running
 # statistics (saved with the weights) bit-identical to keep-all, so no
-# recompute updates them a second time
+# recompute updates them a second time (one budget: each is a trainer build)
 add_test(NAME ckpt_exact_bn_mlp
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
-                 ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_bn --blobs 300K 280K)
+                 ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_bn --blobs 280K)
 set_tests_properties(ckpt_exact_bn_mlp PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
 
 # no injection through names: a model whose layer names are hostile to C

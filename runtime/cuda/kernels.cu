@@ -1670,8 +1670,8 @@ static __device__ int64_t bn_at(int64_t i, int c, int C, int64_t S) { return (i 
 /* cpu.c's arithmetic: double mean and two-pass variance, rstd = 1 / sqrt(var + eps)
  * in double, the running statistics updated in double (RT_MODE_TRAIN only). */
 static __global__ void batchnorm_forward_kernel(float *out, float *mean, float *rstd, const float *x, const float *w,
-                                                const float *b, float *rmean, float *rvar, int64_t N, int C,
-                                                int64_t S, float eps, float momentum, int mode) {
+                                                const float *b, float *rmean, float *rvar, int64_t N, int C, int64_t S,
+                                                float eps, float momentum, int mode) {
   __shared__ double sh[32];
   int c = blockIdx.x;
   int64_t M = N * S;
@@ -1709,8 +1709,8 @@ static __global__ void batchnorm_forward_kernel(float *out, float *mean, float *
 
 /* dw = sum dout xhat, db = sum dout, dx = w rstd (dout - db / M - xhat dw / M). */
 static __global__ void batchnorm_backward_kernel(float *dx, float *dw, float *db, const float *dout, const float *x,
-                                                 const float *w, const float *mean, const float *rstd, int64_t N,
-                                                 int C, int64_t S, int acc_dx, int acc_dw, int acc_db) {
+                                                 const float *w, const float *mean, const float *rstd, int64_t N, int C,
+                                                 int64_t S, int acc_dx, int acc_dw, int acc_db) {
   __shared__ double sh[32];
   int c = blockIdx.x;
   int64_t M = N * S;

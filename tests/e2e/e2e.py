@@ -138,6 +138,11 @@ def errors(trainer, d, *args):
     p = os.path.join(d, "missing.safetensors")
     write_safetensors(p, {k: v for k, v in bad.items() if k != name})
     cases.append((["--load", p], "no tensor '%s'" % name))
+    for k in (k for k in shapes if k.endswith(".running_var")):  # running state (batchnorm): needed like params
+        p = os.path.join(d, "no-state.safetensors")
+        write_safetensors(p, {j: v for j, v in shapes.items() if j != k})
+        cases.append((["--load", p], "no tensor '%s' (the model needs every running statistic" % k))
+        break
     p = os.path.join(d, "garbage.safetensors")
     with open(p, "wb") as f:
         f.write(struct.pack("<Q", 16) + b'{"a": [1, 2,    ')
