@@ -1206,6 +1206,18 @@ static void transpose_task(const void *ctx, int64_t lo, int64_t hi) {
     int64_t am = t / (tp * tq), tile = t % (tp * tq), a = am / M, m = am % M;
     int64_t p0 = tile / tq * RT_TILE, q0 = tile % tq * RT_TILE;
     int64_t p1 = p0 + RT_TILE < P ? p0 + RT_TILE : P, q1 = q0 + RT_TILE < Q ? q0 + RT_TILE : Q;
+    if (Z == 1) { // the common case ([B, C, N] -> [B, N, C]): reads along q, writes across the tile
+      const float *s = in + (a * P * M + m) * Q;
+      float *o = out + (a * Q * M + m) * P;
+      int64_t sp = M * Q, oq = M * P;
+      if (acc)
+        for (int64_t p = p0; p < p1; p++)
+          for (int64_t q = q0; q < q1; q++) o[q * oq + p] += s[p * sp + q];
+      else
+        for (int64_t p = p0; p < p1; p++)
+          for (int64_t q = q0; q < q1; q++) o[q * oq + p] = s[p * sp + q];
+      continue;
+    }
     for (int64_t q = q0; q < q1; q++)
       for (int64_t p = p0; p < p1; p++) {
         const float *s = in + (((a * P + p) * M + m) * Q + q) * Z;

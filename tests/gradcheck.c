@@ -1232,6 +1232,15 @@ static void gradchecks_shape(void) {
                    .ref = ref_transpose,
                    .fwd = fwd_transpose,
                    .bwd = bwd_transpose});
+  // dims 0 and 2 of [3, 4, 5]: the last dim swapped across a middle one (Z = 1, M = 4)
+  run_case(&(Case){.name = "transpose (dims 0, 2 of 3)",
+                   .nin = 1,
+                   .in_n = {3 * 4 * 5},
+                   .out_n = 3 * 4 * 5,
+                   .d = {1, 3, 4, 5, 1},
+                   .ref = ref_transpose,
+                   .fwd = fwd_transpose,
+                   .bwd = bwd_transpose});
   // [B, C, N] -> [B, N, C] (transpose(1, 2)): larger than a tile on both sides
   run_case(&(Case){.name = "transpose (last two, 33 x 35)",
                    .nin = 1,

@@ -1228,6 +1228,7 @@ int main(int argc, char **argv) {
   RUN("reshape", case_reshape(4099));
   RUN("transpose", case_transpose(3, 37, 1, 45, 1)); // [B, C, N] -> [B, N, C]: ragged tiles
   RUN("transpose", case_transpose(2, 5, 7, 3, 4));   // axes apart, inner rows of 4
+  RUN("transpose", case_transpose(3, 40, 3, 36, 1)); // axes apart, the last one swapped: Z = 1, M = 3
   RUN("transpose", case_transpose(1, 1, 300, 1, 1)); // an axis with itself: a copy
   RUN("concat", case_concat(3, 5, 2, (const int64_t[]){4, 7}));
   RUN("concat", case_concat(2, 1, 6, (const int64_t[]){1, 2, 3, 1, 5, 2})); // six inputs, last axis
