@@ -635,12 +635,13 @@ static void reshape_build(BuildCtx *c) {
   need_float(c, 0);
   const Shape *x = in_shape(c, 0);
   const Attr *a = build_attr(c, "shape");
+  const AttrList *l = a->list; /* required: the loader made it */
   int64_t d[MAX_RANK], known = 1, n = shape_numel(x);
   const char *sy[MAX_RANK];
   int infer = -1;
   bool fits = true;
-  for (int k = 0; k < a->n; k++) {
-    d[k] = a->list[k], sy[k] = a->list_sym[k];
+  for (int k = 0; k < l->n; k++) {
+    d[k] = l->v[k], sy[k] = l->sym[k];
     if (d[k] == -1) infer = k, sy[k] = NULL;
     else fits &= ck_mul(known, d[k], &known);
   }
@@ -654,13 +655,13 @@ static void reshape_build(BuildCtx *c) {
                 a->s, xs, (long long)n, (long long)known);
   if (infer >= 0) d[infer] = n / known;
   else if (!fits || known != n) {
-    Shape want = build_shape(c, a->n, d, sy);
+    Shape want = build_shape(c, l->n, d, sy);
     build_error(c, "shape", "shape %s %s has %s elements but input %s has %lld; reshape keeps the elements", a->s,
                 shape_val_str(tmp, &want), fits ? ar_printf(tmp, "%lld", (long long)known) : "more than 2^63", xs,
                 (long long)n);
   }
   build_data(c, 0, 0);
-  build_output(c, 0, NULL, build_shape(c, a->n, d, sy), DT_F32);
+  build_output(c, 0, NULL, build_shape(c, l->n, d, sy), DT_F32);
 }
 
 /* n: the elements (a copy, or nothing in place) */

@@ -74,7 +74,7 @@ typedef enum {
   ATTR_INDEX, /* an axis or an index: an integer expression of any sign ("-1"); the
                * shape rule checks its range (negative counts from the end, as torch) */
   ATTR_DIMS,  /* a list of dim expressions ("[B, N*C, -1]"), each positive or -1
-               * (at most one); Attr.n, .list, .list_sym, .list_loc; MAX_RANK items */
+               * (at most one), at most MAX_RANK: Attr.list */
 } AttrType;
 
 typedef struct {

@@ -535,7 +535,7 @@ static void test_shape_ops(void) {
   e = load_error(&ar, "{name: r, op: select, input: x, axis: 1, index: -4}");
   CHECK(e && strstr(e, "index = -4 is out of range for dim 1"));
   e = load_error(&ar, "{name: r, op: concat, inputs: [x], axis: 0}");
-  CHECK(e && strstr(e, "op takes 2 inputs, got 1"));
+  CHECK(e && strstr(e, "op 'concat' takes 2 to 6 inputs, got 1"));
   e = load_error(&ar, "{name: r, op: transpose, input: x, dim0: 0}");
   CHECK(e && strstr(e, "needs the key 'dim1'"));
   e = load_error(&ar, "{name: r, op: transpose, input: x, dim0: 0, dim1: a}");
