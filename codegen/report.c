@@ -140,8 +140,27 @@ static void levers(const Plan *p, FILE *out) {
       snprintf(res, sizeof res, "keep all %s; fits at %s, %.2f%% extra FLOPs", b(x, l->keep_arena), b(y, l->arena),
                100.0 * (double)l->extra_flops / (double)l->step_flops);
     else snprintf(res, sizeof res, "fits at %s keeping everything", b(x, l->arena));
+    if (l->dropout_masks) /* the keep-all arena is the stored masks' */
+      snprintf(res + strlen(res), sizeof res - strlen(res), "; dropout masks %s", l->dropout_masks);
     fprintf(out, "  %-34s %s%s\n", cfg, res, l->chosen ? "   <- chosen" : "");
   }
+}
+
+/* Dropout's masks as the plan decided: stored for backward, or regenerated
+ * there from each op's random key. */
+static void masks(const Plan *p, FILE *out) {
+  if (!p->dropout_masks) return;
+  int n = 0;
+  int64_t bytes = 0;
+  for (int i = 0; i < p->nsched; i++)
+    if (p->sched[i].op == OP_DROPOUT && p->sched[i].phase == PHASE_BACKWARD) {
+      n++;
+      if (p->sched[i].in[1] >= 0) bytes += p->buf[p->sched[i].in[1]].bytes;
+    }
+  char x[32];
+  if (!strcmp(p->dropout_masks, "stored"))
+    fprintf(out, "\ndropout: %d masks stored for backward (1 bit per element, %s)\n", n, b(x, bytes));
+  else fprintf(out, "\ndropout: %d masks regenerated in backward from each op's random key (no bytes stored)\n", n);
 }
 
 void report_plan(const Plan *p, FILE *out) {
@@ -153,6 +172,7 @@ void report_plan(const Plan *p, FILE *out) {
   peak(p, out);
   arena(p, out);
   levers(p, out);
+  masks(p, out);
   lowered(p, out);
   stages(p, out);
 }

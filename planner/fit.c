@@ -27,9 +27,15 @@ static bool *plain_half(Arena *ar, const Graph *g, const FitOptions *o) {
 static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Actions *a, const bool *half) {
   bool accum = o->accumulation > 1, scaled = o->precision == PREC_FP16;
   Step *s = ad_build(ar, g, o->fuse && !accum && !scaled, a);
+  if (o->masks == MASKS_REGEN) s = ad_regen_stats(ar, s);
   s->accumulation = accum ? o->accumulation : 1;
   DType dt = o->precision == PREC_AUTO ? DT_BF16 : prec_dtype(o->precision);
   return half ? prec_lower(ar, s, half, dt) : s; /* the copy keeps accumulation */
+}
+
+/* What a plan does with dropout's masks (NULL: the model has none). */
+static const char *masks_name(const Graph *g, Masks m) {
+  return !ad_has_regen(g) ? NULL : m == MASKS_REGEN ? "regenerated" : "stored";
 }
 
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
@@ -45,6 +51,7 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
       if (p->buf[b].dtype == DT_BF16) p->precision = "bf16";
   }
   p->loss_scaling = o->precision == PREC_FP16;
+  p->dropout_masks = masks_name(g, o->masks);
   return p;
 }
 
@@ -53,6 +60,7 @@ int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, 
     return 0;
   FitOptions u = *o;
   u.fuse = false;
+  u.masks = fused->dropout_masks && !strcmp(fused->dropout_masks, "regenerated") ? MASKS_REGEN : MASKS_STORE;
   Step *s = build_step(ar, g, &u, NULL, plain_half(ar, g, o));
   int at;
   int64_t lb = live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
@@ -98,6 +106,7 @@ typedef struct {
 static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
   S->g = g, S->o = o;
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
+  if (o->masks == MASKS_REGEN) S->plain = ad_regen_stats(ar, S->plain);
   S->half = o->precision == PREC_FP32 ? NULL : prec_candidates(ar, g, S->plain);
   S->chain = chain_build(ar, g, S->plain, cost_model(o->backend), S->half, o->precision == PREC_AUTO);
   /* the table has stages^2 (M + 1) cells: fewer units for long chains, and
@@ -187,15 +196,31 @@ static bool try_fit(const Solver *S, int m, bool light, int64_t budget, double l
   return true;
 }
 
-FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o) {
+FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *opt) {
   FitResult r = {0};
+  FitOptions fo = *opt, *o = &fo;
+  if (fo.masks == MASKS_AUTO) fo.masks = MASKS_STORE;
   Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
   Plan *p = fit_plan(ar, g, plain, o);
   r.min_arena = r.keep_arena = p->arena_bytes, r.candidates = 1;
+  r.masks = p->dropout_masks;
   if (!budget || p->arena_bytes <= budget) {
     r.plan = p;
     r.step = plain;
     return r;
+  }
+  if (opt->masks == MASKS_AUTO && p->dropout_masks) { /* the lean masks, before any recomputation */
+    fo.masks = MASKS_REGEN;
+    plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
+    p = fit_plan(ar, g, plain, o);
+    r.candidates++;
+    r.masks = p->dropout_masks;
+    if (p->arena_bytes < r.min_arena) r.min_arena = p->arena_bytes;
+    if (p->arena_bytes <= budget) {
+      r.plan = p;
+      r.step = plain;
+      return r;
+    }
   }
   Arena scratch = {0}, tmp = {0}, best = {0};
   Solver S;

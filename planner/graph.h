@@ -55,7 +55,11 @@ typedef enum {
   OP_ROPE, /* rotary position embedding of the q and k parts of a packed qkv */
   OP_CROSS_ENTROPY,
   OP_MSE,
-  OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */
+  OP_MAXPOOL2D, /* pooling over [N, C, H, W] */
+  OP_AVGPOOL2D,
+  OP_GLOBAL_AVGPOOL,
+  OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
+  OP_ADAMW,   /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */

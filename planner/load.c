@@ -537,7 +537,9 @@ static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
     switch (spec->type) {
     case ATTR_INT:
       a[i].i = int_expr(L, n, what);
-      if (a[i].i <= 0) diag_error(a[i].loc, "%s must be positive, not %lld", what, (long long)a[i].i);
+      if (a[i].i < 0 || (a[i].i == 0 && !spec->nonneg))
+        diag_error(a[i].loc, "%s must be %s, not %lld", what, spec->nonneg ? "0 or more" : "positive",
+                   (long long)a[i].i);
       break;
     case ATTR_FLOAT:
       a[i].f = number(L, n, what);

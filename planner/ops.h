@@ -31,6 +31,10 @@
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
+ *   maxpool2d      x                out                 dout x                     dx               N C H W Ho Wo k s p
+ *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
+ *   global_avgpool x                out                 dout                       dx               NC HW
+ *   dropout        x                out mask            dout mask                  dx               n (p) [mode key]
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. */
@@ -66,7 +70,8 @@ typedef struct {
   bool required;
   double dflt;   /* when not required: ints, floats and bools (0/1); an int's 0 means
                   * absent, the shape rule decides (attention's kv_heads: heads) */
-  bool positive; /* floats: must be > 0 (ints always are) */
+  bool positive; /* floats: must be > 0 (ints always are, unless nonneg) */
+  bool nonneg;   /* ints: 0 may be written too (a padding) */
   /* enums: the words allowed, NULL-terminated; dflt is an index */
   const char *const *choices;
 } AttrSpec;
@@ -112,6 +117,11 @@ typedef struct {
    * tr_op_key(t, mb, layer), equal for an op's forward, recompute and
    * backward in one micro-batch (dropout's mask), 0 in eval. */
   bool mode_arg;
+  /* Its statistics (the nstats outputs) are a pure function of its key and
+   * shape, so a plan may leave them unstored: the forward kernel then gets
+   * NULL for them and the backward kernel NULL, and regenerates them
+   * (dropout's mask). The budget's levers decide (levers.c, fit.c). */
+  bool regen_stats;
   Feed feed[MAX_OP_IN]; /* per forward slot, for graph inputs */
   /* GPT-2 initialization: a residual join (add) scales the weights of the
    * gpt2_projection ops (linear) that feed it by 1/sqrt(their number). */

@@ -96,6 +96,7 @@ typedef struct {
   int64_t arena;                   /* the plan that fit, or the least arena recomputation reached */
   int64_t extra_flops, step_flops; /* of the plan that fit (0 when none did) */
   bool fits, chosen;
+  const char *dropout_masks; /* "stored", "regenerated" (the plan that fit, or the last tried); NULL: no dropout */
 } PlanLever;
 
 typedef struct Plan {
@@ -145,6 +146,10 @@ typedef struct Plan {
   int64_t guard_bytes;   /* --guard: canary bytes after every buffer (0: none); the
                             packing reserves bytes + guard_bytes for each */
   bool loss_scaling;
+  /* dropout: "stored" (the forward writes each op's mask, 1 bit per element,
+   * and backward reads it) or "regenerated" (neither: backward hashes the
+   * op's key again); NULL when the model has no dropout */
+  const char *dropout_masks;
   const char *assign_method;
   bool assign_optimal;
   double compile_seconds;

@@ -112,7 +112,7 @@ class Branch:
         for dt, fn in ((torch.float64, mask64), (torch.float32, mask32)):
             params, opt = self.run[dt]
             opt.zero_grad(set_to_none=True)
-            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn)
+            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn, step=step + 1)
             loss.backward()
             self.loss[dt].append(loss.item())
         if plan["optimizer"]["type"] == "adamw":  # SGD's update is linear in the gradient
