@@ -94,7 +94,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
       {"precision", required_argument, 0, 'P'},  {"guard", no_argument, 0, 'G'},
-      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+      {"help", no_argument, 0, 'h'},             {"dropout-masks", required_argument, 0, 'D'},
+      {0, 0, 0, 0}};
   /* clang-format on */
   const char *cmd = sweep ? "sweep" : "compile";
   *o = (Options){.align = 256, .time_limit = 0.5};

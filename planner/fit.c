@@ -196,50 +196,75 @@ static bool try_fit(const Solver *S, int m, bool light, int64_t budget, double l
   return true;
 }
 
-FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *opt) {
-  FitResult r = {0};
-  FitOptions fo = *opt, *o = &fo;
-  if (fo.masks == MASKS_AUTO) fo.masks = MASKS_STORE;
-  Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
-  Plan *p = fit_plan(ar, g, plain, o);
-  r.min_arena = r.keep_arena = p->arena_bytes, r.candidates = 1;
-  r.masks = p->dropout_masks;
-  if (!budget || p->arena_bytes <= budget) {
-    r.plan = p;
-    r.step = plain;
-    return r;
-  }
-  if (opt->masks == MASKS_AUTO && p->dropout_masks) { /* the lean masks, before any recomputation */
-    fo.masks = MASKS_REGEN;
-    plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
-    p = fit_plan(ar, g, plain, o);
-    r.candidates++;
-    r.masks = p->dropout_masks;
-    if (p->arena_bytes < r.min_arena) r.min_arena = p->arena_bytes;
-    if (p->arena_bytes <= budget) {
-      r.plan = p;
-      r.step = plain;
-      return r;
-    }
-  }
+/* The DP's fastest schedule whose verified arena fits the budget, under o,
+ * into r (plan, step; candidates and min_arena accumulate). Returns its time
+ * under the cost model, INFINITY when none fits. The DP is solved once;
+ * walking its schedules from the cheapest, a schedule that misses may fit
+ * with lighter options, which is kept while nothing cheaper fits. The plan
+ * that wins is the one checked: its arena joins the caller's. */
+static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o, FitResult *r) {
   Arena scratch = {0}, tmp = {0}, best = {0};
   Solver S;
   solver_init(&scratch, &S, g, o);
-  /* Walk the DP's schedules from the cheapest; a schedule that misses may
-   * fit with lighter options, which is kept while nothing cheaper fits. The
-   * plan that wins is the one checked: its arena joins the caller's. */
   double best_time = INFINITY, last = NAN;
   for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
     double c = ckpt_cost(S.T, m);
     if (!isfinite(c) || c >= best_time) break;
     if (c == last) continue; /* the same schedule as the previous m */
     last = c;
-    if (try_fit(&S, m, false, budget, INFINITY, &r, &tmp, &best, &best_time)) break;
-    try_fit(&S, m, true, budget, best_time, &r, &tmp, &best, &best_time);
+    if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time)) break;
+    try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time);
   }
   ar_adopt(ar, &best);
   ar_free(&tmp);
   ar_free(&scratch);
+  return best_time;
+}
+
+/* The plan keeping everything under o, into r when it fits. */
+static bool keep_all(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o, FitResult *r) {
+  Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
+  Plan *p = fit_plan(ar, g, plain, o);
+  r->candidates++;
+  if (!r->keep_arena) r->keep_arena = p->arena_bytes;
+  if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+  r->masks = p->dropout_masks;
+  if (budget && p->arena_bytes > budget) return false;
+  r->plan = p;
+  r->step = plain;
+  return true;
+}
+
+FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *opt) {
+  FitResult r = {0};
+  FitOptions fo = *opt;
+  bool choose = fo.masks == MASKS_AUTO && ad_has_regen(g);
+  if (fo.masks == MASKS_AUTO) fo.masks = MASKS_STORE;
+  if (keep_all(ar, g, budget, &fo, &r)) return r;
+  if (!choose) {
+    walk(ar, g, budget, &fo, &r);
+    return r;
+  }
+  /* Dropout's masks, when the plan keeping them all did not fit: keeping
+   * everything with the masks regenerated costs no recomputation; failing
+   * that, the checkpointing DP under each policy (what a stage keeps, and so
+   * the DP's choices, change with the masks), the faster plan winning and
+   * stored masks on a tie. */
+  FitOptions rg = fo;
+  rg.masks = MASKS_REGEN;
+  if (keep_all(ar, g, budget, &rg, &r)) return r;
+  FitResult rs = r;
+  double ts = walk(ar, g, budget, &fo, &rs);
+  FitResult rr = rs;
+  rr.plan = NULL;
+  rr.step = NULL;
+  double tr = walk(ar, g, budget, &rg, &rr);
+  r = rr; /* the counters of both walks */
+  if (rs.plan && (!rr.plan || ts <= tr)) {
+    r.plan = rs.plan;
+    r.step = rs.step;
+  }
+  r.masks = r.plan ? r.plan->dropout_masks : rg.masks == MASKS_REGEN ? "regenerated" : NULL;
   return r;
 }
 

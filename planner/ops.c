@@ -467,7 +467,9 @@ static int64_t pool_stride(const Attr *a) { return a[1].i ? a[1].i : a[0].i; }
 static int64_t pool_out(BuildCtx *c, int64_t n, const char *axis, int64_t k, int64_t s, int64_t p) {
   int64_t padded;
   if (!ck_mul(2, p, &padded) || !ck_add(padded, n, &padded) || padded < k)
-    build_error(c, "kernel", "kernel = %lld is larger than the padded input: %s = %lld plus 2 * padding %lld",
+    build_error(c, "kernel",
+                "kernel = %lld is larger than the padded input: %s + 2 * padding = %lld + 2 * %lld; use a smaller "
+                "kernel or more padding",
                 (long long)k, axis, (long long)n, (long long)p);
   return (padded - k) / s + 1;
 }
@@ -523,7 +525,8 @@ static void gap_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
 static void dropout_build(BuildCtx *c) {
   need_float(c, 0);
   const Attr *p = build_attr(c, "p");
-  if (!(p->f >= 0 && p->f < 1)) build_error(c, "p", "'p' must be in [0, 1), not %s", p->s);
+  if (!(p->f >= 0 && p->f < 1))
+    build_error(c, "p", "'p' (the probability of zeroing an element) must be in [0, 1), not %s", p->s);
   const Shape *x = in_shape(c, 0);
   build_data(c, 0, 0);
   build_output(c, 0, NULL, *x, DT_F32);

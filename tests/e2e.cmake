@@ -53,6 +53,8 @@ memplan_e2e_build(llama-lm ${MEMPLAN_TEST_DIR}/reference/llama-lm.yaml)
 memplan_e2e_build(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
 # gelu with approximate: none (erf) and tanh side by side
 memplan_e2e_build(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
+# maxpool2d, avgpool2d, global_avgpool and dropout (masks from the documented hash)
+memplan_e2e_build(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
 # Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
 memplan_e2e_build(gpt2-124m ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml)
 
@@ -106,8 +108,11 @@ memplan_reference(reference_mixer_mse_adamw mixer-mse)
 memplan_reference(reference_llama_lm llama-lm --text ${e2e_text})
 memplan_reference(reference_gqa_lm gqa-lm --text ${e2e_text})
 memplan_reference(reference_gelu_exact gelu-exact)
+memplan_reference(reference_pool_dropout pool-dropout)
 # The check must be able to fail: torch with lr x 1.01 must not match.
 memplan_reference(reference_detects_wrong_lr gpt2-mini --text ${e2e_text} --perturb-lr 1.01)
 memplan_reference(reference_mlp_adamw_detects_wrong_lr mlp-adamw --perturb-lr 1.01)
 memplan_reference(reference_mlp_sgd_detects_wrong_lr mlp --perturb-lr 1.01)
 memplan_reference(reference_mixer_mse_detects_wrong_lr mixer-mse --perturb-lr 1.01)
+# ... and must see dropout's masks: torch drawing them with another seed must not match.
+memplan_reference(reference_pool_dropout_detects_wrong_mask pool-dropout --dropout-seed 1338)
