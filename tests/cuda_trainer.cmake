@@ -28,6 +28,8 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   memplan_cuda_trainer(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
   # gelu's approximate (an enum) reaches rt_cuda_gelu_* as a dim after n
   memplan_cuda_trainer(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
+  # pooling (nine dims) and dropout (p, then mode and key; its stored mask)
+  memplan_cuda_trainer(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
   memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision bf16)
   memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision fp16
                        --micro-batch 2)
