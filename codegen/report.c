@@ -139,8 +139,11 @@ static void levers(const Plan *p, FILE *out) {
     else if (l->extra_flops)
       snprintf(res, sizeof res, "keep all %s; fits at %s, %.2f%% extra FLOPs", b(x, l->keep_arena), b(y, l->arena),
                100.0 * (double)l->extra_flops / (double)l->step_flops);
+    else if (l->dropout_masks && l->arena != l->keep_arena) /* keep_arena: the masks stored */
+      snprintf(res, sizeof res, "keep all %s; fits at %s keeping everything, dropout masks %s", b(x, l->keep_arena),
+               b(y, l->arena), l->dropout_masks);
     else snprintf(res, sizeof res, "fits at %s keeping everything", b(x, l->arena));
-    if (l->dropout_masks) /* the keep-all arena is the stored masks' */
+    if (l->dropout_masks && !strstr(res, "dropout masks"))
       snprintf(res + strlen(res), sizeof res - strlen(res), "; dropout masks %s", l->dropout_masks);
     fprintf(out, "  %-34s %s%s\n", cfg, res, l->chosen ? "   <- chosen" : "");
   }

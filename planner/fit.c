@@ -264,7 +264,7 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     r.plan = rs.plan;
     r.step = rs.step;
   }
-  r.masks = r.plan ? r.plan->dropout_masks : rg.masks == MASKS_REGEN ? "regenerated" : NULL;
+  r.masks = r.plan ? r.plan->dropout_masks : NULL; /* none fit: both were tried */
   return r;
 }
 

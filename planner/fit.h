@@ -34,7 +34,8 @@ typedef struct {
   int64_t min_arena;  /* the smallest arena any candidate reached */
   int64_t keep_arena; /* the arena keeping every activation */
   int candidates;     /* plans built and checked */
-  const char *masks;  /* "stored" or "regenerated": the masks of the last plans tried (NULL: no dropout) */
+  const char *masks;  /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
+                       * dropout, or auto tried both) */
 } FitResult;
 
 /* A verified-ready plan for one step: liveness, buffers, offsets. */

@@ -96,7 +96,8 @@ typedef struct {
   int64_t arena;                   /* the plan that fit, or the least arena recomputation reached */
   int64_t extra_flops, step_flops; /* of the plan that fit (0 when none did) */
   bool fits, chosen;
-  const char *dropout_masks; /* "stored", "regenerated" (the plan that fit, or the last tried); NULL: no dropout */
+  const char *dropout_masks; /* "stored", "regenerated" (the plan that fit, or the one policy tried); NULL: no
+                              * dropout, or both tried and neither fit */
 } PlanLever;
 
 typedef struct Plan {
