@@ -17,7 +17,11 @@
  *   one (batch, kv head) for dk, dv, one per warp, and streams the other side
  *   in tiles of 32 positions (one per lane) through shared memory (see the
  *   attention section);
- * - rope: one thread per (position, frequency), looping over the heads.
+ * - rope: one thread per (position, frequency), looping over the heads;
+ * - pooling: one thread per output element forward, one per input element
+ *   backward (gathering its windows in cpu.c's order); global average pooling
+ *   one thread per plane;
+ * - dropout: one thread per 32-element mask word.
  */
 #include "memplan_rt_cuda.h"
 
