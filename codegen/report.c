@@ -161,9 +161,10 @@ static void masks(const Plan *p, FILE *out) {
       if (p->sched[i].in[1] >= 0) bytes += p->buf[p->sched[i].in[1]].bytes;
     }
   char x[32];
+  const char *masks = n == 1 ? "mask" : "masks";
   if (!strcmp(p->dropout_masks, "stored"))
-    fprintf(out, "\ndropout: %d masks stored for backward (1 bit per element, %s)\n", n, b(x, bytes));
-  else fprintf(out, "\ndropout: %d masks regenerated in backward from each op's random key (no bytes stored)\n", n);
+    fprintf(out, "\ndropout: %d %s stored for backward (1 bit per element, %s)\n", n, masks, b(x, bytes));
+  else fprintf(out, "\ndropout: %d %s regenerated in backward from each op's random key (no bytes stored)\n", n, masks);
 }
 
 void report_plan(const Plan *p, FILE *out) {
