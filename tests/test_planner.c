@@ -389,6 +389,24 @@ static void test_dropout_masks(void) {
   o.masks = MASKS_REGEN;
   FitResult rg = fit_budget(&ar, g, 0, &o);
   CHECK(!strcmp(rg.plan->dropout_masks, "regenerated") && rg.plan->arena_bytes == lean.plan->arena_bytes);
+  /* recomputing with regenerated masks replays a dropout only where its
+   * output is read again (not for the mask no step saves) */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/../tests/reference/dropout-mlp.yaml", models);
+  Graph *dg = load_model(&ar, path, NULL, 0);
+  FitResult rc = fit_budget(&ar, dg, 670 << 10, &o);
+  CHECK(rc.plan && rc.plan->extra_flops > 0 && !strcmp(rc.plan->dropout_masks, "regenerated"));
+  int dead = 0, replays = 0;
+  for (int i = 0; rc.plan && i < rc.plan->nsched; i++) {
+    const PlanOp *x = &rc.plan->sched[i];
+    if (x->phase != PHASE_RECOMPUTE || x->op != OP_DROPOUT) continue;
+    replays++;
+    bool read = false;
+    for (int j = i + 1; j < rc.plan->nsched && !read; j++)
+      for (int k = 0; k < rc.plan->sched[j].nin; k++) read |= rc.plan->sched[j].in[k] == x->out[0];
+    dead += !read;
+  }
+  CHECK(dead == 0 && replays > 0);
   /* a model without dropout says nothing about masks */
   const char *np =
       "model: m\ndims: {B: 2}\ninputs:\n  x: {shape: [B, 3, 8, 8]}\n  y: {shape: [B, 3, 8, 8]}\n"
