@@ -32,6 +32,8 @@ const char compile_help[] =
     "                        scaling), or auto (bf16, stage by stage, where it beats recomputing)\n"
     "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
     "                        (default: only when nothing else fits the budget)\n"
+    "      --dropout-masks M dropout's masks: auto (default: stored when everything kept fits,\n"
+    "                        else regenerated in backward), store (1 bit per element) or regen\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "  -h, --help            this help\n"
@@ -88,12 +90,13 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
       {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"dropout-masks", required_argument, 0, 'D'}, {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
       {"precision", required_argument, 0, 'P'},  {"guard", no_argument, 0, 'G'},
-      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+      {"help", no_argument, 0, 'h'},             {"dropout-masks", required_argument, 0, 'D'},
+      {0, 0, 0, 0}};
   /* clang-format on */
   const char *cmd = sweep ? "sweep" : "compile";
   *o = (Options){.align = 256, .time_limit = 0.5};
@@ -126,6 +129,14 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       while (k < 4 && strcmp(optarg, names[k])) k++;
       if (k == 4) cli_usage_error(cmd, "--precision %s: choose fp32, bf16, fp16 or auto", optarg);
       o->precision = (Precision)k;
+      break;
+    }
+    case 'D': {
+      static const char *const names[] = {"auto", "store", "regen"};
+      int k = 0;
+      while (k < 3 && strcmp(optarg, names[k])) k++;
+      if (k == 3) cli_usage_error(cmd, "--dropout-masks %s: choose auto, store or regen", optarg);
+      o->masks = (Masks)k;
       break;
     }
     case 'M': {
@@ -171,7 +182,8 @@ PlanRequest cli_request(const Options *o) {
                                .units = 500,
                                .accumulation = 1,
                                .precision = o->precision,
-                               .guard = o->guard ? 64 : 0}};
+                               .guard = o->guard ? 64 : 0,
+                               .masks = o->masks}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {

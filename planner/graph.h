@@ -65,6 +65,10 @@ typedef enum {
   OP_CONCAT,      /* 2..6 inputs along one axis */
   OP_CLASS_TOKEN, /* [B, N, C] -> [B, N+1, C], a learned token first */
   OP_SELECT,      /* one index of an axis, the axis dropped */
+  OP_MAXPOOL2D,   /* pooling over [N, C, H, W] */
+  OP_AVGPOOL2D,
+  OP_GLOBAL_AVGPOOL,
+  OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
   OP_ADAMW,       /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */

@@ -60,6 +60,8 @@ memplan_e2e_build(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml)
 memplan_e2e_build(bn-conv-mse ${MEMPLAN_TEST_DIR}/reference/bn-conv-mse.yaml)
 # the shape ops a ViT needs: transpose, class_token, concat, flatten, reshape, select
 memplan_e2e_build(tokens-mix ${MEMPLAN_TEST_DIR}/reference/tokens-mix.yaml)
+# maxpool2d, avgpool2d, global_avgpool and dropout (masks from the documented hash)
+memplan_e2e_build(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
 # Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
 memplan_e2e_build(gpt2-124m ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml)
 
@@ -123,9 +125,12 @@ memplan_reference(reference_conv_mse conv-mse)
 memplan_reference(reference_bn_mlp bn-mlp --eval)
 memplan_reference(reference_bn_conv_mse bn-conv-mse --eval)
 memplan_reference(reference_tokens_mix tokens-mix)
+memplan_reference(reference_pool_dropout pool-dropout)
 # The check must be able to fail: torch with lr x 1.01 must not match.
 memplan_reference(reference_detects_wrong_lr gpt2-mini --text ${e2e_text} --perturb-lr 1.01)
 memplan_reference(reference_mlp_adamw_detects_wrong_lr mlp-adamw --perturb-lr 1.01)
 memplan_reference(reference_mlp_sgd_detects_wrong_lr mlp --perturb-lr 1.01)
 memplan_reference(reference_mixer_mse_detects_wrong_lr mixer-mse --perturb-lr 1.01)
 memplan_reference(reference_bn_mlp_detects_wrong_lr bn-mlp --eval --perturb-lr 1.01)
+# ... and must see dropout's masks: torch drawing them with another seed must not match.
+memplan_reference(reference_pool_dropout_detects_wrong_mask pool-dropout --dropout-seed 1338)

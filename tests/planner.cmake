@@ -233,6 +233,16 @@ add_test(NAME ckpt_exact_bn_mlp
                  ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_bn --blobs 280K)
 set_tests_properties(ckpt_exact_bn_mlp PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
 
+# dropout replays its masks: recomputing it (800K), regenerating the masks in
+# backward instead of storing them (925K: the planner's own choice, keeping
+# everything), and both (670K, forced) train bit-identically to keeping all
+add_test(NAME ckpt_exact_dropout_mlp
+         COMMAND ${CMAKE_COMMAND} -E env CKPT_TEXT= sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_TEST_DIR}/reference/dropout-mlp.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_dropout 800K
+                 opts:--budget=925K opts:--budget=670K,--dropout-masks=regen)
+set_tests_properties(ckpt_exact_dropout_mlp PROPERTIES LABELS e2e
+                     PASS_REGULAR_EXPRESSION "925K: dropout: 4 masks regenerated.*bit-identical at every budget")
+
 # no injection through names: a model whose layer names are hostile to C
 add_test(NAME hostile_names COMMAND sh ${MEMPLAN_TEST_DIR}/hostile/run.sh $<TARGET_FILE:memplan>
          ${CMAKE_CURRENT_BINARY_DIR}/hostile)

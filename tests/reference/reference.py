@@ -51,6 +51,7 @@ import plan_torch  # noqa: E402
 import safetensors_io  # noqa: E402
 
 MODEL = plan_torch  # what runs the model in PyTorch (--module)
+SEED = {}  # --dropout-seed: the seed torch's dropout masks are drawn with, when not the trainer's
 
 EPS32 = 2.0 ** -24
 TOL_FACTOR = 10.0       # the trainer's error allowed, in units of the yardstick's
@@ -120,7 +121,7 @@ class Branch:
             params, opt = self.run[dt]
             opt.zero_grad(set_to_none=True)
             kw = {"state": self.state[dt]} if self.state[dt] else {}  # a --module without state needs none
-            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn, **kw)
+            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn, step=step + 1, **SEED, **kw)
             loss.backward()
             self.loss[dt].append(loss.item())
         if plan["optimizer"]["type"] == "adamw":  # SGD's update is linear in the gradient
@@ -250,12 +251,16 @@ def main():
     ap.add_argument("--perturb-lr", type=float, default=1.0)
     ap.add_argument("--eval", action="store_true", help="also compare the eval loss after the last step (one batch of "
                     "the eval schedule: batchnorm with its running statistics)")
+    ap.add_argument("--dropout-seed", type=int, help="draw torch's dropout masks with this seed instead of the "
+                    "trainer's (1337), expecting a mismatch (the check sees the masks)")
     ap.add_argument("--module", help="the model in PyTorch: a module of tests/reference with plan_torch.forward's "
                     "signature, written from the equations (default: plan_torch, which interprets plan.json)")
     a = ap.parse_args()
     global MODEL
     if a.module:
         MODEL = importlib.import_module(a.module)
+    if a.dropout_seed is not None:
+        SEED["seed"] = a.dropout_seed
     os.makedirs(a.workdir, exist_ok=True)
     plan = plan_torch.load_plan(a.plan)
     init = plan_torch.init_params(plan, seed=1)
@@ -268,7 +273,9 @@ def main():
 
     print("%s %s, %d %s steps%s" % (plan["model"], "trainer vs torch (float64, float32 as the yardstick)", a.steps,
                                     plan["optimizer"]["type"],
-                                    " (torch lr x %g: expecting a mismatch)" % a.perturb_lr if a.perturb_lr != 1 else ""))
+                                    " (torch lr x %g: expecting a mismatch)" % a.perturb_lr if a.perturb_lr != 1 else
+                                    " (torch's dropout seed %d: expecting a mismatch)" % a.dropout_seed
+                                    if a.dropout_seed is not None else ""))
     print("  %d branch(es) tried at ReLU inputs within float32 rounding of 0, %d agree with the trainer's losses"
           % (tried, len(bs)))
     ok, report = False, None
@@ -280,7 +287,7 @@ def main():
         report = report or (b, lines)
     print("  %s %s" % ("matches" if ok else "compared with", report[0].describe()))
     print("\n".join(report[1]))
-    expect = a.perturb_lr == 1.0
+    expect = a.perturb_lr == 1.0 and a.dropout_seed is None
     print("reference: %s" % ("PASS" if ok == expect else "FAIL"))
     return 0 if ok == expect else 1
 
