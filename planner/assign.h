@@ -35,8 +35,11 @@ int64_t assign_lower_bound(const AsgItem *items, int n, int64_t align);
 int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity, double time_limit_s, int64_t *offsets);
 
 /* The portfolio's best-fit orderings, 0 .. ASSIGN_N_ORDERINGS-1: by size,
- * duration, area (all descending) and start (ascending); NULL past the end. */
-#define ASSIGN_N_ORDERINGS 4
+ * duration, area (all descending) and start (ascending), ties by index; then
+ * TFLite's (whole-run buffers first, size descending, first use ascending),
+ * XLA's spatial (size, duration descending) and temporal (duration, size
+ * descending), and by end (descending, ties by size). NULL past the end. */
+#define ASSIGN_N_ORDERINGS 8
 const char *assign_ordering_name(int ordering);
 
 /* Plain best fit in one ordering over the whole instance, without the exact
