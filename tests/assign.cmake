@@ -45,3 +45,15 @@ target_link_libraries(bench_pack memplan_planner)
 target_compile_options(bench_pack PRIVATE ${MEMPLAN_WARNINGS})
 add_test(NAME bench_pack COMMAND bench_pack ${MEMPLAN_SOURCE_DIR}/../shared/bench/minimalloc)
 set_tests_properties(bench_pack PROPERTIES LABELS bench)
+# The large-instance corpus (issue 19): tests/bench/pack_corpus.py regenerates
+# it from memplan's own plans (GPT-2 124M, SmolLM2, Llama 3.2 1B, the minis;
+# micro-batches unrolled, some with recomputation; 5,000 to 50,000 buffers),
+# bench_pack adds generated training steps of 5,000 to 60,000 and prints,
+# per instance, the lower bound, the best plain greedy, memplan's height, the
+# gaps and the times, then which goals held. Minutes on 2 cores:
+# `ctest --test-dir build -L bench -R bench_pack_corpus -V`.
+add_test(NAME bench_pack_corpus
+         COMMAND sh -c "\"$1\" \"$2\" \"$3\" \"$4\" \"$5\" >/dev/null && \"$6\" --corpus \"$5\" --time-limit 10"
+                 bench_pack_corpus python3 ${MEMPLAN_TEST_DIR}/bench/pack_corpus.py $<TARGET_FILE:memplan>
+                 ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/pack_corpus $<TARGET_FILE:bench_pack>)
+set_tests_properties(bench_pack_corpus PROPERTIES LABELS bench TIMEOUT 1800)

@@ -252,24 +252,28 @@ static void corpus_row(const char *name, const Items *it, double limit, Goals *g
   double t0 = now_s();
   int64_t greedy = best_greedy_of(it, 1, off, &which);
   double gs = now_s() - t0;
+  clock_t c0 = clock();
   AsgResult r = assign_offsets(it->v, it->n, 1, limit, off);
+  double cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
   check(name, it, off, r.height);
   double gap = r.lower_bound ? 100.0 * (double)(r.height - r.lower_bound) / (double)r.lower_bound : 0;
   double vs = 100.0 * (double)(r.height - greedy) / (double)greedy;
-  int ok[3] = {r.height <= greedy, gap <= 0.5, r.seconds <= 10.0};
+  /* The time goal on CPU time (both threads' together): on a 2-core machine
+   * that nothing else loads, the wall time is at most that. */
+  int ok[3] = {r.height <= greedy, gap <= 0.5, cpu <= 10.0};
   g->n++;
   for (int k = 0; k < 3; k++) g->held[k] += ok[k];
-  printf("%-32s %6d %13lld %13lld %-21s %13lld %6.3f %7.3f %6.2f %6.2f  %s%s\n", name, it->n, (long long)r.lower_bound,
-         (long long)greedy, assign_ordering_name(which), (long long)r.height, gap, vs, r.seconds, gs, r.method,
-         ok[0] && ok[1] && ok[2] ? "" : "  MISSES A GOAL");
+  printf("%-30s %6d %12lld %12lld %-21s %12lld %6.3f %7.3f %6.2f %6.2f %6.2f  %s%s\n", name, it->n,
+         (long long)r.lower_bound, (long long)greedy, assign_ordering_name(which), (long long)r.height, gap, vs,
+         r.seconds, cpu, gs, r.method, ok[0] && ok[1] && ok[2] ? "" : "  MISSES A GOAL");
   fflush(stdout);
   free(off);
 }
 
 static void bench_corpus(const char *dir, double limit) {
   printf("Large-instance corpus: %s, time limit %.1f s\n", dir, limit);
-  printf("%-32s %6s %13s %13s %-21s %13s %6s %7s %6s %6s  %s\n", "instance", "n", "LB", "best greedy", "(ordering)",
-         "memplan", "gap%", "vs_gr%", "s", "gr_s", "method");
+  printf("%-30s %6s %12s %12s %-21s %12s %6s %7s %6s %6s %6s  %s\n", "instance", "n", "LB", "best greedy",
+         "(its ordering)", "memplan", "gap%", "vs_gr%", "wall_s", "cpu_s", "gr_s", "method");
   Goals g = {0};
   DIR *d = opendir(dir);
   char **names = NULL;
@@ -310,8 +314,8 @@ static void bench_corpus(const char *dir, double limit) {
     corpus_row(name, &it, limit, &g);
     free(it.v), free(it.optional);
   }
-  printf("goals: not above the best greedy %d/%d, gap <= 0.5%% %d/%d, time <= 10 s %d/%d\n", g.held[0], g.n, g.held[1],
-         g.n, g.held[2], g.n);
+  printf("goals: not above the best greedy %d/%d, gap <= 0.5%% %d/%d, cpu time <= 10 s %d/%d\n", g.held[0], g.n,
+         g.held[1], g.n, g.held[2], g.n);
 }
 
 int main(int argc, char **argv) {
