@@ -284,11 +284,10 @@ static void test_ordering_tie_breaks(void) {
     const char *name;
     int64_t a, b, w;
   } want[] = {
-      {"best-fit/size", 0, 4, 8},         /* size, then index: a, b, w */
-      {"best-fit/tflite", 6, 2, 0},       /* whole run first, then size, then start: w, b, a */
-      {"best-fit/xla-spatial", 4, 0, 8},  /* size, then duration: b, a, w */
-      {"best-fit/xla-temporal", 6, 2, 0}, /* duration, then size: w, b, a */
-      {"best-fit/end", 0, 6, 4},          /* end descending, then size: a, w, b */
+      {"best-fit/size", 4, 0, 8},     /* XLA spatial, size, then duration: b, a, w */
+      {"best-fit/duration", 6, 2, 0}, /* XLA temporal, duration, then size: w, b, a */
+      {"best-fit/tflite", 6, 2, 0},   /* whole run first, then size, then start: w, b, a */
+      {"best-fit/end", 0, 6, 4},      /* end descending, then size: a, w, b */
   };
   int found = 0;
   for (int o = 0; o < ASSIGN_N_ORDERINGS; o++) {
