@@ -310,7 +310,8 @@ static void test_ordering_tie_breaks(void) {
 
 /* A leaf of 4,500 buffers is too large for the exact search: iterated
  * greedy gets it below the best plain greedy within 0.3 s of work, the same
- * packing on every run (the work budget, not the clock, ends it). */
+ * packing on every run (the work budget, not the clock, ends it), and
+ * assign_fit makes it fit a capacity below the best greedy. */
 static void test_iterated_greedy(void) {
   enum { N = 4500 };
   static AsgItem it[N];
@@ -327,6 +328,10 @@ static void test_iterated_greedy(void) {
   CHECK(!strcmp(r1.method, "iterated-greedy"), "method %s", r1.method);
   CHECK(r1.height == r2.height && !memcmp(a, b, sizeof a), "two runs differ");
   const char *e = verify_items(it, N, a, 1, r1.height);
+  CHECK(!e, "%s", e);
+  /* Deciding a capacity below every greedy uses it too. */
+  CHECK(assign_fit(it, N, 1, greedy - 1, 0.3, b) == 1, "does not fit %lld", (long long)(greedy - 1));
+  e = verify_items(it, N, b, 1, greedy - 1);
   CHECK(!e, "%s", e);
 }
 
