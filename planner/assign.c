@@ -480,9 +480,10 @@ static int64_t best_fit(Greedy *g, const Inst *in, const int *ord, int64_t *off,
  *    first use ascending;
  *  - by end, descending (the by-start greedy run backwards in time), ties
  *    by size descending.
- * (Size and duration with ties by index alone, memplan's first two, gave the
- * same heights on the bundled models and the corpus as XLA's; two passes
- * fewer keep a 60,000-buffer instance under its time.) */
+ * (They replace memplan's first two, size and duration with ties by index
+ * alone: the same heights on the bundled models, on the corpus's
+ * 60,000-buffer generated step 0.012% higher; two passes fewer keep that
+ * step under its time.) */
 static int by_size(const void *ctx, int a, int b) {
   const Inst *in = ctx;
   return cmp_i64(in->size[b], in->size[a]);
