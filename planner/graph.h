@@ -69,7 +69,7 @@ typedef enum {
   OP_AVGPOOL2D,
   OP_GLOBAL_AVGPOOL,
   OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
-  OP_ADAMW,       /* optimizer updates: only in the step, never in the YAML graph */
+  OP_ADAMW,   /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */

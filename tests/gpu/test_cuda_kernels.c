@@ -1345,10 +1345,10 @@ int main(int argc, char **argv) {
   RUN("conv2d", case_conv2d(2, 8, 9, 9, 8, 3, 1, 1, 1, 8));                 // depthwise
   RUN("conv2d", case_conv2d(3, 8, 5, 6, 12, 1, 1, 0, 1, 1));                // 1x1: no scratch
   if (!quick) RUN("conv2d", case_conv2d(2, 32, 16, 16, 32, 3, 1, 1, 1, 1)); // products of K = 288
-  RUN("maxpool2d", case_pool(1, 2, 3, 9, 7, 3, 2, 1)); // stride != kernel, padding, odd sizes
-  RUN("maxpool2d", case_pool(1, 2, 5, 8, 8, 2, 2, 0)); // ResNet's stem-like, no overlap
-  RUN("maxpool2d", case_pool(1, 1, 2, 6, 5, 4, 1, 2)); // overlapping windows, padding = kernel/2
-  RUN("avgpool2d", case_pool(0, 2, 3, 9, 7, 3, 2, 1)); // padding counted (count_include_pad)
+  RUN("maxpool2d", case_pool(1, 2, 3, 9, 7, 3, 2, 1));                      // stride != kernel, padding, odd sizes
+  RUN("maxpool2d", case_pool(1, 2, 5, 8, 8, 2, 2, 0));                      // ResNet's stem-like, no overlap
+  RUN("maxpool2d", case_pool(1, 1, 2, 6, 5, 4, 1, 2));                      // overlapping windows, padding = kernel/2
+  RUN("avgpool2d", case_pool(0, 2, 3, 9, 7, 3, 2, 1));                      // padding counted (count_include_pad)
   RUN("avgpool2d", case_pool(0, 1, 2, 6, 5, 4, 1, 2));
   RUN("global_avgpool", case_global_avgpool(24, 49));
   RUN("global_avgpool", case_global_avgpool(3, quick ? 100 : 3136));
