@@ -264,3 +264,16 @@ set_tests_properties(guard_mode PROPERTIES LABELS e2e TIMEOUT 300 PASS_REGULAR_E
 add_test(NAME layernorm_no_bias COMMAND memplan compile ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml --dump=graph)
 set_tests_properties(layernorm_no_bias PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "param lnf\\.weight"
                      FAIL_REGULAR_EXPRESSION "lnf\\.bias")
+
+# The vision models: exact parameter counts (torchvision's resnet50 and
+# vit_b_16) and their plans at the budgets the README's table shows
+add_test(NAME resnet50_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml)
+set_tests_properties(resnet50_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   25,557,032 ")
+add_test(NAME vit_b16_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml)
+set_tests_properties(vit_b16_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   86,567,656 ")
+add_test(NAME resnet50_budget_1g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
+set_tests_properties(resnet50_budget_1g PROPERTIES LABELS e2e
+                     PASS_REGULAR_EXPRESSION "fits at 994.60 MiB, 23.28% extra FLOPs   <- chosen")
+add_test(NAME vit_b16_budget_2g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml --budget 2G)
+set_tests_properties(vit_b16_budget_2g PROPERTIES LABELS e2e
+                     PASS_REGULAR_EXPRESSION "fits at 2.00 GiB, 20.65% extra FLOPs   <- chosen")
