@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """e2e.py: end-to-end checks of generated CPU trainers (CTest label e2e).
 Standard library only. Subcommands:
-  build MEMPLAN MODEL.yaml DIR [cmake args]  compile MODEL into DIR, build DIR/build/trainer
+  build MEMPLAN MODEL.yaml DIR [--compile-option=V...] [cmake args]  compile MODEL into DIR, build DIR/build/trainer
                                               with -Wall -Wextra -Werror
   train TRAINER MARGIN [trainer args]        train; the mean loss of the last 10 steps must
                                               be below the first step's loss by MARGIN
@@ -50,8 +50,10 @@ def losses(trainer, args, log):
         return [float(row["loss"]) for row in csv.DictReader(f)]
 
 
-def build(memplan, model, out, *cmake_args):
-    must([memplan, "compile", model, "-o", out])
+def build(memplan, model, out, *args):
+    """args: memplan compile options ("--set B=8" as one "--set=B=8"), then cmake's (-D...)."""
+    cmake_args = [a for a in args if not a.startswith("--")]
+    must([memplan, "compile", model, "-o", out] + [a for a in args if a.startswith("--")])
     # A fresh cache: an old one would keep options at the defaults of the CMakeLists.txt it was made from.
     shutil.rmtree(os.path.join(out, "build"), ignore_errors=True)
     must(["cmake", "-S", out, "-B", os.path.join(out, "build"), "-DTRAINER_WERROR=ON",

@@ -197,7 +197,7 @@ def compare(plan, a, b, got, got_w, out, got_eval=None):
     ok = len(got) == len(b.loss[torch.float64])
     if got_eval is not None:  # --eval: the eval schedule (running statistics, no batch ones) on the final state
         ev = b.eval_loss(plan, plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None,
-                                                  eval=True).next())
+                                                  eval=True, npy=a.npy).next())
         w, y = ev[torch.float64], ev[torch.float32]
         rel, tol = abs(got_eval - w) / abs(w), max(FLOOR, TOL_FACTOR * abs(y - w) / abs(w))
         ok &= rel <= tol
