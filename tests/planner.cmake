@@ -277,3 +277,8 @@ set_tests_properties(resnet50_budget_1g PROPERTIES LABELS e2e
 add_test(NAME vit_b16_budget_2g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml --budget 2G)
 set_tests_properties(vit_b16_budget_2g PROPERTIES LABELS e2e
                      PASS_REGULAR_EXPRESSION "fits at 2.00 GiB, 20.65% extra FLOPs   <- chosen")
+# checkpointing stages end at block boundaries, the downsampling blocks (a
+# projection shortcut beside the main path) included
+add_test(NAME resnet50_stages_1g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
+set_tests_properties(resnet50_stages_1g PROPERTIES LABELS e2e
+                     PASS_REGULAR_EXPRESSION "layer2_0.conv1 .. layer2_0.add recomputed from its input checkpoint")
