@@ -233,8 +233,9 @@ static void over_budget(const char *model, const Graph *g, int64_t budget, int64
             "  --precision auto or bf16 stores saved activations in half precision)\n");
   else
     fprintf(stderr,
-            "  (tried recomputation, then every micro-batch size down to 1; a shorter sequence (--set T=...)\n"
-            "  shrinks activations; --precision auto or bf16 stores saved activations in half precision)\n");
+            "  (tried recomputation, then every micro-batch size down to 1; a smaller batch or a shorter\n"
+            "  sequence (--set B=... or T=..., the model's dims) shrinks activations; --precision auto or\n"
+            "  bf16 stores saved activations in half precision)\n");
 }
 
 /* What compile prints and writes for the planner's outcome; the exit status. */
