@@ -44,6 +44,7 @@ typedef struct {
   bool no_fuse, expand, guard;
   int64_t micro_batch;
   Precision precision;
+  Masks masks; /* --dropout-masks */
   const char *block;
   DimOverride ov[64];
   char ovname[64][64];

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "emit.h"
 #include "live.h"
+#include "ops.h"
 #include "plan_build.h"
 
 const char compile_help[] =
@@ -31,6 +32,8 @@ const char compile_help[] =
     "                        scaling), or auto (bf16, stage by stage, where it beats recomputing)\n"
     "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
     "                        (default: only when nothing else fits the budget)\n"
+    "      --dropout-masks M dropout's masks: auto (default: stored when everything kept fits,\n"
+    "                        else regenerated in backward), store (1 bit per element) or regen\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "  -h, --help            this help\n"
@@ -87,12 +90,13 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
       {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"dropout-masks", required_argument, 0, 'D'}, {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
       {"precision", required_argument, 0, 'P'},  {"guard", no_argument, 0, 'G'},
-      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+      {"help", no_argument, 0, 'h'},             {"dropout-masks", required_argument, 0, 'D'},
+      {0, 0, 0, 0}};
   /* clang-format on */
   const char *cmd = sweep ? "sweep" : "compile";
   *o = (Options){.align = 256, .time_limit = 0.5};
@@ -125,6 +129,14 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       while (k < 4 && strcmp(optarg, names[k])) k++;
       if (k == 4) cli_usage_error(cmd, "--precision %s: choose fp32, bf16, fp16 or auto", optarg);
       o->precision = (Precision)k;
+      break;
+    }
+    case 'D': {
+      static const char *const names[] = {"auto", "store", "regen"};
+      int k = 0;
+      while (k < 3 && strcmp(optarg, names[k])) k++;
+      if (k == 3) cli_usage_error(cmd, "--dropout-masks %s: choose auto, store or regen", optarg);
+      o->masks = (Masks)k;
       break;
     }
     case 'M': {
@@ -170,7 +182,8 @@ PlanRequest cli_request(const Options *o) {
                                .units = 500,
                                .accumulation = 1,
                                .precision = o->precision,
-                               .guard = o->guard ? 64 : 0}};
+                               .guard = o->guard ? 64 : 0,
+                               .masks = o->masks}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {
@@ -202,15 +215,27 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
   return rc;
 }
 
-static void over_budget(const char *model, int64_t budget, int64_t min_arena) {
+/* g: the model as asked for. A model with batch statistics (batchnorm) is
+ * never micro-batched by the levers (levers.c), and the message says so. */
+static void over_budget(const char *model, const Graph *g, int64_t budget, int64_t min_arena) {
   char a[32], b[32];
+  bool stats = false;
+  for (int i = 0; g && i < g->nops; i++) stats |= op_info(g->ops[i].kind)->batch_stats;
   fprintf(stderr,
           "memplan: error: %s does not fit the budget of %lld bytes (%s).\n"
-          "  Smallest budget that fits: --budget %lld (%s)\n"
-          "  (tried recomputation, then every micro-batch size down to 1; a shorter sequence (--set T=...)\n"
-          "  shrinks activations; --precision auto or bf16 stores saved activations in half precision)\n",
+          "  Smallest budget that fits: --budget %lld (%s)\n",
           model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)min_arena,
           mp_fmt_bytes(b, sizeof b, min_arena));
+  if (stats)
+    fprintf(stderr,
+            "  (tried recomputation; not micro-batches: the model's batch statistics (batchnorm) would\n"
+            "  change, --micro-batch N forces them; a smaller batch (--set B=...) shrinks activations;\n"
+            "  --precision auto or bf16 stores saved activations in half precision)\n");
+  else
+    fprintf(stderr,
+            "  (tried recomputation, then every micro-batch size down to 1; a smaller batch or a shorter\n"
+            "  sequence (--set B=... or T=..., the model's dims) shrinks activations; --precision auto or\n"
+            "  bf16 stores saved activations in half precision)\n");
 }
 
 /* What compile prints and writes for the planner's outcome; the exit status. */
@@ -221,7 +246,7 @@ static int write_result(Arena *ar, const Options *o, const PlanOutcome *r) {
   }
   switch (r->status) {
   case PLAN_OK: break;
-  case PLAN_OVER_BUDGET: over_budget(o->model, o->budget, r->min_arena); return EXIT_USER;
+  case PLAN_OVER_BUDGET: over_budget(o->model, r->graph, o->budget, r->min_arena); return EXIT_USER;
   case PLAN_BAD_REQUEST: fprintf(stderr, "memplan: error: %s\n", r->message); return EXIT_USER;
   case PLAN_UNVERIFIED:
     fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n",

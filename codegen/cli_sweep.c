@@ -13,6 +13,7 @@ const char sweep_help[] =
     "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
     "      --time-limit S    seconds the offset search may take per plan (default 0.5)\n"
     "      --no-fuse-updates run every optimizer update after the whole backward pass\n"
+    "      --dropout-masks M store (default) or regen: dropout's masks in every row\n"
     "      --guard           plan with 64 canary bytes after every buffer\n"
     "  -h, --help            this help\n";
 

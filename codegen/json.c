@@ -51,6 +51,7 @@ static void header(const Plan *p, Text *t) {
               (long long)p->budget_bytes, (long long)p->align, (long long)p->guard_bytes);
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,
               p->loss_scaling ? "true" : "false");
+  if (p->dropout_masks) text_printf(t, "  \"dropout_masks\": \"%s\",\n", p->dropout_masks);
 }
 
 static void totals(const Plan *p, Text *t) {
@@ -79,10 +80,12 @@ static void levers(const Plan *p, Text *t) {
     text_printf(t,
                 "%s\n    {\"precision\": \"%s\", \"micro_batch\": %d, \"accumulation_steps\": %d, "
                 "\"keep_arena_bytes\": %lld, \"arena_bytes\": %lld, \"extra_flops\": %lld, \"step_flops\": %lld, "
-                "\"fits\": %s, \"chosen\": %s}",
+                "\"fits\": %s, \"chosen\": %s",
                 i ? "," : "", l->precision, l->micro_batch, l->accumulation_steps, (long long)l->keep_arena,
                 (long long)l->arena, (long long)l->extra_flops, (long long)l->step_flops, l->fits ? "true" : "false",
                 l->chosen ? "true" : "false");
+    if (l->dropout_masks) text_printf(t, ", \"dropout_masks\": \"%s\"", l->dropout_masks);
+    text_printf(t, "}");
   }
   text_printf(t, "%s],\n", p->nlevers ? "\n  " : "");
 }

@@ -365,6 +365,8 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};
   p->precision = PRECISIONS[get_enum(root, "precision", PRECISIONS, 3)];
   p->loss_scaling = get(root, "loss_scaling", J_BOOL)->b;
+  static const char *const MASKS[] = {"stored", "regenerated"};
+  p->dropout_masks = find(root, "dropout_masks") ? MASKS[get_enum(root, "dropout_masks", MASKS, 2)] : NULL;
   /* written since the stages were added; older plans had neither */
   p->guard_bytes = find(root, "guard_bytes") ? get_int(root, "guard_bytes", 0, (int64_t)1 << 20) : 0;
 }
@@ -429,6 +431,8 @@ static void read_levers(Arena *ar, const JVal *root, Plan *p) {
     l->step_flops = get_int(v, "step_flops", 0, INT64_MAX);
     l->fits = get(v, "fits", J_BOOL)->b;
     l->chosen = get(v, "chosen", J_BOOL)->b;
+    static const char *const MASKS[] = {"stored", "regenerated"};
+    l->dropout_masks = find(v, "dropout_masks") ? MASKS[get_enum(v, "dropout_masks", MASKS, 2)] : NULL;
   }
 }
 

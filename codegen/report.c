@@ -145,9 +145,32 @@ static void levers(const Plan *p, FILE *out) {
     else if (l->extra_flops)
       snprintf(res, sizeof res, "keep all %s; fits at %s, %.2f%% extra FLOPs", b(x, l->keep_arena), b(y, l->arena),
                100.0 * (double)l->extra_flops / (double)l->step_flops);
+    else if (l->dropout_masks && l->arena != l->keep_arena) /* keep_arena: the masks stored */
+      snprintf(res, sizeof res, "keep all %s; fits at %s keeping everything, dropout masks %s", b(x, l->keep_arena),
+               b(y, l->arena), l->dropout_masks);
     else snprintf(res, sizeof res, "fits at %s keeping everything", b(x, l->arena));
+    if (l->dropout_masks && !strstr(res, "dropout masks"))
+      snprintf(res + strlen(res), sizeof res - strlen(res), "; dropout masks %s", l->dropout_masks);
     fprintf(out, "  %-34s %s%s\n", cfg, res, l->chosen ? "   <- chosen" : "");
   }
+}
+
+/* Dropout's masks as the plan decided: stored for backward, or regenerated
+ * there from each op's random key. */
+static void masks(const Plan *p, FILE *out) {
+  if (!p->dropout_masks) return;
+  int n = 0;
+  int64_t bytes = 0;
+  for (int i = 0; i < p->nsched; i++)
+    if (p->sched[i].op == OP_DROPOUT && p->sched[i].phase == PHASE_BACKWARD) {
+      n++;
+      if (p->sched[i].in[1] >= 0) bytes += p->buf[p->sched[i].in[1]].bytes;
+    }
+  char x[32];
+  const char *masks = n == 1 ? "mask" : "masks";
+  if (!strcmp(p->dropout_masks, "stored"))
+    fprintf(out, "\ndropout: %d %s stored for backward (1 bit per element, %s)\n", n, masks, b(x, bytes));
+  else fprintf(out, "\ndropout: %d %s regenerated in backward from each op's random key (no bytes stored)\n", n, masks);
 }
 
 void report_plan(const Plan *p, FILE *out) {
@@ -159,6 +182,7 @@ void report_plan(const Plan *p, FILE *out) {
   peak(p, out);
   arena(p, out);
   levers(p, out);
+  masks(p, out);
   lowered(p, out);
   stages(p, out);
 }

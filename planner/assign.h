@@ -1,7 +1,8 @@
 /* assign.h: offsets in one arena for buffers with known lifetimes (the
- * dynamic storage allocation problem). A best-fit portfolio first; exact
- * search (MiniMalloc-style branch and bound) when the portfolio misses the
- * lower bound. Results are checked by verify.c, which shares no code with this. */
+ * dynamic storage allocation problem). A best-fit portfolio first; iterated
+ * greedy and exact search (MiniMalloc-style branch and bound) when the
+ * portfolio misses the lower bound. Results are checked by verify.c, which
+ * shares no code with this. */
 #ifndef MEMPLAN_ASSIGN_H
 #define MEMPLAN_ASSIGN_H
 
@@ -23,8 +24,10 @@ typedef struct {
 } AsgResult;
 
 /* Assigns offsets (multiples of align) to n items, minimizing the height;
- * writes offsets[n]. Deterministic for a given input. time_limit_s bounds the
- * exact search (0: portfolio only). */
+ * writes offsets[n]. Deterministic for a given input and limit. time_limit_s
+ * becomes a work budget that the portfolio's passes, iterated greedy and the
+ * exact search all draw from (0: the portfolio only, whatever it costs).
+ * Never above assign_best_fit in any ordering. */
 AsgResult assign_offsets(const AsgItem *items, int n, int64_t align, double time_limit_s, int64_t *offsets);
 
 /* The liveness lower bound alone. */
@@ -34,9 +37,12 @@ int64_t assign_lower_bound(const AsgItem *items, int n, int64_t align);
  * (proven not to fit), -1 (unknown when the time limit ran out). */
 int assign_fit(const AsgItem *items, int n, int64_t align, int64_t capacity, double time_limit_s, int64_t *offsets);
 
-/* The portfolio's best-fit orderings, 0 .. ASSIGN_N_ORDERINGS-1: by size,
- * duration, area (all descending) and start (ascending); NULL past the end. */
-#define ASSIGN_N_ORDERINGS 4
+/* The portfolio's best-fit orderings, 0 .. ASSIGN_N_ORDERINGS-1: by size
+ * (then duration: XLA's spatial), by duration (then size: XLA's temporal),
+ * area (all descending), start (ascending), TFLite's (whole-run buffers
+ * first, size descending, first use ascending) and by end (descending, then
+ * size); last ties by index. NULL past the end. */
+#define ASSIGN_N_ORDERINGS 6
 const char *assign_ordering_name(int ordering);
 
 /* Plain best fit in one ordering over the whole instance, without the exact

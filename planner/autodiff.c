@@ -287,6 +287,37 @@ Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts
   return s;
 }
 
+bool ad_has_regen(const Graph *g) {
+  for (int i = 0; i < g->nops; i++)
+    if (op_info(g->ops[i].kind)->regen_stats) return true;
+  return false;
+}
+
+Step *ad_regen_stats(Arena *ar, const Step *s) {
+  Step *out = ar_alloc(ar, sizeof(Step));
+  *out = *s;
+  out->train = ar_alloc(ar, sizeof(Instr) * (size_t)(s->ntrain + 1));
+  out->saved = ar_alloc(ar, sizeof(bool) * (size_t)(s->nt + 1));
+  memcpy(out->train, s->train, sizeof(Instr) * (size_t)s->ntrain);
+  memcpy(out->saved, s->saved, sizeof(bool) * (size_t)s->nt);
+  bool *dropped = ar_alloc(ar, sizeof(bool) * (size_t)(s->nt + 1));
+  for (int i = 0; i < s->ntrain; i++) { /* forward runs: their statistics are not written */
+    Instr *x = &out->train[i];
+    const OpInfo *oi = op_info(x->kind);
+    if (!oi->regen_stats || (x->phase != PHASE_FORWARD && x->phase != PHASE_RECOMPUTE)) continue;
+    for (int k = oi->nout - oi->nstats; k < oi->nout; k++)
+      if (x->out[k] >= 0) {
+        dropped[x->out[k]] = true;
+        out->saved[x->out[k]] = false;
+        x->out[k] = -1;
+      }
+  }
+  for (int i = 0; i < s->ntrain; i++) /* nor read */
+    for (int k = 0; k < out->train[i].nin; k++)
+      if (out->train[i].in[k] >= 0 && dropped[out->train[i].in[k]]) out->train[i].in[k] = -1;
+  return out;
+}
+
 void ad_dump(const Step *s, FILE *out) {
   static const char *const ph[] = {"fwd", "bwd", "upd", "rec"};
   for (int i = 0; i < s->ntrain; i++) {

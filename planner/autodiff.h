@@ -74,6 +74,14 @@ typedef struct {
  * actions say which stages run forward when, and what they keep. */
 Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts);
 
+/* A new step in which the ops whose entry sets regen_stats (dropout) keep
+ * no statistics: their forward and recompute runs write none (NULL) and
+ * their backward reads none (NULL), regenerating them from the op's key.
+ * s itself is not changed. */
+Step *ad_regen_stats(Arena *ar, const Step *s);
+/* Does the graph hold an op whose statistics a plan may regenerate? */
+bool ad_has_regen(const Graph *g);
+
 /* --dump=step */
 void ad_dump(const Step *s, FILE *out);
 

@@ -160,7 +160,9 @@ Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel
 
 bool chain_keeps_cb(const void *chain, int s, int k, int t) {
   const Chain *c = chain;
-  return chain_keeps(c->g, c->plain, &c->s[s], c->s[s].opt[k].keep, t);
+  /* what the plain step does not save needs no recompute: a statistic the
+   * plan regenerates in backward (dropout's mask, ad_regen_stats) */
+  return !c->plain->saved[t] || chain_keeps(c->g, c->plain, &c->s[s], c->s[s].opt[k].keep, t);
 }
 
 int *chain_stage_first(Arena *ar, const Chain *c) {

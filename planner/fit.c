@@ -27,9 +27,15 @@ static bool *plain_half(Arena *ar, const Graph *g, const FitOptions *o) {
 static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Actions *a, const bool *half) {
   bool accum = o->accumulation > 1, scaled = o->precision == PREC_FP16;
   Step *s = ad_build(ar, g, o->fuse && !accum && !scaled, a);
+  if (o->masks == MASKS_REGEN) s = ad_regen_stats(ar, s);
   s->accumulation = accum ? o->accumulation : 1;
   DType dt = o->precision == PREC_AUTO ? DT_BF16 : prec_dtype(o->precision);
   return half ? prec_lower(ar, s, half, dt) : s; /* the copy keeps accumulation */
+}
+
+/* What a plan does with dropout's masks (NULL: the model has none). */
+static const char *masks_name(const Graph *g, Masks m) {
+  return !ad_has_regen(g) ? NULL : m == MASKS_REGEN ? "regenerated" : "stored";
 }
 
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
@@ -45,6 +51,7 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
       if (p->buf[b].dtype == DT_BF16) p->precision = "bf16";
   }
   p->loss_scaling = o->precision == PREC_FP16;
+  p->dropout_masks = masks_name(g, o->masks);
   return p;
 }
 
@@ -53,6 +60,7 @@ int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, 
     return 0;
   FitOptions u = *o;
   u.fuse = false;
+  u.masks = fused->dropout_masks && !strcmp(fused->dropout_masks, "regenerated") ? MASKS_REGEN : MASKS_STORE;
   Step *s = build_step(ar, g, &u, NULL, plain_half(ar, g, o));
   int at;
   int64_t lb = live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
@@ -98,6 +106,7 @@ typedef struct {
 static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
   S->g = g, S->o = o;
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
+  if (o->masks == MASKS_REGEN) S->plain = ad_regen_stats(ar, S->plain);
   S->half = o->precision == PREC_FP32 ? NULL : prec_candidates(ar, g, S->plain);
   S->chain = chain_build(ar, g, S->plain, cost_model(o->backend), S->half, o->precision == PREC_AUTO);
   /* the table has stages^2 (M + 1) cells: fewer units for long chains, and
@@ -187,34 +196,75 @@ static bool try_fit(const Solver *S, int m, bool light, int64_t budget, double l
   return true;
 }
 
-FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o) {
-  FitResult r = {0};
-  Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
-  Plan *p = fit_plan(ar, g, plain, o);
-  r.min_arena = r.keep_arena = p->arena_bytes, r.candidates = 1;
-  if (!budget || p->arena_bytes <= budget) {
-    r.plan = p;
-    r.step = plain;
-    return r;
-  }
+/* The DP's fastest schedule whose verified arena fits the budget, under o,
+ * into r (plan, step; candidates and min_arena accumulate). Returns its time
+ * under the cost model, INFINITY when none fits. The DP is solved once;
+ * walking its schedules from the cheapest, a schedule that misses may fit
+ * with lighter options, which is kept while nothing cheaper fits. The plan
+ * that wins is the one checked: its arena joins the caller's. */
+static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o, FitResult *r) {
   Arena scratch = {0}, tmp = {0}, best = {0};
   Solver S;
   solver_init(&scratch, &S, g, o);
-  /* Walk the DP's schedules from the cheapest; a schedule that misses may
-   * fit with lighter options, which is kept while nothing cheaper fits. The
-   * plan that wins is the one checked: its arena joins the caller's. */
   double best_time = INFINITY, last = NAN;
   for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
     double c = ckpt_cost(S.T, m);
     if (!isfinite(c) || c >= best_time) break;
     if (c == last) continue; /* the same schedule as the previous m */
     last = c;
-    if (try_fit(&S, m, false, budget, INFINITY, &r, &tmp, &best, &best_time)) break;
-    try_fit(&S, m, true, budget, best_time, &r, &tmp, &best, &best_time);
+    if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time)) break;
+    try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time);
   }
   ar_adopt(ar, &best);
   ar_free(&tmp);
   ar_free(&scratch);
+  return best_time;
+}
+
+/* The plan keeping everything under o, into r when it fits. */
+static bool keep_all(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o, FitResult *r) {
+  Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
+  Plan *p = fit_plan(ar, g, plain, o);
+  r->candidates++;
+  if (!r->keep_arena) r->keep_arena = p->arena_bytes;
+  if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+  r->masks = p->dropout_masks;
+  if (budget && p->arena_bytes > budget) return false;
+  r->plan = p;
+  r->step = plain;
+  return true;
+}
+
+FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *opt) {
+  FitResult r = {0};
+  FitOptions fo = *opt;
+  bool choose = fo.masks == MASKS_AUTO && ad_has_regen(g);
+  if (fo.masks == MASKS_AUTO) fo.masks = MASKS_STORE;
+  if (keep_all(ar, g, budget, &fo, &r)) return r;
+  if (!choose) {
+    walk(ar, g, budget, &fo, &r);
+    return r;
+  }
+  /* Dropout's masks, when the plan keeping them all did not fit: keeping
+   * everything with the masks regenerated costs no recomputation; failing
+   * that, the checkpointing DP under each policy (what a stage keeps, and so
+   * the DP's choices, change with the masks), the faster plan winning and
+   * stored masks on a tie. */
+  FitOptions rg = fo;
+  rg.masks = MASKS_REGEN;
+  if (keep_all(ar, g, budget, &rg, &r)) return r;
+  FitResult rs = r;
+  double ts = walk(ar, g, budget, &fo, &rs);
+  FitResult rr = rs;
+  rr.plan = NULL;
+  rr.step = NULL;
+  double tr = walk(ar, g, budget, &rg, &rr);
+  r = rr; /* the counters of both walks */
+  if (rs.plan && (!rr.plan || ts <= tr)) {
+    r.plan = rs.plan;
+    r.step = rs.step;
+  }
+  r.masks = r.plan ? r.plan->dropout_masks : NULL; /* none fit: both were tried */
   return r;
 }
 

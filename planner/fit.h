@@ -9,6 +9,13 @@
 #include "plan.h"
 #include "precision.h"
 
+/* Dropout's masks (ops with OpInfo.regen_stats): auto stores them when the
+ * plan keeping everything fits (backward then reads a bit per element) and
+ * regenerates them otherwise, before recomputing anything (no bytes; a hash
+ * per element in backward, cheaper than rerunning any op); store and regen
+ * force one (--dropout-masks). */
+typedef enum { MASKS_AUTO, MASKS_STORE, MASKS_REGEN } Masks;
+
 typedef struct {
   bool fuse; /* fused optimizer updates */
   int64_t align;
@@ -18,6 +25,7 @@ typedef struct {
   int accumulation;    /* micro-batches per step; > 1 keeps gradients across them (updates unfused) */
   Precision precision; /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
   int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
+  Masks masks;         /* dropout's masks: stored or regenerated */
 } FitOptions;
 
 typedef struct {
@@ -26,6 +34,8 @@ typedef struct {
   int64_t min_arena;  /* the smallest arena any candidate reached */
   int64_t keep_arena; /* the arena keeping every activation */
   int candidates;     /* plans built and checked */
+  const char *masks;  /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
+                       * dropout, or auto tried both) */
 } FitResult;
 
 /* A verified-ready plan for one step: liveness, buffers, offsets. */

@@ -65,7 +65,11 @@ typedef enum {
   OP_CONCAT,      /* 2..6 inputs along one axis */
   OP_CLASS_TOKEN, /* [B, N, C] -> [B, N+1, C], a learned token first */
   OP_SELECT,      /* one index of an axis, the axis dropped */
-  OP_ADAMW,       /* optimizer updates: only in the step, never in the YAML graph */
+  OP_MAXPOOL2D,   /* pooling over [N, C, H, W] */
+  OP_AVGPOOL2D,
+  OP_GLOBAL_AVGPOOL,
+  OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
+  OP_ADAMW,   /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */
@@ -94,20 +98,24 @@ typedef struct {
 #define MAX_ATTR 8   /* attributes an op declares (ops.h, OpInfo.attrs) */
 #define MAX_KDIM 16  /* an op's kernel size arguments (PlanOp.dim): convolutions take about a dozen */
 
+/* A list attribute's items (ATTR_DIMS, reshape's shape): each item's value,
+ * text (the symbol of the dim it sizes) and location, in arena arrays. */
+typedef struct {
+  int n;
+  const int64_t *v;
+  const char *const *sym;
+  const Loc *loc;
+} AttrList;
+
 /* One attribute of a layer, as the loader parsed it against the op's
  * declaration (ops.h, AttrSpec): the value, the text written (an int's
  * expression "4*C" becomes the symbol of the dims it sizes), and where. */
 typedef struct {
-  int64_t i;     /* int and bool values */
-  double f;      /* float values */
-  const char *s; /* the YAML text as written; NULL when the default applies */
-  Loc loc;       /* where it was written; the layer's mapping when defaulted */
-  /* lists (ATTR_DIMS): n items, each item's value, text and location (arena
-   * arrays); n = 0 when absent */
-  int n;
-  const int64_t *list;
-  const char *const *list_sym;
-  const Loc *list_loc;
+  int64_t i;            /* int and bool values */
+  double f;             /* float values */
+  const char *s;        /* the YAML text as written; NULL when the default applies */
+  Loc loc;              /* where it was written; the layer's mapping when defaulted */
+  const AttrList *list; /* lists: the items; NULL when absent */
 } Attr;
 
 typedef struct {

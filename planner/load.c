@@ -478,8 +478,11 @@ static void resolve(Loader *L) {
       ly->input[0] = li - 1, ly->input_loc[0] = loc_of(L, ly->node), ly->ninputs = 1;
     }
     const OpInfo *oi = op_info(ly->op);
-    if (ly->ninputs < oi->min_inputs || ly->ninputs > oi->max_inputs)
+    if ((ly->ninputs < oi->min_inputs || ly->ninputs > oi->max_inputs) && oi->min_inputs == oi->max_inputs)
       diag_error(loc_of(L, ly->node), "op takes %d input%s, got %d", oi->min_inputs, oi->min_inputs == 1 ? "" : "s",
+                 ly->ninputs);
+    if (ly->ninputs < oi->min_inputs || ly->ninputs > oi->max_inputs)
+      diag_error(loc_of(L, ly->node), "op '%s' takes %d to %d inputs, got %d", oi->name, oi->min_inputs, oi->max_inputs,
                  ly->ninputs);
     for (int i = 0; i < MAX_ATTR && oi->attrs[i].key; i++)
       if (oi->attrs[i].type == ATTR_PARAM) resolve_share(L, ly, oi->attrs[i].key);
@@ -584,7 +587,9 @@ static void dims_list(Loader *L, Node *n, const char *what, Attr *a) {
                  (long long)v[k]);
   }
   a->s = ar_printf(L->ar, "%s]", text);
-  a->n = cnt, a->list = v, a->list_sym = sym, a->list_loc = at;
+  AttrList *list = ar_alloc(L->ar, sizeof(AttrList));
+  *list = (AttrList){cnt, v, sym, at};
+  a->list = list;
 }
 
 /* The layer's attributes in its op's declaration order. */

@@ -635,12 +635,13 @@ static void reshape_build(BuildCtx *c) {
   need_float(c, 0);
   const Shape *x = in_shape(c, 0);
   const Attr *a = build_attr(c, "shape");
+  const AttrList *l = a->list; /* required: the loader made it */
   int64_t d[MAX_RANK], known = 1, n = shape_numel(x);
   const char *sy[MAX_RANK];
   int infer = -1;
   bool fits = true;
-  for (int k = 0; k < a->n; k++) {
-    d[k] = a->list[k], sy[k] = a->list_sym[k];
+  for (int k = 0; k < l->n; k++) {
+    d[k] = l->v[k], sy[k] = l->sym[k];
     if (d[k] == -1) infer = k, sy[k] = NULL;
     else fits &= ck_mul(known, d[k], &known);
   }
@@ -654,13 +655,13 @@ static void reshape_build(BuildCtx *c) {
                 a->s, xs, (long long)n, (long long)known);
   if (infer >= 0) d[infer] = n / known;
   else if (!fits || known != n) {
-    Shape want = build_shape(c, a->n, d, sy);
+    Shape want = build_shape(c, l->n, d, sy);
     build_error(c, "shape", "shape %s %s has %s elements but input %s has %lld; reshape keeps the elements", a->s,
                 shape_val_str(tmp, &want), fits ? ar_printf(tmp, "%lld", (long long)known) : "more than 2^63", xs,
                 (long long)n);
   }
   build_data(c, 0, 0);
-  build_output(c, 0, NULL, build_shape(c, a->n, d, sy), DT_F32);
+  build_output(c, 0, NULL, build_shape(c, l->n, d, sy), DT_F32);
 }
 
 /* n: the elements (a copy, or nothing in place) */
@@ -796,6 +797,92 @@ static void select_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   d[2] = prod(x, ax + 1, x->rank);
   d[3] = op->attr[1].i < 0 ? op->attr[1].i + d[1] : op->attr[1].i;
   *n = 4;
+}
+
+/* ---- pooling: maxpool2d, avgpool2d [N, C, H, W] -> [N, C, Ho, Wo]; global_avgpool -> [N, C] ---- */
+
+static void need_nchw(BuildCtx *c) {
+  const Shape *x = in_shape(c, 0);
+  if (x->rank != 4) {
+    Arena *tmp = build_scratch(c);
+    build_error(c, NULL, "this op needs an input of shape (N, C, H, W); '%s' is %s %s", build_input(c, 0)->name,
+                shape_sym_str(tmp, x), shape_val_str(tmp, x));
+  }
+}
+
+/* kernel, stride (0: the kernel) and padding, the attributes' order */
+static int64_t pool_stride(const Attr *a) { return a[1].i ? a[1].i : a[0].i; }
+
+/* floor((n + 2 p - k) / s) + 1, torch's output size (ceil_mode false); the
+ * padded size must hold one window. */
+static int64_t pool_out(BuildCtx *c, int64_t n, const char *axis, int64_t k, int64_t s, int64_t p) {
+  int64_t padded;
+  if (!ck_mul(2, p, &padded) || !ck_add(padded, n, &padded) || padded < k)
+    build_error(c, "kernel",
+                "kernel = %lld is larger than the padded input: %s + 2 * padding = %lld + 2 * %lld; use a smaller "
+                "kernel or more padding",
+                (long long)k, axis, (long long)n, (long long)p);
+  return (padded - k) / s + 1;
+}
+
+static void pool_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_nchw(c);
+  const Shape *x = in_shape(c, 0);
+  int64_t k = attr_i(c, "kernel"), s = attr_i(c, "stride") ? attr_i(c, "stride") : k, p = attr_i(c, "padding");
+  if (p > k / 2)
+    build_error(c, "padding", "padding = %lld must be at most half the kernel (%lld), as torch requires", (long long)p,
+                (long long)k);
+  int64_t d[4] = {x->d[0], x->d[1], pool_out(c, x->d[2], "H", k, s, p), pool_out(c, x->d[3], "W", k, s, p)};
+  const char *sym[4] = {x->sym[0], x->sym[1], NULL, NULL};
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, build_shape(c, 4, d, sym), DT_F32);
+}
+/* N C H W Ho Wo k s p */
+static void pool_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
+  for (int i = 0; i < 4; i++) d[i] = x->d[i];
+  d[4] = y->d[2];
+  d[5] = y->d[3];
+  d[6] = op->attr[0].i;
+  d[7] = pool_stride(op->attr);
+  d[8] = op->attr[2].i;
+  *n = 9;
+}
+/* a comparison or an addition per window element; maxpool's backward finds
+ * the maximum again */
+static int64_t pool_flops(const Graph *g, const Op *op, bool bwd) {
+  (void)bwd;
+  return FLOPS(out_numel(g, op), op->attr[0].i, op->attr[0].i);
+}
+
+static void gap_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_nchw(c);
+  const Shape *x = in_shape(c, 0);
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, build_shape(c, 2, x->d, x->sym), DT_F32);
+}
+/* NC HW */
+static void gap_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0] * x->d[1];
+  d[1] = x->d[2] * x->d[3];
+  *n = 2;
+}
+
+/* ---- dropout: out = x * mask / (1 - p), the mask a hash of (key, element) ---- */
+
+static void dropout_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Attr *p = build_attr(c, "p");
+  if (!(p->f >= 0 && p->f < 1))
+    build_error(c, "p", "'p' (the probability of zeroing an element) must be in [0, 1), not %s", p->s);
+  const Shape *x = in_shape(c, 0);
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, *x, DT_F32);
+  /* one bit per element, 32 to an i32 word */
+  build_output(c, 1, "mask", vec_shape(c, shape_numel(x) / 32 + (shape_numel(x) % 32 != 0), NULL), DT_I32);
 }
 
 /* ---- the table ---- */
@@ -1092,6 +1179,55 @@ static const OpInfo table[OP_COUNT] = {
             .nbin = 1, .bin = {REF_DOUT},
             .nbout = 1, .bout = {REF_GIN(0)},
             .grad_to = {true},
+        },
+    [OP_MAXPOOL2D] =
+        {
+            .name = "maxpool2d",
+            .attrs = {{"kernel", ATTR_INT, .required = true}, {"stride", ATTR_INT}, /* absent: kernel */
+                      {"padding", ATTR_INT, .nonneg = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = pool_build, .dims = pool_dims, .flops = pool_flops,
+            .cheap = true,
+            /* backward finds each window's maximum again in x, which the op
+             * before usually keeps anyway, instead of saving indices */
+            .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_AVGPOOL2D] =
+        {
+            .name = "avgpool2d",
+            .attrs = {{"kernel", ATTR_INT, .required = true}, {"stride", ATTR_INT}, /* absent: kernel */
+                      {"padding", ATTR_INT, .nonneg = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = pool_build, .dims = pool_dims, .flops = pool_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_GLOBAL_AVGPOOL] =
+        {
+            .name = "global_avgpool",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = gap_build, .dims = gap_dims, .flops = numel_flops, /* one addition per input element */
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_DROPOUT] =
+        {
+            .name = "dropout",
+            .attrs = {{"p", ATTR_FLOAT, .dflt = 0.1}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 2, .nstats = 1,
+            .build = dropout_build, .dims = numel_dims, .flops = numel_flops,
+            .cheap = true,
+            .nbin = 2, .bin = {REF_DOUT, REF_OUT(1)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+            .mode_arg = true, .regen_stats = true,
         },
     /* not written in YAML (no shape rule): the updates and casts the passes
      * insert; their kernels' arguments are in emitc.c */

@@ -40,6 +40,10 @@
  *   concat         a0 .. a5         out                 dout                       da0 .. da5       O I n0 .. n5
  *   class_token    x W              out                 dout                       dx dW            B N C
  *   select         x                out                 dout                       dx               O N I index
+ *   maxpool2d      x                out                 dout x                     dx               N C H W Ho Wo k s p
+ *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
+ *   global_avgpool x                out                 dout                       dx               NC HW
+ *   dropout        x                out mask            dout mask                  dx               n (p) [mode key]
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. conv2d's
@@ -74,7 +78,7 @@ typedef enum {
   ATTR_INDEX, /* an axis or an index: an integer expression of any sign ("-1"); the
                * shape rule checks its range (negative counts from the end, as torch) */
   ATTR_DIMS,  /* a list of dim expressions ("[B, N*C, -1]"), each positive or -1
-               * (at most one); Attr.n, .list, .list_sym, .list_loc; MAX_RANK items */
+               * (at most one), at most MAX_RANK: Attr.list */
 } AttrType;
 
 typedef struct {
@@ -142,6 +146,11 @@ typedef struct {
    * micro-batch lever leaves a model with one alone (--micro-batch still
    * applies, with PyTorch's gradient-accumulation semantics). */
   bool batch_stats;
+  /* Its statistics (the nstats outputs) are a pure function of its key and
+   * shape, so a plan may leave them unstored: the forward kernel then gets
+   * NULL for them and the backward kernel NULL, and regenerates them
+   * (dropout's mask). The budget's levers decide (levers.c, fit.c). */
+  bool regen_stats;
   Feed feed[MAX_OP_IN]; /* per forward slot, for graph inputs */
   /* GPT-2 initialization: a residual join (add) scales the weights of the
    * gpt2_projection ops (linear) that feed it by 1/sqrt(their number). */

@@ -103,6 +103,8 @@ typedef struct {
   int64_t arena;                   /* the plan that fit, or the least arena recomputation reached */
   int64_t extra_flops, step_flops; /* of the plan that fit (0 when none did) */
   bool fits, chosen;
+  const char *dropout_masks; /* "stored", "regenerated" (the plan that fit, or the one policy tried); NULL: no
+                              * dropout, or both tried and neither fit */
 } PlanLever;
 
 typedef struct Plan {
@@ -152,6 +154,10 @@ typedef struct Plan {
   int64_t guard_bytes;   /* --guard: canary bytes after every buffer (0: none); the
                             packing reserves bytes + guard_bytes for each */
   bool loss_scaling;
+  /* dropout: "stored" (the forward writes each op's mask, 1 bit per element,
+   * and backward reads it) or "regenerated" (neither: backward hashes the
+   * op's key again); NULL when the model has no dropout */
+  const char *dropout_masks;
   const char *assign_method;
   bool assign_optimal;
   double compile_seconds;

@@ -1206,6 +1206,18 @@ static void transpose_task(const void *ctx, int64_t lo, int64_t hi) {
     int64_t am = t / (tp * tq), tile = t % (tp * tq), a = am / M, m = am % M;
     int64_t p0 = tile / tq * RT_TILE, q0 = tile % tq * RT_TILE;
     int64_t p1 = p0 + RT_TILE < P ? p0 + RT_TILE : P, q1 = q0 + RT_TILE < Q ? q0 + RT_TILE : Q;
+    if (Z == 1) { // the common case ([B, C, N] -> [B, N, C]): reads along q, writes across the tile
+      const float *s = in + (a * P * M + m) * Q;
+      float *o = out + (a * Q * M + m) * P;
+      int64_t sp = M * Q, oq = M * P;
+      if (acc)
+        for (int64_t p = p0; p < p1; p++)
+          for (int64_t q = q0; q < q1; q++) o[q * oq + p] += s[p * sp + q];
+      else
+        for (int64_t p = p0; p < p1; p++)
+          for (int64_t q = q0; q < q1; q++) o[q * oq + p] = s[p * sp + q];
+      continue;
+    }
     for (int64_t q = q0; q < q1; q++)
       for (int64_t p = p0; p < p1; p++) {
         const float *s = in + (((a * P + p) * M + m) * Q + q) * Z;
@@ -1709,6 +1721,225 @@ void rt_batchnorm2d_backward(float *dx, float *dw, float *db, const float *dout,
               .acc_dw = acc_dw,
               .acc_db = acc_db};
   rt_par(batchnorm_backward_task, &a, C, rt_chunks(N * C * S >= RT_PAR_MIN));
+}
+
+// ----------------------------------------------------------------------------
+// pooling: parallel over the N*C planes, each plane owned by one task, so a
+// gradient's additions run in one order whatever the thread count
+
+typedef struct {
+  float *out;
+  const float *x, *dout;
+  int64_t H, W, Ho, Wo, k, s, p;
+  int acc;
+} PoolTask;
+
+/* The first maximum of window (ho, wo) of plane x, torch's rule: start at the
+ * first element inside the input, take v > max or a NaN. */
+static inline int64_t pool_argmax(const PoolTask *c, const float *x, int64_t ho, int64_t wo) {
+  int64_t h0 = ho * c->s - c->p, w0 = wo * c->s - c->p;
+  int64_t h1 = h0 + c->k < c->H ? h0 + c->k : c->H, w1 = w0 + c->k < c->W ? w0 + c->k : c->W;
+  if (h0 < 0) h0 = 0;
+  if (w0 < 0) w0 = 0;
+  int64_t best = h0 * c->W + w0;
+  float mx = -INFINITY;
+  for (int64_t h = h0; h < h1; h++)
+    for (int64_t w = w0; w < w1; w++) {
+      float v = x[h * c->W + w];
+      if (v > mx || isnan(v)) {
+        mx = v;
+        best = h * c->W + w;
+      }
+    }
+  return best;
+}
+
+static void maxpool_task(const void *ctx, int64_t lo, int64_t hi) {
+  const PoolTask *c = ctx;
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const float *x = c->x + pl * c->H * c->W;
+    float *out = c->out + pl * c->Ho * c->Wo;
+    for (int64_t ho = 0; ho < c->Ho; ho++)
+      for (int64_t wo = 0; wo < c->Wo; wo++) out[ho * c->Wo + wo] = x[pool_argmax(c, x, ho, wo)];
+  }
+}
+
+static void maxpool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const PoolTask *c = ctx;
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const float *x = c->x + pl * c->H * c->W, *dout = c->dout + pl * c->Ho * c->Wo;
+    float *dx = c->out + pl * c->H * c->W;
+    if (!c->acc) memset(dx, 0, sizeof(float) * (size_t)(c->H * c->W));
+    for (int64_t ho = 0; ho < c->Ho; ho++)
+      for (int64_t wo = 0; wo < c->Wo; wo++) dx[pool_argmax(c, x, ho, wo)] += dout[ho * c->Wo + wo];
+  }
+}
+
+static void avgpool_task(const void *ctx, int64_t lo, int64_t hi) {
+  const PoolTask *c = ctx;
+  double div = (double)(c->k * c->k);
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const float *x = c->x + pl * c->H * c->W;
+    float *out = c->out + pl * c->Ho * c->Wo;
+    for (int64_t ho = 0; ho < c->Ho; ho++)
+      for (int64_t wo = 0; wo < c->Wo; wo++) {
+        int64_t h0 = ho * c->s - c->p, w0 = wo * c->s - c->p;
+        double sum = 0.0;
+        for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + c->k && h < c->H; h++)
+          for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + c->k && w < c->W; w++) sum += x[h * c->W + w];
+        out[ho * c->Wo + wo] = (float)(sum / div);
+      }
+  }
+}
+
+static void avgpool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const PoolTask *c = ctx;
+  float div = (float)(c->k * c->k);
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const float *dout = c->dout + pl * c->Ho * c->Wo;
+    float *dx = c->out + pl * c->H * c->W;
+    if (!c->acc) memset(dx, 0, sizeof(float) * (size_t)(c->H * c->W));
+    for (int64_t ho = 0; ho < c->Ho; ho++)
+      for (int64_t wo = 0; wo < c->Wo; wo++) {
+        int64_t h0 = ho * c->s - c->p, w0 = wo * c->s - c->p;
+        float g = dout[ho * c->Wo + wo] / div;
+        for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + c->k && h < c->H; h++)
+          for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + c->k && w < c->W; w++) dx[h * c->W + w] += g;
+      }
+  }
+}
+
+static void pool_run(RtTask fn, PoolTask t, int64_t N, int64_t C) {
+  int64_t planes = N * C, work = planes * t.Ho * t.Wo * t.k * t.k;
+  rt_par(fn, &t, planes, rt_chunks(work >= RT_PAR_MIN));
+}
+
+void rt_maxpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                          int64_t Wo, int64_t k, int64_t s, int64_t p) {
+  pool_run(maxpool_task, (PoolTask){out, x, NULL, H, W, Ho, Wo, k, s, p, 0}, N, C);
+}
+
+void rt_maxpool2d_backward(float *dx, const float *dout, const float *x, int64_t N, int64_t C, int64_t H, int64_t W,
+                           int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int acc) {
+  if (!dx) return;
+  pool_run(maxpool_backward_task, (PoolTask){dx, x, dout, H, W, Ho, Wo, k, s, p, acc}, N, C);
+}
+
+void rt_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                          int64_t Wo, int64_t k, int64_t s, int64_t p) {
+  pool_run(avgpool_task, (PoolTask){out, x, NULL, H, W, Ho, Wo, k, s, p, 0}, N, C);
+}
+
+void rt_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                           int64_t Wo, int64_t k, int64_t s, int64_t p, int acc) {
+  if (!dx) return;
+  pool_run(avgpool_backward_task, (PoolTask){dx, NULL, dout, H, W, Ho, Wo, k, s, p, acc}, N, C);
+}
+
+static void gap_task(const void *ctx, int64_t lo, int64_t hi) {
+  const PoolTask *c = ctx;
+  for (int64_t pl = lo; pl < hi; pl++) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < c->H; i++) sum += c->x[pl * c->H + i];
+    c->out[pl] = (float)(sum / (double)c->H);
+  }
+}
+
+static void gap_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const PoolTask *c = ctx;
+  float div = (float)c->H;
+  for (int64_t pl = lo; pl < hi; pl++) {
+    float g = c->dout[pl] / div, *dx = c->out + pl * c->H;
+    for (int64_t i = 0; i < c->H; i++) dx[i] = c->acc ? dx[i] + g : g;
+  }
+}
+
+/* PoolTask's H is the plane size HW here */
+void rt_global_avgpool_forward(float *out, const float *x, int64_t NC, int64_t HW) {
+  rt_par(gap_task, &(PoolTask){.out = out, .x = x, .H = HW}, NC, rt_chunks(NC * HW >= RT_PAR_MIN));
+}
+
+void rt_global_avgpool_backward(float *dx, const float *dout, int64_t NC, int64_t HW, int acc) {
+  if (!dx) return;
+  rt_par(gap_backward_task, &(PoolTask){.out = dx, .dout = dout, .H = HW, .acc = acc}, NC,
+         rt_chunks(NC * HW >= RT_PAR_MIN));
+}
+
+// ----------------------------------------------------------------------------
+// dropout: the mask is a hash of (key, element), so nothing random is stored
+// between calls; parallel over 32-element words, each owned by one task
+
+/* splitmix64's output function, memplan_trainer.c's mix64 */
+static inline uint64_t rt_mix64(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* kept: the top 24 bits of the element's hash at or above ceil(p 2^24) */
+static inline uint32_t dropout_threshold(float p) { return (uint32_t)ceil((double)p * 16777216.0); }
+static inline int dropout_keep(uint64_t key, int64_t i, uint32_t th) {
+  return (rt_mix64(key ^ (uint64_t)i) >> 40) >= th;
+}
+
+typedef struct {
+  float *out;
+  int32_t *mask;
+  const float *x;
+  const int32_t *cmask;
+  int64_t n;
+  float scale;
+  uint32_t th;
+  uint64_t key;
+  int acc;
+} DropoutTask;
+
+static void dropout_task(const void *ctx, int64_t lo, int64_t hi) {
+  const DropoutTask *c = ctx;
+  for (int64_t wd = lo; wd < hi; wd++) {
+    uint32_t bits = 0;
+    int64_t end = wd * 32 + 32 < c->n ? wd * 32 + 32 : c->n;
+    for (int64_t i = wd * 32; i < end; i++) {
+      int kept = dropout_keep(c->key, i, c->th);
+      bits |= (uint32_t)kept << (i & 31);
+      c->out[i] = c->x[i] * (kept ? c->scale : 0.0f);
+    }
+    if (c->mask) c->mask[wd] = (int32_t)bits;
+  }
+}
+
+/* x is dout here, out is dx */
+static void dropout_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const DropoutTask *c = ctx;
+  for (int64_t wd = lo; wd < hi; wd++) {
+    int64_t end = wd * 32 + 32 < c->n ? wd * 32 + 32 : c->n;
+    uint32_t bits = c->cmask ? (uint32_t)c->cmask[wd] : 0;
+    for (int64_t i = wd * 32; i < end; i++) {
+      int kept = c->cmask ? (int)(bits >> (i & 31) & 1) : dropout_keep(c->key, i, c->th);
+      float g = c->x[i] * (kept ? c->scale : 0.0f);
+      c->out[i] = c->acc ? c->out[i] + g : g;
+    }
+  }
+}
+
+void rt_dropout_forward(float *out, int32_t *mask, const float *x, int64_t n, float p, int mode, uint64_t key) {
+  if (mode == RT_MODE_EVAL) {
+    if (out != x) memcpy(out, x, sizeof(float) * (size_t)n);
+    return;
+  }
+  DropoutTask t = {out, mask, x, NULL, n, (float)(1.0 / (1.0 - (double)p)), dropout_threshold(p), key, 0};
+  int64_t words = (n + 31) / 32;
+  rt_par(dropout_task, &t, words, rt_chunks(n >= RT_PAR_MIN));
+}
+
+void rt_dropout_backward(float *dx, const float *dout, const int32_t *mask, int64_t n, float p, int mode, uint64_t key,
+                         int acc) {
+  (void)mode;
+  if (!dx) return;
+  DropoutTask t = {dx, NULL, dout, mask, n, (float)(1.0 / (1.0 - (double)p)), dropout_threshold(p), key, acc};
+  int64_t words = (n + 31) / 32;
+  rt_par(dropout_backward_task, &t, words, rt_chunks(n >= RT_PAR_MIN));
 }
 
 // ----------------------------------------------------------------------------

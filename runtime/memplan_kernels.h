@@ -266,6 +266,43 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   /* dx[:, index, :] (+)= dout; the other rows of dx are 0 (acc = 0) or left as they are. */                           \
   X(void, select_backward, (float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t index, int acc))   \
                                                                                                                        \
+  /* maxpool2d over each of the N*C planes of x[N,C,H,W]: out[N,C,Ho,Wo] is the maximum of the                         \
+   * k x k window at (ho s - p, wo s - p); padding is -inf (never chosen). As torch: the first                         \
+   * maximum in row-major window order wins, a NaN propagates. Ho = (H + 2p - k) / s + 1, p <= k/2. */                 \
+  X(void, maxpool2d_forward,                                                                                           \
+    (float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t k,        \
+     int64_t s, int64_t p))                                                                                            \
+  /* dx (+)= dout routed to each window's maximum, found again in x (the same rule: no saved                           \
+   * indices); overlapping windows add in row-major output order. */                                                   \
+  X(void, maxpool2d_backward,                                                                                          \
+    (float *dx, const float *dout, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo, \
+     int64_t k, int64_t s, int64_t p, int acc))                                                                        \
+  /* avgpool2d: out = the window's sum (double) / (k k): zero padding counted, torch's default                         \
+   * count_include_pad = True (a window never passes the padding when ceil_mode is false). */                          \
+  X(void, avgpool2d_forward,                                                                                           \
+    (float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t k,        \
+     int64_t s, int64_t p))                                                                                            \
+  /* dx (+)= sum over the windows holding an element of dout / (k k), in row-major output order. */                    \
+  X(void, avgpool2d_backward,                                                                                          \
+    (float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t k,      \
+     int64_t s, int64_t p, int acc))                                                                                   \
+  /* global average pooling: out[NC] = mean of each plane x[NC, HW] (summed in double). */                             \
+  X(void, global_avgpool_forward, (float *out, const float *x, int64_t NC, int64_t HW))                                \
+  /* dx[NC, HW] (+)= dout[NC] / HW. */                                                                                 \
+  X(void, global_avgpool_backward, (float *dx, const float *dout, int64_t NC, int64_t HW, int acc))                    \
+                                                                                                                       \
+  /* dropout: element i is kept when (mix64(key ^ i) >> 40) >= ceil(p 2^24), mix64 being                               \
+   * splitmix64's output function (memplan_trainer.h), so P(keep) = 1 - p to 2^-24 and a                               \
+   * recompute or Python replays the mask from the key alone; out = x * m with m = 1/(1-p)                             \
+   * (computed in double, rounded to float) when kept and 0 when not, as torch's x * noise.                            \
+   * mask[(n + 31) / 32] (i32 words) receives bit i % 32 of word i / 32 = kept; NULL: not                              \
+   * stored. RT_MODE_EVAL: out = x, mask untouched. alias-safe (out, x). */                                            \
+  X(void, dropout_forward, (float *out, int32_t *mask, const float *x, int64_t n, float p, int mode, uint64_t key))    \
+  /* dx (+)= dout * m, the mask read from `mask`, or regenerated from key when mask is NULL                            \
+   * (the plan chose not to store it). alias-safe (dx, dout) when acc = 0. */                                          \
+  X(void, dropout_backward,                                                                                            \
+    (float *dx, const float *dout, const int32_t *mask, int64_t n, float p, int mode, uint64_t key, int acc))          \
+                                                                                                                       \
   /* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;                                    \
    * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).                                         \
    * t is the 1-based step count. */                                                                                   \

@@ -8,7 +8,7 @@ set_tests_properties(assign_unit PROPERTIES LABELS unit)
 # memplan pack on the README example: optimal height 12
 add_test(NAME pack_example COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/input.12.csv)
 set_tests_properties(pack_example PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "lower bound 12\nheight 12\n.*optimal yes")
+  PASS_REGULAR_EXPRESSION "lower bound 12\nheight 12\ngap 0.00 %\n.*optimal yes")
 add_test(NAME pack_reordered_columns COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/pack_reordered.csv)
 set_tests_properties(pack_reordered_columns PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "height 12\n")
 add_test(NAME pack_capacity_fits COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/input.12.csv --capacity 12)
@@ -45,3 +45,15 @@ target_link_libraries(bench_pack memplan_planner)
 target_compile_options(bench_pack PRIVATE ${MEMPLAN_WARNINGS})
 add_test(NAME bench_pack COMMAND bench_pack ${MEMPLAN_SOURCE_DIR}/../shared/bench/minimalloc)
 set_tests_properties(bench_pack PROPERTIES LABELS bench)
+# The large-instance corpus (issue 19): tests/bench/pack_corpus.py regenerates
+# it from memplan's own plans (GPT-2 124M, SmolLM2, Llama 3.2 1B, the minis;
+# micro-batches unrolled, some with recomputation; 5,000 to 50,000 buffers),
+# bench_pack adds generated training steps of 5,000 to 60,000 and prints,
+# per instance, the lower bound, the best plain greedy, memplan's height, the
+# gaps and the times, then which goals held. Minutes on 2 cores:
+# `ctest --test-dir build -L bench -R bench_pack_corpus -V`.
+add_test(NAME bench_pack_corpus
+         COMMAND sh -c "\"$1\" \"$2\" \"$3\" \"$4\" \"$5\" >/dev/null && \"$6\" --corpus \"$5\" --time-limit 10"
+                 bench_pack_corpus python3 ${MEMPLAN_TEST_DIR}/bench/pack_corpus.py $<TARGET_FILE:memplan>
+                 ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/pack_corpus $<TARGET_FILE:bench_pack>)
+set_tests_properties(bench_pack_corpus PROPERTIES LABELS bench TIMEOUT 1800)

@@ -29,6 +29,18 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   # gelu's approximate (an enum) reaches rt_cuda_gelu_* as a dim after n
   memplan_cuda_trainer(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
   memplan_cuda_trainer(tokens-mix ${MEMPLAN_TEST_DIR}/reference/tokens-mix.yaml)
+  # batchnorm2d: mode and key after its two floats, the STATES table (running
+  # statistics uploaded and downloaded with the params), recompute at 300K
+  memplan_cuda_trainer(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml --budget 300K)
+  # pooling (nine dims) and dropout (p, then mode and key; its stored mask)
+  memplan_cuda_trainer(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
+  # a CUDA graph would replay the first step's dropout key: refused before
+  # the device is opened (so this runs without a GPU)
+  set_tests_properties(cuda_trainer_pool-dropout PROPERTIES FIXTURES_SETUP cuda_trainer_pool_dropout)
+  add_test(NAME cuda_graph_refuses_dropout
+           COMMAND ${cuda_trainer_dir}/pool-dropout/build/trainer_cuda --cuda-graph --steps 1)
+  set_tests_properties(cuda_graph_refuses_dropout PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainer_pool_dropout
+                       PASS_REGULAR_EXPRESSION "dropout \\(layer drop1\\).*train this model without --cuda-graph")
   memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision bf16)
   memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision fp16
                        --micro-batch 2)

@@ -27,3 +27,11 @@ memplan_diagram_test(gpt2_124m gpt2-124m)
 # recomputation and micro-batches on the big model: dot's mincross drops a
 # subgraph here (a Graphviz leak the sanitizer build must not report as ours)
 memplan_diagram_test(gpt2_124m_3g gpt2-124m --budget 3G)
+# running state (batchnorm2d): the generic checks, then the timeline's band
+# and hover name the role and a training forward's tooltip says it updates it
+add_test(NAME diagram_bn_mlp
+         COMMAND sh -c "\"$0\" \"$@\" && grep -q 'running state, f32' \"$5\"/timeline.svg && grep -q 'updates state h0.bn.running_mean' \"$5\"/plan.svg && echo 'running state drawn'"
+                 ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/diagram/check_diagrams.py $<TARGET_FILE:memplan>
+                 $<TARGET_FILE:diagram_dot_stats> ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml
+                 ${CMAKE_CURRENT_BINARY_DIR}/diagram_bn_mlp --budget 300K)
+set_tests_properties(diagram_bn_mlp PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "running state drawn")

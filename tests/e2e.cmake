@@ -60,6 +60,8 @@ memplan_e2e_build(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml)
 memplan_e2e_build(bn-conv-mse ${MEMPLAN_TEST_DIR}/reference/bn-conv-mse.yaml)
 # the shape ops a ViT needs: transpose, class_token, concat, flatten, reshape, select
 memplan_e2e_build(tokens-mix ${MEMPLAN_TEST_DIR}/reference/tokens-mix.yaml)
+# maxpool2d, avgpool2d, global_avgpool and dropout (masks from the documented hash)
+memplan_e2e_build(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
 # an lr schedule from the YAML: 2 warmup steps, then cosine decay to 0.1 x lr
 memplan_e2e_build(mlp-cosine ${MEMPLAN_TEST_DIR}/reference/mlp-cosine.yaml)
 # Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
@@ -83,6 +85,8 @@ memplan_e2e(e2e_errors_mlp mlp errors ${mlp} ${e2e_dir}/errors-mlp)
 # save -> load -> save with running statistics: a load that dropped them
 # (re-initialized to 0 and 1) would save other bytes
 memplan_e2e(e2e_roundtrip_bn-mlp bn-mlp roundtrip ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/roundtrip-bn)
+# the weights-file errors with running statistics, one of them missing among them
+memplan_e2e(e2e_errors_bn-mlp bn-mlp errors ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/errors-bn)
 # The --log lr column against the schedule's formula, recomputed in Python: the
 # model's own (constant for mlp, cosine from mlp-cosine's YAML) and the
 # --schedule/--warmup/--final-fraction overrides (9 steps each, about 1 s in all).
@@ -128,6 +132,7 @@ memplan_reference(reference_conv_mse conv-mse)
 memplan_reference(reference_bn_mlp bn-mlp --eval)
 memplan_reference(reference_bn_conv_mse bn-conv-mse --eval)
 memplan_reference(reference_tokens_mix tokens-mix)
+memplan_reference(reference_pool_dropout pool-dropout)
 # lr schedules: torch follows with a LambdaLR of the same formula; the YAML's
 # (warmup 2, cosine to 0.1 x lr over the 5 steps) and a command-line override
 memplan_reference(reference_mlp_cosine mlp-cosine)
@@ -138,5 +143,7 @@ memplan_reference(reference_mlp_adamw_detects_wrong_lr mlp-adamw --perturb-lr 1.
 memplan_reference(reference_mlp_sgd_detects_wrong_lr mlp --perturb-lr 1.01)
 memplan_reference(reference_mixer_mse_detects_wrong_lr mixer-mse --perturb-lr 1.01)
 memplan_reference(reference_bn_mlp_detects_wrong_lr bn-mlp --eval --perturb-lr 1.01)
+# ... and must see dropout's masks: torch drawing them with another seed must not match.
+memplan_reference(reference_pool_dropout_detects_wrong_mask pool-dropout --dropout-seed 1338)
 # ... and torch at a constant lr must not match a trainer that follows a schedule.
 memplan_reference(reference_mlp_cosine_detects_constant mlp-cosine --perturb-schedule)

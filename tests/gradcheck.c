@@ -778,6 +778,131 @@ static void values_batchnorm(void) {
   check_f("batchnorm2d eval: running_var untouched", rv, rv1, C, 0.0);
 }
 
+// ----------------------------------------------------------------------------
+// pooling (x); d = N C H W Ho Wo k s p (global_avgpool: NC HW)
+
+/* torch's first maximum of a window, in double (the same float values) */
+static int64_t ref_pool_argmax(const double *x, const int64_t *d, int64_t ho, int64_t wo) {
+  int64_t H = d[2], W = d[3], k = d[6], s = d[7], p = d[8], best = -1;
+  for (int64_t h = ho * s - p; h < ho * s - p + k; h++)
+    for (int64_t w = wo * s - p; w < wo * s - p + k; w++)
+      if (h >= 0 && h < H && w >= 0 && w < W && (best < 0 || x[h * W + w] > x[best])) best = h * W + w;
+  return best;
+}
+static void ref_maxpool(double *out, double *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  for (int64_t pl = 0; pl < d[0] * d[1]; pl++)
+    for (int64_t i = 0; i < d[4] * d[5]; i++)
+      out[pl * d[4] * d[5] + i] =
+          in[0][pl * d[2] * d[3] + ref_pool_argmax(in[0] + pl * d[2] * d[3], d, i / d[5], i % d[5])];
+}
+static void fwd_maxpool(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  rt_maxpool2d_forward(out, in[0], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]);
+}
+static void bwd_maxpool(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  const int64_t *d = c->d;
+  rt_maxpool2d_backward(din[0], dout, in[0], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], acc);
+}
+/* zero padding counted in the divisor k k (count_include_pad) */
+static void ref_avgpool(double *out, double *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  int64_t H = d[2], W = d[3], Ho = d[4], Wo = d[5], k = d[6], s = d[7], p = d[8];
+  for (int64_t pl = 0; pl < d[0] * d[1]; pl++)
+    for (int64_t i = 0; i < Ho * Wo; i++) {
+      double sum = 0.0;
+      for (int64_t h = i / Wo * s - p; h < i / Wo * s - p + k; h++)
+        for (int64_t w = i % Wo * s - p; w < i % Wo * s - p + k; w++)
+          if (h >= 0 && h < H && w >= 0 && w < W) sum += in[0][pl * H * W + h * W + w];
+      out[pl * Ho * Wo + i] = sum / (double)(k * k);
+    }
+}
+static void fwd_avgpool(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  rt_avgpool2d_forward(out, in[0], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]);
+}
+static void bwd_avgpool(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  const int64_t *d = c->d;
+  rt_avgpool2d_backward(din[0], dout, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], acc);
+}
+/* d for a pool over [N,C,H,W] with kernel k, stride s, padding p */
+#define POOL_DIMS(N, C, H, W, k, s, p) \
+  { N, C, H, W, ((H) + 2 * (p) - (k)) / (s) + 1, ((W) + 2 * (p) - (k)) / (s) + 1, k, s, p }
+static void case_maxpool(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                         int64_t p) {
+  Case c = {.name = name,
+            .nin = 1,
+            .in_n = {N * C * H * W},
+            .amp = {50.0f}, /* values far apart next to h: no window's maximum changes under it */
+            .d = POOL_DIMS(N, C, H, W, k, s, p),
+            .ref = ref_maxpool,
+            .fwd = fwd_maxpool,
+            .bwd = bwd_maxpool};
+  c.out_n = N * C * c.d[4] * c.d[5];
+  run_case(&c);
+}
+static void case_avgpool(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                         int64_t p) {
+  Case c = {.name = name,
+            .nin = 1,
+            .in_n = {N * C * H * W},
+            .d = POOL_DIMS(N, C, H, W, k, s, p),
+            .ref = ref_avgpool,
+            .fwd = fwd_avgpool,
+            .bwd = bwd_avgpool};
+  c.out_n = N * C * c.d[4] * c.d[5];
+  run_case(&c);
+}
+
+static void ref_gap(double *out, double *const *in, const Case *c) {
+  for (int64_t pl = 0; pl < c->d[0]; pl++) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < c->d[1]; i++) sum += in[0][pl * c->d[1] + i];
+    out[pl] = sum / (double)c->d[1];
+  }
+}
+static void fwd_gap(float *out, float *const *in, const Case *c) {
+  rt_global_avgpool_forward(out, in[0], c->d[0], c->d[1]);
+}
+static void bwd_gap(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_global_avgpool_backward(din[0], dout, c->d[0], c->d[1], acc);
+}
+
+// ----------------------------------------------------------------------------
+// dropout (x); d = n key mask (1: backward reads the forward's mask, 0: it
+// regenerates it from the key), f = p. The reference draws the mask from the
+// hash of memplan_kernels.h itself, so the finite differences are those of the
+// forward with the same mask.
+
+static int dropout_keep_d(uint64_t key, int64_t i, double p) {
+  uint64_t z = (key ^ (uint64_t)i) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (double)(z >> 40) >= ceil(p * 16777216.0);
+}
+static void ref_dropout(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++)
+    out[i] = dropout_keep_d((uint64_t)c->d[1], i, c->f) ? in[0][i] / (1.0 - (double)c->f) : 0.0;
+}
+static void fwd_dropout(float *out, float *const *in, const Case *c) {
+  rt_dropout_forward(out, NULL, in[0], c->d[0], c->f, RT_MODE_TRAIN, (uint64_t)c->d[1]);
+}
+static void bwd_dropout(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  int64_t n = c->d[0];
+  int32_t *mask = NULL;
+  if (c->d[2]) { /* the mask the forward stores */
+    float *out = NEW(float, n);
+    mask = NEW(int32_t, (n + 31) / 32);
+    rt_dropout_forward(out, mask, in[0], n, c->f, RT_MODE_TRAIN, (uint64_t)c->d[1]);
+    free(out);
+  }
+  rt_dropout_backward(din[0], dout, mask, n, c->f, RT_MODE_TRAIN, (uint64_t)c->d[1], acc);
+  free(mask);
+}
+
 static void gradchecks(void) {
   case_linear("linear", 4, 6, 5, 1);
   case_linear("linear (no bias)", 4, 6, 5, 0);
@@ -1232,6 +1357,15 @@ static void gradchecks_shape(void) {
                    .ref = ref_transpose,
                    .fwd = fwd_transpose,
                    .bwd = bwd_transpose});
+  // dims 0 and 2 of [3, 4, 5]: the last dim swapped across a middle one (Z = 1, M = 4)
+  run_case(&(Case){.name = "transpose (dims 0, 2 of 3)",
+                   .nin = 1,
+                   .in_n = {3 * 4 * 5},
+                   .out_n = 3 * 4 * 5,
+                   .d = {1, 3, 4, 5, 1},
+                   .ref = ref_transpose,
+                   .fwd = fwd_transpose,
+                   .bwd = bwd_transpose});
   // [B, C, N] -> [B, N, C] (transpose(1, 2)): larger than a tile on both sides
   run_case(&(Case){.name = "transpose (last two, 33 x 35)",
                    .nin = 1,
@@ -1312,6 +1446,29 @@ static void alias_shape(void) {
   free(x);
   free(keep);
   free(y);
+  case_maxpool("maxpool2d (9x7, k3 s2 p1)", 2, 3, 9, 7, 3, 2, 1); /* stride != kernel, padding, odd sizes */
+  case_maxpool("maxpool2d (6x5, k4 s1 p2)", 1, 2, 6, 5, 4, 1, 2); /* overlapping windows, padding k/2 */
+  case_maxpool("maxpool2d (8x8, k2)", 2, 2, 8, 8, 2, 2, 0);
+  case_avgpool("avgpool2d (9x7, k3 s2 p1)", 2, 3, 9, 7, 3, 2, 1); /* padding counted in the divisor */
+  case_avgpool("avgpool2d (6x5, k4 s1 p2)", 1, 2, 6, 5, 4, 1, 2);
+  run_case(&(Case){.name = "global_avgpool",
+                   .nin = 1,
+                   .in_n = {6 * 35},
+                   .out_n = 6,
+                   .d = {6, 35},
+                   .ref = ref_gap,
+                   .fwd = fwd_gap,
+                   .bwd = bwd_gap});
+  for (int stored = 0; stored <= 1; stored++)
+    run_case(&(Case){.name = stored ? "dropout p=0.3 (mask read)" : "dropout p=0.3 (mask regenerated)",
+                     .nin = 1,
+                     .in_n = {101},
+                     .out_n = 101,
+                     .d = {101, 0x5eed, stored},
+                     .f = 0.3f,
+                     .ref = ref_dropout,
+                     .fwd = fwd_dropout,
+                     .bwd = bwd_dropout});
 }
 
 // ----------------------------------------------------------------------------
@@ -1459,6 +1616,29 @@ static void alias_rope(void) {
   free(g);
   free(want);
   free(io);
+}
+
+/* dropout's pairs, above the parallel threshold, the mask stored and not */
+static void alias_dropout(void) {
+  float *x = NEW(float, AN), *g = NEW(float, AN), *want = NEW(float, AN), *io = NEW(float, AN);
+  int32_t *mask = NEW(int32_t, (AN + 31) / 32);
+  fill_rand(x, AN, 2.0f);
+  fill_rand(g, AN, 1.0f);
+  rt_dropout_forward(want, mask, x, AN, 0.2f, RT_MODE_TRAIN, 99);
+  memcpy(io, x, sizeof(float) * AN);
+  rt_dropout_forward(io, NULL, io, AN, 0.2f, RT_MODE_RECOMPUTE, 99);
+  check_f("in place dropout forward (out, x)", io, want, AN, EXACT);
+  rt_dropout_backward(want, g, mask, AN, 0.2f, RT_MODE_TRAIN, 99, 0);
+  memcpy(io, g, sizeof(float) * AN);
+  rt_dropout_backward(io, io, NULL, AN, 0.2f, RT_MODE_TRAIN, 99, 0);
+  check_f("in place dropout backward (dx, dout), regenerated", io, want, AN, EXACT);
+  rt_dropout_forward(io, NULL, x, AN, 0.2f, RT_MODE_EVAL, 0);
+  check_f("dropout eval forward: the identity", io, x, AN, EXACT);
+  free(x);
+  free(g);
+  free(want);
+  free(io);
+  free(mask);
 }
 
 // ----------------------------------------------------------------------------
@@ -1694,6 +1874,7 @@ int main(void) {
   alias_shape();
   alias_rows();
   alias_rope();
+  alias_dropout();
   values_softmax_ce();
   values_gelu_layernorm();
   values_batchnorm();

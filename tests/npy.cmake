@@ -45,3 +45,18 @@ set_tests_properties(reference_mnist_accuracy PROPERTIES LABELS reference TIMEOU
 # steps on the real digits, losses and weights within the measured tolerances.
 memplan_reference(reference_mlp_mnist mlp --npy ${MEMPLAN_SOURCE_DIR}/out/mnist-flat)
 set_tests_properties(reference_mlp_mnist PROPERTIES FIXTURES_REQUIRED "trainer_mlp;mnist")
+
+# The vision models on the real digits against tests/reference/vision_ref.py,
+# nn.Modules written from the architectures (Conv2d, BatchNorm2d, LayerNorm,
+# a pre-norm ViT block): 10 steps, losses, weights and running statistics,
+# and the eval loss (batchnorm on its running statistics, dropout off).
+# cnn-mnist at B=8: at 64 its 2M ReLU inputs a step hold dozens within float32
+# rounding of 0, more branch points than the reference follows
+memplan_e2e_build(cnn-mnist-b8 ${MEMPLAN_SOURCE_DIR}/models/cnn-mnist.yaml --set=B=8)
+memplan_e2e_build(vit-mnist ${MEMPLAN_SOURCE_DIR}/models/vit-mnist.yaml)
+memplan_reference(reference_cnn_mnist cnn-mnist-b8 --npy ${MEMPLAN_SOURCE_DIR}/out/mnist --steps 10 --eval
+                  --module vision_ref)
+memplan_reference(reference_vit_mnist vit-mnist --npy ${MEMPLAN_SOURCE_DIR}/out/mnist --steps 10 --eval
+                  --module vision_ref)
+set_tests_properties(reference_cnn_mnist PROPERTIES FIXTURES_REQUIRED "trainer_cnn-mnist-b8;mnist")
+set_tests_properties(reference_vit_mnist PROPERTIES FIXTURES_REQUIRED "trainer_vit-mnist;mnist")

@@ -51,6 +51,15 @@ add_test(NAME budget_too_small COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/mod
 set_tests_properties(budget_too_small PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "does not fit the budget of 1048576 bytes .*Smallest budget that fits: --budget [0-9]+.*tried recomputation, then every micro-batch size down to 1")
 
+# batchnorm's batch statistics: the levers never micro-batch the model on their
+# own (statistics per micro-batch would change it; a micro-batch of one [B, H]
+# row has no variance), and the message says so instead of "every micro-batch"
+add_test(NAME budget_batchnorm_no_microbatch
+         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml --budget 250K)
+set_tests_properties(budget_batchnorm_no_microbatch PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "Smallest budget that fits: --budget [0-9]+ .*tried recomputation; not micro-batches: the model's batch statistics \\(batchnorm\\)"
+  FAIL_REGULAR_EXPRESSION "every micro-batch|needs more than one value per channel")
+
 # a budget between the least and the full arena is met by recomputation
 add_test(NAME budget_checkpointing COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --budget 6G)
 set_tests_properties(budget_checkpointing PROPERTIES LABELS e2e
@@ -215,14 +224,24 @@ add_test(NAME ckpt_exact_vit_tiny
                  ${MEMPLAN_TEST_DIR}/reference/vit-tiny.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_vit --blobs 195K)
 set_tests_properties(ckpt_exact_vit_tiny PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
 
-# batchnorm2d replayed in RT_MODE_RECOMPUTE (300K reruns the first blocks
-# from checkpoints, 280K all of them): losses, weights and the running
+# batchnorm2d replayed in RT_MODE_RECOMPUTE (280K reruns every block from
+# its checkpoint: 6 recomputed batchnorms): losses, weights and the running
 # statistics (saved with the weights) bit-identical to keep-all, so no
-# recompute updates them a second time
+# recompute updates them a second time (one budget: each is a trainer build)
 add_test(NAME ckpt_exact_bn_mlp
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
-                 ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_bn --blobs 300K 280K)
+                 ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_bn --blobs 280K)
 set_tests_properties(ckpt_exact_bn_mlp PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+
+# dropout replays its masks: recomputing it (800K), regenerating the masks in
+# backward instead of storing them (925K: the planner's own choice, keeping
+# everything), and both (670K, forced) train bit-identically to keeping all
+add_test(NAME ckpt_exact_dropout_mlp
+         COMMAND ${CMAKE_COMMAND} -E env CKPT_TEXT= sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_TEST_DIR}/reference/dropout-mlp.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_dropout 800K
+                 opts:--budget=925K opts:--budget=670K,--dropout-masks=regen)
+set_tests_properties(ckpt_exact_dropout_mlp PROPERTIES LABELS e2e
+                     PASS_REGULAR_EXPRESSION "925K: dropout: 4 masks regenerated.*bit-identical at every budget")
 
 # no injection through names: a model whose layer names are hostile to C
 add_test(NAME hostile_names COMMAND sh ${MEMPLAN_TEST_DIR}/hostile/run.sh $<TARGET_FILE:memplan>
@@ -245,3 +264,21 @@ set_tests_properties(guard_mode PROPERTIES LABELS e2e TIMEOUT 300 PASS_REGULAR_E
 add_test(NAME layernorm_no_bias COMMAND memplan compile ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml --dump=graph)
 set_tests_properties(layernorm_no_bias PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "param lnf\\.weight"
                      FAIL_REGULAR_EXPRESSION "lnf\\.bias")
+
+# The vision models: exact parameter counts (torchvision's resnet50 and
+# vit_b_16) and their plans at the budgets the README's table shows
+add_test(NAME resnet50_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml)
+set_tests_properties(resnet50_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   25,557,032 ")
+add_test(NAME vit_b16_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml)
+set_tests_properties(vit_b16_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   86,567,656 ")
+add_test(NAME resnet50_budget_1g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
+set_tests_properties(resnet50_budget_1g PROPERTIES LABELS e2e
+                     PASS_REGULAR_EXPRESSION "fits at 994.60 MiB, 23.28% extra FLOPs   <- chosen")
+add_test(NAME vit_b16_budget_2g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml --budget 2G)
+set_tests_properties(vit_b16_budget_2g PROPERTIES LABELS e2e
+                     PASS_REGULAR_EXPRESSION "fits at 2.00 GiB, 20.65% extra FLOPs   <- chosen")
+# checkpointing stages end at block boundaries, the downsampling blocks (a
+# projection shortcut beside the main path) included
+add_test(NAME resnet50_stages_1g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
+set_tests_properties(resnet50_stages_1g PROPERTIES LABELS e2e
+                     PASS_REGULAR_EXPRESSION "layer2_0.conv1 .. layer2_0.add recomputed from its input checkpoint")

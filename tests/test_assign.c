@@ -274,6 +274,67 @@ static void test_training_vs_best_fit(void) {
   }
 }
 
+/* The portfolio's tie-breaks, on three buffers whose orderings differ only
+ * in them: w lives over the whole run [0, 4) (size 2), a = [2, 4) and
+ * b = [0, 3) have size 4. Every ordering meets the bound 10; the offsets
+ * show which order each placed them in (worked by hand). */
+static void test_ordering_tie_breaks(void) {
+  AsgItem it[3] = {{2, 4, 4}, {0, 3, 4}, {0, 4, 2}}; /* a, b, w */
+  static const struct {
+    const char *name;
+    int64_t a, b, w;
+  } want[] = {
+      {"best-fit/size", 4, 0, 8},     /* XLA spatial, size, then duration: b, a, w */
+      {"best-fit/duration", 6, 2, 0}, /* XLA temporal, duration, then size: w, b, a */
+      {"best-fit/tflite", 6, 2, 0},   /* whole run first, then size, then start: w, b, a */
+      {"best-fit/end", 0, 6, 4},      /* end descending, then size: a, w, b */
+  };
+  int found = 0;
+  for (int o = 0; o < ASSIGN_N_ORDERINGS; o++) {
+    const char *name = assign_ordering_name(o);
+    CHECK(name != NULL, "ordering %d has no name", o);
+    for (int q = 0; q < o; q++) CHECK(strcmp(name, assign_ordering_name(q)), "two orderings named %s", name);
+    for (int k = 0; k < (int)(sizeof want / sizeof want[0]); k++)
+      if (name && !strcmp(name, want[k].name)) {
+        int64_t off[3];
+        int64_t h = assign_best_fit(it, 3, 1, o, off);
+        found++;
+        CHECK(h == 10 && off[0] == want[k].a && off[1] == want[k].b && off[2] == want[k].w,
+              "%s: height %lld, offsets a %lld b %lld w %lld", name, (long long)h, (long long)off[0], (long long)off[1],
+              (long long)off[2]);
+      }
+  }
+  CHECK(found == (int)(sizeof want / sizeof want[0]), "%d of the tie-break orderings found", found);
+  CHECK(assign_ordering_name(ASSIGN_N_ORDERINGS) == NULL && assign_ordering_name(-1) == NULL, "names past the end");
+}
+
+/* A leaf of 4,500 buffers is too large for the exact search: iterated
+ * greedy gets it below the best plain greedy within 0.3 s of work, the same
+ * packing on every run (the work budget, not the clock, ends it), and
+ * assign_fit makes it fit a capacity below the best greedy. */
+static void test_iterated_greedy(void) {
+  enum { N = 4500 };
+  static AsgItem it[N];
+  static int64_t a[N], b[N];
+  gen(it, N, 3);
+  int64_t greedy = INT64_MAX;
+  for (int o = 0; o < ASSIGN_N_ORDERINGS; o++) {
+    int64_t h = assign_best_fit(it, N, 1, o, a);
+    if (h < greedy) greedy = h;
+  }
+  AsgResult r1 = assign_offsets(it, N, 1, 0.3, a);
+  AsgResult r2 = assign_offsets(it, N, 1, 0.3, b);
+  CHECK(r1.height < greedy, "iterated greedy %lld, best plain greedy %lld", (long long)r1.height, (long long)greedy);
+  CHECK(!strcmp(r1.method, "iterated-greedy"), "method %s", r1.method);
+  CHECK(r1.height == r2.height && !memcmp(a, b, sizeof a), "two runs differ");
+  const char *e = verify_items(it, N, a, 1, r1.height);
+  CHECK(!e, "%s", e);
+  /* Deciding a capacity below every greedy uses it too. */
+  CHECK(assign_fit(it, N, 1, greedy - 1, 0.3, b) == 1, "does not fit %lld", (long long)(greedy - 1));
+  e = verify_items(it, N, b, 1, greedy - 1);
+  CHECK(!e, "%s", e);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "tests/data";
   test_edges();
@@ -283,6 +344,8 @@ int main(int argc, char **argv) {
   test_determinism();
   test_vs_best_fit();
   test_training_vs_best_fit();
+  test_ordering_tie_breaks();
+  test_iterated_greedy();
   if (failures) {
     fprintf(stderr, "test_assign: %d failures\n", failures);
     return 1;

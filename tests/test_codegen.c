@@ -172,6 +172,42 @@ static void test_token_model(const char *yaml) {
   ar_free(&ar);
 }
 
+/* plan.json and running state: a plan written before the role existed (no
+ * "state" in peak_by_role) reads as 0 there; the verifier refuses a state
+ * buffer written as an op's output or hosting a tensor in place. */
+static void test_state_json(const Plan *p) {
+  Arena ar = {0};
+  Text a = {0};
+  json_plan(p, &a);
+  char *key = strstr(a.s, ", \"state\": ");
+  CHECK(key != NULL);
+  if (!key) return;
+  char *end = key + 2;
+  while (*end != '}') end++;
+  memmove(key, end, strlen(end) + 1); /* the key dropped */
+  Plan *q = plan_read(&ar, "old.json", a.s, strlen(a.s));
+  CHECK(q->peak_by_role[ROLE_STATE] == 0 && verify_plan(q) == NULL);
+  int st = -1;
+  for (int b = 0; b < q->nbuf && st < 0; b++)
+    if (q->buf[b].role == ROLE_STATE) st = b;
+  CHECK(st >= 0);
+  if (st < 0) return;
+  for (int i = 0; i < q->nsched; i++)
+    if (q->sched[i].op == OP_BATCHNORM2D && q->sched[i].phase == PHASE_FORWARD) {
+      int keep = q->sched[i].out[1];
+      q->sched[i].out[1] = st;
+      const char *e = verify_plan(q);
+      CHECK(e && strstr(e, "writes state buffer"));
+      q->sched[i].out[1] = keep;
+      break;
+    }
+  q->buf[st].aliases = "h0.bn";
+  const char *e = verify_plan(q);
+  CHECK(e && strstr(e, "hosts tensors computed in place"));
+  text_free(&a);
+  ar_free(&ar);
+}
+
 /* Running state end to end on tests/reference/bn-mlp.yaml (4 batchnorms):
  * 8 state buffers, persistent (both schedules, below persistent_bytes, never
  * in place), initialized zeros and ones, no gradient or optimizer state of
@@ -212,6 +248,7 @@ static void test_state(const char *bn) {
     }
   CHECK(recompute > 0 && eval == 4);
   test_json_round_trip(p);
+  test_state_json(p);
   Text c = {0};
   CHECK(emit_trainer(p, &emit_backend_c, &c) == 0);
   const char *states = c.s ? strstr(c.s, "static const TrParam STATES[]") : NULL, *rm = states;

@@ -12,8 +12,8 @@
  *    runs holds the op once the planner's loader has read it (so attention
  *    counts where causal_self_attention lowers to it). Reference tests are
  *    the memplan_reference calls in the .cmake files of tests/, each the
- *    model of its memplan_e2e_build fixture; the --perturb-lr ones are left
- *    out (they must fail).
+ *    model of its memplan_e2e_build fixture; the --perturb-lr and
+ *    --dropout-seed ones are left out (they must fail).
  * 3. CUDA comparison: tests/gpu/test_cuda_kernels.c calls UT(<kernel>) for
  *    each of the op's kernels in a function that also calls a ref_*
  *    reference (tests/gpu/ref.c) and that main() reaches.
@@ -606,7 +606,8 @@ static void find_reference_models(Tree *t) {
   for (int r = 0; r < refs.n; r++) {
     const Call *c = &refs.v[r];
     bool negative = false;
-    for (int a = 2; a < c->nargs; a++) negative |= !strcmp(c->arg[a], "--perturb-lr");
+    for (int a = 2; a < c->nargs; a++)
+      negative |= !strcmp(c->arg[a], "--perturb-lr") || !strcmp(c->arg[a], "--dropout-seed");
     if (negative || c->nargs < 2) continue;
     const char *yaml = NULL;
     for (int b = 0; b < builds.n; b++)

@@ -7,6 +7,7 @@
 #include "autodiff.h"
 #include "chain.h"
 #include "expr.h"
+#include "fit.h"
 #include "live.h"
 #include "load.h"
 #include "ops.h"
@@ -535,7 +536,7 @@ static void test_shape_ops(void) {
   e = load_error(&ar, "{name: r, op: select, input: x, axis: 1, index: -4}");
   CHECK(e && strstr(e, "index = -4 is out of range for dim 1"));
   e = load_error(&ar, "{name: r, op: concat, inputs: [x], axis: 0}");
-  CHECK(e && strstr(e, "op takes 2 inputs, got 1"));
+  CHECK(e && strstr(e, "op 'concat' takes 2 to 6 inputs, got 1"));
   e = load_error(&ar, "{name: r, op: transpose, input: x, dim0: 0}");
   CHECK(e && strstr(e, "needs the key 'dim1'"));
   e = load_error(&ar, "{name: r, op: transpose, input: x, dim0: 0, dim1: a}");
@@ -587,6 +588,77 @@ static void test_models(void) {
   ar_free(&ar);
 }
 
+/* The dropout op of a plan's schedule in a phase (the first). */
+static const PlanOp *dropout_op(const Plan *p, Phase ph) {
+  for (int i = 0; i < p->nsched; i++)
+    if (p->sched[i].op == OP_DROPOUT && p->sched[i].phase == ph) return &p->sched[i];
+  return NULL;
+}
+
+/* Dropout's masks (32 KiB, live at the peak): stored when keeping everything fits; regenerated (no mask
+ * buffer: forward writes none, backward reads NULL) when only that fits, with
+ * nothing recomputed; --dropout-masks forces either. Pooling's padding may be
+ * written as 0. */
+static void test_dropout_masks(void) {
+  Arena ar = {0};
+  const char *y =
+      "model: m\ndims: {B: 64}\ninputs:\n  x: {shape: [B, 8]}\n  t: {shape: [B], dtype: i32}\n"
+      "layers:\n  - {name: fc, op: linear, input: x, out: 4096}\n  - {name: d, op: dropout, p: 0.5}\n"
+      "  - {name: fc2, op: linear, out: 10}\n  - {name: loss, op: cross_entropy, inputs: [fc2, t]}\n";
+  Graph *g = try_load(&ar, y, NULL, 0);
+  CHECK(g != NULL);
+  if (!g) return;
+  FitOptions o = {.fuse = true, .align = 256, .time_limit = 0.1, .units = 500, .accumulation = 1};
+  FitResult keep = fit_budget(&ar, g, 0, &o);
+  const PlanOp *fw = dropout_op(keep.plan, PHASE_FORWARD), *bw = dropout_op(keep.plan, PHASE_BACKWARD);
+  CHECK(!strcmp(keep.plan->dropout_masks, "stored") && fw && bw && fw->out[1] >= 0 && bw->in[1] == fw->out[1]);
+  CHECK(bw && keep.plan->buf[bw->in[1]].bytes == 64 * 4096 / 8 && keep.plan->buf[bw->in[1]].dtype == DT_I32);
+  FitResult lean = fit_budget(&ar, g, keep.plan->arena_bytes - 1, &o);
+  CHECK(lean.plan && !strcmp(lean.plan->dropout_masks, "regenerated") && lean.plan->extra_flops == 0);
+  CHECK(lean.plan && lean.plan->arena_bytes <= keep.plan->arena_bytes - 64 * 4096 / 8);
+  fw = lean.plan ? dropout_op(lean.plan, PHASE_FORWARD) : NULL,
+  bw = lean.plan ? dropout_op(lean.plan, PHASE_BACKWARD) : NULL;
+  CHECK(fw && bw && fw->out[1] == -1 && bw->in[1] == -1);
+  CHECK(lean.plan && verify_plan(lean.plan) == NULL);
+  o.masks = MASKS_STORE; /* forced: keeping the masks, that budget needs recomputation or less */
+  FitResult st = fit_budget(&ar, g, keep.plan->arena_bytes - 1, &o);
+  CHECK(!st.plan || (!strcmp(st.plan->dropout_masks, "stored") && st.plan->arena_bytes < keep.plan->arena_bytes));
+  o.masks = MASKS_REGEN;
+  FitResult rg = fit_budget(&ar, g, 0, &o);
+  CHECK(!strcmp(rg.plan->dropout_masks, "regenerated") && rg.plan->arena_bytes == lean.plan->arena_bytes);
+  /* recomputing with regenerated masks replays a dropout only where its
+   * output is read again (not for the mask no step saves) */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/../tests/reference/dropout-mlp.yaml", models);
+  Graph *dg = load_model(&ar, path, NULL, 0);
+  FitResult rc = fit_budget(&ar, dg, 670 << 10, &o);
+  CHECK(rc.plan && rc.plan->extra_flops > 0 && !strcmp(rc.plan->dropout_masks, "regenerated"));
+  int dead = 0, replays = 0;
+  for (int i = 0; rc.plan && i < rc.plan->nsched; i++) {
+    const PlanOp *x = &rc.plan->sched[i];
+    if (x->phase != PHASE_RECOMPUTE || x->op != OP_DROPOUT) continue;
+    replays++;
+    bool read = false;
+    for (int j = i + 1; j < rc.plan->nsched && !read; j++)
+      for (int k = 0; k < rc.plan->sched[j].nin; k++) read |= rc.plan->sched[j].in[k] == x->out[0];
+    dead += !read;
+  }
+  CHECK(dead == 0 && replays > 0);
+  /* a model without dropout says nothing about masks */
+  const char *np =
+      "model: m\ndims: {B: 2}\ninputs:\n  x: {shape: [B, 3, 8, 8]}\n  y: {shape: [B, 3, 8, 8]}\n"
+      "layers:\n  - {name: mp, op: maxpool2d, input: x, kernel: 3, stride: 1, padding: 1}\n"
+      "  - {name: ap, op: avgpool2d, kernel: 1, padding: 0}\n  - {name: loss, op: mse, inputs: [ap, y]}\n";
+  Graph *pg = try_load(&ar, np, NULL, 0);
+  CHECK(pg != NULL);
+  if (pg) {
+    o.masks = MASKS_AUTO;
+    FitResult pr = fit_budget(&ar, pg, 0, &o);
+    CHECK(pr.plan->dropout_masks == NULL && pr.plan->sched[0].ndim == 9 && pr.plan->sched[0].dim[4] == 8);
+  }
+  ar_free(&ar);
+}
+
 int main(int argc, char **argv) {
   models = argc > 1 ? argv[1] : "models";
   test_expr();
@@ -600,5 +672,6 @@ int main(int argc, char **argv) {
   test_verifier_mutants();
   test_scratch();
   test_models();
+  test_dropout_masks();
   return check_summary("test_planner");
 }

@@ -19,7 +19,11 @@
  *   attention section);
  * - rope: one thread per (position, frequency), looping over the heads;
  * - batchnorm2d: one block per channel, its threads striding the channel's values;
- * - shape ops: one thread per element written (see their section).
+ * - shape ops: one thread per element written (see their section);
+ * - pooling: one thread per output element forward, one per input element
+ *   backward (gathering its windows in cpu.c's order); global average pooling
+ *   one thread per plane;
+ * - dropout: one thread per 32-element mask word.
  */
 #include "memplan_rt_cuda.h"
 
@@ -1670,8 +1674,8 @@ static __device__ int64_t bn_at(int64_t i, int c, int C, int64_t S) { return (i 
 /* cpu.c's arithmetic: double mean and two-pass variance, rstd = 1 / sqrt(var + eps)
  * in double, the running statistics updated in double (RT_MODE_TRAIN only). */
 static __global__ void batchnorm_forward_kernel(float *out, float *mean, float *rstd, const float *x, const float *w,
-                                                const float *b, float *rmean, float *rvar, int64_t N, int C,
-                                                int64_t S, float eps, float momentum, int mode) {
+                                                const float *b, float *rmean, float *rvar, int64_t N, int C, int64_t S,
+                                                float eps, float momentum, int mode) {
   __shared__ double sh[32];
   int c = blockIdx.x;
   int64_t M = N * S;
@@ -1709,8 +1713,8 @@ static __global__ void batchnorm_forward_kernel(float *out, float *mean, float *
 
 /* dw = sum dout xhat, db = sum dout, dx = w rstd (dout - db / M - xhat dw / M). */
 static __global__ void batchnorm_backward_kernel(float *dx, float *dw, float *db, const float *dout, const float *x,
-                                                 const float *w, const float *mean, const float *rstd, int64_t N,
-                                                 int C, int64_t S, int acc_dx, int acc_dw, int acc_db) {
+                                                 const float *w, const float *mean, const float *rstd, int64_t N, int C,
+                                                 int64_t S, int acc_dx, int acc_dw, int acc_db) {
   __shared__ double sh[32];
   int c = blockIdx.x;
   int64_t M = N * S;
@@ -1756,6 +1760,208 @@ void rt_cuda_batchnorm2d_backward(float *dx, float *dw, float *db, const float *
   batchnorm_backward_kernel<<<(unsigned)dim_int(C), BN_THREADS, 0, ctx.stream>>>(dx, dw, db, dout, x, w, mean, rstd, N,
                                                                                  dim_int(C), S, acc_dx, acc_dw, acc_db);
   LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// pooling: one thread per output element forward; backward gathers, one thread
+// per input element, the windows that hold it in row-major output order, so
+// every sum runs in cpu.c's order (cpu.c scatters in that order) and results
+// match it bit for bit. global_avgpool: one thread per plane, summed in double
+// in order, as cpu.c.
+
+struct PoolDims {
+  int64_t H, W, Ho, Wo, k, s, p;
+};
+
+/* torch's first maximum of window (ho, wo) of plane x (cpu.c's pool_argmax) */
+static __device__ int64_t pool_argmax_dev(const PoolDims &d, const float *x, int64_t ho, int64_t wo) {
+  int64_t h0 = ho * d.s - d.p, w0 = wo * d.s - d.p;
+  int64_t h1 = h0 + d.k < d.H ? h0 + d.k : d.H, w1 = w0 + d.k < d.W ? w0 + d.k : d.W;
+  if (h0 < 0) h0 = 0;
+  if (w0 < 0) w0 = 0;
+  int64_t best = h0 * d.W + w0;
+  float mx = -INFINITY;
+  for (int64_t h = h0; h < h1; h++)
+    for (int64_t w = w0; w < w1; w++) {
+      float v = x[h * d.W + w];
+      if (v > mx || isnan(v)) {
+        mx = v;
+        best = h * d.W + w;
+      }
+    }
+  return best;
+}
+
+static __global__ void maxpool_forward_kernel(float *out, const float *x, PoolDims d, int64_t n) {
+  GRID_STRIDE(i, n) {
+    int64_t pl = i / (d.Ho * d.Wo), r = i % (d.Ho * d.Wo);
+    const float *xp = x + pl * d.H * d.W;
+    out[i] = xp[pool_argmax_dev(d, xp, r / d.Wo, r % d.Wo)];
+  }
+}
+
+static __global__ void avgpool_forward_kernel(float *out, const float *x, PoolDims d, int64_t n) {
+  GRID_STRIDE(i, n) {
+    int64_t pl = i / (d.Ho * d.Wo), r = i % (d.Ho * d.Wo);
+    const float *xp = x + pl * d.H * d.W;
+    int64_t h0 = r / d.Wo * d.s - d.p, w0 = r % d.Wo * d.s - d.p;
+    double sum = 0.0;
+    for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + d.k && h < d.H; h++)
+      for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + d.k && w < d.W; w++) sum += xp[h * d.W + w];
+    out[i] = (float)(sum / (double)(d.k * d.k));
+  }
+}
+
+/* The outputs whose windows hold input row h: [*lo, *hi). */
+static __device__ void pool_range(int64_t h, int64_t k, int64_t s, int64_t p, int64_t n, int64_t *lo, int64_t *hi) {
+  int64_t a = h + p - k + 1; /* ho s - p + k > h */
+  *lo = a <= 0 ? 0 : (a + s - 1) / s;
+  *hi = (h + p) / s + 1; /* ho s - p <= h */
+  if (*hi > n) *hi = n;
+}
+
+static __global__ void pool_backward_kernel(float *dx, const float *dout, const float *x, PoolDims d, int64_t n,
+                                            int is_max, int acc) {
+  GRID_STRIDE(i, n) {
+    int64_t pl = i / (d.H * d.W), r = i % (d.H * d.W), h = r / d.W, w = r % d.W;
+    const float *g = dout + pl * d.Ho * d.Wo, *xp = is_max ? x + pl * d.H * d.W : NULL;
+    float div = (float)(d.k * d.k), v = acc ? dx[i] : 0.0f;
+    int64_t hlo, hhi, wlo, whi;
+    pool_range(h, d.k, d.s, d.p, d.Ho, &hlo, &hhi);
+    pool_range(w, d.k, d.s, d.p, d.Wo, &wlo, &whi);
+    for (int64_t ho = hlo; ho < hhi; ho++)
+      for (int64_t wo = wlo; wo < whi; wo++) {
+        if (!is_max) v += g[ho * d.Wo + wo] / div;
+        else if (pool_argmax_dev(d, xp, ho, wo) == r) v += g[ho * d.Wo + wo];
+      }
+    dx[i] = v;
+  }
+}
+
+static __global__ void gap_forward_kernel(float *out, const float *x, int64_t NC, int64_t HW) {
+  GRID_STRIDE(pl, NC) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < HW; i++) sum += x[pl * HW + i];
+    out[pl] = (float)(sum / (double)HW);
+  }
+}
+
+static __global__ void gap_backward_kernel(float *dx, const float *dout, int64_t NC, int64_t HW, int acc) {
+  float div = (float)HW;
+  GRID_STRIDE(i, NC * HW) {
+    float g = dout[i / HW] / div;
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+void rt_cuda_maxpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                               int64_t Wo, int64_t k, int64_t s, int64_t p) {
+  need_ctx();
+  int64_t n = N * C * Ho * Wo;
+  if (n <= 0) return;
+  maxpool_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, PoolDims{H, W, Ho, Wo, k, s, p}, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_maxpool2d_backward(float *dx, const float *dout, const float *x, int64_t N, int64_t C, int64_t H,
+                                int64_t W, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int acc) {
+  need_ctx();
+  int64_t n = N * C * H * W;
+  if (n <= 0 || !dx) return;
+  pool_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, PoolDims{H, W, Ho, Wo, k, s, p}, n, 1,
+                                                                 acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                               int64_t Wo, int64_t k, int64_t s, int64_t p) {
+  need_ctx();
+  int64_t n = N * C * Ho * Wo;
+  if (n <= 0) return;
+  avgpool_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, PoolDims{H, W, Ho, Wo, k, s, p}, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                                int64_t Wo, int64_t k, int64_t s, int64_t p, int acc) {
+  need_ctx();
+  int64_t n = N * C * H * W;
+  if (n <= 0 || !dx) return;
+  pool_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, NULL, PoolDims{H, W, Ho, Wo, k, s, p}, n, 0,
+                                                                 acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_global_avgpool_forward(float *out, const float *x, int64_t NC, int64_t HW) {
+  need_ctx();
+  if (NC <= 0) return;
+  gap_forward_kernel<<<grid_for(NC, 128), 128, 0, ctx.stream>>>(out, x, NC, HW);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_global_avgpool_backward(float *dx, const float *dout, int64_t NC, int64_t HW, int acc) {
+  need_ctx();
+  if (NC * HW <= 0 || !dx) return;
+  gap_backward_kernel<<<grid_for(NC * HW, 256), 256, 0, ctx.stream>>>(dx, dout, NC, HW, acc);
+  LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
+// dropout: cpu.c's hash and arithmetic (one thread per 32-element word); the
+// key is a kernel argument, so a CUDA graph, which replays the arguments of
+// its capture, would repeat one step's masks forever: capturing dropout is
+// refused (train without --cuda-graph)
+
+static __device__ uint64_t mix64_dev(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static __global__ void dropout_kernel(float *out, int32_t *mask, const float *x, const int32_t *cmask, int64_t n,
+                                      float scale, uint32_t th, uint64_t key, int backward, int acc) {
+  GRID_STRIDE(wd, (n + 31) / 32) {
+    int64_t end = wd * 32 + 32 < n ? wd * 32 + 32 : n;
+    uint32_t bits = cmask ? (uint32_t)cmask[wd] : 0u;
+    for (int64_t i = wd * 32; i < end; i++) {
+      int kept = cmask ? (int)(bits >> (i & 31) & 1u) : (mix64_dev(key ^ (uint64_t)i) >> 40) >= th;
+      if (!cmask) bits |= (uint32_t)kept << (i & 31);
+      float g = __fmul_rn(x[i], kept ? scale : 0.0f);
+      out[i] = backward && acc ? __fadd_rn(out[i], g) : g;
+    }
+    if (mask) mask[wd] = (int32_t)bits;
+  }
+}
+
+static void dropout_launch(float *out, int32_t *mask, const float *x, const int32_t *cmask, int64_t n, float p,
+                           int mode, uint64_t key, int backward, int acc) {
+  need_ctx();
+  RT_CHECK(!ctx.capturing,
+           "dropout's random key changes every step and a CUDA graph would replay the captured "
+           "one: train this model without --cuda-graph");
+  if (n <= 0 || !out) return;
+  (void)mode;
+  float scale = (float)(1.0 / (1.0 - (double)p));
+  uint32_t th = (uint32_t)ceil((double)p * 16777216.0);
+  dropout_kernel<<<grid_for((n + 31) / 32, 128), 128, 0, ctx.stream>>>(out, mask, x, cmask, n, scale, th, key, backward,
+                                                                       acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_dropout_forward(float *out, int32_t *mask, const float *x, int64_t n, float p, int mode, uint64_t key) {
+  if (mode == RT_MODE_EVAL) {
+    need_ctx();
+    if (out != x && n > 0)
+      CUDA_CHECK(cudaMemcpyAsync(out, x, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice, ctx.stream));
+    return;
+  }
+  dropout_launch(out, mask, x, NULL, n, p, mode, key, 0, 0);
+}
+
+void rt_cuda_dropout_backward(float *dx, const float *dout, const int32_t *mask, int64_t n, float p, int mode,
+                              uint64_t key, int acc) {
+  dropout_launch(dx, NULL, dout, mask, n, p, mode, key, 1, acc);
 }
 
 // ----------------------------------------------------------------------------

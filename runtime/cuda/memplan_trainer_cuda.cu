@@ -19,6 +19,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "memplan_rt_cuda.h"
 #include "memplan_trainer.h"
@@ -55,6 +56,17 @@ static size_t used_now(void) {
 }
 
 static unsigned char *cuda_open(const TrModel *m, int graph) {
+  /* A graph replays the kernel arguments of its capture, dropout's random key
+   * among them: every step would draw the first one's masks. */
+  for (int i = 0; graph && i < m->nops; i++)
+    if (!strcmp(m->ops[i].kind, "dropout")) {
+      fflush(stdout);
+      fprintf(stderr,
+              "trainer: error: --cuda-graph replays one captured step, and dropout (layer %s) draws new masks every "
+              "step from a key passed to its kernels: train this model without --cuda-graph\n",
+              m->ops[i].layer);
+      exit(1);
+    }
   int n = rt_cuda_device_count();
   if (n == 0) {
     fprintf(stderr,

@@ -1,10 +1,15 @@
 /* bench_pack.c: the offset assigner against MiniMalloc's eleven challenging
- * instances and against plain best fit on generated training steps.
+ * instances and against plain best fit on generated training steps; with
+ * --corpus, the large-instance corpus (tests/bench/pack_corpus.py's CSVs from
+ * memplan's own plans, and generated training steps) against the goals.
  *
- *   bench_pack [BENCH_DIR] [--timeout S] [--sizes N,N,...] [--no-baseline]
+ *   bench_pack [BENCH_DIR] [--time-limit S] [--sizes N,N,...] [--no-baseline]
+ *   bench_pack --corpus DIR [--time-limit S]
  *
  * Prints tables; it is not a pass/fail timing test (only an invalid packing
- * fails it). Every packing goes through verify_packing. */
+ * fails it). Every packing goes through verify_packing. (--timeout is the
+ * old name of --time-limit, still accepted.) */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,15 +80,22 @@ static void check(const char *what, const Items *it, const int64_t *off, int64_t
   free(lo), free(hi), free(sz);
 }
 
-/* Best plain best-fit height over the four orderings. */
-static int64_t best_greedy(const Items *it, int64_t *off) {
+/* Best plain best-fit height over the portfolio's orderings (each verified);
+ * *which gets the best one's index (the first on ties). */
+static int64_t best_greedy_of(const Items *it, int64_t align, int64_t *off, int *which) {
   int64_t best = INT64_MAX;
   for (int o = 0; o < ASSIGN_N_ORDERINGS; o++) {
-    int64_t h = assign_best_fit(it->v, it->n, 1, o, off);
-    if (h < best) best = h;
+    int64_t h = assign_best_fit(it->v, it->n, align, o, off);
+    check(assign_ordering_name(o), it, off, h);
+    if (h < best) {
+      best = h;
+      if (which) *which = o;
+    }
   }
   return best;
 }
+
+static int64_t best_greedy(const Items *it, int64_t *off) { return best_greedy_of(it, 1, off, NULL); }
 
 static void bench_suite(const char *dir, double timeout) {
   printf("MiniMalloc challenging suite (capacity 1048576), time limit %.1f s\n", timeout);
@@ -224,17 +236,104 @@ static void bench_training(const int *sizes, int nsizes, int baseline) {
   }
 }
 
+/* ---- the large-instance corpus ---- */
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+typedef struct {
+  int n, held[3]; /* instances; goals held: not above best greedy, gap <= 0.5 %, time <= 10 s */
+} Goals;
+
+/* One row: lower bound, best greedy (plain, over the whole instance),
+ * memplan's height, the gap to the bound and to the best greedy, the time. */
+static void corpus_row(const char *name, const Items *it, double limit, Goals *g) {
+  int64_t *off = malloc(sizeof(int64_t) * (size_t)(it->n ? it->n : 1));
+  int which = 0;
+  double t0 = now_s();
+  int64_t greedy = best_greedy_of(it, 1, off, &which);
+  double gs = now_s() - t0;
+  clock_t c0 = clock();
+  AsgResult r = assign_offsets(it->v, it->n, 1, limit, off);
+  double cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+  check(name, it, off, r.height);
+  double gap = r.lower_bound ? 100.0 * (double)(r.height - r.lower_bound) / (double)r.lower_bound : 0;
+  double vs = 100.0 * (double)(r.height - greedy) / (double)greedy;
+  /* The time goal on CPU time (both threads' together): on a 2-core machine
+   * that nothing else loads, the wall time is at most that. */
+  int ok[3] = {r.height <= greedy, gap <= 0.5, cpu <= 10.0};
+  g->n++;
+  for (int k = 0; k < 3; k++) g->held[k] += ok[k];
+  printf("%-30s %6d %12lld %12lld %-21s %12lld %6.3f %7.3f %6.2f %6.2f %6.2f  %s%s\n", name, it->n,
+         (long long)r.lower_bound, (long long)greedy, assign_ordering_name(which), (long long)r.height, gap, vs,
+         r.seconds, cpu, gs, r.method, ok[0] && ok[1] && ok[2] ? "" : "  MISSES A GOAL");
+  fflush(stdout);
+  free(off);
+}
+
+static void bench_corpus(const char *dir, double limit) {
+  printf("Large-instance corpus: %s, time limit %.1f s\n", dir, limit);
+  printf("%-30s %6s %12s %12s %-21s %12s %6s %7s %6s %6s %6s  %s\n", "instance", "n", "LB", "best greedy",
+         "(its ordering)", "memplan", "gap%", "vs_gr%", "wall_s", "cpu_s", "gr_s", "method");
+  Goals g = {0};
+  DIR *d = opendir(dir);
+  char **names = NULL;
+  int nn = 0;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    size_t len = strlen(e->d_name);
+    if (len > 4 && !strcmp(e->d_name + len - 4, ".csv")) {
+      names = realloc(names, sizeof(char *) * (size_t)(nn + 1));
+      names[nn++] = strdup(e->d_name);
+    }
+  }
+  if (d) closedir(d);
+  if (nn) qsort(names, (size_t)nn, sizeof(char *), name_cmp);
+  for (int k = 0; k < nn; k++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+    Items it = {0};
+    if (read_csv(path, &it)) {
+      printf("%s: cannot read\n", path);
+      exit(1);
+    }
+    names[k][strlen(names[k]) - 4] = 0;
+    corpus_row(names[k], &it, limit, &g);
+    free(it.v), free(it.optional), free(names[k]);
+  }
+  free(names);
+  /* Generated training steps (sizes 256-aligned, as a plan's): weights and
+   * optimizer state over the whole step, nested forward/backward lifetimes,
+   * many small temporaries. */
+  static const int gen_n[] = {5000, 10000, 20000, 40000, 60000};
+  const char *only = getenv("BENCH_PACK_ONLY"); /* one generated size, when debugging */
+  for (int k = 0; k < (int)(sizeof gen_n / sizeof gen_n[0]); k++) {
+    if (only && atoi(only) != gen_n[k]) continue;
+    Items it = {0};
+    gen_training_n(&it, gen_n[k], 777 + (uint64_t)k);
+    char name[64];
+    snprintf(name, sizeof name, "generated-training-%d", gen_n[k]);
+    corpus_row(name, &it, limit, &g);
+    free(it.v), free(it.optional);
+  }
+  printf("goals: not above the best greedy %d/%d, gap <= 0.5%% %d/%d, cpu time <= 10 s %d/%d\n", g.held[0], g.n,
+         g.held[1], g.n, g.held[2], g.n);
+}
+
 int main(int argc, char **argv) {
-  const char *dir = "../shared/bench/minimalloc";
+  const char *dir = "../shared/bench/minimalloc", *corpus = NULL;
   double timeout = 1.9;
   int sizes[16] = {2000, 5000, 20000, 60000}, nsizes = 4, baseline = 1;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atof(argv[++i]);
+    if ((!strcmp(argv[i], "--time-limit") || !strcmp(argv[i], "--timeout")) && i + 1 < argc) timeout = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--corpus") && i + 1 < argc) corpus = argv[++i];
     else if (!strcmp(argv[i], "--no-baseline")) baseline = 0;
     else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
       nsizes = 0;
       for (char *p = strtok(argv[++i], ","); p && nsizes < 16; p = strtok(NULL, ",")) sizes[nsizes++] = atoi(p);
     } else dir = argv[i];
+  }
+  if (corpus) {
+    bench_corpus(corpus, timeout);
+    return 0;
   }
   bench_suite(dir, timeout);
   bench_training(sizes, nsizes, baseline);

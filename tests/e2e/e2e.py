@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """e2e.py: end-to-end checks of generated CPU trainers (CTest label e2e).
 Standard library only. Subcommands:
-  build MEMPLAN MODEL.yaml DIR [cmake args]  compile MODEL into DIR, build DIR/build/trainer
+  build MEMPLAN MODEL.yaml DIR [--compile-option=V...] [cmake args]  compile MODEL into DIR, build DIR/build/trainer
                                               with -Wall -Wextra -Werror
   train TRAINER MARGIN [trainer args]        train; the mean loss of the last 10 steps must
                                               be below the first step's loss by MARGIN
@@ -54,8 +54,10 @@ def losses(trainer, args, log):
         return [float(row["loss"]) for row in csv.DictReader(f)]
 
 
-def build(memplan, model, out, *cmake_args):
-    must([memplan, "compile", model, "-o", out])
+def build(memplan, model, out, *args):
+    """args: memplan compile options ("--set B=8" as one "--set=B=8"), then cmake's (-D...)."""
+    cmake_args = [a for a in args if not a.startswith("--")]
+    must([memplan, "compile", model, "-o", out] + [a for a in args if a.startswith("--")])
     # A fresh cache: an old one would keep options at the defaults of the CMakeLists.txt it was made from.
     shutil.rmtree(os.path.join(out, "build"), ignore_errors=True)
     must(["cmake", "-S", out, "-B", os.path.join(out, "build"), "-DTRAINER_WERROR=ON",
@@ -142,6 +144,11 @@ def errors(trainer, d, *args):
     p = os.path.join(d, "missing.safetensors")
     write_safetensors(p, {k: v for k, v in bad.items() if k != name})
     cases.append((["--load", p], "no tensor '%s'" % name))
+    for k in (k for k in shapes if k.endswith(".running_var")):  # running state (batchnorm): needed like params
+        p = os.path.join(d, "no-state.safetensors")
+        write_safetensors(p, {j: v for j, v in shapes.items() if j != k})
+        cases.append((["--load", p], "no tensor '%s' (the model needs every running statistic" % k))
+        break
     p = os.path.join(d, "garbage.safetensors")
     with open(p, "wb") as f:
         f.write(struct.pack("<Q", 16) + b'{"a": [1, 2,    ')

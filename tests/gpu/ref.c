@@ -700,6 +700,110 @@ void ref_batchnorm2d_backward(float *dx, float *dw, float *db, const float *dout
 }
 
 // ----------------------------------------------------------------------------
+// pooling and dropout
+
+/* torch's first maximum of window (ho, wo): the first element inside the
+ * input, then any larger one or a NaN */
+static int64_t ref_argmax(const float *x, int64_t H, int64_t W, int64_t ho, int64_t wo, int64_t k, int64_t s,
+                          int64_t p) {
+  int64_t best = -1;
+  double mx = -INFINITY;
+  for (int64_t h = ho * s - p; h < ho * s - p + k; h++)
+    for (int64_t w = wo * s - p; w < wo * s - p + k; w++) {
+      if (h < 0 || h >= H || w < 0 || w >= W) continue;
+      double v = x[h * W + w];
+      if (best < 0 || v > mx || isnan(v)) {
+        mx = v;
+        best = h * W + w;
+      }
+    }
+  return best;
+}
+
+void ref_maxpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                           int64_t Wo, int64_t k, int64_t s, int64_t p) {
+  for (int64_t pl = 0; pl < N * C; pl++)
+    for (int64_t i = 0; i < Ho * Wo; i++)
+      out[pl * Ho * Wo + i] = x[pl * H * W + ref_argmax(x + pl * H * W, H, W, i / Wo, i % Wo, k, s, p)];
+}
+
+void ref_maxpool2d_backward(float *dx, const float *dout, const float *x, int64_t N, int64_t C, int64_t H, int64_t W,
+                            int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int acc) {
+  double *g = dnew(N * C * H * W);
+  for (int64_t pl = 0; pl < N * C; pl++)
+    for (int64_t i = 0; i < Ho * Wo; i++)
+      g[pl * H * W + ref_argmax(x + pl * H * W, H, W, i / Wo, i % Wo, k, s, p)] += dout[pl * Ho * Wo + i];
+  store(dx, g, N * C * H * W, acc);
+}
+
+void ref_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                           int64_t Wo, int64_t k, int64_t s, int64_t p) {
+  double *o = dnew(N * C * Ho * Wo);
+  for (int64_t pl = 0; pl < N * C; pl++)
+    for (int64_t i = 0; i < Ho * Wo; i++)
+      for (int64_t h = i / Wo * s - p; h < i / Wo * s - p + k; h++)
+        for (int64_t w = i % Wo * s - p; w < i % Wo * s - p + k; w++)
+          if (h >= 0 && h < H && w >= 0 && w < W) o[pl * Ho * Wo + i] += x[pl * H * W + h * W + w] / (double)(k * k);
+  store(out, o, N * C * Ho * Wo, 0);
+}
+
+void ref_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                            int64_t Wo, int64_t k, int64_t s, int64_t p, int acc) {
+  double *g = dnew(N * C * H * W);
+  for (int64_t pl = 0; pl < N * C; pl++)
+    for (int64_t i = 0; i < Ho * Wo; i++)
+      for (int64_t h = i / Wo * s - p; h < i / Wo * s - p + k; h++)
+        for (int64_t w = i % Wo * s - p; w < i % Wo * s - p + k; w++)
+          if (h >= 0 && h < H && w >= 0 && w < W) g[pl * H * W + h * W + w] += dout[pl * Ho * Wo + i] / (double)(k * k);
+  store(dx, g, N * C * H * W, acc);
+}
+
+void ref_global_avgpool_forward(float *out, const float *x, int64_t NC, int64_t HW) {
+  double *o = dnew(NC);
+  for (int64_t i = 0; i < NC * HW; i++) o[i / HW] += x[i] / (double)HW;
+  store(out, o, NC, 0);
+}
+
+void ref_global_avgpool_backward(float *dx, const float *dout, int64_t NC, int64_t HW, int acc) {
+  double *g = dnew(NC * HW);
+  for (int64_t i = 0; i < NC * HW; i++) g[i] = dout[i / HW] / (double)HW;
+  store(dx, g, NC * HW, acc);
+}
+
+/* memplan_kernels.h's mask: the top 24 bits of splitmix64's output function
+ * of key ^ i, at or above ceil(p 2^24) */
+static int ref_keep(uint64_t key, int64_t i, float p) {
+  uint64_t z = (key ^ (uint64_t)i) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (double)(z >> 40) >= ceil((double)p * 16777216.0);
+}
+
+void ref_dropout_forward(float *out, int32_t *mask, const float *x, int64_t n, float p, int mode, uint64_t key) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++)
+    o[i] = mode == RT_MODE_EVAL ? x[i] : ref_keep(key, i, p) ? x[i] / (1.0 - (double)p) : 0.0;
+  for (int64_t w = 0; mask && mode != RT_MODE_EVAL && w < (n + 31) / 32; w++) {
+    uint32_t bits = 0;
+    for (int64_t i = w * 32; i < n && i < w * 32 + 32; i++) bits |= (uint32_t)ref_keep(key, i, p) << (i % 32);
+    mask[w] = (int32_t)bits;
+  }
+  store(out, o, n, 0);
+}
+
+void ref_dropout_backward(float *dx, const float *dout, const int32_t *mask, int64_t n, float p, int mode, uint64_t key,
+                          int acc) {
+  (void)mode;
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) {
+    int kept = mask ? (int)((uint32_t)mask[i / 32] >> (i % 32) & 1u) : ref_keep(key, i, p);
+    g[i] = kept ? dout[i] / (1.0 - (double)p) : 0.0;
+  }
+  store(dx, g, n, acc);
+}
+
+// ----------------------------------------------------------------------------
 // optimizers
 
 void ref_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1, double beta2,

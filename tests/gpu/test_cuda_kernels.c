@@ -856,6 +856,99 @@ static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
 }
 
 // ----------------------------------------------------------------------------
+// cases: pooling and dropout
+
+/* maxpool2d or avgpool2d over [N,C,H,W]: forward, backward acc 0 and 1. */
+static void case_pool(int is_max, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p) {
+  int64_t Ho = (H + 2 * p - k) / s + 1, Wo = (W + 2 * p - k) / s + 1, nx = N * C * H * W, ny = N * C * Ho * Wo;
+  const char *name = is_max ? "maxpool2d" : "avgpool2d";
+  Ten x = ten_rand(nx, 2), out = ten_fill(ny, NAN);
+  if (is_max) {
+    ref_maxpool2d_forward(out.ref, x.ref, N, C, H, W, Ho, Wo, k, s, p);
+    UT(maxpool2d_forward)(out.ut, x.ut, N, C, H, W, Ho, Wo, k, s, p);
+  } else {
+    ref_avgpool2d_forward(out.ref, x.ref, N, C, H, W, Ho, Wo, k, s, p);
+    UT(avgpool2d_forward)(out.ut, x.ut, N, C, H, W, Ho, Wo, k, s, p);
+  }
+  check(&out, TOL, "%s_forward (%lld,%lld,%lld,%lld) k=%lld s=%lld p=%lld", name, LL(N), LL(C), LL(H), LL(W), LL(k),
+        LL(s), LL(p));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(ny, 1), dx = ten_grad(nx, acc);
+    if (is_max) {
+      ref_maxpool2d_backward(dx.ref, g.ref, x.ref, N, C, H, W, Ho, Wo, k, s, p, acc);
+      UT(maxpool2d_backward)(dx.ut, g.ut, x.ut, N, C, H, W, Ho, Wo, k, s, p, acc);
+    } else {
+      ref_avgpool2d_backward(dx.ref, g.ref, N, C, H, W, Ho, Wo, k, s, p, acc);
+      UT(avgpool2d_backward)(dx.ut, g.ut, N, C, H, W, Ho, Wo, k, s, p, acc);
+    }
+    check(&dx, TOL, "%s_backward acc=%d", name, acc);
+  }
+  release_all();
+}
+
+static void case_global_avgpool(int64_t NC, int64_t HW) {
+  Ten x = ten_rand(NC * HW, 2), out = ten_fill(NC, NAN);
+  ref_global_avgpool_forward(out.ref, x.ref, NC, HW);
+  UT(global_avgpool_forward)(out.ut, x.ut, NC, HW);
+  check(&out, TOL, "global_avgpool_forward NC=%lld HW=%lld", LL(NC), LL(HW));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(NC, 1), dx = ten_grad(NC * HW, acc);
+    ref_global_avgpool_backward(dx.ref, g.ref, NC, HW, acc);
+    UT(global_avgpool_backward)(dx.ut, g.ut, NC, HW, acc);
+    check(&dx, TOL, "global_avgpool_backward acc=%d", acc);
+  }
+  release_all();
+}
+
+/* The mask words of both sides, bit for bit. */
+static void check_mask(const Ids *m, const char *what) {
+  int32_t *got = xmalloc((size_t)m->n * sizeof(int32_t));
+  ut_get(got, m->ut, (size_t)m->n * sizeof(int32_t));
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m->n; i++) bad += got[i] != m->ref[i];
+  free(got);
+  failures += bad != 0;
+  checks++;
+  printf("%-58s %9lld %9s  %s\n", what, (long long)bad, "words", bad ? "FAIL" : "ok");
+}
+
+static void case_dropout(int64_t n, float p, uint64_t key) {
+  int64_t words = (n + 31) / 32;
+  Ids mask = {words, host_alloc((size_t)words * sizeof(int32_t)), ut_alloc((size_t)words * sizeof(int32_t))};
+  Ten x = ten_rand(n, 2), out = ten_fill(n, NAN);
+  ref_dropout_forward(out.ref, mask.ref, x.ref, n, p, RT_MODE_TRAIN, key);
+  UT(dropout_forward)(out.ut, mask.ut, x.ut, n, p, RT_MODE_TRAIN, key);
+  check(&out, TOL, "dropout_forward n=%lld p=%g", LL(n), p);
+  check_mask(&mask, "dropout_forward mask");
+  int64_t kept = 0; /* the hash keeps about 1 - p of the elements */
+  for (int64_t i = 0; i < n; i++) kept += (mask.ref[i / 32] >> (i % 32)) & 1;
+  double frac = (double)kept / (double)n, sd = sqrt(p * (1.0 - p) / (double)n);
+  int ok = fabs(frac - (1.0 - p)) <= 5 * sd + 1e-9;
+  failures += !ok, checks++;
+  printf("%-58s %9.4f %9.4f  %s\n", "dropout kept fraction vs 1 - p", frac, 1.0 - p, ok ? "ok" : "FAIL");
+  for (int acc = 0; acc <= 1; acc++)
+    for (int stored = 0; stored <= 1; stored++) {
+      Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+      ref_dropout_backward(dx.ref, g.ref, stored ? mask.ref : NULL, n, p, RT_MODE_TRAIN, key, acc);
+      UT(dropout_backward)(dx.ut, g.ut, stored ? mask.ut : NULL, n, p, RT_MODE_TRAIN, key, acc);
+      check(&dx, TOL, "dropout_backward acc=%d mask %s", acc, stored ? "read" : "regenerated");
+    }
+  Ten g = ten_rand(n, 1); /* in place: dx = dout, the mask regenerated; out = x */
+  ref_dropout_backward(g.ref, g.ref, NULL, n, p, RT_MODE_TRAIN, key, 0);
+  UT(dropout_backward)(g.ut, g.ut, NULL, n, p, RT_MODE_TRAIN, key, 0);
+  check(&g, TOL, "dropout_backward in place (dx=dout)");
+  Ten y = ten_copy(&x);
+  ref_dropout_forward(y.ref, NULL, y.ref, n, p, RT_MODE_RECOMPUTE, key);
+  UT(dropout_forward)(y.ut, NULL, y.ut, n, p, RT_MODE_RECOMPUTE, key);
+  check(&y, TOL, "dropout_forward recompute in place (out=x, no mask)");
+  Ten e = ten_fill(n, NAN);
+  ref_dropout_forward(e.ref, NULL, x.ref, n, p, RT_MODE_EVAL, 0);
+  UT(dropout_forward)(e.ut, NULL, x.ut, n, p, RT_MODE_EVAL, 0);
+  check(&e, EXACT, "dropout_forward eval (identity)");
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
 // cases: optimizers (several steps, state carried on both sides)
 
 static void case_adamw(int64_t n) {
@@ -1228,6 +1321,7 @@ int main(int argc, char **argv) {
   RUN("reshape", case_reshape(4099));
   RUN("transpose", case_transpose(3, 37, 1, 45, 1)); // [B, C, N] -> [B, N, C]: ragged tiles
   RUN("transpose", case_transpose(2, 5, 7, 3, 4));   // axes apart, inner rows of 4
+  RUN("transpose", case_transpose(3, 40, 3, 36, 1)); // axes apart, the last one swapped: Z = 1, M = 3
   RUN("transpose", case_transpose(1, 1, 300, 1, 1)); // an axis with itself: a copy
   RUN("concat", case_concat(3, 5, 2, (const int64_t[]){4, 7}));
   RUN("concat", case_concat(2, 1, 6, (const int64_t[]){1, 2, 3, 1, 5, 2})); // six inputs, last axis
@@ -1251,6 +1345,16 @@ int main(int argc, char **argv) {
   RUN("conv2d", case_conv2d(2, 8, 9, 9, 8, 3, 1, 1, 1, 8));                 // depthwise
   RUN("conv2d", case_conv2d(3, 8, 5, 6, 12, 1, 1, 0, 1, 1));                // 1x1: no scratch
   if (!quick) RUN("conv2d", case_conv2d(2, 32, 16, 16, 32, 3, 1, 1, 1, 1)); // products of K = 288
+  RUN("maxpool2d", case_pool(1, 2, 3, 9, 7, 3, 2, 1));                      // stride != kernel, padding, odd sizes
+  RUN("maxpool2d", case_pool(1, 2, 5, 8, 8, 2, 2, 0));                      // ResNet's stem-like, no overlap
+  RUN("maxpool2d", case_pool(1, 1, 2, 6, 5, 4, 1, 2));                      // overlapping windows, padding = kernel/2
+  RUN("avgpool2d", case_pool(0, 2, 3, 9, 7, 3, 2, 1));                      // padding counted (count_include_pad)
+  RUN("avgpool2d", case_pool(0, 1, 2, 6, 5, 4, 1, 2));
+  RUN("global_avgpool", case_global_avgpool(24, 49));
+  RUN("global_avgpool", case_global_avgpool(3, quick ? 100 : 3136));
+  RUN("dropout", case_dropout(quick ? 1000 : 100003, 0.1f, 0x1234567890abcdefull));
+  RUN("dropout", case_dropout(77, 0.5f, 42)); // a partial last mask word
+  RUN("dropout", case_dropout(64, 0.0f, 7));  // p = 0 keeps everything
   RUN("adamw", case_adamw(10007));
   RUN("sgd", case_sgd(10007));
   RUN("cast", case_casts(7, -126, 127, "bf16"));

@@ -70,10 +70,10 @@ class LlamaRef(torch.nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None):
+def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, step=None):
     """reference.py's entry: plan_torch.forward's signature (llama-mini has no
-    ReLU, so relu_mask is never asked)."""
-    del sched_key, relu_mask
+    ReLU, so relu_mask is never asked, nor dropout, so step is not either)."""
+    del sched_key, relu_mask, step
     names = {b["id"]: b["name"] for b in plan["buffers"]}
     by_name = {names[i]: t for i, t in inputs.items()}
     w = {names[i]: t for i, t in params.items()}

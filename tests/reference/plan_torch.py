@@ -209,12 +209,50 @@ def _rope(x, B, T, H, KV, hd, theta):
     return torch.cat([q, k, v], 2).reshape(B, T, (H + 2 * KV) * hd)
 
 
-def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, state=None):
+def _fnv1a(s):
+    """64-bit FNV-1a of a layer name (codegen/emitc.c's layer_hash)."""
+    h = 0xCBF29CE484222325
+    for c in s.encode():
+        h = ((h ^ c) * 0x100000001B3) & MASK
+    return h
+
+
+def op_key(seed, step, mb, layer):
+    """memplan_trainer.h's tr_op_key: the random key of an op with mode_arg."""
+    return _mix64(_mix64(_mix64(seed) ^ step) ^ (((mb << 32) ^ _fnv1a(layer)) & MASK))
+
+
+def dropout_mask(key, n, p):
+    """memplan_kernels.h's dropout: element i is kept when the top 24 bits of
+    mix64(key ^ i) reach ceil(p 2^24), p the float32 the kernels receive."""
+    th = math.ceil(float(np.float32(p)) * 2.0 ** 24)
+    with np.errstate(over="ignore"):
+        z = np.uint64(key) ^ np.arange(n, dtype=np.uint64)
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return torch.from_numpy((z >> np.uint64(40)) >= np.uint64(th))
+
+
+def _dropout(x, op, step, seed, mb=0):
+    """x * noise, noise = 1 / (1 - p) where kept and 0 elsewhere (torch's
+    dropout, with memplan's mask of this step's key)."""
+    p = op["floats"][0]
+    keep = dropout_mask(op_key(seed, step, mb, op["layer"]), x.numel(), p).reshape(x.shape)
+    scale = torch.tensor(1.0 / (1.0 - float(np.float32(p))), dtype=torch.float64).to(x.dtype)
+    return x * (keep.to(x.dtype) * scale)
+
+
+def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, state=None, step=None, seed=1337):
     """Interprets the forward ops of a schedule; returns the loss tensor.
     relu_mask(op position, input) -> bool mask, when given, decides which
     elements each relu passes (the reference test forces the branches that
     float32 rounding may take at its kink). state (make_state) holds the
-    running statistics: the training schedule updates them, eval reads them."""
+    running statistics: the training schedule updates them, eval reads them.
+    step (1-based) and seed make dropout's keys as the trainer's (--seed,
+    default 1337); without a step (or in the eval schedule) dropout is the
+    identity."""
     env = dict(params)
     env.update(state or {})
     for bid, t in inputs.items():
@@ -277,6 +315,14 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
         elif k == "batchnorm2d":  # dims N C S (S = H W); floats eps, momentum; inputs x w b rmean rvar
             y = F.batch_norm(a[0].reshape(d[0], d[1], d[2]), a[3], a[4], a[1], a[2],
                              training=sched_key == "schedule", momentum=op["floats"][1], eps=op["floats"][0])
+        elif k == "maxpool2d":  # dims: N C H W Ho Wo k s p
+            y = F.max_pool2d(a[0], d[6], d[7], d[8])
+        elif k == "avgpool2d":
+            y = F.avg_pool2d(a[0], d[6], d[7], d[8])  # count_include_pad=True, as the kernels
+        elif k == "global_avgpool":
+            y = a[0].mean((2, 3))
+        elif k == "dropout":
+            y = a[0] if step is None or sched_key != "schedule" else _dropout(a[0], op, step, seed)
         else:
             raise ValueError("plan_torch: no torch version of op %s" % k)
         env[o] = y.reshape(shape)

@@ -57,6 +57,7 @@ import plan_torch  # noqa: E402
 import safetensors_io  # noqa: E402
 
 MODEL = plan_torch  # what runs the model in PyTorch (--module)
+SEED = {}  # --dropout-seed: the seed torch's dropout masks are drawn with, when not the trainer's
 
 EPS32 = 2.0 ** -24
 TOL_FACTOR = 10.0       # the trainer's error allowed, in units of the yardstick's
@@ -127,7 +128,7 @@ class Branch:
             params, opt = self.run[dt]
             opt.zero_grad(set_to_none=True)
             kw = {"state": self.state[dt]} if self.state[dt] else {}  # a --module without state needs none
-            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn, **kw)
+            loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn, step=step + 1, **SEED, **kw)
             loss.backward()
             self.loss[dt].append(loss.item())
         if plan["optimizer"]["type"] == "adamw":  # SGD's update is linear in the gradient
@@ -206,7 +207,7 @@ def compare(plan, a, b, got, got_w, out, got_eval=None):
     ok = len(got) == len(b.loss[torch.float64])
     if got_eval is not None:  # --eval: the eval schedule (running statistics, no batch ones) on the final state
         ev = b.eval_loss(plan, plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None,
-                                                  eval=True).next())
+                                                  eval=True, npy=a.npy).next())
         w, y = ev[torch.float64], ev[torch.float32]
         rel, tol = abs(got_eval - w) / abs(w), max(FLOOR, TOL_FACTOR * abs(y - w) / abs(w))
         ok &= rel <= tol
@@ -266,6 +267,8 @@ def main():
                     help="torch at the constant lr, ignoring the schedule: expects a mismatch")
     ap.add_argument("--eval", action="store_true", help="also compare the eval loss after the last step (one batch of "
                     "the eval schedule: batchnorm with its running statistics)")
+    ap.add_argument("--dropout-seed", type=int, help="draw torch's dropout masks with this seed instead of the "
+                    "trainer's (1337), expecting a mismatch (the check sees the masks)")
     ap.add_argument("--module", help="the model in PyTorch: a module of tests/reference with plan_torch.forward's "
                     "signature, written from the equations (default: plan_torch, which interprets plan.json)")
     a = ap.parse_args()
@@ -274,6 +277,8 @@ def main():
     global MODEL
     if a.module:
         MODEL = importlib.import_module(a.module)
+    if a.dropout_seed is not None:
+        SEED["seed"] = a.dropout_seed
     os.makedirs(a.workdir, exist_ok=True)
     plan = plan_torch.load_plan(a.plan)
     init = plan_torch.init_params(plan, seed=1)
@@ -285,10 +290,11 @@ def main():
     bs, tried = branches(a, plan, init, got)
 
     sched = plan_torch.schedule_of(plan, a.schedule, a.warmup, a.final_fraction)
-    print("%s %s, %d %s steps, lr schedule %s (warmup %d, final fraction %g)%s%s"
+    print("%s %s, %d %s steps, lr schedule %s (warmup %d, final fraction %g)%s"
           % (plan["model"], "trainer vs torch (float64, float32 as the yardstick)", a.steps, plan["optimizer"]["type"],
              sched[0], sched[1], sched[2],
-             " (torch lr x %g: expecting a mismatch)" % a.perturb_lr if a.perturb_lr != 1 else "",
+             " (torch lr x %g: expecting a mismatch)" % a.perturb_lr if a.perturb_lr != 1 else
+             " (torch's dropout seed %d: expecting a mismatch)" % a.dropout_seed if a.dropout_seed is not None else
              " (torch at a constant lr: expecting a mismatch)" if a.perturb_schedule else ""))
     print("  %d branch(es) tried at ReLU inputs within float32 rounding of 0, %d agree with the trainer's losses"
           % (tried, len(bs)))
@@ -301,7 +307,7 @@ def main():
         report = report or (b, lines)
     print("  %s %s" % ("matches" if ok else "compared with", report[0].describe()))
     print("\n".join(report[1]))
-    expect = a.perturb_lr == 1.0 and not a.perturb_schedule
+    expect = a.perturb_lr == 1.0 and a.dropout_seed is None and not a.perturb_schedule
     print("reference: %s" % ("PASS" if ok == expect else "FAIL"))
     return 0 if ok == expect else 1
 

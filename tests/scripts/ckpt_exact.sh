@@ -1,37 +1,60 @@
 #!/bin/sh
-# ckpt_exact.sh MEMPLAN MODEL WORKDIR [--blobs] BUDGET...: each trainer planned
-# to fit a BUDGET (recomputing) must give bit-identical losses and final
-# weights (running statistics included) to the trainer that keeps everything:
-# same seed, same threads, 20 steps. Token models train on the README's text;
-# --blobs: a model with f32 inputs, on the trainer's synthetic blobs data set.
+# ckpt_exact.sh MEMPLAN MODEL WORKDIR [--blobs] CONFIG...: each trainer planned
+# to fit a budget CONFIG (8M: it must recompute) or with the compile options
+# of a CONFIG "opts:OPT,OPT" (opts:--budget=925K,--dropout-masks=regen) must
+# give bit-identical losses and final weights (running statistics included)
+# to the trainer that keeps everything: same seed, same threads, 20 steps.
+# Token models train on README.md; --blobs (or CKPT_TEXT= empty): a model
+# with f32 inputs, on the trainer's synthetic blobs data set.
 set -eu
 memplan=$1 model=$2 work=$3
 shift 3
 rm -rf "$work"
 mkdir -p "$work"
-text=$(cd "$(dirname "$0")/../.." && pwd)/README.md
-blobs=0
+text=${CKPT_TEXT-$(cd "$(dirname "$0")/../.." && pwd)/README.md}
 if [ "${1:-}" = --blobs ]; then
-  blobs=1
+  text=
   shift
 fi
-train() { # name [--budget B]
+# The trainers differ only in trainer.c: one CMake build folder ($work/src,
+# $work/bld) compiles the runtime once, and each plan's trainer.c replaces
+# the last (make recompiles it alone and relinks).
+train() { # name [compile options]
   v=$1
   shift
   "$memplan" compile "$model" "$@" -o "$work/$v" > "$work/$v.report"
-  cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=OFF > /dev/null
-  cmake --build "$work/$v/build" -j2 > /dev/null
-  if [ "$blobs" = 1 ]; then set -- --steps 20; else set -- --text "$text" --steps 20; fi
-  "$work/$v/build/trainer" "$@" --seed 7 --threads 2 --log-every 20 --eval-batches 0 \
+  if [ ! -d "$work/src" ]; then
+    cp -R "$work/$v" "$work/src"
+    cmake -S "$work/src" -B "$work/bld" -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=OFF > /dev/null
+  fi
+  for f in "$work/$v"/*.c "$work/$v"/*.h "$work/$v/CMakeLists.txt"; do
+    fn=$(basename "$f")
+    [ "$fn" = trainer.c ] || cmp -s "$f" "$work/src/$fn" || { echo "FAIL: $v/$fn differs from the first plan's"; exit 1; }
+  done
+  cp "$work/$v/trainer.c" "$work/src/trainer.c"
+  cmake --build "$work/bld" -j2 > /dev/null
+  cp "$work/bld/trainer" "$work/$v.trainer"
+  "$work/$v.trainer" ${text:+--text "$text"} --steps 20 --seed 7 --threads 2 --log-every 20 --eval-batches 0 \
     --log "$work/$v.csv" --save "$work/$v.safetensors" > "$work/$v.out"
   cut -d, -f1,2 "$work/$v.csv" > "$work/$v.losses"
 }
 train full
+n=0
 for b in "$@"; do
-  train "b$b" --budget "$b"
-  grep -q "checkpointing: .* extra FLOPs" "$work/b$b.report" || { echo "FAIL: $b did not force recomputation"; exit 1; }
-  echo "budget $b: $(grep 'checkpointing:' "$work/b$b.report")"
-  cmp "$work/full.losses" "$work/b$b.losses" || { echo "FAIL: losses differ"; paste "$work/full.losses" "$work/b$b.losses"; exit 1; }
-  cmp "$work/full.safetensors" "$work/b$b.safetensors" || { echo "FAIL: final weights differ"; exit 1; }
+  n=$((n + 1))
+  case $b in
+  opts:*)
+    # shellcheck disable=SC2046 # the options split at commas
+    train "c$n" $(echo "${b#opts:}" | tr ',' ' ')
+    echo "$b: $(grep -E 'checkpointing:|dropout:' "$work/c$n.report" | tr '\n' ' ')"
+    ;;
+  *)
+    train "c$n" --budget "$b"
+    grep -q "checkpointing: .* extra FLOPs" "$work/c$n.report" || { echo "FAIL: $b did not force recomputation"; exit 1; }
+    echo "budget $b: $(grep -E 'checkpointing:|dropout:' "$work/c$n.report" | tr '\n' ' ')"
+    ;;
+  esac
+  cmp "$work/full.losses" "$work/c$n.losses" || { echo "FAIL: losses differ"; paste "$work/full.losses" "$work/c$n.losses"; exit 1; }
+  cmp "$work/full.safetensors" "$work/c$n.safetensors" || { echo "FAIL: final weights differ"; exit 1; }
 done
 echo "ok: $(wc -l < "$work/full.losses") loss lines and the final weights are bit-identical at every budget"
