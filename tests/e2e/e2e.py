@@ -176,7 +176,8 @@ def errors(trainer, d, *args):
         cases.append((args + ["--schedule", "linear", "--final-fraction", v],
                       ["--final-fraction '%s': expected a number in [0, 1]" % v]))
     cases.append((args + ["--schedule", "constant", "--final-fraction", "0.1"],
-                  ["--final-fraction is the floor of a decay, and the schedule is constant: give --schedule cosine or linear"]))
+                  ["--final-fraction is the floor of a decay, and the schedule is constant: "
+                   "give --schedule cosine or linear"]))
     # --save is checked before the first step, not after the last.
     p = os.path.join(d, "no-such-dir", "w.safetensors")
     cases.append((args + ["--save", p], ["cannot write --save %s: No such file or directory" % p]))
@@ -420,8 +421,8 @@ def schedule(trainer, *args):
         if w < steps:
             last = lr if kind == "constant" else f * lr
             ok &= abs(got[-1] - last) <= 1e-12 * lr
-        shown = [float(x) for x in re.findall(r"^step +\d+/\d+ \| loss [-0-9.naif]+ \| lr ([0-9.e+-]+) \|.* elapsed, ETA ",
-                                            r.stdout, re.M)]
+        line = r"^step +\d+/\d+ \| loss [-0-9.naif]+ \| lr ([0-9.e+-]+) \|.* elapsed, ETA "
+        shown = [float(x) for x in re.findall(line, r.stdout, re.M)]
         ok &= len(shown) == steps and all(abs(a - b) <= 1e-3 * b for a, b in zip(shown, got))
         ok &= re.search(r"^mean [0-9.]+ ms/step, .*; %d steps in [0-9.]+ s \(" % steps, r.stdout, re.M) is not None
         failed += not ok
