@@ -44,6 +44,7 @@ import itertools
 import os
 import subprocess
 import sys
+import warnings
 
 try:
     import numpy as np
@@ -57,6 +58,10 @@ import plan_torch  # noqa: E402
 import safetensors_io  # noqa: E402
 
 MODEL = plan_torch  # what runs the model in PyTorch (--module)
+# A branch's deepcopy rebinds its optimizer's step() (Optimizer.__setstate__),
+# which drops the marker LambdaLR puts on it to count steps; the schedule
+# itself (base lr x lambda(k)) does not depend on it, so the warning is noise.
+warnings.filterwarnings("ignore", message="Seems like `optimizer.step\\(\\)` has been overridden")
 SEED = {}  # --dropout-seed: the seed torch's dropout masks are drawn with, when not the trainer's
 
 EPS32 = 2.0 ** -24
