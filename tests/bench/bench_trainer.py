@@ -42,6 +42,14 @@ sgemm rate.
       --model llama-mini=models/llama-mini.yaml:10 \\
       --model gpt2-124m=models/gpt2-124m.yaml:5:B=4,T=64 [--threads 2] [--B 4 --T 64]
 
+Models that read no tokens (cnn-mnist: f32 images [B, 1, 28, 28] and labels)
+take their batches from --npy DIR (default out/mnist, made by
+models/mnist_npy.py): the trainer with `--npy DIR`, torch with
+plan_torch.Batches(npy=DIR), the same windows of B samples; batchnorm's
+running statistics are read from the same weight file and updated in
+training mode on both sides. cnn-mnist (B = 64, 30 steps) takes about a
+minute.
+
 --model NAME=YAML:STEPS[:DIM=V,...]: the dims after the last colon are set for
 that model only (here GPT-2 124M at B=4, T=64 instead of its 8 x 1024); --B
 and --T set B and T for every model that does not set its own.
