@@ -16,8 +16,24 @@ add_test(NAME bench_trainer
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/bench_trainer --python ${MEMPLAN_BENCH_PYTHON3}
                  --model gpt2-mini=${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml:10
                  --model llama-mini=${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml:10
-                 --model gpt2-124m=${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml:5:B=4,T=64)
-set_tests_properties(bench_trainer PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RETURN_CODE 77)
+                 --model gpt2-124m=${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml:5:B=4,T=64
+                 --model cnn-mnist=${MEMPLAN_SOURCE_DIR}/models/cnn-mnist.yaml:30
+                 --npy ${MEMPLAN_SOURCE_DIR}/out/mnist)
+# cnn-mnist (B = 64 images [64, 1, 28, 28], batchnorm in training mode) reads
+# the real digits: the mnist fixture (tests/npy.cmake) makes out/mnist.
+set_tests_properties(bench_trainer PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RETURN_CODE 77 FIXTURES_REQUIRED mnist)
 add_test(NAME bench_levers COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_levers.py $<TARGET_FILE:memplan>
          ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/bench_levers)
 set_tests_properties(bench_levers PROPERTIES LABELS bench TIMEOUT 900)
+# PyTorch's saved-for-backward bytes of ResNet-50 and ViT-B/16 (batch 32,
+# 224x224; models written in torch.nn as torchvision's, counted with
+# saved_tensors_hooks on the meta device) against memplan's keep-all arena and
+# its plans at --budget 8G, 4G and 2G (tests/bench/torch_saved_bytes.py;
+# README "Vision models"). About 20 s. Fails on a parameter count that differs
+# from memplan's, a meta run that saves other storages than a CPU run, or a
+# plan over its budget; skipped (77) without torch.
+add_test(NAME torch_saved_bytes
+         COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/torch_saved_bytes.py
+                 --memplan $<TARGET_FILE:memplan> --models ${MEMPLAN_SOURCE_DIR}/models
+                 --workdir ${CMAKE_CURRENT_BINARY_DIR}/torch_saved_bytes)
+set_tests_properties(torch_saved_bytes PROPERTIES LABELS bench TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -42,6 +42,14 @@ sgemm rate.
       --model llama-mini=models/llama-mini.yaml:10 \\
       --model gpt2-124m=models/gpt2-124m.yaml:5:B=4,T=64 [--threads 2] [--B 4 --T 64]
 
+Models that read no tokens (cnn-mnist: f32 images [B, 1, 28, 28] and labels)
+take their batches from --npy DIR (default out/mnist, made by
+models/mnist_npy.py): the trainer with `--npy DIR`, torch with
+plan_torch.Batches(npy=DIR), the same windows of B samples; batchnorm's
+running statistics are read from the same weight file and updated in
+training mode on both sides. cnn-mnist (B = 64, 30 steps) takes about a
+minute.
+
 --model NAME=YAML:STEPS[:DIM=V,...]: the dims after the last colon are set for
 that model only (here GPT-2 124M at B=4, T=64 instead of its 8 x 1024); --B
 and --T set B and T for every model that does not set its own.
@@ -89,23 +97,24 @@ def loadavg():
 # ---------------------------------------------------------------------------
 # the torch side, in its own process (`bench_trainer.py torch ...`)
 
-def read_params(path, plan, torch, np):
+def read_params(path, plan, torch, np, roles=("param",)):
     """{buffer id: leaf tensor} from a safetensors file, one tensor at a time
-    (never the whole file in memory: peak RSS is training memory)."""
+    (never the whole file in memory: peak RSS is training memory); with
+    roles=("state",) the running statistics (plain tensors)."""
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
         header = json.loads(f.read(n).decode("utf-8"))
         data0 = 8 + n
         out = {}
         for b in plan["buffers"]:
-            if b["role"] != "param":
+            if b["role"] not in roles:
                 continue
             t = header[b["name"]]
             assert t["dtype"] == "F32" and t["shape"] == b["shape"], b["name"]
             lo, hi = t["data_offsets"]
             f.seek(data0 + lo)
             a = np.frombuffer(f.read(hi - lo), dtype=np.float32).reshape(b["shape"]).copy()
-            out[b["id"]] = torch.from_numpy(a).requires_grad_(True)
+            out[b["id"]] = torch.from_numpy(a).requires_grad_(b["role"] == "param")
     return out
 
 
@@ -113,7 +122,8 @@ def torch_main(argv):
     ap = argparse.ArgumentParser(prog="bench_trainer.py torch")
     ap.add_argument("--plan", required=True)
     ap.add_argument("--weights", required=True)
-    ap.add_argument("--text", required=True)
+    ap.add_argument("--text")
+    ap.add_argument("--npy", help="DIR: the inputs from DIR/train/<input>.npy (models that read no tokens)")
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--threads", type=int, required=True)
     a = ap.parse_args(argv)
@@ -124,14 +134,19 @@ def torch_main(argv):
     torch.set_num_threads(a.threads)
     plan = plan_torch.load_plan(a.plan)
     params = read_params(a.weights, plan, torch, np)
+    state = read_params(a.weights, plan, torch, np, ("state",))  # batchnorm's running statistics
     opt = plan_torch.make_optimizer(plan, params, plan["optimizer"]["lr"])
-    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True))
+    if a.npy:
+        batches = plan_torch.Batches(plan, npy=a.npy)
+    else:
+        batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True))
     ms, losses = [], []
-    for _ in range(a.steps):
+    for i in range(a.steps):
         inputs = batches.next()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = plan_torch.forward(plan, params, inputs, torch.float32)
+        # training mode: batchnorm on batch statistics, updating `state`; dropout with the trainer's keys
+        loss = plan_torch.forward(plan, params, inputs, torch.float32, state=state, step=i + 1)
         loss.backward()
         opt.step()
         ms.append(1e3 * (time.perf_counter() - t0))
@@ -152,7 +167,8 @@ def gemm_shapes(plan):
     """The sgemm calls of one training step, as runtime/cpu.c makes them:
     [(m, n, k, ta, tb, count, label)] for C[m,n] = op(A)[m,k] op(B)[k,n], equal
     shapes merged (label: their layers, block numbers as #). Attention runs its
-    own loops, not sgemm, and is not here."""
+    own loops, not sgemm, and is not here; conv2d's GEMMs (one per sample and
+    group, on its im2col matrix) are, im2col and col2im are not."""
     per_step = plan["totals"].get("accumulation_steps", 1)  # the schedule runs once per micro-batch
     shapes = {}
 
@@ -164,6 +180,17 @@ def gemm_shapes(plan):
             e[1].append(lab)
 
     for o in plan["schedule"]:
+        if o["op"] == "conv2d":  # per sample and group (rt_conv2d_*): im2col [K, P] (1x1 stride 1: x itself)
+            nb, c, o_, p_, g = o["dims"][0], o["dims"][1], o["dims"][4], o["dims"][5] * o["dims"][6], o["dims"][11]
+            og, kk = o_ // g, (c // g) * o["dims"][7] ** 2
+            if o["phase"] != "backward":  # out_g[Og, P] = W_g[Og, K] col_g[K, P]
+                add(og, p_, kk, 0, 0, nb * g, o["layer"], "fwd")
+                continue
+            if o["outputs"][1] >= 0:  # dW_g[Og, K] = dout_g[Og, P] col_g^T
+                add(og, kk, p_, 0, 1, nb * g, o["layer"], "dW")
+            if o["outputs"][0] >= 0:  # col_g[K, P] = W_g^T dout_g, then col2im
+                add(kk, p_, og, 1, 0, nb * g, o["layer"], "dx")
+            continue
         if o["op"] == "linear":
             bt, (m, k, n) = 1, o["dims"][:3]
         elif o["op"] == "matmul":
@@ -205,7 +232,15 @@ def bench_model(a, name, yaml, steps, sets):
         plan = json.load(f)
     dims = plan["dims"]
     flops = plan["totals"]["step_flops"]
-    common = ["--text", a.text, "--threads", str(a.threads), "--eval-batches", "0"]
+    # a model reads tokens when an embedding looks up a graph input (plan_torch.classify_inputs's rule; not
+    # imported here: torch in this process would raise the trainers' ru_maxrss, which Linux keeps across exec)
+    tokens = any(o["op"] == "embedding" and o["inputs"][0] >= 0 and plan["buffers"][o["inputs"][0]]["role"] == "input"
+                 for o in plan["schedule"])
+    data = ["--text", a.text] if tokens else ["--npy", a.npy]  # images: cnn-mnist reads out/mnist
+    if not tokens and not os.path.isdir(os.path.join(a.npy, "train")):
+        sys.exit("bench_trainer: %s reads no tokens and --npy %s has no train/ (python3 models/mnist_npy.py out)"
+                 % (name, a.npy))
+    common = data + ["--threads", str(a.threads), "--eval-batches", "0"]
 
     init = os.path.join(d, "init.safetensors")
     run([trainer, "--steps", "0", "--save", init] + common)
@@ -226,8 +261,8 @@ def bench_model(a, name, yaml, steps, sets):
     env = dict(os.environ)
     if a.torch_omp_wait != "default":
         env["OMP_WAIT_POLICY"] = a.torch_omp_wait
-    out = run([a.python, os.path.abspath(__file__), "torch", "--plan", plan_path, "--weights", init, "--text",
-               a.text, "--steps", str(steps), "--threads", str(a.threads)], env=env)
+    out = run([a.python, os.path.abspath(__file__), "torch", "--plan", plan_path, "--weights", init] + data +
+              ["--steps", str(steps), "--threads", str(a.threads)], env=env)
     t = json.loads(out.strip().split("\n")[-1])
 
     # sgemm on this plan's matrix products
@@ -248,7 +283,7 @@ def bench_model(a, name, yaml, steps, sets):
         with open(os.path.join(d, "memplan.profile.txt")) as f:
             print(f.read())
         print(sg)
-    bxt = "x".join(str(dims[k]) for k in ("B", "T") if k in dims)
+    bxt = "x".join(str(dims[k]) for k in ("B", "T") if k in dims)  # cnn-mnist: B only (images [B,1,28,28])
     return {"model": name, "bxt": bxt, "steps": steps, "mp_ms": mp, "tc_ms": tc, "mp_rss": mp_rss, "tc_rss": t["rss"],
             "gflops": gflops, "rate": rate, "mp_all": mp_ms, "tc_all": t["ms"], "mp_loss": mp_losses[0],
             "tc_loss": t["losses"][0], "torch": t["torch"], "step_gflop": flops * 1e-9}
@@ -264,6 +299,8 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--model", action="append", help="NAME=YAML:STEPS[:DIM=V,...] (repeatable)")
     ap.add_argument("--text", default=os.path.join(root, "runtime", "memplan_kernels.h"))
+    ap.add_argument("--npy", default=os.path.join(root, "out", "mnist"),
+                    help="DIR with train/<input>.npy for models that read no tokens (default out/mnist)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--B", type=int, help="B for every model that does not set its own (default: the model's)")
     ap.add_argument("--T", type=int, help="T for every model that does not set its own (default: the model's)")
