@@ -4,14 +4,20 @@
 # memplan_trainer.c as C), warnings as errors. Variants cover the paths a
 # plain fp32 plan does not: bf16 casts, and fp16 loss scaling with
 # micro-batches. Running them is tests/gpu/run.sh's job, on a GPU machine.
+# One test, cuda_trainers, compiles them all (tests/gpu/compile_trainers.sh):
+# the runtime, the same in every folder, is compiled once and each plan's
+# trainer.cu after it (22 nvcc builds of the runtime took 11 of CI's minutes).
 if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   set(cuda_trainer_dir ${CMAKE_CURRENT_BINARY_DIR}/cuda_trainer)
+  set(cuda_trainer_configs "")
+  # NAME MODEL.yaml [memplan compile options, each as --option=value]
   function(memplan_cuda_trainer name yaml)
-    add_test(NAME cuda_trainer_${name}
-             COMMAND sh ${MEMPLAN_TEST_DIR}/gpu/compile_trainer.sh $<TARGET_FILE:memplan> ${yaml}
-                     ${cuda_trainer_dir}/${name} ${ARGN})
-    set_tests_properties(cuda_trainer_${name} PROPERTIES LABELS "e2e;cuda" TIMEOUT 300
-                         PASS_REGULAR_EXPRESSION "compiled .*trainer_cuda")
+    string(REPLACE ";" "," opts "${ARGN}")
+    set(cfg "${name}:${yaml}")
+    if(opts)
+      set(cfg "${cfg}:${opts}")
+    endif()
+    set(cuda_trainer_configs ${cuda_trainer_configs} ${cfg} PARENT_SCOPE)
   endfunction()
   file(GLOB bundled_models ${MEMPLAN_SOURCE_DIR}/models/*.yaml)
   foreach(yaml ${bundled_models})
@@ -31,25 +37,27 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   memplan_cuda_trainer(tokens-mix ${MEMPLAN_TEST_DIR}/reference/tokens-mix.yaml)
   # batchnorm2d: mode and key after its two floats, the STATES table (running
   # statistics uploaded and downloaded with the params), recompute at 300K
-  memplan_cuda_trainer(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml --budget 300K)
+  memplan_cuda_trainer(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml --budget=300K)
   # pooling (nine dims) and dropout (p, then mode and key; its stored mask)
   memplan_cuda_trainer(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
   # a CUDA graph would replay the first step's dropout key: refused before
   # the device is opened (so this runs without a GPU)
-  set_tests_properties(cuda_trainer_pool-dropout PROPERTIES FIXTURES_SETUP cuda_trainer_pool_dropout)
   add_test(NAME cuda_graph_refuses_dropout
            COMMAND ${cuda_trainer_dir}/pool-dropout/build/trainer_cuda --cuda-graph --steps 1)
-  set_tests_properties(cuda_graph_refuses_dropout PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainer_pool_dropout
+  set_tests_properties(cuda_graph_refuses_dropout PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainers
                        PASS_REGULAR_EXPRESSION "dropout \\(layer drop1\\).*train this model without --cuda-graph")
-  memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision bf16)
-  memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision fp16
-                       --micro-batch 2)
+  memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=bf16)
+  memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=fp16
+                       --micro-batch=2)
+  add_test(NAME cuda_trainers COMMAND sh ${MEMPLAN_TEST_DIR}/gpu/compile_trainers.sh $<TARGET_FILE:memplan>
+                                      ${cuda_trainer_dir} ${cuda_trainer_configs})
+  set_tests_properties(cuda_trainers PROPERTIES LABELS "e2e;cuda" TIMEOUT 1800 FIXTURES_SETUP cuda_trainers
+                       PASS_REGULAR_EXPRESSION "ok: [0-9]+ CUDA trainers compiled")
   # A CUDA graph's captured updates hold one lr: an lr schedule is refused before
   # the device is opened (so this runs without a GPU).
-  set_tests_properties(cuda_trainer_mlp PROPERTIES FIXTURES_SETUP cuda_trainer_mlp)
   add_test(NAME cuda_trainer_graph_refuses_schedule
            COMMAND ${cuda_trainer_dir}/mlp/build/trainer_cuda --cuda-graph --schedule cosine --steps 3)
   set_tests_properties(cuda_trainer_graph_refuses_schedule PROPERTIES LABELS "e2e;cuda" TIMEOUT 30
-                       FIXTURES_REQUIRED cuda_trainer_mlp
+                       FIXTURES_REQUIRED cuda_trainers
                        PASS_REGULAR_EXPRESSION "--cuda-graph replays a step captured with one lr: not with an lr schedule")
 endif()

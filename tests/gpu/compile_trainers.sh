@@ -1,0 +1,51 @@
+#!/bin/sh
+# compile_trainers.sh MEMPLAN WORKDIR NAME:MODEL.yaml[:OPT,OPT...]...
+# Compiles each model into WORKDIR/NAME with memplan (OPTs are memplan
+# compile options, "--budget=300K"), then builds its trainer_cuda with nvcc
+# (warnings as errors) into WORKDIR/NAME/build: the CUDA trainer compiles and
+# links for every plan, nothing runs (CTest: tests/cuda_trainer.cmake, no
+# GPU needed). The trainer folders differ only in trainer.c and trainer.cu
+# (the runtime is embedded in memplan, and this checks it): one build folder
+# compiles the runtime (kernels.cu, memplan_trainer_cuda.cu, ...) once, and
+# each plan's trainer.cu replaces the last, so nvcc recompiles only that.
+set -eu
+memplan=$1 work=$2
+shift 2
+rm -rf "$work"
+mkdir -p "$work"
+n=0
+for cfg in "$@"; do
+  name=${cfg%%:*} rest=${cfg#*:}
+  model=${rest%%:*} opts=
+  [ "$rest" = "$model" ] || opts=$(echo "${rest#*:}" | tr ',' ' ')
+  dir=$work/$name
+  # shellcheck disable=SC2086 # the options split at commas
+  "$memplan" compile "$model" -o "$dir" $opts > "$dir.compile.log" 2>&1 ||
+    { cat "$dir.compile.log"; echo "FAIL: $name: memplan compile"; exit 1; }
+  if [ ! -d "$work/src" ]; then
+    cp -R "$dir" "$work/src"
+    cmake -S "$work/src" -B "$work/bld" -DTRAINER_CPU=OFF -DTRAINER_WERROR=ON > "$work/configure.log" 2>&1 ||
+      { cat "$work/configure.log"; exit 1; }
+    grep -q "no CUDA compiler found" "$work/configure.log" && { echo "no CUDA compiler: nothing compiled"; exit 1; }
+  fi
+  for f in "$dir"/*; do
+    fn=$(basename "$f")
+    case $fn in trainer.c | trainer.cu | plan.json | plan.dot | plan.svg | timeline.svg) continue ;; esac
+    cmp -s "$f" "$work/src/$fn" || { echo "FAIL: $name/$fn differs from the first model's"; exit 1; }
+  done
+  cp "$dir/trainer.cu" "$work/src/trainer.cu"
+  touch "$work/src/trainer.cu"
+  cmake --build "$work/bld" --target trainer_cuda > "$dir.build.log" 2>&1 ||
+    { cat "$dir.build.log"; echo "FAIL: $name: the build"; exit 1; }
+  if grep -qi "warning" "$dir.build.log"; then
+    cat "$dir.build.log"
+    echo "FAIL: $name: warnings while compiling trainer.cu"
+    exit 1
+  fi
+  mkdir -p "$dir/build"
+  cp "$work/bld/trainer_cuda" "$dir/build/trainer_cuda"
+  echo "compiled $dir/build/trainer_cuda ($(grep -c '^#define' "$dir/trainer.cu") buffer macros," \
+    "$(grep -c 'rt_cuda_' "$dir/trainer.cu") kernel calls)"
+  n=$((n + 1))
+done
+echo "ok: $n CUDA trainers compiled"
