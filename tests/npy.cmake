@@ -60,3 +60,16 @@ memplan_reference(reference_vit_mnist vit-mnist --npy ${MEMPLAN_SOURCE_DIR}/out/
                   --module vision_ref)
 set_tests_properties(reference_cnn_mnist PROPERTIES FIXTURES_REQUIRED "trainer_cnn-mnist-b8;mnist")
 set_tests_properties(reference_vit_mnist PROPERTIES FIXTURES_REQUIRED "trainer_vit-mnist;mnist")
+
+# The issue's accuracy goals on the 1996 held-out digits, trained on the 8004
+# others from the seed, 2 threads, each about 1.5-2.5 minutes on 2 cores (not
+# in the ASan run): cnn-mnist at least 98% in 1500 steps of 64 (12 passes;
+# measured 98.55%), vit-mnist at least 95% in 1500 steps (measured 96.54%),
+# both with their cosine schedule over the 1500 steps
+memplan_e2e_build(cnn-mnist ${MEMPLAN_SOURCE_DIR}/models/cnn-mnist.yaml)
+memplan_e2e(e2e_mnist_cnn cnn-mnist mnist ${e2e_dir}/cnn-mnist/build/trainer ${MEMPLAN_SOURCE_DIR}/out/mnist 0.98
+            --steps 1500 --log-every 250 --threads 2)
+memplan_e2e(e2e_mnist_vit vit-mnist mnist ${e2e_dir}/vit-mnist/build/trainer ${MEMPLAN_SOURCE_DIR}/out/mnist 0.95
+            --steps 1500 --log-every 250 --threads 2)
+set_tests_properties(e2e_mnist_cnn PROPERTIES FIXTURES_REQUIRED "trainer_cnn-mnist;mnist" TIMEOUT 900 LABELS "e2e;accuracy")
+set_tests_properties(e2e_mnist_vit PROPERTIES FIXTURES_REQUIRED "trainer_vit-mnist;mnist" TIMEOUT 900 LABELS "e2e;accuracy")
