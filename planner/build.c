@@ -152,14 +152,10 @@ static int shared_param(BuildCtx *c, const Attr *a, const Shape *shape) {
   diag_error(a->loc, "layer '%.*s' has no parameter '%s'", (int)(dot - a->s), a->s, dot + 1);
 }
 
-void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init) {
-  const Attr *share = share_key ? build_attr(c, share_key) : NULL;
-  if (share && share->s) {
-    c->op.in[slot] = shared_param(c, share, &shape);
-    return;
-  }
+/* A tensor of the layer that lives through the step (a parameter or running state), "LAYER.suffix". */
+static void persistent(BuildCtx *c, int slot, const char *suffix, TensorKind kind, Shape shape, Init init) {
   Tensor t = {.name = ar_printf(c->gb->ar, "%s.%s", c->opname, suffix),
-              .kind = TK_PARAM,
+              .kind = kind,
               .dtype = DT_F32,
               .shape = shape,
               .loc = c->loc,
@@ -168,16 +164,15 @@ void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_ke
   c->op.in[slot] = gb_tensor(c->gb, t);
 }
 
+void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_key, Shape shape, Init init) {
+  const Attr *share = share_key ? build_attr(c, share_key) : NULL;
+  if (share && share->s) c->op.in[slot] = shared_param(c, share, &shape);
+  else persistent(c, slot, suffix, TK_PARAM, shape, init);
+}
+
 void build_state(BuildCtx *c, int slot, const char *suffix, Shape shape, Init init) {
   MP_ASSERT(op_info(c->op.kind)->mode_arg); /* only a mode-aware kernel knows not to update it twice */
-  Tensor t = {.name = ar_printf(c->gb->ar, "%s.%s", c->opname, suffix),
-              .kind = TK_STATE,
-              .dtype = DT_F32,
-              .shape = shape,
-              .loc = c->loc,
-              .producer = -1,
-              .init = init};
-  c->op.in[slot] = gb_tensor(c->gb, t);
+  persistent(c, slot, suffix, TK_STATE, shape, init);
 }
 
 void build_data(BuildCtx *c, int slot, int k) { c->op.in[slot] = c->in[k]; }
