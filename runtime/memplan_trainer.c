@@ -268,69 +268,72 @@ typedef struct {
 static NpySet npy_train, npy_test;
 static unsigned char *npy_file;
 
-/* The header's Python dict literal: {'descr': '<f4', 'fortran_order': False,
- * 'shape': (S, 784), } with its keys in any order. */
+/* A cursor over a file header's text (the .npy header's Python dict, the
+ * safetensors header's JSON): whitespace, one expected character, and the
+ * error that names the file and its format. */
 typedef struct {
-  const char *p, *end, *path;
-} NpyHdr;
+  const char *p, *end, *path, *format;
+} Js;
 
-_Noreturn static void npy_bad(const NpyHdr *h, const char *what) {
-  die("%s: malformed .npy header: %s", h->path, what);
+_Noreturn static void js_fail(const Js *j, const char *what) {
+  die("%s: malformed %s header: %s", j->path, j->format, what);
 }
 
-static void npy_ws(NpyHdr *h) {
-  while (h->p < h->end && (*h->p == ' ' || *h->p == '\t' || *h->p == '\n' || *h->p == '\r')) h->p++;
+static void js_ws(Js *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
 
-static int npy_eat(NpyHdr *h, char c) {
-  npy_ws(h);
-  if (h->p < h->end && *h->p == c) {
-    h->p++;
+static int js_eat(Js *j, char c) {
+  js_ws(j);
+  if (j->p < j->end && *j->p == c) {
+    j->p++;
     return 1;
   }
   return 0;
 }
 
 /* A quoted string without escapes ('<f4', 'shape'), into buf. */
-static void npy_str(NpyHdr *h, char *buf, size_t n) {
-  npy_ws(h);
-  if (h->p >= h->end || (*h->p != '\'' && *h->p != '"')) npy_bad(h, "expected a quoted string");
+/* The header's Python dict literal: {'descr': '<f4', 'fortran_order': False,
+ * 'shape': (S, 784), } with its keys in any order. */
+static void npy_str(Js *h, char *buf, size_t n) {
+  js_ws(h);
+  if (h->p >= h->end || (*h->p != '\'' && *h->p != '"')) js_fail(h, "expected a quoted string");
   char q = *h->p++;
   size_t k = 0;
   for (; h->p < h->end && *h->p != q; h->p++) {
-    if (*h->p == '\\' || k + 1 >= n) npy_bad(h, "a string with escapes, or too long");
+    if (*h->p == '\\' || k + 1 >= n) js_fail(h, "a string with escapes, or too long");
     buf[k++] = *h->p;
   }
-  if (h->p >= h->end) npy_bad(h, "an unterminated string");
+  if (h->p >= h->end) js_fail(h, "an unterminated string");
   h->p++;
   buf[k] = 0;
 }
 
-static int npy_bool(NpyHdr *h) {
-  npy_ws(h);
+static int npy_bool(Js *h) {
+  js_ws(h);
   size_t left = (size_t)(h->end - h->p);
   if (left >= 4 && !strncmp(h->p, "True", 4)) return h->p += 4, 1;
   if (left >= 5 && !strncmp(h->p, "False", 5)) return h->p += 5, 0;
-  npy_bad(h, "fortran_order is neither True nor False");
+  js_fail(h, "fortran_order is neither True nor False");
 }
 
 /* A tuple of non-negative integers, "(8000, 784)", "(8000,)" or "()". */
-static int npy_shape(NpyHdr *h, int64_t *d, int max) {
+static int npy_shape(Js *h, int64_t *d, int max) {
   int n = 0;
-  if (!npy_eat(h, '(')) npy_bad(h, "shape is not a tuple");
-  while (!npy_eat(h, ')')) {
-    npy_ws(h);
-    if (h->p >= h->end || *h->p < '0' || *h->p > '9') npy_bad(h, "shape holds something other than integers");
+  if (!js_eat(h, '(')) js_fail(h, "shape is not a tuple");
+  while (!js_eat(h, ')')) {
+    js_ws(h);
+    if (h->p >= h->end || *h->p < '0' || *h->p > '9') js_fail(h, "shape holds something other than integers");
     int64_t v = 0;
     for (; h->p < h->end && *h->p >= '0' && *h->p <= '9'; h->p++) {
-      if (v > ((int64_t)1 << 50)) npy_bad(h, "a dimension of shape is too large");
+      if (v > ((int64_t)1 << 50)) js_fail(h, "a dimension of shape is too large");
       v = 10 * v + (*h->p - '0');
     }
     if (h->p < h->end && *h->p == 'L') h->p++; /* Python 2's long */
-    if (n == max) npy_bad(h, "shape has too many axes");
+    if (n == max) js_fail(h, "shape has too many axes");
     d[n++] = v;
-    if (npy_eat(h, ')')) break;
-    if (!npy_eat(h, ',')) npy_bad(h, "expected ',' or ')' in shape");
+    if (js_eat(h, ')')) break;
+    if (!js_eat(h, ',')) js_fail(h, "expected ',' or ')' in shape");
   }
   return n;
 }
@@ -364,28 +367,28 @@ static void load_npy(NpyArray *a, const TrInput *in, const TrModel *m) {
   if (hlen < 0 || start > size)
     die("%s: truncated: the header should end at byte %lld, the file has %lld bytes", path,
         (long long)(hlen < 0 ? 12 : start), (long long)size);
-  NpyHdr h = {(const char *)b + (wide ? 12 : 10), (const char *)b + start, path};
+  Js h = {(const char *)b + (wide ? 12 : 10), (const char *)b + start, path, ".npy"};
   char descr[32] = "", key[32];
   int fortran = -1, rank = -1;
   int64_t shape[16];
-  if (!npy_eat(&h, '{')) npy_bad(&h, "expected a dict, '{'");
-  while (!npy_eat(&h, '}')) {
+  if (!js_eat(&h, '{')) js_fail(&h, "expected a dict, '{'");
+  while (!js_eat(&h, '}')) {
     npy_str(&h, key, sizeof key);
-    if (!npy_eat(&h, ':')) npy_bad(&h, "expected ':' after a key");
+    if (!js_eat(&h, ':')) js_fail(&h, "expected ':' after a key");
     if (!strcmp(key, "descr")) {
-      npy_ws(&h);
+      js_ws(&h);
       if (h.p < h.end && *h.p == '[')
         die("%s: a structured dtype (descr is a list): input '%s' needs a plain array", path, in->name);
       npy_str(&h, descr, sizeof descr);
     } else if (!strcmp(key, "fortran_order")) fortran = npy_bool(&h);
     else if (!strcmp(key, "shape")) rank = npy_shape(&h, shape, 16);
-    else npy_bad(&h, "a key other than descr, fortran_order and shape");
-    if (!npy_eat(&h, ',')) {
-      if (!npy_eat(&h, '}')) npy_bad(&h, "expected ',' or '}' after a value");
+    else js_fail(&h, "a key other than descr, fortran_order and shape");
+    if (!js_eat(&h, ',')) {
+      if (!js_eat(&h, '}')) js_fail(&h, "expected ',' or '}' after a value");
       break;
     }
   }
-  if (!*descr || fortran < 0 || rank < 0) npy_bad(&h, "it needs all of descr, fortran_order and shape");
+  if (!*descr || fortran < 0 || rank < 0) js_fail(&h, "it needs all of descr, fortran_order and shape");
   if (fortran)
     die("%s: fortran_order is True (column-major data): the trainer reads row-major arrays; save "
         "np.ascontiguousarray(a) instead",
@@ -641,27 +644,7 @@ static void save_safetensors(const char *path, const unsigned char *arena, const
   remove_stale_temps(path);
 }
 
-/* A JSON reader just large enough for safetensors headers. */
-typedef struct {
-  const char *p, *end, *path;
-} Js;
-
-_Noreturn static void js_fail(const Js *j, const char *what) {
-  die("%s: malformed safetensors header: %s", j->path, what);
-}
-
-static void js_ws(Js *j) {
-  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
-}
-
-static int js_eat(Js *j, char c) {
-  js_ws(j);
-  if (j->p < j->end && *j->p == c) {
-    j->p++;
-    return 1;
-  }
-  return 0;
-}
+/* A JSON reader just large enough for safetensors headers (the cursor: Js above). */
 
 static void js_expect(Js *j, char c) {
   if (!js_eat(j, c)) {
@@ -799,7 +782,7 @@ static void load_safetensors(const char *path, unsigned char *arena, const TrMod
   if (hn > (uint64_t)size - 8)
     die("%s: header length %llu runs past the end of the file (truncated?)", path, (unsigned long long)hn);
   int64_t data0 = 8 + (int64_t)hn;
-  Js j = {(const char *)f + 8, (const char *)f + data0, path};
+  Js j = {(const char *)f + 8, (const char *)f + data0, path, "safetensors"};
   char *seen = xmalloc((size_t)nsaved(m) + 1, "flags");
   memset(seen, 0, (size_t)nsaved(m) + 1);
   js_expect(&j, '{');
