@@ -52,6 +52,8 @@ static void header(const Plan *p, Text *t) {
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,
               p->loss_scaling ? "true" : "false");
   if (p->dropout_masks) text_printf(t, "  \"dropout_masks\": \"%s\",\n", p->dropout_masks);
+  text_printf(t, "  \"fused_loss\": %s,\n  \"loss_chunk\": %lld,\n", p->loss_chunk ? "true" : "false",
+              (long long)p->loss_chunk);
 }
 
 static void totals(const Plan *p, Text *t) {

@@ -173,6 +173,25 @@ static void masks(const Plan *p, FILE *out) {
   else fprintf(out, "\ndropout: %d %s regenerated in backward from each op's random key (no bytes stored)\n", n, masks);
 }
 
+/* The fused classifier loss: its chunk and what it keeps from forward to backward. */
+static void fused_loss(const Plan *p, FILE *out) {
+  if (!p->loss_chunk) return;
+  int64_t stats = 0, scratch = 0, rows = 0;
+  for (int i = 0; i < p->nsched; i++) {
+    const PlanOp *o = &p->sched[i];
+    if (o->op != OP_LINEAR_CROSS_ENTROPY || o->phase != PHASE_FORWARD) continue;
+    rows = o->dim[0];
+    for (int k = 1; k < o->nout; k++)
+      if (o->out[k] >= 0) stats += p->buf[o->out[k]].bytes;
+    if (o->scratch >= 0) scratch = p->buf[o->scratch].bytes;
+  }
+  char x[32], y[32];
+  fprintf(out,
+          "\nfused loss: linear + cross_entropy in chunks of %lld of %lld rows (logits scratch %s); gradients "
+          "computed in forward, kept for backward: %s\n",
+          (long long)p->loss_chunk, (long long)rows, b(x, scratch), b(y, stats));
+}
+
 void report_plan(const Plan *p, FILE *out) {
   fprintf(out, "memplan: %s (model %s)\n  dims        ", p->source, p->model);
   for (int i = 0; i < p->ndims; i++)
@@ -183,6 +202,7 @@ void report_plan(const Plan *p, FILE *out) {
   arena(p, out);
   levers(p, out);
   masks(p, out);
+  fused_loss(p, out);
   lowered(p, out);
   stages(p, out);
 }

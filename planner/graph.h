@@ -55,6 +55,7 @@ typedef enum {
   OP_ROPE, /* rotary position embedding of the q and k parts of a packed qkv */
   OP_CROSS_ENTROPY,
   OP_MSE,
+  OP_LINEAR_CROSS_ENTROPY, /* linear + cross_entropy fused, chunk by chunk of rows: the logits never stored whole */
   OP_CONV2D, /* 2-D convolution, NCHW activations and OIHW weights */
   /* batch statistics per channel over N (and H, W); running statistics are state */
   OP_BATCHNORM2D,

@@ -158,6 +158,9 @@ typedef struct Plan {
    * and backward reads it) or "regenerated" (neither: backward hashes the
    * op's key again); NULL when the model has no dropout */
   const char *dropout_masks;
+  /* the fused classifier loss (linear_cross_entropy, gb_fuse_loss): rows
+   * per chunk of its logits; 0: the loss is not fused */
+  int64_t loss_chunk;
   const char *assign_method;
   bool assign_optimal;
   double compile_seconds;
