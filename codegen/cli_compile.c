@@ -37,7 +37,7 @@ const char compile_help[] =
     "      --fused-loss F    the classifier's linear + cross_entropy as one op that never stores the\n"
     "                        logits (chunks of rows, gradients computed in forward; no extra FLOPs):\n"
     "                        auto (default: when the unfused plan keeping everything does not fit\n"
-    "                        the budget), on, or off\n"
+    "                        the budget), on, off, or ROWS (on, ROWS rows a chunk)\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "  -h, --help            this help\n"
@@ -148,8 +148,12 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       static const int64_t chunk[] = {LOSS_AUTO, LOSS_FUSED, LOSS_UNFUSED};
       int k = 0;
       while (k < 3 && strcmp(optarg, names[k])) k++;
-      if (k == 3) cli_usage_error(cmd, "--fused-loss %s: choose auto, on or off", optarg);
-      o->loss_chunk = chunk[k];
+      char *end;
+      errno = 0;
+      long long rows = k == 3 ? strtoll(optarg, &end, 10) : 0;
+      if (k == 3 && (!*optarg || *end || errno || rows <= 0))
+        cli_usage_error(cmd, "--fused-loss %s: choose auto, on, off or a number of rows per chunk", optarg);
+      o->loss_chunk = k < 3 ? chunk[k] : rows;
       break;
     }
     case 'M': {
