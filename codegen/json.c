@@ -87,6 +87,7 @@ static void levers(const Plan *p, Text *t) {
                 (long long)l->arena, (long long)l->extra_flops, (long long)l->step_flops, l->fits ? "true" : "false",
                 l->chosen ? "true" : "false");
     if (l->dropout_masks) text_printf(t, ", \"dropout_masks\": \"%s\"", l->dropout_masks);
+    if (l->loss_chunk) text_printf(t, ", \"loss_chunk\": %lld", (long long)l->loss_chunk);
     text_printf(t, "}");
   }
   text_printf(t, "%s],\n", p->nlevers ? "\n  " : "");

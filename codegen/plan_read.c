@@ -435,6 +435,7 @@ static void read_levers(Arena *ar, const JVal *root, Plan *p) {
     l->chosen = get(v, "chosen", J_BOOL)->b;
     static const char *const MASKS[] = {"stored", "regenerated"};
     l->dropout_masks = find(v, "dropout_masks") ? MASKS[get_enum(v, "dropout_masks", MASKS, 2)] : NULL;
+    l->loss_chunk = find(v, "loss_chunk") ? get_int(v, "loss_chunk", 1, PLAN_MAX_VALUE) : 0;
   }
 }
 

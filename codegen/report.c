@@ -140,6 +140,8 @@ static void levers(const Plan *p, FILE *out) {
     if (l->accumulation_steps > 1)
       snprintf(cfg, sizeof cfg, "%s, %d micro-batches of %d", l->precision, l->accumulation_steps, l->micro_batch);
     else snprintf(cfg, sizeof cfg, "%s, batch %d", l->precision, l->micro_batch);
+    if (l->loss_chunk) /* the fused loss: its chunk of rows */
+      snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), ", fused loss, chunk %lld", (long long)l->loss_chunk);
     if (!l->fits)
       snprintf(res, sizeof res, "keep all %s; recompute reaches %s: does not fit", b(x, l->keep_arena), b(y, l->arena));
     else if (l->extra_flops)

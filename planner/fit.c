@@ -286,6 +286,18 @@ static FitResult fit_graph(Arena *ar, const Graph *g, int64_t budget, const FitO
   return r;
 }
 
+/* r with its graph's fused-loss chunk. */
+static FitResult chunked(FitResult r) {
+  for (int i = 0; i < r.graph->nops; i++)
+    if (r.graph->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {
+      int64_t d[MAX_KDIM];
+      int nd;
+      op_info(OP_LINEAR_CROSS_ENTROPY)->dims(r.graph, &r.graph->ops[i], d, &nd);
+      r.loss_chunk = d[3];
+    }
+  return r;
+}
+
 /* Adds the counters of a fit tried before r. */
 static FitResult merged(FitResult r, const FitResult *before) {
   r.candidates += before->candidates;
@@ -299,7 +311,7 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   fo.loss_chunk = LOSS_UNFUSED;
   const Graph *whole = lc == LOSS_UNFUSED ? NULL : gb_fuse_loss(ar, g, 0);
   if (!whole) return fit_graph(ar, g, budget, &fo, false);
-  if (lc > 0) return fit_graph(ar, gb_fuse_loss(ar, g, lc), budget, &fo, false);
+  if (lc > 0) return chunked(fit_graph(ar, gb_fuse_loss(ar, g, lc), budget, &fo, false));
   FitResult r = {0};
   if (lc == LOSS_AUTO) { /* unfused while it keeps everything: the plans of today, the logits whole */
     r = fit_graph(ar, g, budget, &fo, true);
@@ -316,11 +328,11 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   int64_t chunk[3] = {N, (N + 7) / 8, (N + 63) / 64};
   for (int c = 0; c < 3; c++) {
     if (c && chunk[c] == chunk[c - 1]) continue;
-    FitResult k = merged(fit_graph(ar, c ? gb_fuse_loss(ar, g, chunk[c]) : whole, budget, &fo, true), &r);
+    FitResult k = merged(chunked(fit_graph(ar, c ? gb_fuse_loss(ar, g, chunk[c]) : whole, budget, &fo, true)), &r);
     r = k;
     if (r.plan) return r;
   }
-  return merged(fit_graph(ar, gb_fuse_loss(ar, g, chunk[2]), budget, &fo, false), &r);
+  return merged(chunked(fit_graph(ar, gb_fuse_loss(ar, g, chunk[2]), budget, &fo, false)), &r);
 }
 
 static void sweep_row(FILE *out, const Plan *p) {

@@ -48,6 +48,7 @@ typedef struct {
   const char *masks;  /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
                        * dropout, or auto tried both) */
   const Graph *graph; /* the plan's graph: the one given, or its copy with the loss fused (gb_fuse_loss) */
+  int64_t loss_chunk; /* the fused loss' rows per chunk in that graph (or the last tried, when none fit); 0: unfused */
 } FitResult;
 
 /* A verified-ready plan for one step: liveness, buffers, offsets. */

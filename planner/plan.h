@@ -105,6 +105,7 @@ typedef struct {
   bool fits, chosen;
   const char *dropout_masks; /* "stored", "regenerated" (the plan that fit, or the one policy tried); NULL: no
                               * dropout, or both tried and neither fit */
+  int64_t loss_chunk;        /* the fused loss' rows per chunk (the plan's, or the last tried); 0: unfused */
 } PlanLever;
 
 typedef struct Plan {
