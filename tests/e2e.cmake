@@ -77,6 +77,7 @@ set(mini ${e2e_dir}/gpt2-mini/build/trainer)
 # trainers' losses are identical; with 1 thread they differ by at most
 # 1.1e-7, the same as the unfused trainer differs between 1 and 2 threads
 # (7.4e-8: another float summation order); lr x 1.001 moves them by ~1e-4.
+# Memory truth for the fused loss: each trainer's peak RSS within its arena + 64 MiB.
 add_test(NAME e2e_fused_loss_same_gpt2-mini
          COMMAND ${MEMPLAN_PYTHON3} ${e2e_py} same ${mini} ${e2e_dir}/gpt2-mini-fused/build/trainer 1e-6 --steps 30
                  --eval-every 15 --text ${e2e_text} --threads 1)

@@ -23,7 +23,8 @@ Standard library only. Subcommands:
   same TRAINER_A TRAINER_B RTOL [args]       the same training (args) through two trainers of one model
                                               planned two ways: per-step and eval losses within RTOL
                                               (relative); A with --lr x 1.001 must differ by more
-                                              (the check can fail)
+                                              (the check can fail); each trainer's measured peak RSS
+                                              within its planned arena + 64 MiB
   portable DIR                               DIR (a built `build` folder) is the portable default:
                                               TRAINER_NATIVE OFF, no -march=native, -ffp-contract=off;
                                               -DTRAINER_NATIVE=ON still gives -march=native
@@ -105,8 +106,12 @@ def eval_losses(out):
 def same(a, b, rtol, *args):
     rtol = float(rtol)
 
+    rss = []
+
     def run_logged(trainer, extra, log):
         r = must([trainer, "--log", log] + list(args) + extra)
+        m = re.search(r"planned arena (\d+) bytes .*measured peak RSS (\d+) bytes", r.stdout + r.stderr)
+        rss.append((trainer, int(m.group(1)), int(m.group(2))) if m else (trainer, 0, -1))
         with open(log) as f:
             return [float(row["loss"]) for row in csv.DictReader(f)], eval_losses(r.stdout)
 
@@ -130,6 +135,10 @@ def same(a, b, rtol, *args):
             problems.append("lr x 1.001 changed the losses by only %.3g: the check cannot fail" % p)
         if not la[-1] < la[0] - 0.5:
             problems.append("the loss did not fall (%.4f -> %.4f)" % (la[0], la[-1]))
+    for trainer, arena, peak in rss:
+        print("%s: planned arena %d bytes, measured peak RSS %d bytes" % (trainer, arena, peak))
+        if not 0 < peak <= arena + (64 << 20):
+            problems.append("%s: peak RSS %d is not within the arena %d + 64 MiB" % (trainer, peak, arena))
     for m in problems:
         print("FAIL: " + m)
     return 1 if problems else 0
