@@ -317,7 +317,9 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     r = fit_graph(ar, g, budget, &fo, true);
     if (r.plan) return r;
   }
-  /* the chunk: N, N/8, N/64 rows, the largest that keeps everything in budget */
+  /* the chunk: N, N/8, N/64 rows, the largest that keeps everything in
+   * budget; the smallest first: when it does not, no larger one does, and
+   * the walk below plans with it */
   int64_t N = 0, d[MAX_KDIM];
   int nd;
   for (int i = 0; i < whole->nops; i++)
@@ -326,13 +328,16 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
       N = d[0];
     }
   int64_t chunk[3] = {N, (N + 7) / 8, (N + 63) / 64};
-  for (int c = 0; c < 3; c++) {
-    if (c && chunk[c] == chunk[c - 1]) continue;
-    FitResult k = merged(chunked(fit_graph(ar, c ? gb_fuse_loss(ar, g, chunk[c]) : whole, budget, &fo, true)), &r);
-    r = k;
-    if (r.plan) return r;
+  const Graph *smallest = chunk[2] == N ? whole : gb_fuse_loss(ar, g, chunk[2]);
+  FitResult least = merged(chunked(fit_graph(ar, smallest, budget, &fo, true)), &r);
+  if (!least.plan) return merged(chunked(fit_graph(ar, smallest, budget, &fo, false)), &least);
+  for (int c = 0; c < 2; c++) {
+    if (chunk[c] == chunk[2] || (c && chunk[c] == chunk[c - 1])) continue;
+    FitResult k = chunked(fit_graph(ar, c ? gb_fuse_loss(ar, g, chunk[c]) : whole, budget, &fo, true));
+    if (k.plan) return merged(k, &least);
+    least.candidates += k.candidates;
   }
-  return merged(chunked(fit_graph(ar, gb_fuse_loss(ar, g, chunk[2]), budget, &fo, false)), &r);
+  return least;
 }
 
 static void sweep_row(FILE *out, const Plan *p) {
