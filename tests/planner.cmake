@@ -43,7 +43,9 @@ set_tests_properties(smollm2_budget_4g PROPERTIES LABELS e2e
 add_test(NAME llama_1b_budget_24g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 24G)
 set_tests_properties(llama_1b_budget_24g PROPERTIES LABELS e2e
   PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified")
-add_test(NAME llama_1b_budget_16g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 16G)
+# (the loss unfused: 19.05 GiB; fused, the default, 17.54 GiB)
+add_test(NAME llama_1b_budget_16g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 16G
+                                          --fused-loss off)
 set_tests_properties(llama_1b_budget_16g PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "does not fit the budget .*Smallest budget that fits: --budget [0-9]+ \\(19.05 GiB\\)")
 
