@@ -1558,8 +1558,8 @@ static __global__ void lce_mean_kernel(float *loss, const float *term, int64_t N
 }
 
 void rt_cuda_linear_cross_entropy_forward(float *loss, float *dx, float *dW, float *db, const float *x, const float *W,
-                                          const float *b, const int32_t *targets, float *scratch, int64_t N,
-                                          int64_t V, int64_t K, int64_t R) {
+                                          const float *b, const int32_t *targets, float *scratch, int64_t N, int64_t V,
+                                          int64_t K, int64_t R) {
   need_ctx();
   RT_CHECK(scratch && N >= 1 && R >= 1, "linear_cross_entropy needs rows, a chunk and its scratch");
   int v = dim_int(V);
@@ -1595,8 +1595,8 @@ static void lce_scale(float *out, const float *in, int64_t n, float k, int acc) 
 }
 
 void rt_cuda_linear_cross_entropy_backward(float *dx, float *dW, float *db, const float *sdx, const float *sdW,
-                                           const float *sdb, float *scratch, int64_t N, int64_t V, int64_t K,
-                                           int64_t R, float scale, int acc_dx, int acc_dW, int acc_db) {
+                                           const float *sdb, float *scratch, int64_t N, int64_t V, int64_t K, int64_t R,
+                                           float scale, int acc_dx, int acc_dW, int acc_db) {
   (void)scratch, (void)R;
   need_ctx();
   lce_scale(dx, sdx, N * K, scale, acc_dx);
