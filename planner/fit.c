@@ -305,6 +305,21 @@ static FitResult merged(FitResult r, const FitResult *before) {
   return r;
 }
 
+/* A lower bound of the arena keeping every activation under o: the step's
+ * peak of live bytes (no offsets, no workspace; dropout's masks, if any,
+ * regenerated: the fewer bytes). Cheaper than a plan; when it exceeds the
+ * budget, no plan keeping everything fits. */
+static int64_t keep_lower_bound(Arena *ar, const Graph *g, const FitOptions *o) {
+  FitOptions t = *o;
+  t.masks = ad_has_regen(g) ? MASKS_REGEN : MASKS_STORE;
+  Step *s = build_step(ar, g, &t, NULL, plain_half(ar, g, &t));
+  int at;
+  return live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
+}
+
+/* Does r's plan keep every activation (no recomputation)? */
+static bool keeps_all(const FitResult *r) { return r->plan && !r->plan->extra_flops && !r->plan->nstages; }
+
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *opt) {
   FitOptions fo = *opt;
   int64_t lc = fo.loss_chunk;
@@ -313,13 +328,15 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   if (!whole) return fit_graph(ar, g, budget, &fo, false);
   if (lc > 0) return chunked(fit_graph(ar, gb_fuse_loss(ar, g, lc), budget, &fo, false));
   FitResult r = {0};
-  if (lc == LOSS_AUTO) { /* unfused while it keeps everything: the plans of today, the logits whole */
+  /* auto: unfused while that keeps everything (the logits whole, as without
+   * the lever); its lower bound first, which rules most budgets out cheaply */
+  if (lc == LOSS_AUTO && (!budget || keep_lower_bound(ar, g, &fo) <= budget)) {
     r = fit_graph(ar, g, budget, &fo, true);
     if (r.plan) return r;
   }
   /* the chunk: N, N/8, N/64 rows, the largest that keeps everything in
-   * budget; the smallest first: when it does not, no larger one does, and
-   * the walk below plans with it */
+   * budget. The smallest is planned first, recomputing if it must: when it
+   * cannot keep everything, no larger chunk can, and its plan is the one */
   int64_t N = 0, d[MAX_KDIM];
   int nd;
   for (int i = 0; i < whole->nops; i++)
@@ -329,11 +346,13 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     }
   int64_t chunk[3] = {N, (N + 7) / 8, (N + 63) / 64};
   const Graph *smallest = chunk[2] == N ? whole : gb_fuse_loss(ar, g, chunk[2]);
-  FitResult least = merged(chunked(fit_graph(ar, smallest, budget, &fo, true)), &r);
-  if (!least.plan) return merged(chunked(fit_graph(ar, smallest, budget, &fo, false)), &least);
+  FitResult least = merged(chunked(fit_graph(ar, smallest, budget, &fo, false)), &r);
+  if (!keeps_all(&least)) return least;
   for (int c = 0; c < 2; c++) {
     if (chunk[c] == chunk[2] || (c && chunk[c] == chunk[c - 1])) continue;
-    FitResult k = chunked(fit_graph(ar, c ? gb_fuse_loss(ar, g, chunk[c]) : whole, budget, &fo, true));
+    const Graph *fg = c ? gb_fuse_loss(ar, g, chunk[c]) : whole;
+    if (budget && keep_lower_bound(ar, fg, &fo) > budget) continue;
+    FitResult k = chunked(fit_graph(ar, fg, budget, &fo, true));
     if (k.plan) return merged(k, &least);
     least.candidates += k.candidates;
   }
