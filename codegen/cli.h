@@ -44,7 +44,8 @@ typedef struct {
   bool no_fuse, expand, guard;
   int64_t micro_batch;
   Precision precision;
-  Masks masks; /* --dropout-masks */
+  Masks masks;        /* --dropout-masks */
+  int64_t loss_chunk; /* --fused-loss: LOSS_AUTO (default), LOSS_FUSED (on), LOSS_UNFUSED (off) */
   const char *block;
   DimOverride ov[64];
   char ovname[64][64];

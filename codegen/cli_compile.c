@@ -34,6 +34,10 @@ const char compile_help[] =
     "                        (default: only when nothing else fits the budget)\n"
     "      --dropout-masks M dropout's masks: auto (default: stored when everything kept fits,\n"
     "                        else regenerated in backward), store (1 bit per element) or regen\n"
+    "      --fused-loss F    the classifier's linear + cross_entropy as one op that never stores the\n"
+    "                        logits (chunks of rows, gradients computed in forward; no extra FLOPs):\n"
+    "                        auto (default: when the unfused plan keeping everything does not fit\n"
+    "                        the budget), on, off, or ROWS (on, ROWS rows a chunk)\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "  -h, --help            this help\n"
@@ -90,7 +94,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
       {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
-      {"dropout-masks", required_argument, 0, 'D'}, {0, 0, 0, 0}};
+      {"dropout-masks", required_argument, 0, 'D'}, {"fused-loss", required_argument, 0, 'L'}, {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -99,7 +103,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {0, 0, 0, 0}};
   /* clang-format on */
   const char *cmd = sweep ? "sweep" : "compile";
-  *o = (Options){.align = 256, .time_limit = 0.5};
+  *o = (Options){.align = 256, .time_limit = 0.5, .loss_chunk = sweep ? LOSS_UNFUSED : LOSS_AUTO};
   int c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, sweep ? ":s:h" : ":b:o:s:d:h", sweep ? sweep_lo : compile_lo, NULL)) != -1) {
@@ -137,6 +141,19 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       while (k < 3 && strcmp(optarg, names[k])) k++;
       if (k == 3) cli_usage_error(cmd, "--dropout-masks %s: choose auto, store or regen", optarg);
       o->masks = (Masks)k;
+      break;
+    }
+    case 'L': {
+      static const char *const names[] = {"auto", "on", "off"};
+      static const int64_t chunk[] = {LOSS_AUTO, LOSS_FUSED, LOSS_UNFUSED};
+      int k = 0;
+      while (k < 3 && strcmp(optarg, names[k])) k++;
+      char *end;
+      errno = 0;
+      long long rows = k == 3 ? strtoll(optarg, &end, 10) : 0;
+      if (k == 3 && (!*optarg || *end || errno || rows <= 0))
+        cli_usage_error(cmd, "--fused-loss %s: choose auto, on, off or a number of rows per chunk", optarg);
+      o->loss_chunk = k < 3 ? chunk[k] : rows;
       break;
     }
     case 'M': {
@@ -183,7 +200,8 @@ PlanRequest cli_request(const Options *o) {
                                .accumulation = 1,
                                .precision = o->precision,
                                .guard = o->guard ? 64 : 0,
-                               .masks = o->masks}};
+                               .masks = o->masks,
+                               .loss_chunk = o->loss_chunk}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {

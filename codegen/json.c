@@ -52,6 +52,8 @@ static void header(const Plan *p, Text *t) {
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,
               p->loss_scaling ? "true" : "false");
   if (p->dropout_masks) text_printf(t, "  \"dropout_masks\": \"%s\",\n", p->dropout_masks);
+  text_printf(t, "  \"fused_loss\": %s,\n  \"loss_chunk\": %lld,\n", p->loss_chunk ? "true" : "false",
+              (long long)p->loss_chunk);
 }
 
 static void totals(const Plan *p, Text *t) {
@@ -85,6 +87,7 @@ static void levers(const Plan *p, Text *t) {
                 (long long)l->arena, (long long)l->extra_flops, (long long)l->step_flops, l->fits ? "true" : "false",
                 l->chosen ? "true" : "false");
     if (l->dropout_masks) text_printf(t, ", \"dropout_masks\": \"%s\"", l->dropout_masks);
+    if (l->loss_chunk) text_printf(t, ", \"loss_chunk\": %lld", (long long)l->loss_chunk);
     text_printf(t, "}");
   }
   text_printf(t, "%s],\n", p->nlevers ? "\n  " : "");

@@ -367,6 +367,8 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->loss_scaling = get(root, "loss_scaling", J_BOOL)->b;
   static const char *const MASKS[] = {"stored", "regenerated"};
   p->dropout_masks = find(root, "dropout_masks") ? MASKS[get_enum(root, "dropout_masks", MASKS, 2)] : NULL;
+  /* written since the fused loss was added; older plans never fused it */
+  p->loss_chunk = find(root, "loss_chunk") ? get_int(root, "loss_chunk", 0, PLAN_MAX_VALUE) : 0;
   /* written since the stages were added; older plans had neither */
   p->guard_bytes = find(root, "guard_bytes") ? get_int(root, "guard_bytes", 0, (int64_t)1 << 20) : 0;
 }
@@ -433,6 +435,7 @@ static void read_levers(Arena *ar, const JVal *root, Plan *p) {
     l->chosen = get(v, "chosen", J_BOOL)->b;
     static const char *const MASKS[] = {"stored", "regenerated"};
     l->dropout_masks = find(v, "dropout_masks") ? MASKS[get_enum(v, "dropout_masks", MASKS, 2)] : NULL;
+    l->loss_chunk = find(v, "loss_chunk") ? get_int(v, "loss_chunk", 1, PLAN_MAX_VALUE) : 0;
   }
 }
 

@@ -140,6 +140,8 @@ static void levers(const Plan *p, FILE *out) {
     if (l->accumulation_steps > 1)
       snprintf(cfg, sizeof cfg, "%s, %d micro-batches of %d", l->precision, l->accumulation_steps, l->micro_batch);
     else snprintf(cfg, sizeof cfg, "%s, batch %d", l->precision, l->micro_batch);
+    if (l->loss_chunk) /* the fused loss: its chunk of rows */
+      snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), ", fused loss, chunk %lld", (long long)l->loss_chunk);
     if (!l->fits)
       snprintf(res, sizeof res, "keep all %s; recompute reaches %s: does not fit", b(x, l->keep_arena), b(y, l->arena));
     else if (l->extra_flops)
@@ -173,6 +175,25 @@ static void masks(const Plan *p, FILE *out) {
   else fprintf(out, "\ndropout: %d %s regenerated in backward from each op's random key (no bytes stored)\n", n, masks);
 }
 
+/* The fused classifier loss: its chunk and what it keeps from forward to backward. */
+static void fused_loss(const Plan *p, FILE *out) {
+  if (!p->loss_chunk) return;
+  int64_t stats = 0, scratch = 0, rows = 0;
+  for (int i = 0; i < p->nsched; i++) {
+    const PlanOp *o = &p->sched[i];
+    if (o->op != OP_LINEAR_CROSS_ENTROPY || o->phase != PHASE_FORWARD) continue;
+    rows = o->dim[0];
+    for (int k = 1; k < o->nout; k++)
+      if (o->out[k] >= 0) stats += p->buf[o->out[k]].bytes;
+    if (o->scratch >= 0) scratch = p->buf[o->scratch].bytes;
+  }
+  char x[32], y[32];
+  fprintf(out,
+          "\nfused loss: linear + cross_entropy in chunks of %lld of %lld rows (logits scratch %s); gradients "
+          "computed in forward, kept for backward: %s\n",
+          (long long)p->loss_chunk, (long long)rows, b(x, scratch), b(y, stats));
+}
+
 void report_plan(const Plan *p, FILE *out) {
   fprintf(out, "memplan: %s (model %s)\n  dims        ", p->source, p->model);
   for (int i = 0; i < p->ndims; i++)
@@ -183,6 +204,7 @@ void report_plan(const Plan *p, FILE *out) {
   arena(p, out);
   levers(p, out);
   masks(p, out);
+  fused_loss(p, out);
   lowered(p, out);
   stages(p, out);
 }

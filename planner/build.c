@@ -255,3 +255,81 @@ Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dim
   check_flops(g);
   return g;
 }
+
+/* ---- the fused loss (build.h) ---- */
+
+/* The loss op when it is a cross_entropy of a linear's output read by
+ * nothing else; sets *lin to the linear. -1 otherwise. */
+static int fusable_loss(const Graph *g, int *lin) {
+  int ce = -1;
+  for (int i = 0; i < g->nops; i++)
+    if (g->ops[i].kind == OP_CROSS_ENTROPY && g->ops[i].out[0] == g->loss) ce = i;
+  if (ce < 0) return -1;
+  int logits = g->ops[ce].in[0];
+  *lin = g->t[logits].producer;
+  if (*lin < 0 || g->ops[*lin].kind != OP_LINEAR || g->ops[ce].in[1] == logits) return -1;
+  for (int i = 0; i < g->nops; i++)
+    for (int k = 0; i != ce && k < g->ops[i].nin; k++)
+      if (g->ops[i].in[k] == logits) return -1;
+  return ce;
+}
+
+static Tensor stat_tensor(Arena *ar, const Op *ce, const char *suffix, Shape shape, int producer) {
+  return (Tensor){.name = ar_printf(ar, "%s.%s", ce->name, suffix),
+                  .kind = TK_ACT,
+                  .dtype = DT_F32,
+                  .shape = shape,
+                  .loc = ce->loc,
+                  .producer = producer};
+}
+
+const Graph *gb_fuse_loss(Arena *ar, const Graph *g, int64_t chunk) {
+  int lin, ce = fusable_loss(g, &lin);
+  if (ce < 0) return NULL;
+  const Op *L = &g->ops[lin], *E = &g->ops[ce];
+  int drop_logits = E->in[0], drop_lse = E->out[1];
+  int *map = ar_alloc(ar, sizeof(int) * (size_t)g->nt), *omap = ar_alloc(ar, sizeof(int) * (size_t)g->nops);
+  Tensor *t = ar_alloc(ar, sizeof(Tensor) * (size_t)(g->nt + 3));
+  Op *ops = ar_alloc(ar, sizeof(Op) * (size_t)g->nops);
+  int nt = 0, nops = 0;
+  for (int i = 0; i < g->nops; i++) omap[i] = i == lin ? -1 : nops++;
+  for (int i = 0; i < g->nt; i++) {
+    map[i] = i == drop_logits || i == drop_lse ? -1 : nt;
+    if (map[i] < 0) continue;
+    t[nt] = g->t[i];
+    if (t[nt].producer >= 0) t[nt].producer = omap[t[nt].producer];
+    nt++;
+  }
+  for (int i = 0; i < g->nops; i++) {
+    if (i == lin) continue;
+    Op o = g->ops[i];
+    for (int k = 0; k < MAX_OP_IN; k++) o.in[k] = o.in[k] >= 0 ? map[o.in[k]] : -1;
+    for (int k = 0; k < MAX_OP_OUT; k++) o.out[k] = o.out[k] >= 0 ? map[o.out[k]] : -1;
+    if (i == ce) {
+      o = (Op){.kind = OP_LINEAR_CROSS_ENTROPY, .name = E->name, .loc = E->loc, .nin = 4, .nout = 4};
+      op_attr_defaults(o.kind, o.attr, E->loc);
+      for (int a = 0; a < 3; a++) o.attr[a] = L->attr[a]; /* out, bias, weight: linear's order */
+      int64_t rows = shape_numel(&g->t[drop_lse].shape);
+      int64_t r = chunk > 0 && chunk < rows ? chunk : rows;
+      o.attr[3] = (Attr){.i = r, .f = (double)r, .s = ar_printf(ar, "%lld", (long long)r), .loc = E->loc};
+      o.in[0] = map[L->in[0]];
+      o.in[1] = map[L->in[1]];
+      o.in[2] = L->in[2] >= 0 ? map[L->in[2]] : -1;
+      o.in[3] = map[E->in[1]];
+      o.out[0] = map[E->out[0]];
+      const Tensor *x = &g->t[L->in[0]], *w = &g->t[L->in[1]];
+      o.out[1] = nt;
+      t[nt++] = stat_tensor(ar, E, "dx", x->shape, omap[i]);
+      o.out[2] = nt;
+      t[nt++] = stat_tensor(ar, E, "dweight", w->shape, omap[i]);
+      Shape bs = L->in[2] >= 0 ? g->t[L->in[2]].shape : (Shape){.rank = 1, .d = {1}, .sym = {"1"}};
+      o.out[3] = nt;
+      t[nt++] = stat_tensor(ar, E, "dbias", bs, omap[i]);
+    }
+    ops[omap[i]] = o;
+  }
+  Graph *f = ar_alloc(ar, sizeof(Graph));
+  *f = *g;
+  f->t = t, f->nt = nt, f->ops = ops, f->nops = nops, f->loss = map[g->loss];
+  return f;
+}

@@ -25,6 +25,14 @@ int gb_layer(GraphBuilder *gb, OpKind k, const char *name, Loc loc, const int *i
 Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dims, int ndims, Optimizer opt,
                  bool gpt2_init, Loc layers);
 
+/* The graph g with its classifier and loss fused: where the loss is a
+ * cross_entropy of a linear's output that nothing else reads, a copy of g
+ * in which one linear_cross_entropy op (ops.c), named after the loss layer,
+ * replaces the two, `chunk` rows at a time (0 or more than the rows: all),
+ * and the logits and the loss's lse are gone. NULL when g has no such pair.
+ * g itself is not changed (the budget pass plans either graph). */
+const Graph *gb_fuse_loss(Arena *ar, const Graph *g, int64_t chunk);
+
 /* ---- the shape rules' side (ops.c) ---- */
 
 const Tensor *build_input(BuildCtx *c, int k); /* the layer's k-th input */

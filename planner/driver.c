@@ -33,7 +33,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
    * time the passes above took (verification, below, is not counted) */
   Plan *p = fit.plan;
   p->budget_bytes = rq->budget;
-  p->unfused_lower_bound = fit_unfused_lower_bound(ar, g, &rq->fit, fit.step, p);
+  p->unfused_lower_bound = fit_unfused_lower_bound(ar, fit.graph ? fit.graph : g, &rq->fit, fit.step, p);
   p->compile_seconds = mp_now() - t0;
   /* verify: the last pass; the plan is complete and nothing edits it after */
   out.message = verify_plan(p);

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "build.h"
 #include "live.h"
+#include "ops.h"
 #include "plan_build.h"
 
 /* Saved activations that the precision policy may store in half (NULL:
@@ -52,6 +54,13 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   }
   p->loss_scaling = o->precision == PREC_FP16;
   p->dropout_masks = masks_name(g, o->masks);
+  for (int i = 0; i < g->nops; i++) /* the fused loss: its chunk (dims N V K R) */
+    if (g->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {
+      int64_t d[MAX_KDIM];
+      int nd;
+      op_info(g->ops[i].kind)->dims(g, &g->ops[i], d, &nd);
+      p->loss_chunk = d[3];
+    }
   return p;
 }
 
@@ -235,12 +244,21 @@ static bool keep_all(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   return true;
 }
 
-FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *opt) {
-  FitResult r = {0};
+/* The fastest plan of one graph within budget; with keep_only, only plans
+ * keeping every activation (r.plan NULL when none fits). */
+static FitResult fit_graph(Arena *ar, const Graph *g, int64_t budget, const FitOptions *opt, bool keep_only) {
+  FitResult r = {.graph = g};
   FitOptions fo = *opt;
   bool choose = fo.masks == MASKS_AUTO && ad_has_regen(g);
   if (fo.masks == MASKS_AUTO) fo.masks = MASKS_STORE;
   if (keep_all(ar, g, budget, &fo, &r)) return r;
+  if (keep_only && choose) {
+    FitOptions rg = fo;
+    rg.masks = MASKS_REGEN;
+    keep_all(ar, g, budget, &rg, &r);
+    r.masks = r.plan ? r.plan->dropout_masks : NULL;
+  }
+  if (keep_only) return r;
   if (!choose) {
     walk(ar, g, budget, &fo, &r);
     return r;
@@ -266,6 +284,79 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   }
   r.masks = r.plan ? r.plan->dropout_masks : NULL; /* none fit: both were tried */
   return r;
+}
+
+/* r with its graph's fused-loss chunk. */
+static FitResult chunked(FitResult r) {
+  for (int i = 0; i < r.graph->nops; i++)
+    if (r.graph->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {
+      int64_t d[MAX_KDIM];
+      int nd;
+      op_info(OP_LINEAR_CROSS_ENTROPY)->dims(r.graph, &r.graph->ops[i], d, &nd);
+      r.loss_chunk = d[3];
+    }
+  return r;
+}
+
+/* Adds the counters of a fit tried before r. */
+static FitResult merged(FitResult r, const FitResult *before) {
+  r.candidates += before->candidates;
+  if (before->min_arena && (!r.min_arena || before->min_arena < r.min_arena)) r.min_arena = before->min_arena;
+  return r;
+}
+
+/* A lower bound of the arena keeping every activation under o: the step's
+ * peak of live bytes (no offsets, no workspace; dropout's masks, if any,
+ * regenerated: the fewer bytes). Cheaper than a plan; when it exceeds the
+ * budget, no plan keeping everything fits. */
+static int64_t keep_lower_bound(Arena *ar, const Graph *g, const FitOptions *o) {
+  FitOptions t = *o;
+  t.masks = ad_has_regen(g) ? MASKS_REGEN : MASKS_STORE;
+  Step *s = build_step(ar, g, &t, NULL, plain_half(ar, g, &t));
+  int at;
+  return live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
+}
+
+/* Does r's plan keep every activation (no recomputation)? */
+static bool keeps_all(const FitResult *r) { return r->plan && !r->plan->extra_flops && !r->plan->nstages; }
+
+FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *opt) {
+  FitOptions fo = *opt;
+  int64_t lc = fo.loss_chunk;
+  fo.loss_chunk = LOSS_UNFUSED;
+  const Graph *whole = lc == LOSS_UNFUSED ? NULL : gb_fuse_loss(ar, g, 0);
+  if (!whole) return fit_graph(ar, g, budget, &fo, false);
+  if (lc > 0) return chunked(fit_graph(ar, gb_fuse_loss(ar, g, lc), budget, &fo, false));
+  FitResult r = {0};
+  /* auto: unfused while that keeps everything (the logits whole, as without
+   * the lever); its lower bound first, which rules most budgets out cheaply */
+  if (lc == LOSS_AUTO && (!budget || keep_lower_bound(ar, g, &fo) <= budget)) {
+    r = fit_graph(ar, g, budget, &fo, true);
+    if (r.plan) return r;
+  }
+  /* the chunk: N, N/8, N/64 rows, the largest that keeps everything in
+   * budget. The smallest is planned first, recomputing if it must: when it
+   * cannot keep everything, no larger chunk can, and its plan is the one */
+  int64_t N = 0, d[MAX_KDIM];
+  int nd;
+  for (int i = 0; i < whole->nops; i++)
+    if (whole->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {
+      op_info(OP_LINEAR_CROSS_ENTROPY)->dims(whole, &whole->ops[i], d, &nd);
+      N = d[0];
+    }
+  int64_t chunk[3] = {N, (N + 7) / 8, (N + 63) / 64};
+  const Graph *smallest = chunk[2] == N ? whole : gb_fuse_loss(ar, g, chunk[2]);
+  FitResult least = merged(chunked(fit_graph(ar, smallest, budget, &fo, false)), &r);
+  if (!keeps_all(&least)) return least;
+  for (int c = 0; c < 2; c++) {
+    if (chunk[c] == chunk[2] || (c && chunk[c] == chunk[c - 1])) continue;
+    const Graph *fg = c ? gb_fuse_loss(ar, g, chunk[c]) : whole;
+    if (budget && keep_lower_bound(ar, fg, &fo) > budget) continue;
+    FitResult k = chunked(fit_graph(ar, fg, budget, &fo, true));
+    if (k.plan) return merged(k, &least);
+    least.candidates += k.candidates;
+  }
+  return least;
 }
 
 static void sweep_row(FILE *out, const Plan *p) {

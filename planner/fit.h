@@ -16,6 +16,16 @@
  * force one (--dropout-masks). */
 typedef enum { MASKS_AUTO, MASKS_STORE, MASKS_REGEN } Masks;
 
+/* FitOptions.loss_chunk besides a number of rows: the fused classifier loss
+ * (gb_fuse_loss, ops.c's linear_cross_entropy) with its chunk chosen by the
+ * budget pass (LOSS_FUSED), or only when the unfused plan keeping every
+ * activation does not fit the budget (LOSS_AUTO). The chunk: the largest
+ * of N, N/8 and N/64 rows (N the loss's rows) whose plan keeps everything
+ * within the budget; when none does, recomputation is planned with the
+ * smallest (the most room for activations; the cost model charges every
+ * chunk size the same FLOPs, none extra: see ops.c). */
+enum { LOSS_UNFUSED = 0, LOSS_FUSED = -1, LOSS_AUTO = -2 };
+
 typedef struct {
   bool fuse; /* fused optimizer updates */
   int64_t align;
@@ -26,6 +36,7 @@ typedef struct {
   Precision precision; /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
   int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
   Masks masks;         /* dropout's masks: stored or regenerated */
+  int64_t loss_chunk;  /* the classifier loss: LOSS_UNFUSED (0), rows per chunk fused, LOSS_FUSED or LOSS_AUTO */
 } FitOptions;
 
 typedef struct {
@@ -36,6 +47,8 @@ typedef struct {
   int candidates;     /* plans built and checked */
   const char *masks;  /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
                        * dropout, or auto tried both) */
+  const Graph *graph; /* the plan's graph: the one given, or its copy with the loss fused (gb_fuse_loss) */
+  int64_t loss_chunk; /* the fused loss' rows per chunk in that graph (or the last tried, when none fit); 0: unfused */
 } FitResult;
 
 /* A verified-ready plan for one step: liveness, buffers, offsets. */

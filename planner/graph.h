@@ -55,6 +55,8 @@ typedef enum {
   OP_ROPE, /* rotary position embedding of the q and k parts of a packed qkv */
   OP_CROSS_ENTROPY,
   OP_MSE,
+  /* linear + cross_entropy fused, a chunk of rows at a time: the logits never stored whole */
+  OP_LINEAR_CROSS_ENTROPY,
   OP_CONV2D, /* 2-D convolution, NCHW activations and OIHW weights */
   /* batch statistics per channel over N (and H, W); running statistics are state */
   OP_BATCHNORM2D,

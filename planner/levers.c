@@ -59,7 +59,8 @@ static FitResult fit_noted(Arena *ar, Levers *L, const Graph *g, int64_t budget,
                  .accumulation_steps = fo->accumulation,
                  .keep_arena = r.keep_arena,
                  .arena = r.min_arena,
-                 .dropout_masks = r.masks};
+                 .dropout_masks = r.masks,
+                 .loss_chunk = r.loss_chunk};
   if (r.plan) { /* auto names what it chose */
     l.precision = r.plan->precision;
     l.arena = r.plan->arena_bytes;

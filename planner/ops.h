@@ -32,6 +32,7 @@
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
+ *   linear_cross_entropy x W b targets  loss dx dW db  dx dW db (stats)        dx dW db         N V K R
  *   conv2d         x W b            out                 dout x W                   dx dW db         (below)
  *   batchnorm2d    x w b rm rv      out mean rstd       dout x w mean rstd         dx dw db         N C S (eps mom)
  *   flatten        x                out                 dout                       dx               n

@@ -105,6 +105,7 @@ typedef struct {
   bool fits, chosen;
   const char *dropout_masks; /* "stored", "regenerated" (the plan that fit, or the one policy tried); NULL: no
                               * dropout, or both tried and neither fit */
+  int64_t loss_chunk;        /* the fused loss' rows per chunk (the plan's, or the last tried); 0: unfused */
 } PlanLever;
 
 typedef struct Plan {
@@ -158,6 +159,9 @@ typedef struct Plan {
    * and backward reads it) or "regenerated" (neither: backward hashes the
    * op's key again); NULL when the model has no dropout */
   const char *dropout_masks;
+  /* the fused classifier loss (linear_cross_entropy, gb_fuse_loss): rows
+   * per chunk of its logits; 0: the loss is not fused */
+  int64_t loss_chunk;
   const char *assign_method;
   bool assign_optimal;
   double compile_seconds;

@@ -194,6 +194,22 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   /* dpred (+)= scale * 2 (pred - target) / n. */                                                                      \
   X(void, mse_backward, (float *dpred, const float *pred, const float *target, int64_t n, float scale, int acc))       \
                                                                                                                        \
+  /* linear_cross_entropy: loss[0] = mean over N rows of lse_i - z[i, targets_i], z = x[N,K] @ W[V,K]^T + b[V]         \
+   * (b may be NULL), R rows at a time: a chunk's logits live only in scratch (R*V + N floats: the chunk's             \
+   * logits, then the rows' loss terms). Training (dx, dW, db not NULL: the loss's statistics) also writes,            \
+   * chunk by chunk, the gradients of the unscaled loss: with g = (softmax(z) - onehot(targets)) / N,                  \
+   * dx = g @ W [N,K], dW = g^T @ x [V,K], db = colsum(g) [V] (only when b; db then has V floats). Eval passes         \
+   * NULL for all three and computes the loss only. */                                                                 \
+  X(void, linear_cross_entropy_forward,                                                                                \
+    (float *loss, float *dx, float *dW, float *db, const float *x, const float *W, const float *b,                     \
+     const int32_t *targets, float *scratch, int64_t N, int64_t V, int64_t K, int64_t R))                              \
+  /* The loss's gradients from forward's statistics: dx (+)= scale * sdx; dW (+)= scale * sdW; db (+)= scale *         \
+   * sdb (V floats; NULL without a bias). Each output may be NULL. alias-safe (dx, sdx) when acc_dx = 0,               \
+   * likewise dW, db. scratch is NULL (no backward scratch). */                                                        \
+  X(void, linear_cross_entropy_backward,                                                                               \
+    (float *dx, float *dW, float *db, const float *sdx, const float *sdW, const float *sdb, float *scratch, int64_t N, \
+     int64_t V, int64_t K, int64_t R, float scale, int acc_dx, int acc_dW, int acc_db))                                \
+                                                                                                                       \
   /* conv2d (nn.Conv2d, square kernel k): x[N,C,H,W], W[O,C/G,k,k], b[O] (may be NULL)                                 \
    * -> out[N,O,Ho,Wo]; stride s, zero padding p, dilation d, G groups (G divides C and O;                             \
    * G = C is depthwise). scratch: the plan's op-local buffer of C*k*k*Ho*Wo floats (one                               \

@@ -903,6 +903,109 @@ static void bwd_dropout(float *const *din, const float *dout, float *const *in, 
   free(mask);
 }
 
+// ----------------------------------------------------------------------------
+// linear_cross_entropy: d = N V K R; inputs x W [b]; targets in ids. Forward
+// runs the eval path (statistics NULL); backward runs the training forward
+// (statistics into buffers) and then the backward kernel with the scale.
+
+static void ref_lce(double *out, double *const *in, const Case *c) {
+  int64_t N = c->d[0], V = c->d[1], K = c->d[2];
+  double total = 0.0, *z = malloc(sizeof(double) * (size_t)V);
+  for (int64_t i = 0; i < N; i++) {
+    double mx = -INFINITY, s = 0.0;
+    for (int64_t j = 0; j < V; j++) {
+      double v = c->nin > 2 ? in[2][j] : 0.0;
+      for (int64_t k = 0; k < K; k++) v += in[0][i * K + k] * in[1][j * K + k];
+      z[j] = v;
+      mx = fmax(mx, v);
+    }
+    for (int64_t j = 0; j < V; j++) s += exp(z[j] - mx);
+    total += mx + log(s) - z[c->ids[i]];
+  }
+  free(z);
+  out[0] = total / (double)N;
+}
+static float *lce_scratch(const Case *c) { return NEW(float, c->d[3] * c->d[1] + c->d[0]); }
+static void fwd_lce(float *out, float *const *in, const Case *c) {
+  float *s = lce_scratch(c);
+  rt_linear_cross_entropy_forward(out, NULL, NULL, NULL, in[0], in[1], c->nin > 2 ? in[2] : NULL, c->ids, s, c->d[0],
+                                  c->d[1], c->d[2], c->d[3]);
+  free(s);
+}
+static void bwd_lce(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  int64_t N = c->d[0], V = c->d[1], K = c->d[2];
+  float loss, *s = lce_scratch(c), *sdx = NEW(float, N *K), *sdw = NEW(float, V *K), *sdb = NEW(float, V);
+  fill(sdx, N * K, NAN); // the training forward writes every statistic ("=")
+  fill(sdw, V * K, NAN);
+  fill(sdb, V, NAN);
+  const float *b = c->nin > 2 ? in[2] : NULL;
+  rt_linear_cross_entropy_forward(&loss, sdx, sdw, sdb, in[0], in[1], b, c->ids, s, N, V, K, c->d[3]);
+  rt_linear_cross_entropy_backward(din[0], din[1], b ? din[2] : NULL, sdx, sdw, sdb, NULL, N, V, K, c->d[3], dout[0],
+                                   acc, acc, acc);
+  free(s);
+  free(sdx);
+  free(sdw);
+  free(sdb);
+}
+static void case_lce(const char *name, int64_t N, int64_t V, int64_t K, int64_t R, int bias, const int32_t *ids) {
+  run_case(&(Case){.name = name,
+                   .nin = bias ? 3 : 2,
+                   .in_n = {N * K, V * K, V},
+                   .amp = {1.0f, 1.5f, 1.0f},
+                   .out_n = 1,
+                   .d = {N, V, K, R},
+                   .ids = ids,
+                   .ref = ref_lce,
+                   .fwd = fwd_lce,
+                   .bwd = bwd_lce});
+}
+
+/* Above the threshold for parallel rows and products: the fused kernels
+ * against linear + cross_entropy's (the same math, other summation orders:
+ * TOL), the training forward's loss equal to eval's, and the backward in
+ * place (statistics scaled where they are) equal to out of place. */
+static void values_lce(void) {
+  int64_t N = 300, V = 700, K = 24, R = 128;
+  float *x = NEW(float, N *K), *w = NEW(float, V *K), *b = NEW(float, V), *z = NEW(float, N *V);
+  float *lse = NEW(float, N), *s = NEW(float, R *V + N);
+  float *gx = NEW(float, N *K), *gw = NEW(float, V *K), *gb = NEW(float, V);
+  float *sx = NEW(float, N *K), *sw = NEW(float, V *K), *sb = NEW(float, V);
+  float *ox = NEW(float, N *K), *ow = NEW(float, V *K), *ob = NEW(float, V);
+  int32_t *y = NEW(int32_t, N);
+  fill_rand(x, N * K, 1.0f);
+  fill_rand(w, V * K, 1.0f);
+  fill_rand(b, V, 1.0f);
+  for (int64_t i = 0; i < N; i++) y[i] = (int32_t)((i * 131) % V);
+  float want, got_eval, got_train;
+  rt_linear_forward(z, x, w, b, N, K, V);
+  rt_cross_entropy_forward(&want, lse, z, y, N, V);
+  rt_cross_entropy_backward(z, z, y, lse, N, V, 1.0f, 0);
+  rt_linear_backward(gx, gw, gb, z, x, w, N, K, V, 0, 0, 0);
+  rt_linear_cross_entropy_forward(&got_eval, NULL, NULL, NULL, x, w, b, y, s, N, V, K, R);
+  rt_linear_cross_entropy_forward(&got_train, sx, sw, sb, x, w, b, y, s, N, V, K, R);
+  check_scalar("linear_cross_entropy loss vs linear + cross_entropy", got_eval, want, 1e-6);
+  check_scalar("linear_cross_entropy training loss = eval loss", got_train, got_eval, 0.0);
+  check_f("linear_cross_entropy dx vs linear + cross_entropy", sx, gx, N * K, TOL);
+  check_f("linear_cross_entropy dW vs linear + cross_entropy", sw, gw, V * K, TOL);
+  check_f("linear_cross_entropy db vs linear + cross_entropy", sb, gb, V, TOL);
+  rt_linear_cross_entropy_backward(ox, ow, ob, sx, sw, sb, NULL, N, V, K, R, 2.5f, 0, 0, 0);
+  rt_linear_cross_entropy_backward(sx, sw, sb, sx, sw, sb, NULL, N, V, K, R, 2.5f, 0, 0, 0);
+  check_f("in place linear_cross_entropy backward (dx, sdx)", sx, ox, N * K, EXACT);
+  check_f("in place linear_cross_entropy backward (dW, sdW)", sw, ow, V * K, EXACT);
+  check_f("in place linear_cross_entropy backward (db, sdb)", sb, ob, V, EXACT);
+  float *all[] = {x, w, b, z, lse, s, gx, gw, gb, sx, sw, sb, ox, ow, ob};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+  free(y);
+}
+
+static void lce_checks(void) {
+  static const int32_t ids[7] = {0, 6, 2, 2, 5, 1, 6};
+  case_lce("linear_cross_entropy (one chunk)", 5, 7, 4, 5, 1, ids);
+  case_lce("linear_cross_entropy (chunks of 2, last short)", 5, 7, 4, 2, 1, ids);
+  case_lce("linear_cross_entropy (no bias, chunks of 1)", 7, 7, 3, 1, 0, ids);
+  values_lce();
+}
+
 static void gradchecks(void) {
   case_linear("linear", 4, 6, 5, 1);
   case_linear("linear (no bias)", 4, 6, 5, 0);
@@ -1870,6 +1973,7 @@ int main(void) {
   rt_set_threads(2);
   gradchecks();
   gradchecks_shape();
+  lce_checks();
   alias_elementwise();
   alias_shape();
   alias_rows();

@@ -1519,6 +1519,91 @@ void rt_cuda_cross_entropy_backward(float *dlogits, const float *logits, const i
   LAUNCH_CHECK();
 }
 
+// linear_cross_entropy: R rows at a time, the chunk's logits in scratch (the
+// memplan_kernels.h contract); the rows' loss terms after them, added in a
+// fixed order at the end.
+
+/* Per row of a chunk: term[i] = lse - z[i, y]; in training, z becomes
+ * k (softmax - onehot), as cross_entropy's backward computes it. z[i, y] is
+ * read before the block's reductions, whose barriers order it before any
+ * write. */
+static __global__ void lce_rows_kernel(float *z, float *term, const int32_t *targets, int64_t n, int V, float k,
+                                       int train) {
+  __shared__ float shf[32];
+  __shared__ double shd[32];
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    float *zi = z + i * V;
+    int y = targets[i];
+    float zy = zi[y];
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, zi[j]);
+    mx = block_max_f(mx, shf);
+    double s = 0.0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(zi[j] - mx);
+    s = block_sum_d(s, shd);
+    float l = mx + (float)log(s);
+    if (threadIdx.x == 0) term[i] = l - zy;
+    if (train)
+      for (int j = threadIdx.x; j < V; j += blockDim.x) zi[j] = k * (expf(zi[j] - l) - (j == y ? 1.0f : 0.0f));
+  }
+}
+
+/* loss[0] = the mean of term[0..N), one block, in a fixed order. */
+static __global__ void lce_mean_kernel(float *loss, const float *term, int64_t N) {
+  __shared__ double sh[32];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) s += term[i];
+  s = block_sum_d(s, sh);
+  if (threadIdx.x == 0) loss[0] = (float)(s / (double)N);
+}
+
+void rt_cuda_linear_cross_entropy_forward(float *loss, float *dx, float *dW, float *db, const float *x, const float *W,
+                                          const float *b, const int32_t *targets, float *scratch, int64_t N, int64_t V,
+                                          int64_t K, int64_t R) {
+  need_ctx();
+  RT_CHECK(scratch && N >= 1 && R >= 1, "linear_cross_entropy needs rows, a chunk and its scratch");
+  int v = dim_int(V);
+  float *term = scratch + R * V;
+  int train = dx || dW || (db && b);
+  float k = (float)(1.0 / (double)N);
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    int64_t n = N - r0 < R ? N - r0 : R;
+    const float *xc = x + r0 * K;
+    rt_cuda_linear_forward(scratch, xc, W, b, n, K, V);
+    lce_rows_kernel<<<row_grid(n), row_threads(v), 0, ctx.stream>>>(scratch, term + r0, targets + r0, n, v, k, train);
+    LAUNCH_CHECK();
+    if (dx) gemm(0, 0, n, K, V, scratch, W, dx + r0 * K, 0, 1, 0, 0, 0); // [n,V] @ [V,K]
+    if (dW) gemm(1, 0, V, K, n, scratch, xc, dW, r0 > 0, 1, 0, 0, 0);    // [n,V]^T @ [n,K]
+    if (db && b) colsum(db, scratch, n, V, r0 > 0);
+  }
+  lce_mean_kernel<<<1, LOSS_BLOCK, 0, ctx.stream>>>(loss, term, N);
+  LAUNCH_CHECK();
+}
+
+/* out (+)= k in, element-wise: out may be in (acc = 0). */
+static __global__ void lce_scale_kernel(float *out, const float *in, int64_t n, float k, int acc) {
+  GRID_STRIDE(e, n) {
+    float g = k * in[e];
+    out[e] = acc ? out[e] + g : g;
+  }
+}
+
+static void lce_scale(float *out, const float *in, int64_t n, float k, int acc) {
+  if (!out || n <= 0) return;
+  lce_scale_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, in, n, k, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_linear_cross_entropy_backward(float *dx, float *dW, float *db, const float *sdx, const float *sdW,
+                                           const float *sdb, float *scratch, int64_t N, int64_t V, int64_t K, int64_t R,
+                                           float scale, int acc_dx, int acc_dW, int acc_db) {
+  (void)scratch, (void)R;
+  need_ctx();
+  lce_scale(dx, sdx, N * K, scale, acc_dx);
+  lce_scale(dW, sdW, V * K, scale, acc_dW);
+  lce_scale(db, sdb, V, scale, acc_db);
+}
+
 /* One block: n is an output's size, small next to the products before it. */
 static __global__ void mse_forward_kernel(float *loss, const float *pred, const float *target, int64_t n) {
   __shared__ double sh[32];

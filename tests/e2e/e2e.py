@@ -20,6 +20,11 @@ Standard library only. Subcommands:
   schedule TRAINER [trainer args]            the --log lr column against the schedule's formula
                                               (the model's from plan.json, and --schedule/--warmup/
                                               --final-fraction/--lr overrides); progress on the lines
+  same TRAINER_A TRAINER_B RTOL [args]       the same training (args) through two trainers of one model
+                                              planned two ways: per-step and eval losses within RTOL
+                                              (relative); A with --lr x 1.001 must differ by more
+                                              (the check can fail); each trainer's measured peak RSS
+                                              within its planned arena + 64 MiB
   portable DIR                               DIR (a built `build` folder) is the portable default:
                                               TRAINER_NATIVE OFF, no -march=native, -ffp-contract=off;
                                               -DTRAINER_NATIVE=ON still gives -march=native
@@ -92,6 +97,51 @@ def roundtrip(trainer, d, *args):
     print("save -> load -> save: %s" % ("identical" if same else "DIFFERENT"))
     leftovers = [f for f in os.listdir(d) if ".tmp." in f]
     return 0 if same and not leftovers else 1
+
+
+def eval_losses(out):
+    return [float(v) for v in re.findall(r"eval loss ([0-9.eE+-]+|nan)", out)]
+
+
+def same(a, b, rtol, *args):
+    rtol = float(rtol)
+
+    rss = []
+
+    def run_logged(trainer, extra, log):
+        r = must([trainer, "--log", log] + list(args) + extra)
+        m = re.search(r"planned arena (\d+) bytes .*measured peak RSS (\d+) bytes", r.stdout + r.stderr)
+        rss.append((trainer, int(m.group(1)), int(m.group(2))) if m else (trainer, 0, -1))
+        with open(log) as f:
+            return [float(row["loss"]) for row in csv.DictReader(f)], eval_losses(r.stdout)
+
+    def worst(x, y):
+        return max(abs(p - q) / abs(q) for p, q in zip(x, y))
+
+    la, ea = run_logged(a, [], a + ".same.csv")
+    lb, eb = run_logged(b, [], b + ".same.csv")
+    lr = json.load(open(os.path.join(os.path.dirname(os.path.dirname(a)), "plan.json")))["optimizer"]["lr"]
+    lp, _ = run_logged(a, ["--lr", repr(lr * 1.001)], a + ".same-lr.csv")
+    problems = []
+    if len(la) != len(lb) or len(la) < 2 or len(ea) != len(eb) or not ea:
+        problems.append("the runs logged %d and %d steps, %d and %d evaluations" % (len(la), len(lb), len(ea), len(eb)))
+    else:
+        d, e, p = worst(lb, la), worst(eb, ea), worst(lp, la)
+        print("losses %s\n   vs  %s\nworst relative difference: steps %.3g, eval %.3g (tolerance %.3g); "
+              "A at lr x 1.001: %.3g" % (la, lb, d, e, rtol, p))
+        if not (d <= rtol and e <= rtol):
+            problems.append("the losses differ by more than %g" % rtol)
+        if not p > rtol:
+            problems.append("lr x 1.001 changed the losses by only %.3g: the check cannot fail" % p)
+        if not la[-1] < la[0] - 0.5:
+            problems.append("the loss did not fall (%.4f -> %.4f)" % (la[0], la[-1]))
+    for trainer, arena, peak in rss:
+        print("%s: planned arena %d bytes, measured peak RSS %d bytes" % (trainer, arena, peak))
+        if not 0 < peak <= arena + (64 << 20):
+            problems.append("%s: peak RSS %d is not within the arena %d + 64 MiB" % (trainer, peak, arena))
+    for m in problems:
+        print("FAIL: " + m)
+    return 1 if problems else 0
 
 
 def noalloc(trainer, lib, *args):
@@ -486,5 +536,5 @@ if __name__ == "__main__":
         os.makedirs(rest[1], exist_ok=True)
     fn = {"build": build, "train": train, "determinism": determinism, "roundtrip": roundtrip,
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
-          "schedule": schedule}[cmd]
+          "schedule": schedule, "same": same}[cmd]
     sys.exit(fn(*rest) or 0)

@@ -557,6 +557,54 @@ void ref_cross_entropy_backward(float *dlogits, const float *logits, const int32
   store(dlogits, g, N * V, acc);
 }
 
+/* The whole logits at once, in double (no chunks: R only sizes scratch). */
+void ref_linear_cross_entropy_forward(float *loss, float *dx, float *dW, float *db, const float *x, const float *W,
+                                      const float *b, const int32_t *targets, float *scratch, int64_t N, int64_t V,
+                                      int64_t K, int64_t R) {
+  (void)scratch, (void)R;
+  double *z = dnew(N * V), *total = dnew(1), *gx = dnew(N * K), *gw = dnew(V * K), *gb = dnew(V);
+  for (int64_t i = 0; i < N; i++) {
+    double *zi = z + i * V;
+    for (int64_t j = 0; j < V; j++) {
+      double s = b ? b[j] : 0.0;
+      for (int64_t c = 0; c < K; c++) s += (double)x[i * K + c] * W[j * K + c];
+      zi[j] = s;
+    }
+    double mx = -INFINITY, se = 0.0;
+    for (int64_t j = 0; j < V; j++) mx = zi[j] > mx ? zi[j] : mx;
+    for (int64_t j = 0; j < V; j++) se += exp(zi[j] - mx);
+    double l = mx + log(se);
+    total[0] += l - zi[targets[i]];
+    for (int64_t j = 0; j < V; j++) {
+      double g = (exp(zi[j] - l) - (j == targets[i] ? 1.0 : 0.0)) / (double)N;
+      gb[j] += g;
+      for (int64_t c = 0; c < K; c++) {
+        gx[i * K + c] += g * W[j * K + c];
+        gw[j * K + c] += g * x[i * K + c];
+      }
+    }
+  }
+  total[0] /= (double)N;
+  free(z);
+  store(loss, total, 1, 0);
+  store(dx, gx, N * K, 0);
+  store(dW, gw, V * K, 0);
+  store(b ? db : NULL, gb, V, 0);
+}
+
+void ref_linear_cross_entropy_backward(float *dx, float *dW, float *db, const float *sdx, const float *sdW,
+                                       const float *sdb, float *scratch, int64_t N, int64_t V, int64_t K, int64_t R,
+                                       float scale, int acc_dx, int acc_dW, int acc_db) {
+  (void)scratch, (void)R;
+  double *gx = dnew(N * K), *gw = dnew(V * K), *gb = dnew(V);
+  for (int64_t i = 0; dx && i < N * K; i++) gx[i] = (double)scale * sdx[i];
+  for (int64_t i = 0; dW && i < V * K; i++) gw[i] = (double)scale * sdW[i];
+  for (int64_t i = 0; db && i < V; i++) gb[i] = (double)scale * sdb[i];
+  store(dx, gx, N * K, acc_dx);
+  store(dW, gw, V * K, acc_dW);
+  store(db, gb, V, acc_db);
+}
+
 void ref_mse_forward(float *loss, const float *pred, const float *target, int64_t n) {
   double *total = dnew(1);
   for (int64_t i = 0; i < n; i++) {

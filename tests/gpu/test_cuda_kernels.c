@@ -801,6 +801,49 @@ static void case_cross_entropy(int64_t N, int64_t V) {
   release_all();
 }
 
+static void case_linear_cross_entropy(int64_t N, int64_t V, int64_t K, int64_t R) {
+  for (int bias = 0; bias <= 1; bias++) {
+    Ten x = ten_rand(N * K, 1), W = ten_rand(V * K, 1), b = ten_rand(V, 1), s = ten_fill(R * V + N, NAN);
+    Ids tgt = ids_rand(N, V, 0);
+    const float *br = bias ? b.ref : NULL, *bu = bias ? b.ut : NULL;
+    Ten loss = ten_fill(1, NAN);
+    ref_linear_cross_entropy_forward(loss.ref, NULL, NULL, NULL, x.ref, W.ref, br, tgt.ref, s.ref, N, V, K, R);
+    UT(linear_cross_entropy_forward)(loss.ut, NULL, NULL, NULL, x.ut, W.ut, bu, tgt.ut, s.ut, N, V, K, R);
+    check(&loss, TOL_SUM, "linear_cross_entropy_forward eval bias=%d N=%lld V=%lld K=%lld R=%lld", bias, LL(N), LL(V),
+          LL(K), LL(R));
+    Ten l2 = ten_fill(1, NAN), dx = ten_fill(N * K, NAN), dW = ten_fill(V * K, NAN), db = ten_fill(V, NAN);
+    ref_linear_cross_entropy_forward(l2.ref, dx.ref, dW.ref, bias ? db.ref : NULL, x.ref, W.ref, br, tgt.ref, s.ref, N,
+                                     V, K, R);
+    UT(linear_cross_entropy_forward)
+    (l2.ut, dx.ut, dW.ut, bias ? db.ut : NULL, x.ut, W.ut, bu, tgt.ut, s.ut, N, V, K, R);
+    check(&l2, TOL_SUM, "linear_cross_entropy_forward train loss bias=%d", bias);
+    check(&dx, TOL_SUM, "linear_cross_entropy_forward train dx bias=%d", bias);
+    check(&dW, TOL_SUM, "linear_cross_entropy_forward train dW bias=%d", bias);
+    if (bias) check(&db, TOL_SUM, "linear_cross_entropy_forward train db");
+    release_all();
+  }
+  for (int acc = 0; acc <= 1; acc++) { // backward: the statistics scaled
+    Ten sdx = ten_rand(N * K, 1), sdW = ten_rand(V * K, 1), sdb = ten_rand(V, 1);
+    Ten dx = ten_grad(N * K, acc), dW = ten_grad(V * K, acc), db = ten_grad(V, acc);
+    ref_linear_cross_entropy_backward(dx.ref, dW.ref, db.ref, sdx.ref, sdW.ref, sdb.ref, NULL, N, V, K, R, 2.5f, acc,
+                                      acc, acc);
+    UT(linear_cross_entropy_backward)
+    (dx.ut, dW.ut, db.ut, sdx.ut, sdW.ut, sdb.ut, NULL, N, V, K, R, 2.5f, acc, acc, acc);
+    check(&dx, TOL, "linear_cross_entropy_backward dx acc=%d scale=2.5", acc);
+    check(&dW, TOL, "linear_cross_entropy_backward dW acc=%d", acc);
+    check(&db, TOL, "linear_cross_entropy_backward db acc=%d", acc);
+    if (!acc) { // in place: each gradient over its statistic
+      ref_linear_cross_entropy_backward(sdx.ref, sdW.ref, NULL, sdx.ref, sdW.ref, NULL, NULL, N, V, K, R, 0.5f, 0, 0,
+                                        0);
+      UT(linear_cross_entropy_backward)
+      (sdx.ut, sdW.ut, NULL, sdx.ut, sdW.ut, NULL, NULL, N, V, K, R, 0.5f, 0, 0, 0);
+      check(&sdx, TOL, "linear_cross_entropy_backward in place (dx=sdx), no db");
+      check(&sdW, TOL, "linear_cross_entropy_backward in place (dW=sdW)");
+    }
+    release_all();
+  }
+}
+
 static void case_mse(int64_t n) {
   Ten pred = ten_rand(n, 1), target = ten_rand(n, 1), loss = ten_fill(1, NAN);
   ref_mse_forward(loss.ref, pred.ref, target.ref, n);
@@ -1339,6 +1382,8 @@ int main(int argc, char **argv) {
 #endif
   RUN("cross_entropy", case_cross_entropy(300, 10));
   RUN("cross_entropy", case_cross_entropy(quick ? 4 : 64, 50257));
+  RUN("linear_cross_entropy", case_linear_cross_entropy(37, 53, 24, 16));
+  RUN("linear_cross_entropy", case_linear_cross_entropy(quick ? 8 : 32, quick ? 1000 : 50257, 32, quick ? 3 : 12));
   RUN("mse", case_mse(10007));
   RUN("conv2d", case_conv2d(2, 3, 9, 7, 4, 3, 1, 1, 1, 1));                 // 3x3 padded, non-square
   RUN("conv2d", case_conv2d(2, 4, 11, 10, 6, 3, 2, 2, 2, 2));               // stride 2, dilation 2, groups 2

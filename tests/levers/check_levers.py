@@ -15,6 +15,10 @@ about the budget's levers, checked against plans compiled in the same run.
   not list the batch dim, and the report does not star it.
 - --precision bf16: the report names every lowered tensor (all of plan.json's
   bf16 buffers).
+- The fused classifier loss (--fused-loss, default auto): at 8G GPT-2 124M
+  keeps the logits (plan.json "fused_loss" false); at 3G it fuses them, so
+  the full batch fits without micro-batches, and the report says so. The
+  checks of micro-batches above pass --fused-loss off, which needs them.
 - memplan show reads every plan.json written here back (levers and stages
   included).
 """
@@ -51,7 +55,7 @@ for model in ("mlp", "gpt2-mini"):
     want, got = unfused["totals"]["lower_bound_bytes"], fused["totals"]["unfused_lower_bound_bytes"]
     check(got == want, f"{model}: unfused lower bound reported {got}, --no-fuse-updates plans {want}")
 
-plan, report = compile_("gpt2-3g", "gpt2-124m", "--budget", "3G")
+plan, report = compile_("gpt2-3g", "gpt2-124m", "--budget", "3G", "--fused-loss", "off")
 lv, t = plan["levers"], plan["totals"]
 check(len(lv) >= 2 and not lv[0]["fits"] and lv[0]["accumulation_steps"] == 1, f"first lever: {lv[:1]}")
 chosen = [l for l in lv if l["chosen"]]
@@ -71,8 +75,8 @@ check(sum(1 for line in report.splitlines() if "does not fit" in line) == sum(no
 check("B" not in plan["set"], f"micro-batch recorded as a --set: {plan['set']}")
 check(" B=4 " in report and "B=4*" not in report, "report stars the micro-batched dim")
 
-auto, report_auto = compile_("gpt2-3g-auto", "gpt2-124m", "--budget", "3G", "--precision", "auto")
-allbf, _ = compile_("gpt2-3g-bf16", "gpt2-124m", "--budget", "3G", "--precision", "bf16")
+auto, report_auto = compile_("gpt2-3g-auto", "gpt2-124m", "--budget", "3G", "--precision", "auto", "--fused-loss", "off")
+allbf, _ = compile_("gpt2-3g-bf16", "gpt2-124m", "--budget", "3G", "--precision", "bf16", "--fused-loss", "off")
 half = lambda p: sum(b["dtype"] == "bf16" for b in p["buffers"])
 check(0 < half(auto) < half(allbf), f"auto lowered {half(auto)} tensors, bf16 lowers {half(allbf)}")
 check(auto["precision"] == "bf16" and auto["totals"]["arena_bytes"] <= 3 << 30, "auto at 3G")
@@ -81,6 +85,14 @@ check(any(s["half"] for s in auto["stages"]) and not all(s["half"] for s in auto
 check("in bf16" in report_auto, "report: no stage kept in bf16")
 roomy, _ = compile_("gpt2-8g-auto", "gpt2-124m", "--budget", "8G", "--precision", "auto")
 check(half(roomy) == 0 and roomy["precision"] == "fp32", "auto lowers tensors when everything fits")
+check(not roomy["fused_loss"] and roomy["loss_chunk"] == 0, "8G: the loss fused though everything fits")
+fl, report_fl = compile_("gpt2-3g-fused", "gpt2-124m", "--budget", "3G")
+ft = fl["totals"]
+check(fl["fused_loss"] and 0 < fl["loss_chunk"] < 8192 and ft["accumulation_steps"] == 1
+      and ft["arena_bytes"] <= 3 << 30, f"3G, fused loss: chunk {fl['loss_chunk']}, {ft['accumulation_steps']} micro-batches")
+check(not any(b["name"] == "logits" for b in fl["buffers"]), "3G, fused loss: the logits are still a buffer")
+check(f"fused loss: linear + cross_entropy in chunks of {fl['loss_chunk']} of 8192 rows" in report_fl,
+      "report: no fused loss line")
 
 forced, _ = compile_("mini-mb2", "gpt2-mini", "--micro-batch", "2")
 check("B" not in forced["set"] and len(forced["levers"]) == 1 and forced["levers"][0]["chosen"],

@@ -39,6 +39,8 @@ def classify_inputs(plan, sched_key, sched_set):
                     kinds[b["id"]] = ("tokens", op["dims"][2])
                 elif op["op"] == "cross_entropy" and slot == 1:
                     kinds[b["id"]] = ("labels", op["dims"][1])
+                elif op["op"] == "linear_cross_entropy" and slot == 3:  # inputs x W b targets
+                    kinds[b["id"]] = ("labels", op["dims"][1])
                 elif op["op"] == "mse" and slot == 1:
                     kinds[b["id"]] = ("values", 0)
                 else:
@@ -307,6 +309,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = a[0].reshape(d[0], d[1], d[2]).select(1, d[3])
         elif k == "cross_entropy":
             y = F.cross_entropy(a[0].reshape(d[0], d[1]), a[1].reshape(-1))
+        elif k == "linear_cross_entropy":  # dims N V K R; inputs x W b targets; unchunked in torch
+            y = F.cross_entropy(F.linear(a[0].reshape(d[0], d[2]), a[1], a[2]), a[3].reshape(-1))
         elif k == "mse":
             y = F.mse_loss(a[0], a[1])
         elif k == "conv2d":  # dims: N C H W O Ho Wo k stride padding dilation groups; a[2] None: bias: false
