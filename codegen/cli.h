@@ -44,7 +44,8 @@ typedef struct {
   bool no_fuse, expand, guard;
   int64_t micro_batch;
   Precision precision;
-  Masks masks; /* --dropout-masks */
+  Masks masks;       /* --dropout-masks */
+  OptPrec opt_state; /* --opt-state (compile only) */
   const char *block;
   DimOverride ov[64];
   char ovname[64][64];

@@ -34,6 +34,9 @@ const char compile_help[] =
     "                        (default: only when nothing else fits the budget)\n"
     "      --dropout-masks M dropout's masks: auto (default: stored when everything kept fits,\n"
     "                        else regenerated in backward), store (1 bit per element) or regen\n"
+    "      --opt-state S     AdamW's moments: fp32 (default), bf16, 8bit (bitsandbytes' block-wise\n"
+    "                        codes, a scale per 256; parameters under 4096 elements stay fp32), or\n"
+    "                        auto (fp32 unless bf16 or 8bit fits with less recomputation); math in fp32\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "  -h, --help            this help\n"
@@ -90,7 +93,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
       {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
-      {"dropout-masks", required_argument, 0, 'D'}, {0, 0, 0, 0}};
+      {"dropout-masks", required_argument, 0, 'D'}, {"opt-state", required_argument, 0, 'O'}, {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -139,6 +142,13 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       o->masks = (Masks)k;
       break;
     }
+    case 'O': {
+      int k = 0;
+      while (k < OPTS_COUNT && strcmp(optarg, optprec_name((OptPrec)k))) k++;
+      if (k == OPTS_COUNT) cli_usage_error(cmd, "--opt-state %s: choose fp32, bf16, 8bit or auto", optarg);
+      o->opt_state = (OptPrec)k;
+      break;
+    }
     case 'M': {
       char *end;
       errno = 0;
@@ -183,7 +193,8 @@ PlanRequest cli_request(const Options *o) {
                                .accumulation = 1,
                                .precision = o->precision,
                                .guard = o->guard ? 64 : 0,
-                               .masks = o->masks}};
+                               .masks = o->masks,
+                               .opt_state = o->opt_state}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {

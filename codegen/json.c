@@ -52,6 +52,8 @@ static void header(const Plan *p, Text *t) {
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,
               p->loss_scaling ? "true" : "false");
   if (p->dropout_masks) text_printf(t, "  \"dropout_masks\": \"%s\",\n", p->dropout_masks);
+  /* AdamW's moments (planner/optstate.h); plans without it read as fp32 */
+  text_printf(t, "  \"opt_state\": \"%s\",\n", p->opt_state ? p->opt_state : "fp32");
 }
 
 static void totals(const Plan *p, Text *t) {

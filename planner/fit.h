@@ -7,6 +7,7 @@
 
 #include "ckpt.h"
 #include "plan.h"
+#include "optstate.h"
 #include "precision.h"
 
 /* Dropout's masks (ops with OpInfo.regen_stats): auto stores them when the
@@ -26,6 +27,7 @@ typedef struct {
   Precision precision; /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
   int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
   Masks masks;         /* dropout's masks: stored or regenerated */
+  OptPrec opt_state;   /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
 } FitOptions;
 
 typedef struct {

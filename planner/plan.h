@@ -158,6 +158,12 @@ typedef struct Plan {
    * and backward reads it) or "regenerated" (neither: backward hashes the
    * op's key again); NULL when the model has no dropout */
   const char *dropout_masks;
+  /* AdamW's moments (--opt-state, planner/optstate.h): "fp32", "bf16" or
+   * "8bit" (u8 codes and f32 scale buffers); the buffers of role
+   * optimizer_state carry the dtypes. opt_state_tried: what auto compared,
+   * for the report (NULL: the user chose) */
+  const char *opt_state;
+  const char *opt_state_tried;
   const char *assign_method;
   bool assign_optimal;
   double compile_seconds;

@@ -313,8 +313,8 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
    * updated with adamw_update's float operations (p from the fp32 m and v), and m, v are                              \
    * stored back rounded to nearest even. */                                                                           \
   X(void, adamw_update_bf16,                                                                                           \
-    (float *p, const float *g, uint16_t *m, uint16_t *v, int64_t n, double lr, double beta1, double beta2,             \
-     double eps, double wd, int64_t t))                                                                                \
+    (float *p, const float *g, uint16_t *m, uint16_t *v, int64_t n, double lr, double beta1, double beta2, double eps, \
+     double wd, int64_t t))                                                                                            \
   /* AdamW with 8-bit block-wise moments (bitsandbytes' scheme): block b holds elements                                \
    * [b RT_QBLOCK, (b+1) RT_QBLOCK) of m and v as codes of rt_qmap (m signed, v unsigned)                              \
    * times one scale each, m_scale[b] and v_scale[b] (the block's absmax), so element i is                             \

@@ -2213,10 +2213,9 @@ void rt_cuda_adamw_update_8bit(float *p, const float *g, uint8_t *m, uint8_t *v,
   adam_launch_scalars(lr, beta1, beta2, wd, t, &step, &bc2_sqrt, &decay);
   int64_t blocks = (n + RT_QBLOCK - 1) / RT_QBLOCK;
   RT_CHECK(blocks <= 0x7fffffff, "adamw_update_8bit: too many blocks");
-  adamw_8bit_kernel<<<(unsigned)blocks, RT_QBLOCK, 0, ctx.stream>>>(p, g, m, v, m_scale, v_scale, n, step, bc2_sqrt,
-                                                                    decay, (float)eps, (float)beta1, (float)beta2,
-                                                                    (float)(1.0 - beta1), (float)(1.0 - beta2),
-                                                                    ctx.capturing);
+  adamw_8bit_kernel<<<(unsigned)blocks, RT_QBLOCK, 0, ctx.stream>>>(
+      p, g, m, v, m_scale, v_scale, n, step, bc2_sqrt, decay, (float)eps, (float)beta1, (float)beta2,
+      (float)(1.0 - beta1), (float)(1.0 - beta2), ctx.capturing);
   LAUNCH_CHECK();
 }
 

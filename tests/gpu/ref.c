@@ -841,8 +841,8 @@ static double ref_from_bf16(uint16_t h) {
   return f;
 }
 
-static void ref_adam_elem(double *p, double g, double *m, double *v, double lr, double beta1, double beta2,
-                          double eps, double wd, int64_t t) {
+static void ref_adam_elem(double *p, double g, double *m, double *v, double lr, double beta1, double beta2, double eps,
+                          double wd, int64_t t) {
   double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
   *m = beta1 * *m + (1.0 - beta1) * g;
   *v = beta2 * *v + (1.0 - beta2) * g * g;
@@ -867,8 +867,8 @@ static uint8_t ref_qencode(int is_signed, double x) {
   return (uint8_t)best;
 }
 
-void ref_adamw_update_8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *m_scale, float *v_scale,
-                           int64_t n, double lr, double beta1, double beta2, double eps, double wd, int64_t t) {
+void ref_adamw_update_8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *m_scale, float *v_scale, int64_t n,
+                           double lr, double beta1, double beta2, double eps, double wd, int64_t t) {
   double mb[RT_QBLOCK], vb[RT_QBLOCK];
   for (int64_t i0 = 0; i0 < n; i0 += RT_QBLOCK) {
     int64_t b = i0 / RT_QBLOCK, k = n - i0 < RT_QBLOCK ? n - i0 : RT_QBLOCK;

@@ -1074,8 +1074,8 @@ static void case_adamw_8bit(int64_t n) {
     double b1 = t ? 0.9 : 0.0, b2 = t ? 0.95 : 0.0;
     Ten g = ten_rand(n, 1e-2f * (float)(t + 1));
     for (int64_t i = 0; i < n; i++) {
-      if (i / RT_QBLOCK == 1) g.ref[i] = 0.0f;                       /* a block of zeros */
-      if (i / RT_QBLOCK == 2) g.ref[i] *= i % 7 ? 1e-5f : 1.0f;      /* wide range: v below the map */
+      if (i / RT_QBLOCK == 1) g.ref[i] = 0.0f;                         /* a block of zeros */
+      if (i / RT_QBLOCK == 2) g.ref[i] *= i % 7 ? 1e-5f : 1.0f;        /* wide range: v below the map */
       if (i / RT_QBLOCK == 3) g.ref[i] = i % RT_QBLOCK ? 0.0f : -1.0f; /* one negative outlier */
     }
     ut_put(g.ut, g.ref, (size_t)n * sizeof(float));
