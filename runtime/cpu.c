@@ -2127,17 +2127,15 @@ static void qtab_init(void) {
     for (int c = 0; c < 256; c++) rt_qtab[s][c] = rt_qmap(s, c);
 }
 
-/* The nearest code of x (ties to the lower code) in the increasing table q. */
+/* The nearest code of x (ties to the lower code) in the increasing table q:
+ * a branchless binary search for the last q[lo] <= x, then the nearer of lo
+ * and lo + 1. */
 static uint8_t qencode(const float *q, float x) {
-  int lo = 0, hi = 255; /* q[lo] <= x < q[hi] once x is inside */
   if (x <= q[0]) return 0;
   if (x >= q[255]) return 255;
-  while (hi - lo > 1) {
-    int mid = (lo + hi) / 2;
-    if (q[mid] <= x) lo = mid;
-    else hi = mid;
-  }
-  return (uint8_t)(x - q[lo] <= q[hi] - x ? lo : hi);
+  int lo = 0; /* q[lo] <= x < q[lo + 1] after the halvings */
+  for (int step = 128; step; step >>= 1) lo += q[lo + step] <= x ? step : 0;
+  return (uint8_t)(x - q[lo] <= q[lo + 1] - x ? lo : lo + 1);
 }
 
 static void adamw_8bit_task(const void *ctx, int64_t lo, int64_t hi) {

@@ -2131,13 +2131,9 @@ static __global__ void adamw_bf16_kernel(float *p, const float *g, uint16_t *m, 
 static __device__ uint8_t qencode(const float *q, float x) {
   if (x <= q[0]) return 0;
   if (x >= q[255]) return 255;
-  int lo = 0, hi = 255;
-  while (hi - lo > 1) {
-    int mid = (lo + hi) / 2;
-    if (q[mid] <= x) lo = mid;
-    else hi = mid;
-  }
-  return (uint8_t)(__fsub_rn(x, q[lo]) <= __fsub_rn(q[hi], x) ? lo : hi);
+  int lo = 0;
+  for (int step = 128; step; step >>= 1) lo += q[lo + step] <= x ? step : 0;
+  return (uint8_t)(__fsub_rn(x, q[lo]) <= __fsub_rn(q[lo + 1], x) ? lo : lo + 1);
 }
 
 /* One thread block per quantization block of RT_QBLOCK elements. */
