@@ -46,6 +46,7 @@ typedef struct {
   Precision precision;
   Masks masks;        /* --dropout-masks */
   int64_t loss_chunk; /* --fused-loss: LOSS_AUTO (default), LOSS_FUSED (on), LOSS_UNFUSED (off) */
+  OptPrec opt_state; /* --opt-state (compile only) */
   const char *block;
   DimOverride ov[64];
   char ovname[64][64];

@@ -38,6 +38,9 @@ const char compile_help[] =
     "                        logits (chunks of rows, gradients computed in forward; no extra FLOPs):\n"
     "                        auto (default: when the unfused plan keeping everything does not fit\n"
     "                        the budget), on, off, or ROWS (on, ROWS rows a chunk)\n"
+    "      --opt-state S     AdamW's moments: fp32 (default), bf16, 8bit (bitsandbytes' block-wise\n"
+    "                        codes, a scale per 256; parameters under 4096 elements stay fp32), or\n"
+    "                        auto (fp32 unless bf16 or 8bit fits with less recomputation); math in fp32\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "  -h, --help            this help\n"
@@ -94,7 +97,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
       {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
-      {"dropout-masks", required_argument, 0, 'D'}, {"fused-loss", required_argument, 0, 'L'}, {0, 0, 0, 0}};
+      {"dropout-masks", required_argument, 0, 'D'}, {"fused-loss", required_argument, 0, 'L'},
+      {"opt-state", required_argument, 0, 'O'}, {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -156,6 +160,13 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       o->loss_chunk = k < 3 ? chunk[k] : rows;
       break;
     }
+    case 'O': {
+      int k = 0;
+      while (k < OPTS_COUNT && strcmp(optarg, optprec_name((OptPrec)k))) k++;
+      if (k == OPTS_COUNT) cli_usage_error(cmd, "--opt-state %s: choose fp32, bf16, 8bit or auto", optarg);
+      o->opt_state = (OptPrec)k;
+      break;
+    }
     case 'M': {
       char *end;
       errno = 0;
@@ -201,7 +212,8 @@ PlanRequest cli_request(const Options *o) {
                                .precision = o->precision,
                                .guard = o->guard ? 64 : 0,
                                .masks = o->masks,
-                               .loss_chunk = o->loss_chunk}};
+                               .loss_chunk = o->loss_chunk,
+                               .opt_state = o->opt_state}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {

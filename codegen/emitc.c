@@ -211,6 +211,7 @@ static void header(Emit *E, Text *t) {
               "#define F32(offset) ((float *)(arena + (offset)))\n"
               "#define I32(offset) ((int32_t *)(arena + (offset)))\n"
               "#define U16(offset) ((uint16_t *)(arena + (offset))) // bf16 or fp16 storage\n"
+              "#define U8(offset) ((uint8_t *)(arena + (offset)))   // 8-bit optimizer state codes\n"
               "%s\n\n",
               E->be->includes, E->be->tick);
 }
@@ -218,7 +219,7 @@ static void header(Emit *E, Text *t) {
 static void buffer_line(Emit *E, Text *t, int b) {
   const PlanBuffer *pb = &E->p->buf[b];
   Arena tmp = {0};
-  const char *mac = pb->dtype == DT_I32 ? "I32" : pb->dtype == DT_F32 ? "F32" : "U16";
+  const char *mac = pb->dtype == DT_I32 ? "I32" : pb->dtype == DT_F32 ? "F32" : pb->dtype == DT_U8 ? "U8" : "U16";
   char *def = ar_printf(&tmp, "#define %s %s(%lld)", E->id[b], mac, (long long)pb->offset);
   int n = (int)strlen(def);
   text_printf(t, "%s%*s // %s %s %s @ %lld", def, n < 48 ? 48 - n : 0, "", comment_safe(E, pb->name),
@@ -279,11 +280,17 @@ static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
   if (o->op == OP_ADAMW || o->op == OP_SGD) {
     bool decay = E->p->buf[o->out[0]].decay;
     double wd = decay ? opt->weight_decay : 0.0;
-    if (o->op == OP_ADAMW)
-      text_printf(t, "%sadamw_update(%s, %s, %s, %s, %lld, lr, %s, %s, %s, %s, t)", rt, E->id[o->out[0]],
-                  E->id[o->in[0]], E->id[o->out[1]], E->id[o->out[2]], (long long)o->dim[0], fmt_double(E, opt->beta1),
+    if (o->op == OP_ADAMW) { /* the moments' dtype picks the kernel (--opt-state); 8-bit adds their scales */
+      DType st = E->p->buf[o->out[1]].dtype;
+      text_printf(t, "%sadamw_update%s(%s, %s, %s, %s", rt,
+                  st == DT_BF16 ? "_bf16"
+                  : st == DT_U8 ? "_8bit"
+                                : "",
+                  E->id[o->out[0]], E->id[o->in[0]], E->id[o->out[1]], E->id[o->out[2]]);
+      if (st == DT_U8) text_printf(t, ", %s, %s", E->id[o->out[3]], E->id[o->out[4]]);
+      text_printf(t, ", %lld, lr, %s, %s, %s, %s, t)", (long long)o->dim[0], fmt_double(E, opt->beta1),
                   fmt_double(E, opt->beta2), fmt_double(E, opt->eps), fmt_double(E, wd));
-    else
+    } else
       text_printf(t, "%ssgd_update(%s, %s, %s, %lld, lr, %s, %s, %d)", rt, E->id[o->out[0]], E->id[o->in[0]],
                   o->nout > 1 && o->out[1] >= 0 ? E->id[o->out[1]] : "NULL", (long long)o->dim[0],
                   fmt_double(E, opt->momentum), fmt_double(E, wd), opt->nesterov ? 1 : 0);

@@ -54,6 +54,8 @@ static void header(const Plan *p, Text *t) {
   if (p->dropout_masks) text_printf(t, "  \"dropout_masks\": \"%s\",\n", p->dropout_masks);
   text_printf(t, "  \"fused_loss\": %s,\n  \"loss_chunk\": %lld,\n", p->loss_chunk ? "true" : "false",
               (long long)p->loss_chunk);
+  /* AdamW's moments (planner/optstate.h); plans without it read as fp32 */
+  text_printf(t, "  \"opt_state\": \"%s\",\n", p->opt_state ? p->opt_state : "fp32");
 }
 
 static void totals(const Plan *p, Text *t) {

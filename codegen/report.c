@@ -106,7 +106,7 @@ static void lowered(const Plan *p, FILE *out) {
   int n = 0;
   int64_t bytes = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if (p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) {
+    if ((p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) && p->buf[b].role != ROLE_OPT_STATE) {
       n++;
       bytes += p->buf[b].bytes;
     }
@@ -117,7 +117,7 @@ static void lowered(const Plan *p, FILE *out) {
   int col = 0;
   for (int b = 0; b < p->nbuf; b++) { /* every one, wrapped: "h0.fc@bf16" without its suffix */
     const char *name = p->buf[b].name, *at = strrchr(name, '@');
-    if (p->buf[b].dtype != DT_BF16 && p->buf[b].dtype != DT_F16) continue;
+    if ((p->buf[b].dtype != DT_BF16 && p->buf[b].dtype != DT_F16) || p->buf[b].role == ROLE_OPT_STATE) continue;
     int len = at ? (int)(at - name) : (int)strlen(name);
     if (col && col + 1 + len > 100) {
       fprintf(out, "\n");
@@ -126,6 +126,29 @@ static void lowered(const Plan *p, FILE *out) {
     col += fprintf(out, col ? " %.*s" : "  %.*s", len, name);
   }
   fprintf(out, "\n");
+}
+
+/* AdamW's moments (--opt-state): the format, its bytes, and what fp32
+ * would take (the moments' elements times 8 bytes). */
+static void opt_state(const Plan *p, FILE *out) {
+  if (!p->opt_state || !strcmp(p->opt_state, "fp32")) {
+    if (p->opt_state_tried) fprintf(out, "\noptimizer state fp32 (--opt-state auto: %s)\n", p->opt_state_tried);
+    return;
+  }
+  int64_t bytes = 0, numel = 0, kept = 0;
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    if (pb->role != ROLE_OPT_STATE) continue;
+    bytes += pb->bytes;
+    if (pb->dtype != DT_F32 || !strstr(pb->name, ".scale")) numel += shape_numel(&pb->shape);
+    kept += pb->dtype == DT_F32 && !strstr(pb->name, ".scale");
+  }
+  char x[32], y[32];
+  fprintf(out, "\noptimizer state %s: %s (fp32: %s); AdamW's math in fp32", p->opt_state, b(x, bytes), b(y, 4 * numel));
+  if (!strcmp(p->opt_state, "8bit"))
+    fprintf(out, ", moments as 8-bit codes with an f32 scale per 256; %d moments of small parameters fp32", (int)kept);
+  fprintf(out, "\n");
+  if (p->opt_state_tried) fprintf(out, "  --opt-state auto: %s\n", p->opt_state_tried);
 }
 
 /* The budget's levers: every configuration tried, in order, and its price. */
@@ -203,6 +226,7 @@ void report_plan(const Plan *p, FILE *out) {
   peak(p, out);
   arena(p, out);
   levers(p, out);
+  opt_state(p, out);
   masks(p, out);
   fused_loss(p, out);
   lowered(p, out);

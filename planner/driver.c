@@ -4,6 +4,62 @@
 #include "levers.h"
 #include "verify.h"
 
+/* --opt-state: a format given is fitted as asked (AdamW only); auto fits
+ * fp32, bf16 and 8bit in that order, stops at the first that fits keeping
+ * everything in one batch, and otherwise takes the one that fits with the
+ * fewest extra FLOPs, then the fewest micro-batches (ties: the earlier, more
+ * precise). What auto saw goes to the report. *chosen: rq with the format
+ * fitted; *g: the graph of the plan returned. */
+static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
+                               const char **error) {
+  OptPrec want = rq->fit.opt_state;
+  if ((*g)->opt.kind != OPT_ADAMW) {
+    if (want == OPTS_BF16 || want == OPTS_8BIT) {
+      *error = ar_printf(ar,
+                         "--opt-state %s stores AdamW's moments, and %s trains with SGD (its momentum stays "
+                         "fp32); leave out --opt-state or use type: adamw",
+                         optprec_name(want), rq->model);
+      return (FitResult){0};
+    }
+    want = OPTS_FP32;
+  }
+  if (want != OPTS_AUTO) {
+    chosen->fit.opt_state = want;
+    return levers_fit(ar, src, chosen, g, error);
+  }
+  Graph *g0 = *g;
+  FitResult best = {0};
+  int64_t least = 0;
+  const char *tried = "";
+  for (OptPrec f = OPTS_FP32; f <= OPTS_8BIT; f++) {
+    PlanRequest r = *rq;
+    r.fit.opt_state = f;
+    Graph *gf = g0;
+    FitResult x = levers_fit(ar, src, &r, &gf, error);
+    if (*error) return x;
+    const Plan *p = x.plan;
+    if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;
+    if (!p) tried = ar_printf(ar, "%s%s%s does not fit", tried, *tried ? "; " : "", optprec_name(f));
+    else if (p->extra_flops || p->accumulation_steps > 1)
+      tried = ar_printf(ar, "%s%s%s fits with %.2f%% extra FLOPs%s", tried, *tried ? "; " : "", optprec_name(f),
+                        100.0 * (double)p->extra_flops / (double)p->step_flops,
+                        p->accumulation_steps > 1 ? ar_printf(ar, ", %d micro-batches", p->accumulation_steps) : "");
+    else tried = ar_printf(ar, "%s%s%s fits keeping everything", tried, *tried ? "; " : "", optprec_name(f));
+    bool better =
+        p && (!best.plan || p->extra_flops < best.plan->extra_flops ||
+              (p->extra_flops == best.plan->extra_flops && p->accumulation_steps < best.plan->accumulation_steps));
+    if (better) {
+      best = x;
+      *chosen = r;
+      *g = gf;
+    }
+    if (p && !p->extra_flops && p->accumulation_steps == 1) break;
+  }
+  if (best.plan) best.plan->opt_state_tried = tried;
+  else best.min_arena = least;
+  return best;
+}
+
 PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   PlanOutcome out = {0};
   double t0 = mp_now();
@@ -18,7 +74,8 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   }
   /* levers: keep everything, recompute, micro-batches (one fit each, the
    * checkpointing DP solved once per fit); g becomes the chosen plan's graph */
-  FitResult fit = levers_fit(ar, src, rq, &g, &out.message);
+  PlanRequest chosen = *rq;
+  FitResult fit = fit_opt_state(ar, src, rq, &chosen, &g, &out.message);
   load_free(src);
   if (out.message) {
     out.status = PLAN_BAD_REQUEST;
@@ -33,7 +90,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
    * time the passes above took (verification, below, is not counted) */
   Plan *p = fit.plan;
   p->budget_bytes = rq->budget;
-  p->unfused_lower_bound = fit_unfused_lower_bound(ar, fit.graph ? fit.graph : g, &rq->fit, fit.step, p);
+  p->unfused_lower_bound = fit_unfused_lower_bound(ar, fit.graph ? fit.graph : g, &chosen.fit, fit.step, p);
   p->compile_seconds = mp_now() - t0;
   /* verify: the last pass; the plan is complete and nothing edits it after */
   out.message = verify_plan(p);

@@ -30,6 +30,7 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
   bool accum = o->accumulation > 1, scaled = o->precision == PREC_FP16;
   Step *s = ad_build(ar, g, o->fuse && !accum && !scaled, a);
   if (o->masks == MASKS_REGEN) s = ad_regen_stats(ar, s);
+  s = opt_state_lower(ar, s, o->opt_state);
   s->accumulation = accum ? o->accumulation : 1;
   DType dt = o->precision == PREC_AUTO ? DT_BF16 : prec_dtype(o->precision);
   return half ? prec_lower(ar, s, half, dt) : s; /* the copy keeps accumulation */
@@ -49,10 +50,11 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   p->precision = prec_name(o->precision);
   if (o->precision == PREC_AUTO) { /* what auto chose: bf16 where anything was lowered */
     p->precision = "fp32";
-    for (int b = 0; b < p->nbuf; b++)
-      if (p->buf[b].dtype == DT_BF16) p->precision = "bf16";
+    for (int b = 0; b < p->nbuf; b++) /* saved activations only: bf16 optimizer state is --opt-state's */
+      if (p->buf[b].dtype == DT_BF16 && p->buf[b].role != ROLE_OPT_STATE) p->precision = "bf16";
   }
   p->loss_scaling = o->precision == PREC_FP16;
+  p->opt_state = g->opt.kind == OPT_ADAMW ? optprec_name(o->opt_state) : "fp32";
   p->dropout_masks = masks_name(g, o->masks);
   for (int i = 0; i < g->nops; i++) /* the fused loss: its chunk (dims N V K R) */
     if (g->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {

@@ -7,6 +7,7 @@
 
 #include "ckpt.h"
 #include "plan.h"
+#include "optstate.h"
 #include "precision.h"
 
 /* Dropout's masks (ops with OpInfo.regen_stats): auto stores them when the
@@ -37,6 +38,7 @@ typedef struct {
   int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
   Masks masks;         /* dropout's masks: stored or regenerated */
   int64_t loss_chunk;  /* the classifier loss: LOSS_UNFUSED (0), rows per chunk fused, LOSS_FUSED or LOSS_AUTO */
+  OptPrec opt_state;   /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
 } FitOptions;
 
 typedef struct {

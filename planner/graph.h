@@ -16,6 +16,7 @@ typedef enum {
   DT_I32,  /* 4 bytes, token ids and class targets */
   DT_BF16, /* 2 bytes, storage only: saved activations under a bf16 policy */
   DT_F16,  /* 2 bytes, storage only, with loss scaling */
+  DT_U8,   /* 1 byte, storage only: codes of 8-bit optimizer state (--opt-state 8bit) */
   DT_COUNT
 } DType;
 

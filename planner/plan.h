@@ -162,6 +162,12 @@ typedef struct Plan {
   /* the fused classifier loss (linear_cross_entropy, gb_fuse_loss): rows
    * per chunk of its logits; 0: the loss is not fused */
   int64_t loss_chunk;
+  /* AdamW's moments (--opt-state, planner/optstate.h): "fp32", "bf16" or
+   * "8bit" (u8 codes and f32 scale buffers); the buffers of role
+   * optimizer_state carry the dtypes. opt_state_tried: what auto compared,
+   * for the report (NULL: the user chose) */
+  const char *opt_state;
+  const char *opt_state_tried;
   const char *assign_method;
   bool assign_optimal;
   double compile_seconds;

@@ -325,11 +325,69 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, adamw_update,                                                                                                \
     (float *p, const float *g, float *m, float *v, int64_t n, double lr, double beta1, double beta2, double eps,       \
      double wd, int64_t t))                                                                                            \
+  /* AdamW with bf16 moments: m and v hold raw bf16 patterns; each element is widened,                                 \
+   * updated with adamw_update's float operations (p from the fp32 m and v), and m, v are                              \
+   * stored back rounded to nearest even. */                                                                           \
+  X(void, adamw_update_bf16,                                                                                           \
+    (float *p, const float *g, uint16_t *m, uint16_t *v, int64_t n, double lr, double beta1, double beta2, double eps, \
+     double wd, int64_t t))                                                                                            \
+  /* AdamW with 8-bit block-wise moments (bitsandbytes' scheme): block b holds elements                                \
+   * [b RT_QBLOCK, (b+1) RT_QBLOCK) of m and v as codes of rt_qmap (m signed, v unsigned)                              \
+   * times one scale each, m_scale[b] and v_scale[b] (the block's absmax), so element i is                             \
+   * rt_qmap(1, m[i]) m_scale[i / RT_QBLOCK]. Per block: decode, adamw_update's float                                  \
+   * operations (p from the fp32 m and v), new scales = max |m|, max v of the block, encode                            \
+   * each value / scale to its nearest code (ties to the lower code; a block of zeros: scale                           \
+   * 0, the code of 0; a positive v never encodes to 0: code 1, so m / sqrt(v) stays bounded).                         \
+   * Zeroed state (codes and scales 0) decodes to 0. */                                                                \
+  X(void, adamw_update_8bit,                                                                                           \
+    (float *p, const float *g, uint8_t *m, uint8_t *v, float *m_scale, float *v_scale, int64_t n, double lr,           \
+     double beta1, double beta2, double eps, double wd, int64_t t))                                                    \
   /* SGD (PyTorch semantics): g' = g + wd p; buf = momentum buf + g' (buf starts at                                    \
    * 0, so the first step gives buf = g'); p -= lr * (nesterov ? g' + momentum buf : buf).                             \
    * buf may be NULL when momentum = 0. */                                                                             \
   X(void, sgd_update,                                                                                                  \
     (float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd, int nesterov))
+
+/* 8-bit optimizer state (adamw_update_8bit): the dynamic quantization map
+ * of bitsandbytes (Dettmers et al., 8-bit Optimizers via Block-wise
+ * Quantization, 2022), values in [-1, 1] increasing with the code. Its
+ * magnitudes come in 7 decades 10^(d-7)..10^(d-6), d = 0..6, each cut into
+ * 2^d (signed) or 2^(d+1) (unsigned) equal steps of [0.1, 1] x 10^(d-6),
+ * whose midpoints are the values: dense near 0 (relative error about 1/2^(d+1)
+ * of a decade), so small moments keep a few significant bits.
+ * - signed (m): codes 0..126 the negatives, -M[126-c]; 127 is 0;
+ *   128..254 the positives M[c-128]; 255 is 1 (so -1 encodes to -M[126]).
+ * - unsigned (v): code 0 is 0; 1..254 the magnitudes U[c-1]; 255 is 1.
+ * Computed in double and rounded to float, so every backend's table is the
+ * same; bitsandbytes' unsigned map also has one extra value (0.55), left
+ * out here. RT_QBLOCK: elements per scale (bitsandbytes' optimizers use 256
+ * or 2048; 256 bounds an outlier's reach to 256 neighbours for 4/256 bytes
+ * of scale per element, and is one CUDA thread block). */
+#define RT_QBLOCK 256
+#ifdef __CUDACC__
+#define RT_QMAP_FN static inline __host__ __device__
+#else
+#define RT_QMAP_FN static inline
+#endif
+RT_QMAP_FN float rt_qmap(int is_signed, int code) {
+  const double decade[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
+  int neg = 0, k; /* k: index into the magnitudes, ascending */
+  if (code == 255) return 1.0f;
+  if (is_signed) {
+    if (code == 127) return 0.0f;
+    neg = code < 127;
+    k = neg ? 126 - code : code - 128;
+  } else {
+    if (code == 0) return 0.0f;
+    k = code - 1;
+  }
+  int shift = is_signed ? 0 : 1, d = 0; /* decade d holds 2^(d+shift) values from index 2^(d+shift) - 2^shift */
+  while (k >= (2 << (d + shift)) - (1 << shift)) d++;
+  int steps = 1 << (d + shift), j = k - (steps - (1 << shift));
+  double x = decade[d] * (0.1 + 0.9 * (j + 0.5) / steps);
+  return (float)(neg ? -x : x);
+}
+#undef RT_QMAP_FN
 
 /* Storage precision (the plan's cast ops): half-precision copies of saved
  * activations are raw 16-bit patterns, bf16 or IEEE fp16. Conversions to

@@ -50,6 +50,9 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   # the fused classifier loss (rt_cuda_linear_cross_entropy_*), tied and without a bias, and written in YAML with one
   memplan_cuda_trainer(gpt2-mini-fused-loss ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --fused-loss=64)
   memplan_cuda_trainer(fused-lm ${MEMPLAN_TEST_DIR}/reference/fused-lm.yaml)
+  # AdamW's moments in bf16 and in 8 bits (u8 codes, f32 scales): rt_cuda_adamw_update_bf16 / _8bit
+  memplan_cuda_trainer(gpt2-mini-opt-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --opt-state=bf16)
+  memplan_cuda_trainer(gpt2-mini-opt-8bit ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --opt-state=8bit)
   memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=fp16
                        --micro-batch=2)
   add_test(NAME cuda_trainers COMMAND sh ${MEMPLAN_TEST_DIR}/gpu/compile_trainers.sh $<TARGET_FILE:memplan>

@@ -2184,6 +2184,123 @@ void rt_cuda_f32_to_f16(uint16_t *dst, const float *src, int64_t n) { CAST_LAUNC
 void rt_cuda_f16_to_f32(float *dst, const uint16_t *src, int64_t n) { CAST_LAUNCH(f16_to_f32_kernel, dst, src, n); }
 
 // ----------------------------------------------------------------------------
+// optimizer state in bf16 and in 8 bits: cpu.c's float operations (adam_elem)
+// in its order, so the CUDA and CPU trainers agree bit for bit
+
+static __device__ __forceinline__ void adam_elem(float *p, float gi, float *m, float *v, float step, float bc2_sqrt,
+                                                 float decay, float eps, float b1, float b2, float a1, float a2) {
+  *m = __fadd_rn(__fmul_rn(*m, b1), __fmul_rn(a1, gi));
+  *v = __fadd_rn(__fmul_rn(*v, b2), __fmul_rn(a2, __fmul_rn(gi, gi)));
+  float pd = __fmul_rn(*p, decay);
+  float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(*v), bc2_sqrt), eps);
+  *p = __fsub_rn(pd, __fdiv_rn(__fmul_rn(step, *m), denom));
+}
+
+static __global__ void adamw_bf16_kernel(float *p, const float *g, uint16_t *m, uint16_t *v, int64_t n, float step,
+                                         float bc2_sqrt, float decay, float eps, float b1, float b2, float a1, float a2,
+                                         int from_graph) {
+  if (from_graph) {
+    step = rt_adam_scalars[0];
+    bc2_sqrt = rt_adam_scalars[1];
+  }
+  GRID_STRIDE(i, n) {
+    float mi = from_bf16(m[i]), vi = from_bf16(v[i]), pi = p[i];
+    adam_elem(&pi, g[i], &mi, &vi, step, bc2_sqrt, decay, eps, b1, b2, a1, a2);
+    p[i] = pi;
+    m[i] = to_bf16(mi);
+    v[i] = to_bf16(vi);
+  }
+}
+
+/* The nearest code of x in the increasing table q (ties to the lower), as cpu.c's qencode. */
+static __device__ uint8_t qencode(const float *q, float x) {
+  if (x <= q[0]) return 0;
+  if (x >= q[255]) return 255;
+  int lo = 0;
+  for (int step = 128; step; step >>= 1) lo += q[lo + step] <= x ? step : 0;
+  return (uint8_t)(__fsub_rn(x, q[lo]) <= __fsub_rn(q[lo + 1], x) ? lo : lo + 1);
+}
+
+/* One thread block per quantization block of RT_QBLOCK elements. */
+static __global__ void adamw_8bit_kernel(float *p, const float *g, uint8_t *m, uint8_t *v, float *ms, float *vs,
+                                         int64_t n, float step, float bc2_sqrt, float decay, float eps, float b1,
+                                         float b2, float a1, float a2, int from_graph) {
+  __shared__ float q[2][256];
+  __shared__ float red[2][RT_QBLOCK / 32];
+  if (from_graph) {
+    step = rt_adam_scalars[0];
+    bc2_sqrt = rt_adam_scalars[1];
+  }
+  int tid = threadIdx.x;
+  q[0][tid] = rt_qmap(0, tid);
+  q[1][tid] = rt_qmap(1, tid);
+  __syncthreads();
+  int64_t b = blockIdx.x, i = b * RT_QBLOCK + tid;
+  float mi = 0.0f, vi = 0.0f;
+  if (i < n) {
+    float pi = p[i];
+    mi = __fmul_rn(q[1][m[i]], ms[b]);
+    vi = __fmul_rn(q[0][v[i]], vs[b]);
+    adam_elem(&pi, g[i], &mi, &vi, step, bc2_sqrt, decay, eps, b1, b2, a1, a2);
+    p[i] = pi;
+  }
+  float am = fabsf(mi), av = vi; // max is exact: any order gives cpu.c's result
+  for (int o = 16; o > 0; o >>= 1) {
+    am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    av = fmaxf(av, __shfl_xor_sync(0xffffffffu, av, o));
+  }
+  if (tid % 32 == 0) red[0][tid / 32] = am, red[1][tid / 32] = av;
+  __syncthreads();
+  am = red[0][0], av = red[1][0];
+  for (int w = 1; w < RT_QBLOCK / 32; w++) am = fmaxf(am, red[0][w]), av = fmaxf(av, red[1][w]);
+  if (i < n) {
+    m[i] = am > 0.0f ? qencode(q[1], __fdiv_rn(mi, am)) : 127;
+    uint8_t c = av > 0.0f ? qencode(q[0], __fdiv_rn(vi, av)) : 0;
+    v[i] = c == 0 && vi > 0.0f ? 1 : c;
+  }
+  if (tid == 0) ms[b] = am, vs[b] = av;
+}
+
+/* The scalars of a low-precision AdamW launch; under capture, records the
+ * step's lr and betas as rt_cuda_adamw_update does. */
+static void adam_launch_scalars(double lr, double beta1, double beta2, double wd, int64_t t, float *step,
+                                float *bc2_sqrt, float *decay) {
+  if (ctx.capturing) {
+    RT_CHECK(!ctx.graph_adamw || (ctx.lr == lr && ctx.beta1 == beta1 && ctx.beta2 == beta2),
+             "a captured step's AdamW updates must share lr and betas");
+    ctx.graph_adamw = 1, ctx.lr = lr, ctx.beta1 = beta1, ctx.beta2 = beta2;
+  }
+  double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+  *step = (float)(lr / bc1), *bc2_sqrt = (float)sqrt(bc2), *decay = (float)(1.0 - lr * wd);
+}
+
+void rt_cuda_adamw_update_bf16(float *p, const float *g, uint16_t *m, uint16_t *v, int64_t n, double lr, double beta1,
+                               double beta2, double eps, double wd, int64_t t) {
+  need_ctx();
+  if (n <= 0) return;
+  float step, bc2_sqrt, decay;
+  adam_launch_scalars(lr, beta1, beta2, wd, t, &step, &bc2_sqrt, &decay);
+  adamw_bf16_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(p, g, m, v, n, step, bc2_sqrt, decay, (float)eps,
+                                                              (float)beta1, (float)beta2, (float)(1.0 - beta1),
+                                                              (float)(1.0 - beta2), ctx.capturing);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_adamw_update_8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *m_scale, float *v_scale,
+                               int64_t n, double lr, double beta1, double beta2, double eps, double wd, int64_t t) {
+  need_ctx();
+  if (n <= 0) return;
+  float step, bc2_sqrt, decay;
+  adam_launch_scalars(lr, beta1, beta2, wd, t, &step, &bc2_sqrt, &decay);
+  int64_t blocks = (n + RT_QBLOCK - 1) / RT_QBLOCK;
+  RT_CHECK(blocks <= 0x7fffffff, "adamw_update_8bit: too many blocks");
+  adamw_8bit_kernel<<<(unsigned)blocks, RT_QBLOCK, 0, ctx.stream>>>(
+      p, g, m, v, m_scale, v_scale, n, step, bc2_sqrt, decay, (float)eps, (float)beta1, (float)beta2,
+      (float)(1.0 - beta1), (float)(1.0 - beta2), ctx.capturing);
+  LAUNCH_CHECK();
+}
+
+// ----------------------------------------------------------------------------
 // loss scaling: every gradient unscaled on the stream, one flag for all of
 // them, read once (one synchronization per step)
 

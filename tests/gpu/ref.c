@@ -867,6 +867,78 @@ void ref_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, d
   }
 }
 
+/* bf16 and 8-bit moments: the update in double from the stored (decoded)
+ * moments, p from the double m and v, and the moments stored back rounded
+ * once from double: to bf16 nearest even, or to the nearest code of rt_qmap
+ * (ties to the lower code) of value / scale, the scale the block's double
+ * absmax rounded to float. */
+static uint16_t ref_to_bf16(double x) {
+  if (x == 0.0) return signbit(x) ? 0x8000u : 0;
+  int e;
+  double f = frexp(x, &e); /* |f| in [0.5, 1): 8 significant bits kept */
+  float r = (float)ldexp(nearbyint(ldexp(f, 8)), e - 8);
+  uint32_t b;
+  memcpy(&b, &r, 4);
+  return (uint16_t)(b >> 16);
+}
+
+static double ref_from_bf16(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+
+static void ref_adam_elem(double *p, double g, double *m, double *v, double lr, double beta1, double beta2, double eps,
+                          double wd, int64_t t) {
+  double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+  *m = beta1 * *m + (1.0 - beta1) * g;
+  *v = beta2 * *v + (1.0 - beta2) * g * g;
+  *p = *p * (1.0 - lr * wd) - lr * (*m / bc1) / (sqrt(*v / bc2) + eps);
+}
+
+void ref_adamw_update_bf16(float *p, const float *g, uint16_t *m, uint16_t *v, int64_t n, double lr, double beta1,
+                           double beta2, double eps, double wd, int64_t t) {
+  for (int64_t i = 0; i < n; i++) {
+    double pi = p[i], mi = ref_from_bf16(m[i]), vi = ref_from_bf16(v[i]);
+    ref_adam_elem(&pi, g[i], &mi, &vi, lr, beta1, beta2, eps, wd, t);
+    p[i] = (float)pi;
+    m[i] = ref_to_bf16(mi);
+    v[i] = ref_to_bf16(vi);
+  }
+}
+
+static uint8_t ref_qencode(int is_signed, double x) {
+  int best = 0;
+  for (int c = 1; c < 256; c++) /* strictly nearer only: ties keep the lower code */
+    if (fabs(x - (double)rt_qmap(is_signed, c)) < fabs(x - (double)rt_qmap(is_signed, best))) best = c;
+  return (uint8_t)best;
+}
+
+void ref_adamw_update_8bit(float *p, const float *g, uint8_t *m, uint8_t *v, float *m_scale, float *v_scale, int64_t n,
+                           double lr, double beta1, double beta2, double eps, double wd, int64_t t) {
+  double mb[RT_QBLOCK], vb[RT_QBLOCK];
+  for (int64_t i0 = 0; i0 < n; i0 += RT_QBLOCK) {
+    int64_t b = i0 / RT_QBLOCK, k = n - i0 < RT_QBLOCK ? n - i0 : RT_QBLOCK;
+    double mmax = 0.0, vmax = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+      double pi = p[i0 + i];
+      mb[i] = (double)rt_qmap(1, m[i0 + i]) * m_scale[b];
+      vb[i] = (double)rt_qmap(0, v[i0 + i]) * v_scale[b];
+      ref_adam_elem(&pi, g[i0 + i], &mb[i], &vb[i], lr, beta1, beta2, eps, wd, t);
+      p[i0 + i] = (float)pi;
+      mmax = fmax(mmax, fabs(mb[i]));
+      vmax = fmax(vmax, vb[i]);
+    }
+    m_scale[b] = (float)mmax, v_scale[b] = (float)vmax;
+    for (int64_t i = 0; i < k; i++) {
+      m[i0 + i] = mmax > 0.0 ? ref_qencode(1, mb[i] / (float)mmax) : 127;
+      uint8_t c = vmax > 0.0 ? ref_qencode(0, vb[i] / (float)vmax) : 0;
+      v[i0 + i] = c == 0 && vb[i] > 0.0 ? 1 : c;
+    }
+  }
+}
+
 void ref_sgd_update(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
                     int nesterov) {
   for (int64_t i = 0; i < n; i++) {

@@ -1039,6 +1039,124 @@ static void case_sgd(int64_t n) {
 }
 
 // ----------------------------------------------------------------------------
+// cases: low-precision optimizer state (--opt-state bf16, 8bit). The backend
+// computes in float, the reference in double; both round the moments once, so
+// a stored moment may differ only where the two straddle a rounding boundary:
+// by one bf16 pattern, or by one code of the 8-bit map. Each step starts
+// both sides from the backend's state, so a flip never compounds.
+
+static void opt_row(const char *what, int64_t bad, int64_t flips) {
+  failures += bad != 0;
+  checks++;
+  printf("%-58s %9lld %9lld  %s\n", what, LL(bad), LL(flips), bad ? "FAIL" : "ok");
+}
+
+/* A byte buffer on both sides (host copy for the reference). */
+static void *bytes_both(size_t bytes, void **ut) {
+  void *h = host_alloc(bytes);
+  memset(h, 0, bytes);
+  *ut = ut_alloc(bytes);
+  ut_put(*ut, h, bytes);
+  return h;
+}
+
+static void case_adamw_bf16(int64_t n) {
+  Ten p = ten_rand(n, 1);
+  void *mu, *vu;
+  uint16_t *m = bytes_both((size_t)n * 2, &mu), *v = bytes_both((size_t)n * 2, &vu);
+  uint16_t *mg = host_alloc((size_t)n * 2), *vg = host_alloc((size_t)n * 2);
+  int64_t bad = 0, flips = 0;
+  for (int64_t t = 1; t <= 3; t++) {
+    Ten g = ten_rand(n, 1e-2f * (float)t);
+    ref_adamw_update_bf16(p.ref, g.ref, m, v, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
+    UT(adamw_update_bf16)(p.ut, g.ut, mu, vu, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
+    ut_get(mg, mu, (size_t)n * 2);
+    ut_get(vg, vu, (size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) {
+      int dm = abs((int)mg[i] - (int)m[i]), dv = abs((int)vg[i] - (int)v[i]);
+      bad += dm > 1 || dv > 1; /* one float rounding apart: at most one bf16 step */
+      flips += (dm == 1) + (dv == 1);
+    }
+    check(&p, TOL, "adamw_update_bf16 p, step %lld, n=%lld", LL(t), LL(n));
+    memcpy(m, mg, (size_t)n * 2), memcpy(v, vg, (size_t)n * 2);
+    ut_get(p.ref, p.ut, (size_t)n * sizeof(float));
+  }
+  opt_row("adamw_update_bf16 m, v: patterns within 1 (bad, flips)", bad, flips);
+  release_all();
+}
+
+/* The map itself: increasing, 0 and +-1 where documented, and the round trip
+ * of any x in [-1, 1] (signed) or [0, 1] (unsigned) through the nearest code
+ * within half the spacing of the two codes around x. */
+static void case_qmap(void) {
+  int64_t bad = 0;
+  for (int s = 0; s < 2; s++)
+    for (int c = 1; c < 256; c++) bad += !(rt_qmap(s, c) > rt_qmap(s, c - 1));
+  bad += rt_qmap(1, 127) != 0.0f || rt_qmap(0, 0) != 0.0f || rt_qmap(1, 255) != 1.0f || rt_qmap(0, 255) != 1.0f;
+  bad += rt_qmap(1, 128) != (float)(1e-6 * 0.55) || rt_qmap(1, 0) != -rt_qmap(1, 254);
+  opt_row("rt_qmap: increasing, 0, 1, -M[126], 5.5e-7 (bad)", bad, 0);
+}
+
+static double qspacing(int is_signed, double x) { /* of the codes around x (the top one outside the map) */
+  int c = 0;
+  while (c < 254 && (double)rt_qmap(is_signed, c + 1) <= x) c++;
+  if (x < (double)rt_qmap(is_signed, 0)) c = 253; /* -1: clamped to -M[126], the top spacing */
+  return (double)rt_qmap(is_signed, c + 1) - (double)rt_qmap(is_signed, c);
+}
+
+static void case_adamw_8bit(int64_t n) {
+  int64_t nb = (n + RT_QBLOCK - 1) / RT_QBLOCK;
+  Ten p = ten_rand(n, 1), ms = ten_fill(nb, 0), vs = ten_fill(nb, 0);
+  void *mu, *vu;
+  uint8_t *m = bytes_both((size_t)n, &mu), *v = bytes_both((size_t)n, &vu);
+  uint8_t *mg = host_alloc((size_t)n), *vg = host_alloc((size_t)n);
+  float *g0 = host_alloc((size_t)n * sizeof(float));
+  int64_t bad = 0, flips = 0, trip = 0, zero = 0;
+  for (int64_t t = 0; t <= 3; t++) {
+    /* t = 0: betas 0 from zero state, so m = g, v = g^2 exactly encoded: the round trip */
+    double b1 = t ? 0.9 : 0.0, b2 = t ? 0.95 : 0.0;
+    Ten g = ten_rand(n, 1e-2f * (float)(t + 1));
+    for (int64_t i = 0; i < n; i++) {
+      if (i / RT_QBLOCK == 1) g.ref[i] = 0.0f;                         /* a block of zeros */
+      if (i / RT_QBLOCK == 2) g.ref[i] *= i % 7 ? 1e-5f : 1.0f;        /* wide range: v below the map */
+      if (i / RT_QBLOCK == 3) g.ref[i] = i % RT_QBLOCK ? 0.0f : -1.0f; /* one negative outlier */
+    }
+    ut_put(g.ut, g.ref, (size_t)n * sizeof(float));
+    memcpy(g0, g.ref, (size_t)n * sizeof(float));
+    ref_adamw_update_8bit(p.ref, g.ref, m, v, ms.ref, vs.ref, n, 1e-3, b1, b2, 1e-8, 0.1, t ? t : 1);
+    UT(adamw_update_8bit)(p.ut, g.ut, mu, vu, ms.ut, vs.ut, n, 1e-3, b1, b2, 1e-8, 0.1, t ? t : 1);
+    ut_get(mg, mu, (size_t)n);
+    ut_get(vg, vu, (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+      int dm = abs((int)mg[i] - (int)m[i]), dv = abs((int)vg[i] - (int)v[i]);
+      bad += dm > 1 || dv > 1; /* one float rounding apart: at most one code */
+      flips += (dm == 1) + (dv == 1);
+    }
+    check(&ms, TOL, "adamw_update_8bit m_scale, step %lld", LL(t));
+    check(&vs, TOL, "adamw_update_8bit v_scale");
+    check(&p, TOL, "adamw_update_8bit p, n=%lld", LL(n));
+    ut_get(ms.ref, ms.ut, (size_t)nb * sizeof(float));
+    ut_get(vs.ref, vs.ut, (size_t)nb * sizeof(float));
+    if (t == 0) /* |decode(encode(x)) - x| <= half the local spacing, x = g / scale, and v's floor */
+      for (int64_t i = 0; i < n; i++) {
+        float sm = ms.ref[i / RT_QBLOCK], sv = vs.ref[i / RT_QBLOCK];
+        double gm = g0[i], gv = (double)g0[i] * g0[i];
+        double em = fabs((double)rt_qmap(1, mg[i]) * sm - gm), ev = fabs((double)rt_qmap(0, vg[i]) * sv - gv);
+        double xm = sm > 0 ? gm / sm : 0, xv = sv > 0 ? gv / sv : 0;
+        trip += em > (0.5 * qspacing(1, xm) + 1e-6) * sm || ev > (0.5 * qspacing(0, xv) + 1e-6) * sv;
+        trip += g0[i] != 0.0f && vg[i] == 0; /* positive v never decodes to 0 */
+        zero += i / RT_QBLOCK == 1 && (mg[i] != 127 || vg[i] != 0 || sm != 0.0f || sv != 0.0f);
+      }
+    memcpy(m, mg, (size_t)n), memcpy(v, vg, (size_t)n);
+    ut_get(p.ref, p.ut, (size_t)n * sizeof(float));
+  }
+  opt_row("adamw_update_8bit codes within 1 (bad, flips), 4 steps", bad, flips);
+  opt_row("adamw_update_8bit round trip: half the code spacing", trip, 0);
+  opt_row("adamw_update_8bit zero block: scale 0, codes of 0", zero, 0);
+  release_all();
+}
+
+// ----------------------------------------------------------------------------
 // cases: storage precision and loss scaling
 
 /* Rounds a to a binary format with M mantissa bits and normal exponents
@@ -1402,6 +1520,10 @@ int main(int argc, char **argv) {
   RUN("dropout", case_dropout(64, 0.0f, 7));  // p = 0 keeps everything
   RUN("adamw", case_adamw(10007));
   RUN("sgd", case_sgd(10007));
+  RUN("adamw_bf16", case_adamw_bf16(10007));
+  RUN("adamw_8bit", case_qmap());
+  RUN("adamw_8bit", case_adamw_8bit(10007));
+  RUN("adamw_8bit", case_adamw_8bit(100)); /* one partial block */
   RUN("cast", case_casts(7, -126, 127, "bf16"));
   RUN("cast", case_casts(10, -14, 15, "f16"));
   RUN("unscale", case_unscale());
