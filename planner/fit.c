@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "live.h"
@@ -38,8 +39,9 @@ static const char *masks_name(const Graph *g, Masks m) {
   return !ad_has_regen(g) ? NULL : m == MASKS_REGEN ? "regenerated" : "stored";
 }
 
-Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
-  Live *lt = live_build(ar, s, s->train, s->ntrain), *le = live_build(ar, s, s->eval, s->neval);
+/* fit_plan with the training schedule's liveness already built. */
+static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
+  Live *le = live_build(ar, s, s->eval, s->neval);
   Plan *p = plan_build(ar, g, s, lt, le, o->align);
   p->guard_bytes = o->guard;
   plan_assign(p, o->time_limit);
@@ -53,6 +55,10 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   p->loss_scaling = o->precision == PREC_FP16;
   p->dropout_masks = masks_name(g, o->masks);
   return p;
+}
+
+Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
+  return plan_live(ar, g, s, live_build(ar, s, s->train, s->ntrain), o);
 }
 
 int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Step *step, const Plan *fused) {
@@ -156,18 +162,56 @@ static Actions lightest(Arena *ar, const Chain *c, Actions a) {
   return a;
 }
 
+/* The DP's schedule at m units (light: its lightest variant) as a step,
+ * before offsets: its time under the cost model and the liveness lower
+ * bound of its training schedule (persistent buffers included), which no
+ * packing goes below. Offsets cost far more than this, so a candidate whose
+ * bound exceeds the budget is never packed. */
+typedef struct {
+  Actions a;
+  Step *step;
+  Live *lt;
+  double time;
+  int64_t lb;
+} Cand;
+
+static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
+  Cand c;
+  c.a = ckpt_actions(ar, S->T, m);
+  if (light) c.a = lightest(ar, S->chain, c.a);
+  c.step = build_step(ar, S->g, S->o, &c.a, half_of(ar, S, &c.a));
+  c.lt = live_build(ar, c.step, c.step->train, c.step->ntrain);
+  int at;
+  c.lb = live_peak(c.lt, S->o->align, &at);
+  c.time = schedule_time(S->chain, &c.a);
+  return c;
+}
+
+/* The candidate's plan, offsets assigned; the bound above is checked. */
+static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c) {
+  Plan *p = plan_live(ar, S->g, c->step, c->lt, S->o);
+  MP_ASSERT(p->lower_bound_bytes >= c->lb); /* else skipping by the bound could miss a plan that fits */
+  describe(ar, p, S->g, S->plain, S->chain, &c->a);
+  return p;
+}
+
 /* The plan of the DP's schedule at m units (light: its lightest variant),
  * built in ar, with its step and its time under the cost model. */
 static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **step, double *time) {
-  Actions a = ckpt_actions(ar, S->T, m);
-  if (light) a = lightest(ar, S->chain, a);
-  Step *s = build_step(ar, S->g, S->o, &a, half_of(ar, S, &a));
-  Plan *p = fit_plan(ar, S->g, s, S->o);
-  describe(ar, p, S->g, S->plain, S->chain, &a);
-  *step = s;
-  *time = schedule_time(S->chain, &a);
-  return p;
+  Cand c = cand_step(ar, S, m, light);
+  *step = c.step;
+  *time = c.time;
+  return cand_plan(ar, S, &c);
 }
+
+/* Candidates the bound kept from being packed: when nothing fits, the
+ * smallest arena among them is still wanted (the budget that would fit). */
+typedef struct {
+  int64_t lb;
+  int m;
+  bool light;
+} Unpacked;
+typedef VEC(Unpacked) Unpackeds;
 
 /* Trades the contents of two arenas. */
 static void ar_swap(Arena *a, Arena *b) {
@@ -181,19 +225,44 @@ static void ar_swap(Arena *a, Arena *b) {
  * it becomes r's plan, tmp and *best trading places (the last winner's
  * memory becomes the next candidates'). */
 static bool try_fit(const Solver *S, int m, bool light, int64_t budget, double limit, FitResult *r, Arena *tmp,
-                    Arena *best, double *best_time) {
+                    Arena *best, double *best_time, Arena *scratch, Unpackeds *skipped) {
   ar_reset(tmp);
-  Step *s;
-  double t;
-  Plan *p = candidate(tmp, S, m, light, &s, &t);
+  Cand c = cand_step(tmp, S, m, light);
+  if (c.time >= limit) return false; /* slower than the plan already found */
+  if (c.lb > budget) {               /* cannot fit: remembered for the least arena */
+    r->bounded++;
+    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, m, light}));
+    return false;
+  }
+  Plan *p = cand_plan(tmp, S, &c);
   r->candidates++;
   if (p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
-  if (p->arena_bytes > budget || t >= limit) return false;
+  if (p->arena_bytes > budget) return false;
   ar_swap(tmp, best);
   r->plan = p;
-  r->step = s;
-  *best_time = t;
+  r->step = c.step;
+  *best_time = c.time;
   return true;
+}
+
+static int by_lb(const void *a, const void *b) {
+  const Unpacked *x = a, *y = b;
+  return (x->lb > y->lb) - (x->lb < y->lb);
+}
+
+/* The least arena among the candidates the bound skipped, when nothing fit:
+ * packed in the order of their bounds until the next bound is no lower
+ * than the least arena found, so r->min_arena is what packing every
+ * candidate would have found. */
+static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
+  qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb);
+  for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
+    ar_reset(tmp);
+    Cand c = cand_step(tmp, S, u->v[i].m, u->v[i].light);
+    Plan *p = cand_plan(tmp, S, &c);
+    r->candidates++;
+    if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+  }
 }
 
 /* The DP's fastest schedule whose verified arena fits the budget, under o,
@@ -207,14 +276,16 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   Solver S;
   solver_init(&scratch, &S, g, o);
   double best_time = INFINITY, last = NAN;
+  Unpackeds skipped = {0};
   for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
     double c = ckpt_cost(S.T, m);
     if (!isfinite(c) || c >= best_time) break;
     if (c == last) continue; /* the same schedule as the previous m */
     last = c;
-    if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time)) break;
-    try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time);
+    if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
+    try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped);
   }
+  if (!isfinite(best_time)) least_skipped(&S, &skipped, r, &tmp);
   ar_adopt(ar, &best);
   ar_free(&tmp);
   ar_free(&scratch);
@@ -242,7 +313,7 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   if (fo.masks == MASKS_AUTO) fo.masks = MASKS_STORE;
   if (keep_all(ar, g, budget, &fo, &r)) return r;
   if (!choose) {
-    walk(ar, g, budget, &fo, &r);
+    if (!fo.no_recompute) walk(ar, g, budget, &fo, &r);
     return r;
   }
   /* Dropout's masks, when the plan keeping them all did not fit: keeping
@@ -253,6 +324,10 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   FitOptions rg = fo;
   rg.masks = MASKS_REGEN;
   if (keep_all(ar, g, budget, &rg, &r)) return r;
+  if (fo.no_recompute) {
+    r.masks = NULL; /* both were tried */
+    return r;
+  }
   FitResult rs = r;
   double ts = walk(ar, g, budget, &fo, &rs);
   FitResult rr = rs;

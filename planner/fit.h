@@ -1,7 +1,10 @@
 /* fit.h: the budget pass. Plans the step keeping everything; when that
  * arena exceeds the budget, walks the checkpointing schedules of ckpt.c from
  * the cheapest down and keeps the first whose final arena (after offsets and
- * verification, not a liveness estimate) fits. */
+ * verification, not a liveness estimate) fits. A schedule whose liveness
+ * lower bound already exceeds the budget cannot fit and is not packed; when
+ * none fits, the skipped ones are packed in the order of their bounds until
+ * no bound is below the least arena found, so that arena is exact. */
 #ifndef MEMPLAN_FIT_H
 #define MEMPLAN_FIT_H
 
@@ -26,6 +29,7 @@ typedef struct {
   Precision precision; /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
   int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
   Masks masks;         /* dropout's masks: stored or regenerated */
+  bool no_recompute;   /* --no-recompute: keep every activation, never checkpoint */
 } FitOptions;
 
 typedef struct {
@@ -33,7 +37,8 @@ typedef struct {
   Step *step;         /* its step */
   int64_t min_arena;  /* the smallest arena any candidate reached */
   int64_t keep_arena; /* the arena keeping every activation */
-  int candidates;     /* plans built and checked */
+  int candidates;     /* plans built and checked (offsets assigned) */
+  int bounded;        /* schedules skipped unpacked: their liveness lower bound exceeds the budget */
   const char *masks;  /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
                        * dropout, or auto tried both) */
 } FitResult;
