@@ -61,6 +61,12 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
   return plan_live(ar, g, s, live_build(ar, s, s->train, s->ntrain), o);
 }
 
+Step *fit_keep_step(Arena *ar, const Graph *g, const FitOptions *o) {
+  FitOptions k = *o;
+  if (k.masks == MASKS_AUTO) k.masks = ad_has_regen(g) ? MASKS_REGEN : MASKS_STORE;
+  return build_step(ar, g, &k, NULL, plain_half(ar, g, o));
+}
+
 int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Step *step, const Plan *fused) {
   if (!step->fused || fused->extra_flops || o->guard || (o->precision == PREC_AUTO && strcmp(fused->precision, "fp32")))
     return 0;

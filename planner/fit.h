@@ -46,6 +46,11 @@ typedef struct {
 /* A verified-ready plan for one step: liveness, buffers, offsets. */
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o);
 
+/* The step keeping every activation under o, before any plan: what the
+ * levers' bounds read (levers.c). Masks auto regenerates dropout's masks
+ * (the fewest bytes any policy keeps). */
+Step *fit_keep_step(Arena *ar, const Graph *g, const FitOptions *o);
+
 /* The lower bound of the plain step with every update after backward: what
  * fusing the updates saves, for the report. The workspace (sized by the
  * ops, the same either way) is taken from `fused`, the plan of `step`. 0
