@@ -200,6 +200,9 @@ static void plan_config(Arena *ar, Config *c, int64_t budget) {
   c->planned = true;
   c->pruned = NULL;
   if (c->r.plan) c->est = step_seconds(cost_model(c->fo.backend), c->g, c->r.step, true);
+  /* the bounds that pruned other configurations hold for this one's plans */
+  MP_ASSERT(c->r.plan ? c->r.plan->arena_bytes >= c->mbound && c->est >= c->tbound * (1 - 1e-9)
+                      : !c->r.min_arena || c->r.min_arena >= c->mbound);
 }
 
 FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g, const char **error) {
