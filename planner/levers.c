@@ -186,13 +186,16 @@ static PlanLever record(const Config *c) {
   return l;
 }
 
+/* Orders by a bound, ties in the order enumerated (qsort is not stable). */
 static int by_tbound(const void *a, const void *b) {
   const Config *x = *(Config *const *)a, *y = *(Config *const *)b;
-  return (x->tbound > y->tbound) - (x->tbound < y->tbound);
+  int c = (x->tbound > y->tbound) - (x->tbound < y->tbound);
+  return c ? c : (x > y) - (x < y);
 }
 static int by_mbound(const void *a, const void *b) {
   const Config *x = *(Config *const *)a, *y = *(Config *const *)b;
-  return (x->mbound > y->mbound) - (x->mbound < y->mbound);
+  int c = (x->mbound > y->mbound) - (x->mbound < y->mbound);
+  return c ? c : (x > y) - (x < y);
 }
 
 static void plan_config(Arena *ar, Config *c, int64_t budget) {
