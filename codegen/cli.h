@@ -43,6 +43,7 @@ typedef struct {
   double time_limit;
   bool no_fuse, expand, guard;
   int64_t micro_batch;
+  bool no_recompute, no_micro_batch; /* levers forbidden */
   Precision precision;
   Masks masks;        /* --dropout-masks */
   int64_t loss_chunk; /* --fused-loss: LOSS_AUTO (default), LOSS_FUSED (on), LOSS_UNFUSED (off) */

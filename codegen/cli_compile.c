@@ -31,7 +31,7 @@ const char compile_help[] =
     "      --precision P     storage of saved activations: fp32 (default), bf16, fp16 (with loss\n"
     "                        scaling), or auto (bf16, stage by stage, where it beats recomputing)\n"
     "      --micro-batch N   run the batch as micro-batches of N rows with gradient accumulation\n"
-    "                        (default: only when nothing else fits the budget)\n"
+    "                        (default: the levers choose, see below)\n"
     "      --dropout-masks M dropout's masks: auto (default: stored when everything kept fits,\n"
     "                        else regenerated in backward), store (1 bit per element) or regen\n"
     "      --fused-loss F    the classifier's linear + cross_entropy as one op that never stores the\n"
@@ -43,7 +43,19 @@ const char compile_help[] =
     "                        auto (fp32 unless bf16 or 8bit fits with less recomputation); math in fp32\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
+    "      --no-recompute    forbid recomputation (checkpointing): keep every activation\n"
+    "      --no-micro-batch  forbid micro-batches: run the whole batch in one pass\n"
     "  -h, --help            this help\n"
+    "  Levers: under --budget the planner considers every configuration of the levers left free\n"
+    "  and keeps the plan with the least estimated step time (each op's roofline under the cost\n"
+    "  model, recomputation, casts and every micro-batch's ops included) whose arena fits; the\n"
+    "  report lists them all. Each lever is forced or forbidden by its option:\n"
+    "    recomputation        free; --no-recompute forbids it\n"
+    "    micro-batches        free (sizes dividing the batch); --micro-batch N forces one,\n"
+    "                         --no-micro-batch forbids them (so does a model with batchnorm)\n"
+    "    half storage         --precision auto frees it (bf16, per stage); fp32 (default) forbids\n"
+    "                         it; bf16 or fp16 force it for every saved activation\n"
+    "    dropout masks        free (store or regenerate); --dropout-masks store|regen forces one\n"
     "  Exit 1 also when the model does not fit the budget (the error names the smallest that does);\n"
     "  3 when the plan fails verification.\n";
 
@@ -98,7 +110,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
       {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
       {"dropout-masks", required_argument, 0, 'D'}, {"fused-loss", required_argument, 0, 'L'},
-      {"opt-state", required_argument, 0, 'O'}, {0, 0, 0, 0}};
+      {"opt-state", required_argument, 0, 'O'},         {"no-recompute", no_argument, 0, 'R'},
+      {"no-micro-batch", no_argument, 0, 'N'},          {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -107,7 +120,10 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {0, 0, 0, 0}};
   /* clang-format on */
   const char *cmd = sweep ? "sweep" : "compile";
-  *o = (Options){.align = 256, .time_limit = 0.5, .loss_chunk = sweep ? LOSS_UNFUSED : LOSS_AUTO};
+  *o = (Options){.align = 256,
+                 .time_limit = 0.5,
+                 .loss_chunk = sweep ? LOSS_UNFUSED : LOSS_AUTO,
+                 .opt_state = sweep ? OPTS_FP32 : OPTS_AUTO};
   int c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, sweep ? ":s:h" : ":b:o:s:d:h", sweep ? sweep_lo : compile_lo, NULL)) != -1) {
@@ -129,6 +145,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       break;
     }
     case 'F': o->no_fuse = true; break;
+    case 'R': o->no_recompute = true; break;
+    case 'N': o->no_micro_batch = true; break;
     case 'E': o->expand = true; break;
     case 'G': o->guard = true; break;
     case 'P': {
@@ -203,6 +221,7 @@ PlanRequest cli_request(const Options *o) {
                        .nov = o->nov,
                        .budget = o->budget,
                        .micro_batch = o->micro_batch,
+                       .no_micro_batch = o->no_micro_batch,
                        .fit = {.fuse = !o->no_fuse,
                                .align = o->align,
                                .time_limit = o->time_limit,
@@ -213,7 +232,8 @@ PlanRequest cli_request(const Options *o) {
                                .guard = o->guard ? 64 : 0,
                                .masks = o->masks,
                                .loss_chunk = o->loss_chunk,
-                               .opt_state = o->opt_state}};
+                               .opt_state = o->opt_state,
+                               .no_recompute = o->no_recompute}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {
@@ -247,7 +267,9 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
 
 /* g: the model as asked for. A model with batch statistics (batchnorm) is
  * never micro-batched by the levers (levers.c), and the message says so. */
-static void over_budget(const char *model, const Graph *g, int64_t budget, int64_t min_arena) {
+static void over_budget(const Options *o, const Graph *g, int64_t min_arena) {
+  const char *model = o->model;
+  int64_t budget = o->budget;
   char a[32], b[32];
   bool stats = false;
   for (int i = 0; g && i < g->nops; i++) stats |= op_info(g->ops[i].kind)->batch_stats;
@@ -256,7 +278,13 @@ static void over_budget(const char *model, const Graph *g, int64_t budget, int64
           "  Smallest budget that fits: --budget %lld (%s)\n",
           model, (long long)budget, mp_fmt_bytes(a, sizeof a, budget), (long long)min_arena,
           mp_fmt_bytes(b, sizeof b, min_arena));
-  if (stats)
+  if (o->no_recompute || (o->no_micro_batch && !o->micro_batch)) /* the smallest under what was allowed */
+    fprintf(stderr,
+            "  (with %s%s%s forbidden: allowing %s may fit a smaller budget; a smaller batch or a\n"
+            "  shorter sequence (--set B=... or T=..., the model's dims) shrinks activations)\n",
+            o->no_recompute ? "recomputation" : "", o->no_recompute && o->no_micro_batch ? " and " : "",
+            o->no_micro_batch ? "micro-batches" : "", o->no_recompute && o->no_micro_batch ? "them" : "it");
+  else if (stats)
     fprintf(stderr,
             "  (tried recomputation; not micro-batches: the model's batch statistics (batchnorm) would\n"
             "  change, --micro-batch N forces them; a smaller batch (--set B=...) shrinks activations;\n"
@@ -276,7 +304,7 @@ static int write_result(Arena *ar, const Options *o, const PlanOutcome *r) {
   }
   switch (r->status) {
   case PLAN_OK: break;
-  case PLAN_OVER_BUDGET: over_budget(o->model, r->graph, o->budget, r->min_arena); return EXIT_USER;
+  case PLAN_OVER_BUDGET: over_budget(o, r->graph, r->min_arena); return EXIT_USER;
   case PLAN_BAD_REQUEST: fprintf(stderr, "memplan: error: %s\n", r->message); return EXIT_USER;
   case PLAN_UNVERIFIED:
     fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n",

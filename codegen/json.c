@@ -76,7 +76,8 @@ static void totals(const Plan *p, Text *t) {
   text_printf(t, "}},\n");
 }
 
-/* The budget's levers as tried, in order. */
+/* The budget's levers: every configuration considered, in the order
+ * enumerated, with its bounds, its plan's estimate, or why it was pruned. */
 static void levers(const Plan *p, Text *t) {
   text_printf(t, "  \"levers\": [");
   for (int i = 0; i < p->nlevers; i++) {
@@ -90,6 +91,9 @@ static void levers(const Plan *p, Text *t) {
                 l->chosen ? "true" : "false");
     if (l->dropout_masks) text_printf(t, ", \"dropout_masks\": \"%s\"", l->dropout_masks);
     if (l->loss_chunk) text_printf(t, ", \"loss_chunk\": %lld", (long long)l->loss_chunk);
+    text_printf(t, ", \"est_seconds\": %.17g, \"time_bound_seconds\": %.17g, \"memory_bound_bytes\": %lld",
+                l->est_seconds, l->time_bound, (long long)l->memory_bound);
+    if (l->pruned) text_printf(t, ", \"pruned\": \"%s\"", l->pruned);
     text_printf(t, "}");
   }
   text_printf(t, "%s],\n", p->nlevers ? "\n  " : "");

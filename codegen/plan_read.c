@@ -437,7 +437,13 @@ static void read_levers(Arena *ar, const JVal *root, Plan *p) {
     l->chosen = get(v, "chosen", J_BOOL)->b;
     static const char *const MASKS[] = {"stored", "regenerated"};
     l->dropout_masks = find(v, "dropout_masks") ? MASKS[get_enum(v, "dropout_masks", MASKS, 2)] : NULL;
-    l->loss_chunk = find(v, "loss_chunk") ? get_int(v, "loss_chunk", 1, PLAN_MAX_VALUE) : 0;
+    l->loss_chunk = find(v, "loss_chunk") ? get_int(v, "loss_chunk", -1, PLAN_MAX_VALUE) : 0; /* -1: fused, unplanned */
+    /* optional: plans written before the levers were chosen together have no bounds or estimates */
+    l->est_seconds = find(v, "est_seconds") ? get_num(v, "est_seconds") : 0;
+    l->time_bound = find(v, "time_bound_seconds") ? get_num(v, "time_bound_seconds") : 0;
+    l->memory_bound = find(v, "memory_bound_bytes") ? get_int(v, "memory_bound_bytes", 0, PLAN_MAX_VALUE) : 0;
+    static const char *const PRUNED[] = {"memory", "time"};
+    l->pruned = find(v, "pruned") ? PRUNED[get_enum(v, "pruned", PRUNED, 2)] : NULL;
   }
 }
 

@@ -151,21 +151,52 @@ static void opt_state(const Plan *p, FILE *out) {
   if (p->opt_state_tried) fprintf(out, "  --opt-state auto: %s\n", p->opt_state_tried);
 }
 
-/* The budget's levers: every configuration tried, in order, and its price. */
+/* Seconds as s, ms or us, three significant digits. */
+static const char *secs(char *buf, double s) {
+  if (s >= 1) snprintf(buf, 32, "%.3g s", s);
+  else if (s >= 1e-3) snprintf(buf, 32, "%.3g ms", s * 1e3);
+  else snprintf(buf, 32, "%.3g us", s * 1e6);
+  return buf;
+}
+
+/* A lever configuration's name: "fp32, batch 8", "fp32, 2 micro-batches of 4". */
+static const char *lever_name(char *cfg, size_t n, const PlanLever *l) {
+  if (l->accumulation_steps > 1)
+    snprintf(cfg, n, "%s, %d micro-batches of %d", l->precision, l->accumulation_steps, l->micro_batch);
+  else snprintf(cfg, n, "%s, batch %d", l->precision, l->micro_batch);
+  if (l->loss_chunk > 0) /* the fused loss: its chunk of rows (-1: not planned, no chunk chosen) */
+    snprintf(cfg + strlen(cfg), n - strlen(cfg), ", fused loss, chunk %lld", (long long)l->loss_chunk);
+  else if (l->loss_chunk) snprintf(cfg + strlen(cfg), n - strlen(cfg), ", fused loss");
+  return cfg;
+}
+
+/* The budget's levers: every configuration considered, planned or pruned
+ * by its bounds, its arena, extra FLOPs and estimated step time, and why
+ * the chosen one won. */
 static void levers(const Plan *p, FILE *out) {
   if (p->nlevers < 2 && !p->budget_bytes) return;
   char x[32], y[32];
-  fprintf(out, "\nlevers, in the order tried%s%s%s:\n", p->budget_bytes ? " (budget " : "",
-          p->budget_bytes ? b(x, p->budget_bytes) : "", p->budget_bytes ? ")" : "");
+  fprintf(out, "\nlevers%s%s%s: the least estimated step time that fits, of %d configuration%s\n",
+          p->budget_bytes ? " (budget " : "", p->budget_bytes ? b(x, p->budget_bytes) : "", p->budget_bytes ? ")" : "",
+          p->nlevers, p->nlevers == 1 ? "" : "s");
+  const PlanLever *chosen = NULL, *next = NULL;
+  int nfit = 0;
   for (int i = 0; i < p->nlevers; i++) {
     const PlanLever *l = &p->levers[i];
-    char cfg[80], res[120];
-    if (l->accumulation_steps > 1)
-      snprintf(cfg, sizeof cfg, "%s, %d micro-batches of %d", l->precision, l->accumulation_steps, l->micro_batch);
-    else snprintf(cfg, sizeof cfg, "%s, batch %d", l->precision, l->micro_batch);
-    if (l->loss_chunk) /* the fused loss: its chunk of rows */
-      snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), ", fused loss, chunk %lld", (long long)l->loss_chunk);
-    if (!l->fits)
+    if (l->chosen) chosen = l;
+    nfit += l->fits;
+  }
+  for (int i = 0; i < p->nlevers; i++) {
+    const PlanLever *l = &p->levers[i];
+    if (l->fits && !l->chosen && (!next || l->est_seconds < next->est_seconds)) next = l;
+    char cfg[80], res[160];
+    if (l->pruned && !strcmp(l->pruned, "memory"))
+      snprintf(res, sizeof res, "not planned: needs at least %s (persistent buffers and the largest op)",
+               b(x, l->memory_bound));
+    else if (l->pruned)
+      snprintf(res, sizeof res, "not planned: at least %s keeping everything, no faster than the chosen",
+               secs(x, l->time_bound));
+    else if (!l->fits)
       snprintf(res, sizeof res, "keep all %s; recompute reaches %s: does not fit", b(x, l->keep_arena), b(y, l->arena));
     else if (l->extra_flops)
       snprintf(res, sizeof res, "keep all %s; fits at %s, %.2f%% extra FLOPs", b(x, l->keep_arena), b(y, l->arena),
@@ -176,8 +207,19 @@ static void levers(const Plan *p, FILE *out) {
     else snprintf(res, sizeof res, "fits at %s keeping everything", b(x, l->arena));
     if (l->dropout_masks && !strstr(res, "dropout masks"))
       snprintf(res + strlen(res), sizeof res - strlen(res), "; dropout masks %s", l->dropout_masks);
-    fprintf(out, "  %-34s %s%s\n", cfg, res, l->chosen ? "   <- chosen" : "");
+    if (l->fits && l->est_seconds > 0)
+      snprintf(res + strlen(res), sizeof res - strlen(res), "; est. %s", secs(x, l->est_seconds));
+    fprintf(out, "  %-34s %s%s\n", lever_name(cfg, sizeof cfg, l), res, l->chosen ? "   <- chosen" : "");
   }
+  if (!chosen || chosen->est_seconds <= 0) return; /* a plan written before the estimates */
+  char cfg[80];
+  if (next)
+    fprintf(out, "  chosen: the least estimated step time of the %d that fit; the next, %s, is %.1f%% slower\n", nfit,
+            lever_name(cfg, sizeof cfg, next), 100.0 * (next->est_seconds / chosen->est_seconds - 1));
+  else fprintf(out, "  chosen: the only one planned that fits\n");
+  fprintf(out,
+          "  (est.: every op's roofline under the cost model, once per micro-batch, recomputation and casts\n"
+          "  included, plus its call overhead; a time or memory bound prunes what cannot win or fit)\n");
 }
 
 /* Dropout's masks as the plan decided: stored for backward, or regenerated

@@ -23,15 +23,25 @@ int64_t ckpt_unit(const Chain *c, int M) {
   return u > 0 ? u : 1;
 }
 
+/* A stage's options in units: kept, and kept plus the stage's work. */
+static void option_units(const CkptTable *T, const Stage *st, int *keep, int *need) {
+  for (int k = 0; k < st->nopt; k++) {
+    keep[k] = units(T, st->opt[k].keep_bytes);
+    need[k] = units(T, st->opt[k].keep_bytes + st->work);
+  }
+}
+
 /* s == t: keep the stage with its cheapest option that fits. */
 static void solve_one(CkptTable *T, int s) {
   const Stage *st = &T->c->s[s];
+  int keep[STAGE_MAX_OPTIONS], need[STAGE_MAX_OPTIONS];
+  option_units(T, st, keep, need);
   for (int m = 0; m <= T->M; m++) {
     float best = INFINITY;
     int16_t ch = 0;
     for (int k = 0; k < st->nopt; k++) {
       float c = (float)(st->f + st->opt[k].b);
-      if (units(T, st->opt[k].keep_bytes + st->work) <= m && c < best) {
+      if (need[k] <= m && c < best) {
         best = c;
         ch = (int16_t)(-1 - k);
       }
@@ -40,26 +50,30 @@ static void solve_one(CkptTable *T, int s) {
   }
 }
 
-static void solve_range(CkptTable *T, int s, int t, const double *fsum, const int *worku) {
+/* Every unit count the loops over m need is computed before them (the
+ * divisions were most of the table's time); the arithmetic is the same. */
+static void solve_range(CkptTable *T, int s, int t, const double *fsum, const int *worku, const int *xu, int *segx) {
   const Stage *st = &T->c->s[s];
+  int keep[STAGE_MAX_OPTIONS], need[STAGE_MAX_OPTIONS];
+  option_units(T, st, keep, need);
+  for (int j = s + 1, segwork = worku[s]; j <= t; j++) { /* checkpoint at j: x_j + the segment's work */
+    if (worku[j - 1] > segwork) segwork = worku[j - 1];
+    segx[j] = xu[j] + segwork;
+  }
   for (int m = 0; m <= T->M; m++) {
     float best = INFINITY;
     int16_t ch = 0;
     for (int k = 0; k < st->nopt; k++) {
-      int keep = units(T, st->opt[k].keep_bytes);
-      if (keep > m || units(T, st->opt[k].keep_bytes + st->work) > m) continue;
-      float c = (float)(st->f + st->opt[k].b) + T->cost[AT(T, s + 1, t, m - keep)];
+      if (keep[k] > m || need[k] > m) continue;
+      float c = (float)(st->f + st->opt[k].b) + T->cost[AT(T, s + 1, t, m - keep[k])];
       if (c < best) {
         best = c;
         ch = (int16_t)(-1 - k);
       }
     }
-    int segwork = worku[s];
     for (int j = s + 1; j <= t; j++) {
-      int x = units(T, T->c->s[j].x_in);
-      if (worku[j - 1] > segwork) segwork = worku[j - 1];
-      if (x + segwork > m) continue;
-      float c = (float)(fsum[j] - fsum[s]) + T->cost[AT(T, j, t, m - x)] + T->cost[AT(T, s, j - 1, m)];
+      if (segx[j] > m) continue;
+      float c = (float)(fsum[j] - fsum[s]) + T->cost[AT(T, j, t, m - xu[j])] + T->cost[AT(T, s, j - 1, m)];
       if (c < best) {
         best = c;
         ch = (int16_t)j;
@@ -77,14 +91,16 @@ CkptTable *ckpt_solve(Arena *ar, const Chain *c, int M, int64_t unit) {
   T->cost = ar_alloc(ar, sizeof(float) * cells);
   T->choice = ar_alloc(ar, sizeof(int16_t) * cells);
   double *fsum = ar_alloc(ar, sizeof(double) * (size_t)(c->n + 1));
-  int *worku = ar_alloc(ar, sizeof(int) * (size_t)c->n);
+  int *worku = ar_alloc(ar, sizeof(int) * (size_t)c->n), *xu = ar_alloc(ar, sizeof(int) * (size_t)c->n);
+  int *segx = ar_alloc(ar, sizeof(int) * (size_t)c->n);
   for (int i = 0; i < c->n; i++) {
     fsum[i + 1] = fsum[i] + c->s[i].f;
     worku[i] = units(T, c->s[i].work);
+    xu[i] = units(T, c->s[i].x_in);
   }
   for (int s = 0; s < c->n; s++) solve_one(T, s);
   for (int len = 1; len < c->n; len++)
-    for (int s = 0; s + len < c->n; s++) solve_range(T, s, s + len, fsum, worku);
+    for (int s = 0; s + len < c->n; s++) solve_range(T, s, s + len, fsum, worku, xu, segx);
   return T;
 }
 

@@ -5,14 +5,17 @@
  * about 10 GB/s and 20 GFLOP/s. CUDA: an H100/H200-class GPU in fp32 without
  * TF32 (about 50 TFLOP/s), 3 TB/s of HBM bandwidth. Only ratios between ops
  * matter to the checkpointing planner: it compares recomputation against
- * itself, never against a wall clock. */
+ * itself, never against a wall clock. op_overhead is what an op run costs
+ * besides its roofline: an OpenMP parallel region's fork and join on the CPU,
+ * a kernel launch on the GPU, about 5 us each; only the levers' step-time
+ * estimate (levers.c) reads it, where more micro-batches run more ops. */
 #include "cost.h"
 
 #include "ops.h"
 
 static const CostModel models[BACKEND_COUNT] = {
-    [BACKEND_CPU] = {"cpu", 350e9, 20e9, 10e9},
-    [BACKEND_CUDA] = {"cuda", 50e12, 5e12, 3e12},
+    [BACKEND_CPU] = {"cpu", 350e9, 20e9, 10e9, 5e-6},
+    [BACKEND_CUDA] = {"cuda", 50e12, 5e12, 3e12, 5e-6},
 };
 
 const CostModel *cost_model(Backend b) { return &models[b]; }

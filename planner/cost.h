@@ -13,6 +13,7 @@ typedef struct {
   double matmul_flops; /* FLOP/s of matrix products (linear, matmul, attention) */
   double other_flops;  /* FLOP/s of element-wise and row-wise kernels */
   double bandwidth;    /* bytes/s of memory traffic */
+  double op_overhead;  /* seconds every op run costs besides its roofline (a call, a parallel region, a launch) */
 } CostModel;
 
 const CostModel *cost_model(Backend b);

@@ -1,15 +1,18 @@
 /* driver.c: the planner's passes in order, for `memplan compile`. */
 #include "driver.h"
 
+#include <string.h>
+
 #include "levers.h"
 #include "verify.h"
 
 /* --opt-state: a format given is fitted as asked (AdamW only); auto fits
- * fp32, bf16 and 8bit in that order, stops at the first that fits keeping
- * everything in one batch, and otherwise takes the one that fits with the
- * fewest extra FLOPs, then the fewest micro-batches (ties: the earlier, more
- * precise). What auto saw goes to the report. *chosen: rq with the format
- * fitted; *g: the graph of the plan returned. */
+ * fp32, bf16 and 8bit in that order and takes the first with any
+ * configuration that fits (the levers then choosing among that format's
+ * configurations by estimated time): lower precision changes the numbers,
+ * so it is the lever pulled last, only when nothing fits without it. What
+ * auto saw goes to the report. *chosen: rq with the format fitted; *g: the
+ * graph of the plan returned. */
 static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
                                const char **error) {
   OptPrec want = rq->fit.opt_state;
@@ -34,6 +37,7 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   for (OptPrec f = OPTS_FP32; f <= OPTS_8BIT; f++) {
     PlanRequest r = *rq;
     r.fit.opt_state = f;
+    r.no_least = f < OPTS_8BIT; /* 8bit's least arena is the least of the three */
     Graph *gf = g0;
     FitResult x = levers_fit(ar, src, &r, &gf, error);
     if (*error) return x;
@@ -45,17 +49,15 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
                         100.0 * (double)p->extra_flops / (double)p->step_flops,
                         p->accumulation_steps > 1 ? ar_printf(ar, ", %d micro-batches", p->accumulation_steps) : "");
     else tried = ar_printf(ar, "%s%s%s fits keeping everything", tried, *tried ? "; " : "", optprec_name(f));
-    bool better =
-        p && (!best.plan || p->extra_flops < best.plan->extra_flops ||
-              (p->extra_flops == best.plan->extra_flops && p->accumulation_steps < best.plan->accumulation_steps));
-    if (better) {
+    if (p) {
       best = x;
       *chosen = r;
       *g = gf;
+      break;
     }
-    if (p && !p->extra_flops && p->accumulation_steps == 1) break;
   }
-  if (best.plan) best.plan->opt_state_tried = tried;
+  if (best.plan && strcmp(best.plan->opt_state, "fp32")) /* a format lowered: why */
+    best.plan->opt_state_tried = tried;
   else best.min_arena = least;
   return best;
 }

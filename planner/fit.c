@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "build.h"
@@ -41,8 +42,9 @@ static const char *masks_name(const Graph *g, Masks m) {
   return !ad_has_regen(g) ? NULL : m == MASKS_REGEN ? "regenerated" : "stored";
 }
 
-Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
-  Live *lt = live_build(ar, s, s->train, s->ntrain), *le = live_build(ar, s, s->eval, s->neval);
+/* fit_plan with the training schedule's liveness already built. */
+static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
+  Live *le = live_build(ar, s, s->eval, s->neval);
   Plan *p = plan_build(ar, g, s, lt, le, o->align);
   p->guard_bytes = o->guard;
   plan_assign(p, o->time_limit);
@@ -64,6 +66,16 @@ Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
       p->loss_chunk = d[3];
     }
   return p;
+}
+
+Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
+  return plan_live(ar, g, s, live_build(ar, s, s->train, s->ntrain), o);
+}
+
+Step *fit_keep_step(Arena *ar, const Graph *g, const FitOptions *o) {
+  FitOptions k = *o;
+  if (k.masks == MASKS_AUTO) k.masks = ad_has_regen(g) ? MASKS_REGEN : MASKS_STORE;
+  return build_step(ar, g, &k, NULL, plain_half(ar, g, o));
 }
 
 int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, const Step *step, const Plan *fused) {
@@ -167,18 +179,56 @@ static Actions lightest(Arena *ar, const Chain *c, Actions a) {
   return a;
 }
 
+/* The DP's schedule at m units (light: its lightest variant) as a step,
+ * before offsets: its time under the cost model and the liveness lower
+ * bound of its training schedule (persistent buffers included), which no
+ * packing goes below. Offsets cost far more than this, so a candidate whose
+ * bound exceeds the budget is never packed. */
+typedef struct {
+  Actions a;
+  Step *step;
+  Live *lt;
+  double time;
+  int64_t lb;
+} Cand;
+
+static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
+  Cand c;
+  c.a = ckpt_actions(ar, S->T, m);
+  if (light) c.a = lightest(ar, S->chain, c.a);
+  c.step = build_step(ar, S->g, S->o, &c.a, half_of(ar, S, &c.a));
+  c.lt = live_build(ar, c.step, c.step->train, c.step->ntrain);
+  int at;
+  c.lb = live_peak(c.lt, S->o->align, &at);
+  c.time = schedule_time(S->chain, &c.a);
+  return c;
+}
+
+/* The candidate's plan, offsets assigned; the bound above is checked. */
+static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c) {
+  Plan *p = plan_live(ar, S->g, c->step, c->lt, S->o);
+  MP_ASSERT(p->lower_bound_bytes >= c->lb); /* else skipping by the bound could miss a plan that fits */
+  describe(ar, p, S->g, S->plain, S->chain, &c->a);
+  return p;
+}
+
 /* The plan of the DP's schedule at m units (light: its lightest variant),
  * built in ar, with its step and its time under the cost model. */
 static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **step, double *time) {
-  Actions a = ckpt_actions(ar, S->T, m);
-  if (light) a = lightest(ar, S->chain, a);
-  Step *s = build_step(ar, S->g, S->o, &a, half_of(ar, S, &a));
-  Plan *p = fit_plan(ar, S->g, s, S->o);
-  describe(ar, p, S->g, S->plain, S->chain, &a);
-  *step = s;
-  *time = schedule_time(S->chain, &a);
-  return p;
+  Cand c = cand_step(ar, S, m, light);
+  *step = c.step;
+  *time = c.time;
+  return cand_plan(ar, S, &c);
 }
+
+/* Candidates the bound kept from being packed: when nothing fits, the
+ * smallest arena among them is still wanted (the budget that would fit). */
+typedef struct {
+  int64_t lb;
+  int m;
+  bool light;
+} Unpacked;
+typedef VEC(Unpacked) Unpackeds;
 
 /* Trades the contents of two arenas. */
 static void ar_swap(Arena *a, Arena *b) {
@@ -192,19 +242,44 @@ static void ar_swap(Arena *a, Arena *b) {
  * it becomes r's plan, tmp and *best trading places (the last winner's
  * memory becomes the next candidates'). */
 static bool try_fit(const Solver *S, int m, bool light, int64_t budget, double limit, FitResult *r, Arena *tmp,
-                    Arena *best, double *best_time) {
+                    Arena *best, double *best_time, Arena *scratch, Unpackeds *skipped) {
   ar_reset(tmp);
-  Step *s;
-  double t;
-  Plan *p = candidate(tmp, S, m, light, &s, &t);
+  Cand c = cand_step(tmp, S, m, light);
+  if (c.time >= limit) return false; /* slower than the plan already found */
+  if (c.lb > budget) {               /* cannot fit: remembered for the least arena */
+    r->bounded++;
+    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, m, light}));
+    return false;
+  }
+  Plan *p = cand_plan(tmp, S, &c);
   r->candidates++;
   if (p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
-  if (p->arena_bytes > budget || t >= limit) return false;
+  if (p->arena_bytes > budget) return false;
   ar_swap(tmp, best);
   r->plan = p;
-  r->step = s;
-  *best_time = t;
+  r->step = c.step;
+  *best_time = c.time;
   return true;
+}
+
+static int by_lb(const void *a, const void *b) {
+  const Unpacked *x = a, *y = b;
+  return (x->lb > y->lb) - (x->lb < y->lb);
+}
+
+/* The least arena among the candidates the bound skipped, when nothing fit:
+ * packed in the order of their bounds until the next bound is no lower
+ * than the least arena found, so r->min_arena is what packing every
+ * candidate would have found. */
+static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
+  qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb);
+  for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
+    ar_reset(tmp);
+    Cand c = cand_step(tmp, S, u->v[i].m, u->v[i].light);
+    Plan *p = cand_plan(tmp, S, &c);
+    r->candidates++;
+    if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+  }
 }
 
 /* The DP's fastest schedule whose verified arena fits the budget, under o,
@@ -218,14 +293,16 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   Solver S;
   solver_init(&scratch, &S, g, o);
   double best_time = INFINITY, last = NAN;
+  Unpackeds skipped = {0};
   for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
     double c = ckpt_cost(S.T, m);
     if (!isfinite(c) || c >= best_time) break;
     if (c == last) continue; /* the same schedule as the previous m */
     last = c;
-    if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time)) break;
-    try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time);
+    if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
+    try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped);
   }
+  if (!isfinite(best_time)) least_skipped(&S, &skipped, r, &tmp);
   ar_adopt(ar, &best);
   ar_free(&tmp);
   ar_free(&scratch);
@@ -262,7 +339,7 @@ static FitResult fit_graph(Arena *ar, const Graph *g, int64_t budget, const FitO
   }
   if (keep_only) return r;
   if (!choose) {
-    walk(ar, g, budget, &fo, &r);
+    if (!fo.no_recompute) walk(ar, g, budget, &fo, &r);
     return r;
   }
   /* Dropout's masks, when the plan keeping them all did not fit: keeping
@@ -273,6 +350,10 @@ static FitResult fit_graph(Arena *ar, const Graph *g, int64_t budget, const FitO
   FitOptions rg = fo;
   rg.masks = MASKS_REGEN;
   if (keep_all(ar, g, budget, &rg, &r)) return r;
+  if (fo.no_recompute) {
+    r.masks = NULL; /* both were tried */
+    return r;
+  }
   FitResult rs = r;
   double ts = walk(ar, g, budget, &fo, &rs);
   FitResult rr = rs;
@@ -319,6 +400,42 @@ static int64_t keep_lower_bound(Arena *ar, const Graph *g, const FitOptions *o) 
   return live_peak(live_build(ar, s, s->train, s->ntrain), o->align, &at);
 }
 
+/* The fused loss' chunks tried for N rows: N/8 and N/64 rows, none below
+ * 64 (a product of fewer rows runs the classifier's GEMM at a fraction of
+ * its rate, and saves at most 64 rows of logits). Not N: a chunk of every
+ * row holds all the logits, as the unfused pair does, and the levers plan
+ * that pair beside the fused loss anyway. */
+static void loss_chunks(int64_t N, int64_t chunk[3]) {
+  int64_t floor = N < 64 ? N : 64;
+  chunk[0] = (N + 7) / 8 > floor ? (N + 7) / 8 : floor;
+  chunk[1] = (N + 7) / 8 > floor ? (N + 7) / 8 : floor;
+  chunk[2] = (N + 63) / 64 > floor ? (N + 63) / 64 : floor;
+}
+
+static int64_t loss_rows(const Graph *fused) {
+  int64_t d[MAX_KDIM];
+  int nd;
+  for (int i = 0; i < fused->nops; i++)
+    if (fused->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {
+      op_info(OP_LINEAR_CROSS_ENTROPY)->dims(fused, &fused->ops[i], d, &nd);
+      return d[0];
+    }
+  return 0;
+}
+
+const Graph *fit_loss_graph(Arena *ar, const Graph *g, int64_t loss_chunk) {
+  if (loss_chunk == LOSS_UNFUSED || loss_chunk == LOSS_AUTO) return g;
+  if (loss_chunk > 0) {
+    const Graph *f = gb_fuse_loss(ar, g, loss_chunk);
+    return f ? f : g;
+  }
+  const Graph *whole = gb_fuse_loss(ar, g, 0);
+  if (!whole) return g;
+  int64_t chunk[3];
+  loss_chunks(loss_rows(whole), chunk);
+  return chunk[2] == chunk[0] ? whole : gb_fuse_loss(ar, g, chunk[2]);
+}
+
 /* Does r's plan keep every activation (no recomputation)? */
 static bool keeps_all(const FitResult *r) { return r->plan && !r->plan->extra_flops && !r->plan->nstages; }
 
@@ -336,23 +453,17 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     r = fit_graph(ar, g, budget, &fo, true);
     if (r.plan) return r;
   }
-  /* the chunk: N, N/8, N/64 rows, the largest that keeps everything in
+  /* the chunk (loss_chunks): the largest that keeps everything in
    * budget. The smallest is planned first, recomputing if it must: when it
    * cannot keep everything, no larger chunk can, and its plan is the one */
-  int64_t N = 0, d[MAX_KDIM];
-  int nd;
-  for (int i = 0; i < whole->nops; i++)
-    if (whole->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {
-      op_info(OP_LINEAR_CROSS_ENTROPY)->dims(whole, &whole->ops[i], d, &nd);
-      N = d[0];
-    }
-  int64_t chunk[3] = {N, (N + 7) / 8, (N + 63) / 64};
+  int64_t N = loss_rows(whole), chunk[3];
+  loss_chunks(N, chunk);
   const Graph *smallest = chunk[2] == N ? whole : gb_fuse_loss(ar, g, chunk[2]);
   FitResult least = merged(chunked(fit_graph(ar, smallest, budget, &fo, false)), &r);
   if (!keeps_all(&least)) return least;
   for (int c = 0; c < 2; c++) {
     if (chunk[c] == chunk[2] || (c && chunk[c] == chunk[c - 1])) continue;
-    const Graph *fg = c ? gb_fuse_loss(ar, g, chunk[c]) : whole;
+    const Graph *fg = chunk[c] == N ? whole : gb_fuse_loss(ar, g, chunk[c]);
     if (budget && keep_lower_bound(ar, fg, &fo) > budget) continue;
     FitResult k = chunked(fit_graph(ar, fg, budget, &fo, true));
     if (k.plan) return merged(k, &least);

@@ -1,7 +1,10 @@
 /* fit.h: the budget pass. Plans the step keeping everything; when that
  * arena exceeds the budget, walks the checkpointing schedules of ckpt.c from
  * the cheapest down and keeps the first whose final arena (after offsets and
- * verification, not a liveness estimate) fits. */
+ * verification, not a liveness estimate) fits. A schedule whose liveness
+ * lower bound already exceeds the budget cannot fit and is not packed; when
+ * none fits, the skipped ones are packed in the order of their bounds until
+ * no bound is below the least arena found, so that arena is exact. */
 #ifndef MEMPLAN_FIT_H
 #define MEMPLAN_FIT_H
 
@@ -20,11 +23,12 @@ typedef enum { MASKS_AUTO, MASKS_STORE, MASKS_REGEN } Masks;
 /* FitOptions.loss_chunk besides a number of rows: the fused classifier loss
  * (gb_fuse_loss, ops.c's linear_cross_entropy) with its chunk chosen by the
  * budget pass (LOSS_FUSED), or only when the unfused plan keeping every
- * activation does not fit the budget (LOSS_AUTO). The chunk: the largest
- * of N, N/8 and N/64 rows (N the loss's rows) whose plan keeps everything
- * within the budget; when none does, recomputation is planned with the
- * smallest (the most room for activations; the cost model charges every
- * chunk size the same FLOPs, none extra: see ops.c). */
+ * activation does not fit the budget (LOSS_AUTO; the levers turn auto into
+ * two configurations, unfused and LOSS_FUSED). The chunk: the larger of N/8
+ * and N/64 rows (none below 64; N the loss's rows) whose plan keeps
+ * everything within the budget; when neither does, recomputation is planned
+ * with the smaller (the most room for activations; the cost model charges
+ * every chunk size the same FLOPs, none extra: see ops.c). */
 enum { LOSS_UNFUSED = 0, LOSS_FUSED = -1, LOSS_AUTO = -2 };
 
 typedef struct {
@@ -39,6 +43,7 @@ typedef struct {
   Masks masks;         /* dropout's masks: stored or regenerated */
   int64_t loss_chunk;  /* the classifier loss: LOSS_UNFUSED (0), rows per chunk fused, LOSS_FUSED or LOSS_AUTO */
   OptPrec opt_state;   /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
+  bool no_recompute;   /* --no-recompute: keep every activation, never checkpoint */
 } FitOptions;
 
 typedef struct {
@@ -46,7 +51,8 @@ typedef struct {
   Step *step;         /* its step */
   int64_t min_arena;  /* the smallest arena any candidate reached */
   int64_t keep_arena; /* the arena keeping every activation */
-  int candidates;     /* plans built and checked */
+  int candidates;     /* plans built and checked (offsets assigned) */
+  int bounded;        /* schedules skipped unpacked: their liveness lower bound exceeds the budget */
   const char *masks;  /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
                        * dropout, or auto tried both) */
   const Graph *graph; /* the plan's graph: the one given, or its copy with the loss fused (gb_fuse_loss) */
@@ -55,6 +61,17 @@ typedef struct {
 
 /* A verified-ready plan for one step: liveness, buffers, offsets. */
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o);
+
+/* The step keeping every activation under o, before any plan: what the
+ * levers' bounds read (levers.c). Masks auto regenerates dropout's masks
+ * (the fewest bytes any policy keeps). */
+Step *fit_keep_step(Arena *ar, const Graph *g, const FitOptions *o);
+
+/* The graph fit_budget plans under a loss_chunk: g unfused (or with no
+ * classifier loss to fuse), else g with the loss fused at that chunk, or
+ * for LOSS_FUSED at the smallest chunk tried (the least memory: the levers'
+ * bounds). */
+const Graph *fit_loss_graph(Arena *ar, const Graph *g, int64_t loss_chunk);
 
 /* The lower bound of the plain step with every update after backward: what
  * fusing the updates saves, for the report. The workspace (sized by the

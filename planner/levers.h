@@ -1,8 +1,16 @@
-/* levers.h: the budget's levers, pulled in order: keep everything;
- * recompute (fit_budget: under --precision auto the DP also chooses, stage
- * by stage, between fp32 and bf16 storage of what it keeps, paying the
- * casts); then the largest micro-batch dividing the batch that fits, with
- * both at that size too. --micro-batch forces one size. */
+/* levers.h: one choice over the budget's levers. Configurations: the
+ * micro-batch sizes dividing the batch (the forced one with --micro-batch;
+ * the whole batch alone without a budget, with --no-micro-batch, or when
+ * the model has batch statistics) times the values of the other levers a
+ * user left free. For each, fit_budget keeps everything when it fits, else
+ * recomputes what the checkpointing DP says (not with --no-recompute; under
+ * --precision auto it also chooses bf16 storage per stage). The winner is
+ * the plan with the least estimated step time (levers.c: each op's roofline
+ * under the cost model, per micro-batch, plus a per-op overhead) whose
+ * arena fits. Bounds prune before planning: a configuration whose memory
+ * bound exceeds the budget cannot fit, and one whose time bound (its
+ * estimate keeping everything, without casts) is no less than a plan
+ * already found cannot win. */
 #ifndef MEMPLAN_LEVERS_H
 #define MEMPLAN_LEVERS_H
 

@@ -94,18 +94,24 @@ typedef struct {
   int64_t kept_bytes; /* what its kept run holds for backward */
 } PlanStage;
 
-/* One configuration the budget's levers tried (planner/levers.c),
- * in order: for the report's explanation and plan.json. */
+/* One configuration the budget's levers considered (planner/levers.c),
+ * in the order enumerated: for the report's explanation and plan.json. */
 typedef struct {
-  const char *precision; /* "fp32", "bf16", "fp16" */
+  const char *precision; /* "fp32", "bf16", "fp16" ("auto" where nothing was planned) */
   int micro_batch, accumulation_steps;
-  int64_t keep_arena;              /* the arena when every activation is kept */
+  int64_t keep_arena;              /* the arena when every activation is kept (0: not planned) */
   int64_t arena;                   /* the plan that fit, or the least arena recomputation reached */
   int64_t extra_flops, step_flops; /* of the plan that fit (0 when none did) */
   bool fits, chosen;
   const char *dropout_masks; /* "stored", "regenerated" (the plan that fit, or the one policy tried); NULL: no
                               * dropout, or both tried and neither fit */
-  int64_t loss_chunk;        /* the fused loss' rows per chunk (the plan's, or the last tried); 0: unfused */
+  int64_t loss_chunk;        /* the fused loss' rows per chunk (the plan's, or the last tried); 0: unfused; -1:
+                              * fused, not planned */
+  double est_seconds;        /* the plan's estimated step time (levers.c), 0 when none fit */
+  double time_bound;         /* seconds no plan of this configuration's estimate goes below */
+  int64_t memory_bound;      /* bytes no plan of this configuration's arena goes below */
+  const char *pruned;        /* NULL: planned; "memory": memory_bound exceeds the budget; "time": time_bound is no
+                              * less than a plan already found (0 and NULL in plans written before the bounds) */
 } PlanLever;
 
 typedef struct Plan {

@@ -4,6 +4,12 @@ add_test(NAME levers_report
          COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/levers/check_levers.py $<TARGET_FILE:memplan>
                  ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/levers)
 set_tests_properties(levers_report PROPERTIES LABELS e2e TIMEOUT 300)
+# The levers chosen together: the least estimated step time among the plans
+# that fit, against every micro-batch size compiled alone; bounds; forbidding
+add_test(NAME levers_joint
+         COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/levers/check_joint.py $<TARGET_FILE:memplan>
+                 ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/levers_joint)
+set_tests_properties(levers_joint PROPERTIES LABELS e2e TIMEOUT 300 PASS_REGULAR_EXPRESSION "^ok: ")
 add_test(NAME error_bad_time_limit COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --time-limit abc)
 set_tests_properties(error_bad_time_limit PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "error: --time-limit wants seconds \\(e.g. 0.5\\), got 'abc'")

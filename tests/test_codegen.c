@@ -344,7 +344,8 @@ static void test_conv_scratch(const char *tmp) {
         fclose(f) == 0);
   Arena ar = {0};
   PlanRequest rq = request(path);
-  rq.budget = 4 << 20; /* keeping everything takes 7.8 MiB */
+  rq.budget = 4 << 20;      /* keeping everything takes 7.8 MiB */
+  rq.no_micro_batch = true; /* recomputation, not micro-batches (the levers would choose those) */
   PlanOutcome r = plan_model(&ar, &rq);
   CHECK(r.status == PLAN_OK && r.plan);
   if (!r.plan) {

@@ -29,7 +29,7 @@ arena is its whole training peak. memplan's own saved bytes are the
 activation and input bytes live across the forward/backward boundary in its
 keep-everything plan (the union of their arena ranges).
 
-memplan side: `memplan compile MODEL -o DIR [--budget X]` for keep-all and
+memplan side: `memplan compile MODEL -o DIR [--budget X --no-micro-batch]` for keep-all and
 each budget, read from DIR/plan.json (arena_bytes, extra_flops, step_flops).
 
   /usr/bin/python3 tests/bench/torch_saved_bytes.py --memplan build/bin/memplan \\
@@ -184,7 +184,8 @@ def saved_bytes(torch, model, batch, device):
 # memplan side
 
 def compile_plan(memplan, yaml, d, budget):
-    cmd = [memplan, "compile", yaml, "-o", d] + (["--budget", budget] if budget else [])
+    # the whole batch, as PyTorch runs it (the levers alone may micro-batch instead)
+    cmd = [memplan, "compile", yaml, "-o", d] + (["--budget", budget, "--no-micro-batch"] if budget else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return None, (r.stderr or r.stdout).strip().split("\n")[-1]

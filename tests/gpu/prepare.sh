@@ -18,9 +18,10 @@
 #   gpt2-124m-bf16       B=8 T=1024, --precision bf16: timing and memory only (no CPU
 #                        record: a bf16 step costs as much as fp32 here; the bf16 loss
 #                        comparison is gpt2-124m-small-bf16's)
-#   gpt2-124m-bf16-4g    the same under --budget 4G, which forces recomputation (~12%
-#                        extra FLOPs): its step time against gpt2-124m-bf16's checks the
-#                        plan's extra-FLOPs estimate, its device memory the plan
+#   gpt2-124m-bf16-4g    the same under --budget 4G --no-micro-batch, which forces
+#                        recomputation (~12% extra FLOPs; the levers alone would run
+#                        2 micro-batches of 4): its step time against gpt2-124m-bf16's
+#                        checks the plan's extra-FLOPs estimate, its device memory the plan
 # GPT-2 124M's initial weights (~500 MB) are too big to carry: both sides draw
 # them from --seed with the same host code (memplan_trainer.c's init_params:
 # splitmix64 and Box-Muller in double), so they are the same weights.
@@ -71,7 +72,7 @@ config gpt2-124m-small 3 1e-4 seed -- models/gpt2-124m.yaml --set B=4 --set T=12
 config gpt2-124m-small-bf16 3 1e-2 seed -- models/gpt2-124m.yaml --set B=4 --set T=128 --precision bf16
 config gpt2-124m "$FULL_STEPS" 1e-4 seed -- models/gpt2-124m.yaml
 config gpt2-124m-bf16 0 1e-2 seed -- models/gpt2-124m.yaml --precision bf16
-config gpt2-124m-bf16-4g 0 1e-2 seed -- models/gpt2-124m.yaml --precision bf16 --budget 4G
+config gpt2-124m-bf16-4g 0 1e-2 seed -- models/gpt2-124m.yaml --precision bf16 --budget 4G --no-micro-batch
 echo
 du -sh "$DIR"
 echo "prepared $DIR: carry it to the GPU machine (run.sh's header says how)"

@@ -4,13 +4,15 @@ about the budget's levers, checked against plans compiled in the same run.
 - The fused-updates line: plan.json's unfused_lower_bound_bytes equals the
   lower bound of the same model compiled with --no-fuse-updates (it once left
   out the workspace).
-- Levers: GPT-2 124M at --budget 3G lists every configuration tried, in order
-  (the full batch first, which does not fit, then micro-batches), exactly one
-  chosen, and the chosen one is the plan's own arena, extra FLOPs and batch
-  split; the report prints the same lines.
-- --precision auto at 3G chooses per stage: it lowers some but not all of
-  what bf16 lowers, and recomputes no more than fp32 does at that budget;
-  at 8G, where everything fits, it lowers nothing.
+- Levers: GPT-2 124M at --budget 3G lists every configuration considered, in
+  order (the full batch first, which does not fit, then micro-batches),
+  exactly one chosen, and the chosen one is the plan's own arena, extra FLOPs
+  and batch split; the report prints the same lines (tests/levers/
+  check_joint.py checks the choice itself).
+- --precision auto at 3G (2 micro-batches of 4: --micro-batch 4) chooses per
+  stage: it lowers some but not all of what bf16 lowers, and recomputes no
+  more than fp32 does at that budget; at 8G, where everything fits, it
+  lowers nothing.
 - A micro-batch is the planner's choice, not a --set: plan.json's "set" does
   not list the batch dim, and the report does not star it.
 - --precision bf16: the report names every lowered tensor (all of plan.json's
@@ -68,19 +70,26 @@ if chosen:
     check(c["micro_batch"] * c["accumulation_steps"] == plan["dims"]["B"] * t["accumulation_steps"], "batch split")
 check(all(l["arena_bytes"] <= l["keep_arena_bytes"] for l in lv), "recompute above keep-all")
 check(all(l["arena_bytes"] <= 3 << 30 for l in lv if l["fits"]), "a lever that fits is over the budget")
-check("levers, in the order tried (budget 3.00 GiB):" in report, "report has no levers section")
+check("levers (budget 3.00 GiB): the least estimated step time that fits" in report, "report has no levers section")
 check(report.count("<- chosen") == 1, "report: not exactly one chosen lever")
-check(sum(1 for line in report.splitlines() if "does not fit" in line) == sum(not l["fits"] for l in lv),
+check(sum(1 for line in report.splitlines() if "does not fit" in line)
+      == sum(not l["fits"] and "pruned" not in l for l in lv),
       "report and plan.json disagree on the levers that do not fit")
+check(sum(1 for line in report.splitlines() if "not planned:" in line) == sum("pruned" in l for l in lv),
+      "report and plan.json disagree on the pruned levers")
 check("B" not in plan["set"], f"micro-batch recorded as a --set: {plan['set']}")
-check(" B=4 " in report and "B=4*" not in report, "report stars the micro-batched dim")
+mbs = t["micro_batch"]
+check(f" B={mbs} " in report and f"B={mbs}*" not in report, "report stars the micro-batched dim")
 
-auto, report_auto = compile_("gpt2-3g-auto", "gpt2-124m", "--budget", "3G", "--precision", "auto", "--fused-loss", "off")
-allbf, _ = compile_("gpt2-3g-bf16", "gpt2-124m", "--budget", "3G", "--precision", "bf16", "--fused-loss", "off")
+fp32_3g, _ = compile_("gpt2-3g-mb4", "gpt2-124m", "--budget", "3G", "--micro-batch", "4", "--fused-loss", "off")
+auto, report_auto = compile_("gpt2-3g-auto", "gpt2-124m", "--budget", "3G", "--precision", "auto", "--micro-batch", "4", "--fused-loss", "off")
+allbf, _ = compile_("gpt2-3g-bf16", "gpt2-124m", "--budget", "3G", "--precision", "bf16", "--micro-batch", "4", "--fused-loss", "off")
 half = lambda p: sum(b["dtype"] == "bf16" for b in p["buffers"])
 check(0 < half(auto) < half(allbf), f"auto lowered {half(auto)} tensors, bf16 lowers {half(allbf)}")
 check(auto["precision"] == "bf16" and auto["totals"]["arena_bytes"] <= 3 << 30, "auto at 3G")
-check(auto["totals"]["extra_flops"] <= t["extra_flops"], f"auto recomputes {auto['totals']['extra_flops']}, fp32 {t['extra_flops']}")
+ft = fp32_3g["totals"]
+check(ft["extra_flops"] > 0 and ft["accumulation_steps"] == 2, f"--micro-batch 4 at 3G: {ft}")
+check(auto["totals"]["extra_flops"] <= ft["extra_flops"], f"auto recomputes {auto['totals']['extra_flops']}, fp32 {ft['extra_flops']}")
 check(any(s["half"] for s in auto["stages"]) and not all(s["half"] for s in auto["stages"]), "auto: stages' half flags")
 check("in bf16" in report_auto, "report: no stage kept in bf16")
 roomy, _ = compile_("gpt2-8g-auto", "gpt2-124m", "--budget", "8G", "--precision", "auto")

@@ -50,7 +50,7 @@ build sgd
 build sgd_mb2 --micro-batch 2
 build bf16 --precision bf16
 build fp16 --precision fp16
-build auto --precision auto --budget 8600000
+build auto --precision auto --budget 8600000 --no-micro-batch
 build mlp
 build mlp_mb --micro-batch 16
 grep -q "batch 4 as 2 micro-batches of 2" "$work/mb2.report" || { echo "FAIL: no micro-batches planned"; exit 1; }

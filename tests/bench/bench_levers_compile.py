@@ -1,0 +1,73 @@
+"""bench_levers_compile.py MEMPLAN MODELS_DIR: compile time of the budget's levers.
+
+Compiles the bundled models at the budgets the tests and the README use
+(GPT-2 124M at 1.5G .. 8G, fp32 and --precision auto; SmolLM2-135M at 4G
+and 8G; Llama-3.2-1B at 16G and 24G; ResNet-50 at 1G; ViT-B/16 at 1G and
+2G) and prints, per compile, its CPU seconds (user + sys of memplan, which
+is single-threaded: what the wall clock would read on an idle core), its wall
+seconds on this machine as loaded, what it chose, and the ratio against the
+CPU seconds the previous approach took: levers pulled in a fixed order, every
+checkpointing candidate packed (commit d16ec51, measured on this project's
+2-core machine, same build type). The goal is 2 s for any budget (issue 16).
+
+Nothing here fails on time (timings are the machine's); it fails when a
+result changed: a budget that fits no longer fits, or one that does not fit
+names another smallest budget than the previous approach did.
+"""
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+
+memplan, models = sys.argv[1:3]
+GOAL = 2.0
+# (model, options, previous CPU seconds, previous smallest budget when it did not fit)
+CASES = [
+    ("gpt2-124m", ["--budget", "1.5G"], 4.24, 2256384256),
+    ("gpt2-124m", ["--budget", "2G"], 4.09, 2256384256),
+    ("gpt2-124m", ["--budget", "3G"], 1.73, None),
+    ("gpt2-124m", ["--budget", "4G"], 0.57, None),
+    ("gpt2-124m", ["--budget", "8G"], 0.01, None),
+    ("gpt2-124m", ["--budget", "1.5G", "--precision", "auto"], 7.56, 2258260224),
+    ("gpt2-124m", ["--budget", "3G", "--precision", "auto"], 2.91, None),
+    ("gpt2-124m", ["--budget", "4G", "--precision", "auto"], 0.76, None),
+    ("smollm2-135m", ["--budget", "4G"], 7.60, None),
+    ("smollm2-135m", ["--budget", "8G"], 2.07, None),
+    ("llama-3.2-1b", ["--budget", "16G"], 5.94, 20452270336),
+    ("llama-3.2-1b", ["--budget", "24G"], 0.85, None),
+    ("resnet-50", ["--budget", "1G"], 0.86, None),
+    ("vit-b16", ["--budget", "1G"], 8.43, 1397800448),
+    ("vit-b16", ["--budget", "2G"], 0.63, None),
+]
+
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+failures = []
+worst = 0.0
+print(f"{'model':<14} {'options':<28} {'CPU s':>6} {'wall s':>7} {'before':>7} {'speedup':>8}  result")
+for model, opts, before, least in CASES:
+    c0, w0 = cpu(), time.time()
+    r = subprocess.run([memplan, "compile", os.path.join(models, model + ".yaml"), *opts], capture_output=True,
+                       text=True)
+    c, w = cpu() - c0, time.time() - w0
+    worst = max(worst, c)
+    m = re.search(r"Smallest budget that fits: --budget (\d+)", r.stderr)
+    chosen = re.search(r"^  (\S[^\n]*?) {2,}([^\n]*?) +<- chosen$", r.stdout, re.M)
+    if least is None:
+        result = f"{chosen.group(1)}: {chosen.group(2)}" if r.returncode == 0 and chosen else f"FAILED: {r.stderr}"
+        if r.returncode or not chosen:
+            failures.append(f"{model} {' '.join(opts)} no longer fits: {r.stderr}")
+    else:
+        result = f"does not fit; smallest {int(m.group(1)) / 2**30:.3f} GiB" if m else f"FAILED: {r.stdout[:200]}"
+        if not m or int(m.group(1)) != least:
+            failures.append(f"{model} {' '.join(opts)}: smallest budget {m and m.group(1)}, previously {least}")
+    print(f"{model:<14} {' '.join(opts):<28} {c:>6.2f} {w:>7.2f} {before:>7.2f} {before / max(c, 1e-3):>7.1f}x  {result}")
+print(f"\nslowest: {worst:.2f} CPU s, {worst / GOAL:.2f} of the {GOAL:.0f} s goal")
+if failures:
+    sys.exit("\n".join(failures))
