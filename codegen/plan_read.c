@@ -360,6 +360,18 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->opt.final_fraction = find(o, "final_fraction") ? get_num(o, "final_fraction") : 0.0;
   if (!(p->opt.final_fraction >= 0 && p->opt.final_fraction <= 1))
     diag_error(get(o, "final_fraction", J_NUM)->loc, "\"final_fraction\" must be in [0, 1]");
+  /* gradient clipping: absent in plans without it; its price, "noclip", with it */
+  p->opt.clip_grad_norm = find(o, "clip_grad_norm") ? get_num(o, "clip_grad_norm") : 0.0;
+  if (!(p->opt.clip_grad_norm >= 0))
+    diag_error(get(o, "clip_grad_norm", J_NUM)->loc, "\"clip_grad_norm\" must be positive");
+  const JVal *nc = find(root, "noclip");
+  if (nc) {
+    want(nc, J_OBJ, "\"noclip\"");
+    p->noclip_fits = get(nc, "fits", J_BOOL)->b;
+    p->noclip_arena = get_int(nc, "arena_bytes", 0, PLAN_MAX_VALUE);
+    p->noclip_lower_bound = get_int(nc, "lower_bound_bytes", 0, PLAN_MAX_VALUE);
+    p->noclip_extra_flops = get_int(nc, "extra_flops", 0, INT64_MAX);
+  }
   p->budget_bytes = get_int(root, "budget_bytes", 0, PLAN_MAX_VALUE);
   p->align = get_int(root, "align", 1, (int64_t)1 << 30);
   static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};

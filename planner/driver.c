@@ -19,6 +19,18 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   /* levers: keep everything, recompute, micro-batches (one fit each, the
    * checkpointing DP solved once per fit); g becomes the chosen plan's graph */
   FitResult fit = levers_fit(ar, src, rq, &g, &out.message);
+  /* gradient clipping's price: the same request planned without it (the
+   * updates fused into backward again); about the compile time of the first */
+  FitResult nc = {0};
+  if (!out.message && g->opt.clip_grad_norm > 0) {
+    PlanRequest q = *rq;
+    q.fit.ignore_clip = true;
+    Graph *g0 = load_build(src, rq->ov, rq->nov);
+    const char *msg = NULL;
+    nc = levers_fit(ar, src, &q, &g0, &msg);
+    out.noclip_min_arena = nc.plan ? nc.plan->arena_bytes : nc.min_arena;
+    out.noclip_fits = nc.plan != NULL;
+  }
   load_free(src);
   if (out.message) {
     out.status = PLAN_BAD_REQUEST;
@@ -34,6 +46,12 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   Plan *p = fit.plan;
   p->budget_bytes = rq->budget;
   p->unfused_lower_bound = fit_unfused_lower_bound(ar, g, &rq->fit, fit.step, p);
+  if (out.noclip_min_arena) {
+    p->noclip_fits = out.noclip_fits;
+    p->noclip_arena = out.noclip_min_arena;
+    p->noclip_lower_bound = nc.plan ? nc.plan->lower_bound_bytes : 0;
+    p->noclip_extra_flops = nc.plan ? nc.plan->extra_flops : 0;
+  }
   p->compile_seconds = mp_now() - t0;
   /* verify: the last pass; the plan is complete and nothing edits it after */
   out.message = verify_plan(p);

@@ -26,6 +26,7 @@ typedef struct {
   Precision precision; /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
   int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
   Masks masks;         /* dropout's masks: stored or regenerated */
+  bool ignore_clip;    /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
 } FitOptions;
 
 typedef struct {
