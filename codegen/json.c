@@ -57,9 +57,9 @@ static void header(const Plan *p, Text *t) {
   if (p->noclip_arena) /* gradient clipping's price: the same request planned without it */
     text_printf(t,
                 "  \"noclip\": {\"fits\": %s, \"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, "
-                "\"extra_flops\": %lld},\n",
+                "\"extra_flops\": %lld, \"accumulation_steps\": %d},\n",
                 p->noclip_fits ? "true" : "false", (long long)p->noclip_arena, (long long)p->noclip_lower_bound,
-                (long long)p->noclip_extra_flops);
+                (long long)p->noclip_extra_flops, p->noclip_accumulation);
 }
 
 static void totals(const Plan *p, Text *t) {

@@ -371,6 +371,7 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
     p->noclip_arena = get_int(nc, "arena_bytes", 0, PLAN_MAX_VALUE);
     p->noclip_lower_bound = get_int(nc, "lower_bound_bytes", 0, PLAN_MAX_VALUE);
     p->noclip_extra_flops = get_int(nc, "extra_flops", 0, INT64_MAX);
+    p->noclip_accumulation = (int)get_int(nc, "accumulation_steps", 1, INT32_MAX);
   }
   p->budget_bytes = get_int(root, "budget_bytes", 0, PLAN_MAX_VALUE);
   p->align = get_int(root, "align", 1, (int64_t)1 << 30);

@@ -184,16 +184,21 @@ static void clipping(const Plan *p, FILE *out) {
           "\ngradient clipping (global L2 norm at most %g): every gradient is kept until the norm over all\n"
           "  of them is known, so no update can run inside backward. Its price%s:\n",
           p->opt.clip_grad_norm, p->budget_bytes ? ", at this budget" : "");
-  fprintf(out, "    with clipping     arena %12s  lower bound %12s  %6.2f%% extra FLOPs\n", b(x, p->arena_bytes),
+  fprintf(out, "    with clipping     arena %12s  lower bound %12s  %6.2f%% extra FLOPs", b(x, p->arena_bytes),
           b(y, p->lower_bound_bytes), pct);
+  if (p->accumulation_steps > 1) fprintf(out, ", %d micro-batches", p->accumulation_steps);
+  fprintf(out, "\n");
   if (!p->noclip_arena) return; /* a plan.json written without the price */
   if (!p->noclip_fits) {
     fprintf(out, "    without clipping  does not fit either (least arena %s)\n", b(x, p->noclip_arena));
     return;
   }
   double npct = 100.0 * (double)p->noclip_extra_flops / (double)p->step_flops;
-  fprintf(out, "    without clipping  arena %12s  lower bound %12s  %6.2f%% extra FLOPs (updates fused)\n",
-          b(x, p->noclip_arena), b(y, p->noclip_lower_bound), npct);
+  fprintf(out, "    without clipping  arena %12s  lower bound %12s  %6.2f%% extra FLOPs", b(x, p->noclip_arena),
+          b(y, p->noclip_lower_bound), npct);
+  if (p->noclip_accumulation > 1) fprintf(out, ", %d micro-batches", p->noclip_accumulation);
+  else fprintf(out, " (updates fused)");
+  fprintf(out, "\n");
   int64_t d = p->arena_bytes - p->noclip_arena, dl = p->lower_bound_bytes - p->noclip_lower_bound;
   fprintf(out, "    clipping costs    %s%s arena, %s%s lower bound, %+.2f%% FLOPs\n", d < 0 ? "-" : "+",
           b(x, d < 0 ? -d : d), dl < 0 ? "-" : "+", b(y, dl < 0 ? -dl : dl), pct - npct);

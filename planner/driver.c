@@ -51,6 +51,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     p->noclip_arena = out.noclip_min_arena;
     p->noclip_lower_bound = nc.plan ? nc.plan->lower_bound_bytes : 0;
     p->noclip_extra_flops = nc.plan ? nc.plan->extra_flops : 0;
+    p->noclip_accumulation = nc.plan ? nc.plan->accumulation_steps : 1;
   }
   p->compile_seconds = mp_now() - t0;
   /* verify: the last pass; the plan is complete and nothing edits it after */

@@ -297,8 +297,8 @@ static void load_schedule(Loader *L, Node *map, Optimizer *o) {
 static Optimizer load_optimizer(Loader *L, Node *map) {
   Optimizer o = {OPT_ADAMW, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, false, SCHED_CONSTANT, 0, 0.0, {L->path, 0, 0}, 0.0};
   if (!map) return o;
-  static const char *const adam[] = {"type",     "lr",     "betas",          "eps",           "weight_decay",
-                                     "schedule", "warmup", "final_fraction", "clip_grad_norm", NULL};
+  static const char *const adam[] = {
+      "type", "lr", "betas", "eps", "weight_decay", "schedule", "warmup", "final_fraction", "clip_grad_norm", NULL};
   static const char *const sgd[] = {"type",     "lr",     "momentum",       "weight_decay",   "nesterov",
                                     "schedule", "warmup", "final_fraction", "clip_grad_norm", NULL};
   expect(L, map, YAML_MAPPING_NODE, "'optimizer'");

@@ -168,6 +168,7 @@ typedef struct Plan {
   int64_t noclip_arena;       /* its arena; when none fits, the least arena one reached */
   int64_t noclip_lower_bound; /* its lower bound (0 when none fits) */
   int64_t noclip_extra_flops; /* its recomputation */
+  int noclip_accumulation;    /* its micro-batches per step (1: none) */
   double compile_seconds;
 } Plan;
 

@@ -64,6 +64,8 @@ memplan_e2e_build(tokens-mix ${MEMPLAN_TEST_DIR}/reference/tokens-mix.yaml)
 memplan_e2e_build(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
 # an lr schedule from the YAML: 2 warmup steps, then cosine decay to 0.1 x lr
 memplan_e2e_build(mlp-cosine ${MEMPLAN_TEST_DIR}/reference/mlp-cosine.yaml)
+# gradient clipping by global norm (SGD with momentum, clipping on most steps)
+memplan_e2e_build(mlp-clip ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml)
 # Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
 memplan_e2e_build(gpt2-124m ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml)
 
@@ -137,6 +139,11 @@ memplan_reference(reference_pool_dropout pool-dropout)
 # (warmup 2, cosine to 0.1 x lr over the 5 steps) and a command-line override
 memplan_reference(reference_mlp_cosine mlp-cosine)
 memplan_reference(reference_mlp_sgd_linear mlp --schedule linear --warmup 1 --final-fraction 0.2)
+# gradient clipping: torch.nn.utils.clip_grad_norm_ after backward, the trainer's
+# grad_norm column against torch's norm; the YAML's threshold (active on 4 of
+# the 5 steps) and the trainer's --clip 0.2 (all 5), followed by torch too
+memplan_reference(reference_mlp_clip mlp-clip)
+memplan_reference(reference_mlp_clip_override mlp-clip --clip 0.2)
 # The check must be able to fail: torch with lr x 1.01 must not match.
 memplan_reference(reference_detects_wrong_lr gpt2-mini --text ${e2e_text} --perturb-lr 1.01)
 memplan_reference(reference_mlp_adamw_detects_wrong_lr mlp-adamw --perturb-lr 1.01)
@@ -147,3 +154,5 @@ memplan_reference(reference_bn_mlp_detects_wrong_lr bn-mlp --eval --perturb-lr 1
 memplan_reference(reference_pool_dropout_detects_wrong_mask pool-dropout --dropout-seed 1338)
 # ... and torch at a constant lr must not match a trainer that follows a schedule.
 memplan_reference(reference_mlp_cosine_detects_constant mlp-cosine --perturb-schedule)
+# ... and torch without clipping must not match a trainer that clips.
+memplan_reference(reference_mlp_clip_detects_unclipped mlp-clip --perturb-clip)

@@ -178,6 +178,14 @@ def errors(trainer, d, *args):
     cases.append((args + ["--schedule", "constant", "--final-fraction", "0.1"],
                   ["--final-fraction is the floor of a decay, and the schedule is constant: "
                    "give --schedule cosine or linear"]))
+    # --clip: a plan without clipping frees its gradients inside backward
+    with open(os.path.join(os.path.dirname(os.path.dirname(trainer)), "plan.json")) as f:
+        clips = json.load(f)["optimizer"].get("clip_grad_norm", 0) > 0
+    for v in ("-1", "nan", "x"):
+        cases.append((args + ["--clip", v], ["--clip '%s': expected a finite number >= 0" % v]))
+    if not clips:
+        cases.append((args + ["--clip", "1"], ["--clip: this plan was compiled without gradient clipping",
+                                               "add clip_grad_norm: X to the YAML's optimizer"]))
     # --save is checked before the first step, not after the last.
     p = os.path.join(d, "no-such-dir", "w.safetensors")
     cases.append((args + ["--save", p], ["cannot write --save %s: No such file or directory" % p]))
