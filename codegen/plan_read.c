@@ -579,3 +579,36 @@ Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   check_refs(&root, p);
   return p;
 }
+
+StTensor *st_read_header(Arena *ar, const char *path, const char *json, size_t len, int *n) {
+  Parser P = {ar, path, json, json + len, json, 1, json};
+  JVal root = {0};
+  skip_ws(&P);
+  if (P.p >= P.end) diag_error(here(&P), "empty safetensors header");
+  parse_value(&P, &root, 0);
+  skip_ws(&P);
+  if (P.p < P.end) diag_error(here(&P), "text after the end of the safetensors header's JSON");
+  want(&root, J_OBJ, "a safetensors header");
+  StTensor *t = ar_alloc(ar, sizeof(StTensor) * (size_t)(root.n + 1));
+  int k = 0;
+  for (int i = 0; i < root.n; i++) {
+    const char *name = root.keys[i];
+    if (!strcmp(name, "__metadata__")) continue;
+    const JVal *v = &root.items[i];
+    char what[600];
+    snprintf(what, sizeof what, "tensor '%.500s'", name);
+    want(v, J_OBJ, what);
+    StTensor *s = &t[k++];
+    s->name = name;
+    s->dtype = get(v, "dtype", J_STR)->s;
+    const JVal *sh = get(v, "shape", J_ARR), *off = get(v, "data_offsets", J_ARR);
+    if (sh->n > ST_MAX_RANK) diag_error(sh->loc, "%s: rank %d is over %d", what, sh->n, ST_MAX_RANK);
+    s->rank = sh->n;
+    for (int d = 0; d < sh->n; d++) s->shape[d] = as_int(&sh->items[d], "a dim", 0, PLAN_MAX_VALUE);
+    if (off->n != 2) diag_error(off->loc, "%s: \"data_offsets\" must hold two numbers", what);
+    s->begin = as_int(&off->items[0], "an offset", 0, PLAN_MAX_VALUE);
+    s->end = as_int(&off->items[1], "an offset", s->begin, PLAN_MAX_VALUE);
+  }
+  *n = k;
+  return t;
+}

@@ -154,5 +154,14 @@ memplan_reference(reference_bn_mlp_detects_wrong_lr bn-mlp --eval --perturb-lr 1
 memplan_reference(reference_pool_dropout_detects_wrong_mask pool-dropout --dropout-seed 1338)
 # ... and torch at a constant lr must not match a trainer that follows a schedule.
 memplan_reference(reference_mlp_cosine_detects_constant mlp-cosine --perturb-schedule)
+# Hugging Face GPT-2 weights: a tiny GPT-2 in HF's layout, imported for
+# gpt2-mini (memplan import-hf gpt2 --plan), loaded by its trainer: the first
+# loss against HF's GPT-2 math in PyTorch; padding, the cut wpe, the errors
+# (tests/e2e/hf_import.py; about 3 s)
+add_test(NAME e2e_hf_import_gpt2
+         COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/hf_import.py $<TARGET_FILE:memplan> ${e2e_dir}/gpt2-mini
+                 ${e2e_dir}/hf-import)
+set_tests_properties(e2e_hf_import_gpt2 PROPERTIES LABELS reference TIMEOUT 120 SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED trainer_gpt2-mini)
 # ... and torch without clipping must not match a trainer that clips.
 memplan_reference(reference_mlp_clip_detects_unclipped mlp-clip --perturb-clip)
