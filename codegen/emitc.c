@@ -402,7 +402,7 @@ static void schedule_fn(Emit *E, Text *t, const PlanOp *ops, int n, bool train) 
               "  (void)arena, (void)lr, (void)t;\n");
   if (separate_updates(p)) body(E, t, ops, n, true, true);
   text_printf(t,
-              "}\n\n// loss scaling: unscale every gradient; 1 when all were finite\n\n"
+              "}\n\n// loss scaling (and clipping): every gradient times inv_scale; 1 when all were finite\n\n"
               "static int unscale(unsigned char *arena, float inv_scale) {\n  int finite = 1;\n"
               "  (void)arena, (void)inv_scale;\n");
   for (int b = 0; (p->loss_scaling || clipping(p)) && b < p->nbuf; b++) /* clipping scales with it */
