@@ -363,7 +363,7 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   /* gradient clipping: absent in plans without it; its price, "noclip", with it */
   p->opt.clip_grad_norm = find(o, "clip_grad_norm") ? get_num(o, "clip_grad_norm") : 0.0;
   if (!(p->opt.clip_grad_norm >= 0))
-    diag_error(get(o, "clip_grad_norm", J_NUM)->loc, "\"clip_grad_norm\" must be positive");
+    diag_error(get(o, "clip_grad_norm", J_NUM)->loc, "\"clip_grad_norm\" must be a number >= 0 (0: no clipping)");
   const JVal *nc = find(root, "noclip");
   if (nc) {
     want(nc, J_OBJ, "\"noclip\"");
