@@ -66,6 +66,7 @@ memplan_e2e_build(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
 memplan_e2e_build(mlp-cosine ${MEMPLAN_TEST_DIR}/reference/mlp-cosine.yaml)
 # gradient clipping by global norm (SGD with momentum, clipping on most steps)
 memplan_e2e_build(mlp-clip ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml)
+memplan_e2e_build(mlp-clip-fp16 ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml --precision=fp16)
 # Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
 memplan_e2e_build(gpt2-124m ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml)
 
@@ -93,6 +94,10 @@ memplan_e2e(e2e_errors_bn-mlp bn-mlp errors ${e2e_dir}/bn-mlp/build/trainer ${e2
 # model's own (constant for mlp, cosine from mlp-cosine's YAML) and the
 # --schedule/--warmup/--final-fraction overrides (9 steps each, about 1 s in all).
 memplan_e2e(e2e_schedule_mlp mlp schedule ${mlp} --threads 2)
+# gradient clipping after fp16's unscaling: the norms of the fp32 plan (about 1 s)
+memplan_e2e(e2e_clip_fp16_mlp-clip mlp-clip clipnorm ${e2e_dir}/mlp-clip/build/trainer
+            ${e2e_dir}/mlp-clip-fp16/build/trainer ${e2e_dir}/clipnorm)
+set_tests_properties(e2e_clip_fp16_mlp-clip PROPERTIES FIXTURES_REQUIRED "trainer_mlp-clip;trainer_mlp-clip-fp16")
 memplan_e2e(e2e_schedule_mlp-cosine mlp-cosine schedule ${e2e_dir}/mlp-cosine/build/trainer --threads 2)
 # The generated CMakeLists.txt builds a portable trainer unless -DTRAINER_NATIVE=ON.
 memplan_e2e(e2e_portable_gpt2-mini gpt2-mini portable ${e2e_dir}/gpt2-mini)
