@@ -20,9 +20,10 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
    * checkpointing DP solved once per fit); g becomes the chosen plan's graph */
   FitResult fit = levers_fit(ar, src, rq, &g, &out.message);
   /* gradient clipping's price: the same request planned without it (the
-   * updates fused into backward again); about the compile time of the first */
+   * updates fused into backward again); about the compile time of the first.
+   * None under --no-fuse: that plan keeps every gradient anyway */
   FitResult nc = {0};
-  if (!out.message && g->opt.clip_grad_norm > 0) {
+  if (!out.message && g->opt.clip_grad_norm > 0 && rq->fit.fuse) {
     PlanRequest q = *rq;
     q.fit.ignore_clip = true;
     Graph *g0 = load_build(src, rq->ov, rq->nov);
