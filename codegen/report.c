@@ -182,13 +182,16 @@ static void clipping(const Plan *p, FILE *out) {
   double pct = 100.0 * (double)p->extra_flops / (double)p->step_flops;
   fprintf(out,
           "\ngradient clipping (global L2 norm at most %g): every gradient is kept until the norm over all\n"
-          "  of them is known, so no update can run inside backward. Its price%s:\n",
-          p->opt.clip_grad_norm, p->budget_bytes ? ", at this budget" : "");
+          "  of them is known, so no update can run inside backward%s\n",
+          p->opt.clip_grad_norm,
+          !p->noclip_arena  ? "." /* --no-fuse, or a plan.json written without the price */
+          : p->budget_bytes ? ". Its price, at this budget:"
+                            : ". Its price:");
   fprintf(out, "    with clipping     arena %12s  lower bound %12s  %6.2f%% extra FLOPs", b(x, p->arena_bytes),
           b(y, p->lower_bound_bytes), pct);
   if (p->accumulation_steps > 1) fprintf(out, ", %d micro-batches", p->accumulation_steps);
   fprintf(out, "\n");
-  if (!p->noclip_arena) return; /* a plan.json written without the price */
+  if (!p->noclip_arena) return;
   if (!p->noclip_fits) {
     fprintf(out, "    without clipping  does not fit either (least arena %s)\n", b(x, p->noclip_arena));
     return;
