@@ -94,7 +94,7 @@ memplan_e2e(e2e_errors_bn-mlp bn-mlp errors ${e2e_dir}/bn-mlp/build/trainer ${e2
 # model's own (constant for mlp, cosine from mlp-cosine's YAML) and the
 # --schedule/--warmup/--final-fraction overrides (9 steps each, about 1 s in all).
 memplan_e2e(e2e_schedule_mlp mlp schedule ${mlp} --threads 2)
-# gradient clipping after fp16's unscaling: the norms of the fp32 plan (about 1 s)
+# gradient clipping after fp16's unscaling: the norms of the fp32 plan; --clip 0 (about 1 s)
 memplan_e2e(e2e_clip_fp16_mlp-clip mlp-clip clipnorm ${e2e_dir}/mlp-clip/build/trainer
             ${e2e_dir}/mlp-clip-fp16/build/trainer ${e2e_dir}/clipnorm)
 set_tests_properties(e2e_clip_fp16_mlp-clip PROPERTIES FIXTURES_REQUIRED "trainer_mlp-clip;trainer_mlp-clip-fp16")
@@ -146,9 +146,8 @@ memplan_reference(reference_mlp_cosine mlp-cosine)
 memplan_reference(reference_mlp_sgd_linear mlp --schedule linear --warmup 1 --final-fraction 0.2)
 # gradient clipping: torch.nn.utils.clip_grad_norm_ after backward, the trainer's
 # grad_norm column against torch's norm; the YAML's threshold (active on 4 of
-# the 5 steps) and the trainer's --clip 0.2 (all 5), followed by torch too
+# the 5 steps; --clip is e2e_clip_fp16_mlp-clip's)
 memplan_reference(reference_mlp_clip mlp-clip)
-memplan_reference(reference_mlp_clip_override mlp-clip --clip 0.2)
 # The check must be able to fail: torch with lr x 1.01 must not match.
 memplan_reference(reference_detects_wrong_lr gpt2-mini --text ${e2e_text} --perturb-lr 1.01)
 memplan_reference(reference_mlp_adamw_detects_wrong_lr mlp-adamw --perturb-lr 1.01)

@@ -19,7 +19,7 @@ Standard library only. Subcommands:
                                               accuracy is at least MIN_ACC
   clipnorm FP32 FP16 DIR                     gradient clipping under fp16 loss scaling: the grad_norm
                                               column of FP16 (unscaled, then clipped) equals FP32's;
-                                              a skipped step logs none
+                                              a skipped step logs none; --clip 0 clips nothing
   schedule TRAINER [trainer args]            the --log lr column against the schedule's formula
                                               (the model's from plan.json, and --schedule/--warmup/
                                               --final-fraction/--lr overrides); progress on the lines
@@ -457,9 +457,12 @@ def clipnorm(fp32, fp16, d):
     norms equal the fp32 plan's within 1e-4 (half storage of activations
     moves them by up to 1e-5 here, measured), where clipping before unscaling would see them
     65536 times larger (and never clip those of the fp32 twin's size); a step
-    the scaler skips (--force-overflow 3) logs no norm and applies nothing."""
+    the scaler skips (--force-overflow 3) logs no norm and applies nothing.
+    --clip overrides the YAML's threshold: --clip 0 measures the same first
+    norm and clips nothing, so the next steps differ from the clipped run's."""
     rows = {}
-    for name, t, extra in (("fp32", fp32, []), ("fp16", fp16, []), ("skip", fp16, ["--force-overflow", "3"])):
+    for name, t, extra in (("fp32", fp32, []), ("fp16", fp16, []), ("skip", fp16, ["--force-overflow", "3"]),
+                           ("noclip", fp32, ["--clip", "0"])):
         log = os.path.join(d, name + ".csv")
         must([t, "--steps", "5", "--threads", "2", "--eval-batches", "0", "--log", log] + extra)
         with open(log) as f:
@@ -476,6 +479,11 @@ def clipnorm(fp32, fp16, d):
     bad += not ok
     print("  %s the skipped step 3 logs grad_norm nan, the others a number: %s"
           % ("ok  " if ok else "FAIL", [n for _, n in skip]))
+    nc, c = rows["noclip"], rows["fp32"]
+    ok = nc[0] == c[0] and all(a[0] != b[0] for a, b in zip(nc[1:], c[1:]))
+    bad += not ok
+    print("  %s --clip 0: step 1 the same (%s), then other losses: %s vs %s"
+          % ("ok  " if ok else "FAIL", nc[0], [x for x, _ in nc[1:]], [x for x, _ in c[1:]]))
     print("clipnorm: %s" % ("ok" if not bad else "%d checks failed" % bad))
     return 1 if bad else 0
 
