@@ -304,7 +304,23 @@ static int write_result(Arena *ar, const Options *o, const PlanOutcome *r) {
   }
   switch (r->status) {
   case PLAN_OK: break;
-  case PLAN_OVER_BUDGET: over_budget(o, r->graph, r->min_arena); return EXIT_USER;
+  case PLAN_OVER_BUDGET:
+    over_budget(o, r->graph, r->min_arena);
+    if (r->noclip_min_arena) { /* gradient clipping's price */
+      char a[32];
+      if (r->noclip_fits)
+        fprintf(stderr,
+                "  Gradient clipping (optimizer clip_grad_norm) keeps every gradient until the update phase:\n"
+                "  without it the model fits, in %s (updates fused into backward); remove clip_grad_norm or\n"
+                "  raise --budget\n",
+                mp_fmt_bytes(a, sizeof a, r->noclip_min_arena));
+      else
+        fprintf(stderr,
+                "  Gradient clipping (optimizer clip_grad_norm) keeps every gradient until the update phase;\n"
+                "  without it the least arena would be %s, also over the budget\n",
+                mp_fmt_bytes(a, sizeof a, r->noclip_min_arena));
+    }
+    return EXIT_USER;
   case PLAN_BAD_REQUEST: fprintf(stderr, "memplan: error: %s\n", r->message); return EXIT_USER;
   case PLAN_UNVERIFIED:
     fprintf(stderr, "memplan: internal error: the plan failed verification: %s\n(this is a bug in memplan)\n",

@@ -50,6 +50,8 @@ typedef struct {
   const char *unscale_all; /* NULL: unscale_check returns each gradient's verdict; else the
                               expression that returns all of them at once, after the calls */
   const char *hooks;       /* the model table's backend fields (set_threads, device) */
+  const char *sqnorm_all;  /* gradient clipping: NULL: grad_sqnorm returns each gradient's sum; else the
+                              expression that returns the total, after the calls */
 } EmitBackend;
 extern const EmitBackend emit_backend_c;    /* emitc.c */
 extern const EmitBackend emit_backend_cuda; /* emitcu.c */

@@ -341,9 +341,10 @@ static const char *section_of(const PlanOp *o, const char *prev, bool fused) {
 }
 
 /* Updates run in a function of their own when they wait for every
- * gradient: with micro-batches (after the last pass) or loss scaling (only
- * when every gradient is finite). */
-static bool separate_updates(const Plan *p) { return p->accumulation_steps > 1 || p->loss_scaling; }
+ * gradient: with micro-batches (after the last pass), loss scaling (only
+ * when every gradient is finite) or gradient clipping (after the norm). */
+static bool clipping(const Plan *p) { return p->opt.clip_grad_norm > 0; }
+static bool separate_updates(const Plan *p) { return p->accumulation_steps > 1 || p->loss_scaling || clipping(p); }
 
 /* The ops of a schedule for which keep(op) holds, as straight-line calls. */
 /* Guard mode, CPU trainer: arm the canaries after an op's outputs before it
@@ -408,10 +409,10 @@ static void schedule_fn(Emit *E, Text *t, const PlanOp *ops, int n, bool train) 
               "  (void)arena, (void)lr, (void)t;\n");
   if (separate_updates(p)) body(E, t, ops, n, true, true);
   text_printf(t,
-              "}\n\n// loss scaling: unscale every gradient; 1 when all were finite\n\n"
+              "}\n\n// loss scaling (and clipping): every gradient times inv_scale; 1 when all were finite\n\n"
               "static int unscale(unsigned char *arena, float inv_scale) {\n  int finite = 1;\n"
               "  (void)arena, (void)inv_scale;\n");
-  for (int b = 0; p->loss_scaling && b < p->nbuf; b++)
+  for (int b = 0; (p->loss_scaling || clipping(p)) && b < p->nbuf; b++) /* clipping scales with it */
     if (p->buf[b].role == ROLE_GRAD)
       text_printf(t,
                   E->be->unscale_all ? "  %sunscale_check(%s, %lld, inv_scale);\n"
@@ -419,6 +420,16 @@ static void schedule_fn(Emit *E, Text *t, const PlanOp *ops, int n, bool train) 
                   E->be->prefix, E->id[b], (long long)shape_numel(&p->buf[b].shape));
   if (p->loss_scaling && E->be->unscale_all) text_printf(t, "  finite = %s;\n", E->be->unscale_all);
   text_printf(t, "  return finite;\n}\n\n");
+  text_printf(t,
+              "// gradient clipping: the squared global L2 norm of every gradient, in double (0 when the\n"
+              "// plan does not clip: the updates may have freed the gradients)\n\n"
+              "static double grad_sqnorm(unsigned char *arena) {\n  double s = 0.0;\n  (void)arena;\n");
+  for (int b = 0; clipping(p) && b < p->nbuf; b++)
+    if (p->buf[b].role == ROLE_GRAD)
+      text_printf(t, E->be->sqnorm_all ? "  %sgrad_sqnorm(%s, %lld);\n" : "  s += %sgrad_sqnorm(%s, %lld);\n",
+                  E->be->prefix, E->id[b], (long long)shape_numel(&p->buf[b].shape));
+  if (clipping(p) && E->be->sqnorm_all) text_printf(t, "  s = %s;\n", E->be->sqnorm_all);
+  text_printf(t, "  return s;\n}\n\n");
 }
 
 static void shape_init(Text *t, const Shape *s) {
@@ -556,9 +567,11 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
               (long long)(E->classes ? E->classes : 10), (long long)samples);
   text_printf(t, "    .param_count = %lld, .step_flops = %lld,\n", (long long)p->param_count,
               (long long)(p->step_flops * p->accumulation_steps));
-  text_printf(t, "    .accumulation = %d, .loss_scaling = %d,\n", p->accumulation_steps, p->loss_scaling ? 1 : 0);
+  text_printf(t, "    .accumulation = %d, .loss_scaling = %d, .clip_grad_norm = %s,\n", p->accumulation_steps,
+              p->loss_scaling ? 1 : 0, fmt_double(E, p->opt.clip_grad_norm));
   text_printf(t,
-              "    .step = step, .update = update, .unscale = unscale, .eval = eval,\n    %s,\n};\n\n"
+              "    .step = step, .update = update, .unscale = unscale, .grad_sqnorm = grad_sqnorm, .eval = eval,\n"
+              "    %s,\n};\n\n"
               "int main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n",
               E->be->hooks);
 }
@@ -653,9 +666,23 @@ const EmitBackend emit_backend_c = {
     .tick = "#define TICK(op) do { if (tr_profiling) tr_tick(op); } while (0)",
     .unscale_all = NULL,
     .hooks = ".set_threads = rt_set_threads, .device = NULL",
+    .sqnorm_all = NULL,
 };
 
 int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {
+  if (clipping(p)) { /* the norm needs every gradient: no update may run (and free one) inside backward */
+    int last = -1;
+    for (int i = 0; i < p->nsched; i++)
+      if (p->sched[i].phase != PHASE_UPDATE) last = i;
+    for (int i = 0; i < last; i++)
+      if (p->sched[i].phase == PHASE_UPDATE) {
+        fprintf(stderr,
+                "memplan: error: the plan clips gradients (clip_grad_norm) but updates %s inside backward; "
+                "compile the model again\n",
+                p->sched[i].layer);
+        return -1;
+      }
+  }
   Emit E = {.p = p, .be = be};
   name_buffers(&E);
   E.kind = ar_alloc(&E.ar, sizeof(char *) * (size_t)p->nbuf);

@@ -45,8 +45,10 @@ static void header(const Plan *p, Text *t) {
                 "\"nesterov\": %s",
                 o->lr, o->momentum, o->weight_decay, o->nesterov ? "true" : "false");
   /* the lr schedule (memplan_trainer.h); plans without these keys read as constant */
-  text_printf(t, ", \"schedule\": \"%s\", \"warmup\": %lld, \"final_fraction\": %.9g},\n", sched_name(o->schedule),
+  text_printf(t, ", \"schedule\": \"%s\", \"warmup\": %lld, \"final_fraction\": %.9g", sched_name(o->schedule),
               (long long)o->warmup, o->final_fraction);
+  if (o->clip_grad_norm > 0) text_printf(t, ", \"clip_grad_norm\": %.17g", o->clip_grad_norm); /* absent: none */
+  text_printf(t, "},\n");
   text_printf(t, "  \"budget_bytes\": %lld,\n  \"align\": %lld,\n  \"guard_bytes\": %lld,\n",
               (long long)p->budget_bytes, (long long)p->align, (long long)p->guard_bytes);
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,
@@ -56,6 +58,12 @@ static void header(const Plan *p, Text *t) {
               (long long)p->loss_chunk);
   /* AdamW's moments (planner/optstate.h); plans without it read as fp32 */
   text_printf(t, "  \"opt_state\": \"%s\",\n", p->opt_state ? p->opt_state : "fp32");
+  if (p->noclip_arena) /* gradient clipping's price: the same request planned without it */
+    text_printf(t,
+                "  \"noclip\": {\"fits\": %s, \"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, "
+                "\"extra_flops\": %lld, \"accumulation_steps\": %d},\n",
+                p->noclip_fits ? "true" : "false", (long long)p->noclip_arena, (long long)p->noclip_lower_bound,
+                (long long)p->noclip_extra_flops, p->noclip_accumulation);
 }
 
 static void totals(const Plan *p, Text *t) {

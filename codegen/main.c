@@ -1,5 +1,5 @@
 /* main.c: the memplan command line: each command's front end (cli_compile.c,
- * cli_sweep.c, show.c, pack.c) by its name, and the help of them all. */
+ * cli_sweep.c, show.c, pack.c, cli_import.c) by its name, and the help of them all. */
 #include <stdio.h>
 #include <string.h>
 #ifdef __GLIBC__
@@ -17,13 +17,15 @@ static const char usage[] =
     "       memplan sweep MODEL.yaml [OPTIONS]     the memory/recompute Pareto table\n"
     "       memplan show PLAN.json [OPTIONS]       draw a plan.json again (plan graph or timeline)\n"
     "       memplan pack FILE.csv [OPTIONS]        pack a MiniMalloc CSV instance into one arena\n"
+    "       memplan import-hf gpt2 IN.safetensors -o OUT.safetensors [--plan PLAN.json]\n"
+    "                                              Hugging Face GPT-2 weights under memplan's names\n"
     "       memplan CMD --help                     one command's options\n"
     "       memplan --help | --version\n";
 
 /* memplan --help: every command with every option. */
 static void print_help(void) {
   printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n", MEMPLAN_VERSION, usage);
-  printf("%s\n%s\n%s\n%s\n%s", compile_help, sweep_help, show_help, pack_help, CLI_EXIT_HELP);
+  printf("%s\n%s\n%s\n%s\n%s\n%s", compile_help, sweep_help, show_help, pack_help, import_help, CLI_EXIT_HELP);
 }
 
 int main(int argc, char **argv) {
@@ -52,6 +54,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "pack")) return pack_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "sweep")) return sweep_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "show")) return show_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "import-hf")) return import_main(argc - 1, argv + 1);
   fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
   return EXIT_USAGE;
 }

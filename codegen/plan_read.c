@@ -360,6 +360,19 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->opt.final_fraction = find(o, "final_fraction") ? get_num(o, "final_fraction") : 0.0;
   if (!(p->opt.final_fraction >= 0 && p->opt.final_fraction <= 1))
     diag_error(get(o, "final_fraction", J_NUM)->loc, "\"final_fraction\" must be in [0, 1]");
+  /* gradient clipping: absent in plans without it; its price, "noclip", with it */
+  p->opt.clip_grad_norm = find(o, "clip_grad_norm") ? get_num(o, "clip_grad_norm") : 0.0;
+  if (!(p->opt.clip_grad_norm >= 0))
+    diag_error(get(o, "clip_grad_norm", J_NUM)->loc, "\"clip_grad_norm\" must be a number >= 0 (0: no clipping)");
+  const JVal *nc = find(root, "noclip");
+  if (nc) {
+    want(nc, J_OBJ, "\"noclip\"");
+    p->noclip_fits = get(nc, "fits", J_BOOL)->b;
+    p->noclip_arena = get_int(nc, "arena_bytes", 0, PLAN_MAX_VALUE);
+    p->noclip_lower_bound = get_int(nc, "lower_bound_bytes", 0, PLAN_MAX_VALUE);
+    p->noclip_extra_flops = get_int(nc, "extra_flops", 0, INT64_MAX);
+    p->noclip_accumulation = (int)get_int(nc, "accumulation_steps", 1, INT32_MAX);
+  }
   p->budget_bytes = get_int(root, "budget_bytes", 0, PLAN_MAX_VALUE);
   p->align = get_int(root, "align", 1, (int64_t)1 << 30);
   static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};
@@ -576,4 +589,37 @@ Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   p->batch = (int64_t)p->micro_batch * (p->accumulation_steps > 0 ? p->accumulation_steps : 1);
   check_refs(&root, p);
   return p;
+}
+
+StTensor *st_read_header(Arena *ar, const char *path, const char *json, size_t len, int *n) {
+  Parser P = {ar, path, json, json + len, json, 1, json};
+  JVal root = {0};
+  skip_ws(&P);
+  if (P.p >= P.end) diag_error(here(&P), "empty safetensors header");
+  parse_value(&P, &root, 0);
+  skip_ws(&P);
+  if (P.p < P.end) diag_error(here(&P), "text after the end of the safetensors header's JSON");
+  want(&root, J_OBJ, "a safetensors header");
+  StTensor *t = ar_alloc(ar, sizeof(StTensor) * (size_t)(root.n + 1));
+  int k = 0;
+  for (int i = 0; i < root.n; i++) {
+    const char *name = root.keys[i];
+    if (!strcmp(name, "__metadata__")) continue;
+    const JVal *v = &root.items[i];
+    char what[600];
+    snprintf(what, sizeof what, "tensor '%.500s'", name);
+    want(v, J_OBJ, what);
+    StTensor *s = &t[k++];
+    s->name = name;
+    s->dtype = get(v, "dtype", J_STR)->s;
+    const JVal *sh = get(v, "shape", J_ARR), *off = get(v, "data_offsets", J_ARR);
+    if (sh->n > ST_MAX_RANK) diag_error(sh->loc, "%s: rank %d is over %d", what, sh->n, ST_MAX_RANK);
+    s->rank = sh->n;
+    for (int d = 0; d < sh->n; d++) s->shape[d] = as_int(&sh->items[d], "a dim", 0, PLAN_MAX_VALUE);
+    if (off->n != 2) diag_error(off->loc, "%s: \"data_offsets\" must hold two numbers", what);
+    s->begin = as_int(&off->items[0], "an offset", 0, PLAN_MAX_VALUE);
+    s->end = as_int(&off->items[1], "an offset", s->begin, PLAN_MAX_VALUE);
+  }
+  *n = k;
+  return t;
 }

@@ -14,4 +14,21 @@
  * left to verify_plan. */
 Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len);
 
+/* One tensor of a safetensors header: its data is bytes [begin, end) after
+ * the header. */
+#define ST_MAX_RANK 8
+typedef struct {
+  const char *name, *dtype; /* "F32", "F16", "BF16", ... as written */
+  int rank;
+  int64_t shape[ST_MAX_RANK];
+  int64_t begin, end;
+} StTensor;
+
+/* Parses a safetensors header (json: the len bytes after the file's u64
+ * length; an object of name -> {dtype, shape, data_offsets}, "__metadata__"
+ * skipped) into *n tensors in file order, allocated in ar. Malformed JSON
+ * and a tensor entry of the wrong form are user errors (diag_error) naming
+ * path and the tensor. The same JSON reader as plan_read. */
+StTensor *st_read_header(Arena *ar, const char *path, const char *json, size_t len, int *n);
+
 #endif

@@ -259,6 +259,40 @@ static void fused_loss(const Plan *p, FILE *out) {
           (long long)p->loss_chunk, (long long)rows, b(x, scratch), b(y, stats));
 }
 
+/* Gradient clipping: its price against the same request planned without it
+ * (driver.c), which fuses each update into backward and frees each gradient
+ * there; with clipping every gradient waits for the norm over all of them. */
+static void clipping(const Plan *p, FILE *out) {
+  if (!(p->opt.clip_grad_norm > 0)) return;
+  char x[32], y[32];
+  double pct = 100.0 * (double)p->extra_flops / (double)p->step_flops;
+  fprintf(out,
+          "\ngradient clipping (global L2 norm at most %g): every gradient is kept until the norm over all\n"
+          "  of them is known, so no update can run inside backward%s\n",
+          p->opt.clip_grad_norm,
+          !p->noclip_arena  ? "." /* --no-fuse, or a plan.json written without the price */
+          : p->budget_bytes ? ". Its price, at this budget:"
+                            : ". Its price:");
+  fprintf(out, "    with clipping     arena %12s  lower bound %12s  %6.2f%% extra FLOPs", b(x, p->arena_bytes),
+          b(y, p->lower_bound_bytes), pct);
+  if (p->accumulation_steps > 1) fprintf(out, ", %d micro-batches", p->accumulation_steps);
+  fprintf(out, "\n");
+  if (!p->noclip_arena) return;
+  if (!p->noclip_fits) {
+    fprintf(out, "    without clipping  does not fit either (least arena %s)\n", b(x, p->noclip_arena));
+    return;
+  }
+  double npct = 100.0 * (double)p->noclip_extra_flops / (double)p->step_flops;
+  fprintf(out, "    without clipping  arena %12s  lower bound %12s  %6.2f%% extra FLOPs", b(x, p->noclip_arena),
+          b(y, p->noclip_lower_bound), npct);
+  if (p->noclip_accumulation > 1) fprintf(out, ", %d micro-batches", p->noclip_accumulation);
+  else fprintf(out, " (updates fused)");
+  fprintf(out, "\n");
+  int64_t d = p->arena_bytes - p->noclip_arena, dl = p->lower_bound_bytes - p->noclip_lower_bound;
+  fprintf(out, "    clipping costs    %s%s arena, %s%s lower bound, %+.2f%% FLOPs\n", d < 0 ? "-" : "+",
+          b(x, d < 0 ? -d : d), dl < 0 ? "-" : "+", b(y, dl < 0 ? -dl : dl), pct - npct);
+}
+
 void report_plan(const Plan *p, FILE *out) {
   fprintf(out, "memplan: %s (model %s)\n  dims        ", p->source, p->model);
   for (int i = 0; i < p->ndims; i++)
@@ -273,4 +307,5 @@ void report_plan(const Plan *p, FILE *out) {
   fused_loss(p, out);
   lowered(p, out);
   stages(p, out);
+  clipping(p, out);
 }

@@ -78,6 +78,19 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
    * checkpointing DP solved once per fit); g becomes the chosen plan's graph */
   PlanRequest chosen = *rq;
   FitResult fit = fit_opt_state(ar, src, rq, &chosen, &g, &out.message);
+  /* gradient clipping's price: the same request planned without it (the
+   * updates fused into backward again); about the compile time of the first.
+   * None under --no-fuse: that plan keeps every gradient anyway */
+  FitResult nc = {0};
+  if (!out.message && g->opt.clip_grad_norm > 0 && rq->fit.fuse) {
+    PlanRequest q = *rq, qc;
+    q.fit.ignore_clip = true;
+    Graph *g0 = load_build(src, rq->ov, rq->nov);
+    const char *msg = NULL;
+    nc = fit_opt_state(ar, src, &q, &qc, &g0, &msg);
+    out.noclip_min_arena = nc.plan ? nc.plan->arena_bytes : nc.min_arena;
+    out.noclip_fits = nc.plan != NULL;
+  }
   load_free(src);
   if (out.message) {
     out.status = PLAN_BAD_REQUEST;
@@ -93,6 +106,13 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   Plan *p = fit.plan;
   p->budget_bytes = rq->budget;
   p->unfused_lower_bound = fit_unfused_lower_bound(ar, fit.graph ? fit.graph : g, &chosen.fit, fit.step, p);
+  if (out.noclip_min_arena) {
+    p->noclip_fits = out.noclip_fits;
+    p->noclip_arena = out.noclip_min_arena;
+    p->noclip_lower_bound = nc.plan ? nc.plan->lower_bound_bytes : 0;
+    p->noclip_extra_flops = nc.plan ? nc.plan->extra_flops : 0;
+    p->noclip_accumulation = nc.plan ? nc.plan->accumulation_steps : 1;
+  }
   p->compile_seconds = mp_now() - t0;
   /* verify: the last pass; the plan is complete and nothing edits it after */
   out.message = verify_plan(p);

@@ -32,6 +32,10 @@ typedef struct {
   const Step *step;   /* the plan's step (--dump=step, --dump=live) */
   const Plan *plan;   /* PLAN_OK: verified, and nothing edits it afterwards */
   int64_t min_arena;  /* PLAN_OVER_BUDGET: the smallest arena any lever reached */
+  /* PLAN_OVER_BUDGET with gradient clipping: without clipping, the least
+   * arena (0: not tried), and whether that fits the budget */
+  int64_t noclip_min_arena;
+  bool noclip_fits;
   const char *message;
 } PlanOutcome;
 

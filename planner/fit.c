@@ -26,10 +26,12 @@ static bool *plain_half(Arena *ar, const Graph *g, const FitOptions *o) {
 /* The step for actions (NULL: keep everything) under the options: with
  * micro-batches, gradients accumulate across the loop, so updates wait for
  * the last pass, as they do under fp16's loss scaling, which must see every
- * gradient before any update; half lists tensors stored in half precision. */
+ * gradient before any update, and as gradient clipping, which needs the norm
+ * over all of them; half lists tensors stored in half precision. */
 static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Actions *a, const bool *half) {
   bool accum = o->accumulation > 1, scaled = o->precision == PREC_FP16;
-  Step *s = ad_build(ar, g, o->fuse && !accum && !scaled, a);
+  bool clip = g->opt.clip_grad_norm > 0 && !o->ignore_clip;
+  Step *s = ad_build(ar, g, o->fuse && !accum && !scaled && !clip, a);
   if (o->masks == MASKS_REGEN) s = ad_regen_stats(ar, s);
   s = opt_state_lower(ar, s, o->opt_state);
   s->accumulation = accum ? o->accumulation : 1;

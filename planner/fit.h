@@ -44,6 +44,7 @@ typedef struct {
   int64_t loss_chunk;  /* the classifier loss: LOSS_UNFUSED (0), rows per chunk fused, LOSS_FUSED or LOSS_AUTO */
   OptPrec opt_state;   /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
   bool no_recompute;   /* --no-recompute: keep every activation, never checkpoint */
+  bool ignore_clip;    /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
 } FitOptions;
 
 typedef struct {

@@ -154,6 +154,10 @@ typedef struct {
   int64_t warmup;        /* linear warmup steps (default 0) */
   double final_fraction; /* decay floor, x lr, at the run's last step (default 0) */
   Loc loc;
+  /* YAML optimizer.clip_grad_norm: gradients scaled so that their global L2
+   * norm is at most this (torch.nn.utils.clip_grad_norm_); 0: no clipping.
+   * Every gradient is then kept until the update phase (updates unfused). */
+  double clip_grad_norm;
 } Optimizer;
 
 /* "constant", "cosine", "linear" */

@@ -295,17 +295,17 @@ static void load_schedule(Loader *L, Node *map, Optimizer *o) {
 }
 
 static Optimizer load_optimizer(Loader *L, Node *map) {
-  Optimizer o = {OPT_ADAMW, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, false, SCHED_CONSTANT, 0, 0.0, {L->path, 0, 0}};
+  Optimizer o = {OPT_ADAMW, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, false, SCHED_CONSTANT, 0, 0.0, {L->path, 0, 0}, 0.0};
   if (!map) return o;
-  static const char *const adam[] = {"type",     "lr",     "betas",          "eps", "weight_decay",
-                                     "schedule", "warmup", "final_fraction", NULL};
-  static const char *const sgd[] = {
-      "type", "lr", "momentum", "weight_decay", "nesterov", "schedule", "warmup", "final_fraction", NULL};
+  static const char *const adam[] = {
+      "type", "lr", "betas", "eps", "weight_decay", "schedule", "warmup", "final_fraction", "clip_grad_norm", NULL};
+  static const char *const sgd[] = {"type",     "lr",     "momentum",       "weight_decay",   "nesterov",
+                                    "schedule", "warmup", "final_fraction", "clip_grad_norm", NULL};
   expect(L, map, YAML_MAPPING_NODE, "'optimizer'");
   o.loc = loc_of(L, map);
   Node *t = need(L, map, "type", "'optimizer'");
   const char *ts = scalar(L, t, "'type'");
-  if (!strcmp(ts, "sgd")) o = (Optimizer){OPT_SGD, 1e-2, 0, 0, 0, 0, 0, false, SCHED_CONSTANT, 0, 0.0, o.loc};
+  if (!strcmp(ts, "sgd")) o = (Optimizer){OPT_SGD, 1e-2, 0, 0, 0, 0, 0, false, SCHED_CONSTANT, 0, 0.0, o.loc, 0.0};
   else if (strcmp(ts, "adamw")) diag_error(loc_of(L, t), "unknown optimizer '%s'; use adamw or sgd", ts);
   check_keys(L, map, "'optimizer'", o.kind == OPT_SGD ? sgd : adam, NULL);
   Node *n;
@@ -323,6 +323,14 @@ static Optimizer load_optimizer(Loader *L, Node *map) {
   }
   if (!(o.lr > 0)) diag_error(o.loc, "the learning rate must be positive");
   load_schedule(L, map, &o);
+  if ((n = get(L, map, "clip_grad_norm"))) {
+    o.clip_grad_norm = number(L, n, "'clip_grad_norm'");
+    if (!(o.clip_grad_norm > 0 && o.clip_grad_norm < HUGE_VAL))
+      diag_error(loc_of(L, n),
+                 "'clip_grad_norm' = %g must be a positive number: the largest global L2 norm of the gradients "
+                 "(1.0 is usual); leave the key out for no clipping",
+                 o.clip_grad_norm);
+  }
   return o;
 }
 

@@ -176,6 +176,15 @@ typedef struct Plan {
   const char *opt_state_tried;
   const char *assign_method;
   bool assign_optimal;
+  /* gradient clipping (opt.clip_grad_norm > 0) keeps every gradient until
+   * the update phase. Its price, for the report: what the same request
+   * (budget, levers) plans without clipping, updates fused into backward.
+   * All 0 without clipping. */
+  bool noclip_fits;           /* a plan without clipping fits the budget */
+  int64_t noclip_arena;       /* its arena; when none fits, the least arena one reached */
+  int64_t noclip_lower_bound; /* its lower bound (0 when none fits) */
+  int64_t noclip_extra_flops; /* its recomputation */
+  int noclip_accumulation;    /* its micro-batches per step (1: none) */
   double compile_seconds;
 } Plan;
 

@@ -2143,6 +2143,12 @@ int rt_unscale_check(float *g, int64_t n, float inv_scale) {
   return finite;
 }
 
+double rt_grad_sqnorm(const float *g, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
+  return s;
+}
+
 // ----------------------------------------------------------------------------
 // optimizer state in bf16 and in 8 bits (the plan's --opt-state)
 

@@ -27,6 +27,11 @@ void rt_set_threads(int n);
  * 0 otherwise (then g's contents are unspecified: the step is skipped). */
 int rt_unscale_check(float *g, int64_t n, float inv_scale);
 
+/* Gradient clipping: the sum of g[i]^2, each square and the sum in double,
+ * in index order. The trainer sums these over every gradient for the global
+ * norm and scales the gradients with rt_unscale_check. */
+double rt_grad_sqnorm(const float *g, int64_t n);
+
 /* Guard mode (memplan compile --guard): n canary bytes follow a buffer.
  * rt_guard_arm fills them before an op writes the buffer; rt_guard_check
  * exits with a message naming the op and the buffer if the op wrote past the

@@ -911,7 +911,10 @@ static const char help_text[] =
     "  --eval-batches N  batches per evaluation, read from the start of the data (default 4;\n"
     "                    with --npy, every test sample once; 0: none)\n"
     "  --log-every N     print one line every N steps (default 1)\n"
-    "  --log FILE        also write step,loss,ms,eval_loss,eval_accuracy,lr as CSV\n"
+    "  --log FILE        also write step,loss,ms,eval_loss,eval_accuracy,lr,grad_norm as CSV\n"
+    "  --clip X          gradient clipping: the largest global L2 norm of the gradients, >= 0\n"
+    "                    (default %g, the YAML's optimizer.clip_grad_norm; 0: no clipping);\n"
+    "                    only for plans compiled with clip_grad_norm (their gradients are kept)\n"
     "  --profile         time every op; print time per op kind and the top ops at the end\n"
     "  --load FILE       initial weights from a safetensors file (names as in plan.json)\n"
     "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename;\n"
@@ -929,6 +932,9 @@ static const char help_text[] =
     "time at the mean pace so far (ETA); the end shows the total and the mean throughput.\n"
     "The lr at step t of S (memplan_trainer.h): t <= warmup W: lr t/W; then with\n"
     "p = (t-W-1)/(S-W-1), cosine: lr (f + (1-f)(1+cos(pi p))/2), linear: lr (f + (1-f)(1-p)).\n"
+    "Plans that clip show each step's gradient norm (before clipping; after unscaling under\n"
+    "fp16), as torch.nn.utils.clip_grad_norm_ returns it, and scale every gradient by\n"
+    "X / (norm + 1e-6) when that is below 1.\n"
     "\n"
     "Batches of a token model are consecutive windows of B*T+1 tokens (inputs, and targets\n"
     "shifted by one), from the start of the data, wrapping around at its end. Models\n"
@@ -950,6 +956,8 @@ typedef struct {
   int schedule, final_fraction_given; /* TR_SCHED_* */
   int64_t warmup;
   double lr, loss_scale, final_fraction;
+  double clip; /* gradient clipping's max norm (0: none) */
+  int clip_given;
   const char *text, *data, *val, *npy, *load, *save, *log;
 } Opts;
 
@@ -976,6 +984,14 @@ static int opt_schedule(const char *s) {
   for (int k = 0; k < 3; k++)
     if (!strcmp(s, sched_names[k])) return k;
   die("--schedule '%s': expected constant, cosine or linear", s);
+}
+
+/* --clip: a finite number >= 0 (0: no clipping). */
+static double opt_clip(const char *s) {
+  char *e;
+  double v = strtod(s, &e);
+  if (e == s || *e || !isfinite(v) || !(v >= 0)) die("--clip '%s': expected a finite number >= 0", s);
+  return v;
 }
 
 /* --final-fraction: a number in [0, 1]. */
@@ -1019,6 +1035,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_SCHED,
     O_WARMUP,
     O_FINAL,
+    O_CLIP,
     O_HELP
   };
   // clang-format off
@@ -1029,7 +1046,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"profile", 0, 0, O_PROF}, {"load", 1, 0, O_LOAD}, {"save", 1, 0, O_SAVE}, {"check-alloc", 0, 0, O_CHECK},
       {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"cuda-graph", 0, 0, O_GRAPH},
       {"npy", 1, 0, O_NPY}, {"schedule", 1, 0, O_SCHED}, {"warmup", 1, 0, O_WARMUP},
-      {"final-fraction", 1, 0, O_FINAL}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+      {"final-fraction", 1, 0, O_FINAL}, {"clip", 1, 0, O_CLIP}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
             .seed = 1337,
@@ -1039,6 +1056,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
             .schedule = m->schedule,
             .warmup = m->warmup,
             .final_fraction = m->final_fraction,
+            .clip = m->clip_grad_norm,
             .loss_scale = 65536.0,
 #ifdef _OPENMP
             .threads = omp_get_max_threads()
@@ -1071,9 +1089,11 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_SCHED: o.schedule = opt_schedule(optarg); break;
     case O_WARMUP: o.warmup = opt_int(optarg, "--warmup", 0); break;
     case O_FINAL: o.final_fraction = opt_fraction(optarg, "--final-fraction"), o.final_fraction_given = 1; break;
+    case O_CLIP: o.clip = opt_clip(optarg), o.clip_given = 1; break;
     case 'h':
     case O_HELP:
-      printf(help_text, m->model, m->lr, sched_names[m->schedule], (long long)m->warmup, m->final_fraction);
+      printf(help_text, m->model, m->lr, sched_names[m->schedule], (long long)m->warmup, m->final_fraction,
+             m->clip_grad_norm);
       exit(0);
     default: fprintf(stderr, "run 'trainer --help' for the options\n"); exit(2);
     }
@@ -1089,6 +1109,12 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   if (o.cuda_graph && (m->accumulation > 1 || m->loss_scaling))
     die("--cuda-graph replays one captured step: not with micro-batches (%d) or loss scaling", m->accumulation);
   if (o.cuda_graph && o.profile) die("--profile times ops one by one: not with --cuda-graph");
+  if (o.clip_given && !(m->clip_grad_norm > 0))
+    die("--clip: this plan was compiled without gradient clipping, so each parameter is updated inside "
+        "backward as soon as its gradient is complete and the gradients are never all kept; add "
+        "clip_grad_norm: X to the YAML's optimizer and compile again (the report shows its memory price)");
+  if (o.cuda_graph && m->clip_grad_norm > 0)
+    die("--cuda-graph replays one captured step: not with gradient clipping (the norm is read back each step)");
   if (o.text && o.data) die("give --text or --data, not both");
   if (o.npy && (o.text || o.data || o.val)) die("--npy DIR gives every input: not with --text, --data or --val");
   if (m->vocab && !o.text && !o.data && !o.npy)
@@ -1272,8 +1298,23 @@ typedef struct {
 
 enum { TR_SCALE_GROWTH_INTERVAL = 2000 };
 
-static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, double lr, int64_t step) {
+/* Gradient clipping (plans with clip_grad_norm): the global L2 norm of every
+ * gradient, summed in double; when max_norm > 0 and max_norm / (norm + 1e-6)
+ * < 1, every gradient is multiplied by that coefficient, computed in float as
+ * torch.nn.utils.clip_grad_norm_ computes it. Returns the norm before
+ * clipping (NAN when the plan does not keep its gradients). */
+static double clip_grads(const TrModel *m, unsigned char *arena, double max_norm) {
+  if (!(m->clip_grad_norm > 0)) return NAN;
+  double norm = sqrt(m->grad_sqnorm(arena));
+  float coef = (float)max_norm / ((float)norm + 1e-6f);
+  if (max_norm > 0 && coef < 1.0f) m->unscale(arena, coef);
+  return norm;
+}
+
+static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, double lr, int64_t step,
+                        double max_norm, double *norm) {
   if (m->unscale(arena, (float)(1.0 / ls->scale))) {
+    *norm = clip_grads(m, arena, max_norm); /* unscaled first, then clipped (GradScaler's order) */
     m->update(arena, lr, ++ls->applied);
     if (++ls->clean == TR_SCALE_GROWTH_INTERVAL) {
       ls->scale *= 2;
@@ -1309,7 +1350,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   }
   FILE *log = o.log ? fopen(o.log, "w") : NULL;
   if (o.log && !log) die("cannot write %s: %s", o.log, strerror(errno));
-  if (log) fprintf(log, "step,loss,ms,eval_loss,eval_accuracy,lr\n");
+  if (log) fprintf(log, "step,loss,ms,eval_loss,eval_accuracy,lr,grad_norm\n");
   AllocCount alloc_count = (AllocCount)(uintptr_t)dlsym(RTLD_DEFAULT, "memplan_alloc_count");
   if (o.check_alloc && !alloc_count) die("--check-alloc needs a counting allocator: LD_PRELOAD=liballoc_count.so");
   tr_profiling = o.profile;
@@ -1362,10 +1403,12 @@ int tr_main(int argc, char **argv, const TrModel *m) {
       else m->step(r.dev, lr, ls.applied + 1, mb, scale);
       sum += read_loss(&r, m->loss_offset);
     }
+    double gnorm = NAN; /* NAN: not clipping, or a skipped step */
     if (!m->loss_scaling) {
+      gnorm = clip_grads(m, r.dev, o.clip);
       m->update(r.dev, lr, step);
       ls.applied = step;
-    } else scaler_step(&ls, m, r.dev, lr, step);
+    } else scaler_step(&ls, m, r.dev, lr, step, o.clip, &gnorm);
     if (m->device) m->device->sync(); /* the step's time includes its updates */
     double dt = now_s() - t0;
     t_steps += dt;
@@ -1381,14 +1424,15 @@ int tr_main(int argc, char **argv, const TrModel *m) {
       printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.2f ms | %9.0f %s/s | %s elapsed, ETA %s", (long long)step,
              (long long)o.steps, (double)loss, lr, 1e3 * dt, (double)m->samples_per_step / dt,
              m->vocab ? "tok" : "samples", fmt_secs(e1, sizeof e1, el), fmt_secs(e2, sizeof e2, eta));
+      if (!isnan(gnorm)) printf(" | norm %.4f", gnorm);
       if (!isnan(ev.loss)) printf(" | eval loss %.6f", ev.loss);
       if (!isnan(ev.accuracy)) printf(" | accuracy %.2f%%", 100.0 * ev.accuracy);
       printf("\n");
       fflush(stdout);
     }
     if (log)
-      fprintf(log, "%lld,%.9g,%.4f,%.9g,%.9g,%.17g\n", (long long)step, (double)loss, 1e3 * dt, ev.loss, ev.accuracy,
-              lr);
+      fprintf(log, "%lld,%.9g,%.4f,%.9g,%.9g,%.17g,%.9g\n", (long long)step, (double)loss, 1e3 * dt, ev.loss,
+              ev.accuracy, lr, gnorm);
   }
   long allocs = alloc_count ? alloc_count() - allocs0 : -1;
   double t_total = now_s() - t_start;

@@ -165,6 +165,10 @@ struct TrModel {
   int64_t param_count, step_flops;
   int accumulation; /* micro-batches per step; inputs hold one micro-batch */
   int loss_scaling; /* fp16: dynamic loss scaling (GradScaler's semantics) */
+  /* Gradient clipping by global norm (torch.nn.utils.clip_grad_norm_): the
+   * YAML's optimizer.clip_grad_norm (--clip overrides); 0: the plan does not
+   * clip, and its updates may free gradients inside backward. */
+  double clip_grad_norm;
   /* One micro-batch of the training step: forward, backward, and the
    * updates when they are fused; scale multiplies the loss gradient. */
   void (*step)(unsigned char *arena, double lr, int64_t t, int mb, float scale);
@@ -172,6 +176,9 @@ struct TrModel {
   void (*update)(unsigned char *arena, double lr, int64_t t);
   /* Loss scaling: multiplies every gradient by inv_scale; 0 if any was not finite. */
   int (*unscale)(unsigned char *arena, float inv_scale);
+  /* Gradient clipping: the sum of squares of every gradient, in double (0
+   * when the plan does not clip). */
+  double (*grad_sqnorm)(unsigned char *arena);
   /* Forward only, the eval plan: nothing saved. */
   void (*eval)(unsigned char *arena);
   /* CPU: sets the kernels' thread count (rt_set_threads); NULL on a device. */

@@ -55,10 +55,20 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   memplan_cuda_trainer(gpt2-mini-opt-8bit ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --opt-state=8bit)
   memplan_cuda_trainer(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=fp16
                        --micro-batch=2)
+  # gradient clipping: the norm summed on the device (rt_cuda_grad_sqnorm), the
+  # gradients scaled by rt_cuda_unscale_check (fp16's unscaling before it
+  # emits the calls gpt2-mini-fp16-mb2 compiles)
+  memplan_cuda_trainer(mlp-clip ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml)
   add_test(NAME cuda_trainers COMMAND sh ${MEMPLAN_TEST_DIR}/gpu/compile_trainers.sh $<TARGET_FILE:memplan>
                                       ${cuda_trainer_dir} ${cuda_trainer_configs})
   set_tests_properties(cuda_trainers PROPERTIES LABELS "e2e;cuda" TIMEOUT 1800 FIXTURES_SETUP cuda_trainers
                        PASS_REGULAR_EXPRESSION "ok: [0-9]+ CUDA trainers compiled")
+  # A CUDA graph cannot read the gradient norm back each step: refused before
+  # the device is opened.
+  add_test(NAME cuda_graph_refuses_clip COMMAND ${cuda_trainer_dir}/mlp-clip/build/trainer_cuda --cuda-graph
+                                                --steps 1)
+  set_tests_properties(cuda_graph_refuses_clip PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainers
+                       PASS_REGULAR_EXPRESSION "--cuda-graph replays one captured step: not with gradient clipping")
   # A CUDA graph's captured updates hold one lr: an lr schedule is refused before
   # the device is opened (so this runs without a GPU).
   add_test(NAME cuda_trainer_graph_refuses_schedule

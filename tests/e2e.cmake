@@ -68,6 +68,9 @@ memplan_e2e_build(mlp-cosine ${MEMPLAN_TEST_DIR}/reference/mlp-cosine.yaml)
 # of 64 of its 256 rows: the loss's gradients computed in forward
 memplan_e2e_build(gpt2-mini-fused ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --fused-loss=64)
 memplan_e2e_build(fused-lm ${MEMPLAN_TEST_DIR}/reference/fused-lm.yaml)
+# gradient clipping by global norm (SGD with momentum, clipping on most steps)
+memplan_e2e_build(mlp-clip ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml)
+memplan_e2e_build(mlp-clip-fp16 ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml --precision=fp16)
 # Every bundled model's trainer compiles with -Werror (GPT-2 124M: built, not run).
 memplan_e2e_build(gpt2-124m ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml)
 
@@ -106,6 +109,10 @@ memplan_e2e(e2e_errors_bn-mlp bn-mlp errors ${e2e_dir}/bn-mlp/build/trainer ${e2
 # model's own (constant for mlp, cosine from mlp-cosine's YAML) and the
 # --schedule/--warmup/--final-fraction overrides (9 steps each, about 1 s in all).
 memplan_e2e(e2e_schedule_mlp mlp schedule ${mlp} --threads 2)
+# gradient clipping after fp16's unscaling: the norms of the fp32 plan; --clip 0 (about 1 s)
+memplan_e2e(e2e_clip_fp16_mlp-clip mlp-clip clipnorm ${e2e_dir}/mlp-clip/build/trainer
+            ${e2e_dir}/mlp-clip-fp16/build/trainer ${e2e_dir}/clipnorm)
+set_tests_properties(e2e_clip_fp16_mlp-clip PROPERTIES FIXTURES_REQUIRED "trainer_mlp-clip;trainer_mlp-clip-fp16")
 memplan_e2e(e2e_schedule_mlp-cosine mlp-cosine schedule ${e2e_dir}/mlp-cosine/build/trainer --threads 2)
 # The generated CMakeLists.txt builds a portable trainer unless -DTRAINER_NATIVE=ON.
 memplan_e2e(e2e_portable_gpt2-mini gpt2-mini portable ${e2e_dir}/gpt2-mini)
@@ -154,6 +161,10 @@ memplan_reference(reference_pool_dropout pool-dropout)
 # (warmup 2, cosine to 0.1 x lr over the 5 steps) and a command-line override
 memplan_reference(reference_mlp_cosine mlp-cosine)
 memplan_reference(reference_mlp_sgd_linear mlp --schedule linear --warmup 1 --final-fraction 0.2)
+# gradient clipping: torch.nn.utils.clip_grad_norm_ after backward, the trainer's
+# grad_norm column against torch's norm; the YAML's threshold (active on 4 of
+# the 5 steps; --clip is e2e_clip_fp16_mlp-clip's)
+memplan_reference(reference_mlp_clip mlp-clip)
 # The check must be able to fail: torch with lr x 1.01 must not match.
 memplan_reference(reference_detects_wrong_lr gpt2-mini --text ${e2e_text} --perturb-lr 1.01)
 memplan_reference(reference_mlp_adamw_detects_wrong_lr mlp-adamw --perturb-lr 1.01)
@@ -164,3 +175,14 @@ memplan_reference(reference_bn_mlp_detects_wrong_lr bn-mlp --eval --perturb-lr 1
 memplan_reference(reference_pool_dropout_detects_wrong_mask pool-dropout --dropout-seed 1338)
 # ... and torch at a constant lr must not match a trainer that follows a schedule.
 memplan_reference(reference_mlp_cosine_detects_constant mlp-cosine --perturb-schedule)
+# Hugging Face GPT-2 weights: a tiny GPT-2 in HF's layout, imported for
+# gpt2-mini (memplan import-hf gpt2 --plan), loaded by its trainer: the first
+# loss against HF's GPT-2 math in PyTorch; padding, the cut wpe, the errors
+# (tests/e2e/hf_import.py; about 3 s)
+add_test(NAME e2e_hf_import_gpt2
+         COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/hf_import.py $<TARGET_FILE:memplan> ${e2e_dir}/gpt2-mini
+                 ${e2e_dir}/hf-import)
+set_tests_properties(e2e_hf_import_gpt2 PROPERTIES LABELS reference TIMEOUT 120 SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED trainer_gpt2-mini)
+# ... and torch without clipping must not match a trainer that clips.
+memplan_reference(reference_mlp_clip_detects_unclipped mlp-clip --perturb-clip)

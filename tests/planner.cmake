@@ -52,6 +52,18 @@ add_test(NAME llama_1b_budget_16g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/
 set_tests_properties(llama_1b_budget_16g PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "does not fit the budget .*Smallest budget that fits: --budget [0-9]+ \\(19.05 GiB\\)")
 
+# gradient clipping's price: the report puts the plan that keeps every gradient
+# for the norm beside the same request planned without clipping (mlp-clip: the
+# kept gradients add 3 KiB at the peak); a budget between the two fails with
+# the message naming the arena without clipping
+set(clip_yaml ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml)
+add_test(NAME clip_price_report COMMAND memplan compile ${clip_yaml})
+set_tests_properties(clip_price_report PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "gradient clipping \\(global L2 norm at most 0.25\\): every gradient is kept[^\n]*\n[^\n]*Its price:\n    with clipping     arena   186.00 KiB  lower bound   186.00 KiB    0.00% extra FLOPs\n    without clipping  arena   183.00 KiB  lower bound   183.00 KiB    0.00% extra FLOPs \\(updates fused\\)\n    clipping costs    \\+3.00 KiB arena, \\+3.00 KiB lower bound, \\+0.00% FLOPs")
+add_test(NAME clip_price_over_budget COMMAND memplan compile ${clip_yaml} --micro-batch 32 --budget 187392)
+set_tests_properties(clip_price_over_budget PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "Smallest budget that fits: --budget 190464 .*Gradient clipping \\(optimizer clip_grad_norm\\) keeps every gradient until the update phase:\n  without it the model fits, in 183.00 KiB \\(updates fused into backward\\); remove clip_grad_norm or\n  raise --budget")
+
 # a budget that is too small names the bytes needed
 add_test(NAME budget_too_small COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --budget 1M)
 set_tests_properties(budget_too_small PROPERTIES LABELS errors

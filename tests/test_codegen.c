@@ -115,7 +115,50 @@ static void test_schedule(const Plan *p) {
   ar_free(&ar);
 }
 
-static void test_plan_model(const char *mlp) {
+/* Gradient clipping travels: the planner keeps every gradient until the
+ * updates (all after backward) and prices that against the plan without
+ * clipping; plan.json carries the threshold and the price and round-trips;
+ * both trainers sum every gradient's squares and hold the threshold; a plan
+ * that fuses its updates cannot clip (the emitter refuses it). */
+static void test_clip(const char *yaml, const Plan *fused) {
+  Arena ar = {0};
+  PlanRequest rq = request(yaml);
+  PlanOutcome r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OK && r.plan);
+  if (!r.plan) return;
+  const Plan *p = r.plan;
+  int last_bwd = -1, first_upd = p->nsched;
+  for (int i = 0; i < p->nsched; i++)
+    if (p->sched[i].phase == PHASE_UPDATE && i < first_upd) first_upd = i;
+    else if (p->sched[i].phase == PHASE_BACKWARD) last_bwd = i;
+  CHECK(p->opt.clip_grad_norm == 0.25 && last_bwd < first_upd);
+  /* kept gradients cost bytes here: the peak moves past backward's start */
+  CHECK(p->noclip_fits && p->noclip_arena > 0 && p->noclip_accumulation == 1);
+  CHECK(p->lower_bound_bytes > p->noclip_lower_bound && p->noclip_lower_bound > 0);
+  test_json_round_trip(p);
+  Text a = {0}, c = {0}, cu = {0}, f = {0};
+  json_plan(p, &a);
+  CHECK(a.s && strstr(a.s, ", \"clip_grad_norm\": 0.25}") && strstr(a.s, "\"noclip\": {\"fits\": true, "));
+  Plan *q = plan_read(&ar, "plan.json", a.s, a.n);
+  CHECK(q->opt.clip_grad_norm == 0.25 && q->noclip_fits && q->noclip_arena == p->noclip_arena &&
+        q->noclip_lower_bound == p->noclip_lower_bound && q->noclip_accumulation == 1);
+  CHECK(emit_trainer(q, &emit_backend_c, &c) == 0 && emit_trainer(q, &emit_backend_cuda, &cu) == 0);
+  CHECK(c.s && strstr(c.s, ".clip_grad_norm = 0.25,") && strstr(c.s, "  s += rt_grad_sqnorm(fc1_weight_grad, 4096);"));
+  CHECK(cu.s && strstr(cu.s, ".clip_grad_norm = 0.25,") &&
+        strstr(cu.s, "  rt_cuda_grad_sqnorm(fc1_weight_grad, 4096);") &&
+        strstr(cu.s, "  s = rt_cuda_grad_sqnorm_total();"));
+  CHECK(c.s && !strstr(c.s, "each parameter updated as soon as its gradient is complete"));
+  Plan bad = *fused; /* fused updates free gradients inside backward */
+  bad.opt.clip_grad_norm = 1.0;
+  CHECK(emit_trainer(&bad, &emit_backend_c, &f) == -1);
+  text_free(&a);
+  text_free(&c);
+  text_free(&cu);
+  text_free(&f);
+  ar_free(&ar);
+}
+
+static void test_plan_model(const char *mlp, const char *models_dir) {
   Arena ar = {0};
   PlanRequest rq = request(mlp);
   PlanOutcome r = plan_model(&ar, &rq);
@@ -129,6 +172,9 @@ static void test_plan_model(const char *mlp) {
     test_eval_logits(p, true);
     test_json_round_trip(p);
     test_schedule(p);
+    char clip[4096];
+    snprintf(clip, sizeof clip, "%s/../tests/reference/mlp-clip.yaml", models_dir);
+    test_clip(clip, p);
   }
   ar_free(&ar);
 
@@ -420,7 +466,7 @@ int main(int argc, char **argv) {
   }
   char mlp[4096];
   snprintf(mlp, sizeof mlp, "%s/mlp.yaml", argv[1]);
-  test_plan_model(mlp);
+  test_plan_model(mlp, argv[1]);
   char bn[4096];
   snprintf(bn, sizeof bn, "%s/../tests/reference/bn-mlp.yaml", argv[1]);
   test_state(bn);

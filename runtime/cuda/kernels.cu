@@ -2334,6 +2334,56 @@ int rt_cuda_all_finite(void) {
 }
 
 // ----------------------------------------------------------------------------
+// gradient clipping: the squared global norm in double, deterministic (a
+// fixed grid of SQNORM_BLOCKS blocks, each summing a fixed stride in a fixed
+// tree; one thread then adds the partials in block order to the total)
+
+enum { SQNORM_BLOCKS = 256, SQNORM_THREADS = 256 };
+static __device__ double rt_sqnorm_part[SQNORM_BLOCKS];
+static __device__ double rt_sqnorm_total;
+
+static __global__ void sqnorm_part_kernel(const float *g, int64_t n) {
+  __shared__ double s[SQNORM_THREADS];
+  double acc = 0.0;
+  GRID_STRIDE(i, n) {
+    double x = (double)g[i];
+    acc = __dadd_rn(acc, __dmul_rn(x, x));
+  }
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = SQNORM_THREADS / 2; w > 0; w /= 2) {
+    if ((int)threadIdx.x < w) s[threadIdx.x] = __dadd_rn(s[threadIdx.x], s[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) rt_sqnorm_part[blockIdx.x] = s[0];
+}
+
+static __global__ void sqnorm_add_kernel(void) {
+  double t = rt_sqnorm_total;
+  for (int b = 0; b < SQNORM_BLOCKS; b++) t = __dadd_rn(t, rt_sqnorm_part[b]);
+  rt_sqnorm_total = t;
+}
+
+void rt_cuda_grad_sqnorm(const float *g, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  sqnorm_part_kernel<<<SQNORM_BLOCKS, SQNORM_THREADS, 0, ctx.stream>>>(g, n);
+  LAUNCH_CHECK();
+  sqnorm_add_kernel<<<1, 1, 0, ctx.stream>>>();
+  LAUNCH_CHECK();
+}
+
+double rt_cuda_grad_sqnorm_total(void) {
+  need_ctx();
+  double t = 0.0;
+  static const double zero = 0.0;
+  CUDA_CHECK(cudaMemcpyFromSymbolAsync(&t, rt_sqnorm_total, sizeof t, 0, cudaMemcpyDeviceToHost, ctx.stream));
+  CUDA_CHECK(cudaMemcpyToSymbolAsync(rt_sqnorm_total, &zero, sizeof zero, 0, cudaMemcpyHostToDevice, ctx.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  return t;
+}
+
+// ----------------------------------------------------------------------------
 // CUDA graphs: one per context. Capture records every kernel and library call
 // enqueued between begin and end (nothing runs); launch replays them. cuBLAS
 // captures cleanly because its workspace is the plan's, set at init.

@@ -104,6 +104,14 @@ MEMPLAN_CASTS(RT_CUDA_DECLARE)
 void rt_cuda_unscale_check(float *g, int64_t n, float inv_scale);
 int rt_cuda_all_finite(void);
 
+/* Gradient clipping, split like loss scaling: rt_cuda_grad_sqnorm adds the
+ * sum of g[i]^2 (in double) to a device total (enqueued, returns at once);
+ * rt_cuda_grad_sqnorm_total waits for the stream, returns the total and
+ * resets it. The sums run in a fixed order (a fixed grid, partials added by
+ * one thread), so the result does not vary from run to run. */
+void rt_cuda_grad_sqnorm(const float *g, int64_t n);
+double rt_cuda_grad_sqnorm_total(void);
+
 // ----------------------------------------------------------------------------
 // CUDA graphs (trainer --cuda-graph): capture the calls made between begin and
 // end once (nothing runs during capture), then replay them. AdamW updates

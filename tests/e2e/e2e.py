@@ -17,6 +17,9 @@ Standard library only. Subcommands:
                                               labels out of range, ... each exit 1 with its message
   mnist TRAINER DIR MIN_ACC [trainer args]   --npy DIR (the real MNIST digits): the final held-out
                                               accuracy is at least MIN_ACC
+  clipnorm FP32 FP16 DIR                     gradient clipping under fp16 loss scaling: the grad_norm
+                                              column of FP16 (unscaled, then clipped) equals FP32's;
+                                              a skipped step logs none; --clip 0 clips nothing
   schedule TRAINER [trainer args]            the --log lr column against the schedule's formula
                                               (the model's from plan.json, and --schedule/--warmup/
                                               --final-fraction/--lr overrides); progress on the lines
@@ -228,6 +231,14 @@ def errors(trainer, d, *args):
     cases.append((args + ["--schedule", "constant", "--final-fraction", "0.1"],
                   ["--final-fraction is the floor of a decay, and the schedule is constant: "
                    "give --schedule cosine or linear"]))
+    # --clip: a plan without clipping frees its gradients inside backward
+    with open(os.path.join(os.path.dirname(os.path.dirname(trainer)), "plan.json")) as f:
+        clips = json.load(f)["optimizer"].get("clip_grad_norm", 0) > 0
+    for v in ("-1", "nan", "x"):
+        cases.append((args + ["--clip", v], ["--clip '%s': expected a finite number >= 0" % v]))
+    if not clips:
+        cases.append((args + ["--clip", "1"], ["--clip: this plan was compiled without gradient clipping",
+                                               "add clip_grad_norm: X to the YAML's optimizer"]))
     # --save is checked before the first step, not after the last.
     p = os.path.join(d, "no-such-dir", "w.safetensors")
     cases.append((args + ["--save", p], ["cannot write --save %s: No such file or directory" % p]))
@@ -490,6 +501,43 @@ def schedule(trainer, *args):
     return 1 if failed else 0
 
 
+def clipnorm(fp32, fp16, d):
+    """Gradient clipping under fp16 loss scaling: the fp16 plan's trainer
+    (half-precision activations) must clip the unscaled gradients: its per-step
+    norms equal the fp32 plan's within 1e-4 (half storage of activations
+    moves them by up to 1e-5 here, measured), where clipping before unscaling would see them
+    65536 times larger (and never clip those of the fp32 twin's size); a step
+    the scaler skips (--force-overflow 3) logs no norm and applies nothing.
+    --clip overrides the YAML's threshold: --clip 0 measures the same first
+    norm and clips nothing, so the next steps differ from the clipped run's."""
+    rows = {}
+    for name, t, extra in (("fp32", fp32, []), ("fp16", fp16, []), ("skip", fp16, ["--force-overflow", "3"]),
+                           ("noclip", fp32, ["--clip", "0"])):
+        log = os.path.join(d, name + ".csv")
+        must([t, "--steps", "5", "--threads", "2", "--eval-batches", "0", "--log", log] + extra)
+        with open(log) as f:
+            rows[name] = [(float(r["loss"]), float(r["grad_norm"])) for r in csv.DictReader(f)]
+    bad = 0
+    for i, ((l32, n32), (l16, n16)) in enumerate(zip(rows["fp32"], rows["fp16"])):
+        rel = abs(n16 - n32) / n32
+        ok = rel <= 1e-4 and abs(l16 - l32) <= 1e-4 * l32
+        bad += not ok
+        print("  %s step %d: norm fp16 %.9g fp32 %.9g (rel %.1e), loss %.9g vs %.9g"
+              % ("ok  " if ok else "FAIL", i + 1, n16, n32, rel, l16, l32))
+    skip = rows["skip"]
+    ok = len(skip) == 5 and math.isnan(skip[2][1]) and all(not math.isnan(n) for _, n in skip[:2] + skip[3:])
+    bad += not ok
+    print("  %s the skipped step 3 logs grad_norm nan, the others a number: %s"
+          % ("ok  " if ok else "FAIL", [n for _, n in skip]))
+    nc, c = rows["noclip"], rows["fp32"]
+    ok = nc[0] == c[0] and all(a[0] != b[0] for a, b in zip(nc[1:], c[1:]))
+    bad += not ok
+    print("  %s --clip 0: step 1 the same (%s), then other losses: %s vs %s"
+          % ("ok  " if ok else "FAIL", nc[0], [x for x, _ in nc[1:]], [x for x, _ in c[1:]]))
+    print("clipnorm: %s" % ("ok" if not bad else "%d checks failed" % bad))
+    return 1 if bad else 0
+
+
 def portable(d):
     """The trainer the tests build (DIR/build, configured with the default
     options) is portable, and -DTRAINER_NATIVE=ON is still the way to ask for
@@ -534,7 +582,9 @@ if __name__ == "__main__":
     cmd, rest = sys.argv[1], sys.argv[2:]
     if cmd in ("roundtrip", "errors", "npy"):
         os.makedirs(rest[1], exist_ok=True)
+    if cmd == "clipnorm":
+        os.makedirs(rest[2], exist_ok=True)
     fn = {"build": build, "train": train, "determinism": determinism, "roundtrip": roundtrip,
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
-          "schedule": schedule, "same": same}[cmd]
+          "schedule": schedule, "same": same, "clipnorm": clipnorm}[cmd]
     sys.exit(fn(*rest) or 0)

@@ -981,3 +981,9 @@ void ref_sgd_update_f32(float *p, const float *g, float *buf, int64_t n, double 
     p[i] -= lrf * d;
   }
 }
+
+double ref_grad_sqnorm(const float *g, int64_t n) {
+  long double s = 0.0L;
+  for (int64_t i = 0; i < n; i++) s += (long double)g[i] * (long double)g[i];
+  return (double)s;
+}

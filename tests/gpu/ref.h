@@ -29,5 +29,8 @@ void ref_adamw_update_f32(float *p, const float *g, float *m, float *v, int64_t 
                           double beta2, double eps, double wd, int64_t t);
 void ref_sgd_update_f32(float *p, const float *g, float *buf, int64_t n, double lr, double momentum, double wd,
                         int nesterov);
+/* Gradient clipping's squared norm: sum of g[i]^2 in long double (the
+ * backends sum in double, in their own orders). */
+double ref_grad_sqnorm(const float *g, int64_t n);
 
 #endif

@@ -1290,6 +1290,38 @@ static void case_unscale(void) {
   release_all();
 }
 
+/* Gradient clipping: the squared global norm over several gradients, each
+ * backend summing in double in its own order (cpu.c: index order; CUDA: a
+ * fixed grid and tree), against long double. n terms of at most 1 (|g| <= 1
+ * here) summed in double are off by at most n * 2^-53 relative (the sum's
+ * terms are positive): 1e-11 covers n ~ 1e5. A second run must give the
+ * same bits (the order is fixed), and the total resets after each read. */
+static double sqnorm_step(float **g, const int64_t *n, int k) {
+#ifdef TEST_CPU_BACKEND
+  double s = 0.0;
+  for (int i = 0; i < k; i++) s += UT(grad_sqnorm)(g[i], n[i]);
+  return s;
+#else
+  for (int i = 0; i < k; i++) UT(grad_sqnorm)(g[i], n[i]);
+  return rt_cuda_grad_sqnorm_total();
+#endif
+}
+
+static void case_grad_sqnorm(void) {
+  int64_t n[3] = {100003, 333, 1};
+  Ten a = ten_rand(n[0], 1.0f), b = ten_rand(n[1], 0.001f), c = ten_rand(n[2], 1.0f);
+  float *g[3] = {a.ut, b.ut, c.ut};
+  double got = sqnorm_step(g, n, 3), again = sqnorm_step(g, n, 3), one = sqnorm_step(g, n, 1);
+  double want = ref_grad_sqnorm(a.ref, n[0]) + ref_grad_sqnorm(b.ref, n[1]) + ref_grad_sqnorm(c.ref, n[2]);
+  double want1 = ref_grad_sqnorm(a.ref, n[0]), rel = fabs(got - want) / want;
+  int ok = rel <= 1e-11 && got == again && fabs(one - want1) <= 1e-11 * want1;
+  failures += !ok;
+  checks++;
+  printf("%-58s %9.2e %9.2e  %s\n", "grad_sqnorm: 3 gradients in double; rerun equal; reset", rel, 1e-11,
+         ok ? "ok" : "FAIL");
+  release_all();
+}
+
 // ----------------------------------------------------------------------------
 // CUDA only: determinism, and timing of GPT-2 124M-sized kernels
 
@@ -1527,6 +1559,7 @@ int main(int argc, char **argv) {
   RUN("cast", case_casts(7, -126, 127, "bf16"));
   RUN("cast", case_casts(10, -14, 15, "f16"));
   RUN("unscale", case_unscale());
+  RUN("grad_sqnorm", case_grad_sqnorm());
 #ifndef TEST_CPU_BACKEND
   rt_cuda_set_tf32(1);
   RUN("tf32", case_linear(64, 256, 96, TOL_TF32, " tf32"));

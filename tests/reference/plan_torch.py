@@ -345,6 +345,22 @@ def make_optimizer(plan, params, lr):
     raise ValueError("plan_torch: no torch version of optimizer %s" % o["type"])
 
 
+def clip_of(plan, clip=None):
+    """The max norm of gradient clipping: the plan's optimizer.clip_grad_norm
+    (0 when absent: no clipping), or the trainer's --clip when given."""
+    return clip if clip is not None else plan["optimizer"].get("clip_grad_norm", 0.0)
+
+
+def clip_grad_norm(params, max_norm):
+    """The trainer's gradient clipping: torch.nn.utils.clip_grad_norm_ over
+    every parameter (the global L2 norm; scale max_norm / (norm + 1e-6) when
+    below 1). Returns the norm before clipping; max_norm 0 only measures it."""
+    grads = [p.grad for p in params.values() if p.grad is not None]
+    if not max_norm:
+        return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+    return float(torch.nn.utils.clip_grad_norm_(list(params.values()), max_norm))
+
+
 def schedule_of(plan, schedule=None, warmup=None, final_fraction=None):
     """(kind, warmup, final_fraction) of the plan's optimizer, each overridden
     when given (the trainer's --schedule, --warmup, --final-fraction); a plan

@@ -87,6 +87,7 @@ def run_trainer(a, init, final, log):
         sys.exit("reference: the trainer failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
     with open(log) as f:
         rows = list(csv.DictReader(f))
+    a.got_norms = [float(row["grad_norm"]) for row in rows]  # NaN unless the plan clips
     return [float(row["loss"]) for row in rows], float(rows[-1]["eval_loss"]) if rows else float("nan")
 
 
@@ -95,14 +96,15 @@ class Branch:
     with the ReLU decisions in `forced` ({(step, op position, flat index):
     passes}) imposed on both."""
 
-    def __init__(self, plan, init, lr, sched, steps):
+    def __init__(self, plan, init, lr, sched, steps, clip=0.0, measure_norm=False):
         self.forced, self.loss, self.noisy, self.run, self.state, self.sched = {}, {}, None, {}, {}, {}
+        self.clip, self.measure_norm, self.norm = clip, measure_norm, {}
         for dt in (torch.float64, torch.float32):
             params = plan_torch.make_params(plan, init, dt)
             self.run[dt] = (params, plan_torch.make_optimizer(plan, params, lr))
             self.sched[dt] = plan_torch.make_scheduler(self.run[dt][1], sched, steps)
             self.state[dt] = plan_torch.make_state(plan, init, dt)  # running statistics, if any
-            self.loss[dt] = []
+            self.loss[dt], self.norm[dt] = [], []
         self.noisy = {i: torch.zeros_like(p, dtype=torch.bool) for i, p in self.run[torch.float64][0].items()}
 
     def step(self, plan, step, batch, flips=()):
@@ -136,6 +138,8 @@ class Branch:
             loss = MODEL.forward(plan, params, batch, dt, relu_mask=fn, step=step + 1, **SEED, **kw)
             loss.backward()
             self.loss[dt].append(loss.item())
+            if self.clip or self.measure_norm:  # gradient clipping, before the optimizer (and weight decay)
+                self.norm[dt].append(plan_torch.clip_grad_norm(params, self.clip))
         if plan["optimizer"]["type"] == "adamw":  # SGD's update is linear in the gradient
             for i, p in self.run[torch.float64][0].items():
                 g32 = self.run[torch.float32][0][i].grad.double()
@@ -184,7 +188,9 @@ def branches(a, plan, init, got):
     batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None, npy=a.npy)
     sched = ("constant", 0, 0.0) if a.perturb_schedule else plan_torch.schedule_of(plan, a.schedule, a.warmup,
                                                                                     a.final_fraction)
-    beam, tried = [Branch(plan, init, plan["optimizer"]["lr"] * a.perturb_lr, sched, a.steps)], 1
+    clip = 0.0 if a.perturb_clip else plan_torch.clip_of(plan, a.clip)
+    beam, tried = [Branch(plan, init, plan["optimizer"]["lr"] * a.perturb_lr, sched, a.steps, clip,
+                          plan_torch.clip_of(plan) > 0)], 1
     for step in range(a.steps):
         batch, grown = batches.next(), []
         for b in beam:
@@ -223,6 +229,17 @@ def compare(plan, a, b, got, got_w, out, got_eval=None):
         ok &= rel <= tol
         out.append("  step %d: loss %.9f vs %.9f  rel err %.2e (tolerance %.1e)%s"
                    % (i + 1, g, w, rel, tol, "" if rel <= tol else "  FAIL"))
+    clipped = 0
+    for i, (g, w) in enumerate(zip(a.got_norms, b.norm[torch.float64])):  # plans that clip: the norm column
+        y = b.norm[torch.float32][i]
+        rel, tol = abs(g - w) / w, max(FLOOR, TOL_FACTOR * abs(y - w) / w)
+        ok &= rel <= tol
+        clipped += plan_torch.clip_of(plan, a.clip) / (w + 1e-6) < 1
+        out.append("  step %d: grad norm %.9f vs %.9f  rel err %.2e (tolerance %.1e)%s"
+                   % (i + 1, g, w, rel, tol, "" if rel <= tol else "  FAIL"))
+    if b.norm[torch.float64]:
+        out.append("  clipping (max norm %g) acted on %d of %d steps" % (plan_torch.clip_of(plan, a.clip), clipped,
+                                                                         len(b.norm[torch.float64])))
     lr_steps = plan["optimizer"]["lr"] * a.steps
     bound = 2.0 * lr_steps  # AdamW moves an element at most lr per step
     # AdamW's update errs by about its gradient's relative error, which is
@@ -268,6 +285,9 @@ def main():
                     help="the trainer's --schedule, followed by torch too (default: the plan's)")
     ap.add_argument("--warmup", type=int, help="the trainer's --warmup, followed by torch too")
     ap.add_argument("--final-fraction", type=float, help="the trainer's --final-fraction, followed by torch too")
+    ap.add_argument("--clip", type=float, help="the trainer's --clip, followed by torch too")
+    ap.add_argument("--perturb-clip", action="store_true",
+                    help="torch without gradient clipping: expects a mismatch")
     ap.add_argument("--perturb-schedule", action="store_true",
                     help="torch at the constant lr, ignoring the schedule: expects a mismatch")
     ap.add_argument("--eval", action="store_true", help="also compare the eval loss after the last step (one batch of "
@@ -278,7 +298,8 @@ def main():
                     "signature, written from the equations (default: plan_torch, which interprets plan.json)")
     a = ap.parse_args()
     a.sched_args = sum(([flag, str(v)] for flag, v in (("--schedule", a.schedule), ("--warmup", a.warmup),
-                                                        ("--final-fraction", a.final_fraction)) if v is not None), [])
+                                                        ("--final-fraction", a.final_fraction),
+                                                        ("--clip", a.clip)) if v is not None), [])
     global MODEL
     if a.module:
         MODEL = importlib.import_module(a.module)
@@ -300,7 +321,8 @@ def main():
              sched[0], sched[1], sched[2],
              " (torch lr x %g: expecting a mismatch)" % a.perturb_lr if a.perturb_lr != 1 else
              " (torch's dropout seed %d: expecting a mismatch)" % a.dropout_seed if a.dropout_seed is not None else
-             " (torch at a constant lr: expecting a mismatch)" if a.perturb_schedule else ""))
+             " (torch at a constant lr: expecting a mismatch)" if a.perturb_schedule else
+             " (torch without clipping: expecting a mismatch)" if a.perturb_clip else ""))
     print("  %d branch(es) tried at ReLU inputs within float32 rounding of 0, %d agree with the trainer's losses"
           % (tried, len(bs)))
     ok, report = False, None
@@ -312,7 +334,7 @@ def main():
         report = report or (b, lines)
     print("  %s %s" % ("matches" if ok else "compared with", report[0].describe()))
     print("\n".join(report[1]))
-    expect = a.perturb_lr == 1.0 and a.dropout_seed is None and not a.perturb_schedule
+    expect = a.perturb_lr == 1.0 and a.dropout_seed is None and not a.perturb_schedule and not a.perturb_clip
     print("reference: %s" % ("PASS" if ok == expect else "FAIL"))
     return 0 if ok == expect else 1
 
