@@ -45,6 +45,9 @@ typedef struct {
   int64_t micro_batch;
   Precision precision;
   Masks masks; /* --dropout-masks */
+  int ranks;   /* --ranks N (default 1) */
+  int zero;    /* --zero 0, 1, 2; -1: auto (the default) */
+  bool zero_given;
   const char *block;
   DimOverride ov[64];
   char ovname[64][64];

@@ -34,6 +34,10 @@ const char compile_help[] =
     "                        (default: only when nothing else fits the budget)\n"
     "      --dropout-masks M dropout's masks: auto (default: stored when everything kept fits,\n"
     "                        else regenerated in backward), store (1 bit per element) or regen\n"
+    "      --ranks N         data parallelism: plan one of N ranks (processes, GPUs), each on its own\n"
+    "                        batch of the model's B rows (the step trains on N x B); --budget is per rank\n"
+    "      --zero Z          sharding over the ranks: 0 (gradients all-reduced), 1 (ZeRO-1: optimizer\n"
+    "                        state sharded), 2 (ZeRO-2: gradients too), auto (default: the least that fits)\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "  -h, --help            this help\n"
@@ -90,7 +94,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"no-fuse-updates", no_argument, 0, 'F'}, {"expand", no_argument, 0, 'E'},
       {"block", required_argument, 0, 'B'},  {"micro-batch", required_argument, 0, 'M'},
       {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
-      {"dropout-masks", required_argument, 0, 'D'}, {0, 0, 0, 0}};
+      {"dropout-masks", required_argument, 0, 'D'}, {"ranks", required_argument, 0, 'R'},
+      {"zero", required_argument, 0, 'Z'}, {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -99,7 +104,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {0, 0, 0, 0}};
   /* clang-format on */
   const char *cmd = sweep ? "sweep" : "compile";
-  *o = (Options){.align = 256, .time_limit = 0.5};
+  *o = (Options){.align = 256, .time_limit = 0.5, .ranks = 1, .zero = -1};
   int c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, sweep ? ":s:h" : ":b:o:s:d:h", sweep ? sweep_lo : compile_lo, NULL)) != -1) {
@@ -131,6 +136,24 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       o->precision = (Precision)k;
       break;
     }
+    case 'R': {
+      char *end;
+      errno = 0;
+      long v = strtol(optarg, &end, 10);
+      if (!*optarg || *end || errno || v < 1 || v > 65536)
+        cli_usage_error(cmd, "--ranks wants the number of processes, 1 to 65536, got '%s'", optarg);
+      o->ranks = (int)v;
+      break;
+    }
+    case 'Z': {
+      static const char *const names[] = {"0", "1", "2", "auto"};
+      int k = 0;
+      while (k < 4 && strcmp(optarg, names[k])) k++;
+      if (k == 4) cli_usage_error(cmd, "--zero %s: choose 0 (all-reduce), 1 (ZeRO-1), 2 (ZeRO-2) or auto", optarg);
+      o->zero = k == 3 ? -1 : k;
+      o->zero_given = true;
+      break;
+    }
     case 'D': {
       static const char *const names[] = {"auto", "store", "regen"};
       int k = 0;
@@ -159,6 +182,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
   if (optind < argc - 1)
     cli_usage_error(cmd, "more than one model file ('%s' and '%s')", argv[optind], argv[optind + 1]);
   o->model = argv[optind];
+  if (o->zero_given && o->ranks == 1)
+    cli_usage_error(cmd, "--zero %d shards over ranks: give --ranks N with N > 1", o->zero < 0 ? 0 : o->zero);
   if ((o->align & (o->align - 1)) || o->align > (1 << 30))
     cli_usage_error(cmd, "--align %lld must be a power of two no larger than 1G", (long long)o->align);
   static const char *const dumps[] = {"graph", "step", "live", "plan", NULL};
@@ -183,7 +208,9 @@ PlanRequest cli_request(const Options *o) {
                                .accumulation = 1,
                                .precision = o->precision,
                                .guard = o->guard ? 64 : 0,
-                               .masks = o->masks}};
+                               .masks = o->masks,
+                               .ranks = o->ranks,
+                               .zero = o->ranks > 1 ? o->zero : 0}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {

@@ -18,7 +18,28 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   }
   /* levers: keep everything, recompute, micro-batches (one fit each, the
    * checkpointing DP solved once per fit); g becomes the chosen plan's graph */
-  FitResult fit = levers_fit(ar, src, rq, &g, &out.message);
+  FitResult fit = {0};
+  int64_t zero_arena[3] = {0, 0, 0};
+  if (rq->fit.ranks > 1 && rq->fit.precision == PREC_FP16) {
+    out.message =
+        "--ranks with --precision fp16: loss scaling's skipped steps are decided per rank, so the "
+        "ranks would diverge; use bf16 or fp32";
+  } else if (rq->fit.ranks > 1 && rq->fit.zero < 0) {
+    /* --zero auto: the least sharding that fits (each level shards more
+     * bytes and adds an all-gather per parameter) */
+    PlanRequest r = *rq;
+    for (int z = 0; z <= 2; z++) {
+      r.fit.zero = z;
+      Graph *gz = g;
+      fit = levers_fit(ar, src, &r, &gz, &out.message);
+      if (out.message) break;
+      zero_arena[z] = fit.plan ? fit.plan->arena_bytes : fit.min_arena;
+      if (fit.plan || z == 2) {
+        g = gz;
+        break;
+      }
+    }
+  } else fit = levers_fit(ar, src, rq, &g, &out.message);
   load_free(src);
   if (out.message) {
     out.status = PLAN_BAD_REQUEST;
@@ -33,7 +54,10 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
    * time the passes above took (verification, below, is not counted) */
   Plan *p = fit.plan;
   p->budget_bytes = rq->budget;
-  p->unfused_lower_bound = fit_unfused_lower_bound(ar, g, &rq->fit, fit.step, p);
+  /* with collectives, updates run per bucket: the unfused bound does not compare */
+  p->unfused_lower_bound = p->ranks > 1 ? 0 : fit_unfused_lower_bound(ar, g, &rq->fit, fit.step, p);
+  p->zero_auto = p->ranks > 1 && rq->fit.zero < 0;
+  for (int z = 0; p->zero_auto && z < 3; z++) p->zero_arena[z] = zero_arena[z];
   p->compile_seconds = mp_now() - t0;
   /* verify: the last pass; the plan is complete and nothing edits it after */
   out.message = verify_plan(p);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm.h"
 #include "live.h"
 #include "plan_build.h"
 
@@ -30,7 +31,8 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
   if (o->masks == MASKS_REGEN) s = ad_regen_stats(ar, s);
   s->accumulation = accum ? o->accumulation : 1;
   DType dt = o->precision == PREC_AUTO ? DT_BF16 : prec_dtype(o->precision);
-  return half ? prec_lower(ar, s, half, dt) : s; /* the copy keeps accumulation */
+  if (half) s = prec_lower(ar, s, half, dt); /* the copy keeps accumulation */
+  return o->ranks > 1 ? comm_step(ar, s, o->ranks, o->zero, COMM_BUCKET_BYTES) : s;
 }
 
 /* What a plan does with dropout's masks (NULL: the model has none). */
