@@ -50,6 +50,8 @@ typedef struct {
   const char *unscale_all; /* NULL: unscale_check returns each gradient's verdict; else the
                               expression that returns all of them at once, after the calls */
   const char *hooks;       /* the model table's backend fields (set_threads, device) */
+  const char *comm;        /* collectives' prefix (plans for N ranks): "tr_" (memplan_trainer.h, MPI),
+                              "tr_cuda_" (NCCL) */
 } EmitBackend;
 extern const EmitBackend emit_backend_c;    /* emitc.c */
 extern const EmitBackend emit_backend_cuda; /* emitcu.c */

@@ -273,20 +273,46 @@ static uint64_t layer_hash(const char *s) {
   return h;
 }
 
+/* A collective of a plan for N ranks (plan.h): the tensor's numel n; the
+ * runtime (memplan_trainer.h) knows the rank. reduce_scatter's second
+ * argument is where the rank's shard goes: its own place in the gradient
+ * (ZeRO-1) or the gradient shard (ZeRO-2). */
+static void comm_call(Emit *E, Text *t, const PlanOp *o) {
+  const char *c = E->be->comm, *in = E->id[o->in[0]], *out = E->id[o->out[0]];
+  long long n = (long long)o->dim[0];
+  if (o->op == OP_ALLREDUCE) text_printf(t, "%sallreduce(%s, %lld)", c, in, n);
+  else if (o->op == OP_ALL_GATHER) text_printf(t, "%sall_gather(%s, %lld)", c, out, n);
+  else if (o->in[0] == o->out[0]) text_printf(t, "%sreduce_scatter(%s, %s + tr_shard_lo(%lld), %lld)", c, in, in, n, n);
+  else text_printf(t, "%sreduce_scatter(%s, %s, %lld)", c, in, out, n);
+}
+
 static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
   const Optimizer *opt = &E->p->opt;
   const char *rt = E->be->prefix;
+  if (op_is_comm(o->op)) {
+    comm_call(E, t, o);
+    return;
+  }
   if (o->op == OP_ADAMW || o->op == OP_SGD) {
     bool decay = E->p->buf[o->out[0]].decay;
     double wd = decay ? opt->weight_decay : 0.0;
+    /* a sharded update (ndim 2, plan.h): the rank's shard of the parameter and of a full
+     * gradient (ZeRO-1), or the gradient shard (ZeRO-2), tr_shard_len(n) elements */
+    long long n = (long long)o->dim[0];
+    bool shard = o->ndim == 2;
+    const char *par = shard ? ar_printf(&E->ar, "%s + tr_shard_lo(%lld)", E->id[o->out[0]], n) : E->id[o->out[0]];
+    const char *grad = E->id[o->in[0]];
+    if (shard && shape_numel(&E->p->buf[o->in[0]].shape) == n)
+      grad = ar_printf(&E->ar, "%s + tr_shard_lo(%lld)", grad, n);
+    const char *len = shard ? ar_printf(&E->ar, "tr_shard_len(%lld)", n) : ar_printf(&E->ar, "%lld", n);
     if (o->op == OP_ADAMW)
-      text_printf(t, "%sadamw_update(%s, %s, %s, %s, %lld, lr, %s, %s, %s, %s, t)", rt, E->id[o->out[0]],
-                  E->id[o->in[0]], E->id[o->out[1]], E->id[o->out[2]], (long long)o->dim[0], fmt_double(E, opt->beta1),
-                  fmt_double(E, opt->beta2), fmt_double(E, opt->eps), fmt_double(E, wd));
+      text_printf(t, "%sadamw_update(%s, %s, %s, %s, %s, lr, %s, %s, %s, %s, t)", rt, par, grad, E->id[o->out[1]],
+                  E->id[o->out[2]], len, fmt_double(E, opt->beta1), fmt_double(E, opt->beta2), fmt_double(E, opt->eps),
+                  fmt_double(E, wd));
     else
-      text_printf(t, "%ssgd_update(%s, %s, %s, %lld, lr, %s, %s, %d)", rt, E->id[o->out[0]], E->id[o->in[0]],
-                  o->nout > 1 && o->out[1] >= 0 ? E->id[o->out[1]] : "NULL", (long long)o->dim[0],
-                  fmt_double(E, opt->momentum), fmt_double(E, wd), opt->nesterov ? 1 : 0);
+      text_printf(t, "%ssgd_update(%s, %s, %s, %s, lr, %s, %s, %d)", rt, par, grad,
+                  o->nout > 1 && o->out[1] >= 0 ? E->id[o->out[1]] : "NULL", len, fmt_double(E, opt->momentum),
+                  fmt_double(E, wd), opt->nesterov ? 1 : 0);
     return;
   }
   if (o->op == OP_CAST) {
@@ -550,14 +576,34 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
   text_printf(t, "    .param_count = %lld, .step_flops = %lld,\n", (long long)p->param_count,
               (long long)(p->step_flops * p->accumulation_steps));
   text_printf(t, "    .accumulation = %d, .loss_scaling = %d,\n", p->accumulation_steps, p->loss_scaling ? 1 : 0);
-  text_printf(t,
-              "    .step = step, .update = update, .unscale = unscale, .eval = eval,\n    %s,\n};\n\n"
-              "int main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n",
-              E->be->hooks);
+  text_printf(t, "    .step = step, .update = update, .unscale = unscale, .eval = eval,\n    %s,\n", E->be->hooks);
+  if (p->ranks > 1) text_printf(t, "    .ranks = %d, .zero = %d,\n", p->ranks, p->zero);
+  text_printf(t, "};\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
 }
 
 // ----------------------------------------------------------------------------
 // CMakeLists.txt: both trainers, each where the machine can build it
+
+/* A plan for N ranks: the data-parallel CPU trainer, the same sources with
+ * MEMPLAN_MPI, where MPI is found (`trainer` still builds without it and
+ * says, when run, that the plan needs trainer_mpi). */
+static const char mpi_target[] =
+    "# trainer_mpi: the data-parallel CPU trainer of this plan for several ranks (MPI):\n"
+    "#   mpirun -np RANKS build/trainer_mpi ...\n"
+    "if(TARGET trainer)\n"
+    "  find_package(MPI COMPONENTS C)\n"
+    "endif()\n"
+    "if(TARGET trainer AND MPI_C_FOUND)\n"
+    "  add_executable(trainer_mpi trainer.c memplan_trainer.c cpu.c)\n"
+    "  target_compile_definitions(trainer_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI)\n"
+    "  target_compile_options(trainer_mpi PRIVATE -Wall -Wextra -O3 -fno-math-errno -ffp-contract=off)\n"
+    "  if(TRAINER_WERROR)\n    target_compile_options(trainer_mpi PRIVATE -Werror)\n  endif()\n"
+    "  if(TRAINER_NATIVE)\n    target_compile_options(trainer_mpi PRIVATE -march=native)\n  endif()\n"
+    "  if(CBLAS_INCLUDE_DIR)\n    target_include_directories(trainer_mpi PRIVATE ${CBLAS_INCLUDE_DIR})\n  endif()\n"
+    "  target_link_libraries(trainer_mpi PRIVATE ${BLAS_LIBRARIES} OpenMP::OpenMP_C MPI::MPI_C m ${CMAKE_DL_LIBS})\n"
+    "elseif(TARGET trainer)\n"
+    "  message(STATUS \"MPI not found: not building trainer_mpi, the data-parallel CPU trainer\")\n"
+    "endif()\n\n";
 
 static void cmake(Emit *E, Text *t) {
   text_printf(
@@ -599,7 +645,7 @@ static void cmake(Emit *E, Text *t) {
       "  target_link_libraries(trainer PRIVATE ${BLAS_LIBRARIES} OpenMP::OpenMP_C m ${CMAKE_DL_LIBS})\n"
       "elseif(TRAINER_CPU)\n"
       "  message(STATUS \"OpenBLAS or OpenMP not found: not building the CPU trainer\")\n"
-      "endif()\n\n"
+      "endif()\n\n%s"
       "if(TRAINER_CUDA)\n"
       "  include(CheckLanguage)\n"
       "  check_language(CUDA)\n"
@@ -629,7 +675,7 @@ static void cmake(Emit *E, Text *t) {
       "  message(FATAL_ERROR \"neither trainer can be built here: the CPU trainer needs OpenBLAS and OpenMP, \"\n"
       "                      \"the CUDA trainer a CUDA compiler (nvcc)\")\n"
       "endif()\n",
-      comment_safe(E, E->p->model), MEMPLAN_VERSION);
+      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->ranks > 1 ? mpi_target : "");
 }
 
 // ----------------------------------------------------------------------------
@@ -646,6 +692,7 @@ const EmitBackend emit_backend_c = {
     .tick = "#define TICK(op) do { if (tr_profiling) tr_tick(op); } while (0)",
     .unscale_all = NULL,
     .hooks = ".set_threads = rt_set_threads, .device = NULL",
+    .comm = "tr_",
 };
 
 int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {

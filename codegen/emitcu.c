@@ -23,4 +23,5 @@ const EmitBackend emit_backend_cuda = {
     .tick = "#define TICK(op) do { if (tr_profiling) { rt_cuda_synchronize(); tr_tick(op); } } while (0)",
     .unscale_all = "rt_cuda_all_finite()",
     .hooks = ".set_threads = NULL, .device = &tr_cuda_device",
+    .comm = "tr_cuda_",
 };
