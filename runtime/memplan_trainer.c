@@ -932,6 +932,7 @@ static const char help_text[] =
     "  --comm-timeout S  data-parallel plans (mpirun): a rank exits when a step takes more than\n"
     "                    S seconds, as when another rank died (default 600; 0: no limit)\n"
     "  --kill-rank R@N   test hook: rank R exits abruptly (no MPI_Finalize) at step N\n"
+    "  --hang-rank R@N   test hook: rank R stops at step N (the watchdog must end the run)\n"
     "  --cuda-graph      CUDA trainer: capture the step into a CUDA graph once, replay it\n"
     "                    every step (plans without micro-batches or loss scaling)\n"
     "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
@@ -960,6 +961,7 @@ static const char help_text[] =
 typedef struct {
   int64_t steps, seed, eval_every, eval_batches, log_every, force_overflow;
   int64_t comm_timeout, kill_rank, kill_step; /* data parallelism: the watchdog, the --kill-rank test hook */
+  int hang;                                   /* --hang-rank: the rank hangs instead */
   int threads, profile, check_alloc, cuda_graph, eval_batches_given;
   int schedule, final_fraction_given; /* TR_SCHED_* */
   int64_t warmup;
@@ -1035,6 +1037,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_FINAL,
     O_COMM_TIMEOUT,
     O_KILL_RANK,
+    O_HANG_RANK,
     O_HELP
   };
   // clang-format off
@@ -1046,7 +1049,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"cuda-graph", 0, 0, O_GRAPH},
       {"npy", 1, 0, O_NPY}, {"schedule", 1, 0, O_SCHED}, {"warmup", 1, 0, O_WARMUP},
       {"final-fraction", 1, 0, O_FINAL}, {"help", 0, 0, O_HELP}, {"comm-timeout", 1, 0, O_COMM_TIMEOUT},
-      {"kill-rank", 1, 0, O_KILL_RANK}, {0, 0, 0, 0}};
+      {"kill-rank", 1, 0, O_KILL_RANK}, {"hang-rank", 1, 0, O_HANG_RANK}, {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
             .seed = 1337,
@@ -1091,12 +1094,15 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_WARMUP: o.warmup = opt_int(optarg, "--warmup", 0); break;
     case O_FINAL: o.final_fraction = opt_fraction(optarg, "--final-fraction"), o.final_fraction_given = 1; break;
     case O_COMM_TIMEOUT: o.comm_timeout = opt_int(optarg, "--comm-timeout", 0); break;
-    case O_KILL_RANK: {
+    case O_KILL_RANK:
+    case O_HANG_RANK: {
+      const char *name = c == O_KILL_RANK ? "--kill-rank" : "--hang-rank";
       char *at = strchr(optarg, '@');
-      if (!at) die("--kill-rank '%s': expected RANK@STEP, e.g. 1@3", optarg);
+      if (!at) die("%s '%s': expected RANK@STEP, e.g. 1@3", name, optarg);
       *at = '\0';
-      o.kill_rank = opt_int(optarg, "--kill-rank's rank", 0);
-      o.kill_step = opt_int(at + 1, "--kill-rank's step", 1);
+      o.kill_rank = opt_int(optarg, name, 0);
+      o.kill_step = opt_int(at + 1, name, 1);
+      o.hang = c == O_HANG_RANK;
       break;
     }
     case 'h':
@@ -1136,13 +1142,13 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
 // (or a collective that never completes) trips the watchdog: every step must
 // end within --comm-timeout seconds, or the rank exits naming the step.
 
+#ifdef MEMPLAN_MPI
 /* Counts of one MPI call are ints: 2^31 - 1 elements (8 GiB of f32) at most. */
 static int mpi_count(int64_t n, const char *what) {
   if (n > 0x7fffffff) die("%s: %lld elements are more than one MPI call carries (2^31 - 1)", what, (long long)n);
   return (int)n;
 }
 
-#ifdef MEMPLAN_MPI
 static void mpi_ok(int rc, const char *what) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
@@ -1531,7 +1537,12 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     /* over N ranks the collectives sum: each rank's loss gradient is scaled by 1/N */
     float scale = (float)((m->loss_scaling ? ls.scale : 1.0) / m->accumulation / tr_ranks);
     watchdog_arm(step);
-    if (step == o.kill_step && tr_rank == o.kill_rank) _exit(9); /* --kill-rank: a rank dies mid-run */
+    if (step == o.kill_step && tr_rank == o.kill_rank) { /* --kill-rank, --hang-rank: a rank dies or hangs */
+      fprintf(stderr, "trainer: rank %d: %s at step %lld (test hook)\n", tr_rank, o.hang ? "hanging" : "exiting",
+              (long long)step);
+      if (!o.hang) _exit(9);
+      for (;;) pause(); /* until the watchdog's alarm, or mpirun, ends it */
+    }
     if (step == o.force_overflow) scale = INFINITY;
     for (int mb = 0; mb < m->accumulation; mb++) {
       fill_train(&r, step, mb);
