@@ -31,6 +31,7 @@ typedef struct {
   Arena ar;
   char **id;         /* per buffer: its C identifier */
   const char **kind; /* per input buffer: its TR_IN_* kind, NULL otherwise */
+  bool *per_pass;    /* per buffer: a gradient a backward reduce_scatter (ZeRO-2) takes in every pass */
   int64_t vocab, classes;
 } Emit;
 
@@ -282,8 +283,9 @@ static void comm_call(Emit *E, Text *t, const PlanOp *o) {
   long long n = (long long)o->dim[0];
   if (o->op == OP_ALLREDUCE) text_printf(t, "%sallreduce(%s, %lld)", c, in, n);
   else if (o->op == OP_ALL_GATHER) text_printf(t, "%sall_gather(%s, %lld)", c, out, n);
-  else if (o->in[0] == o->out[0]) text_printf(t, "%sreduce_scatter(%s, %s + tr_shard_lo(%lld), %lld)", c, in, in, n, n);
-  else text_printf(t, "%sreduce_scatter(%s, %s, %lld)", c, in, out, n);
+  else if (o->in[0] == o->out[0])
+    text_printf(t, "%sreduce_scatter(%s, %s + tr_shard_lo(%lld), %lld, 0)", c, in, in, n, n);
+  else text_printf(t, "%sreduce_scatter(%s, %s, %lld, %s)", c, in, out, n, o->acc[0] ? "mb > 0" : "0");
 }
 
 static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
@@ -342,10 +344,11 @@ static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
                   (unsigned long long)layer_hash(o->layer));
   }
   if (bwd && op_info(o->op)->is_loss) text_printf(t, ", scale");
-  /* with micro-batches, parameter gradients accumulate in every pass after the first */
+  /* with micro-batches, parameter gradients accumulate in every pass after the first, but
+   * those ZeRO-2 reduce-scatters into their shards in every pass (E->per_pass) */
   bool accum = E->p->accumulation_steps > 1;
   for (int k = 0; bwd && k < o->nout; k++) {
-    bool param_grad = o->out[k] >= 0 && E->p->buf[o->out[k]].role == ROLE_GRAD;
+    bool param_grad = o->out[k] >= 0 && E->p->buf[o->out[k]].role == ROLE_GRAD && !E->per_pass[o->out[k]];
     text_printf(t, ", %s", o->out[k] >= 0 && o->acc[k] ? "1" : accum && param_grad ? "mb > 0" : "0");
   }
   text_printf(t, ")");
@@ -699,6 +702,10 @@ int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {
   Emit E = {.p = p, .be = be};
   name_buffers(&E);
   E.kind = ar_alloc(&E.ar, sizeof(char *) * (size_t)p->nbuf);
+  E.per_pass = ar_alloc(&E.ar, sizeof(bool) * (size_t)p->nbuf);
+  for (int i = 0; i < p->nsched; i++)
+    if (p->sched[i].op == OP_REDUCE_SCATTER && p->sched[i].phase == PHASE_BACKWARD)
+      E.per_pass[p->sched[i].in[0]] = true;
   if (classify_inputs(&E, p->sched, p->nsched) || classify_inputs(&E, p->eval, p->neval)) {
     ar_free(&E.ar);
     return -1;

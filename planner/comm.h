@@ -16,16 +16,23 @@
 int64_t comm_shard(int64_t n, int ranks);
 
 /* A new step for one of `ranks` ranks (> 1) at sharding zero (0, 1, 2); s
- * is not changed. Its updates, in the order the step completes their
- * gradients, are grouped into buckets of at least bucket_bytes of
- * gradients (the last one may hold fewer); a bucket runs, where its last
- * update ran: every gradient's collective (zero 0: allreduce in place;
- * zero 1: reduce_scatter in place, the rank's shard at its own offset;
- * zero 2: reduce_scatter into "<param>.grad_shard" of one shard, the full
- * gradient dying there), then the updates (zero >= 1: of the rank's shard,
- * the optimizer state one shard long), then (zero >= 1) every parameter's
- * all_gather. With fused updates a bucket's gradients live until their
- * bucket runs, which is what overlapping communication with backward costs. */
+ * is not changed. The gradients, in the order backward completes them, are
+ * grouped into buckets of at least bucket_bytes (the last may hold fewer).
+ * A bucket's collectives: zero 0, an allreduce of each gradient in place;
+ * zero 1, a reduce_scatter in place (the rank's shard at its own offset);
+ * zero 2, a reduce_scatter into "<param>.grad_shard", one shard, where the
+ * full gradient dies. Then its updates (zero >= 1: of the rank's shard, the
+ * optimizer state one shard long) and (zero >= 1) an all_gather of each
+ * parameter.
+ *
+ * Where: with fused updates, all of it right after the bucket's last
+ * gradient is complete, overlapping the rest of backward (its gradients
+ * live until then). With updates after backward (micro-batches), zero 0 and
+ * 1 reduce once, after the last micro-batch (as DDP's no_sync); zero 2
+ * reduce-scatters in every micro-batch pass, right after the bucket
+ * completes (phase backward, acc: into the shard, += after the first pass),
+ * so that only the shards persist across passes (Step.per_pass marks the
+ * full gradients), and updates and all_gathers follow the last pass. */
 Step *comm_step(Arena *ar, const Step *s, int ranks, int zero, int64_t bucket_bytes);
 
 /* The bytes a collective of n bytes sends from each rank, ring algorithms:

@@ -25,20 +25,33 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
         "--ranks with --precision fp16: loss scaling's skipped steps are decided per rank, so the "
         "ranks would diverge; use bf16 or fp32";
   } else if (rq->fit.ranks > 1 && rq->fit.zero < 0) {
-    /* --zero auto: the least sharding that fits (each level shards more
-     * bytes and adds an all-gather per parameter) */
+    /* --zero auto: each level shards more (and adds an all_gather per
+     * parameter); the least that fits keeping everything in one pass, else
+     * the one whose plan recomputes least (no micro-batches before more
+     * FLOPs, the less sharding on a tie) */
     PlanRequest r = *rq;
-    for (int z = 0; z <= 2; z++) {
+    FitResult best = {0};
+    Graph *bg = g;
+    int bz = -1;
+    for (int z = 0; z <= 2 && !out.message; z++) {
       r.fit.zero = z;
       Graph *gz = g;
-      fit = levers_fit(ar, src, &r, &gz, &out.message);
+      FitResult f = levers_fit(ar, src, &r, &gz, &out.message);
       if (out.message) break;
-      zero_arena[z] = fit.plan ? fit.plan->arena_bytes : fit.min_arena;
-      if (fit.plan || z == 2) {
-        g = gz;
-        break;
+      zero_arena[z] = f.plan ? f.plan->arena_bytes : f.min_arena;
+      if (!f.plan) {
+        if (bz < 0) best = f; /* none fits yet: keep the least min_arena for the error */
+        else continue;
+        best.min_arena = f.min_arena < best.min_arena || !best.min_arena ? f.min_arena : best.min_arena;
+        continue;
       }
+      bool better =
+          bz < 0 || f.plan->accumulation_steps < best.plan->accumulation_steps ||
+          (f.plan->accumulation_steps == best.plan->accumulation_steps && f.plan->extra_flops < best.plan->extra_flops);
+      if (better) best = f, bg = gz, bz = z;
+      if (!f.plan->extra_flops && f.plan->accumulation_steps == 1) break; /* keeps everything: done */
     }
+    fit = best, g = bg;
   } else fit = levers_fit(ar, src, rq, &g, &out.message);
   load_free(src);
   if (out.message) {

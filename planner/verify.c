@@ -285,7 +285,9 @@ static const char *check_comm(const Plan *p) {
   int n = p->nsched;
   for (int k = 0; k < n; k++) {
     const PlanOp *o = &p->sched[k];
-    if (is_comm(o->op) && (p->ranks < 2 || o->ndim != 3 || o->dim[1] != p->ranks || o->phase != PHASE_UPDATE)) {
+    bool per_pass = o->op == OP_REDUCE_SCATTER && p->zero == 2 && o->phase == PHASE_BACKWARD; /* comm.h */
+    if (is_comm(o->op) &&
+        (p->ranks < 2 || o->ndim != 3 || o->dim[1] != p->ranks || (o->phase != PHASE_UPDATE && !per_pass))) {
       snprintf(msg, sizeof msg, "op %d (%s): a collective of %lld ranks in a plan for %d", k, o->layer,
                (long long)(o->ndim > 1 ? o->dim[1] : 0), p->ranks);
       return msg;

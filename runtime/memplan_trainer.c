@@ -1167,22 +1167,24 @@ void tr_allreduce(float *g, int64_t n) {
 #endif
 }
 
-/* One reduce per rank, rooted at the shard's owner: sizes may differ (the
- * last shards are shorter) and the owner's shard may stay in place. */
-void tr_reduce_scatter(float *g, float *shard, int64_t n) {
+/* One reduce per rank, rooted at the shard's owner, in place there (sizes
+ * may differ: the last shards are shorter); then the owner's slice into
+ * its shard buffer, when it has one. */
+void tr_reduce_scatter(float *g, float *shard, int64_t n, int accumulate) {
   int64_t s = (n + tr_ranks - 1) / tr_ranks;
   for (int r = 0; r < tr_ranks; r++) {
     int64_t lo = (int64_t)r * s < n ? (int64_t)r * s : n, len = (lo + s < n ? lo + s : n) - lo;
     if (!len) continue;
 #ifdef MEMPLAN_MPI
     int c = mpi_count(len, "reduce_scatter");
-    if (r != tr_rank) mpi_ok(MPI_Reduce(g + lo, NULL, c, MPI_FLOAT, MPI_SUM, r, MPI_COMM_WORLD), "MPI_Reduce");
-    else if (shard == g + lo)
-      mpi_ok(MPI_Reduce(MPI_IN_PLACE, shard, c, MPI_FLOAT, MPI_SUM, r, MPI_COMM_WORLD), "MPI_Reduce");
-    else mpi_ok(MPI_Reduce(g + lo, shard, c, MPI_FLOAT, MPI_SUM, r, MPI_COMM_WORLD), "MPI_Reduce");
-#else
-    if (shard != g + lo) memcpy(shard, g + lo, (size_t)len * sizeof(float));
+    mpi_ok(MPI_Reduce(r == tr_rank ? MPI_IN_PLACE : g + lo, r == tr_rank ? g + lo : NULL, c, MPI_FLOAT, MPI_SUM, r,
+                      MPI_COMM_WORLD),
+           "MPI_Reduce");
 #endif
+    if (r != tr_rank || shard == g + lo) continue;
+    if (!accumulate) memcpy(shard, g + lo, (size_t)len * sizeof(float));
+    else
+      for (int64_t i = 0; i < len; i++) shard[i] += g[lo + i];
   }
 }
 

@@ -201,14 +201,15 @@ static inline int64_t tr_shard_len(int64_t n) {
 }
 /* The collectives of a plan for N ranks (f32, sums over the ranks), CPU
  * trainer (MPI; trainer_mpi): g summed in place; g summed, rank r's shard
- * [lo, lo + len) of the sum written to shard (shard == g + lo: in place);
- * every rank's shard of p copied to every rank. */
+ * [lo, lo + len) of the sum left at g + lo and, when shard is elsewhere,
+ * written there (accumulate: added to it); every rank's shard of p copied
+ * to every rank. */
 void tr_allreduce(float *g, int64_t n);
-void tr_reduce_scatter(float *g, float *shard, int64_t n);
+void tr_reduce_scatter(float *g, float *shard, int64_t n, int accumulate);
 void tr_all_gather(float *p, int64_t n);
 /* The same on the device (memplan_trainer_cuda.cu, NCCL). */
 void tr_cuda_allreduce(float *g, int64_t n);
-void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n);
+void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n, int accumulate);
 void tr_cuda_all_gather(float *p, int64_t n);
 
 /* The CUDA trainer's device (memplan_trainer_cuda.cu; trainer.cu only). */

@@ -4,11 +4,11 @@ trained with mpirun against one rank at twice the batch, and a rank that
 dies. Plain Python (no NumPy).
 
   mpi.py build MEMPLAN MODEL.yaml BATCHDIM B WORKDIR
-      compiles MODEL at BATCHDIM=2B (one rank) and at B with --ranks 2 --zero
-      0, 1 and 2, and builds each plan's trainer_mpi in one generated folder
+      compiles MODEL at BATCHDIM=2B (one rank), at B with --ranks 2 --zero
+      0, 1 and 2, and at B with --ranks 2 --zero 2 --micro-batch B/2, builds each plan's trainer_mpi in one generated folder
       (WORKDIR/src, the --ranks 2 --zero 1 plan's CMakeLists.txt: the
       runtime, identical in the four folders, compiles once; each plan's
-      trainer.c replaces the last one and relinks): WORKDIR/bin/{r1,z0,z1,z2}.
+      trainer.c replaces the last one and relinks): WORKDIR/bin/{r1,z0,z1,z2,z2mb}.
   mpi.py equal WORKDIR
       trains each 10 steps from the same seed (r1 with mpirun -np 1, the
       others -np 2) and checks every step's loss and every saved weight:
@@ -38,6 +38,8 @@ STEPS = 10
 RTOL = 1e-6
 PLANS = {"r1": [], "z0": ["--ranks", "2", "--zero", "0"], "z1": ["--ranks", "2", "--zero", "1"],
          "z2": ["--ranks", "2", "--zero", "2"]}
+# ZeRO-2 with 2 micro-batches per rank: reduce-scatters in every pass into accumulating shards
+MICRO = "z2mb"
 
 
 def run(cmd, **kw):
@@ -54,6 +56,8 @@ def build(memplan, yaml, dim, b, work):
     for tag, args in PLANS.items():
         rows = 2 * b if tag == "r1" else b
         run([memplan, "compile", yaml, "-o", "%s/%s" % (work, tag), "--set", "%s=%d" % (dim, rows)] + args)
+    run([memplan, "compile", yaml, "-o", "%s/%s" % (work, MICRO), "--set", "%s=%d" % (dim, b), "--micro-batch",
+         str(b // 2)] + PLANS["z2"])
     src = work + "/src"
     shutil.copytree(work + "/z1", src)
     for tag in PLANS:  # one runtime for all four: only trainer.c and plan.json differ
@@ -62,13 +66,13 @@ def build(memplan, yaml, dim, b, work):
                          "CMakeLists.txt") and not filecmp.cmp("%s/%s" % (src, f), "%s/%s/%s" % (work, tag, f), False):
                 sys.exit("FAIL: %s differs between the plans' folders" % f)
     run(["cmake", "-S", src, "-B", src + "/build", "-DTRAINER_CUDA=OFF", "-DTRAINER_WERROR=ON"])
-    for tag in ("z1", "z0", "z2", "r1"):
+    for tag in ("z1", "z0", "z2", MICRO, "r1"):
         shutil.copyfile("%s/%s/trainer.c" % (work, tag), src + "/trainer.c")
         os.utime(src + "/trainer.c", (time.time() + 1, time.time() + 1))
         run(["cmake", "--build", src + "/build", "--target", "trainer_mpi", "-j2"])
         shutil.copyfile(src + "/build/trainer_mpi", "%s/bin/%s" % (work, tag))
         os.chmod("%s/bin/%s" % (work, tag), 0o755)
-    print("built", ", ".join(PLANS))
+    print("built", ", ".join(list(PLANS) + [MICRO]))
 
 
 def safetensors(path):
@@ -104,26 +108,25 @@ def equal(work):
     moved = max(rel(ref_w[k], init_w[k]) for k in ref_w)
     if moved < 1e-4:  # the comparison means something only if training moved the weights
         sys.exit("FAIL: 10 steps moved the weights by only %.3g relative" % moved)
-    for z in (0, 1, 2):
-        tag = "z%d" % z
+    for tag in ("z0", "z1", "z2", MICRO):
         loss, w, out = train(work, tag, 2)
         if "data parallel: 2 ranks" not in out:
-            sys.exit("FAIL: zero %d: the trainer did not say it runs on 2 ranks:\n%s" % (z, out[-2000:]))
+            sys.exit("FAIL: %s: the trainer did not say it runs on 2 ranks:\n%s" % (tag, out[-2000:]))
         if len(loss) != STEPS:
-            sys.exit("FAIL: zero %d: %d logged steps, want %d" % (z, len(loss), STEPS))
+            sys.exit("FAIL: %s: %d logged steps, want %d" % (tag, len(loss), STEPS))
         for s, (x, y) in enumerate(zip(loss, ref_loss)):
             if abs(x - y) > RTOL * abs(y):
-                sys.exit("FAIL: zero %d: step %d loss %.9g on 2 ranks, %.9g on 1 rank at twice the batch" % (z, s + 1, x, y))
+                sys.exit("FAIL: %s: step %d loss %.9g on 2 ranks, %.9g on 1 rank at twice the batch" % (tag, s + 1, x, y))
         if sorted(w) != sorted(ref_w):
-            sys.exit("FAIL: zero %d: the saved tensors differ: %s vs %s" % (z, sorted(w), sorted(ref_w)))
+            sys.exit("FAIL: %s: the saved tensors differ: %s vs %s" % (tag, sorted(w), sorted(ref_w)))
         worst = 0.0
         for k in ref_w:
             r = rel(w[k], ref_w[k])
             worst = max(worst, r)
             if r > RTOL:
-                sys.exit("FAIL: zero %d: %s differs by %.3g relative after %d steps (bound %g)" % (z, k, r, STEPS, RTOL))
-        print("zero %d: %d losses and %d tensors as 1 rank at twice the batch (worst weight %.2g relative; "
-              "training moved them %.2g)" % (z, STEPS, len(w), worst, moved))
+                sys.exit("FAIL: %s: %s differs by %.3g relative after %d steps (bound %g)" % (tag, k, r, STEPS, RTOL))
+        print("%s: %d losses and %d tensors as 1 rank at twice the batch (worst weight %.2g relative; "
+              "training moved them %.2g)" % (tag, STEPS, len(w), worst, moved))
     print("PASS")
 
 
