@@ -192,10 +192,12 @@ static void ranks(const Plan *p, FILE *out) {
   fprintf(out, "  batch        %lld rows per rank, %lld per step over the ranks; --budget is per rank\n",
           (long long)p->batch, (long long)p->batch * p->ranks);
   if (p->zero_auto) {
-    fprintf(out, "  --zero auto  the least sharding that fits:");
+    fprintf(out,
+            "  --zero auto  the least sharding that fits keeping everything, else the least recomputing:\n"
+            "              ");
     for (int k = 0; k < 3 && p->zero_arena[k]; k++)
-      fprintf(out, "%s %d: %s%s", k ? "," : "", k, b(x, p->zero_arena[k]), k == p->zero ? " <- chosen" : "");
-    fprintf(out, "\n");
+      fprintf(out, "%s%d: %s%s", k ? ", " : "", k, b(x, p->zero_arena[k]), k == p->zero ? " <- chosen" : "");
+    fprintf(out, " (the arena each reached)\n");
   }
   int64_t role[ROLE_COUNT] = {0}, full[ROLE_COUNT] = {0}, shard_grad = 0;
   for (int i = 0; i < p->nbuf; i++) {

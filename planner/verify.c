@@ -348,9 +348,9 @@ const char *verify_plan(const Plan *p) {
   if ((e = check_buffers(p))) return e;
   if ((e = check_schedule(p, p->sched, p->nsched, SCHED_TRAIN))) return e;
   if ((e = check_schedule(p, p->eval, p->neval, SCHED_EVAL))) return e;
+  if ((e = check_comm(p))) return e;
   if ((e = check_packing(p, SCHED_TRAIN, p->nsched))) return e;
   if ((e = check_packing(p, SCHED_EVAL, p->neval))) return e;
-  if ((e = check_comm(p))) return e;
   if (p->budget_bytes > 0 && p->arena_bytes > p->budget_bytes) {
     snprintf(msg, sizeof msg, "arena %lld exceeds the budget %lld", (long long)p->arena_bytes,
              (long long)p->budget_bytes);
