@@ -37,7 +37,8 @@ const char compile_help[] =
     "      --ranks N         data parallelism: plan one of N ranks (processes, GPUs), each on its own\n"
     "                        batch of the model's B rows (the step trains on N x B); --budget is per rank\n"
     "      --zero Z          sharding over the ranks: 0 (gradients all-reduced), 1 (ZeRO-1: optimizer\n"
-    "                        state sharded), 2 (ZeRO-2: gradients too), auto (default: the least that fits)\n"
+    "                        state sharded), 2 (ZeRO-2: gradients too), auto (default: the least that fits);\n"
+    "                        with --ranks 1 (the default), a data-parallel plan of one rank\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "  -h, --help            this help\n"
@@ -182,8 +183,10 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
   if (optind < argc - 1)
     cli_usage_error(cmd, "more than one model file ('%s' and '%s')", argv[optind], argv[optind + 1]);
   o->model = argv[optind];
-  if (o->zero_given && o->ranks == 1)
-    cli_usage_error(cmd, "--zero %d shards over ranks: give --ranks N with N > 1", o->zero < 0 ? 0 : o->zero);
+  if (o->zero_given && o->ranks == 1 && o->zero < 0)
+    cli_usage_error(cmd,
+                    "--zero auto with one rank has nothing to choose: give --ranks N (N > 1), or --zero 0, 1 "
+                    "or 2 for a data-parallel plan of one rank (its collectives run over that rank)");
   if ((o->align & (o->align - 1)) || o->align > (1 << 30))
     cli_usage_error(cmd, "--align %lld must be a power of two no larger than 1G", (long long)o->align);
   static const char *const dumps[] = {"graph", "step", "live", "plan", NULL};
@@ -209,8 +212,8 @@ PlanRequest cli_request(const Options *o) {
                                .precision = o->precision,
                                .guard = o->guard ? 64 : 0,
                                .masks = o->masks,
-                               .ranks = o->ranks,
-                               .zero = o->ranks > 1 ? o->zero : 0}};
+                               .ranks = o->ranks > 1 || o->zero_given ? o->ranks : 0,
+                               .zero = o->ranks > 1 || o->zero_given ? o->zero : 0}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {

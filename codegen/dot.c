@@ -443,7 +443,7 @@ static const char *node_label(Dot *d, int i) {
   case DN_BLOCK:
     if (n->phase == PHASE_UPDATE)
       return ar_printf(&d->ar, "%s %s\\n%d %s, %s\\n%s of gradients", esc(d, n->block), node_kinds(d, i), n->nops,
-                       p->ranks > 1 ? "ops" : "parameters", range(d, n), grad_bytes(d, i));
+                       p->data_parallel ? "ops" : "parameters", range(d, n), grad_bytes(d, i));
     return ar_printf(&d->ar, "%s %s\\n%d ops, %s\\n%s", esc(d, n->block), verb[n->phase], n->nops, range(d, n),
                      gflops(d, n->flops));
   case DN_UPDATE:
@@ -674,7 +674,7 @@ static void title(Dot *d) {
   bool any_closed = false;
   for (int i = 0; i < d->nblocks; i++) any_closed = any_closed || !block_open(d, d->blocks[i]);
   if (any_closed) t = ar_printf(&d->ar, "%s; blocks collapsed (--expand or --block NAME opens them)", t);
-  if (p->ranks > 1) { /* data parallelism: the collectives are among the updates, shards among the buffers */
+  if (p->data_parallel) { /* data parallelism: the collectives are among the updates, shards among the buffers */
     static const char *const z[] = {"gradients all-reduced", "ZeRO-1, optimizer state in 1/N shards",
                                     "ZeRO-2, optimizer state and gradients in 1/N shards"};
     char c[32];

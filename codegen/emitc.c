@@ -580,7 +580,7 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
               (long long)(p->step_flops * p->accumulation_steps));
   text_printf(t, "    .accumulation = %d, .loss_scaling = %d,\n", p->accumulation_steps, p->loss_scaling ? 1 : 0);
   text_printf(t, "    .step = step, .update = update, .unscale = unscale, .eval = eval,\n    %s,\n", E->be->hooks);
-  if (p->ranks > 1) text_printf(t, "    .ranks = %d, .zero = %d,\n", p->ranks, p->zero);
+  if (p->data_parallel) text_printf(t, "    .ranks = %d, .zero = %d,\n", p->ranks, p->zero);
   text_printf(t, "};\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
 }
 
@@ -678,7 +678,7 @@ static void cmake(Emit *E, Text *t) {
       "  message(FATAL_ERROR \"neither trainer can be built here: the CPU trainer needs OpenBLAS and OpenMP, \"\n"
       "                      \"the CUDA trainer a CUDA compiler (nvcc)\")\n"
       "endif()\n",
-      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->ranks > 1 ? mpi_target : "");
+      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->data_parallel ? mpi_target : "");
 }
 
 // ----------------------------------------------------------------------------

@@ -167,7 +167,7 @@ static void schedule(Text *t, const char *key, const PlanOp *ops, int n, bool la
  * "all_gather"; dims: numel, ranks, bucket); the shards are buffers
  * ("<param>.grad_shard" and the optimizer state, shapes of one shard). */
 static void data_parallel(const Plan *p, Text *t) {
-  if (p->ranks < 2) return;
+  if (!p->data_parallel) return;
   text_printf(t,
               "  \"data_parallel\": {\"ranks\": %d, \"zero\": %d, \"zero_auto\": %s, \"buckets\": %d, "
               "\"bucket_bytes\": %lld, \"comm_bytes\": %lld, \"comm_wire_bytes\": %lld",

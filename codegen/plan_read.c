@@ -539,7 +539,8 @@ static void read_data_parallel(const JVal *root, Plan *p) {
   p->ranks = 1;
   if (!d) return;
   want(d, J_OBJ, "\"data_parallel\"");
-  p->ranks = (int)get_int(d, "ranks", 2, 65536);
+  p->data_parallel = true;
+  p->ranks = (int)get_int(d, "ranks", 1, 65536);
   p->zero = (int)get_int(d, "zero", 0, 2);
   p->zero_auto = get(d, "zero_auto", J_BOOL)->b;
   p->nbuckets = (int)get_int(d, "buckets", 0, INT32_MAX);

@@ -47,7 +47,7 @@ static void counts(const Plan *p, FILE *out) {
 static void peak(const Plan *p, FILE *out) {
   char x[32];
   const PlanOp *at = &p->sched[p->peak_position];
-  fprintf(out, "\nmemory %sat the training peak (op %d, %s of %s):\n", p->ranks > 1 ? "per rank " : "",
+  fprintf(out, "\nmemory %sat the training peak (op %d, %s of %s):\n", p->data_parallel ? "per rank " : "",
           p->peak_position, plan_phase_name(at->phase), at->layer);
   int64_t tot = 0;
   /* persistent roles first, running state beside the params; the roles past
@@ -182,13 +182,13 @@ static void masks(const Plan *p, FILE *out) {
 /* Data parallelism: the sharding (and what auto tried), the per-rank bytes
  * of the roles it divides, the buckets, the bytes communicated. */
 static void ranks(const Plan *p, FILE *out) {
-  if (p->ranks < 2) return;
+  if (!p->data_parallel) return;
   char x[32], y[32], z[32];
   static const char *const level[] = {"no sharding (gradients all-reduced)",
                                       "ZeRO-1 (optimizer state sharded; gradients reduce-scattered, parameters "
                                       "all-gathered)",
                                       "ZeRO-2 (optimizer state and gradients sharded)"};
-  fprintf(out, "\ndata parallel: %d ranks, %s\n", p->ranks, level[p->zero]);
+  fprintf(out, "\ndata parallel: %d rank%s, %s\n", p->ranks, p->ranks > 1 ? "s" : "", level[p->zero]);
   fprintf(out, "  batch        %lld rows per rank, %lld per step over the ranks; --budget is per rank\n",
           (long long)p->batch, (long long)p->batch * p->ranks);
   if (p->zero_auto) {

@@ -84,7 +84,7 @@ static void update(Comm *C, int b) {
 }
 
 Step *comm_step(Arena *ar, const Step *s, int ranks, int zero, int64_t bucket_bytes) {
-  MP_ASSERT(ranks > 1 && zero >= 0 && zero <= 2);
+  MP_ASSERT(ranks >= 1 && zero >= 0 && zero <= 2);
   int nu = 0;
   for (int i = 0; i < s->ntrain; i++) nu += s->train[i].phase == PHASE_UPDATE;
   Comm C = {.ar = ar, .s = s, .ranks = ranks, .zero = zero, .nt = s->nt};
@@ -141,6 +141,6 @@ Step *comm_step(Arena *ar, const Step *s, int ranks, int zero, int64_t bucket_by
   out->saved = ar_alloc(ar, sizeof(bool) * (size_t)(C.nt + 1));
   memcpy(out->saved, s->saved, sizeof(bool) * (size_t)s->nt);
   out->per_pass = C.per_pass;
-  out->ranks = ranks, out->zero = zero, out->nbuckets = C.nbuckets;
+  out->ranks = ranks, out->zero = zero, out->nbuckets = C.nbuckets, out->data_parallel = true;
   return out;
 }

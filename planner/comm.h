@@ -15,7 +15,7 @@
  * (the last ranks' shards may be shorter, or empty). */
 int64_t comm_shard(int64_t n, int ranks);
 
-/* A new step for one of `ranks` ranks (> 1) at sharding zero (0, 1, 2); s
+/* A new step for one of `ranks` ranks (>= 1) at sharding zero (0, 1, 2); s
  * is not changed. The gradients, in the order backward completes them, are
  * grouped into buckets of at least bucket_bytes (the last may hold fewer).
  * A bucket's collectives: zero 0, an allreduce of each gradient in place;

@@ -20,11 +20,11 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
    * checkpointing DP solved once per fit); g becomes the chosen plan's graph */
   FitResult fit = {0};
   int64_t zero_arena[3] = {0, 0, 0};
-  if (rq->fit.ranks > 1 && rq->fit.precision == PREC_FP16) {
+  if (rq->fit.ranks >= 1 && rq->fit.precision == PREC_FP16) {
     out.message =
         "--ranks with --precision fp16: loss scaling's skipped steps are decided per rank, so the "
         "ranks would diverge; use bf16 or fp32";
-  } else if (rq->fit.ranks > 1 && rq->fit.zero < 0) {
+  } else if (rq->fit.ranks >= 1 && rq->fit.zero < 0) {
     /* --zero auto: each level shards more (and adds an all_gather per
      * parameter); the least that fits keeping everything in one pass, else
      * the one whose plan recomputes least (no micro-batches before more
@@ -68,8 +68,8 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   Plan *p = fit.plan;
   p->budget_bytes = rq->budget;
   /* with collectives, updates run per bucket: the unfused bound does not compare */
-  p->unfused_lower_bound = p->ranks > 1 ? 0 : fit_unfused_lower_bound(ar, g, &rq->fit, fit.step, p);
-  p->zero_auto = p->ranks > 1 && rq->fit.zero < 0;
+  p->unfused_lower_bound = p->data_parallel ? 0 : fit_unfused_lower_bound(ar, g, &rq->fit, fit.step, p);
+  p->zero_auto = p->data_parallel && rq->fit.zero < 0;
   for (int z = 0; p->zero_auto && z < 3; z++) p->zero_arena[z] = zero_arena[z];
   p->compile_seconds = mp_now() - t0;
   /* verify: the last pass; the plan is complete and nothing edits it after */

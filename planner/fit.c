@@ -32,7 +32,7 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
   s->accumulation = accum ? o->accumulation : 1;
   DType dt = o->precision == PREC_AUTO ? DT_BF16 : prec_dtype(o->precision);
   if (half) s = prec_lower(ar, s, half, dt); /* the copy keeps accumulation */
-  return o->ranks > 1 ? comm_step(ar, s, o->ranks, o->zero, COMM_BUCKET_BYTES) : s;
+  return o->ranks >= 1 ? comm_step(ar, s, o->ranks, o->zero, COMM_BUCKET_BYTES) : s;
 }
 
 /* What a plan does with dropout's masks (NULL: the model has none). */

@@ -26,7 +26,8 @@ typedef struct {
   Precision precision; /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
   int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
   Masks masks;         /* dropout's masks: stored or regenerated */
-  int ranks, zero;     /* data parallelism (planner/comm.c): ranks > 1 adds collectives at sharding zero */
+  int ranks, zero;     /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero
+                          (-1: the driver's auto); 0: one process, no collectives */
 } FitOptions;
 
 typedef struct {

@@ -98,7 +98,7 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
     if (x->phase == PHASE_UPDATE) {
       o->dim[0] = shape_numel(&B->s->t[x->op].shape), o->ndim = 1;
       o->flops = 10 * o->dim[0];
-      if (B->s->zero >= 1 && B->s->ranks > 1) { /* one shard of it (plan.h) */
+      if (B->s->zero >= 1 && B->s->data_parallel) { /* one shard of it (plan.h) */
         o->dim[1] = B->s->ranks, o->ndim = 2;
         o->flops = 10 * comm_shard(o->dim[0], B->s->ranks);
       }
@@ -192,8 +192,9 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
     if (g->t[t].kind == TK_INPUT && g->t[t].shape.rank > 0) p->micro_batch = (int)g->t[t].shape.d[0];
   p->accumulation_steps = s->accumulation;
   p->batch = (int64_t)p->micro_batch * s->accumulation;
-  p->ranks = s->ranks > 1 ? s->ranks : 1, p->zero = s->zero, p->nbuckets = s->nbuckets;
-  if (p->ranks > 1) p->bucket_bytes = COMM_BUCKET_BYTES;
+  p->data_parallel = s->data_parallel;
+  p->ranks = s->data_parallel ? s->ranks : 1, p->zero = s->zero, p->nbuckets = s->nbuckets;
+  if (p->data_parallel) p->bucket_bytes = COMM_BUCKET_BYTES;
   for (int i = 0; i < p->nsched; i++)
     if (op_is_comm(p->sched[i].op)) {
       int64_t bytes = p->buf[p->sched[i].in[0]].bytes;

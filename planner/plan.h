@@ -172,6 +172,7 @@ typedef struct Plan {
    * an update of a sharded plan has dim numel, ranks: it updates elements
    * [r*s, min(numel, (r+1)*s)) of its parameter on rank r, s = ceil(numel /
    * ranks), and its optimizer state holds s elements. */
+  bool data_parallel; /* planned with --ranks N (N > 1) or --zero: collectives even at one rank */
   int ranks, zero;
   bool zero_auto;                /* --zero auto: the least sharding that fits */
   int64_t zero_arena[3];         /* auto: the arena at each level it tried, 0: not tried */

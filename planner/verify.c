@@ -287,12 +287,12 @@ static const char *check_comm(const Plan *p) {
     const PlanOp *o = &p->sched[k];
     bool per_pass = o->op == OP_REDUCE_SCATTER && p->zero == 2 && o->phase == PHASE_BACKWARD; /* comm.h */
     if (is_comm(o->op) &&
-        (p->ranks < 2 || o->ndim != 3 || o->dim[1] != p->ranks || (o->phase != PHASE_UPDATE && !per_pass))) {
+        (!p->data_parallel || o->ndim != 3 || o->dim[1] != p->ranks || (o->phase != PHASE_UPDATE && !per_pass))) {
       snprintf(msg, sizeof msg, "op %d (%s): a collective of %lld ranks in a plan for %d", k, o->layer,
                (long long)(o->ndim > 1 ? o->dim[1] : 0), p->ranks);
       return msg;
     }
-    if (p->ranks < 2 || o->phase != PHASE_UPDATE || is_comm(o->op)) continue;
+    if (!p->data_parallel || o->phase != PHASE_UPDATE || is_comm(o->op)) continue;
     int64_t numel = o->dim[0], shard = (numel + p->ranks - 1) / p->ranks;
     bool sharded = p->zero >= 1;
     if (sharded != (o->ndim == 2 && o->dim[1] == p->ranks)) {

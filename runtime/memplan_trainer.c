@@ -1509,10 +1509,10 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   else
     printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr,
            o.load ? o.load : "initialized from --seed");
-  if (tr_ranks > 1) {
+  if (m->ranks >= 1) { /* a data-parallel plan (of one rank, too) */
     static const char *const zero[] = {"gradients all-reduced", "ZeRO-1: optimizer state sharded",
                                        "ZeRO-2: optimizer state and gradients sharded"};
-    printf("data parallel: %d ranks (%s), %lld %s per rank and step; rank 0 logs\n", tr_ranks,
+    printf("data parallel: %d rank%s (%s), %lld %s per rank and step; rank 0 logs\n", tr_ranks, tr_ranks > 1 ? "s" : "",
            zero[m->zero >= 0 && m->zero <= 2 ? m->zero : 0], (long long)m->samples_per_step,
            m->vocab ? "tokens" : "samples");
   }

@@ -15,7 +15,7 @@ target_compile_options(test_ranks PRIVATE ${MEMPLAN_WARNINGS})
 add_test(NAME ranks_unit COMMAND test_ranks ${MEMPLAN_SOURCE_DIR}/models)
 set_tests_properties(ranks_unit PROPERTIES LABELS unit)
 # --ranks and --zero usage errors: exit 2 with what to write
-foreach(case "zero_without_ranks|--zero;1|--zero 1 shards over ranks: give --ranks N with N > 1"
+foreach(case "zero_auto_one_rank|--zero;auto|--zero auto with one rank has nothing to choose"
              "ranks_zero|--ranks;0|--ranks wants the number of processes, 1 to 65536, got '0'"
              "zero_level|--ranks;2;--zero;3|--zero 3: choose 0 \\(all-reduce\\), 1 \\(ZeRO-1\\), 2 \\(ZeRO-2\\) or auto"
              "fp16|--ranks;2;--precision;fp16|--ranks with --precision fp16: loss scaling's skipped steps")

@@ -28,7 +28,7 @@ static PlanOutcome plan(Arena *ar, const char *model, int ranks, int zero, int64
                             .time_limit = 0.5,
                             .units = 500,
                             .accumulation = 1,
-                            .ranks = ranks,
+                            .ranks = ranks > 1 ? ranks : 0,
                             .zero = ranks > 1 ? zero : 0}};
   PlanOutcome r = plan_model(ar, &rq);
   if (r.status != PLAN_OK)
@@ -236,9 +236,9 @@ static void test_verifier(void) {
   p->buf[p->sched[upd].out[1]].bytes *= 2;
   CHECK(verify_plan(p) != NULL); /* optimizer state not one shard */
   p->buf[p->sched[upd].out[1]].bytes = b;
-  p->ranks = 1;
+  p->data_parallel = false;
   CHECK(verify_plan(p) != NULL); /* collectives in a one-process plan */
-  p->ranks = 2;
+  p->data_parallel = true;
   CHECK(verify_plan(p) == NULL);
   ar_free(&ar);
 }
