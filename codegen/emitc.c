@@ -608,6 +608,32 @@ static const char mpi_target[] =
     "  message(STATUS \"MPI not found: not building trainer_mpi, the data-parallel CPU trainer\")\n"
     "endif()\n\n";
 
+/* ... and the data-parallel CUDA trainer: NCCL for the collectives, MPI to
+ * start the ranks and hand NCCL its id (llm.c's bootstrap). */
+static const char cuda_mpi_target[] =
+    "# trainer_cuda_mpi: the data-parallel CUDA trainer (NCCL, bootstrapped through MPI), one GPU per rank:\n"
+    "#   mpirun -np RANKS build/trainer_cuda_mpi ...\n"
+    "if(TARGET trainer_cuda)\n"
+    "  find_package(MPI COMPONENTS C)\n"
+    "  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})\n"
+    "  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})\n"
+    "endif()\n"
+    "if(TARGET trainer_cuda AND MPI_C_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)\n"
+    "  add_executable(trainer_cuda_mpi trainer.cu memplan_trainer.c memplan_trainer_cuda.cu kernels.cu)\n"
+    "  target_compile_definitions(trainer_cuda_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI MEMPLAN_NCCL)\n"
+    "  target_compile_options(trainer_cuda_mpi PRIVATE $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra -O3 -ffp-contract=off>\n"
+    "                        $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -O3 -Xcompiler=-Wall,-Wextra>)\n"
+    "  if(TRAINER_WERROR)\n"
+    "    target_compile_options(trainer_cuda_mpi PRIVATE $<$<COMPILE_LANGUAGE:C>:-Werror>\n"
+    "                          $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Werror>)\n"
+    "  endif()\n"
+    "  target_include_directories(trainer_cuda_mpi PRIVATE ${NCCL_INCLUDE_DIR})\n"
+    "  target_link_libraries(trainer_cuda_mpi PRIVATE CUDA::cublasLt CUDA::cublas CUDA::cudart MPI::MPI_C\n"
+    "                        ${NCCL_LIBRARY} m ${CMAKE_DL_LIBS})\n"
+    "elseif(TARGET trainer_cuda)\n"
+    "  message(STATUS \"MPI or NCCL not found: not building trainer_cuda_mpi, the data-parallel CUDA trainer\")\n"
+    "endif()\n\n";
+
 static void cmake(Emit *E, Text *t) {
   text_printf(
       t,
@@ -673,12 +699,13 @@ static void cmake(Emit *E, Text *t) {
       "  target_link_libraries(trainer_cuda PRIVATE CUDA::cublasLt CUDA::cublas CUDA::cudart m ${CMAKE_DL_LIBS})\n"
       "elseif(TRAINER_CUDA)\n"
       "  message(STATUS \"no CUDA compiler found: not building the CUDA trainer\")\n"
-      "endif()\n\n"
+      "endif()\n\n%s"
       "if(NOT TARGET trainer AND NOT TARGET trainer_cuda)\n"
       "  message(FATAL_ERROR \"neither trainer can be built here: the CPU trainer needs OpenBLAS and OpenMP, \"\n"
       "                      \"the CUDA trainer a CUDA compiler (nvcc)\")\n"
       "endif()\n",
-      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->data_parallel ? mpi_target : "");
+      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->data_parallel ? mpi_target : "",
+      E->p->data_parallel ? cuda_mpi_target : "");
 }
 
 // ----------------------------------------------------------------------------

@@ -1201,6 +1201,14 @@ void tr_all_gather(float *p, int64_t n) {
 #endif
 }
 
+void tr_bcast(void *p, int64_t bytes) {
+#ifdef MEMPLAN_MPI
+  if (tr_ranks > 1) mpi_ok(MPI_Bcast(p, mpi_count(bytes, "broadcast"), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
 /* The mean of a value over the ranks (the logged loss). */
 static double ranks_mean(double v) {
 #ifdef MEMPLAN_MPI

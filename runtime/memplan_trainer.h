@@ -207,6 +207,8 @@ static inline int64_t tr_shard_len(int64_t n) {
 void tr_allreduce(float *g, int64_t n);
 void tr_reduce_scatter(float *g, float *shard, int64_t n, int accumulate);
 void tr_all_gather(float *p, int64_t n);
+/* Rank 0's bytes to every rank (MPI_Bcast; nothing without MPI): NCCL's id. */
+void tr_bcast(void *p, int64_t bytes);
 /* The same on the device (memplan_trainer_cuda.cu, NCCL). */
 void tr_cuda_allreduce(float *g, int64_t n);
 void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n, int accumulate);
