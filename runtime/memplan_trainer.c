@@ -1606,7 +1606,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     char e1[32];
     printf("mean %.2f ms/step, %.0f %s/s, %.2f GFLOP/s; %lld steps in %s (%.0f %s/s overall, evaluations included)\n",
            ms, (double)(m->samples_per_step * tr_ranks) * 1e3 / ms, m->vocab ? "tok" : "samples",
-           (double)m->step_flops / ms * 1e-6, (long long)o.steps, fmt_secs(e1, sizeof e1, t_total),
+           (double)m->step_flops * tr_ranks / ms * 1e-6, (long long)o.steps, fmt_secs(e1, sizeof e1, t_total),
            (double)(m->samples_per_step * tr_ranks) * (double)o.steps / t_total, m->vocab ? "tok" : "samples");
   }
   if (o.profile && o.steps) prof_report(m, o.steps, t_steps / (double)o.steps);
