@@ -580,7 +580,8 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
               (long long)(p->step_flops * p->accumulation_steps));
   text_printf(t, "    .accumulation = %d, .loss_scaling = %d,\n", p->accumulation_steps, p->loss_scaling ? 1 : 0);
   text_printf(t, "    .step = step, .update = update, .unscale = unscale, .eval = eval,\n    %s,\n", E->be->hooks);
-  if (p->data_parallel) text_printf(t, "    .ranks = %d, .zero = %d,\n", p->ranks, p->zero);
+  /* every field, for C++20 (trainer.cu, -Wextra): 0 ranks is one process without collectives */
+  text_printf(t, "    .ranks = %d, .zero = %d,\n", p->data_parallel ? p->ranks : 0, p->data_parallel ? p->zero : 0);
   text_printf(t, "};\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
 }
 
