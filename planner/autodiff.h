@@ -69,8 +69,8 @@ typedef struct {
   int64_t recompute_flops;
   int ranks, zero, nbuckets; /* data parallelism (planner/comm.c): 1, 0, 0 for one process */
   bool data_parallel;        /* comm_step made it (collectives, also over one rank) */
-  bool *per_pass; /* per step tensor (NULL: none): a gradient written afresh in every micro-batch pass,
-                     ZeRO-2 reduce-scattering it into its accumulating shard at the end of each */
+  bool *per_pass;            /* per step tensor (NULL: none): a gradient written afresh in every micro-batch pass,
+                                ZeRO-2 reduce-scattering it into its accumulating shard at the end of each */
 } Step;
 
 /* Builds the step. fuse_updates = false puts every update after the whole

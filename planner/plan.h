@@ -174,12 +174,12 @@ typedef struct Plan {
    * ranks), and its optimizer state holds s elements. */
   bool data_parallel; /* planned with --ranks N (N > 1) or --zero: collectives even at one rank */
   int ranks, zero;
-  bool zero_auto;                /* --zero auto: the least sharding that fits */
-  int64_t zero_arena[3];         /* auto: the arena at each level it tried, 0: not tried */
-  int nbuckets;                  /* gradient buckets (each one set of collectives) */
-  int64_t bucket_bytes;          /* a bucket closes once its gradients reach this many bytes */
-  int64_t comm_bytes;            /* bytes of the tensors the step's collectives carry */
-  int64_t comm_wire_bytes;       /* bytes each rank sends per step (ring algorithms) */
+  bool zero_auto;          /* --zero auto: the least sharding that fits */
+  int64_t zero_arena[3];   /* auto: the arena at each level it tried, 0: not tried */
+  int nbuckets;            /* gradient buckets (each one set of collectives) */
+  int64_t bucket_bytes;    /* a bucket closes once its gradients reach this many bytes */
+  int64_t comm_bytes;      /* bytes of the tensors the step's collectives carry */
+  int64_t comm_wire_bytes; /* bytes each rank sends per step (ring algorithms) */
 } Plan;
 
 const char *plan_role_name(Role r);   /* "param", "grad", "optimizer_state", ... */
