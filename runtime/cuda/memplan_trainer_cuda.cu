@@ -116,8 +116,9 @@ extern "C" void tr_cuda_allreduce(float *g, int64_t n) {
  * shards may differ in size, so not ncclReduceScatter); then the owner's
  * slice into its shard buffer when it has one (accumulate: added). */
 extern "C" void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n, int accumulate) {
-  int64_t s = (n + tr_ranks - 1) / tr_ranks, lo = tr_shard_lo(n), len = tr_shard_len(n);
+  int64_t lo = tr_shard_lo(n), len = tr_shard_len(n);
 #ifdef MEMPLAN_NCCL
+  int64_t s = (n + tr_ranks - 1) / tr_ranks;
   TR_NCCL_CHECK(ncclGroupStart());
   for (int r = 0; r < tr_ranks; r++) {
     int64_t rlo = (int64_t)r * s < n ? (int64_t)r * s : n, rlen = (rlo + s < n ? rlo + s : n) - rlo;
@@ -126,8 +127,6 @@ extern "C" void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n, int ac
           ncclReduce(g + rlo, g + rlo, (size_t)rlen, ncclFloat, ncclSum, r, nccl, (cudaStream_t)rt_cuda_stream()));
   }
   TR_NCCL_CHECK(ncclGroupEnd());
-#else
-  (void)s;
 #endif
   if (!len || shard == g + lo) return;
   if (accumulate) rt_cuda_add_forward(shard, shard, g + lo, len);
