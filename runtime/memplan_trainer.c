@@ -932,7 +932,8 @@ static const char help_text[] =
     "  --comm-timeout S  data-parallel plans (mpirun): a rank exits when a step takes more than\n"
     "                    S seconds, as when another rank died (default 600; 0: no limit)\n"
     "  --kill-rank R@N   test hook: rank R exits abruptly (no MPI_Finalize) at step N\n"
-    "  --hang-rank R@N   test hook: rank R stops at step N (the watchdog must end the run)\n"
+    "  --hang-rank R@N   test hook: rank R stops at step N, its watchdog too (the others' must\n"
+    "                    end the run)\n"
     "  --cuda-graph      CUDA trainer: capture the step into a CUDA graph once, replay it\n"
     "                    every step (plans without micro-batches or loss scaling)\n"
     "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
@@ -1227,10 +1228,10 @@ static int watchdog_secs;
 
 static void watchdog_fire(int sig) {
   (void)sig;
-  char msg[200];
+  char msg[256];
   int n = snprintf(msg, sizeof msg,
-                   "trainer: error: rank %d: step %lld did not finish within %d s (--comm-timeout): another rank "
-                   "died or stopped answering; exiting\n",
+                   "trainer: error: rank %d: step %lld did not finish within %d s (--comm-timeout): a rank died "
+                   "or stopped answering (another, or this one); exiting\n",
                    tr_rank, (long long)watchdog_step, watchdog_secs);
   if (n > 0 && write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1) < 0) _exit(7);
   _exit(7);
@@ -1551,7 +1552,8 @@ int tr_main(int argc, char **argv, const TrModel *m) {
       fprintf(stderr, "trainer: rank %d: %s at step %lld (test hook)\n", tr_rank, o.hang ? "hanging" : "exiting",
               (long long)step);
       if (!o.hang) _exit(9);
-      for (;;) pause(); /* until the watchdog's alarm, or mpirun, ends it */
+      alarm(0); /* stopped as from outside (SIGSTOP): its own watchdog with it; the others' must end the run */
+      for (;;) pause();
     }
     if (step == o.force_overflow) scale = INFINITY;
     for (int mb = 0; mb < m->accumulation; mb++) {

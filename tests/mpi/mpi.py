@@ -146,7 +146,7 @@ def die(work, how, timeout):
     if "step     2/50" not in text:
         sys.exit("FAIL: the run did not get to step 2 before rank 1 stopped:\n" + text[-3000:])
     want = [r"Process name: +\[\[\d+,\d+\],1\]", r"Exit code: +9"] if how == "kill" else [
-        r"trainer: error: rank 0: step 3 did not finish within %d s \(--comm-timeout\): another rank died or "
+        r"trainer: error: rank 0: step 3 did not finish within %d s \(--comm-timeout\): a rank died or "
         r"stopped answering" % timeout]
     for w in want:
         if not re.search(w, text):
