@@ -27,7 +27,7 @@ enum {
   "exit status: 0 success; 1 user error (bad model, input or plan file, does not fit, I/O failure);\n" \
   "  2 usage (unknown option, bad option value, missing argument); 3 internal error (a bug)\n"
 
-extern const char compile_help[]; /* cli_compile.c */
+extern const char compile_help[], compile_help_levers[]; /* cli_compile.c: the options, the levers */
 extern const char sweep_help[];   /* cli_sweep.c */
 extern const char show_help[];    /* show.c */
 extern const char pack_help[];    /* pack.c */
@@ -49,7 +49,10 @@ typedef struct {
   Precision precision;
   Masks masks;        /* --dropout-masks */
   int64_t loss_chunk; /* --fused-loss: LOSS_AUTO (default), LOSS_FUSED (on), LOSS_UNFUSED (off) */
-  OptPrec opt_state; /* --opt-state (compile only) */
+  OptPrec opt_state;  /* --opt-state (compile only) */
+  int ranks;   /* --ranks N (default 1) */
+  int zero;    /* --zero 0, 1, 2; -1: auto (the default) */
+  bool zero_given;
   const char *block;
   DimOverride ov[64];
   char ovname[64][64];

@@ -36,16 +36,23 @@ const char compile_help[] =
     "                        else regenerated in backward), store (1 bit per element) or regen\n"
     "      --fused-loss F    the classifier's linear + cross_entropy as one op that never stores the\n"
     "                        logits (chunks of rows, gradients computed in forward; no extra FLOPs):\n"
-    "                        auto (default: when the unfused plan keeping everything does not fit\n"
-    "                        the budget), on, off, or ROWS (on, ROWS rows a chunk)\n"
-    "      --opt-state S     AdamW's moments: fp32 (default), bf16, 8bit (bitsandbytes' block-wise\n"
-    "                        codes, a scale per 256; parameters under 4096 elements stay fp32), or\n"
-    "                        auto (fp32 unless bf16 or 8bit fits with less recomputation); math in fp32\n"
+    "                        auto (default: a lever under --budget, see below), on (the planner picks\n"
+    "                        the chunk), off, or ROWS (on, ROWS rows a chunk)\n"
+    "      --opt-state S     AdamW's moments: auto (default: fp32, lowered to bf16, then 8bit, only\n"
+    "                        when nothing fits the budget without it), fp32, bf16, or 8bit\n"
+    "                        (bitsandbytes' block-wise codes, a scale per 256; parameters under 4096\n"
+    "                        elements stay fp32); the update's math is fp32 in every format\n"
+    "      --ranks N         data parallelism: plan one of N ranks (processes, GPUs), each on its own\n"
+    "                        batch of the model's B rows (the step trains on N x B); --budget is per rank\n"
+    "      --zero Z          sharding over the ranks: 0 (gradients all-reduced), 1 (ZeRO-1: optimizer\n"
+    "                        state sharded), 2 (ZeRO-2: gradients too), auto (default: the least that fits);\n"
+    "                        with --ranks 1 (the default), a data-parallel plan of one rank\n"
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "      --no-recompute    forbid recomputation (checkpointing): keep every activation\n"
     "      --no-micro-batch  forbid micro-batches: run the whole batch in one pass\n"
-    "  -h, --help            this help\n"
+    "  -h, --help            this help\n";
+const char compile_help_levers[] =
     "  Levers: under --budget the planner considers every configuration of the levers left free\n"
     "  and keeps the plan with the least estimated step time (each op's roofline under the cost\n"
     "  model, recomputation, casts and every micro-batch's ops included) whose arena fits; the\n"
@@ -56,6 +63,9 @@ const char compile_help[] =
     "    half storage         --precision auto frees it (bf16, per stage); fp32 (default) forbids\n"
     "                         it; bf16 or fp16 force it for every saved activation\n"
     "    dropout masks        free (store or regenerate); --dropout-masks store|regen forces one\n"
+    "    fused loss           free (unfused, or fused with the chunk chosen); --fused-loss forces it\n"
+    "    optimizer state      lowered last, only when nothing fits at fp32 (then bf16); --opt-state\n"
+    "                         fp32 forbids it, bf16 or 8bit force a format\n"
     "  Exit 1 also when the model does not fit the budget (the error names the smallest that does);\n"
     "  3 when the plan fails verification.\n";
 
@@ -111,7 +121,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"precision", required_argument, 0, 'P'}, {"guard", no_argument, 0, 'G'}, {"help", no_argument, 0, 'h'},
       {"dropout-masks", required_argument, 0, 'D'}, {"fused-loss", required_argument, 0, 'L'},
       {"opt-state", required_argument, 0, 'O'},         {"no-recompute", no_argument, 0, 'R'},
-      {"no-micro-batch", no_argument, 0, 'N'},          {0, 0, 0, 0}};
+      {"no-micro-batch", no_argument, 0, 'N'},          {"ranks", required_argument, 0, 'r'},
+      {"zero", required_argument, 0, 'Z'},              {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -123,7 +134,9 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
   *o = (Options){.align = 256,
                  .time_limit = 0.5,
                  .loss_chunk = sweep ? LOSS_UNFUSED : LOSS_AUTO,
-                 .opt_state = sweep ? OPTS_FP32 : OPTS_AUTO};
+                 .opt_state = sweep ? OPTS_FP32 : OPTS_AUTO,
+                 .ranks = 1,
+                 .zero = -1};
   int c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, sweep ? ":s:h" : ":b:o:s:d:h", sweep ? sweep_lo : compile_lo, NULL)) != -1) {
@@ -155,6 +168,24 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       while (k < 4 && strcmp(optarg, names[k])) k++;
       if (k == 4) cli_usage_error(cmd, "--precision %s: choose fp32, bf16, fp16 or auto", optarg);
       o->precision = (Precision)k;
+      break;
+    }
+    case 'r': {
+      char *end;
+      errno = 0;
+      long v = strtol(optarg, &end, 10);
+      if (!*optarg || *end || errno || v < 1 || v > 65536)
+        cli_usage_error(cmd, "--ranks wants the number of processes, 1 to 65536, got '%s'", optarg);
+      o->ranks = (int)v;
+      break;
+    }
+    case 'Z': {
+      static const char *const names[] = {"0", "1", "2", "auto"};
+      int k = 0;
+      while (k < 4 && strcmp(optarg, names[k])) k++;
+      if (k == 4) cli_usage_error(cmd, "--zero %s: choose 0 (all-reduce), 1 (ZeRO-1), 2 (ZeRO-2) or auto", optarg);
+      o->zero = k == 3 ? -1 : k;
+      o->zero_given = true;
       break;
     }
     case 'D': {
@@ -195,7 +226,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
     }
     case 'B': o->block = optarg; break;
     case 'h':
-      fputs(sweep ? sweep_help : compile_help, stdout);
+      if (sweep) fputs(sweep_help, stdout);
+      else fputs(compile_help, stdout), fputs(compile_help_levers, stdout);
       fputs(CLI_EXIT_HELP, stdout);
       exit(EXIT_OK);
     default: cli_bad_option(cmd, c, argv);
@@ -205,6 +237,10 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
   if (optind < argc - 1)
     cli_usage_error(cmd, "more than one model file ('%s' and '%s')", argv[optind], argv[optind + 1]);
   o->model = argv[optind];
+  if (o->zero_given && o->ranks == 1 && o->zero < 0)
+    cli_usage_error(cmd,
+                    "--zero auto with one rank has nothing to choose: give --ranks N (N > 1), or --zero 0, 1 "
+                    "or 2 for a data-parallel plan of one rank (its collectives run over that rank)");
   if ((o->align & (o->align - 1)) || o->align > (1 << 30))
     cli_usage_error(cmd, "--align %lld must be a power of two no larger than 1G", (long long)o->align);
   static const char *const dumps[] = {"graph", "step", "live", "plan", NULL};
@@ -233,7 +269,9 @@ PlanRequest cli_request(const Options *o) {
                                .masks = o->masks,
                                .loss_chunk = o->loss_chunk,
                                .opt_state = o->opt_state,
-                               .no_recompute = o->no_recompute}};
+                               .no_recompute = o->no_recompute,
+                               .ranks = o->ranks > 1 || o->zero_given ? o->ranks : 0,
+                               .zero = o->ranks > 1 || o->zero_given ? o->zero : 0}};
 }
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {

@@ -383,6 +383,10 @@ static const char *update_params(Dot *d, int node) {
   const char *s = "";
   for (int i = n->first; i <= n->last; i++) {
     if (d->node_of[i] != node) continue;
+    bool seen = false; /* a data-parallel plan's collectives name the parameters their update names */
+    for (int j = n->first; j < i && !seen; j++)
+      seen = d->node_of[j] == node && !strcmp(p->sched[j].layer, p->sched[i].layer);
+    if (seen) continue;
     const char *l = p->sched[i].layer;
     if (bl && !strncmp(l, base, bl) && l[bl] == '.') l += bl + 1;
     s = *s ? ar_printf(&d->ar, "%s, %s", s, l) : l;
@@ -394,10 +398,30 @@ static const char *update_params(Dot *d, int node) {
 static const char *grad_bytes(Dot *d, int node) {
   char s[32];
   int64_t sum = 0;
-  for (int i = d->node.v[node].first; i <= d->node.v[node].last; i++)
-    if (d->node_of[i] == node && d->p->sched[i].nin > 0 && d->p->sched[i].in[0] >= 0)
-      sum += d->p->buf[d->p->sched[i].in[0]].bytes;
+  for (int i = d->node.v[node].first; i <= d->node.v[node].last; i++) {
+    const PlanOp *o = &d->p->sched[i];
+    if (d->node_of[i] != node || o->nin < 1 || o->in[0] < 0 || d->p->buf[o->in[0]].role != ROLE_GRAD) continue;
+    bool seen = false; /* a gradient and its collective: counted once */
+    for (int j = d->node.v[node].first; j < i && !seen; j++)
+      seen = d->node_of[j] == node && d->p->sched[j].nin > 0 && d->p->sched[j].in[0] == o->in[0];
+    if (!seen) sum += d->p->buf[o->in[0]].bytes;
+  }
   return ar_printf(&d->ar, "%s", mp_fmt_bytes(s, sizeof s, sum));
+}
+
+/* The kinds of a node's ops in order, "reduce_scatter + AdamW + all_gather"
+ * in a data-parallel plan; the one kind otherwise. */
+static const char *node_kinds(Dot *d, int node) {
+  const DNode *n = &d->node.v[node];
+  const char *s = "";
+  bool seen[OP_COUNT] = {0};
+  for (int i = n->first; i <= n->last; i++) {
+    OpKind k = d->p->sched[i].op;
+    if (d->node_of[i] != node || seen[k]) continue;
+    seen[k] = true;
+    s = *s ? ar_printf(&d->ar, "%s + %s", s, op_kind_name(k)) : op_kind_name(k);
+  }
+  return *s ? s : op_kind_name(d->p->sched[n->first].op);
 }
 
 static const char *node_label(Dot *d, int i) {
@@ -418,12 +442,12 @@ static const char *node_label(Dot *d, int i) {
   }
   case DN_BLOCK:
     if (n->phase == PHASE_UPDATE)
-      return ar_printf(&d->ar, "%s %s\\n%d parameters, %s\\n%s of gradients", esc(d, n->block), op_kind_name(o->op),
-                       n->nops, range(d, n), grad_bytes(d, i));
+      return ar_printf(&d->ar, "%s %s\\n%d %s, %s\\n%s of gradients", esc(d, n->block), node_kinds(d, i), n->nops,
+                       p->data_parallel ? "ops" : "parameters", range(d, n), grad_bytes(d, i));
     return ar_printf(&d->ar, "%s %s\\n%d ops, %s\\n%s", esc(d, n->block), verb[n->phase], n->nops, range(d, n),
                      gflops(d, n->flops));
   case DN_UPDATE:
-    return ar_printf(&d->ar, "%s %s\\n%s of gradients, %s", op_kind_name(o->op), esc(d, update_params(d, i)),
+    return ar_printf(&d->ar, "%s %s\\n%s of gradients, %s", node_kinds(d, i), esc(d, update_params(d, i)),
                      grad_bytes(d, i), range(d, n));
   case DN_INPUT: {
     const PlanBuffer *b = &p->buf[n->first];
@@ -650,6 +674,13 @@ static void title(Dot *d) {
   bool any_closed = false;
   for (int i = 0; i < d->nblocks; i++) any_closed = any_closed || !block_open(d, d->blocks[i]);
   if (any_closed) t = ar_printf(&d->ar, "%s; blocks collapsed (--expand or --block NAME opens them)", t);
+  if (p->data_parallel) { /* data parallelism: the collectives are among the updates, shards among the buffers */
+    static const char *const z[] = {"gradients all-reduced", "ZeRO-1, optimizer state in 1/N shards",
+                                    "ZeRO-2, optimizer state and gradients in 1/N shards"};
+    char c[32];
+    t = ar_printf(&d->ar, "%s\\nper rank of %d (%s): collectives in %d buckets, %s communicated per step", t, p->ranks,
+                  z[p->zero], p->nbuckets, mp_fmt_bytes(c, sizeof c, p->comm_bytes));
+  }
   set(d->g, "label", t);
 }
 

@@ -52,6 +52,8 @@ typedef struct {
   const char *hooks;       /* the model table's backend fields (set_threads, device) */
   const char *sqnorm_all;  /* gradient clipping: NULL: grad_sqnorm returns each gradient's sum; else the
                               expression that returns the total, after the calls */
+  const char *comm;        /* collectives' prefix (plans for N ranks): "tr_" (memplan_trainer.h, MPI),
+                              "tr_cuda_" (NCCL) */
 } EmitBackend;
 extern const EmitBackend emit_backend_c;    /* emitc.c */
 extern const EmitBackend emit_backend_cuda; /* emitcu.c */

@@ -31,6 +31,7 @@ typedef struct {
   Arena ar;
   char **id;         /* per buffer: its C identifier */
   const char **kind; /* per input buffer: its TR_IN_* kind, NULL otherwise */
+  bool *per_pass;    /* per buffer: a gradient a backward reduce_scatter (ZeRO-2) takes in every pass */
   int64_t vocab, classes;
 } Emit;
 
@@ -274,26 +275,53 @@ static uint64_t layer_hash(const char *s) {
   return h;
 }
 
+/* A collective of a plan for N ranks (plan.h): the tensor's numel n; the
+ * runtime (memplan_trainer.h) knows the rank. reduce_scatter's second
+ * argument is where the rank's shard goes: its own place in the gradient
+ * (ZeRO-1) or the gradient shard (ZeRO-2). */
+static void comm_call(Emit *E, Text *t, const PlanOp *o) {
+  const char *c = E->be->comm, *in = E->id[o->in[0]], *out = E->id[o->out[0]];
+  long long n = (long long)o->dim[0];
+  if (o->op == OP_ALLREDUCE) text_printf(t, "%sallreduce(%s, %lld)", c, in, n);
+  else if (o->op == OP_ALL_GATHER) text_printf(t, "%sall_gather(%s, %lld)", c, out, n);
+  else if (o->in[0] == o->out[0])
+    text_printf(t, "%sreduce_scatter(%s, %s + tr_shard_lo(%lld), %lld, 0)", c, in, in, n, n);
+  else text_printf(t, "%sreduce_scatter(%s, %s, %lld, %s)", c, in, out, n, o->acc[0] ? "mb > 0" : "0");
+}
+
 static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
   const Optimizer *opt = &E->p->opt;
   const char *rt = E->be->prefix;
+  if (op_is_comm(o->op)) {
+    comm_call(E, t, o);
+    return;
+  }
   if (o->op == OP_ADAMW || o->op == OP_SGD) {
     bool decay = E->p->buf[o->out[0]].decay;
     double wd = decay ? opt->weight_decay : 0.0;
+    /* a sharded update (ndim 2, plan.h): the rank's shard of the parameter and of a full
+     * gradient (ZeRO-1), or the gradient shard (ZeRO-2), tr_shard_len(n) elements */
+    long long n = (long long)o->dim[0];
+    bool shard = o->ndim == 2;
+    const char *par = shard ? ar_printf(&E->ar, "%s + tr_shard_lo(%lld)", E->id[o->out[0]], n) : E->id[o->out[0]];
+    const char *grad = E->id[o->in[0]];
+    if (shard && shape_numel(&E->p->buf[o->in[0]].shape) == n)
+      grad = ar_printf(&E->ar, "%s + tr_shard_lo(%lld)", grad, n);
+    const char *len = shard ? ar_printf(&E->ar, "tr_shard_len(%lld)", n) : ar_printf(&E->ar, "%lld", n);
     if (o->op == OP_ADAMW) { /* the moments' dtype picks the kernel (--opt-state); 8-bit adds their scales */
       DType st = E->p->buf[o->out[1]].dtype;
       text_printf(t, "%sadamw_update%s(%s, %s, %s, %s", rt,
                   st == DT_BF16 ? "_bf16"
                   : st == DT_U8 ? "_8bit"
                                 : "",
-                  E->id[o->out[0]], E->id[o->in[0]], E->id[o->out[1]], E->id[o->out[2]]);
+                  par, grad, E->id[o->out[1]], E->id[o->out[2]]);
       if (st == DT_U8) text_printf(t, ", %s, %s", E->id[o->out[3]], E->id[o->out[4]]);
-      text_printf(t, ", %lld, lr, %s, %s, %s, %s, t)", (long long)o->dim[0], fmt_double(E, opt->beta1),
-                  fmt_double(E, opt->beta2), fmt_double(E, opt->eps), fmt_double(E, wd));
+      text_printf(t, ", %s, lr, %s, %s, %s, %s, t)", len, fmt_double(E, opt->beta1), fmt_double(E, opt->beta2),
+                  fmt_double(E, opt->eps), fmt_double(E, wd));
     } else
-      text_printf(t, "%ssgd_update(%s, %s, %s, %lld, lr, %s, %s, %d)", rt, E->id[o->out[0]], E->id[o->in[0]],
-                  o->nout > 1 && o->out[1] >= 0 ? E->id[o->out[1]] : "NULL", (long long)o->dim[0],
-                  fmt_double(E, opt->momentum), fmt_double(E, wd), opt->nesterov ? 1 : 0);
+      text_printf(t, "%ssgd_update(%s, %s, %s, %s, lr, %s, %s, %d)", rt, par, grad,
+                  o->nout > 1 && o->out[1] >= 0 ? E->id[o->out[1]] : "NULL", len, fmt_double(E, opt->momentum),
+                  fmt_double(E, wd), opt->nesterov ? 1 : 0);
     return;
   }
   if (o->op == OP_CAST) {
@@ -323,10 +351,11 @@ static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
                   (unsigned long long)layer_hash(o->layer));
   }
   if (bwd && op_info(o->op)->is_loss) text_printf(t, ", scale");
-  /* with micro-batches, parameter gradients accumulate in every pass after the first */
+  /* with micro-batches, parameter gradients accumulate in every pass after the first, but
+   * those ZeRO-2 reduce-scatters into their shards in every pass (E->per_pass) */
   bool accum = E->p->accumulation_steps > 1;
   for (int k = 0; bwd && k < o->nout; k++) {
-    bool param_grad = o->out[k] >= 0 && E->p->buf[o->out[k]].role == ROLE_GRAD;
+    bool param_grad = o->out[k] >= 0 && E->p->buf[o->out[k]].role == ROLE_GRAD && !E->per_pass[o->out[k]];
     text_printf(t, ", %s", o->out[k] >= 0 && o->acc[k] ? "1" : accum && param_grad ? "mb > 0" : "0");
   }
   text_printf(t, ")");
@@ -571,13 +600,62 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
               p->loss_scaling ? 1 : 0, fmt_double(E, p->opt.clip_grad_norm));
   text_printf(t,
               "    .step = step, .update = update, .unscale = unscale, .grad_sqnorm = grad_sqnorm, .eval = eval,\n"
-              "    %s,\n};\n\n"
-              "int main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n",
+              "    %s,\n",
               E->be->hooks);
+  /* every field, for C++20 (trainer.cu, -Wextra): 0 ranks is one process without collectives */
+  text_printf(t, "    .ranks = %d, .zero = %d,\n", p->data_parallel ? p->ranks : 0, p->data_parallel ? p->zero : 0);
+  text_printf(t, "};\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
 }
 
 // ----------------------------------------------------------------------------
 // CMakeLists.txt: both trainers, each where the machine can build it
+
+/* A plan for N ranks: the data-parallel CPU trainer, the same sources with
+ * MEMPLAN_MPI, where MPI is found (`trainer` still builds without it and
+ * says, when run, that the plan needs trainer_mpi). */
+static const char mpi_target[] =
+    "# trainer_mpi: the data-parallel CPU trainer of this plan for several ranks (MPI):\n"
+    "#   mpirun -np RANKS build/trainer_mpi ...\n"
+    "if(TARGET trainer)\n"
+    "  find_package(MPI COMPONENTS C)\n"
+    "endif()\n"
+    "if(TARGET trainer AND MPI_C_FOUND)\n"
+    "  add_executable(trainer_mpi trainer.c memplan_trainer.c cpu.c)\n"
+    "  target_compile_definitions(trainer_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI)\n"
+    "  target_compile_options(trainer_mpi PRIVATE -Wall -Wextra -O3 -fno-math-errno -ffp-contract=off)\n"
+    "  if(TRAINER_WERROR)\n    target_compile_options(trainer_mpi PRIVATE -Werror)\n  endif()\n"
+    "  if(TRAINER_NATIVE)\n    target_compile_options(trainer_mpi PRIVATE -march=native)\n  endif()\n"
+    "  if(CBLAS_INCLUDE_DIR)\n    target_include_directories(trainer_mpi PRIVATE ${CBLAS_INCLUDE_DIR})\n  endif()\n"
+    "  target_link_libraries(trainer_mpi PRIVATE ${BLAS_LIBRARIES} OpenMP::OpenMP_C MPI::MPI_C m ${CMAKE_DL_LIBS})\n"
+    "elseif(TARGET trainer)\n"
+    "  message(STATUS \"MPI not found: not building trainer_mpi, the data-parallel CPU trainer\")\n"
+    "endif()\n\n";
+
+/* ... and the data-parallel CUDA trainer: NCCL for the collectives, MPI to
+ * start the ranks and hand NCCL its id (llm.c's bootstrap). */
+static const char cuda_mpi_target[] =
+    "# trainer_cuda_mpi: the data-parallel CUDA trainer (NCCL, bootstrapped through MPI), one GPU per rank:\n"
+    "#   mpirun -np RANKS build/trainer_cuda_mpi ...\n"
+    "if(TARGET trainer_cuda)\n"
+    "  find_package(MPI COMPONENTS C)\n"
+    "  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})\n"
+    "  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})\n"
+    "endif()\n"
+    "if(TARGET trainer_cuda AND MPI_C_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)\n"
+    "  add_executable(trainer_cuda_mpi trainer.cu memplan_trainer.c memplan_trainer_cuda.cu kernels.cu)\n"
+    "  target_compile_definitions(trainer_cuda_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI MEMPLAN_NCCL)\n"
+    "  target_compile_options(trainer_cuda_mpi PRIVATE $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra -O3 -ffp-contract=off>\n"
+    "                        $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -O3 -Xcompiler=-Wall,-Wextra>)\n"
+    "  if(TRAINER_WERROR)\n"
+    "    target_compile_options(trainer_cuda_mpi PRIVATE $<$<COMPILE_LANGUAGE:C>:-Werror>\n"
+    "                          $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Werror>)\n"
+    "  endif()\n"
+    "  target_include_directories(trainer_cuda_mpi PRIVATE ${NCCL_INCLUDE_DIR})\n"
+    "  target_link_libraries(trainer_cuda_mpi PRIVATE CUDA::cublasLt CUDA::cublas CUDA::cudart MPI::MPI_C\n"
+    "                        ${NCCL_LIBRARY} m ${CMAKE_DL_LIBS})\n"
+    "elseif(TARGET trainer_cuda)\n"
+    "  message(STATUS \"MPI or NCCL not found: not building trainer_cuda_mpi, the data-parallel CUDA trainer\")\n"
+    "endif()\n\n";
 
 static void cmake(Emit *E, Text *t) {
   text_printf(
@@ -619,7 +697,7 @@ static void cmake(Emit *E, Text *t) {
       "  target_link_libraries(trainer PRIVATE ${BLAS_LIBRARIES} OpenMP::OpenMP_C m ${CMAKE_DL_LIBS})\n"
       "elseif(TRAINER_CPU)\n"
       "  message(STATUS \"OpenBLAS or OpenMP not found: not building the CPU trainer\")\n"
-      "endif()\n\n"
+      "endif()\n\n%s"
       "if(TRAINER_CUDA)\n"
       "  include(CheckLanguage)\n"
       "  check_language(CUDA)\n"
@@ -644,12 +722,13 @@ static void cmake(Emit *E, Text *t) {
       "  target_link_libraries(trainer_cuda PRIVATE CUDA::cublasLt CUDA::cublas CUDA::cudart m ${CMAKE_DL_LIBS})\n"
       "elseif(TRAINER_CUDA)\n"
       "  message(STATUS \"no CUDA compiler found: not building the CUDA trainer\")\n"
-      "endif()\n\n"
+      "endif()\n\n%s"
       "if(NOT TARGET trainer AND NOT TARGET trainer_cuda)\n"
       "  message(FATAL_ERROR \"neither trainer can be built here: the CPU trainer needs OpenBLAS and OpenMP, \"\n"
       "                      \"the CUDA trainer a CUDA compiler (nvcc)\")\n"
       "endif()\n",
-      comment_safe(E, E->p->model), MEMPLAN_VERSION);
+      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->data_parallel ? mpi_target : "",
+      E->p->data_parallel ? cuda_mpi_target : "");
 }
 
 // ----------------------------------------------------------------------------
@@ -667,6 +746,7 @@ const EmitBackend emit_backend_c = {
     .unscale_all = NULL,
     .hooks = ".set_threads = rt_set_threads, .device = NULL",
     .sqnorm_all = NULL,
+    .comm = "tr_",
 };
 
 int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {
@@ -686,6 +766,10 @@ int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {
   Emit E = {.p = p, .be = be};
   name_buffers(&E);
   E.kind = ar_alloc(&E.ar, sizeof(char *) * (size_t)p->nbuf);
+  E.per_pass = ar_alloc(&E.ar, sizeof(bool) * (size_t)p->nbuf);
+  for (int i = 0; i < p->nsched; i++)
+    if (p->sched[i].op == OP_REDUCE_SCATTER && p->sched[i].phase == PHASE_BACKWARD)
+      E.per_pass[p->sched[i].in[0]] = true;
   if (classify_inputs(&E, p->sched, p->nsched) || classify_inputs(&E, p->eval, p->neval)) {
     ar_free(&E.ar);
     return -1;

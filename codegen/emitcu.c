@@ -24,4 +24,5 @@ const EmitBackend emit_backend_cuda = {
     .unscale_all = "rt_cuda_all_finite()",
     .hooks = ".set_threads = NULL, .device = &tr_cuda_device",
     .sqnorm_all = "rt_cuda_grad_sqnorm_total()",
+    .comm = "tr_cuda_",
 };

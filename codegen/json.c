@@ -178,11 +178,30 @@ static void schedule(Text *t, const char *key, const PlanOp *ops, int n, bool la
   text_printf(t, "  ]%s\n", last ? "" : ",");
 }
 
+/* Data parallelism (plans for N > 1 ranks only: one process writes none):
+ * the sharding, the buckets, the bytes the collectives carry. The
+ * collectives are ops of the schedule ("allreduce", "reduce_scatter",
+ * "all_gather"; dims: numel, ranks, bucket); the shards are buffers
+ * ("<param>.grad_shard" and the optimizer state, shapes of one shard). */
+static void data_parallel(const Plan *p, Text *t) {
+  if (!p->data_parallel) return;
+  text_printf(t,
+              "  \"data_parallel\": {\"ranks\": %d, \"zero\": %d, \"zero_auto\": %s, \"buckets\": %d, "
+              "\"bucket_bytes\": %lld, \"comm_bytes\": %lld, \"comm_wire_bytes\": %lld",
+              p->ranks, p->zero, p->zero_auto ? "true" : "false", p->nbuckets, (long long)p->bucket_bytes,
+              (long long)p->comm_bytes, (long long)p->comm_wire_bytes);
+  if (p->zero_auto)
+    text_printf(t, ", \"zero_arena_bytes\": [%lld, %lld, %lld]", (long long)p->zero_arena[0],
+                (long long)p->zero_arena[1], (long long)p->zero_arena[2]);
+  text_printf(t, "},\n");
+}
+
 void json_plan(const Plan *p, Text *t) {
   header(p, t);
   totals(p, t);
   stages(p, t);
   levers(p, t);
+  data_parallel(p, t);
   text_printf(t, "  \"loss_buffer\": %d,\n  \"eval_loss_buffer\": %d,\n", p->loss_buf, p->eval_loss_buf);
   buffers(p, t);
   schedule(t, "schedule", p->sched, p->nsched, false);

@@ -557,6 +557,25 @@ static void check_refs(const JVal *root, const Plan *p) {
   }
 }
 
+/* "data_parallel" (json.c): absent for one process. */
+static void read_data_parallel(const JVal *root, Plan *p) {
+  const JVal *d = find(root, "data_parallel");
+  p->ranks = 1;
+  if (!d) return;
+  want(d, J_OBJ, "\"data_parallel\"");
+  p->data_parallel = true;
+  p->ranks = (int)get_int(d, "ranks", 1, 65536);
+  p->zero = (int)get_int(d, "zero", 0, 2);
+  p->zero_auto = get(d, "zero_auto", J_BOOL)->b;
+  p->nbuckets = (int)get_int(d, "buckets", 0, INT32_MAX);
+  p->bucket_bytes = get_int(d, "bucket_bytes", 0, PLAN_MAX_VALUE);
+  p->comm_bytes = get_int(d, "comm_bytes", 0, PLAN_MAX_VALUE);
+  p->comm_wire_bytes = get_int(d, "comm_wire_bytes", 0, PLAN_MAX_VALUE);
+  const JVal *za = find(d, "zero_arena_bytes");
+  if (za && want(za, J_ARR, "\"zero_arena_bytes\"")->n != 3) diag_error(za->loc, "three arenas: ZeRO 0, 1, 2");
+  for (int k = 0; za && k < 3; k++) p->zero_arena[k] = as_int(&za->items[k], "an arena", 0, PLAN_MAX_VALUE);
+}
+
 Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   Parser P = {ar, path, text, text + len, text, 1, text};
   if (len > PLAN_MAX_FILE_BYTES) diag_error((Loc){path, 0, 0}, "larger than 1 GiB: not a plan memplan wrote");
@@ -578,6 +597,7 @@ Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   read_header(ar, &root, p);
   read_totals(ar, &root, p);
   read_levers(ar, &root, p);
+  read_data_parallel(&root, p);
   const JVal *bufs = get(&root, "buffers", J_ARR);
   p->nbuf = bufs->n;
   p->buf = ar_alloc(ar, sizeof(PlanBuffer) * (size_t)(bufs->n + 1));

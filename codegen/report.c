@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "ops.h"
 
 static const char *b(char *buf, int64_t v) { return mp_fmt_bytes(buf, 32, v); }
 
@@ -18,15 +19,20 @@ static void commas(char *buf, size_t n, int64_t v) {
 }
 
 static void counts(const Plan *p, FILE *out) {
-  int ph[PHASE_COUNT] = {0};
-  for (int i = 0; i < p->nsched; i++) ph[p->sched[i].phase]++;
+  int ph[PHASE_COUNT] = {0}, ncomm = 0;
+  for (int i = 0; i < p->nsched; i++) {
+    ph[p->sched[i].phase]++;
+    ncomm += op_is_comm(p->sched[i].op);
+  }
+  ph[PHASE_UPDATE] -= ncomm; /* collectives are counted apart (ranks()) */
   char pc[40];
   commas(pc, sizeof pc, p->param_count);
   char x[32];
   fprintf(out, "  parameters   %s (%s as f32)\n", pc, b(x, p->param_count * 4));
-  fprintf(out, "  step         %d ops: %d forward, %d backward, %d updates (%s); eval %d ops\n", p->nsched,
-          ph[PHASE_FORWARD], ph[PHASE_BACKWARD], ph[PHASE_UPDATE], p->opt.kind == OPT_ADAMW ? "AdamW" : "SGD",
-          p->neval);
+  fprintf(out, "  step         %d ops: %d forward, %d backward, %d updates (%s)", p->nsched, ph[PHASE_FORWARD],
+          ph[PHASE_BACKWARD], ph[PHASE_UPDATE], p->opt.kind == OPT_ADAMW ? "AdamW" : "SGD");
+  if (ncomm) fprintf(out, ", %d collectives", ncomm);
+  fprintf(out, "; eval %d ops\n", p->neval);
   double f = (double)p->step_flops * p->accumulation_steps;
   const char *u = f >= 1e12 ? "TFLOP" : f >= 1e9 ? "GFLOP" : "MFLOP";
   double d = f >= 1e12 ? 1e12 : f >= 1e9 ? 1e9 : 1e6;
@@ -41,8 +47,8 @@ static void counts(const Plan *p, FILE *out) {
 static void peak(const Plan *p, FILE *out) {
   char x[32];
   const PlanOp *at = &p->sched[p->peak_position];
-  fprintf(out, "\nmemory at the training peak (op %d, %s of %s):\n", p->peak_position, plan_phase_name(at->phase),
-          at->layer);
+  fprintf(out, "\nmemory %sat the training peak (op %d, %s of %s):\n", p->data_parallel ? "per rank " : "",
+          p->peak_position, plan_phase_name(at->phase), at->layer);
   int64_t tot = 0;
   /* persistent roles first, running state beside the params; the roles past
    * activation, and state, only when the plan has them */
@@ -293,6 +299,77 @@ static void clipping(const Plan *p, FILE *out) {
           b(x, d < 0 ? -d : d), dl < 0 ? "-" : "+", b(y, dl < 0 ? -dl : dl), pct - npct);
 }
 
+/* Data parallelism: the sharding (and what auto tried), the per-rank bytes
+ * of the roles it divides, the buckets, the bytes communicated. */
+static void ranks(const Plan *p, FILE *out) {
+  if (!p->data_parallel) return;
+  char x[32], y[32], z[32];
+  static const char *const level[] = {"no sharding (gradients all-reduced)",
+                                      "ZeRO-1 (optimizer state sharded; gradients reduce-scattered, parameters "
+                                      "all-gathered)",
+                                      "ZeRO-2 (optimizer state and gradients sharded)"};
+  fprintf(out, "\ndata parallel: %d rank%s, %s\n", p->ranks, p->ranks > 1 ? "s" : "", level[p->zero]);
+  fprintf(out, "  batch        %lld rows per rank, %lld per step over the ranks; --budget is per rank\n",
+          (long long)p->batch, (long long)p->batch * p->ranks);
+  if (p->zero_auto) {
+    fprintf(out,
+            "  --zero auto  the least sharding that fits keeping everything, else the least recomputing:\n"
+            "              ");
+    for (int k = 0; k < 3 && p->zero_arena[k]; k++)
+      fprintf(out, "%s%d: %s%s", k ? ", " : "", k, b(x, p->zero_arena[k]), k == p->zero ? " <- chosen" : "");
+    fprintf(out, " (the arena each reached)\n");
+  }
+  int64_t role[ROLE_COUNT] = {0}, full[ROLE_COUNT] = {0}, shard_grad = 0;
+  for (int i = 0; i < p->nbuf; i++) {
+    const PlanBuffer *pb = &p->buf[i];
+    if (pb->sched != SCHED_BOTH) {
+      if (pb->role == ROLE_GRAD && strstr(pb->name, ".grad_shard")) shard_grad += pb->bytes;
+      continue;
+    }
+    role[pb->role] += pb->bytes;
+  }
+  for (int i = 0; i < p->nsched; i++) /* what the sharded buffers would hold unsharded */
+    if (p->sched[i].phase == PHASE_UPDATE && !op_is_comm(p->sched[i].op))
+      for (int k = 1; k < p->sched[i].nout; k++)
+        if (p->sched[i].out[k] >= 0) full[ROLE_OPT_STATE] += p->sched[i].dim[0] * 4;
+  fprintf(out, "  per rank     parameters %s (whole), optimizer state %s", b(x, role[ROLE_PARAM]),
+          b(y, role[ROLE_OPT_STATE]));
+  if (p->zero >= 1) fprintf(out, " (1/%d shards of %s)", p->ranks, b(z, full[ROLE_OPT_STATE]));
+  if (p->zero == 2) fprintf(out, ", gradient shards %s", b(x, shard_grad));
+  fprintf(out, "\n");
+  int nb = p->nbuckets;
+  fprintf(out,
+          "  buckets      %d (a bucket closes at %s of gradients; its collectives run as soon as its last\n"
+          "               gradient is complete, overlapping the rest of backward):\n",
+          nb, b(x, p->bucket_bytes));
+  for (int k = 0; k < nb; k++) {
+    int n = 0, first = -1, last = -1;
+    int64_t bytes = 0;
+    for (int i = 0; i < p->nsched; i++) {
+      const PlanOp *o = &p->sched[i];
+      if (!op_is_comm(o->op) || o->op == OP_ALL_GATHER || o->dim[2] != k) continue;
+      if (first < 0) first = i;
+      last = i;
+      n++;
+      bytes += p->buf[o->in[0]].bytes;
+    }
+    if (k < 8 || k == nb - 1)
+      fprintf(out, "    %3d  ops %d..%d  %3d gradients  %10s  %s .. %s\n", k, first, last, n, b(x, bytes),
+              p->sched[first].layer, p->sched[last].layer);
+    else if (k == 8) fprintf(out, "    ...\n");
+  }
+  int nk[OP_COUNT] = {0};
+  for (int i = 0; i < p->nsched; i++) nk[p->sched[i].op] += op_is_comm(p->sched[i].op);
+  fprintf(out, "  communicated per step: ");
+  for (int k = 0, first = 1; k < OP_COUNT; k++)
+    if (nk[k]) {
+      fprintf(out, "%s%d %s", first ? "" : " + ", nk[k], op_info((OpKind)k)->name);
+      first = 0;
+    }
+  fprintf(out, " over %s of tensors; each rank sends %s (ring algorithms)\n", b(x, p->comm_bytes),
+          b(y, p->comm_wire_bytes));
+}
+
 void report_plan(const Plan *p, FILE *out) {
   fprintf(out, "memplan: %s (model %s)\n  dims        ", p->source, p->model);
   for (int i = 0; i < p->ndims; i++)
@@ -301,6 +378,7 @@ void report_plan(const Plan *p, FILE *out) {
   counts(p, out);
   peak(p, out);
   arena(p, out);
+  ranks(p, out);
   levers(p, out);
   opt_state(p, out);
   masks(p, out);

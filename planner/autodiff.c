@@ -40,7 +40,7 @@ static int new_tensor(Ad *a, const char *name, Role r, int of) {
 }
 
 static Instr instr(OpKind k, Phase ph, int op, const char *name, int nin, int nout) {
-  Instr x = {k, ph, op, name, nin, nout, {0}, {0}, {0}, -1};
+  Instr x = {k, ph, op, name, nin, nout, {0}, {0}, {0}, -1, 0};
   for (int i = 0; i < PLAN_MAX_IO; i++) x.in[i] = x.out[i] = -1;
   return x;
 }
@@ -284,6 +284,7 @@ Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts
   s->loss = g->loss;
   s->fused = fuse_updates;
   s->accumulation = 1;
+  s->ranks = 1;
   return s;
 }
 

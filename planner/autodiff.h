@@ -27,6 +27,7 @@ typedef struct {
   int in[PLAN_MAX_IO], out[PLAN_MAX_IO]; /* step tensor ids in slot order, -1 = NULL */
   bool acc[PLAN_MAX_IO];
   int scratch; /* a ROLE_TEMP step tensor, used at this instruction only (OpInfo.scratch); -1 = none */
+  int bucket;  /* collectives (planner/comm.c): the gradient bucket, from 0 in issue order */
 } Instr;
 
 /* Checkpointing actions over the stages of a chain (chain.h), in the order
@@ -66,6 +67,10 @@ typedef struct {
   bool fused;       /* updates run as soon as their gradient is complete */
   int accumulation; /* micro-batches per step (>= 1): train[] before the updates runs that often */
   int64_t recompute_flops;
+  int ranks, zero, nbuckets; /* data parallelism (planner/comm.c): 1, 0, 0 for one process */
+  bool data_parallel;        /* comm_step made it (collectives, also over one rank) */
+  bool *per_pass;            /* per step tensor (NULL: none): a gradient written afresh in every micro-batch pass,
+                                ZeRO-2 reduce-scattering it into its accumulating shard at the end of each */
 } Step;
 
 /* Builds the step. fuse_updates = false puts every update after the whole

@@ -26,6 +26,16 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
     }
     want = OPTS_FP32;
   }
+  if (rq->fit.ranks >= 1) { /* sharding (comm.c) splits fp32 moments; coded blocks are not split */
+    if (want == OPTS_BF16 || want == OPTS_8BIT) {
+      *error = ar_printf(ar,
+                         "--opt-state %s with --ranks/--zero: data-parallel plans keep AdamW's moments in fp32 "
+                         "(ZeRO-1 and -2 shard them instead); leave out --opt-state",
+                         optprec_name(want));
+      return (FitResult){0};
+    }
+    want = OPTS_FP32;
+  }
   if (want != OPTS_AUTO) {
     chosen->fit.opt_state = want;
     return levers_fit(ar, src, chosen, g, error);
@@ -77,7 +87,46 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   /* levers: keep everything, recompute, micro-batches (one fit each, the
    * checkpointing DP solved once per fit); g becomes the chosen plan's graph */
   PlanRequest chosen = *rq;
-  FitResult fit = fit_opt_state(ar, src, rq, &chosen, &g, &out.message);
+  FitResult fit = {0};
+  int64_t zero_arena[3] = {0, 0, 0};
+  if (rq->fit.ranks >= 1 && rq->fit.precision == PREC_FP16) {
+    out.message =
+        "--ranks with --precision fp16: loss scaling's skipped steps are decided per rank, so the "
+        "ranks would diverge; use bf16 or fp32";
+  } else if (rq->fit.ranks >= 1 && g->opt.clip_grad_norm > 0) {
+    out.message =
+        "--ranks with clip_grad_norm: the norm over sharded gradients is not planned yet; remove "
+        "clip_grad_norm from the optimizer or plan one process";
+  } else if (rq->fit.ranks >= 1 && rq->fit.zero < 0) {
+    /* --zero auto: each level shards more (and adds an all_gather per
+     * parameter); the least that fits keeping everything in one pass, else
+     * the one whose plan recomputes least (no micro-batches before more
+     * FLOPs, the less sharding on a tie) */
+    PlanRequest r = *rq;
+    FitResult best = {0};
+    Graph *bg = g;
+    int bz = -1;
+    for (int z = 0; z <= 2 && !out.message; z++) {
+      r.fit.zero = z;
+      Graph *gz = g;
+      PlanRequest rc;
+      FitResult f = fit_opt_state(ar, src, &r, &rc, &gz, &out.message);
+      if (out.message) break;
+      zero_arena[z] = f.plan ? f.plan->arena_bytes : f.min_arena;
+      if (!f.plan) {
+        if (bz < 0) best = f; /* none fits yet: keep the least min_arena for the error */
+        else continue;
+        best.min_arena = f.min_arena < best.min_arena || !best.min_arena ? f.min_arena : best.min_arena;
+        continue;
+      }
+      bool better =
+          bz < 0 || f.plan->accumulation_steps < best.plan->accumulation_steps ||
+          (f.plan->accumulation_steps == best.plan->accumulation_steps && f.plan->extra_flops < best.plan->extra_flops);
+      if (better) best = f, bg = gz, bz = z, chosen = rc;
+      if (!f.plan->extra_flops && f.plan->accumulation_steps == 1) break; /* keeps everything: done */
+    }
+    fit = best, g = bg;
+  } else fit = fit_opt_state(ar, src, rq, &chosen, &g, &out.message);
   /* gradient clipping's price: the same request planned without it (the
    * updates fused into backward again); about the compile time of the first.
    * None under --no-fuse: that plan keeps every gradient anyway */
@@ -85,6 +134,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   if (!out.message && g->opt.clip_grad_norm > 0 && rq->fit.fuse) {
     PlanRequest q = *rq, qc;
     q.fit.ignore_clip = true;
+    if (q.fit.zero < 0) q.fit.zero = chosen.fit.zero < 0 ? 0 : chosen.fit.zero;
     Graph *g0 = load_build(src, rq->ov, rq->nov);
     const char *msg = NULL;
     nc = fit_opt_state(ar, src, &q, &qc, &g0, &msg);
@@ -105,7 +155,11 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
    * time the passes above took (verification, below, is not counted) */
   Plan *p = fit.plan;
   p->budget_bytes = rq->budget;
-  p->unfused_lower_bound = fit_unfused_lower_bound(ar, fit.graph ? fit.graph : g, &chosen.fit, fit.step, p);
+  /* with collectives, updates run per bucket: the unfused bound does not compare */
+  p->unfused_lower_bound =
+      p->data_parallel ? 0 : fit_unfused_lower_bound(ar, fit.graph ? fit.graph : g, &chosen.fit, fit.step, p);
+  p->zero_auto = p->data_parallel && rq->fit.zero < 0;
+  for (int z = 0; p->zero_auto && z < 3; z++) p->zero_arena[z] = zero_arena[z];
   if (out.noclip_min_arena) {
     p->noclip_fits = out.noclip_fits;
     p->noclip_arena = out.noclip_min_arena;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "build.h"
+#include "comm.h"
 #include "live.h"
 #include "ops.h"
 #include "plan_build.h"
@@ -36,7 +37,8 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
   s = opt_state_lower(ar, s, o->opt_state);
   s->accumulation = accum ? o->accumulation : 1;
   DType dt = o->precision == PREC_AUTO ? DT_BF16 : prec_dtype(o->precision);
-  return half ? prec_lower(ar, s, half, dt) : s; /* the copy keeps accumulation */
+  if (half) s = prec_lower(ar, s, half, dt); /* the copy keeps accumulation */
+  return o->ranks >= 1 ? comm_step(ar, s, o->ranks, o->zero, COMM_BUCKET_BYTES) : s;
 }
 
 /* What a plan does with dropout's masks (NULL: the model has none). */

@@ -45,6 +45,8 @@ typedef struct {
   OptPrec opt_state;   /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
   bool no_recompute;   /* --no-recompute: keep every activation, never checkpoint */
   bool ignore_clip;    /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
+  int ranks, zero;     /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero
+                          (-1: the driver's auto); 0: one process, no collectives */
 } FitOptions;
 
 typedef struct {

@@ -76,6 +76,10 @@ typedef enum {
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */
+  /* collectives of a plan for N ranks (planner/comm.c): only in the step, never in the YAML graph */
+  OP_ALLREDUCE,      /* a gradient summed over the ranks, in place */
+  OP_REDUCE_SCATTER, /* a gradient summed over the ranks, each rank keeping its 1/N shard */
+  OP_ALL_GATHER,     /* a parameter's shards, updated one per rank, gathered on every rank, in place */
   OP_COUNT
 } OpKind;
 

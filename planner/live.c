@@ -38,7 +38,7 @@ static void uses(const Step *s, const Instr *ins, int n, int *first, int *last) 
   for (int t = 0; t < s->nt; t++) {
     if (first[t] < 0) continue;
     if (s->t[t].role == ROLE_INPUT || !transient(&s->t[t])) first[t] = 0;
-    if (s->accumulation > 1 && s->t[t].role == ROLE_GRAD) first[t] = 0;
+    if (s->accumulation > 1 && s->t[t].role == ROLE_GRAD && !(s->per_pass && s->per_pass[t])) first[t] = 0;
     if (t == s->loss || !transient(&s->t[t])) last[t] = n - 1;
   }
 }

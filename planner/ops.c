@@ -1333,6 +1333,10 @@ static const OpInfo table[OP_COUNT] = {
     [OP_ADAMW] = {.name = "adamw", .nin = 1, .nout = 3},
     [OP_SGD] = {.name = "sgd", .nin = 1, .nout = 2},
     [OP_CAST] = {.name = "cast", .nin = 1, .nout = 1},
+    /* collectives of a plan for N ranks (planner/comm.c); their calls are in emitc.c */
+    [OP_ALLREDUCE] = {.name = "allreduce", .nin = 1, .nout = 1},
+    [OP_REDUCE_SCATTER] = {.name = "reduce_scatter", .nin = 1, .nout = 1},
+    [OP_ALL_GATHER] = {.name = "all_gather", .nin = 1, .nout = 1},
 };
 /* clang-format on */
 

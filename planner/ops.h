@@ -159,6 +159,8 @@ typedef struct {
 } OpInfo;
 
 const OpInfo *op_info(OpKind k);
+/* A collective of a plan for N ranks (allreduce, reduce_scatter, all_gather). */
+static inline bool op_is_comm(OpKind k) { return k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER || k == OP_ALL_GATHER; }
 /* The op whose YAML name is s, or -1. */
 int op_lookup(const char *s);
 /* The closest YAML op name to s, for "did you mean". */

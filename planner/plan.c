@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "assign.h"
+#include "comm.h"
 #include "ops.h"
 #include "plan_build.h"
 
@@ -90,9 +91,17 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
       o->acc[k] = x->acc[k];
     }
     o->scratch = x->scratch >= 0 ? of[x->scratch] : -1;
+    if (op_is_comm(x->kind)) { /* numel, ranks, bucket (plan.h); communication, no FLOPs */
+      o->dim[0] = shape_numel(&B->s->t[x->op].shape), o->dim[1] = B->s->ranks, o->dim[2] = x->bucket, o->ndim = 3;
+      continue;
+    }
     if (x->phase == PHASE_UPDATE) {
       o->dim[0] = shape_numel(&B->s->t[x->op].shape), o->ndim = 1;
       o->flops = 10 * o->dim[0];
+      if (B->s->zero >= 1 && B->s->data_parallel) { /* one shard of it (plan.h) */
+        o->dim[1] = B->s->ranks, o->ndim = 2;
+        o->flops = 10 * comm_shard(o->dim[0], B->s->ranks);
+      }
       continue;
     }
     if (x->kind == OP_CAST) { /* a storage precision change: memory traffic, no model FLOPs */
@@ -183,6 +192,16 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
     if (g->t[t].kind == TK_INPUT && g->t[t].shape.rank > 0) p->micro_batch = (int)g->t[t].shape.d[0];
   p->accumulation_steps = s->accumulation;
   p->batch = (int64_t)p->micro_batch * s->accumulation;
+  p->data_parallel = s->data_parallel;
+  p->ranks = s->data_parallel ? s->ranks : 1, p->zero = s->zero, p->nbuckets = s->nbuckets;
+  if (p->data_parallel) p->bucket_bytes = COMM_BUCKET_BYTES;
+  for (int i = 0; i < p->nsched; i++)
+    if (op_is_comm(p->sched[i].op)) {
+      int64_t bytes = p->buf[p->sched[i].in[0]].bytes;
+      if (p->sched[i].op == OP_ALL_GATHER) bytes = p->buf[p->sched[i].out[0]].bytes;
+      p->comm_bytes += bytes;
+      p->comm_wire_bytes += comm_wire_bytes(p->sched[i].op, bytes, p->ranks);
+    }
   return p;
 }
 

@@ -186,6 +186,25 @@ typedef struct Plan {
   int64_t noclip_extra_flops; /* its recomputation */
   int noclip_accumulation;    /* its micro-batches per step (1: none) */
   double compile_seconds;
+  /* data parallelism (planner/comm.c): this is the plan of each of `ranks`
+   * ranks, each on its own micro_batch rows (the step's batch is ranks x
+   * batch rows); 1: no collectives, the single-process plan. zero is the
+   * sharding: 0 gradients all-reduced; 1 (ZeRO-1) gradients reduce-scattered,
+   * each rank updating its 1/ranks shard of every parameter with its shard
+   * of the optimizer state, parameters all-gathered; 2 (ZeRO-2) as 1, and a
+   * rank keeps only its shard of each gradient after the reduce-scatter.
+   * Collectives are ops of phase update (PlanOp.dim: numel, ranks, bucket);
+   * an update of a sharded plan has dim numel, ranks: it updates elements
+   * [r*s, min(numel, (r+1)*s)) of its parameter on rank r, s = ceil(numel /
+   * ranks), and its optimizer state holds s elements. */
+  bool data_parallel; /* planned with --ranks N (N > 1) or --zero: collectives even at one rank */
+  int ranks, zero;
+  bool zero_auto;          /* --zero auto: the least sharding that fits */
+  int64_t zero_arena[3];   /* auto: the arena at each level it tried, 0: not tried */
+  int nbuckets;            /* gradient buckets (each one set of collectives) */
+  int64_t bucket_bytes;    /* a bucket closes once its gradients reach this many bytes */
+  int64_t comm_bytes;      /* bytes of the tensors the step's collectives carry */
+  int64_t comm_wire_bytes; /* bytes each rank sends per step (ring algorithms) */
 } Plan;
 
 const char *plan_role_name(Role r);   /* "param", "grad", "optimizer_state", ... */

@@ -44,7 +44,7 @@ static int add_tensor(Lower *L, int like, DType dt, const char *suffix) {
 }
 
 static Instr cast(int from, int to, const char *name, Phase ph) {
-  Instr c = {OP_CAST, ph, -1, name, 1, 1, {0}, {0}, {0}, -1};
+  Instr c = {OP_CAST, ph, -1, name, 1, 1, {0}, {0}, {0}, -1, 0};
   for (int k = 0; k < PLAN_MAX_IO; k++) c.in[k] = c.out[k] = -1;
   c.in[0] = from, c.out[0] = to;
   return c;

@@ -274,6 +274,71 @@ static const char *check_buffers(const Plan *p) {
   return NULL;
 }
 
+static bool is_comm(OpKind k) { return k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER || k == OP_ALL_GATHER; }
+
+/* The collectives of a plan for N ranks (plan.h): each update reads a
+ * gradient that a collective of its sharding reduced after the last write
+ * of the gradient; a sharded update's optimizer state holds one shard; at
+ * ZeRO >= 1 an all_gather of its parameter follows it. One process: no
+ * collectives at all. */
+static const char *check_comm(const Plan *p) {
+  int n = p->nsched;
+  for (int k = 0; k < n; k++) {
+    const PlanOp *o = &p->sched[k];
+    bool per_pass = o->op == OP_REDUCE_SCATTER && p->zero == 2 && o->phase == PHASE_BACKWARD; /* comm.h */
+    if (is_comm(o->op) &&
+        (!p->data_parallel || o->ndim != 3 || o->dim[1] != p->ranks || (o->phase != PHASE_UPDATE && !per_pass))) {
+      snprintf(msg, sizeof msg, "op %d (%s): a collective of %lld ranks in a plan for %d", k, o->layer,
+               (long long)(o->ndim > 1 ? o->dim[1] : 0), p->ranks);
+      return msg;
+    }
+    if (!p->data_parallel || o->phase != PHASE_UPDATE || is_comm(o->op)) continue;
+    int64_t numel = o->dim[0], shard = (numel + p->ranks - 1) / p->ranks;
+    bool sharded = p->zero >= 1;
+    if (sharded != (o->ndim == 2 && o->dim[1] == p->ranks)) {
+      snprintf(msg, sizeof msg, "update %d (%s) is %ssharded in a ZeRO-%d plan", k, o->layer, sharded ? "not " : "",
+               p->zero);
+      return msg;
+    }
+    for (int j = 1; sharded && j < o->nout; j++)
+      if (o->out[j] >= 0 && p->buf[o->out[j]].bytes != shard * 4) {
+        snprintf(msg, sizeof msg, "update %d (%s): optimizer state %s holds %lld bytes, not one shard (%lld)", k,
+                 o->layer, p->buf[o->out[j]].name, (long long)p->buf[o->out[j]].bytes, (long long)(shard * 4));
+        return msg;
+      }
+    int g = o->in[0], c = -1;
+    for (int j = k - 1; j >= 0 && c < 0; j--)
+      if (is_comm(p->sched[j].op) && p->sched[j].op != OP_ALL_GATHER && p->sched[j].out[0] == g) c = j;
+    OpKind want = p->zero == 0 ? OP_ALLREDUCE : OP_REDUCE_SCATTER;
+    if (c < 0 || p->sched[c].op != want || p->sched[c].dim[0] != numel) {
+      snprintf(msg, sizeof msg, "update %d (%s): no %s of its gradient before it", k, o->layer,
+               p->zero == 0 ? "allreduce" : "reduce_scatter");
+      return msg;
+    }
+    int full = p->sched[c].in[0];
+    if ((p->zero == 2) != (full != g) || (p->zero == 2 && p->buf[g].bytes != shard * 4)) {
+      snprintf(msg, sizeof msg, "update %d (%s): its gradient is %s a shard in a ZeRO-%d plan", k, o->layer,
+               full != g ? "" : "not", p->zero);
+      return msg;
+    }
+    for (int j = c + 1; j < n; j++) /* the gradient was complete when reduced */
+      for (int x = 0; !is_comm(p->sched[j].op) && p->sched[j].phase != PHASE_UPDATE && x < p->sched[j].nout; x++)
+        if (p->sched[j].out[x] == full) {
+          snprintf(msg, sizeof msg, "op %d (%s) writes gradient %s after its collective (op %d)", j, p->sched[j].layer,
+                   p->buf[full].name, c);
+          return msg;
+        }
+    int ag = -1;
+    for (int j = k + 1; sharded && j < n && ag < 0; j++)
+      if (p->sched[j].op == OP_ALL_GATHER && p->sched[j].out[0] == o->out[0]) ag = j;
+    if (sharded && ag < 0) {
+      snprintf(msg, sizeof msg, "update %d (%s): no all_gather of its parameter after it", k, o->layer);
+      return msg;
+    }
+  }
+  return NULL;
+}
+
 const char *verify_plan(const Plan *p) {
   const char *e;
   if (p->align <= 0 || (p->align & (p->align - 1))) {
@@ -283,6 +348,7 @@ const char *verify_plan(const Plan *p) {
   if ((e = check_buffers(p))) return e;
   if ((e = check_schedule(p, p->sched, p->nsched, SCHED_TRAIN))) return e;
   if ((e = check_schedule(p, p->eval, p->neval, SCHED_EVAL))) return e;
+  if ((e = check_comm(p))) return e;
   if ((e = check_packing(p, SCHED_TRAIN, p->nsched))) return e;
   if ((e = check_packing(p, SCHED_EVAL, p->neval))) return e;
   if (p->budget_bytes > 0 && p->arena_bytes > p->budget_bytes) {

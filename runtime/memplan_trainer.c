@@ -33,17 +33,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef MEMPLAN_MPI
+#include <mpi.h>
+#endif
+
 #define TR_TOKEN_MAGIC 20240520            /* llm.c's token shard header */
 #define TR_EVAL_SAMPLE0 ((int64_t)1 << 40) /* synthetic eval samples never meet training ones */
 
 // ----------------------------------------------------------------------------
 // helpers
 
+int tr_rank = 0, tr_ranks = 1;
+
 __attribute__((format(printf, 1, 2))) _Noreturn static void die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fflush(stdout);
   fputs("trainer: error: ", stderr);
+  if (tr_ranks > 1) fprintf(stderr, "rank %d: ", tr_rank);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
@@ -204,17 +211,19 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
 }
 
 /* Fills a token model's inputs with micro-batch mb of the window at s->pos
- * (a batch is `micro` micro-batches); the last one moves s on. */
-static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s, int mb, int micro) {
+ * (a batch is `micro` micro-batches; the window holds `ranks` batches, rank's
+ * the rank-th); the last one moves s on. */
+static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s, int mb, int micro, int rank,
+                             int ranks) {
   int64_t w = in[0].rows * in[0].cols;
-  if (mb == 0 && s->pos + w * micro + 1 > s->n) s->pos = 0;
-  const uint16_t *src = s->tok + s->pos + (int64_t)mb * w;
+  if (mb == 0 && s->pos + w * micro * ranks + 1 > s->n) s->pos = 0;
+  const uint16_t *src = s->tok + s->pos + ((int64_t)rank * micro + mb) * w;
   for (int k = 0; k < nin; k++) {
     int32_t *dst = (int32_t *)(arena + in[k].offset);
     int shift = in[k].kind == TR_IN_NEXT;
     for (int64_t i = 0; i < w; i++) dst[i] = src[i + shift];
   }
-  if (mb == micro - 1) s->pos += w * micro;
+  if (mb == micro - 1) s->pos += w * micro * ranks;
 }
 
 /* The "blobs" data set. Sample s has class y = key3(1, s, 0) mod K; feature
@@ -495,11 +504,12 @@ static void fill_npy_rows(unsigned char *arena, const TrInput *in, int nin, cons
 /* Micro-batch mb of the training window (a batch is `micro` micro-batches):
  * the window moves on after the last, wrapping to 0 when the next would
  * pass the end, as fill_token_batch. */
-static void fill_npy_batch(unsigned char *arena, const TrInput *in, int nin, NpySet *s, int mb, int micro) {
+static void fill_npy_batch(unsigned char *arena, const TrInput *in, int nin, NpySet *s, int mb, int micro, int rank,
+                           int ranks) {
   int64_t w = in[0].rows * micro;
-  if (mb == 0 && s->pos + w > s->n) s->pos = 0;
-  fill_npy_rows(arena, in, nin, s, s->pos + (int64_t)mb * in[0].rows);
-  if (mb == micro - 1) s->pos += w;
+  if (mb == 0 && s->pos + w * ranks > s->n) s->pos = 0;
+  fill_npy_rows(arena, in, nin, s, s->pos + ((int64_t)rank * micro + mb) * in[0].rows);
+  if (mb == micro - 1) s->pos += w * ranks;
 }
 
 // ----------------------------------------------------------------------------
@@ -922,6 +932,11 @@ static const char help_text[] =
     "  --loss-scale X    initial loss scale of fp16 plans, finite and > 0 (default 65536;\n"
     "                    halves on overflow, doubles after 2000 clean steps)\n"
     "  --force-overflow N  test hook: scale step N's loss gradient by inf, as an overflow would\n"
+    "  --comm-timeout S  data-parallel plans (mpirun): a rank exits when a step takes more than\n"
+    "                    S seconds, as when another rank died (default 600; 0: no limit)\n"
+    "  --kill-rank R@N   test hook: rank R exits abruptly (no MPI_Finalize) at step N\n"
+    "  --hang-rank R@N   test hook: rank R stops at step N, its watchdog too (the others' must\n"
+    "                    end the run)\n"
     "  --cuda-graph      CUDA trainer: capture the step into a CUDA graph once, replay it\n"
     "                    every step (plans without micro-batches or loss scaling)\n"
     "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
@@ -952,6 +967,8 @@ static const char help_text[] =
 
 typedef struct {
   int64_t steps, seed, eval_every, eval_batches, log_every, force_overflow;
+  int64_t comm_timeout, kill_rank, kill_step; /* data parallelism: the watchdog, the --kill-rank test hook */
+  int hang;                                   /* --hang-rank: the rank hangs instead */
   int threads, profile, check_alloc, cuda_graph, eval_batches_given;
   int schedule, final_fraction_given; /* TR_SCHED_* */
   int64_t warmup;
@@ -1036,6 +1053,9 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_WARMUP,
     O_FINAL,
     O_CLIP,
+    O_COMM_TIMEOUT,
+    O_KILL_RANK,
+    O_HANG_RANK,
     O_HELP
   };
   // clang-format off
@@ -1046,7 +1066,9 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"profile", 0, 0, O_PROF}, {"load", 1, 0, O_LOAD}, {"save", 1, 0, O_SAVE}, {"check-alloc", 0, 0, O_CHECK},
       {"loss-scale", 1, 0, O_SCALE}, {"force-overflow", 1, 0, O_FORCE}, {"cuda-graph", 0, 0, O_GRAPH},
       {"npy", 1, 0, O_NPY}, {"schedule", 1, 0, O_SCHED}, {"warmup", 1, 0, O_WARMUP},
-      {"final-fraction", 1, 0, O_FINAL}, {"clip", 1, 0, O_CLIP}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+      {"final-fraction", 1, 0, O_FINAL}, {"clip", 1, 0, O_CLIP}, {"help", 0, 0, O_HELP},
+      {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {"kill-rank", 1, 0, O_KILL_RANK}, {"hang-rank", 1, 0, O_HANG_RANK},
+      {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
             .seed = 1337,
@@ -1058,6 +1080,8 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
             .final_fraction = m->final_fraction,
             .clip = m->clip_grad_norm,
             .loss_scale = 65536.0,
+            .comm_timeout = 600,
+            .kill_rank = -1,
 #ifdef _OPENMP
             .threads = omp_get_max_threads()
 #else
@@ -1090,6 +1114,18 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_WARMUP: o.warmup = opt_int(optarg, "--warmup", 0); break;
     case O_FINAL: o.final_fraction = opt_fraction(optarg, "--final-fraction"), o.final_fraction_given = 1; break;
     case O_CLIP: o.clip = opt_clip(optarg), o.clip_given = 1; break;
+    case O_COMM_TIMEOUT: o.comm_timeout = opt_int(optarg, "--comm-timeout", 0); break;
+    case O_KILL_RANK:
+    case O_HANG_RANK: {
+      const char *name = c == O_KILL_RANK ? "--kill-rank" : "--hang-rank";
+      char *at = strchr(optarg, '@');
+      if (!at) die("%s '%s': expected RANK@STEP, e.g. 1@3", name, optarg);
+      *at = '\0';
+      o.kill_rank = opt_int(optarg, name, 0);
+      o.kill_step = opt_int(at + 1, name, 1);
+      o.hang = c == O_HANG_RANK;
+      break;
+    }
     case 'h':
     case O_HELP:
       printf(help_text, m->model, m->lr, sched_names[m->schedule], (long long)m->warmup, m->final_fraction,
@@ -1124,6 +1160,149 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
         "trains on synthetic data)",
         m->model);
   return o;
+}
+
+// ----------------------------------------------------------------------------
+// data parallelism (plans for N ranks): MPI in trainer_mpi (MEMPLAN_MPI)
+//
+// Errors return (MPI_ERRORS_RETURN) and end the run with the call and MPI's
+// message. A rank that dies makes mpirun end the others; a rank that hangs
+// (or a collective that never completes) trips the watchdog: every step must
+// end within --comm-timeout seconds, or the rank exits naming the step.
+
+#ifdef MEMPLAN_MPI
+/* Counts of one MPI call are ints: 2^31 - 1 elements (8 GiB of f32) at most. */
+static int mpi_count(int64_t n, const char *what) {
+  if (n > 0x7fffffff) die("%s: %lld elements are more than one MPI call carries (2^31 - 1)", what, (long long)n);
+  return (int)n;
+}
+
+static void mpi_ok(int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  die("%s failed: %s (did another rank stop?)", what, msg);
+}
+#endif
+
+void tr_allreduce(float *g, int64_t n) {
+#ifdef MEMPLAN_MPI
+  mpi_ok(MPI_Allreduce(MPI_IN_PLACE, g, mpi_count(n, "allreduce"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+         "MPI_Allreduce");
+#else
+  (void)g, (void)n;
+#endif
+}
+
+/* One reduce per rank, rooted at the shard's owner, in place there (sizes
+ * may differ: the last shards are shorter); then the owner's slice into
+ * its shard buffer, when it has one. */
+void tr_reduce_scatter(float *g, float *shard, int64_t n, int accumulate) {
+  int64_t s = (n + tr_ranks - 1) / tr_ranks;
+  for (int r = 0; r < tr_ranks; r++) {
+    int64_t lo = (int64_t)r * s < n ? (int64_t)r * s : n, len = (lo + s < n ? lo + s : n) - lo;
+    if (!len) continue;
+#ifdef MEMPLAN_MPI
+    int c = mpi_count(len, "reduce_scatter");
+    mpi_ok(MPI_Reduce(r == tr_rank ? MPI_IN_PLACE : g + lo, r == tr_rank ? g + lo : NULL, c, MPI_FLOAT, MPI_SUM, r,
+                      MPI_COMM_WORLD),
+           "MPI_Reduce");
+#endif
+    if (r != tr_rank || shard == g + lo) continue;
+    if (!accumulate) memcpy(shard, g + lo, (size_t)len * sizeof(float));
+    else
+      for (int64_t i = 0; i < len; i++) shard[i] += g[lo + i];
+  }
+}
+
+/* One broadcast per rank, from the shard's owner. */
+void tr_all_gather(float *p, int64_t n) {
+#ifdef MEMPLAN_MPI
+  int64_t s = (n + tr_ranks - 1) / tr_ranks;
+  for (int r = 0; r < tr_ranks; r++) {
+    int64_t lo = (int64_t)r * s < n ? (int64_t)r * s : n, len = (lo + s < n ? lo + s : n) - lo;
+    if (len) mpi_ok(MPI_Bcast(p + lo, mpi_count(len, "all_gather"), MPI_FLOAT, r, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+#else
+  (void)p, (void)n;
+#endif
+}
+
+void tr_bcast(void *p, int64_t bytes) {
+#ifdef MEMPLAN_MPI
+  if (tr_ranks > 1) mpi_ok(MPI_Bcast(p, mpi_count(bytes, "broadcast"), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+/* The mean of a value over the ranks (the logged loss). */
+static double ranks_mean(double v) {
+#ifdef MEMPLAN_MPI
+  if (tr_ranks > 1) {
+    double sum = 0.0;
+    mpi_ok(MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce (loss)");
+    return sum / tr_ranks;
+  }
+#endif
+  return v;
+}
+
+/* The watchdog: SIGALRM when a step outlives --comm-timeout. */
+static volatile sig_atomic_t watchdog_step;
+static int watchdog_secs;
+
+static void watchdog_fire(int sig) {
+  (void)sig;
+  char msg[256];
+  int n = snprintf(msg, sizeof msg,
+                   "trainer: error: rank %d: step %lld did not finish within %d s (--comm-timeout): a rank died "
+                   "or stopped answering (another, or this one); exiting\n",
+                   tr_rank, (long long)watchdog_step, watchdog_secs);
+  if (n > 0 && write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1) < 0) _exit(7);
+  _exit(7);
+}
+
+static void watchdog_arm(int64_t step) {
+  if (tr_ranks < 2 || !watchdog_secs) return;
+  watchdog_step = (sig_atomic_t)step;
+  alarm((unsigned)watchdog_secs);
+}
+
+/* MPI up (trainer_mpi), the rank known, and the plan's rank count checked. */
+static void ranks_init(int *argc, char ***argv, const TrModel *m) {
+  int want = m->ranks > 1 ? m->ranks : 1;
+#ifdef MEMPLAN_MPI
+  int ok = MPI_Init(argc, argv) == MPI_SUCCESS;
+  if (!ok) die("MPI_Init failed: run this trainer with mpirun -np %d", want);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &tr_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != want) { /* one message, from rank 0 */
+    if (tr_rank) _exit(1);
+    die("%s was planned for %d rank%s and mpirun started %d: run mpirun -np %d, or compile the model again with "
+        "--ranks %d",
+        m->model, want, want > 1 ? "s" : "", size, want, size);
+  }
+  tr_ranks = size;
+  if (tr_rank != 0 && !freopen("/dev/null", "w", stdout)) die("cannot silence stdout on rank %d", tr_rank);
+#else
+  (void)argc, (void)argv;
+  if (want > 1)
+    die("%s was planned for %d ranks (memplan compile --ranks %d), and this trainer has no MPI: run mpirun -np %d "
+        "build/trainer_mpi (built where CMake finds MPI)",
+        m->model, want, want, want);
+#endif
+  signal(SIGALRM, watchdog_fire);
+}
+
+static void ranks_finish(void) {
+#ifdef MEMPLAN_MPI
+  alarm(0);
+  MPI_Finalize();
+#endif
 }
 
 // ----------------------------------------------------------------------------
@@ -1166,9 +1345,13 @@ static float read_loss(Run *r, int64_t offset) {
 static void fill_train(Run *r, int64_t step, int mb) {
   const TrModel *m = r->m;
   int64_t rows = m->train_in[0].rows;
-  if (r->npy) fill_npy_batch(r->arena, m->train_in, m->ntrain_in, &npy_train, mb, m->accumulation);
-  else if (m->vocab) fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train, mb, m->accumulation);
-  else fill_blob_batch(r->arena, m->train_in, m->ntrain_in, ((step - 1) * m->accumulation + mb) * rows, m->classes);
+  /* data parallelism: each rank its own batch of the step's window (memplan_trainer.h) */
+  if (r->npy) fill_npy_batch(r->arena, m->train_in, m->ntrain_in, &npy_train, mb, m->accumulation, tr_rank, tr_ranks);
+  else if (m->vocab)
+    fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train, mb, m->accumulation, tr_rank, tr_ranks);
+  else
+    fill_blob_batch(r->arena, m->train_in, m->ntrain_in,
+                    (((step - 1) * tr_ranks + tr_rank) * m->accumulation + mb) * rows, m->classes);
   put_inputs(r, m->train_in, m->ntrain_in);
 }
 
@@ -1218,7 +1401,7 @@ static Eval evaluate(Run *r, int64_t batches) {
     if (r->npy) {
       fill_npy_rows(r->arena, m->eval_in, m->neval_in, &npy_test, k * be);
       if (npy_test.n - k * be < be) real = npy_test.n - k * be;
-    } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val, 0, 1);
+    } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val, 0, 1, 0, 1);
     else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0 + k * be, m->classes);
     put_inputs(r, m->eval_in, m->neval_in);
     m->eval(r->dev);
@@ -1256,7 +1439,7 @@ static void warm_up(Run *r) {
   s.pos = 0;
   if (r->npy) { /* the test set's first batch; without evaluations, the zeroed inputs */
     if (npy_test.n) fill_npy_rows(r->arena, m->eval_in, m->neval_in, &npy_test, 0);
-  } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
+  } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1, 0, 1);
   else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
   put_inputs(r, m->eval_in, m->neval_in);
   m->eval(r->dev);
@@ -1266,8 +1449,9 @@ static void warm_up(Run *r) {
 static void check_window(const Stream *s, const TrInput *in, int micro) {
   int64_t w = micro * in->rows * in->cols + 1;
   if (s->n < w)
-    die("%s: %lld tokens is too short: one batch needs %lld x %lld + 1 = %lld tokens", s->path, (long long)s->n,
-        (long long)(micro * in->rows), (long long)in->cols, (long long)w);
+    die("%s: %lld tokens is too short: one batch needs %lld x %lld + 1 = %lld tokens%s", s->path, (long long)s->n,
+        (long long)(micro * in->rows), (long long)in->cols, (long long)w,
+        micro > 1 && tr_ranks > 1 ? " (the batches of every rank)" : "");
 }
 
 static unsigned char *alloc_arena(const TrModel *m) {
@@ -1328,16 +1512,18 @@ static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, 
 }
 
 int tr_main(int argc, char **argv, const TrModel *m) {
+  ranks_init(&argc, &argv, m);
   Opts o = parse_opts(argc, argv, m);
+  watchdog_secs = (int)o.comm_timeout;
   op_key_seed = (uint64_t)o.seed;
-  if (o.save) check_save_path(o.save);
+  if (o.save && tr_rank == 0) check_save_path(o.save);
   if (m->set_threads) m->set_threads(o.threads);
   Run r = {.m = m, .npy = o.npy != NULL};
   for (int k = 0; m->eval_logits_offset >= 0 && k < m->neval_in; k++)
     if (m->eval_in[k].kind == TR_IN_LABELS) r.labels = &m->eval_in[k];
   if (o.npy) {
     load_npy_set(&npy_train, o.npy, "train", m->train_in, m->ntrain_in, m);
-    int64_t w = m->accumulation * m->train_in[0].rows;
+    int64_t w = m->accumulation * m->train_in[0].rows * tr_ranks;
     if (npy_train.n < w)
       die("--npy %s: %lld training samples are too few: one batch reads %lld", o.npy, (long long)npy_train.n,
           (long long)w);
@@ -1345,11 +1531,11 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   } else if (m->vocab) {
     r.train = load_tokens(o.text ? o.text : o.data, o.text != NULL, m->vocab);
     r.val = o.val ? load_tokens(o.val, o.text != NULL, m->vocab) : r.train;
-    check_window(&r.train, &m->train_in[0], m->accumulation);
+    check_window(&r.train, &m->train_in[0], m->accumulation * tr_ranks);
     if (o.eval_batches) check_window(&r.val, &m->eval_in[0], 1);
   }
-  FILE *log = o.log ? fopen(o.log, "w") : NULL;
-  if (o.log && !log) die("cannot write %s: %s", o.log, strerror(errno));
+  FILE *log = o.log && tr_rank == 0 ? fopen(o.log, "w") : NULL;
+  if (o.log && tr_rank == 0 && !log) die("cannot write %s: %s", o.log, strerror(errno));
   if (log) fprintf(log, "step,loss,ms,eval_loss,eval_accuracy,lr,grad_norm\n");
   AllocCount alloc_count = (AllocCount)(uintptr_t)dlsym(RTLD_DEFAULT, "memplan_alloc_count");
   if (o.check_alloc && !alloc_count) die("--check-alloc needs a counting allocator: LD_PRELOAD=liballoc_count.so");
@@ -1374,6 +1560,13 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   else
     printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr,
            o.load ? o.load : "initialized from --seed");
+  if (m->ranks >= 1) { /* a data-parallel plan (of one rank, too) */
+    static const char *const zero[] = {"gradients all-reduced", "ZeRO-1: optimizer state sharded",
+                                       "ZeRO-2: optimizer state and gradients sharded"};
+    printf("data parallel: %d rank%s (%s), %lld %s per rank and step; rank 0 logs\n", tr_ranks, tr_ranks > 1 ? "s" : "",
+           zero[m->zero >= 0 && m->zero <= 2 ? m->zero : 0], (long long)m->samples_per_step,
+           m->vocab ? "tokens" : "samples");
+  }
   if (o.schedule != TR_SCHED_CONSTANT || o.warmup) {
     printf("lr schedule: %lld warmup steps, then %s", (long long)o.warmup, sched_names[o.schedule]);
     if (o.schedule != TR_SCHED_CONSTANT) printf(" decay to %g x lr at step %lld", o.final_fraction, (long long)o.steps);
@@ -1394,7 +1587,16 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   for (int64_t step = 1; step <= o.steps; step++) {
     double t0 = now_s(), sum = 0.0;
     double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step, o.steps);
-    float scale = (float)((m->loss_scaling ? ls.scale : 1.0) / m->accumulation);
+    /* over N ranks the collectives sum: each rank's loss gradient is scaled by 1/N */
+    float scale = (float)((m->loss_scaling ? ls.scale : 1.0) / m->accumulation / tr_ranks);
+    watchdog_arm(step);
+    if (step == o.kill_step && tr_rank == o.kill_rank) { /* --kill-rank, --hang-rank: a rank dies or hangs */
+      fprintf(stderr, "trainer: rank %d: %s at step %lld (test hook)\n", tr_rank, o.hang ? "hanging" : "exiting",
+              (long long)step);
+      if (!o.hang) _exit(9);
+      alarm(0); /* stopped as from outside (SIGSTOP): its own watchdog with it; the others' must end the run */
+      for (;;) pause();
+    }
     if (step == o.force_overflow) scale = INFINITY;
     for (int mb = 0; mb < m->accumulation; mb++) {
       fill_train(&r, step, mb);
@@ -1409,10 +1611,11 @@ int tr_main(int argc, char **argv, const TrModel *m) {
       m->update(r.dev, lr, step);
       ls.applied = step;
     } else scaler_step(&ls, m, r.dev, lr, step, o.clip, &gnorm);
-    if (m->device) m->device->sync(); /* the step's time includes its updates */
+    if (m->device) m->device->sync();                      /* the step's time includes its updates */
+    float loss = (float)ranks_mean(sum / m->accumulation); /* the mean over the ranks: a collective too */
+    if (tr_ranks > 1) alarm(0);
     double dt = now_s() - t0;
     t_steps += dt;
-    float loss = (float)(sum / m->accumulation);
     if (!isfinite(loss)) die("the loss is %f at step %lld (lower --lr?)", (double)loss, (long long)step);
     ev = (Eval){NAN, NAN, 0, 0, 0};
     if (o.eval_every && step % o.eval_every == 0 && eval_batches) ev = evaluate(&r, eval_batches);
@@ -1422,7 +1625,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
       double el = now_s() - t_start, eta = el / (double)step * (double)(o.steps - step);
       char e1[32], e2[32];
       printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.2f ms | %9.0f %s/s | %s elapsed, ETA %s", (long long)step,
-             (long long)o.steps, (double)loss, lr, 1e3 * dt, (double)m->samples_per_step / dt,
+             (long long)o.steps, (double)loss, lr, 1e3 * dt, (double)(m->samples_per_step * tr_ranks) / dt,
              m->vocab ? "tok" : "samples", fmt_secs(e1, sizeof e1, el), fmt_secs(e2, sizeof e2, eta));
       if (!isnan(gnorm)) printf(" | norm %.4f", gnorm);
       if (!isnan(ev.loss)) printf(" | eval loss %.6f", ev.loss);
@@ -1449,12 +1652,12 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     double ms = 1e3 * t_steps / (double)o.steps;
     char e1[32];
     printf("mean %.2f ms/step, %.0f %s/s, %.2f GFLOP/s; %lld steps in %s (%.0f %s/s overall, evaluations included)\n",
-           ms, (double)m->samples_per_step * 1e3 / ms, m->vocab ? "tok" : "samples", (double)m->step_flops / ms * 1e-6,
-           (long long)o.steps, fmt_secs(e1, sizeof e1, t_total),
-           (double)m->samples_per_step * (double)o.steps / t_total, m->vocab ? "tok" : "samples");
+           ms, (double)(m->samples_per_step * tr_ranks) * 1e3 / ms, m->vocab ? "tok" : "samples",
+           (double)m->step_flops * tr_ranks / ms * 1e-6, (long long)o.steps, fmt_secs(e1, sizeof e1, t_total),
+           (double)(m->samples_per_step * tr_ranks) * (double)o.steps / t_total, m->vocab ? "tok" : "samples");
   }
   if (o.profile && o.steps) prof_report(m, o.steps, t_steps / (double)o.steps);
-  if (o.save) {
+  if (o.save && tr_rank == 0) { /* every rank holds all parameters after the step */
     get_params(&r);
     save_safetensors(o.save, r.arena, m);
     printf("saved %s\n", o.save);
@@ -1478,6 +1681,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     free(set->a);
   }
   free(prof_time);
+  ranks_finish();
   if (o.check_alloc && allocs != 0) {
     fprintf(stderr, "trainer: error: %ld allocations inside the training loop (expected none)\n", allocs);
     return 4;

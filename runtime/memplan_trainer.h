@@ -184,7 +184,42 @@ struct TrModel {
   /* CPU: sets the kernels' thread count (rt_set_threads); NULL on a device. */
   void (*set_threads)(int n);
   const TrDevice *device; /* NULL: the plan runs on the host */
+  /* Data parallelism (memplan compile --ranks N): the plan is each of `ranks`
+   * ranks' (0 or 1: one process), zero its sharding (plan.h). Every rank
+   * trains on its own rows of the step's window (rank r: rows r*B..(r+1)*B-1
+   * of N*B; so N ranks x B rows train as 1 rank x N*B), the loss gradient
+   * scaled by 1/N so that the collectives' sums are means; rank 0 logs and
+   * saves. */
+  int ranks, zero;
 };
+
+/* Data parallelism: this process's rank and the number of ranks (0 and 1
+ * without MPI), set by tr_main before the first step. */
+extern int tr_rank, tr_ranks;
+/* Rank tr_rank's shard of a tensor of n elements: [lo, lo + len), shards of
+ * ceil(n / ranks) elements (the last ones shorter, or empty). */
+static inline int64_t tr_shard_lo(int64_t n) {
+  int64_t lo = (int64_t)tr_rank * ((n + tr_ranks - 1) / tr_ranks);
+  return lo < n ? lo : n;
+}
+static inline int64_t tr_shard_len(int64_t n) {
+  int64_t hi = tr_shard_lo(n) + (n + tr_ranks - 1) / tr_ranks;
+  return (hi < n ? hi : n) - tr_shard_lo(n);
+}
+/* The collectives of a plan for N ranks (f32, sums over the ranks), CPU
+ * trainer (MPI; trainer_mpi): g summed in place; g summed, rank r's shard
+ * [lo, lo + len) of the sum left at g + lo and, when shard is elsewhere,
+ * written there (accumulate: added to it); every rank's shard of p copied
+ * to every rank. */
+void tr_allreduce(float *g, int64_t n);
+void tr_reduce_scatter(float *g, float *shard, int64_t n, int accumulate);
+void tr_all_gather(float *p, int64_t n);
+/* Rank 0's bytes to every rank (MPI_Bcast; nothing without MPI): NCCL's id. */
+void tr_bcast(void *p, int64_t bytes);
+/* The same on the device (memplan_trainer_cuda.cu, NCCL). */
+void tr_cuda_allreduce(float *g, int64_t n);
+void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n, int accumulate);
+void tr_cuda_all_gather(float *p, int64_t n);
 
 /* The CUDA trainer's device (memplan_trainer_cuda.cu; trainer.cu only). */
 extern const TrDevice tr_cuda_device;

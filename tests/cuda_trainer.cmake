@@ -59,6 +59,10 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   # gradients scaled by rt_cuda_unscale_check (fp16's unscaling before it
   # emits the calls gpt2-mini-fp16-mb2 compiles)
   memplan_cuda_trainer(mlp-clip ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml)
+  # data parallel, last (its CMakeLists.txt adds the MPI targets): trainer_cuda_mpi with NCCL, ZeRO-2
+  # with micro-batches (reduce-scatters into accumulating shards on the device)
+  memplan_cuda_trainer(gpt2-mini-ranks2-zero2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --ranks=2 --zero=2
+                       --micro-batch=2)
   add_test(NAME cuda_trainers COMMAND sh ${MEMPLAN_TEST_DIR}/gpu/compile_trainers.sh $<TARGET_FILE:memplan>
                                       ${cuda_trainer_dir} ${cuda_trainer_configs})
   set_tests_properties(cuda_trainers PROPERTIES LABELS "e2e;cuda" TIMEOUT 1800 FIXTURES_SETUP cuda_trainers

@@ -40,6 +40,10 @@
  *   conversions (the CPU build of test_cuda_kernels.c, CTest cuda_refs,
  *   checks cpu.c's bit for bit); the reference tests run fp32 plans, which
  *   hold no casts (precision_and_microbatch covers storage precision).
+ * - collectives (allreduce, reduce_scatter, all_gather: no .build, no
+ *   kernels; the trainers' MPI and NCCL calls of a plan for N ranks): none
+ *   of the five. tests/mpi.cmake (label mpi) trains plans holding each of
+ *   them against one process at N times the batch.
  *
  * C and Python are read with comments blanked (C also: string contents,
  * preprocessor lines, code under #if 0; Python: docstrings), so a case that
@@ -664,12 +668,18 @@ typedef struct {
   bool yaml;      /* written as a layer (OpInfo.build) */
   bool composite; /* lowers to other ops; no kernels */
   bool cast;      /* OP_CAST: conversion kernels per 2-byte dtype */
+  bool comm;      /* a collective (op_is_comm): no kernels */
   int kind;       /* its OpKind; -1 for a pretend op */
 } OpRec;
 
 static OpRec op_rec(OpKind k) {
   const OpInfo *oi = op_info(k);
-  OpRec o = {.name = oi->name, .yaml = oi->build != NULL, .composite = oi->composite, .cast = k == OP_CAST, .kind = k};
+  OpRec o = {.name = oi->name,
+             .yaml = oi->build != NULL,
+             .composite = oi->composite,
+             .cast = k == OP_CAST,
+             .comm = op_is_comm(k),
+             .kind = k};
   for (int i = 0; i < MAX_ATTR && oi->attrs[i].key; i++) o.key[o.nkeys++] = oi->attrs[i].key;
   return o;
 }
@@ -677,7 +687,7 @@ static OpRec op_rec(OpKind k) {
 /* The op's kernel stems (rt_<stem> on the CPU, rt_cuda_<stem> in CUDA). */
 static int kernels(const OpRec *o, const char **k) {
   int n = 0;
-  if (o->composite) return 0;
+  if (o->composite || o->comm) return 0;
   if (o->yaml) {
     k[n++] = ar_printf(&ar, "%s_forward", o->name);
     k[n++] = ar_printf(&ar, "%s_backward", o->name);
@@ -712,7 +722,7 @@ static const char *undeclared(const CSrc *h, const char **k, int nk) {
 }
 
 static Item item_grad(const Tree *t, const OpRec *o, const char **k, int nk) {
-  Item it = {.applies = !o->composite && !o->cast};
+  Item it = {.applies = !o->composite && !o->cast && !o->comm};
   if (!it.applies) return it;
   const CSrc *g = t->grad;
   if (!o->yaml) { /* an update: hand-computed steps */
@@ -747,7 +757,7 @@ static Item item_grad(const Tree *t, const OpRec *o, const char **k, int nk) {
 }
 
 static Item item_ref(const Tree *t, const OpRec *o) {
-  Item it = {.applies = !o->cast};
+  Item it = {.applies = !o->cast && !o->comm};
   if (!it.applies) return it;
   const char *key = o->yaml ? "op" : "type";
   const char *model = NULL;
@@ -775,7 +785,7 @@ static Item item_ref(const Tree *t, const OpRec *o) {
 }
 
 static Item item_cuda(const Tree *t, const OpRec *o, const char **k, int nk) {
-  Item it = {.applies = !o->composite};
+  Item it = {.applies = !o->composite && !o->comm};
   if (!it.applies) return it;
   const CSrc *c = t->cuda;
   const char *lack = "", *where = "";

@@ -14,8 +14,16 @@
  *   torch.cuda.memory_allocated / max_memory_allocated (bytes in tensors: here
  *   the arena, the only allocation) and of the device (cudaMemGetInfo: what
  *   this process holds, CUDA context and libraries included).
+ * - collectives (plans for N ranks, trainer_cuda_mpi: MEMPLAN_NCCL): NCCL on
+ *   the runtime's stream, bootstrapped through MPI as llm.c does (rank 0's
+ *   ncclGetUniqueId broadcast by tr_bcast, then ncclCommInitRank), one GPU
+ *   per rank (rank r on device r mod the devices); with one rank the calls
+ *   are made all the same. Without NCCL (trainer_cuda) they act for one rank.
  * Every CUDA call is checked; a failure names file:line and the reason. */
 #include <cuda_runtime.h>
+#ifdef MEMPLAN_NCCL
+#include <nccl.h>
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +63,94 @@ static size_t used_now(void) {
   return tot - fr;
 }
 
+// ----------------------------------------------------------------------------
+// collectives (memplan_trainer.h): NCCL in trainer_cuda_mpi
+
+#ifdef MEMPLAN_NCCL
+static ncclComm_t nccl;
+
+#define TR_NCCL_CHECK(call)                                                                                         \
+  do {                                                                                                              \
+    ncclResult_t r_ = (call);                                                                                       \
+    if (r_ != ncclSuccess) {                                                                                        \
+      fflush(stdout);                                                                                               \
+      fprintf(stderr, "%s:%d: trainer: rank %d: NCCL error: %s: %s (did another rank stop?)\n", __FILE__, __LINE__, \
+              tr_rank, #call, ncclGetErrorString(r_));                                                              \
+      exit(1);                                                                                                      \
+    }                                                                                                               \
+  } while (0)
+#endif
+
+/* The communicator of a data-parallel plan (TrModel.ranks >= 1), once the
+ * device is chosen: also at one rank, so one GPU runs the NCCL path. */
+static void nccl_open(const TrModel *m) {
+#ifdef MEMPLAN_NCCL
+  if (m->ranks < 1) return;
+  ncclUniqueId id;
+  if (tr_rank == 0) TR_NCCL_CHECK(ncclGetUniqueId(&id));
+  tr_bcast(&id, sizeof id);
+  TR_NCCL_CHECK(ncclCommInitRank(&nccl, tr_ranks, id, tr_rank));
+  printf("NCCL %d.%d.%d: %d rank%s, rank 0 on %s\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, tr_ranks,
+         tr_ranks > 1 ? "s" : "", dev.name);
+#else
+  (void)m;
+#endif
+}
+
+static void nccl_close(void) {
+#ifdef MEMPLAN_NCCL
+  if (nccl) TR_NCCL_CHECK(ncclCommDestroy(nccl));
+  nccl = NULL;
+#endif
+}
+
+extern "C" void tr_cuda_allreduce(float *g, int64_t n) {
+#ifdef MEMPLAN_NCCL
+  TR_NCCL_CHECK(ncclAllReduce(g, g, (size_t)n, ncclFloat, ncclSum, nccl, (cudaStream_t)rt_cuda_stream()));
+#else
+  (void)g, (void)n;
+#endif
+}
+
+/* One in-place reduce per rank, rooted at the shard's owner, grouped (the
+ * shards may differ in size, so not ncclReduceScatter); then the owner's
+ * slice into its shard buffer when it has one (accumulate: added). */
+extern "C" void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n, int accumulate) {
+  int64_t lo = tr_shard_lo(n), len = tr_shard_len(n);
+#ifdef MEMPLAN_NCCL
+  int64_t s = (n + tr_ranks - 1) / tr_ranks;
+  TR_NCCL_CHECK(ncclGroupStart());
+  for (int r = 0; r < tr_ranks; r++) {
+    int64_t rlo = (int64_t)r * s < n ? (int64_t)r * s : n, rlen = (rlo + s < n ? rlo + s : n) - rlo;
+    if (rlen)
+      TR_NCCL_CHECK(
+          ncclReduce(g + rlo, g + rlo, (size_t)rlen, ncclFloat, ncclSum, r, nccl, (cudaStream_t)rt_cuda_stream()));
+  }
+  TR_NCCL_CHECK(ncclGroupEnd());
+#endif
+  if (!len || shard == g + lo) return;
+  if (accumulate) rt_cuda_add_forward(shard, shard, g + lo, len);
+  else
+    TR_CUDA_CHECK(cudaMemcpyAsync(shard, g + lo, (size_t)len * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  (cudaStream_t)rt_cuda_stream()));
+}
+
+/* One broadcast per rank from the shard's owner, grouped. */
+extern "C" void tr_cuda_all_gather(float *p, int64_t n) {
+#ifdef MEMPLAN_NCCL
+  int64_t s = (n + tr_ranks - 1) / tr_ranks;
+  TR_NCCL_CHECK(ncclGroupStart());
+  for (int r = 0; r < tr_ranks; r++) {
+    int64_t lo = (int64_t)r * s < n ? (int64_t)r * s : n, len = (lo + s < n ? lo + s : n) - lo;
+    if (len)
+      TR_NCCL_CHECK(ncclBroadcast(p + lo, p + lo, (size_t)len, ncclFloat, r, nccl, (cudaStream_t)rt_cuda_stream()));
+  }
+  TR_NCCL_CHECK(ncclGroupEnd());
+#else
+  (void)p, (void)n;
+#endif
+}
+
 static unsigned char *cuda_open(const TrModel *m, int graph) {
   /* A graph replays the kernel arguments of its capture, dropout's random key
    * among them: every step would draw the first one's masks. */
@@ -75,7 +171,7 @@ static unsigned char *cuda_open(const TrModel *m, int graph) {
     exit(1);
   }
   int d = 0;
-  TR_CUDA_CHECK(cudaSetDevice(0));
+  TR_CUDA_CHECK(cudaSetDevice(tr_rank % n)); /* one GPU per rank (rank 0 alone: device 0) */
   TR_CUDA_CHECK(cudaGetDevice(&d));
   cudaDeviceProp prop;
   TR_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
@@ -98,6 +194,7 @@ static unsigned char *cuda_open(const TrModel *m, int graph) {
   rt_cuda_init(arena + m->workspace_offset, (size_t)m->workspace_bytes);
   rt_cuda_memset_zero(arena, (size_t)m->arena_bytes); // optimizer state starts at zero
   rt_cuda_synchronize();
+  nccl_open(m);
   dev.graph = graph;
   printf("device: %s (sm_%d%d), %s free of %s before the arena; arena %lld bytes (%s) at %p, workspace %s\n", dev.name,
          prop.major, prop.minor, gib(a, sizeof a, (double)fr), gib(b, sizeof b, (double)dev.total),
@@ -160,6 +257,8 @@ static void cuda_report(const TrModel *m, const char *when) {
 }
 
 static void cuda_close(unsigned char *d) {
+  rt_cuda_synchronize();
+  nccl_close();
   rt_cuda_shutdown();
   rt_cuda_free(d);
 }

@@ -8,6 +8,10 @@
 # (the runtime is embedded in memplan, and this checks it): one build folder
 # compiles the runtime (kernels.cu, memplan_trainer_cuda.cu, ...) once, and
 # each plan's trainer.cu replaces the last, so nvcc recompiles only that.
+# A data-parallel plan (memplan compile --ranks N, last in the list: its
+# CMakeLists.txt adds trainer_mpi and trainer_cuda_mpi) replaces the
+# CMakeLists.txt too and builds trainer_cuda_mpi (NCCL and MPI), where MPI
+# and NCCL are found.
 set -eu
 memplan=$1 work=$2
 shift 2
@@ -31,7 +35,10 @@ for cfg in "$@"; do
   for f in "$dir"/*; do
     fn=$(basename "$f")
     case $fn in trainer.c | trainer.cu | plan.json | plan.dot | plan.svg | timeline.svg) continue ;; esac
-    if [ "$fn" = CMakeLists.txt ]; then # its comment names the model
+    if [ "$fn" = CMakeLists.txt ] && grep -q trainer_cuda_mpi "$f"; then # data parallel: its own targets
+      cp "$f" "$work/src/$fn"
+      continue
+    elif [ "$fn" = CMakeLists.txt ]; then # its comment names the model
       a=$work/a.txt b=$work/b.txt
       grep -v '^#' "$f" > "$a"
       grep -v '^#' "$work/src/$fn" > "$b"
@@ -42,7 +49,16 @@ for cfg in "$@"; do
   done
   cp "$dir/trainer.cu" "$work/src/trainer.cu"
   touch "$work/src/trainer.cu"
-  cmake --build "$work/bld" --target trainer_cuda > "$dir.build.log" 2>&1 ||
+  target=trainer_cuda
+  if grep -q trainer_cuda_mpi "$dir/CMakeLists.txt"; then
+    cmake -S "$work/src" -B "$work/bld" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
+    if grep -q "MPI or NCCL not found" "$work/configure.log"; then
+      echo "FAIL: $name: MPI or NCCL not found: trainer_cuda_mpi cannot be built"
+      exit 1
+    fi
+    target=trainer_cuda_mpi
+  fi
+  cmake --build "$work/bld" --target $target > "$dir.build.log" 2>&1 ||
     { cat "$dir.build.log"; echo "FAIL: $name: the build"; exit 1; }
   if grep -qi "warning" "$dir.build.log"; then
     cat "$dir.build.log"
@@ -50,8 +66,8 @@ for cfg in "$@"; do
     exit 1
   fi
   mkdir -p "$dir/build"
-  cp "$work/bld/trainer_cuda" "$dir/build/trainer_cuda"
-  echo "compiled $dir/build/trainer_cuda ($(grep -c '^#define' "$dir/trainer.cu") buffer macros," \
+  cp "$work/bld/$target" "$dir/build/$target"
+  echo "compiled $dir/build/$target ($(grep -c '^#define' "$dir/trainer.cu") buffer macros," \
     "$(grep -c 'rt_cuda_' "$dir/trainer.cu") kernel calls)"
   n=$((n + 1))
 done
