@@ -112,6 +112,17 @@ typedef struct {
   const char *phase; /* "forward", "backward", "update", "recompute" */
 } TrOp;
 
+/* An optimizer-state buffer (AdamW's m and v, SGD's momentum): checkpoints
+ * hold its raw bytes in its own dtype, no conversion. */
+typedef struct {
+  const char *name;  /* plan.json's name ("h0.fc.weight.m"), also the safetensors key */
+  int64_t offset;    /* bytes into the arena */
+  int64_t bytes;     /* numel x the dtype's size */
+  const char *dtype; /* plan.json's dtype name ("f32", "bf16", ...); safetensors: upper case */
+  int rank;
+  int64_t shape[6];
+} TrOptState;
+
 typedef struct TrModel TrModel;
 
 /* A device backend (the CUDA trainer's: memplan_trainer_cuda.cu); NULL for
@@ -135,6 +146,11 @@ typedef struct {
    * max_memory_allocated in PyTorch's terms); `when` names the moment. */
   void (*report)(const TrModel *m, const char *when);
   void (*close)(unsigned char *dev);
+  /* Checkpoints: bytes between any host buffer (a bounded staging buffer)
+   * and the device arena at offset, so that loading and saving never copy
+   * the whole file or the whole state into host memory. */
+  void (*upload_from)(unsigned char *dev, int64_t offset, const void *src, int64_t bytes);
+  void (*download_to)(void *dst, const unsigned char *dev, int64_t offset, int64_t bytes);
 } TrDevice;
 
 struct TrModel {
@@ -177,6 +193,12 @@ struct TrModel {
   /* CPU: sets the kernels' thread count (rt_set_threads); NULL on a device. */
   void (*set_threads)(int n);
   const TrDevice *device; /* NULL: the plan runs on the host */
+  /* Checkpoints (format above): the optimizer state, and the plan's training
+   * identity (codegen/emitc.c's training_text): its text and fingerprint. */
+  const TrOptState *opt_states;
+  int nopt_states;
+  uint64_t fingerprint;
+  const char *training;
 };
 
 /* The CUDA trainer's device (memplan_trainer_cuda.cu; trainer.cu only). */
