@@ -1036,6 +1036,9 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
   const TrDevice *dev = m->device;
   for (int x = 0; x < ne; x++) {
     const CkEntry *e = &ents[x];
+    if (e->b < 0 || e->e < e->b || e->e > size - data0) /* also a tensor not read: the file is damaged */
+      die("%s: tensor '%s': data_offsets [%lld, %lld] run past the %lld bytes of data in the file (truncated?)", path,
+          e->name, (long long)e->b, (long long)e->e, (long long)(size - data0));
     int i = 0;
     while (i < ck.n && strcmp(ck.t[i].name, e->name)) i++;
     if (i >= need) { /* --load: the optimizer state of a checkpoint is not a weight */
@@ -1165,9 +1168,18 @@ static const char help_text[] =
     "  --log-every N     print one line every N steps (default 1)\n"
     "  --log FILE        also write step,loss,ms,eval_loss,eval_accuracy,lr as CSV\n"
     "  --profile         time every op; print time per op kind and the top ops at the end\n"
-    "  --load FILE       initial weights from a safetensors file (names as in plan.json)\n"
-    "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename;\n"
-    "                    checked writable before the first step)\n"
+    "  --load FILE       initial weights from a safetensors file (names as in plan.json); a new\n"
+    "                    run: a checkpoint's optimizer state and metadata are not read\n"
+    "  --save FILE       a checkpoint after the last step (atomic: temp file + fsync + rename;\n"
+    "                    checked writable before the first step; see below)\n"
+    "  --save-every N    a checkpoint after every N-th step, PATH-stepNNNNNN.safetensors\n"
+    "                    (PATH: --save's name without .safetensors, or 'checkpoint')\n"
+    "  --keep K          checkpoints of --save-every to keep, the newest (default 3)\n"
+    "  --resume FILE     continue the run a checkpoint saved: weights, optimizer state, step,\n"
+    "                    data position, seed, loss scale, lr schedule; options not given\n"
+    "                    take the checkpoint's values (--steps: its run's total)\n"
+    "  --no-shuffle      training windows in order (also --shuffle 0; default --shuffle 1:\n"
+    "                    each pass over the data in a new order drawn from --seed)\n"
     "  --loss-scale X    initial loss scale of fp16 plans, finite and > 0 (default 65536;\n"
     "                    halves on overflow, doubles after 2000 clean steps)\n"
     "  --force-overflow N  test hook: scale step N's loss gradient by inf, as an overflow would\n"
@@ -1182,16 +1194,23 @@ static const char help_text[] =
     "The lr at step t of S (memplan_trainer.h): t <= warmup W: lr t/W; then with\n"
     "p = (t-W-1)/(S-W-1), cosine: lr (f + (1-f)(1+cos(pi p))/2), linear: lr (f + (1-f)(1-p)).\n"
     "\n"
-    "Batches of a token model are consecutive windows of B*T+1 tokens (inputs, and targets\n"
-    "shifted by one), from the start of the data, wrapping around at its end. Models\n"
-    "with f32 inputs train on the synthetic 'blobs' data set (see memplan_trainer.h)\n"
-    "unless --npy gives their data.\n"
+    "Batches of a token model are windows of B*T+1 tokens (inputs, and targets shifted by\n"
+    "one) at multiples of B*T; each pass over the data visits them in a new order, a\n"
+    "Fisher-Yates permutation from --seed and the pass (as llm.c's shuffling loader; in order\n"
+    "with --no-shuffle); evaluation reads them in order from the start. Models with f32\n"
+    "inputs train on the synthetic 'blobs' data set (see memplan_trainer.h; never shuffled:\n"
+    "every sample is new) unless --npy gives their data.\n"
+    "\n"
+    "A checkpoint is a safetensors file: the weights, running state and optimizer state\n"
+    "(each in its own dtype), and in __metadata__ the step, data position, seed, loss scale,\n"
+    "lr schedule and the plan's fingerprint (memplan_trainer.h lists the keys). Resuming with\n"
+    "the same thread count continues bit for bit; a checkpoint of another plan is refused.\n"
     "\n"
     "--npy: axis 0 of every file is the sample, the rest the input's shape without its batch\n"
     "axis; f32 inputs need dtype '<f4', i32 inputs '<i4' or '<i8' (labels 0..K-1, token\n"
-    "ids 0..V-1); format versions 1.0-3.0, C order. Training batches are consecutive\n"
-    "windows of samples from the first, wrapping to it when a window would pass the end\n"
-    "(micro-batches read consecutive rows of their window). Evaluation reads every test\n"
+    "ids 0..V-1); format versions 1.0-3.0, C order. Training batches are windows of\n"
+    "B samples of a permutation of the samples, new each pass (in order with --no-shuffle;\n"
+    "a pass skips the last S mod B). Evaluation reads every test\n"
     "sample once; a last partial batch is padded with the first samples, not counted.\n"
     "Classification models (cross_entropy on [B, K] logits) report accuracy, the share\n"
     "of argmax(logits) == label, next to the eval loss.\n";
