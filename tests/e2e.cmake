@@ -168,3 +168,5 @@ memplan_e2e(e2e_resume_errors_gpt2-mini gpt2-mini resume_errors ${mini} ${e2e_di
 set_tests_properties(e2e_resume_errors_gpt2-mini PROPERTIES FIXTURES_REQUIRED "trainer_gpt2-mini;trainer_gpt2-mini-fp16-mb2")
 # shuffled training windows: reproducible from --seed, others with another seed or in order
 memplan_e2e(e2e_shuffle_gpt2-mini gpt2-mini shuffle ${mini} --text ${e2e_text} --threads 2)
+# --load and --resume stream each tensor to its arena offset: no whole-file copy in peak RSS
+memplan_e2e(e2e_lean_load_gpt2-mini gpt2-mini lean ${mini} ${e2e_dir}/lean-mini --text ${e2e_text} --threads 2)
