@@ -466,9 +466,10 @@ def npy(trainer, d):
         failed += not ok
         print("  %s %s: exit %d, %s" % ("ok  " if ok else "FAIL", name, r.returncode,
                                         m.group(0) if m else "no eval line with 10 counted samples:\n" + r.stdout + r.stderr))
-    # Windows: B = 64 samples from the first, back to sample 0 when the next window would
-    # pass the end. With 100 samples every step reads samples 0..63, as with exactly those 64;
-    # with 128 the second step reads 64..127 (a modular wrap would read 64..99, 0..27).
+    # Windows in order (--no-shuffle): B = 64 samples from the first, back to sample 0 when
+    # the next window would pass the end. With 100 samples every step reads samples 0..63, as
+    # with exactly those 64; with 128 the second step reads 64..127 (a modular wrap would read
+    # 64..99, 0..27). The shuffled order is reference_mlp_mnist's (plan_torch.Batches).
     runs = {}
     for n in (64, 100, 128):
         data = os.path.join(d, "window-%d" % n)
@@ -476,7 +477,7 @@ def npy(trainer, d):
         if n == 128:  # the labels of samples 64..127 differ more (their x differ already)
             npy_write(os.path.join(data, "train", "targets.npy"), "<i4", (n,),
                       [i % 10 if i < 64 else (i * 3) % 10 for i in range(n)])
-        runs[n] = losses(trainer, ["--npy", data, "--steps", "3", "--threads", "2", "--eval-batches", "0"],
+        runs[n] = losses(trainer, ["--npy", data, "--steps", "3", "--threads", "2", "--eval-batches", "0", "--no-shuffle"],
                          os.path.join(d, "window-%d.csv" % n))
     ok = runs[64] == runs[100] and runs[128][0] == runs[64][0] and runs[128][1] != runs[64][1]
     failed += not ok
