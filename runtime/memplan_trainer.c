@@ -311,11 +311,11 @@ typedef struct {
 } NpyArray;
 
 /* A split (DIR/train or DIR/test): one array per input of a schedule, in its
- * table's order, each with n samples; pos is where the training window is. */
+ * table's order, each with n samples (the training order: an Order). */
 typedef struct {
   NpyArray *a;
   int na;
-  int64_t n, pos;
+  int64_t n;
 } NpySet;
 
 /* The loaded splits and the file being parsed stay reachable from here, so
@@ -830,7 +830,7 @@ static void ck_setup(const TrModel *m) {
       int64_t numel = 1;
       for (int d = 0; d < p->rank; d++) numel *= p->shape[d];
       *c = (CkTensor){p->name, p->offset, p->bytes, numel, "", p->rank, CK_OPT, p->shape};
-      for (int k = 0; p->dtype[k] && k < 7; k++)
+      for (int k = 0; k < 7 && p->dtype[k]; k++)
         c->dtype[k] = (char)(p->dtype[k] >= 'a' && p->dtype[k] <= 'z' ? p->dtype[k] - 32 : p->dtype[k]);
     }
     if (c->bytes > most) most = c->bytes;

@@ -105,6 +105,9 @@ class Batches:
         self.tokens, self.pos, self.step = tokens, 0, 0
         self.seed = None if eval else seed
         self.perm, self.epoch = None, -1
+        if self.seed is not None and (plan.get("totals", {}).get("accumulation_steps") or 1) > 1:
+            raise NotImplementedError("Batches: a shuffled order of micro-batched plans (a step's window holds "
+                                      "its micro-batches) is not reproduced here")
         self.classes = next((n for _, k, n in self.inputs if k == "labels"), 10)
         # --npy DIR: DIR/train/<input>.npy (DIR/test with eval), axis 0 the sample
         self.npy = None if npy is None else {
