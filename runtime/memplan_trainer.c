@@ -1618,6 +1618,19 @@ static void run_meta(Meta *mt, const Run *r, const Opts *o, const LossScaler *ls
   meta_set(mt, "threads", "%d", o->threads);
 }
 
+/* A checkpoint of the run after `step`, and a line saying so. */
+static void write_checkpoint(const char *path, const Run *r, const Opts *o, const LossScaler *ls, int64_t step) {
+  double t0 = now_s();
+  int64_t bytes = 0;
+  for (int i = 0; i < ck.n; i++) bytes += ck.t[i].bytes;
+  run_meta(&ck_meta, r, o, ls, step);
+  save_checkpoint(path, &ck_meta, r->dev, r->m->device);
+  char b[32];
+  printf("saved %s: step %lld, %s of tensors in %.2f s\n", path, (long long)step, fmt_bytes(b, sizeof b, bytes),
+         now_s() - t0);
+  fflush(stdout);
+}
+
 static const char *meta_need(const Meta *mt, const char *key, const char *path) {
   const char *v = meta_get(mt, key);
   if (!v) die("%s: corrupt checkpoint: its metadata has no '%s' (written by another program?)", path, key);
@@ -1958,11 +1971,8 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     if (base && step % o.save_every == 0) {
       long a0 = alloc_count ? alloc_count() : 0;
       char *path = ckpt_name(base, step);
-      run_meta(&ck_meta, &r, &o, &ls, step);
-      save_checkpoint(path, &ck_meta, r.dev, m->device);
+      write_checkpoint(path, &r, &o, &ls, step);
       prune_checkpoints(base, o.keep, step);
-      printf("saved %s\n", path);
-      fflush(stdout);
       free(path);
       if (alloc_count) ckpt_allocs += alloc_count() - a0;
     }
@@ -1988,9 +1998,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   }
   if (o.profile && ran) prof_report(m, ran, t_steps / (double)ran);
   if (o.save) {
-    run_meta(&ck_meta, &r, &o, &ls, rs.step + ran);
-    save_checkpoint(o.save, &ck_meta, r.dev, m->device);
-    printf("saved %s\n", o.save);
+    write_checkpoint(o.save, &r, &o, &ls, rs.step + ran);
   }
   int64_t rss = peak_rss();
   printf("memory: planned arena %lld bytes (%s), measured peak RSS %lld bytes (%s)\n", (long long)m->arena_bytes,
