@@ -8,9 +8,13 @@
  * inputs, the loss), untouched elsewhere, and the hooks move those regions.
  *
  * Memory: everything here is allocated before the first step (the arena, the
- * data file, profile tables); the training loop itself allocates nothing,
+ * data file, profile tables, the shuffling permutation, the checkpoint table
+ * and a device's staging buffer); the training loop itself allocates nothing,
  * which --check-alloc verifies when a counting allocator is preloaded
- * (tests/alloc_count.c exports memplan_alloc_count). */
+ * (tests/alloc_count.c exports memplan_alloc_count). A --save-every
+ * checkpoint allocates its file, header and names; --check-alloc leaves
+ * those out of its count. Loading and saving stream tensor by tensor: no
+ * copy of a checkpoint file is ever held in memory. */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "memplan_trainer.h"
 
