@@ -819,6 +819,13 @@ static struct {
   int64_t stage_bytes;
 } ck;
 
+/* Buffers of one load or save, reachable from here while they live, so that
+ * an error's exit leaves nothing a leak checker would call lost. */
+static struct {
+  char *hdr, *tmp, *seen;
+  struct CkEntry *ents;
+} ck_io;
+
 static void ck_setup(const TrModel *m) {
   ck.n = nsaved(m) + m->nopt_states;
   ck.t = xmalloc(sizeof(CkTensor) * (size_t)(ck.n ? ck.n : 1), "the checkpoint table");
@@ -850,9 +857,8 @@ static void ck_setup(const TrModel *m) {
  * through the staging buffer. To a temp file, synced, renamed over path,
  * and the directory synced: a crash leaves the old file or the new one. */
 static void save_checkpoint(const char *path, const Meta *mt, const unsigned char *arena, const TrDevice *dev) {
-  char *hdr = NULL;
   size_t hn = 0;
-  FILE *h = open_memstream(&hdr, &hn);
+  FILE *h = open_memstream(&ck_io.hdr, &hn);
   if (!h) die("cannot build the safetensors header: %s", strerror(errno));
   fprintf(h, "{\"__metadata__\":{");
   for (int i = 0; i < mt->n; i++) {
@@ -875,12 +881,12 @@ static void save_checkpoint(const char *path, const Meta *mt, const unsigned cha
   fputc('}', h);
   while ((ftell(h) % 8) != 0) fputc(' ', h);
   fclose(h);
-  char *tmp = temp_name(path);
+  char *tmp = ck_io.tmp = temp_name(path);
   FILE *f = fopen(tmp, "wb");
   if (!f) die("cannot write %s: %s", tmp, strerror(errno));
   unsigned char len[8];
   for (int k = 0; k < 8; k++) len[k] = (unsigned char)((uint64_t)hn >> (8 * k));
-  int ok = fwrite(len, 1, 8, f) == 8 && fwrite(hdr, 1, hn, f) == hn;
+  int ok = fwrite(len, 1, 8, f) == 8 && fwrite(ck_io.hdr, 1, hn, f) == hn;
   for (int i = 0; ok && i < ck.n; i++) {
     const CkTensor *c = &ck.t[i];
     if (!dev) {
@@ -909,7 +915,8 @@ static void save_checkpoint(const char *path, const Meta *mt, const unsigned cha
   if (dfd >= 0) fsync(dfd), close(dfd); /* the rename itself on disk; a failure here loses nothing written */
   free(dir);
   free(tmp);
-  free(hdr);
+  free(ck_io.hdr);
+  ck_io.tmp = ck_io.hdr = NULL;
   remove_stale_temps(path);
 }
 
@@ -946,7 +953,7 @@ static void read_at(int fd, void *dst, int64_t n, int64_t off, const char *path,
 }
 
 /* One tensor entry of a safetensors header. */
-typedef struct {
+typedef struct CkEntry {
   char name[512], dtype[16];
   int rank;
   int64_t shape[6], b, e;
@@ -974,11 +981,11 @@ static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt
     die("%s: a header of %llu bytes, over the 100 MiB a safetensors header may have (not a checkpoint?)", path,
         (unsigned long long)hn);
   *data0 = 8 + (int64_t)hn;
-  char *hdr = xmalloc((size_t)hn + 1, "the safetensors header");
+  char *hdr = ck_io.hdr = xmalloc((size_t)hn + 1, "the safetensors header");
   read_at(fd, hdr, (int64_t)hn, 8, path, "(the header)");
   Js j = {hdr, hdr + hn, path, "safetensors"};
   int cap = 16;
-  CkEntry *ents = xmalloc(sizeof(CkEntry) * (size_t)cap, "the safetensors header");
+  CkEntry *ents = ck_io.ents = xmalloc(sizeof(CkEntry) * (size_t)cap, "the safetensors header");
   *n = 0;
   js_expect(&j, '{');
   if (!js_eat(&j, '}')) {
@@ -1010,7 +1017,7 @@ static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt
         cap *= 2;
         CkEntry *g = realloc(ents, sizeof(CkEntry) * (size_t)cap);
         if (!g) die("out of memory reading the header of %s", path);
-        ents = g;
+        ents = ck_io.ents = g;
       }
       CkEntry *e = &ents[(*n)++];
       snprintf(e->name, sizeof e->name, "%s", name);
@@ -1019,6 +1026,7 @@ static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt
     js_expect(&j, '}');
   }
   free(hdr);
+  ck_io.hdr = NULL;
   return ents;
 }
 
@@ -1035,7 +1043,7 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
   int64_t data0, size;
   CkEntry *ents = read_header(fd, path, what, NULL, &ne, &data0, &size);
   int need = resume ? ck.n : nsaved(m);
-  char *seen = xmalloc((size_t)ck.n + 1, "flags");
+  char *seen = ck_io.seen = xmalloc((size_t)ck.n + 1, "flags");
   memset(seen, 0, (size_t)ck.n + 1);
   const TrDevice *dev = m->device;
   for (int x = 0; x < ne; x++) {
@@ -1087,6 +1095,7 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
                                      : "optimizer state to resume: role \"optimizer_state\" in plan.json");
   free(seen);
   free(ents);
+  ck_io.seen = NULL, ck_io.ents = NULL;
   close(fd);
 }
 
@@ -1728,6 +1737,7 @@ static Resume resume_opts(Opts *o, const TrModel *m) {
   close(fd);
   resume_check(o->resume, ents, ne, &ck_meta, m);
   free(ents);
+  ck_io.ents = NULL;
   const Meta *mt = &ck_meta;
   const char *p = o->resume;
   Resume rs = {.step = meta_int(mt, "step", p, 0),
