@@ -1223,8 +1223,8 @@ static const char help_text[] =
     "axis; f32 inputs need dtype '<f4', i32 inputs '<i4' or '<i8' (labels 0..K-1, token\n"
     "ids 0..V-1); format versions 1.0-3.0, C order. Training batches are windows of\n"
     "B samples of a permutation of the samples, new each pass (in order with --no-shuffle;\n"
-    "a pass skips the last S mod B). Evaluation reads every test\n"
-    "sample once; a last partial batch is padded with the first samples, not counted.\n"
+    "a pass skips the last S mod B). Evaluation reads every test sample once; a last\n"
+    "partial batch is padded with the first samples, not counted.\n"
     "Classification models (cross_entropy on [B, K] logits) report accuracy, the share\n"
     "of argmax(logits) == label, next to the eval loss.\n";
 
