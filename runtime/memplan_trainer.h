@@ -74,7 +74,11 @@
  *   loss_scale, loss_scale_clean (clean steps since the scale last grew),
  *   loss_scale_skipped; threads (the thread count of the run: the same count
  *   continues bit for bit, another one only approximately).
- * Doubles are written with 17 significant digits and read back exactly.
+ * The trainer's random numbers are counter-based (splitmix64 hashes of the
+ * seed with the parameter index, the step and micro-batch and layer of a
+ * dropout key, the epoch of a permutation), so the seed and the positions
+ * above are its whole RNG state. Doubles are written with 17 significant
+ * digits and read back exactly.
  * --resume FILE restores all of it, and every option not given on the
  * command line (--steps, --lr, --schedule, --warmup, --final-fraction,
  * --seed, --shuffle) takes the checkpoint's value, so that a run of 2 steps
