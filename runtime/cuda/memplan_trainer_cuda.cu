@@ -174,6 +174,5 @@ static void cuda_close(unsigned char *d) {
   rt_cuda_free(d);
 }
 
-extern "C" const TrDevice tr_cuda_device = {"CUDA",      cuda_open,        cuda_upload,     cuda_download,
-                                            cuda_step,   cuda_sync,        cuda_report,     cuda_close,
-                                            cuda_upload_from, cuda_download_to};
+extern "C" const TrDevice tr_cuda_device = {"CUDA",    cuda_open,   cuda_upload, cuda_download,    cuda_step,
+                                            cuda_sync, cuda_report, cuda_close,  cuda_upload_from, cuda_download_to};
