@@ -224,7 +224,8 @@ def resume_errors(trainer, d, other, *args):
                   ["holds no trainer state", "--load"]))
     cases.append((variant("truncated", cut=100), ["truncated"]))
     cases.append((variant("header-cut", raw=blob[:8 + n // 2]), ["header length", "runs past the end of the file"]))
-    cases.append((variant("garbage", raw=struct.pack("<Q", 16) + b"{\"a\": [1, 2 ,}  "), ["malformed safetensors header"]))
+    cases.append((variant("garbage", raw=struct.pack("<Q", 16) + b"{\"a\": [1, 2 ,}  "),
+                  ["malformed safetensors header"]))
     cases.append((variant("bad-step", meta={"step": "two"}), ["corrupt checkpoint: metadata 'step' is 'two'"]))
     cases.append((variant("no-epoch", drop="data_epoch"), ["corrupt checkpoint: its metadata has no 'data_epoch'"]))
     cases.append((variant("bad-scale", meta={"loss_scale": "nan"}), ["corrupt checkpoint: metadata 'loss_scale'"]))
@@ -477,7 +478,8 @@ def npy(trainer, d):
         if n == 128:  # the labels of samples 64..127 differ more (their x differ already)
             npy_write(os.path.join(data, "train", "targets.npy"), "<i4", (n,),
                       [i % 10 if i < 64 else (i * 3) % 10 for i in range(n)])
-        runs[n] = losses(trainer, ["--npy", data, "--steps", "3", "--threads", "2", "--eval-batches", "0", "--no-shuffle"],
+        runs[n] = losses(trainer, ["--npy", data, "--steps", "3", "--threads", "2", "--eval-batches", "0",
+                                   "--no-shuffle"],
                          os.path.join(d, "window-%d.csv" % n))
     ok = runs[64] == runs[100] and runs[128][0] == runs[64][0] and runs[128][1] != runs[64][1]
     failed += not ok

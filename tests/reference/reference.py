@@ -76,7 +76,8 @@ NOISY_REL = 1e-3
 def run_trainer(a, init, final, log):
     """The trainer's per-step losses, and with --eval its eval loss (one
     batch) after the last step (NaN without)."""
-    cmd = [a.trainer, "--load", init, "--steps", str(a.steps), "--log", log, "--save", final, "--seed", str(TRAINER_SEED),
+    cmd = [a.trainer, "--load", init, "--steps", str(a.steps), "--log", log, "--save", final,
+           "--seed", str(TRAINER_SEED),
            "--eval-batches", "1" if a.eval else "0", "--eval-every", str(a.steps), "--threads", "2",
            "--log-every", "1"] + a.sched_args
     if a.text:
