@@ -51,7 +51,7 @@ static const char *const reserved[] = {
     "model", "params", "ops", "opt", "vocab", "classes", "update", "unscale", "device", "finite", "inv_scale",
     "scale", "mb", "accumulation", "name", "offset", "rank", "shape", "numel", "init", "dtype", "kind", "rows",
     "cols", "layer", "phase", "nparams", "nops", "set_threads", "workspace_offset", "workspace_bytes", "states",
-    "nstates",
+    "nstates", "opt_states", "nopt_states", "fingerprint", "training", /* checkpoints */
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
     "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
     "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
@@ -500,6 +500,70 @@ static int param_table(Emit *E, Text *t) {
   return param_rows(E, t, "STATES", ROLE_STATE);
 }
 
+/* Checkpoints (--save, --save-every, --resume): every optimizer-state buffer
+ * (AdamW's m and v, SGD's momentum) as raw bytes in its own dtype, named as
+ * in plan.json, with plan.json's dtype name ("f32", "bf16", ...); and the
+ * plan's training identity, which a resumed checkpoint must share: the text
+ * (optimizer and its constants, micro-batches, loss scaling, training
+ * inputs) and a fingerprint, FNV-1a 64 of that text and of every saved
+ * tensor's name, dtype and shape (not their offsets: a plan compiled at
+ * another budget continues the same run). */
+static int opt_state_table(Emit *E, Text *t) {
+  const Plan *p = E->p;
+  int n = 0;
+  text_printf(t, "static const TrOptState OPT_STATES[] = {\n");
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    if (pb->role != ROLE_OPT_STATE) continue;
+    text_printf(t, "    {");
+    c_string(t, pb->name);
+    text_printf(t, ", %lld, %lld, \"%s\", ", (long long)pb->offset, (long long)pb->bytes, dtype_name(pb->dtype));
+    shape_init(t, &pb->shape);
+    text_printf(t, "},\n");
+    n++;
+  }
+  if (!n) text_printf(t, "    {\"\", 0, 0, \"f32\", 0, {0}},\n");
+  text_printf(t, "};\n\n");
+  return n;
+}
+
+/* A shape as numbers, "[4, 64]". */
+static const char *shape_num(Emit *E, const Shape *sh) {
+  char *s = ar_printf(&E->ar, "[");
+  for (int d = 0; d < sh->rank; d++) s = ar_printf(&E->ar, "%s%s%lld", s, d ? ", " : "", (long long)sh->d[d]);
+  return ar_printf(&E->ar, "%s]", s);
+}
+
+static uint64_t fnv_text(uint64_t h, const char *s) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return (h ^ 0xffu) * 0x100000001b3ull; /* a separator: "ab","c" differs from "a","bc" */
+}
+
+/* The training identity's text, and its fingerprint (above). */
+static const char *training_text(Emit *E, uint64_t *fingerprint) {
+  const Plan *p = E->p;
+  const Optimizer *o = &p->opt;
+  char *s = o->kind == OPT_ADAMW
+                ? ar_printf(&E->ar, "adamw (beta1 %s, beta2 %s, eps %s, weight decay %s)", fmt_double(E, o->beta1),
+                            fmt_double(E, o->beta2), fmt_double(E, o->eps), fmt_double(E, o->weight_decay))
+                : ar_printf(&E->ar, "sgd (momentum %s%s, weight decay %s)", fmt_double(E, o->momentum),
+                            o->nesterov ? ", nesterov" : "", fmt_double(E, o->weight_decay));
+  s = ar_printf(&E->ar, "%s; %d micro-batch%s; loss scaling %s; inputs", s, p->accumulation_steps,
+                p->accumulation_steps == 1 ? "" : "es", p->loss_scaling ? "on" : "off");
+  for (int b = 0; b < p->nbuf; b++)
+    if (E->kind[b] && p->buf[b].sched == SCHED_TRAIN)
+      s = ar_printf(&E->ar, "%s %s %s %s", s, p->buf[b].name, shape_num(E, &p->buf[b].shape),
+                    dtype_name(p->buf[b].dtype));
+  uint64_t h = fnv_text(0xcbf29ce484222325ull, s);
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    if (pb->role != ROLE_PARAM && pb->role != ROLE_STATE && pb->role != ROLE_OPT_STATE) continue;
+    h = fnv_text(fnv_text(fnv_text(h, pb->name), dtype_name(pb->dtype)), shape_num(E, &pb->shape));
+  }
+  *fingerprint = h;
+  return s;
+}
+
 /* Inputs of one schedule, tokens first (their window sets the batch). */
 static int input_table(Emit *E, Text *t, const char *name, SchedSet set) {
   const Plan *p = E->p;
@@ -558,7 +622,7 @@ static int eval_logits(const Emit *E, int64_t *classes) {
   return o->in[0];
 }
 
-static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
+static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval, int nopt) {
   const Plan *p = E->p;
   int nparams = 0;
   int64_t samples = 0;
@@ -604,7 +668,13 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval) {
               E->be->hooks);
   /* every field, for C++20 (trainer.cu, -Wextra): 0 ranks is one process without collectives */
   text_printf(t, "    .ranks = %d, .zero = %d,\n", p->data_parallel ? p->ranks : 0, p->data_parallel ? p->zero : 0);
-  text_printf(t, "};\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
+  uint64_t fp;
+  const char *training = training_text(E, &fp);
+  text_printf(t,
+              "    .opt_states = OPT_STATES, .nopt_states = %d, .fingerprint = 0x%016llxull,\n    .training = ", nopt,
+              (unsigned long long)fp);
+  c_string(t, training);
+  text_printf(t, ",\n};\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
 }
 
 // ----------------------------------------------------------------------------
@@ -779,10 +849,11 @@ int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {
   schedule_fn(&E, out, p->sched, p->nsched, true);
   schedule_fn(&E, out, p->eval, p->neval, false);
   int nstates = param_table(&E, out);
+  int nopt = opt_state_table(&E, out);
   int ntrain = input_table(&E, out, "TRAIN_INPUTS", SCHED_TRAIN);
   int neval = input_table(&E, out, "EVAL_INPUTS", SCHED_EVAL);
   op_table(&E, out);
-  model_table(&E, out, nstates, ntrain, neval);
+  model_table(&E, out, nstates, ntrain, neval, nopt);
   ar_free(&E.ar);
   return 0;
 }

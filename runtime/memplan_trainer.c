@@ -8,9 +8,13 @@
  * inputs, the loss), untouched elsewhere, and the hooks move those regions.
  *
  * Memory: everything here is allocated before the first step (the arena, the
- * data file, profile tables); the training loop itself allocates nothing,
+ * data file, profile tables, the shuffling permutation, the checkpoint table
+ * and a device's staging buffer); the training loop itself allocates nothing,
  * which --check-alloc verifies when a counting allocator is preloaded
- * (tests/alloc_count.c exports memplan_alloc_count). */
+ * (tests/alloc_count.c exports memplan_alloc_count). A --save-every
+ * checkpoint allocates its file, header and names; --check-alloc leaves
+ * those out of its count. Loading and saving stream tensor by tensor: no
+ * copy of a checkpoint file is ever held in memory. */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "memplan_trainer.h"
 
@@ -211,10 +215,9 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
 }
 
 /* Fills a token model's inputs with micro-batch mb of the window at s->pos
- * (a batch is `micro` micro-batches; the window holds `ranks` batches, rank's
- * the rank-th); the last one moves s on. */
-static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s, int mb, int micro, int rank,
-                             int ranks) {
+ * (a batch is `micro` micro-batches); the last one moves s on. Evaluation's
+ * sequential windows; training windows come from an Order (below). */
+static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s, int mb, int micro) {
   int64_t w = in[0].rows * in[0].cols;
   if (mb == 0 && s->pos + w * micro * ranks + 1 > s->n) s->pos = 0;
   const uint16_t *src = s->tok + s->pos + ((int64_t)rank * micro + mb) * w;
@@ -224,6 +227,61 @@ static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, S
     for (int64_t i = 0; i < w; i++) dst[i] = src[i + shift];
   }
   if (mb == micro - 1) s->pos += w * micro * ranks;
+}
+
+/* Training order (memplan_trainer.h): a training set is nwin windows a pass
+ * (epoch), one window a step; window k covers items perm[k*w .. k*w + w) of
+ * a permutation of the set's n items, identity without shuffling. Token
+ * data: the items are the windows themselves (w = 1, window k reads tokens
+ * [perm[k]*W, perm[k]*W + W + 1) for W = micro-batches x B x T); .npy data:
+ * the items are samples (w = micro-batches x B). With shuffling, epoch e's
+ * permutation is a Fisher-Yates from key = key3(4, seed, e): for i = n-1 down
+ * to 1, j = mix64(key + i) mod (i + 1), swap perm[i] and perm[j]. The
+ * position (epoch, index of the next window) is what a checkpoint saves. */
+typedef struct {
+  int64_t n, w, nwin;   /* items, items per window, windows per epoch (n / w) */
+  int64_t epoch, index; /* the next window: the index-th of epoch (0-based) */
+  int64_t cur;          /* the window being read: its first item's place in perm */
+  int64_t *perm;        /* n entries, allocated at setup (NULL without shuffling) */
+  int64_t perm_epoch;   /* the epoch perm holds (-1: none yet) */
+  uint64_t seed;
+} Order;
+
+static void order_init(Order *o, int64_t n, int64_t w, int shuffle, uint64_t seed) {
+  *o = (Order){.n = n, .w = w, .nwin = n / w, .perm_epoch = -1, .seed = seed};
+  if (shuffle) o->perm = xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1), "the shuffling permutation");
+}
+
+/* Moves to the next window (at a step's first micro-batch): a new epoch,
+ * and with shuffling its permutation, when the last one is used up. */
+static void order_next(Order *o) {
+  if (o->index >= o->nwin) o->epoch++, o->index = 0;
+  if (o->perm && o->perm_epoch != o->epoch) {
+    for (int64_t i = 0; i < o->n; i++) o->perm[i] = i;
+    uint64_t key = key3(4, o->seed, (uint64_t)o->epoch);
+    for (int64_t i = o->n - 1; i > 0; i--) {
+      int64_t j = (int64_t)(mix64(key + (uint64_t)i) % (uint64_t)(i + 1)), t = o->perm[i];
+      o->perm[i] = o->perm[j], o->perm[j] = t;
+    }
+    o->perm_epoch = o->epoch;
+  }
+  o->cur = o->index++ * o->w;
+}
+
+/* Item r of the current window. */
+static int64_t order_item(const Order *o, int64_t r) { return o->perm ? o->perm[o->cur + r] : o->cur + r; }
+
+/* Micro-batch mb of a token model's current training window, for this rank
+ * (the window holds ranks x micro micro-batches; rank's are the rank-th micro). */
+static void fill_token_train(unsigned char *arena, const TrInput *in, int nin, const Stream *s, const Order *o, int mb,
+                             int micro, int rank, int ranks) {
+  int64_t w = in[0].rows * in[0].cols;
+  const uint16_t *src = s->tok + order_item(o, 0) * w * micro * ranks + ((int64_t)rank * micro + mb) * w;
+  for (int k = 0; k < nin; k++) {
+    int32_t *dst = (int32_t *)(arena + in[k].offset);
+    int shift = in[k].kind == TR_IN_NEXT;
+    for (int64_t i = 0; i < w; i++) dst[i] = src[i + shift];
+  }
 }
 
 /* The "blobs" data set. Sample s has class y = key3(1, s, 0) mod K; feature
@@ -265,11 +323,11 @@ typedef struct {
 } NpyArray;
 
 /* A split (DIR/train or DIR/test): one array per input of a schedule, in its
- * table's order, each with n samples; pos is where the training window is. */
+ * table's order, each with n samples (the training order: an Order). */
 typedef struct {
   NpyArray *a;
   int na;
-  int64_t n, pos;
+  int64_t n;
 } NpySet;
 
 /* The loaded splits and the file being parsed stay reachable from here, so
@@ -501,15 +559,18 @@ static void fill_npy_rows(unsigned char *arena, const TrInput *in, int nin, cons
   }
 }
 
-/* Micro-batch mb of the training window (a batch is `micro` micro-batches):
- * the window moves on after the last, wrapping to 0 when the next would
- * pass the end, as fill_token_batch. */
-static void fill_npy_batch(unsigned char *arena, const TrInput *in, int nin, NpySet *s, int mb, int micro, int rank,
-                           int ranks) {
-  int64_t w = in[0].rows * micro;
-  if (mb == 0 && s->pos + w * ranks > s->n) s->pos = 0;
-  fill_npy_rows(arena, in, nin, s, s->pos + ((int64_t)rank * micro + mb) * in[0].rows);
-  if (mb == micro - 1) s->pos += w * ranks;
+/* Micro-batch mb of the current training window (Order) for this rank: its
+ * rows (rank*micro + mb)*B .. + B - 1 (data parallelism: the window holds
+ * every rank's micro-batches, memplan_trainer.h). */
+static void fill_npy_batch(unsigned char *arena, const TrInput *in, int nin, const NpySet *s, const Order *o, int mb,
+                           int micro, int rank) {
+  int64_t first = ((int64_t)rank * micro + mb) * in[0].rows;
+  for (int k = 0; k < nin; k++) {
+    size_t row = (size_t)in[k].cols * 4;
+    for (int64_t r = 0; r < in[k].rows; r++)
+      memcpy(arena + in[k].offset + (size_t)r * row,
+             (const unsigned char *)s->a[k].v + (size_t)order_item(o, first + r) * row, row);
+  }
 }
 
 // ----------------------------------------------------------------------------
@@ -610,48 +671,6 @@ static void check_save_path(const char *path) {
   close(fd);
   remove(tmp);
   free(tmp);
-}
-
-static void save_safetensors(const char *path, const unsigned char *arena, const TrModel *m) {
-  char *hdr = NULL;
-  size_t hn = 0;
-  FILE *h = open_memstream(&hdr, &hn);
-  if (!h) die("cannot build the safetensors header: %s", strerror(errno));
-  fprintf(h, "{\"__metadata__\":{\"format\":\"pt\",\"model\":");
-  json_str(h, m->model);
-  fputc('}', h);
-  int64_t off = 0;
-  for (int i = 0; i < nsaved(m); i++) {
-    const TrParam *p = saved_at(m, i);
-    fputc(',', h);
-    json_str(h, p->name);
-    fprintf(h, ":{\"dtype\":\"F32\",\"shape\":[");
-    for (int d = 0; d < p->rank; d++) fprintf(h, "%s%lld", d ? "," : "", (long long)p->shape[d]);
-    fprintf(h, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + 4 * p->numel));
-    off += 4 * p->numel;
-  }
-  fputc('}', h);
-  while ((ftell(h) % 8) != 0) fputc(' ', h);
-  fclose(h);
-  char *tmp = temp_name(path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) die("cannot write %s: %s", tmp, strerror(errno));
-  unsigned char len[8];
-  for (int k = 0; k < 8; k++) len[k] = (unsigned char)((uint64_t)hn >> (8 * k));
-  int ok = fwrite(len, 1, 8, f) == 8 && fwrite(hdr, 1, hn, f) == hn;
-  for (int i = 0; ok && i < nsaved(m); i++)
-    ok = fwrite(arena + saved_at(m, i)->offset, 4, (size_t)saved_at(m, i)->numel, f) == (size_t)saved_at(m, i)->numel;
-  ok = fflush(f) == 0 && ok;
-  ok = fsync(fileno(f)) == 0 && ok;
-  ok = fclose(f) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    int e = errno;
-    remove(tmp);
-    die("cannot write %s: %s", path, strerror(e));
-  }
-  free(tmp);
-  free(hdr);
-  remove_stale_temps(path);
 }
 
 /* A JSON reader just large enough for safetensors headers (the cursor: Js above). */
@@ -764,81 +783,331 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *d) {
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-/* A loaded weight that is NaN or Inf would only show up steps later as a
- * non-finite loss; name the tensor and the element (flat and per dimension). */
-static void check_finite(const char *path, const TrParam *p, const float *w) {
-  int64_t k = 0;
-  while (k < p->numel && isfinite(w[k])) k++;
-  if (k == p->numel) return;
-  int64_t at[6] = {0}, rest = k;
-  for (int d = p->rank - 1; d >= 0; d--) {
-    at[d] = p->shape[d] ? rest % p->shape[d] : 0;
-    rest = p->shape[d] ? rest / p->shape[d] : 0;
+/* Checkpoints (the format: memplan_trainer.h). Every tensor a checkpoint
+ * holds: the parameters, the running state, then the optimizer state (raw
+ * bytes in its own dtype). */
+enum { CK_PARAM, CK_STATE, CK_OPT };
+typedef struct {
+  const char *name;
+  int64_t offset, bytes, numel;
+  char dtype[8]; /* safetensors' name: plan.json's in upper case ("F32", "BF16") */
+  int rank, kind;
+  const int64_t *shape;
+} CkTensor;
+
+/* The checkpoint's metadata: string keys and string values (safetensors'
+ * __metadata__ holds strings only). */
+enum { META_MAX = 40, META_KEY = 24, META_VAL = 2048 };
+typedef struct {
+  int n;
+  char key[META_MAX][META_KEY], val[META_MAX][META_VAL];
+} Meta;
+
+__attribute__((format(printf, 3, 4))) static void meta_set(Meta *mt, const char *key, const char *fmt, ...) {
+  if (mt->n == META_MAX) die("internal: too many metadata entries");
+  snprintf(mt->key[mt->n], META_KEY, "%s", key);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(mt->val[mt->n], META_VAL, fmt, ap);
+  va_end(ap);
+  mt->n++;
+}
+
+static const char *meta_get(const Meta *mt, const char *key) {
+  for (int i = 0; i < mt->n; i++)
+    if (!strcmp(mt->key[i], key)) return mt->val[i];
+  return NULL;
+}
+
+/* The tensors, and a device's staging buffer (at most TR_STAGE_BYTES): set
+ * up once, before the first step, so that saving inside the training loop
+ * needs no memory for the tensors. */
+#define TR_STAGE_BYTES ((int64_t)64 << 20)
+static struct {
+  CkTensor *t;
+  int n;
+  unsigned char *stage;
+  int64_t stage_bytes;
+} ck;
+
+/* Buffers of one load or save, reachable from here while they live, so that
+ * an error's exit leaves nothing a leak checker would call lost. */
+static struct {
+  char *hdr, *tmp, *seen;
+  struct CkEntry *ents;
+} ck_io;
+
+static void ck_setup(const TrModel *m) {
+  ck.n = nsaved(m) + m->nopt_states;
+  ck.t = xmalloc(sizeof(CkTensor) * (size_t)(ck.n ? ck.n : 1), "the checkpoint table");
+  int64_t most = 0;
+  for (int i = 0; i < ck.n; i++) {
+    CkTensor *c = &ck.t[i];
+    if (i < nsaved(m)) {
+      const TrParam *p = saved_at(m, i);
+      *c = (CkTensor){p->name, p->offset, 4 * p->numel, p->numel, "F32", p->rank, i < m->nparams ? CK_PARAM : CK_STATE,
+                      p->shape};
+    } else {
+      const TrOptState *p = &m->opt_states[i - nsaved(m)];
+      int64_t numel = 1;
+      for (int d = 0; d < p->rank; d++) numel *= p->shape[d];
+      *c = (CkTensor){p->name, p->offset, p->bytes, numel, "", p->rank, CK_OPT, p->shape};
+      for (int k = 0; k < 7 && p->dtype[k]; k++)
+        c->dtype[k] = (char)(p->dtype[k] >= 'a' && p->dtype[k] <= 'z' ? p->dtype[k] - 32 : p->dtype[k]);
+    }
+    if (c->bytes > most) most = c->bytes;
+  }
+  if (m->device) {
+    ck.stage_bytes = most < TR_STAGE_BYTES ? most : TR_STAGE_BYTES;
+    ck.stage = xmalloc((size_t)(ck.stage_bytes ? ck.stage_bytes : 1), "the checkpoint staging buffer");
+  }
+}
+
+/* Writes the checkpoint: the header (metadata first, then the tensors in
+ * table order), then their bytes, from the host arena, or on a device
+ * through the staging buffer. To a temp file, synced, renamed over path,
+ * and the directory synced: a crash leaves the old file or the new one. */
+static void save_checkpoint(const char *path, const Meta *mt, const unsigned char *arena, const TrDevice *dev) {
+  size_t hn = 0;
+  FILE *h = open_memstream(&ck_io.hdr, &hn);
+  if (!h) die("cannot build the safetensors header: %s", strerror(errno));
+  fprintf(h, "{\"__metadata__\":{");
+  for (int i = 0; i < mt->n; i++) {
+    if (i) fputc(',', h);
+    json_str(h, mt->key[i]);
+    fputc(':', h);
+    json_str(h, mt->val[i]);
+  }
+  fputc('}', h);
+  int64_t off = 0;
+  for (int i = 0; i < ck.n; i++) {
+    const CkTensor *c = &ck.t[i];
+    fputc(',', h);
+    json_str(h, c->name);
+    fprintf(h, ":{\"dtype\":\"%s\",\"shape\":[", c->dtype);
+    for (int d = 0; d < c->rank; d++) fprintf(h, "%s%lld", d ? "," : "", (long long)c->shape[d]);
+    fprintf(h, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + c->bytes));
+    off += c->bytes;
+  }
+  fputc('}', h);
+  while ((ftell(h) % 8) != 0) fputc(' ', h);
+  fclose(h);
+  char *tmp = ck_io.tmp = temp_name(path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) die("cannot write %s: %s", tmp, strerror(errno));
+  unsigned char len[8];
+  for (int k = 0; k < 8; k++) len[k] = (unsigned char)((uint64_t)hn >> (8 * k));
+  int ok = fwrite(len, 1, 8, f) == 8 && fwrite(ck_io.hdr, 1, hn, f) == hn;
+  for (int i = 0; ok && i < ck.n; i++) {
+    const CkTensor *c = &ck.t[i];
+    if (!dev) {
+      ok = fwrite(arena + c->offset, 1, (size_t)c->bytes, f) == (size_t)c->bytes;
+      continue;
+    }
+    for (int64_t at = 0; ok && at < c->bytes; at += ck.stage_bytes) {
+      int64_t n = c->bytes - at < ck.stage_bytes ? c->bytes - at : ck.stage_bytes;
+      dev->download_to(ck.stage, arena, c->offset + at, n);
+      ok = fwrite(ck.stage, 1, (size_t)n, f) == (size_t)n;
+    }
+  }
+  ok = fflush(f) == 0 && ok;
+  ok = fsync(fileno(f)) == 0 && ok;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    int e = errno;
+    remove(tmp);
+    die("cannot write %s: %s", path, strerror(e));
+  }
+  const char *slash = strrchr(path, '/');
+  char *dir = xmalloc(slash ? (size_t)(slash - path) + 2 : 2, "a path");
+  snprintf(dir, slash ? (size_t)(slash - path) + 2 : 2, "%.*s", slash ? (int)(slash - path + (slash == path)) : 1,
+           slash ? path : ".");
+  int dfd = open(dir, O_RDONLY);
+  if (dfd >= 0) fsync(dfd), close(dfd); /* the rename itself on disk; a failure here loses nothing written */
+  free(dir);
+  free(tmp);
+  free(ck_io.hdr);
+  ck_io.tmp = ck_io.hdr = NULL;
+  remove_stale_temps(path);
+}
+
+/* A loaded f32 tensor that holds NaN or Inf would only show up steps later as
+ * a non-finite loss; name the tensor and the element (flat and per
+ * dimension). w holds elements k0 .. k0 + count - 1 of it. */
+static void check_finite(const char *path, const CkTensor *c, const float *w, int64_t k0, int64_t count) {
+  int64_t i = 0;
+  while (i < count && isfinite(w[i])) i++;
+  if (i == count) return;
+  int64_t k = k0 + i, at[6] = {0}, rest = k;
+  for (int d = c->rank - 1; d >= 0; d--) {
+    at[d] = c->shape[d] ? rest % c->shape[d] : 0;
+    rest = c->shape[d] ? rest / c->shape[d] : 0;
   }
   char idx[128];
-  shape_str(idx, sizeof idx, p->rank, at);
-  die("%s: tensor '%s' has a non-finite weight: element %lld (index %s) is %s", path, p->name, (long long)k, idx,
-      isnan(w[k]) ? "nan"
-      : w[k] > 0  ? "inf"
+  shape_str(idx, sizeof idx, c->rank, at);
+  die("%s: tensor '%s' has a non-finite weight: element %lld (index %s) is %s", path, c->name, (long long)k, idx,
+      isnan(w[i]) ? "nan"
+      : w[i] > 0  ? "inf"
                   : "-inf");
 }
 
-static void load_safetensors(const char *path, unsigned char *arena, const TrModel *m) {
-  int64_t size;
-  unsigned char *f = read_file(path, &size, "weights");
-  if (size < 8) die("%s: too short for a safetensors file (%lld bytes)", path, (long long)size);
+/* n bytes at file offset off into dst; a short file is an error naming the tensor. */
+static void read_at(int fd, void *dst, int64_t n, int64_t off, const char *path, const char *name) {
+  unsigned char *p = dst;
+  while (n > 0) {
+    ssize_t k = pread(fd, p, (size_t)n, (off_t)off);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0)
+      die("%s: cannot read tensor '%s': %s", path, name, k < 0 ? strerror(errno) : "the file ended early (truncated?)");
+    p += k, off += k, n -= k;
+  }
+}
+
+/* One tensor entry of a safetensors header. */
+typedef struct CkEntry {
+  char name[512], dtype[16];
+  int rank;
+  int64_t shape[6], b, e;
+} CkEntry;
+
+enum { TR_HEADER_MAX = 100 << 20 }; /* the safetensors library's own limit */
+
+/* A checkpoint's header, read without its data: the entries, and the
+ * metadata into mt (when not NULL). Returns the entries (*n of them) and
+ * sets *data0 (where the data starts) and *size. */
+static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt, int *n, int64_t *data0,
+                            int64_t *size) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) die("cannot read %s file %s: %s", what, path, strerror(errno));
+  if (S_ISDIR(st.st_mode)) die("cannot read %s file %s: it is a directory", what, path);
+  *size = (int64_t)st.st_size;
+  if (*size < 8) die("%s: too short for a safetensors file (%lld bytes)", path, (long long)*size);
+  unsigned char len[8];
+  read_at(fd, len, 8, 0, path, "(the header length)");
   uint64_t hn = 0;
-  for (int k = 0; k < 8; k++) hn |= (uint64_t)f[k] << (8 * k);
-  if (hn > (uint64_t)size - 8)
+  for (int k = 0; k < 8; k++) hn |= (uint64_t)len[k] << (8 * k);
+  if (hn > (uint64_t)*size - 8)
     die("%s: header length %llu runs past the end of the file (truncated?)", path, (unsigned long long)hn);
-  int64_t data0 = 8 + (int64_t)hn;
-  Js j = {(const char *)f + 8, (const char *)f + data0, path, "safetensors"};
-  char *seen = xmalloc((size_t)nsaved(m) + 1, "flags");
-  memset(seen, 0, (size_t)nsaved(m) + 1);
+  if (hn > TR_HEADER_MAX)
+    die("%s: a header of %llu bytes, over the 100 MiB a safetensors header may have (not a checkpoint?)", path,
+        (unsigned long long)hn);
+  *data0 = 8 + (int64_t)hn;
+  char *hdr = ck_io.hdr = xmalloc((size_t)hn + 1, "the safetensors header");
+  read_at(fd, hdr, (int64_t)hn, 8, path, "(the header)");
+  Js j = {hdr, hdr + hn, path, "safetensors"};
+  int cap = 16;
+  CkEntry *ents = ck_io.ents = xmalloc(sizeof(CkEntry) * (size_t)cap, "the safetensors header");
+  *n = 0;
   js_expect(&j, '{');
   if (!js_eat(&j, '}')) {
     do {
-      char name[512], dtype[16];
-      int rank;
-      int64_t shape[6], b, e;
+      char name[512];
       js_string(&j, name, sizeof name);
       js_expect(&j, ':');
       if (!strcmp(name, "__metadata__")) {
-        js_skip(&j);
+        if (!mt) {
+          js_skip(&j);
+          continue;
+        }
+        js_expect(&j, '{');
+        if (js_eat(&j, '}')) continue;
+        do {
+          char key[META_KEY];
+          js_string(&j, key, sizeof key);
+          js_expect(&j, ':');
+          js_ws(&j);
+          if (j.p < j.end && *j.p == '"' && mt->n < META_MAX) {
+            snprintf(mt->key[mt->n], META_KEY, "%s", key);
+            js_string(&j, mt->val[mt->n++], META_VAL);
+          } else js_skip(&j);
+        } while (js_eat(&j, ','));
+        js_expect(&j, '}');
         continue;
       }
-      js_tensor(&j, dtype, &rank, shape, &b, &e);
-      int i = 0;
-      while (i < nsaved(m) && strcmp(saved_at(m, i)->name, name)) i++;
-      if (i == nsaved(m)) {
-        fprintf(stderr, "trainer: warning: %s: tensor '%s' is not a parameter of %s; ignored\n", path, name, m->model);
-        continue;
+      if (*n == cap) {
+        cap *= 2;
+        CkEntry *g = realloc(ents, sizeof(CkEntry) * (size_t)cap);
+        if (!g) die("out of memory reading the header of %s", path);
+        ents = ck_io.ents = g;
       }
-      const TrParam *p = saved_at(m, i);
-      if (strcmp(dtype, "F32")) die("%s: tensor '%s' has dtype %s; the trainer reads F32", path, name, dtype);
-      int same = rank == p->rank;
-      for (int d = 0; same && d < rank; d++) same = shape[d] == p->shape[d];
-      if (!same) {
-        char got[128], want[128];
-        shape_str(got, sizeof got, rank, shape);
-        shape_str(want, sizeof want, p->rank, p->shape);
-        die("%s: shape mismatch for tensor '%s': the file has %s, the model needs %s", path, name, got, want);
-      }
-      if (b < 0 || e - b != 4 * p->numel || data0 + e > size)
-        die("%s: tensor '%s': data_offsets [%lld, %lld] do not hold %lld floats within the file (truncated?)", path,
-            name, (long long)b, (long long)e, (long long)p->numel);
-      memcpy(arena + p->offset, f + data0 + b, (size_t)(4 * p->numel));
-      check_finite(path, p, (const float *)(arena + p->offset));
-      seen[i] = 1;
+      CkEntry *e = &ents[(*n)++];
+      snprintf(e->name, sizeof e->name, "%s", name);
+      js_tensor(&j, e->dtype, &e->rank, e->shape, &e->b, &e->e);
     } while (js_eat(&j, ','));
     js_expect(&j, '}');
   }
-  for (int i = 0; i < nsaved(m); i++)
+  free(hdr);
+  ck_io.hdr = NULL;
+  return ents;
+}
+
+/* --load (weights: parameters and running state; optimizer state and
+ * metadata in the file are ignored) or --resume (every tensor), streamed:
+ * each tensor read from the file straight to its arena offset, on a device
+ * through the staging buffer in chunks; never a copy of the whole file.
+ * --resume checked the header and metadata before (resume_opts). */
+static void load_checkpoint(const char *path, unsigned char *arena, const TrModel *m, int resume) {
+  const char *what = resume ? "checkpoint" : "weights";
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) die("cannot open %s file %s: %s", what, path, strerror(errno));
+  int ne;
+  int64_t data0, size;
+  CkEntry *ents = read_header(fd, path, what, NULL, &ne, &data0, &size);
+  int need = resume ? ck.n : nsaved(m);
+  char *seen = ck_io.seen = xmalloc((size_t)ck.n + 1, "flags");
+  memset(seen, 0, (size_t)ck.n + 1);
+  const TrDevice *dev = m->device;
+  for (int x = 0; x < ne; x++) {
+    const CkEntry *e = &ents[x];
+    if (e->b < 0 || e->e < e->b || e->e > size - data0) /* also a tensor not read: the file is damaged */
+      die("%s: tensor '%s': data_offsets [%lld, %lld] run past the %lld bytes of data in the file (truncated?)", path,
+          e->name, (long long)e->b, (long long)e->e, (long long)(size - data0));
+    int i = 0;
+    while (i < ck.n && strcmp(ck.t[i].name, e->name)) i++;
+    if (i >= need) { /* --load: the optimizer state of a checkpoint is not a weight */
+      if (i == ck.n)
+        fprintf(stderr, "trainer: warning: %s: tensor '%s' is not a parameter of %s; ignored\n", path, e->name,
+                m->model);
+      continue;
+    }
+    const CkTensor *c = &ck.t[i];
+    if (strcmp(e->dtype, c->dtype))
+      die("%s: tensor '%s' has dtype %s; the trainer reads %s", path, e->name, e->dtype, c->dtype);
+    int same = e->rank == c->rank;
+    for (int d = 0; same && d < e->rank; d++) same = e->shape[d] == c->shape[d];
+    if (!same) {
+      char got[128], want[128];
+      shape_str(got, sizeof got, e->rank, e->shape);
+      shape_str(want, sizeof want, c->rank, c->shape);
+      die("%s: shape mismatch for tensor '%s': the file has %s, the model needs %s", path, e->name, got, want);
+    }
+    if (e->b < 0 || e->e - e->b != c->bytes || e->e > size - data0)
+      die("%s: tensor '%s': data_offsets [%lld, %lld] do not hold its %lld bytes within the file (truncated?)", path,
+          e->name, (long long)e->b, (long long)e->e, (long long)c->bytes);
+    int f32 = !strcmp(c->dtype, "F32");
+    if (!dev) {
+      read_at(fd, arena + c->offset, c->bytes, data0 + e->b, path, c->name);
+      if (f32 && c->kind != CK_OPT) check_finite(path, c, (const float *)(arena + c->offset), 0, c->numel);
+    } else {
+      for (int64_t at = 0; at < c->bytes; at += ck.stage_bytes) {
+        int64_t n = c->bytes - at < ck.stage_bytes ? c->bytes - at : ck.stage_bytes;
+        read_at(fd, ck.stage, n, data0 + e->b + at, path, c->name);
+        if (f32 && c->kind != CK_OPT) check_finite(path, c, (const float *)ck.stage, at / 4, n / 4);
+        dev->upload_from(arena, c->offset + at, ck.stage, n);
+      }
+    }
+    seen[i] = 1;
+  }
+  for (int i = 0; i < need; i++)
     if (!seen[i])
-      die("%s: no tensor '%s' (the model needs every %s)", path, saved_at(m, i)->name,
-          i < m->nparams ? "parameter" : "running statistic: role \"state\" in plan.json");
+      die("%s: no tensor '%s' (the model needs every %s)", path, ck.t[i].name,
+          ck.t[i].kind == CK_PARAM   ? "parameter"
+          : ck.t[i].kind == CK_STATE ? "running statistic: role \"state\" in plan.json"
+                                     : "optimizer state to resume: role \"optimizer_state\" in plan.json");
   free(seen);
-  free(f);
+  free(ents);
+  ck_io.seen = NULL, ck_io.ents = NULL;
+  close(fd);
 }
 
 // ----------------------------------------------------------------------------
@@ -926,9 +1195,18 @@ static const char help_text[] =
     "                    (default %g, the YAML's optimizer.clip_grad_norm; 0: no clipping);\n"
     "                    only for plans compiled with clip_grad_norm (their gradients are kept)\n"
     "  --profile         time every op; print time per op kind and the top ops at the end\n"
-    "  --load FILE       initial weights from a safetensors file (names as in plan.json)\n"
-    "  --save FILE       weights after the last step, safetensors (atomic: temp file + rename;\n"
-    "                    checked writable before the first step)\n"
+    "  --load FILE       initial weights from a safetensors file (names as in plan.json); a new\n"
+    "                    run: a checkpoint's optimizer state and metadata are not read\n"
+    "  --save FILE       a checkpoint after the last step (atomic: temp file + fsync + rename;\n"
+    "                    checked writable before the first step; see below)\n"
+    "  --save-every N    a checkpoint after every N-th step, PATH-stepNNNNNN.safetensors\n"
+    "                    (PATH: --save's name without .safetensors, or 'checkpoint')\n"
+    "  --keep K          checkpoints of --save-every to keep, the newest (default 3)\n"
+    "  --resume FILE     continue the run a checkpoint saved: weights, optimizer state, step,\n"
+    "                    data position, seed, loss scale, lr schedule; options not given\n"
+    "                    take the checkpoint's values (--steps: its run's total)\n"
+    "  --no-shuffle      training windows in order (also --shuffle 0; default --shuffle 1:\n"
+    "                    each pass over the data in a new order drawn from --seed)\n"
     "  --loss-scale X    initial loss scale of fp16 plans, finite and > 0 (default 65536;\n"
     "                    halves on overflow, doubles after 2000 clean steps)\n"
     "  --force-overflow N  test hook: scale step N's loss gradient by inf, as an overflow would\n"
@@ -951,17 +1229,24 @@ static const char help_text[] =
     "fp16), as torch.nn.utils.clip_grad_norm_ returns it, and scale every gradient by\n"
     "X / (norm + 1e-6) when that is below 1.\n"
     "\n"
-    "Batches of a token model are consecutive windows of B*T+1 tokens (inputs, and targets\n"
-    "shifted by one), from the start of the data, wrapping around at its end. Models\n"
-    "with f32 inputs train on the synthetic 'blobs' data set (see memplan_trainer.h)\n"
-    "unless --npy gives their data.\n"
+    "Batches of a token model are windows of B*T+1 tokens (inputs, and targets shifted by\n"
+    "one) at multiples of B*T; each pass over the data visits them in a new order, a\n"
+    "Fisher-Yates permutation from --seed and the pass (as llm.c's shuffling loader; in order\n"
+    "with --no-shuffle); evaluation reads them in order from the start. Models with f32\n"
+    "inputs train on the synthetic 'blobs' data set (see memplan_trainer.h; never shuffled:\n"
+    "every sample is new) unless --npy gives their data.\n"
+    "\n"
+    "A checkpoint is a safetensors file: the weights, running state and optimizer state\n"
+    "(each in its own dtype), and in __metadata__ the step, data position, seed, loss scale,\n"
+    "lr schedule and the plan's fingerprint (memplan_trainer.h lists the keys). Resuming with\n"
+    "the same thread count continues bit for bit; a checkpoint of another plan is refused.\n"
     "\n"
     "--npy: axis 0 of every file is the sample, the rest the input's shape without its batch\n"
     "axis; f32 inputs need dtype '<f4', i32 inputs '<i4' or '<i8' (labels 0..K-1, token\n"
-    "ids 0..V-1); format versions 1.0-3.0, C order. Training batches are consecutive\n"
-    "windows of samples from the first, wrapping to it when a window would pass the end\n"
-    "(micro-batches read consecutive rows of their window). Evaluation reads every test\n"
-    "sample once; a last partial batch is padded with the first samples, not counted.\n"
+    "ids 0..V-1); format versions 1.0-3.0, C order. Training batches are windows of\n"
+    "B samples of a permutation of the samples, new each pass (in order with --no-shuffle;\n"
+    "a pass skips the last S mod B). Evaluation reads every test sample once; a last\n"
+    "partial batch is padded with the first samples, not counted.\n"
     "Classification models (cross_entropy on [B, K] logits) report accuracy, the share\n"
     "of argmax(logits) == label, next to the eval loss.\n";
 
@@ -976,6 +1261,12 @@ typedef struct {
   double clip; /* gradient clipping's max norm (0: none) */
   int clip_given;
   const char *text, *data, *val, *npy, *load, *save, *log;
+  /* checkpoints and shuffling; *_given: set on the command line (a resumed
+   * run takes the checkpoint's value of every option not given) */
+  const char *resume;
+  int64_t save_every, keep;
+  int shuffle;
+  int steps_given, seed_given, lr_given, schedule_given, warmup_given, loss_scale_given, shuffle_given;
 } Opts;
 
 static int64_t opt_int(const char *s, const char *name, int64_t min) {
@@ -1056,6 +1347,11 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_COMM_TIMEOUT,
     O_KILL_RANK,
     O_HANG_RANK,
+    O_RESUME,
+    O_SAVE_EVERY,
+    O_KEEP,
+    O_SHUFFLE,
+    O_NO_SHUFFLE,
     O_HELP
   };
   // clang-format off
@@ -1068,6 +1364,8 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"npy", 1, 0, O_NPY}, {"schedule", 1, 0, O_SCHED}, {"warmup", 1, 0, O_WARMUP},
       {"final-fraction", 1, 0, O_FINAL}, {"clip", 1, 0, O_CLIP}, {"help", 0, 0, O_HELP},
       {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {"kill-rank", 1, 0, O_KILL_RANK}, {"hang-rank", 1, 0, O_HANG_RANK},
+      {"resume", 1, 0, O_RESUME}, {"save-every", 1, 0, O_SAVE_EVERY},
+      {"keep", 1, 0, O_KEEP}, {"shuffle", 1, 0, O_SHUFFLE}, {"no-shuffle", 0, 0, O_NO_SHUFFLE},
       {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
@@ -1082,6 +1380,8 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
             .loss_scale = 65536.0,
             .comm_timeout = 600,
             .kill_rank = -1,
+            .keep = 3,
+            .shuffle = 1,
 #ifdef _OPENMP
             .threads = omp_get_max_threads()
 #else
@@ -1091,9 +1391,9 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   int c;
   while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
     switch (c) {
-    case O_STEPS: o.steps = opt_int(optarg, "--steps", 0); break;
-    case O_LR: o.lr = opt_float(optarg, "--lr"); break;
-    case O_SEED: o.seed = opt_int(optarg, "--seed", 0); break;
+    case O_STEPS: o.steps = opt_int(optarg, "--steps", 0), o.steps_given = 1; break;
+    case O_LR: o.lr = opt_float(optarg, "--lr"), o.lr_given = 1; break;
+    case O_SEED: o.seed = opt_int(optarg, "--seed", 0), o.seed_given = 1; break;
     case O_THREADS: o.threads = (int)opt_int(optarg, "--threads", 1); break;
     case O_TEXT: o.text = optarg; break;
     case O_DATA: o.data = optarg; break;
@@ -1109,9 +1409,17 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_CHECK: o.check_alloc = 1; break;
     case O_GRAPH: o.cuda_graph = 1; break;
     case O_FORCE: o.force_overflow = opt_int(optarg, "--force-overflow", 1); break;
-    case O_SCALE: o.loss_scale = opt_float(optarg, "--loss-scale"); break;
-    case O_SCHED: o.schedule = opt_schedule(optarg); break;
-    case O_WARMUP: o.warmup = opt_int(optarg, "--warmup", 0); break;
+    case O_SCALE: o.loss_scale = opt_float(optarg, "--loss-scale"), o.loss_scale_given = 1; break;
+    case O_SCHED: o.schedule = opt_schedule(optarg), o.schedule_given = 1; break;
+    case O_WARMUP: o.warmup = opt_int(optarg, "--warmup", 0), o.warmup_given = 1; break;
+    case O_RESUME: o.resume = optarg; break;
+    case O_SAVE_EVERY: o.save_every = opt_int(optarg, "--save-every", 1); break;
+    case O_KEEP: o.keep = opt_int(optarg, "--keep", 1); break;
+    case O_SHUFFLE:
+      if (strcmp(optarg, "0") && strcmp(optarg, "1")) die("--shuffle '%s': expected 0 or 1", optarg);
+      o.shuffle = optarg[0] == '1', o.shuffle_given = 1;
+      break;
+    case O_NO_SHUFFLE: o.shuffle = 0, o.shuffle_given = 1; break;
     case O_FINAL: o.final_fraction = opt_fraction(optarg, "--final-fraction"), o.final_fraction_given = 1; break;
     case O_CLIP: o.clip = opt_clip(optarg), o.clip_given = 1; break;
     case O_COMM_TIMEOUT: o.comm_timeout = opt_int(optarg, "--comm-timeout", 0); break;
@@ -1152,6 +1460,8 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   if (o.cuda_graph && m->clip_grad_norm > 0)
     die("--cuda-graph replays one captured step: not with gradient clipping (the norm is read back each step)");
   if (o.text && o.data) die("give --text or --data, not both");
+  if (o.load && o.resume)
+    die("--load starts a new run from a file's weights, --resume continues the run a checkpoint saved: give one");
   if (o.npy && (o.text || o.data || o.val)) die("--npy DIR gives every input: not with --text, --data or --val");
   if (m->vocab && !o.text && !o.data && !o.npy)
     die("%s reads tokens: give --text FILE, --data FILE or --npy DIR", m->model);
@@ -1313,6 +1623,7 @@ typedef struct {
   unsigned char *arena; /* the host arena: where the plan runs, or a device's I/O shadow */
   unsigned char *dev;   /* where step() and eval() run: arena, or the device arena */
   Stream train, val;
+  Order order;           /* the training windows' order and position (tokens, --npy) */
   int npy;               /* --npy: inputs from npy_train and npy_test */
   const TrInput *labels; /* a classification model's eval labels (accuracy), or NULL */
 } Run;
@@ -1324,17 +1635,12 @@ static void put_inputs(Run *r, const TrInput *in, int n) {
   for (int k = 0; d && k < n; k++) d->upload(r->dev, r->arena, in[k].offset, 4 * in[k].rows * in[k].cols);
 }
 
-/* Parameters and running state: both live on the device, both are saved. */
+/* Initialized parameters and running state, to the device (checkpoints
+ * move theirs, and the optimizer state, through the staging buffer). */
 static void put_params(Run *r) {
   const TrDevice *d = r->m->device;
   for (int i = 0; d && i < nsaved(r->m); i++)
     d->upload(r->dev, r->arena, saved_at(r->m, i)->offset, 4 * saved_at(r->m, i)->numel);
-}
-
-static void get_params(Run *r) {
-  const TrDevice *d = r->m->device;
-  for (int i = 0; d && i < nsaved(r->m); i++)
-    d->download(r->arena, r->dev, saved_at(r->m, i)->offset, 4 * saved_at(r->m, i)->numel);
 }
 
 static float read_loss(Run *r, int64_t offset) {
@@ -1345,10 +1651,11 @@ static float read_loss(Run *r, int64_t offset) {
 static void fill_train(Run *r, int64_t step, int mb) {
   const TrModel *m = r->m;
   int64_t rows = m->train_in[0].rows;
-  /* data parallelism: each rank its own batch of the step's window (memplan_trainer.h) */
-  if (r->npy) fill_npy_batch(r->arena, m->train_in, m->ntrain_in, &npy_train, mb, m->accumulation, tr_rank, tr_ranks);
+  /* data parallelism: each rank its own rows of the step's window (memplan_trainer.h) */
+  if ((r->npy || m->vocab) && mb == 0) order_next(&r->order);
+  if (r->npy) fill_npy_batch(r->arena, m->train_in, m->ntrain_in, &npy_train, &r->order, mb, m->accumulation, tr_rank);
   else if (m->vocab)
-    fill_token_batch(r->arena, m->train_in, m->ntrain_in, &r->train, mb, m->accumulation, tr_rank, tr_ranks);
+    fill_token_train(r->arena, m->train_in, m->ntrain_in, &r->train, &r->order, mb, m->accumulation, tr_rank, tr_ranks);
   else
     fill_blob_batch(r->arena, m->train_in, m->ntrain_in,
                     (((step - 1) * tr_ranks + tr_rank) * m->accumulation + mb) * rows, m->classes);
@@ -1401,7 +1708,7 @@ static Eval evaluate(Run *r, int64_t batches) {
     if (r->npy) {
       fill_npy_rows(r->arena, m->eval_in, m->neval_in, &npy_test, k * be);
       if (npy_test.n - k * be < be) real = npy_test.n - k * be;
-    } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val, 0, 1, 0, 1);
+    } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &r->val, 0, 1);
     else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0 + k * be, m->classes);
     put_inputs(r, m->eval_in, m->neval_in);
     m->eval(r->dev);
@@ -1439,7 +1746,7 @@ static void warm_up(Run *r) {
   s.pos = 0;
   if (r->npy) { /* the test set's first batch; without evaluations, the zeroed inputs */
     if (npy_test.n) fill_npy_rows(r->arena, m->eval_in, m->neval_in, &npy_test, 0);
-  } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1, 0, 1);
+  } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
   else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
   put_inputs(r, m->eval_in, m->neval_in);
   m->eval(r->dev);
@@ -1511,12 +1818,278 @@ static void scaler_step(LossScaler *ls, const TrModel *m, unsigned char *arena, 
   printf("step %lld skipped: a gradient overflowed; loss scale now %g\n", (long long)step, ls->scale);
 }
 
+/* ----------------------------------------------------------------------------
+ * checkpoints of the run: metadata, --resume, --save-every */
+
+/* What a checkpoint's metadata restores besides the options. */
+typedef struct {
+  int64_t step, epoch, index, windows;
+  LossScaler ls;
+} Resume;
+
+static Meta ck_meta; /* one at a time: built before a save, read by --resume */
+
+/* The run's state at the end of `step` as checkpoint metadata (the keys:
+ * memplan_trainer.h). Numbers as decimal text; doubles with 17 digits, which
+ * read back to the same bits. */
+static void run_meta(Meta *mt, const Run *r, const Opts *o, const LossScaler *ls, int64_t step) {
+  const TrModel *m = r->m;
+  mt->n = 0;
+  meta_set(mt, "format", "pt");
+  meta_set(mt, "model", "%s", m->model);
+  meta_set(mt, "plan", "%016llx", (unsigned long long)m->fingerprint);
+  meta_set(mt, "training", "%s", m->training);
+  meta_set(mt, "step", "%lld", (long long)step);
+  meta_set(mt, "optimizer_step", "%lld", (long long)ls->applied);
+  meta_set(mt, "steps", "%lld", (long long)o->steps);
+  meta_set(mt, "lr", "%.17g", o->lr);
+  meta_set(mt, "schedule", "%s", sched_names[o->schedule]);
+  meta_set(mt, "warmup", "%lld", (long long)o->warmup);
+  meta_set(mt, "final_fraction", "%.17g", o->final_fraction);
+  meta_set(mt, "seed", "%lld", (long long)o->seed);
+  meta_set(mt, "shuffle", "%d", o->shuffle);
+  meta_set(mt, "data_epoch", "%lld", (long long)r->order.epoch);
+  meta_set(mt, "data_index", "%lld", (long long)r->order.index);
+  meta_set(mt, "data_windows", "%lld", (long long)r->order.nwin);
+  meta_set(mt, "loss_scale", "%.17g", ls->scale);
+  meta_set(mt, "loss_scale_clean", "%lld", (long long)ls->clean);
+  meta_set(mt, "loss_scale_skipped", "%lld", (long long)ls->skipped);
+  meta_set(mt, "threads", "%d", o->threads);
+}
+
+/* A checkpoint of the run after `step`, and a line saying so. */
+static void write_checkpoint(const char *path, const Run *r, const Opts *o, const LossScaler *ls, int64_t step) {
+  double t0 = now_s();
+  int64_t bytes = 0;
+  for (int i = 0; i < ck.n; i++) bytes += ck.t[i].bytes;
+  run_meta(&ck_meta, r, o, ls, step);
+  save_checkpoint(path, &ck_meta, r->dev, r->m->device);
+  char b[32];
+  printf("saved %s: step %lld, %s of tensors in %.2f s\n", path, (long long)step, fmt_bytes(b, sizeof b, bytes),
+         now_s() - t0);
+  fflush(stdout);
+}
+
+static const char *meta_need(const Meta *mt, const char *key, const char *path) {
+  const char *v = meta_get(mt, key);
+  if (!v) die("%s: corrupt checkpoint: its metadata has no '%s' (written by another program?)", path, key);
+  return v;
+}
+
+static int64_t meta_int(const Meta *mt, const char *key, const char *path, int64_t min) {
+  const char *v = meta_need(mt, key, path);
+  char *e;
+  errno = 0;
+  long long x = strtoll(v, &e, 10);
+  if (e == v || *e || errno || x < min)
+    die("%s: corrupt checkpoint: metadata '%s' is '%s', expected an integer >= %lld", path, key, v, (long long)min);
+  return x;
+}
+
+static double meta_num(const Meta *mt, const char *key, const char *path) {
+  const char *v = meta_need(mt, key, path);
+  char *e;
+  double x = strtod(v, &e);
+  if (e == v || *e || !isfinite(x) || x < 0)
+    die("%s: corrupt checkpoint: metadata '%s' is '%s', expected a finite number >= 0", path, key, v);
+  return x;
+}
+
+/* --resume: the checkpoint must come from this plan. When the fingerprint
+ * differs, says what differs (the training text, tensors) and what to do. */
+static void resume_check(const char *path, const CkEntry *e, int ne, const Meta *mt, const TrModel *m) {
+  const char *plan = meta_get(mt, "plan"), *model = meta_get(mt, "model");
+  if (!plan || !meta_get(mt, "step"))
+    die("%s holds no trainer state (its metadata has no step and plan: a weights file?); --load %s starts a new run "
+        "from its weights",
+        path, path);
+  if (model && strcmp(model, m->model))
+    die("%s is a checkpoint of model '%s', and this trainer trains '%s': resume it with the trainer compiled from "
+        "'%s' (or --load %s to start a new run from weights that fit this model)",
+        path, model, m->model, model, path);
+  char fp[32];
+  snprintf(fp, sizeof fp, "%016llx", (unsigned long long)m->fingerprint);
+  if (!strcmp(plan, fp)) return;
+  char why[2048] = "";
+  size_t k = 0;
+  int shown = 0;
+#define WHY(...)                                                                                    \
+  do {                                                                                              \
+    if (shown++ < 6 && k < sizeof why) k += (size_t)snprintf(why + k, sizeof why - k, __VA_ARGS__); \
+  } while (0)
+  const char *tr = meta_get(mt, "training");
+  if (tr && strcmp(tr, m->training))
+    WHY("\n  the checkpoint's plan trains with: %s\n  this trainer's plan trains with:  %s", tr, m->training);
+  for (int i = 0; i < ck.n; i++) {
+    const CkTensor *c = &ck.t[i];
+    int x = 0;
+    while (x < ne && strcmp(e[x].name, c->name)) x++;
+    char want[128], got[128];
+    shape_str(want, sizeof want, c->rank, c->shape);
+    if (x == ne) {
+      WHY("\n  the checkpoint has no tensor '%s' (%s %s in this plan)", c->name, c->dtype, want);
+      continue;
+    }
+    int same = e[x].rank == c->rank && !strcmp(e[x].dtype, c->dtype);
+    for (int d = 0; same && d < c->rank; d++) same = e[x].shape[d] == c->shape[d];
+    shape_str(got, sizeof got, e[x].rank, e[x].shape);
+    if (!same)
+      WHY("\n  tensor '%s' is %s %s in the checkpoint, %s %s in this plan", c->name, e[x].dtype, got, c->dtype, want);
+  }
+  for (int x = 0; x < ne; x++) {
+    int i = 0;
+    while (i < ck.n && strcmp(ck.t[i].name, e[x].name)) i++;
+    if (i == ck.n) WHY("\n  the checkpoint's tensor '%s' is not in this plan", e[x].name);
+  }
+  if (shown > 6) WHY("\n  ... and %d more differences", shown - 6);
+#undef WHY
+  die("%s was saved by another plan of %s (plan fingerprint %s, this trainer's %s):%s\n  Resume it with the trainer "
+      "compiled from the same YAML and options (memplan compile: the same --set, --precision, --micro-batch); or "
+      "--load %s to start a new run from its weights.",
+      path, m->model, plan, fp, *why ? why : "\n  (the tensors and the training text agree: another memplan version?)",
+      path);
+}
+
+/* --resume, before anything else is set up: the header and metadata, checked
+ * against this plan; every option not given on the command line takes the
+ * checkpoint's value (a given one overrides it, said on stdout). */
+static Resume resume_opts(Opts *o, const TrModel *m) {
+  int fd = open(o->resume, O_RDONLY);
+  if (fd < 0) die("cannot open checkpoint file %s: %s", o->resume, strerror(errno));
+  int ne;
+  int64_t data0, size;
+  ck_meta.n = 0;
+  CkEntry *ents = read_header(fd, o->resume, "checkpoint", &ck_meta, &ne, &data0, &size);
+  close(fd);
+  resume_check(o->resume, ents, ne, &ck_meta, m);
+  free(ents);
+  ck_io.ents = NULL;
+  const Meta *mt = &ck_meta;
+  const char *p = o->resume;
+  Resume rs = {.step = meta_int(mt, "step", p, 0),
+               .epoch = meta_int(mt, "data_epoch", p, 0),
+               .index = meta_int(mt, "data_index", p, 0),
+               .windows = meta_int(mt, "data_windows", p, 0)};
+  rs.ls = (LossScaler){meta_num(mt, "loss_scale", p), meta_int(mt, "loss_scale_clean", p, 0),
+                       meta_int(mt, "optimizer_step", p, 0), meta_int(mt, "loss_scale_skipped", p, 0)};
+  if (!(rs.ls.scale > 0)) die("%s: corrupt checkpoint: metadata 'loss_scale' is not > 0", p);
+  int64_t steps = meta_int(mt, "steps", p, 0), warmup = meta_int(mt, "warmup", p, 0);
+  int64_t seed = meta_int(mt, "seed", p, 0), shuffle = meta_int(mt, "shuffle", p, 0);
+  double lr = meta_num(mt, "lr", p), ff = meta_num(mt, "final_fraction", p);
+  const char *sched = meta_need(mt, "schedule", p);
+  int sk = 0;
+  while (sk < 3 && strcmp(sched, sched_names[sk])) sk++;
+  if (sk == 3) die("%s: corrupt checkpoint: metadata 'schedule' is '%s'", p, sched);
+  if (!(lr > 0) || ff > 1 || shuffle > 1) die("%s: corrupt checkpoint: lr, final_fraction or shuffle out of range", p);
+#define TAKE(given, field, val, T, fmt, name)                                                          \
+  do {                                                                                                 \
+    if (!(given)) o->field = val;                                                                      \
+    else if (o->field != (val))                                                                        \
+      printf("resume: " name " " fmt " instead of the checkpoint's " fmt "\n", (T)o->field, (T)(val)); \
+  } while (0)
+  TAKE(o->steps_given, steps, steps, long long, "%lld", "--steps");
+  TAKE(o->lr_given, lr, lr, double, "%g", "--lr");
+  TAKE(o->warmup_given, warmup, warmup, long long, "%lld", "--warmup");
+  TAKE(o->final_fraction_given, final_fraction, ff, double, "%g", "--final-fraction");
+  TAKE(o->seed_given, seed, seed, long long, "%lld", "--seed (dropout keys, shuffling)");
+  TAKE(o->shuffle_given, shuffle, (int)shuffle, int, "%d", "--shuffle");
+#undef TAKE
+  if (!o->schedule_given) o->schedule = sk;
+  else if (o->schedule != sk)
+    printf("resume: --schedule %s instead of the checkpoint's %s\n", sched_names[o->schedule], sched_names[sk]);
+  if (o->loss_scale_given && m->loss_scaling) {
+    printf("resume: --loss-scale %g instead of the checkpoint's %g\n", o->loss_scale, rs.ls.scale);
+    rs.ls.scale = o->loss_scale;
+  }
+  int64_t threads = meta_int(mt, "threads", p, 1);
+  if (!m->device && threads != o->threads)
+    printf(
+        "resume: note: %d threads, the checkpoint's run had %lld: the steps continue, not bit for bit as "
+        "uninterrupted (the kernels' sums depend on the thread count)\n",
+        o->threads, (long long)threads);
+  if (o->final_fraction_given && o->schedule == TR_SCHED_CONSTANT)
+    die("--final-fraction is the floor of a decay, and the schedule is constant: give --schedule cosine or linear");
+  return rs;
+}
+
+/* --save-every: PATH-stepNNNNNN.safetensors, PATH being --save's name without
+ * ".safetensors" (default "checkpoint"). */
+static char *ckpt_base(const Opts *o) {
+  const char *s = o->save ? o->save : "checkpoint";
+  size_t n = strlen(s);
+  if (n > 12 && !strcmp(s + n - 12, ".safetensors")) n -= 12;
+  char *b = xmalloc(n + 1, "a path");
+  memcpy(b, s, n);
+  b[n] = 0;
+  return b;
+}
+
+static char *ckpt_name(const char *base, int64_t step) {
+  size_t n = strlen(base) + 48;
+  char *p = xmalloc(n, "a path");
+  snprintf(p, n, "%s-step%06lld.safetensors", base, (long long)step);
+  return p;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Keeps the `keep` newest BASE-stepN.safetensors with N <= step (a resumed
+ * run's older ones too); later ones (a run resumed from an earlier
+ * checkpoint) are left alone until overwritten. */
+static void prune_checkpoints(const char *base, int64_t keep, int64_t step) {
+  const char *slash = strrchr(base, '/'), *name = slash ? slash + 1 : base;
+  int dn = slash ? (int)(slash - base) + (slash == base) : 1;
+  char *dir = xmalloc((size_t)dn + 1, "a path");
+  snprintf(dir, (size_t)dn + 1, "%.*s", dn, slash ? base : ".");
+  DIR *d = opendir(dir);
+  size_t nn = strlen(name), cap = 16, n = 0;
+  int64_t *steps = xmalloc(sizeof(int64_t) * cap, "checkpoint steps");
+  for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+    const char *f = e->d_name, *q = f + nn + 5;
+    if (strncmp(f, name, nn) || strncmp(f + nn, "-step", 5) || *q < '0' || *q > '9') continue;
+    char *end;
+    long long v = strtoll(q, &end, 10);
+    if (strcmp(end, ".safetensors") || v > step) continue;
+    if (n == cap) {
+      int64_t *g = realloc(steps, sizeof(int64_t) * (cap *= 2));
+      if (!g) break;
+      steps = g;
+    }
+    steps[n++] = v;
+  }
+  if (d) closedir(d);
+  qsort(steps, n, sizeof *steps, cmp_desc);
+  for (size_t i = (size_t)keep; i < n; i++) {
+    char *f = ckpt_name(base, steps[i]);
+    remove(f);
+    free(f);
+  }
+  free(steps);
+  free(dir);
+}
+
 int tr_main(int argc, char **argv, const TrModel *m) {
   ranks_init(&argc, &argv, m);
   Opts o = parse_opts(argc, argv, m);
   watchdog_secs = (int)o.comm_timeout;
+  if (tr_ranks > 1 && m->zero >= 1 && (o.save || o.save_every || o.resume))
+    die("--save, --save-every and --resume with ZeRO-%d: each rank holds only its shard of the optimizer state, "
+        "and checkpoints of sharded state are not written yet; plan with --zero 0 to checkpoint a data-parallel run",
+        m->zero);
+  ck_setup(m);
+  Resume rs = {.ls = {0}};
+  if (o.resume) rs = resume_opts(&o, m);
   op_key_seed = (uint64_t)o.seed;
   if (o.save && tr_rank == 0) check_save_path(o.save);
+  char *base = o.save_every && tr_rank == 0 ? ckpt_base(&o) : NULL;
+  if (base) { /* the first checkpoint's name stands for all of them */
+    char *first = ckpt_name(base, o.save_every);
+    check_save_path(first);
+    free(first);
+  }
   if (m->set_threads) m->set_threads(o.threads);
   Run r = {.m = m, .npy = o.npy != NULL};
   for (int k = 0; m->eval_logits_offset >= 0 && k < m->neval_in; k++)
@@ -1534,6 +2107,20 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     check_window(&r.train, &m->train_in[0], m->accumulation * tr_ranks);
     if (o.eval_batches) check_window(&r.val, &m->eval_in[0], 1);
   }
+  /* a window holds every rank's micro-batches (memplan_trainer.h) */
+  int64_t wrows = (int64_t)m->accumulation * tr_ranks * m->train_in[0].rows;
+  if (o.npy) order_init(&r.order, npy_train.n, wrows, o.shuffle, (uint64_t)o.seed);
+  else if (m->vocab) { /* windows of ranks x micro x B x T tokens and the one after them */
+    int64_t w = wrows * m->train_in[0].cols;
+    order_init(&r.order, (r.train.n - 1) / w, 1, o.shuffle, (uint64_t)o.seed);
+  }
+  if (o.resume) {
+    if (rs.windows != r.order.nwin)
+      die("%s: the checkpoint's training data has %lld windows a pass, this run's %lld: resume on the same data "
+          "(--text, --data or --npy) and batch",
+          o.resume, (long long)rs.windows, (long long)r.order.nwin);
+    r.order.epoch = rs.epoch, r.order.index = rs.index;
+  }
   FILE *log = o.log && tr_rank == 0 ? fopen(o.log, "w") : NULL;
   if (o.log && tr_rank == 0 && !log) die("cannot write %s: %s", o.log, strerror(errno));
   if (log) fprintf(log, "step,loss,ms,eval_loss,eval_accuracy,lr,grad_norm\n");
@@ -1548,18 +2135,20 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   char b1[32], b2[32];
   r.arena = alloc_arena(m);
   r.dev = m->device ? m->device->open(m, o.cuda_graph) : r.arena;
-  if (o.load) load_safetensors(o.load, r.arena, m);
+  if (o.load || o.resume) load_checkpoint(o.load ? o.load : o.resume, r.dev, m, o.resume != NULL);
   else {
     init_params(r.arena, m, (uint64_t)o.seed);
     init_states(r.arena, m);
+    put_params(&r);
   }
-  put_params(&r);
+  char from[600];
+  if (o.resume) snprintf(from, sizeof from, "resumed from %s at step %lld", o.resume, (long long)rs.step);
+  else snprintf(from, sizeof from, "%s", o.load ? o.load : "initialized from --seed");
   if (m->device)
     printf("%s: %lld parameters, %s%s, lr %g, %s\n", m->model, (long long)m->param_count, m->device->name,
-           o.cuda_graph ? " (CUDA graph)" : "", o.lr, o.load ? o.load : "initialized from --seed");
+           o.cuda_graph ? " (CUDA graph)" : "", o.lr, from);
   else
-    printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr,
-           o.load ? o.load : "initialized from --seed");
+    printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr, from);
   if (m->ranks >= 1) { /* a data-parallel plan (of one rank, too) */
     static const char *const zero[] = {"gradients all-reduced", "ZeRO-1: optimizer state sharded",
                                        "ZeRO-2: optimizer state and gradients sharded"};
@@ -1567,6 +2156,15 @@ int tr_main(int argc, char **argv, const TrModel *m) {
            zero[m->zero >= 0 && m->zero <= 2 ? m->zero : 0], (long long)m->samples_per_step,
            m->vocab ? "tokens" : "samples");
   }
+  if (r.order.nwin)
+    printf("data: %lld windows a pass, %s (--seed %lld), next: pass %lld, window %lld\n", (long long)r.order.nwin,
+           o.shuffle ? "shuffled each pass" : "in order", (long long)o.seed, (long long)r.order.epoch + 1,
+           (long long)r.order.index + 1);
+  if (o.resume && rs.step >= o.steps)
+    printf(
+        "resume: the checkpoint is at step %lld of --steps %lld: nothing to train (give --steps N > %lld to go "
+        "on)\n",
+        (long long)rs.step, (long long)o.steps, (long long)rs.step);
   if (o.schedule != TR_SCHED_CONSTANT || o.warmup) {
     printf("lr schedule: %lld warmup steps, then %s", (long long)o.warmup, sched_names[o.schedule]);
     if (o.schedule != TR_SCHED_CONSTANT) printf(" decay to %g x lr at step %lld", o.final_fraction, (long long)o.steps);
@@ -1582,9 +2180,11 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   double t_steps = 0.0;
   int64_t eval_batches = eval_batch_count(&r, &o);
   Eval ev = {NAN, NAN, 0, 0, 0};
-  LossScaler ls = {o.loss_scale, 0, 0, 0};
+  LossScaler ls = o.resume ? rs.ls : (LossScaler){o.loss_scale, 0, 0, 0};
+  int64_t first = rs.step + 1, ran = o.steps > rs.step ? o.steps - rs.step : 0; /* this run's steps */
+  long ckpt_allocs = 0; /* checkpoints allocate (file, header, names): not the training's own */
   double t_start = now_s();
-  for (int64_t step = 1; step <= o.steps; step++) {
+  for (int64_t step = first; step <= o.steps; step++) {
     double t0 = now_s(), sum = 0.0;
     double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step, o.steps);
     /* over N ranks the collectives sum: each rank's loss gradient is scaled by 1/N */
@@ -1619,10 +2219,10 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     if (!isfinite(loss)) die("the loss is %f at step %lld (lower --lr?)", (double)loss, (long long)step);
     ev = (Eval){NAN, NAN, 0, 0, 0};
     if (o.eval_every && step % o.eval_every == 0 && eval_batches) ev = evaluate(&r, eval_batches);
-    if (step % o.log_every == 0 || step == 1 || step == o.steps) {
+    if (step % o.log_every == 0 || step == first || step == o.steps) {
       /* elapsed: wall time since the first step began (evaluations included);
        * ETA: the remaining steps at the mean pace so far */
-      double el = now_s() - t_start, eta = el / (double)step * (double)(o.steps - step);
+      double el = now_s() - t_start, eta = el / (double)(step - rs.step) * (double)(o.steps - step);
       char e1[32], e2[32];
       printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.2f ms | %9.0f %s/s | %s elapsed, ETA %s", (long long)step,
              (long long)o.steps, (double)loss, lr, 1e3 * dt, (double)(m->samples_per_step * tr_ranks) / dt,
@@ -1636,11 +2236,19 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     if (log)
       fprintf(log, "%lld,%.9g,%.4f,%.9g,%.9g,%.17g,%.9g\n", (long long)step, (double)loss, 1e3 * dt, ev.loss,
               ev.accuracy, lr, gnorm);
+    if (base && step % o.save_every == 0) /* rank 0 only: base is NULL elsewhere */ {
+      long a0 = alloc_count ? alloc_count() : 0;
+      char *path = ckpt_name(base, step);
+      write_checkpoint(path, &r, &o, &ls, step);
+      prune_checkpoints(base, o.keep, step);
+      free(path);
+      if (alloc_count) ckpt_allocs += alloc_count() - a0;
+    }
   }
-  long allocs = alloc_count ? alloc_count() - allocs0 : -1;
+  long allocs = alloc_count ? alloc_count() - allocs0 - ckpt_allocs : -1;
   double t_total = now_s() - t_start;
 
-  if (eval_batches && !(o.eval_every && o.steps && o.steps % o.eval_every == 0)) ev = evaluate(&r, eval_batches);
+  if (eval_batches && !(o.eval_every && ran && o.steps % o.eval_every == 0)) ev = evaluate(&r, eval_batches);
   if (ev.batches) { /* the last evaluation, also when the last step's line showed it */
     printf("eval loss %.6f", ev.loss);
     if (!isnan(ev.accuracy))
@@ -1648,19 +2256,17 @@ int tr_main(int argc, char **argv, const TrModel *m) {
              (long long)ev.counted);
     printf(" (%lld batches, forward only)\n", (long long)ev.batches);
   }
-  if (o.steps) {
-    double ms = 1e3 * t_steps / (double)o.steps;
+  if (ran) {
+    double ms = 1e3 * t_steps / (double)ran;
     char e1[32];
     printf("mean %.2f ms/step, %.0f %s/s, %.2f GFLOP/s; %lld steps in %s (%.0f %s/s overall, evaluations included)\n",
            ms, (double)(m->samples_per_step * tr_ranks) * 1e3 / ms, m->vocab ? "tok" : "samples",
-           (double)m->step_flops * tr_ranks / ms * 1e-6, (long long)o.steps, fmt_secs(e1, sizeof e1, t_total),
-           (double)(m->samples_per_step * tr_ranks) * (double)o.steps / t_total, m->vocab ? "tok" : "samples");
+           (double)m->step_flops * tr_ranks / ms * 1e-6, (long long)ran, fmt_secs(e1, sizeof e1, t_total),
+           (double)(m->samples_per_step * tr_ranks) * (double)ran / t_total, m->vocab ? "tok" : "samples");
   }
-  if (o.profile && o.steps) prof_report(m, o.steps, t_steps / (double)o.steps);
+  if (o.profile && ran) prof_report(m, ran, t_steps / (double)ran);
   if (o.save && tr_rank == 0) { /* every rank holds all parameters after the step */
-    get_params(&r);
-    save_safetensors(o.save, r.arena, m);
-    printf("saved %s\n", o.save);
+    write_checkpoint(o.save, &r, &o, &ls, rs.step + ran);
   }
   int64_t rss = peak_rss();
   printf("memory: planned arena %lld bytes (%s), measured peak RSS %lld bytes (%s)\n", (long long)m->arena_bytes,
@@ -1668,8 +2274,8 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   if (m->device) m->device->report(m, "after training");
   if (alloc_count) printf("allocations inside the training loop: %ld\n", allocs);
   if (m->loss_scaling)
-    printf("loss scaling: %lld of %lld steps skipped, final scale %g\n", (long long)ls.skipped, (long long)o.steps,
-           ls.scale);
+    printf("loss scaling: %lld of %lld steps skipped, final scale %g\n", (long long)ls.skipped,
+           (long long)(rs.step + ran), ls.scale);
   if (log) fclose(log);
   if (m->device) m->device->close(r.dev);
   free(r.arena);
@@ -1681,6 +2287,10 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     free(set->a);
   }
   free(prof_time);
+  free(r.order.perm);
+  free(base);
+  free(ck.t);
+  free(ck.stage);
   ranks_finish();
   if (o.check_alloc && allocs != 0) {
     fprintf(stderr, "trainer: error: %ld allocations inside the training loop (expected none)\n", allocs);

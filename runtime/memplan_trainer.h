@@ -12,11 +12,22 @@
  * - --data FILE: an llm.c token shard: a header of 256 little-endian int32
  *   (magic 20240520, version 1, token count n, the rest unused), then n
  *   little-endian uint16 tokens; the file is exactly 1024 + 2n bytes.
- * - Batches of a token model are sequential windows, as llm.c's loader: batch
- *   k reads tokens [p, p + B*T] with p = k*B*T, wrapping to 0 when the window
- *   would pass the end; inputs are the first B*T tokens, targets the B*T
- *   tokens one position later. With micro-batches of b rows, micro-batch j
- *   reads the rows j*b .. (j+1)*b - 1 of that same window.
+ * - Batches of a token model are windows, as llm.c's loader: with W = B*T
+ *   (times the micro-batches) the data holds N = (n - 1) / W windows (a pass,
+ *   or epoch), window k being tokens [k*W, k*W + W]; inputs are its first W
+ *   tokens, targets the W tokens one position later. With micro-batches of b
+ *   rows, micro-batch j reads the rows j*b .. (j+1)*b - 1 of that window.
+ *   Training visits the windows of epoch e (0, 1, ...) in the order of a
+ *   permutation P_e, one window a step: step s of the run reads window
+ *   P_e[i] with e = (s-1) / N, i = (s-1) mod N. Shuffling (the default; off
+ *   with --no-shuffle, where P_e is the identity: windows in order, as llm.c
+ *   without shuffling) draws P_e as llm.c's loader shuffles its batches each
+ *   epoch, reproducibly from --seed: P_e starts as 0..N-1, key =
+ *   key3(4, seed, e) (key3(t, a, b) = mix64(mix64(mix64(t) ^ a) ^ b), mix64:
+ *   tr_op_key's), then for i = N-1 down to 1: j = mix64(key + i) mod (i+1)
+ *   and P_e[i], P_e[j] swap (Fisher-Yates; tests/reference/plan_torch.py's
+ *   Batches does the same). Evaluation reads windows in order, from the
+ *   start of --val (or the training data), never shuffled.
  * - --npy DIR: every input from a NumPy .npy file named after it (the YAML's
  *   input name): DIR/train/<input>.npy for training, DIR/test/<input>.npy for
  *   evaluation. Format versions 1.0, 2.0 and 3.0, fortran_order False; axis 0
@@ -24,18 +35,65 @@
  *   (its shape without the batch axis). f32 inputs need descr '<f4', i32
  *   inputs '<i4' or '<i8', every value in range (class labels 0..K-1, token
  *   ids 0..V-1); f32 values must be finite. The inputs of one split have the
- *   same number of samples S. Batches are sequential windows of samples, as
- *   the token loader's: with W = B * micro-batches, batch k reads samples
- *   [p, p + W) with p = k*W, wrapping to 0 when the window would pass S (the
- *   last S mod W samples of a pass are skipped; S >= W); micro-batch j reads
- *   rows j*b .. (j+1)*b - 1 of that window. Evaluation reads every test
+ *   same number of samples S. Batches are windows of samples, as the token
+ *   loader's: with W = B * micro-batches an epoch is N = S / W steps (S >= W),
+ *   step i of epoch e reading samples P_e[i*W] .. P_e[i*W + W - 1] of a
+ *   permutation P_e of the S samples (the same Fisher-Yates over 0..S-1, or
+ *   with --no-shuffle the identity: consecutive samples, the last S mod W of
+ *   a pass skipped); micro-batch j reads rows j*b .. (j+1)*b - 1 of that
+ *   window. Evaluation reads every test
  *   sample exactly once: batch k holds samples k*B .. k*B + B - 1, and a last
  *   partial batch is padded with samples 0, 1, ... (wrapping), whose rows are
  *   not counted (--eval-batches N stops after N batches).
  * - Otherwise models with f32 inputs train on a synthetic data set ("blobs",
  *   see tr_blob_value in memplan_trainer.c): sample s has class y(s), and
  *   every feature is a fixed class centre plus uniform noise, all from
- *   integer hashes, so Python reproduces it bit for bit.
+ *   integer hashes, so Python reproduces it bit for bit. Its samples are
+ *   all distinct (sample s is read at step s / B): nothing to shuffle, so
+ *   shuffling does not apply.
+ *
+ * Checkpoints (--save FILE, --save-every N, --resume FILE) are safetensors
+ * files: a little-endian u64 N, N bytes of JSON (padded with spaces to a
+ * multiple of 8), then the tensors' bytes, row-major, little-endian. They
+ * hold every parameter (F32), every running-state buffer (F32), then every
+ * optimizer-state buffer ("<param>.adam_m" and "<param>.adam_v", SGD's
+ * "<param>.momentum": plan.json's names) as its raw bytes in its own dtype (the
+ * safetensors dtype is plan.json's in upper case: F32, BF16, ...). The
+ * "__metadata__" object (strings only, as safetensors requires) holds the
+ * run's state at the end of step "step":
+ *   format "pt"; model: the plan's model; plan: its fingerprint (16 hex
+ *   digits, FNV-1a 64 over "training" and every saved tensor's name, dtype
+ *   and shape; codegen/emitc.c); training: the plan's optimizer and its
+ *   constants, micro-batches, loss scaling and training inputs in words;
+ *   step; optimizer_step (the updates applied: the step's t of AdamW's bias
+ *   correction and of the dropout keys, behind step by the steps loss
+ *   scaling skipped); steps, lr, schedule, warmup, final_fraction (the lr
+ *   schedule's arguments); seed; shuffle (0 or 1); data_epoch, data_index
+ *   (the next training window: the data_index-th of epoch data_epoch, both
+ *   0-based), data_windows (N, a check that the data is the same);
+ *   loss_scale, loss_scale_clean (clean steps since the scale last grew),
+ *   loss_scale_skipped; threads (the thread count of the run: the same count
+ *   continues bit for bit, another one only approximately).
+ * The trainer's random numbers are counter-based (splitmix64 hashes of the
+ * seed with the parameter index, the step and micro-batch and layer of a
+ * dropout key, the epoch of a permutation), so the seed and the positions
+ * above are its whole RNG state. Doubles are written with 17 significant
+ * digits and read back exactly.
+ * --resume FILE restores all of it, and every option not given on the
+ * command line (--steps, --lr, --schedule, --warmup, --final-fraction,
+ * --seed, --shuffle) takes the checkpoint's value, so that a run of 2 steps
+ * saved and resumed for 2 more equals 4 uninterrupted steps bit for bit
+ * (losses and final checkpoint). A checkpoint of another plan (another
+ * fingerprint) is an error that says what differs. --load FILE reads only
+ * the parameters and running state of a checkpoint (or of any safetensors
+ * file with those names) and starts a new run. Both stream: the header is
+ * read, then each tensor with pread straight into its arena offset (a
+ * device's through one staging buffer of at most 64 MiB), never the whole
+ * file into memory. Saves write a temp file, fsync it, rename it over the
+ * name and fsync the directory. --save-every N writes PATH-stepNNNNNN.
+ * safetensors after every N-th step (PATH: --save's name without
+ * ".safetensors", or "checkpoint") and keeps the --keep K (default 3) with
+ * the highest steps up to the current one; --save writes the final state.
  *
  * Accuracy: a classification model (eval_logits_offset >= 0: the eval plan
  * ends with cross_entropy on f32 logits [..., K] whose targets are class
@@ -112,6 +170,17 @@ typedef struct {
   const char *phase; /* "forward", "backward", "update", "recompute" */
 } TrOp;
 
+/* An optimizer-state buffer (AdamW's m and v, SGD's momentum): checkpoints
+ * hold its raw bytes in its own dtype, no conversion. */
+typedef struct {
+  const char *name;  /* plan.json's name ("h0.fc.weight.m"), also the safetensors key */
+  int64_t offset;    /* bytes into the arena */
+  int64_t bytes;     /* numel x the dtype's size */
+  const char *dtype; /* plan.json's dtype name ("f32", "bf16", ...); safetensors: upper case */
+  int rank;
+  int64_t shape[6];
+} TrOptState;
+
 typedef struct TrModel TrModel;
 
 /* A device backend (the CUDA trainer's: memplan_trainer_cuda.cu); NULL for
@@ -135,6 +204,11 @@ typedef struct {
    * max_memory_allocated in PyTorch's terms); `when` names the moment. */
   void (*report)(const TrModel *m, const char *when);
   void (*close)(unsigned char *dev);
+  /* Checkpoints: bytes between any host buffer (a bounded staging buffer)
+   * and the device arena at offset, so that loading and saving never copy
+   * the whole file or the whole state into host memory. */
+  void (*upload_from)(unsigned char *dev, int64_t offset, const void *src, int64_t bytes);
+  void (*download_to)(void *dst, const unsigned char *dev, int64_t offset, int64_t bytes);
 } TrDevice;
 
 struct TrModel {
@@ -191,6 +265,12 @@ struct TrModel {
    * scaled by 1/N so that the collectives' sums are means; rank 0 logs and
    * saves. */
   int ranks, zero;
+  /* Checkpoints (format above): the optimizer state, and the plan's training
+   * identity (codegen/emitc.c's training_text): its text and fingerprint. */
+  const TrOptState *opt_states;
+  int nopt_states;
+  uint64_t fingerprint;
+  const char *training;
 };
 
 /* Data parallelism: this process's rank and the number of ranks (0 and 1

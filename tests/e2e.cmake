@@ -186,3 +186,26 @@ set_tests_properties(e2e_hf_import_gpt2 PROPERTIES LABELS reference TIMEOUT 120 
                      FIXTURES_REQUIRED trainer_gpt2-mini)
 # ... and torch without clipping must not match a trainer that clips.
 memplan_reference(reference_mlp_clip_detects_unclipped mlp-clip --perturb-clip)
+
+# Checkpoints and resume (memplan_trainer.h): 4 steps against 2 + 2 resumed from
+# the step-2 checkpoint, bit for bit (losses, final checkpoint): gpt2-mini with
+# adamw and a cosine schedule; an fp16 plan with dynamic loss scaling and 2
+# micro-batches, step 1 overflowing (the scaler's state and the optimizer's
+# step behind the step count); mlp with sgd momentum. About 1-2 s each.
+memplan_e2e_build(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=fp16 --micro-batch=2)
+memplan_e2e(e2e_resume_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-mini --text ${e2e_text} --threads 2
+            --schedule cosine --warmup 1)
+memplan_e2e(e2e_resume_gpt2-mini-fp16-mb2 gpt2-mini-fp16-mb2 resume ${e2e_dir}/gpt2-mini-fp16-mb2/build/trainer
+            ${e2e_dir}/resume-fp16-mb2 --text ${e2e_text} --threads 2 --force-overflow 1)
+memplan_e2e(e2e_resume_mlp mlp resume ${mlp} ${e2e_dir}/resume-mlp --threads 2)
+# --save-every keeps the newest --keep K, across a resume too
+memplan_e2e(e2e_keep_mlp mlp keep ${mlp} ${e2e_dir}/keep-mlp --threads 2)
+# --resume of another plan of the same model (fp16, micro-batches), weights-only,
+# truncated and corrupt checkpoints, other data: exit 1 with their messages
+memplan_e2e(e2e_resume_errors_gpt2-mini gpt2-mini resume_errors ${mini} ${e2e_dir}/resume-errors
+            ${e2e_dir}/gpt2-mini-fp16-mb2/build/trainer --text ${e2e_text} --threads 2)
+set_tests_properties(e2e_resume_errors_gpt2-mini PROPERTIES FIXTURES_REQUIRED "trainer_gpt2-mini;trainer_gpt2-mini-fp16-mb2")
+# shuffled training windows: reproducible from --seed, others with another seed or in order
+memplan_e2e(e2e_shuffle_gpt2-mini gpt2-mini shuffle ${mini} --text ${e2e_text} --threads 2)
+# --load and --resume stream each tensor to its arena offset: no whole-file copy in peak RSS
+memplan_e2e(e2e_lean_load_gpt2-mini gpt2-mini lean ${mini} ${e2e_dir}/lean-mini --text ${e2e_text} --threads 2)

@@ -7,7 +7,9 @@
  *   allocation (the arena, zeroed) and hands the plan's workspace buffer to
  *   cuBLAS and cuBLASLt (rt_cuda_init);
  * - upload/download: the I/O regions (parameters, inputs, the loss scalar)
- *   between the host shadow and the device arena;
+ *   between the host shadow and the device arena; upload_from/download_to:
+ *   checkpoint tensors (weights, running and optimizer state) between a
+ *   bounded host staging buffer and the device arena;
  * - step: the plan's step() directly, or captured once into a CUDA graph and
  *   replayed (--cuda-graph);
  * - report: planned vs measured memory, in the terms of PyTorch's
@@ -211,6 +213,14 @@ static void cuda_download(unsigned char *host, const unsigned char *d, int64_t o
   rt_cuda_memcpy_d2h(host + offset, d + offset, (size_t)bytes);
 }
 
+static void cuda_upload_from(unsigned char *d, int64_t offset, const void *src, int64_t bytes) {
+  rt_cuda_memcpy_h2d(d + offset, src, (size_t)bytes);
+}
+
+static void cuda_download_to(void *dst, const unsigned char *d, int64_t offset, int64_t bytes) {
+  rt_cuda_memcpy_d2h(dst, d + offset, (size_t)bytes);
+}
+
 static void cuda_step(const TrModel *m, unsigned char *d, double lr, int64_t t, int mb, float scale) {
   /* The first step runs directly, so that every kernel module and library
    * plan the step needs is loaded before capture (lazy loading). */
@@ -263,5 +273,5 @@ static void cuda_close(unsigned char *d) {
   rt_cuda_free(d);
 }
 
-extern "C" const TrDevice tr_cuda_device = {"CUDA",    cuda_open, cuda_upload, cuda_download,
-                                            cuda_step, cuda_sync, cuda_report, cuda_close};
+extern "C" const TrDevice tr_cuda_device = {"CUDA",    cuda_open,   cuda_upload, cuda_download,    cuda_step,
+                                            cuda_sync, cuda_report, cuda_close,  cuda_upload_from, cuda_download_to};

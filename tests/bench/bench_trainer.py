@@ -137,9 +137,9 @@ def torch_main(argv):
     state = read_params(a.weights, plan, torch, np, ("state",))  # batchnorm's running statistics
     opt = plan_torch.make_optimizer(plan, params, plan["optimizer"]["lr"])
     if a.npy:
-        batches = plan_torch.Batches(plan, npy=a.npy)
+        batches = plan_torch.Batches(plan, npy=a.npy, seed=1337)  # the trainer's default --seed, shuffled
     else:
-        batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True))
+        batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True), seed=1337)
     ms, losses = [], []
     for i in range(a.steps):
         inputs = batches.next()

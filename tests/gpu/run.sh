@@ -177,6 +177,24 @@ PYEOF
       step "trainer $name (tol $tol)" run_config "$name" "$steps" "$tol" "$start" </dev/null
     done <"$PREP/configs.tsv"
   fi
+  # resume on the device: 4 steps with --save-every 2, then the step-2 checkpoint resumed
+  # (weights, optimizer state downloaded and uploaded through the staging buffer, data
+  # position, loss scale): steps 3 and 4 and the final checkpoint bit for bit the same
+  resume_check() {
+    local name=$1 t="$TR/$1/trainer_cuda" d="$TR/$1.resume" data=""
+    grep -q '"embedding"' "$PREP/$name/plan.json" && data="--text $PREP/data.txt"
+    rm -rf "$d" && mkdir -p "$d" || return 1
+    "$t" --steps 4 --eval-batches 0 $data --save-every 2 --keep 5 --save "$d/full.safetensors" --log "$d/full.csv" \
+      >"$d/full.log" 2>&1 || { cat "$d/full.log"; return 1; }
+    "$t" --resume "$d/full-step000002.safetensors" --eval-batches 0 $data --save "$d/part.safetensors" \
+      --log "$d/part.csv" >"$d/part.log" 2>&1 || { cat "$d/part.log"; return 1; }
+    tail -n 2 "$d/full.csv" | cut -d, -f1,2 >"$d/a" && tail -n +2 "$d/part.csv" | cut -d, -f1,2 >"$d/b"
+    paste -d' ' "$d/a" "$d/b"
+    cmp "$d/a" "$d/b" && cmp "$d/full.safetensors" "$d/part.safetensors" && echo "  2+2 == 4 steps, bit for bit"
+  }
+  for name in gpt2-mini mlp; do
+    [ -x "$TR/$name/trainer_cuda" ] && step "resume $name (2+2 == 4 steps)" resume_check "$name"
+  done
   if [ "${SKIP_TORCH:-0}" != 1 ] && "$PY" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     torch_run() {
       local name=$1 data="" bf=""

@@ -43,7 +43,7 @@ def main():
     plan = plan_torch.load_plan(a.plan)
     dev = torch.device("cuda")
     tokens = plan_torch.read_tokens(a.text, True) if a.text else None
-    batches = plan_torch.Batches(plan, tokens)
+    batches = plan_torch.Batches(plan, tokens, seed=1337)  # the trainer's default --seed, shuffled
     weights = plan_torch.init_params(plan, seed=1337)
     params = {k: torch.tensor(v, device=dev, requires_grad=True)
               for k, v in ((b["id"], weights[b["name"]]) for b in plan["buffers"] if b["role"] == "param")}

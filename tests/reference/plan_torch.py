@@ -81,31 +81,68 @@ def _unit24(h):
     return (h >> 40) * 2.0 ** -24
 
 
-class Batches:
-    """The trainer's training batches, in order; with eval=True its eval
-    batches (memplan_trainer.c's evaluate(): blobs from sample 2^40 on, token
-    windows from the start of the stream)."""
+def shuffle_perm(n, seed, epoch):
+    """The trainer's permutation of n windows (token data) or samples (--npy)
+    in epoch `epoch` (memplan_trainer.h): a Fisher-Yates from key3(4, seed,
+    epoch), j = mix64(key + i) mod (i + 1) for i = n-1 down to 1."""
+    p = list(range(n))
+    key = _key3(4, seed, epoch)
+    for i in range(n - 1, 0, -1):
+        j = _mix64((key + i) & MASK) % (i + 1)
+        p[i], p[j] = p[j], p[i]
+    return p
 
-    def __init__(self, plan, tokens=None, eval=False, npy=None):
+
+class Batches:
+    """The trainer's training batches, in its order: shuffled each epoch from
+    `seed` (the trainer's --seed, 1337 by default), or in order with
+    seed=None (the trainer's --no-shuffle); with eval=True its eval batches
+    (memplan_trainer.c's evaluate(): blobs from sample 2^40 on, token windows
+    from the start of the stream, never shuffled). Plans without
+    micro-batches: a step's window is one batch."""
+
+    def __init__(self, plan, tokens=None, eval=False, npy=None, seed=None):
         self.inputs = classify_inputs(plan, "eval_schedule" if eval else "schedule", "eval" if eval else "train")
         self.sample0 = 1 << 40 if eval else 0
         self.tokens, self.pos, self.step = tokens, 0, 0
+        self.seed = None if eval else seed
+        self.perm, self.epoch = None, -1
+        if self.seed is not None and (plan.get("totals", {}).get("accumulation_steps") or 1) > 1:
+            raise NotImplementedError("Batches: a shuffled order of micro-batched plans (a step's window holds "
+                                      "its micro-batches) is not reproduced here")
         self.classes = next((n for _, k, n in self.inputs if k == "labels"), 10)
         # --npy DIR: DIR/train/<input>.npy (DIR/test with eval), axis 0 the sample
         self.npy = None if npy is None else {
             b["id"]: np.load(os.path.join(npy, "test" if eval else "train", b["name"] + ".npy")) for b, _, _ in self.inputs}
 
+    def order(self, n, epoch):
+        """Epoch `epoch`'s order of n items: the permutation, or 0..n-1."""
+        if self.seed is None:
+            return np.arange(n)
+        if self.epoch != epoch:
+            self.perm, self.epoch = np.array(shuffle_perm(n, self.seed, epoch)), epoch
+        return self.perm
+
     def next(self):
         self.step += 1
         out = {}
-        if self.npy is not None:  # windows of B samples, back to 0 when the next would pass the end
+        if self.npy is not None:  # windows of B samples of the epoch's order (N = S // B a pass)
             w = self.inputs[0][0]["shape"][0]
-            if self.pos + w > len(next(iter(self.npy.values()))):
-                self.pos = 0
+            n = len(next(iter(self.npy.values())))
+            e, i = divmod(self.step - 1, n // w)
+            rows = self.order(n, e)[i * w:(i + 1) * w]
             for b, _, _ in self.inputs:
-                out[b["id"]] = torch.from_numpy(np.ascontiguousarray(self.npy[b["id"]][self.pos:self.pos + w])).reshape(
-                    b["shape"])
-            self.pos += w
+                out[b["id"]] = torch.from_numpy(np.ascontiguousarray(self.npy[b["id"]][rows])).reshape(b["shape"])
+            return out
+        if self.tokens is not None and self.seed is not None:  # window order[i] of epoch e, N windows a pass
+            b0 = self.inputs[0][0]
+            w = int(np.prod(b0["shape"]))
+            n = (len(self.tokens) - 1) // w
+            e, i = divmod(self.step - 1, n)
+            p = self.order(n, e)[i] * w
+            win = self.tokens[p:p + w + 1]
+            for b, k, _ in self.inputs:
+                out[b["id"]] = torch.from_numpy(win[1:] if k == "next" else win[:-1]).reshape(b["shape"])
             return out
         if self.tokens is not None:
             b0 = self.inputs[0][0]
@@ -117,7 +154,7 @@ class Batches:
                 out[b["id"]] = torch.from_numpy(win[1:] if k == "next" else win[:-1]).reshape(b["shape"])
             self.pos += w
             return out
-        for b, k, _ in self.inputs:
+        for b, k, _ in self.inputs:  # blobs: never shuffled
             rows = b["shape"][0] if b["shape"] else 1
             cols = int(np.prod(b["shape"])) // rows
             s0 = self.sample0 + (self.step - 1) * rows

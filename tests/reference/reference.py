@@ -62,6 +62,7 @@ MODEL = plan_torch  # what runs the model in PyTorch (--module)
 # which drops the marker LambdaLR puts on it to count steps; the schedule
 # itself (base lr x lambda(k)) does not depend on it, so the warning is noise.
 warnings.filterwarnings("ignore", message="Seems like `optimizer.step\\(\\)` has been overridden")
+TRAINER_SEED = 1337  # the trainer's --seed: its shuffled batch order (plan_torch.Batches) and dropout keys
 SEED = {}  # --dropout-seed: the seed torch's dropout masks are drawn with, when not the trainer's
 
 EPS32 = 2.0 ** -24
@@ -76,6 +77,7 @@ def run_trainer(a, init, final, log):
     """The trainer's per-step losses, and with --eval its eval loss (one
     batch) after the last step (NaN without)."""
     cmd = [a.trainer, "--load", init, "--steps", str(a.steps), "--log", log, "--save", final,
+           "--seed", str(TRAINER_SEED),
            "--eval-batches", "1" if a.eval else "0", "--eval-every", str(a.steps), "--threads", "2",
            "--log-every", "1"] + a.sched_args
     if a.text:
@@ -185,7 +187,9 @@ def branches(a, plan, init, got):
     branch points is tried, and a branch whose next loss misses the trainer's
     is dropped (the closest one is kept when none agrees, for the report)."""
     torch.set_num_threads(2)
-    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None, npy=a.npy)
+    # the trainer's batches: shuffled from its --seed (run_trainer passes TRAINER_SEED)
+    batches = plan_torch.Batches(plan, plan_torch.read_tokens(a.text, True) if a.text else None, npy=a.npy,
+                                 seed=TRAINER_SEED)
     sched = ("constant", 0, 0.0) if a.perturb_schedule else plan_torch.schedule_of(plan, a.schedule, a.warmup,
                                                                                     a.final_fraction)
     clip = 0.0 if a.perturb_clip else plan_torch.clip_of(plan, a.clip)
