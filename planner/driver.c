@@ -16,6 +16,7 @@
 static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
                                const char **error) {
   OptPrec want = rq->fit.opt_state;
+  *chosen = *rq;
   if ((*g)->opt.kind != OPT_ADAMW) {
     if (want == OPTS_BF16 || want == OPTS_8BIT) {
       *error = ar_printf(ar,

@@ -81,7 +81,8 @@ static double step_seconds(const CostModel *cm, const Graph *g, const Step *s, b
     bool gemm = false;
     for (int j = 0; j < x->nin; j++) bytes += (double)st_bytes(s, x->in[j]);
     for (int j = 0; j < x->nout; j++) bytes += (double)st_bytes(s, x->out[j]) * (x->acc[j] ? 2 : 1);
-    if (x->phase == PHASE_UPDATE) flops = 10.0 * (double)shape_numel(&s->t[x->op].shape);
+    if (op_is_comm(x->kind)) { /* a collective (comm.c): its bytes, the network not modelled */
+    } else if (x->phase == PHASE_UPDATE) flops = 10.0 * (double)shape_numel(&s->t[x->op].shape);
     else if (x->kind != OP_CAST) {
       const Op *o = &g->ops[x->op];
       flops = (double)op_info(o->kind)->flops(g, o, x->phase == PHASE_BACKWARD);

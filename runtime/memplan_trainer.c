@@ -219,14 +219,14 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
  * sequential windows; training windows come from an Order (below). */
 static void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s, int mb, int micro) {
   int64_t w = in[0].rows * in[0].cols;
-  if (mb == 0 && s->pos + w * micro * ranks + 1 > s->n) s->pos = 0;
-  const uint16_t *src = s->tok + s->pos + ((int64_t)rank * micro + mb) * w;
+  if (mb == 0 && s->pos + w * micro + 1 > s->n) s->pos = 0;
+  const uint16_t *src = s->tok + s->pos + (int64_t)mb * w;
   for (int k = 0; k < nin; k++) {
     int32_t *dst = (int32_t *)(arena + in[k].offset);
     int shift = in[k].kind == TR_IN_NEXT;
     for (int64_t i = 0; i < w; i++) dst[i] = src[i + shift];
   }
-  if (mb == micro - 1) s->pos += w * micro * ranks;
+  if (mb == micro - 1) s->pos += w * micro;
 }
 
 /* Training order (memplan_trainer.h): a training set is nwin windows a pass

@@ -48,7 +48,7 @@ set_tests_properties(llama_1b_budget_24g PROPERTIES LABELS e2e
   PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified")
 # (the loss unfused: 19.05 GiB; fused, the default, 17.54 GiB)
 add_test(NAME llama_1b_budget_16g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 16G
-                                          --fused-loss off)
+                                          --fused-loss off --opt-state fp32)
 set_tests_properties(llama_1b_budget_16g PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "does not fit the budget .*Smallest budget that fits: --budget [0-9]+ \\(19.05 GiB\\)")
 
@@ -73,7 +73,7 @@ set_tests_properties(budget_too_small PROPERTIES LABELS errors
 # own (statistics per micro-batch would change it; a micro-batch of one [B, H]
 # row has no variance), and the message says so instead of "every micro-batch"
 add_test(NAME budget_batchnorm_no_microbatch
-         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml --budget 250K)
+         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml --budget 250K --opt-state fp32)
 set_tests_properties(budget_batchnorm_no_microbatch PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "Smallest budget that fits: --budget [0-9]+ .*tried recomputation; not micro-batches: the model's batch statistics \\(batchnorm\\)"
   FAIL_REGULAR_EXPRESSION "every micro-batch|needs more than one value per channel")

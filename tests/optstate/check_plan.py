@@ -95,12 +95,19 @@ with open(os.path.join(work, "old.json"), "w") as f:
 r = subprocess.run([memplan, "show", os.path.join(work, "old.json"), "--format", "dot"], capture_output=True)
 check(r.returncode == 0, f"a plan without opt_state reads ({r.stderr.decode()[:200]})")
 
-# auto: between 8-bit's and fp32's keep-everything arenas
-lo, hi = plans["8bit"][0]["totals"]["arena_bytes"], plain["totals"]["arena_bytes"]
-plan, report = compile_("auto", "--opt-state", "auto", "--budget", str((lo + hi) // 2))
-t = plan["totals"]
-check(plan["opt_state"] != "fp32" and t["extra_flops"] == 0 and t["accumulation_steps"] == 1,
-      f"auto at {(lo + hi) // 2} B: {plan['opt_state']}, nothing recomputed, one batch")
-check(re.search(r"--opt-state auto: fp32 (fits with [0-9.]+% extra FLOPs|does not fit)", report) is not None,
-      "auto: the report says what fp32 would have cost")
+# auto (the default): fp32 wherever any configuration fits at fp32; lowered
+# only below fp32's smallest budget, and the report says why
+hi = plain["totals"]["arena_bytes"]
+plan, _ = compile_("auto-roomy", "--opt-state", "auto", "--budget", str(hi * 3 // 4))
+check(plan["opt_state"] == "fp32", f"auto at {hi * 3 // 4} B, where fp32 fits recomputing: {plan['opt_state']}")
+r = subprocess.run([memplan, "compile", model, "-o", os.path.join(work, "none"), "--opt-state", "fp32", "--budget",
+                    "1"], capture_output=True, text=True)
+m = re.search(r"Smallest budget that fits: --budget ([0-9]+)", r.stderr)
+check(r.returncode == 1 and m is not None, f"fp32's smallest budget ({r.stderr[:200]})")
+least = int(m.group(1)) if m else hi
+plan, report = compile_("auto", "--opt-state", "auto", "--budget", str(least - 1))
+check(plan["opt_state"] != "fp32" and plan["totals"]["arena_bytes"] < least,
+      f"auto just under fp32's smallest budget {least}: {plan['opt_state']}")
+check(re.search(r"--opt-state auto: fp32 does not fit; (bf16 fits|bf16 does not fit; 8bit fits)", report) is not None,
+      "auto: the report says fp32 did not fit")
 sys.exit(1 if failures else 0)
