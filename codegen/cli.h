@@ -28,10 +28,10 @@ enum {
   "  2 usage (unknown option, bad option value, missing argument); 3 internal error (a bug)\n"
 
 extern const char compile_help[], compile_help_levers[]; /* cli_compile.c: the options, the levers */
-extern const char sweep_help[];   /* cli_sweep.c */
-extern const char show_help[];    /* show.c */
-extern const char pack_help[];    /* pack.c */
-extern const char import_help[];  /* cli_import.c */
+extern const char sweep_help[];                          /* cli_sweep.c */
+extern const char show_help[];                           /* show.c */
+extern const char pack_help[];                           /* pack.c */
+extern const char import_help[];                         /* cli_import.c */
 int compile_main(int argc, char **argv);
 int sweep_main(int argc, char **argv);
 int show_main(int argc, char **argv);
@@ -50,8 +50,8 @@ typedef struct {
   Masks masks;        /* --dropout-masks */
   int64_t loss_chunk; /* --fused-loss: LOSS_AUTO (default), LOSS_FUSED (on), LOSS_UNFUSED (off) */
   OptPrec opt_state;  /* --opt-state (compile only) */
-  int ranks;   /* --ranks N (default 1) */
-  int zero;    /* --zero 0, 1, 2; -1: auto (the default) */
+  int ranks;          /* --ranks N (default 1) */
+  int zero;           /* --zero 0, 1, 2; -1: auto (the default) */
   bool zero_given;
   const char *block;
   DimOverride ov[64];

@@ -99,6 +99,7 @@ static void levers(const Plan *p, Text *t) {
                 l->chosen ? "true" : "false");
     if (l->dropout_masks) text_printf(t, ", \"dropout_masks\": \"%s\"", l->dropout_masks);
     if (l->loss_chunk) text_printf(t, ", \"loss_chunk\": %lld", (long long)l->loss_chunk);
+    if (l->opt_state) text_printf(t, ", \"opt_state\": \"%s\"", l->opt_state);
     text_printf(t, ", \"est_seconds\": %.17g, \"time_bound_seconds\": %.17g, \"memory_bound_bytes\": %lld",
                 l->est_seconds, l->time_bound, (long long)l->memory_bound);
     if (l->pruned) text_printf(t, ", \"pruned\": \"%s\"", l->pruned);

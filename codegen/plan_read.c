@@ -450,6 +450,8 @@ static void read_levers(Arena *ar, const JVal *root, Plan *p) {
     l->chosen = get(v, "chosen", J_BOOL)->b;
     static const char *const MASKS[] = {"stored", "regenerated"};
     l->dropout_masks = find(v, "dropout_masks") ? MASKS[get_enum(v, "dropout_masks", MASKS, 2)] : NULL;
+    static const char *const LOWERED[] = {"bf16", "8bit"}; /* optional: fp32 moments, or plans before the lever */
+    l->opt_state = find(v, "opt_state") ? LOWERED[get_enum(v, "opt_state", LOWERED, 2)] : NULL;
     l->loss_chunk = find(v, "loss_chunk") ? get_int(v, "loss_chunk", -1, PLAN_MAX_VALUE) : 0; /* -1: fused, unplanned */
     /* optional: plans written before the levers were chosen together have no bounds or estimates */
     l->est_seconds = find(v, "est_seconds") ? get_num(v, "est_seconds") : 0;

@@ -173,6 +173,7 @@ static const char *lever_name(char *cfg, size_t n, const PlanLever *l) {
   if (l->loss_chunk > 0) /* the fused loss: its chunk of rows (-1: not planned, no chunk chosen) */
     snprintf(cfg + strlen(cfg), n - strlen(cfg), ", fused loss, chunk %lld", (long long)l->loss_chunk);
   else if (l->loss_chunk) snprintf(cfg + strlen(cfg), n - strlen(cfg), ", fused loss");
+  if (l->opt_state) snprintf(cfg + strlen(cfg), n - strlen(cfg), ", %s AdamW state", l->opt_state);
   return cfg;
 }
 
@@ -186,16 +187,19 @@ static void levers(const Plan *p, FILE *out) {
           p->budget_bytes ? " (budget " : "", p->budget_bytes ? b(x, p->budget_bytes) : "", p->budget_bytes ? ")" : "",
           p->nlevers, p->nlevers == 1 ? "" : "s");
   const PlanLever *chosen = NULL, *next = NULL;
-  int nfit = 0;
+  int nfit = 0, width = 34; /* the names' column: the longest name */
   for (int i = 0; i < p->nlevers; i++) {
     const PlanLever *l = &p->levers[i];
+    char cfg[120];
     if (l->chosen) chosen = l;
     nfit += l->fits;
+    int w = (int)strlen(lever_name(cfg, sizeof cfg, l));
+    if (w > width) width = w;
   }
   for (int i = 0; i < p->nlevers; i++) {
     const PlanLever *l = &p->levers[i];
     if (l->fits && !l->chosen && (!next || l->est_seconds < next->est_seconds)) next = l;
-    char cfg[80], res[160];
+    char cfg[120], res[160];
     if (l->pruned && !strcmp(l->pruned, "memory"))
       snprintf(res, sizeof res, "not planned: needs at least %s (persistent buffers and the largest op)",
                b(x, l->memory_bound));
@@ -215,10 +219,10 @@ static void levers(const Plan *p, FILE *out) {
       snprintf(res + strlen(res), sizeof res - strlen(res), "; dropout masks %s", l->dropout_masks);
     if (l->fits && l->est_seconds > 0)
       snprintf(res + strlen(res), sizeof res - strlen(res), "; est. %s", secs(x, l->est_seconds));
-    fprintf(out, "  %-34s %s%s\n", lever_name(cfg, sizeof cfg, l), res, l->chosen ? "   <- chosen" : "");
+    fprintf(out, "  %-*s %s%s\n", width, lever_name(cfg, sizeof cfg, l), res, l->chosen ? "   <- chosen" : "");
   }
   if (!chosen || chosen->est_seconds <= 0) return; /* a plan written before the estimates */
-  char cfg[80];
+  char cfg[120];
   if (next)
     fprintf(out, "  chosen: the least estimated step time of the %d that fit; the next, %s, is %.1f%% slower\n", nfit,
             lever_name(cfg, sizeof cfg, next), 100.0 * (next->est_seconds / chosen->est_seconds - 1));

@@ -11,6 +11,7 @@
 
 #include "live.h"
 #include "ops.h"
+#include "optstate.h"
 
 /* The dim that sizes the batch: the inputs' leading dim, when every input
  * starts with the same plain dim name (B). NULL: no micro-batching. */
@@ -172,13 +173,15 @@ static int option_variants(const PlanRequest *rq, FitOptions *v, int cap) {
 enum { MAX_VARIANTS = 16 };
 
 static PlanLever record(const Config *c) {
-  PlanLever l = {.precision = prec_name(c->fo.precision),
-                 .micro_batch = (int)c->mb,
-                 .accumulation_steps = c->fo.accumulation,
-                 .time_bound = c->tbound,
-                 .memory_bound = c->mbound,
-                 .pruned = c->pruned,
-                 .loss_chunk = c->fo.loss_chunk == LOSS_UNFUSED ? 0 : -1};
+  PlanLever l = {
+      .precision = prec_name(c->fo.precision),
+      .micro_batch = (int)c->mb,
+      .accumulation_steps = c->fo.accumulation,
+      .time_bound = c->tbound,
+      .memory_bound = c->mbound,
+      .pruned = c->pruned,
+      .loss_chunk = c->fo.loss_chunk == LOSS_UNFUSED ? 0 : -1,
+      .opt_state = c->fo.opt_state == OPTS_BF16 || c->fo.opt_state == OPTS_8BIT ? optprec_name(c->fo.opt_state) : NULL};
   if (!c->planned) return l;
   if (c->r.loss_chunk) l.loss_chunk = c->r.loss_chunk;
   l.keep_arena = c->r.keep_arena;

@@ -105,6 +105,7 @@ typedef struct {
   bool fits, chosen;
   const char *dropout_masks; /* "stored", "regenerated" (the plan that fit, or the one policy tried); NULL: no
                               * dropout, or both tried and neither fit */
+  const char *opt_state;     /* AdamW's moments in this configuration: "bf16", "8bit"; NULL: fp32 */
   int64_t loss_chunk;        /* the fused loss' rows per chunk (the plan's, or the last tried); 0: unfused; -1:
                               * fused, not planned */
   double est_seconds;        /* the plan's estimated step time (levers.c), 0 when none fit */

@@ -837,8 +837,10 @@ static struct {
   struct CkEntry *ents;
 } ck_io;
 
-static void ck_setup(const TrModel *m) {
-  ck.n = nsaved(m) + m->nopt_states;
+/* with_opt 0: the weights and running state only (a ZeRO run's ranks each
+ * hold a shard of the optimizer state, which is not saved). */
+static void ck_setup(const TrModel *m, int with_opt) {
+  ck.n = nsaved(m) + (with_opt ? m->nopt_states : 0);
   ck.t = xmalloc(sizeof(CkTensor) * (size_t)(ck.n ? ck.n : 1), "the checkpoint table");
   int64_t most = 0;
   for (int i = 0; i < ck.n; i++) {
@@ -2075,11 +2077,15 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   ranks_init(&argc, &argv, m);
   Opts o = parse_opts(argc, argv, m);
   watchdog_secs = (int)o.comm_timeout;
-  if (tr_ranks > 1 && m->zero >= 1 && (o.save || o.save_every || o.resume))
-    die("--save, --save-every and --resume with ZeRO-%d: each rank holds only its shard of the optimizer state, "
-        "and checkpoints of sharded state are not written yet; plan with --zero 0 to checkpoint a data-parallel run",
+  int sharded = tr_ranks > 1 && m->zero >= 1; /* each rank holds a shard of the optimizer state */
+  if (sharded && (o.save_every || o.resume))
+    die("--save-every and --resume with ZeRO-%d: each rank holds only its shard of the optimizer state, and "
+        "checkpoints of sharded state are not written yet (--save writes the weights); plan with --zero 0 to "
+        "checkpoint a data-parallel run",
         m->zero);
-  ck_setup(m);
+  ck_setup(m, !sharded);
+  if (sharded && o.save && tr_rank == 0)
+    printf("--save with ZeRO-%d: the weights and running state only (the optimizer state is sharded)\n", m->zero);
   Resume rs = {.ls = {0}};
   if (o.resume) rs = resume_opts(&o, m);
   op_key_seed = (uint64_t)o.seed;

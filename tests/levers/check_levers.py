@@ -94,13 +94,22 @@ check(any(s["half"] for s in auto["stages"]) and not all(s["half"] for s in auto
 check("in bf16" in report_auto, "report: no stage kept in bf16")
 roomy, _ = compile_("gpt2-8g-auto", "gpt2-124m", "--budget", "8G", "--precision", "auto")
 check(half(roomy) == 0 and roomy["precision"] == "fp32", "auto lowers tensors when everything fits")
-check(not roomy["fused_loss"] and roomy["loss_chunk"] == 0, "8G: the loss fused though everything fits")
+# the fused loss is a lever configuration beside the unfused one: each planned
+# one's estimate is at least the chosen's, and a fused plan never stores logits
+check(roomy["totals"]["extra_flops"] == 0, "8G: recomputes though everything fits")
+for p_ in (roomy,):
+    est = [l["est_seconds"] for l in p_["levers"] if l["fits"]]
+    ch = [l for l in p_["levers"] if l["chosen"]][0]
+    check(ch["est_seconds"] == min(est), f"8G: chosen est {ch['est_seconds']}, least {min(est)}")
 fl, report_fl = compile_("gpt2-3g-fused", "gpt2-124m", "--budget", "3G")
 ft = fl["totals"]
-check(fl["fused_loss"] and 0 < fl["loss_chunk"] < 8192 and ft["accumulation_steps"] == 1
-      and ft["arena_bytes"] <= 3 << 30, f"3G, fused loss: chunk {fl['loss_chunk']}, {ft['accumulation_steps']} micro-batches")
+rows = 8192 // ft["accumulation_steps"]
+check(fl["fused_loss"] and 64 <= fl["loss_chunk"] < rows and ft["arena_bytes"] <= 3 << 30,
+      f"3G, fused loss: chunk {fl['loss_chunk']}, {ft['accumulation_steps']} micro-batches")
+check(any(l.get("loss_chunk", 0) == 0 for l in fl["levers"]) and any(l.get("loss_chunk", 0) for l in fl["levers"]),
+      "3G: the levers list the unfused and the fused configurations")
 check(not any(b["name"] == "logits" for b in fl["buffers"]), "3G, fused loss: the logits are still a buffer")
-check(f"fused loss: linear + cross_entropy in chunks of {fl['loss_chunk']} of 8192 rows" in report_fl,
+check(f"fused loss: linear + cross_entropy in chunks of {fl['loss_chunk']} of {rows} rows" in report_fl,
       "report: no fused loss line")
 
 forced, _ = compile_("mini-mb2", "gpt2-mini", "--micro-batch", "2")

@@ -117,10 +117,12 @@ def equal(work):
         for s, (x, y) in enumerate(zip(loss, ref_loss)):
             if abs(x - y) > RTOL * abs(y):
                 sys.exit("FAIL: %s: step %d loss %.9g on 2 ranks, %.9g on 1 rank at twice the batch" % (tag, s + 1, x, y))
-        if sorted(w) != sorted(ref_w):
-            sys.exit("FAIL: %s: the saved tensors differ: %s vs %s" % (tag, sorted(w), sorted(ref_w)))
+        # a ZeRO run's --save holds the weights only (its optimizer state is sharded)
+        ref_keys = [k for k in ref_w if tag == "z0" or not k.endswith((".momentum", ".adam_m", ".adam_v"))]
+        if sorted(w) != sorted(ref_keys):
+            sys.exit("FAIL: %s: the saved tensors differ: %s vs %s" % (tag, sorted(w), sorted(ref_keys)))
         worst = 0.0
-        for k in ref_w:
+        for k in ref_keys:
             r = rel(w[k], ref_w[k])
             worst = max(worst, r)
             if r > RTOL:
