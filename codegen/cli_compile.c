@@ -332,6 +332,8 @@ static void over_budget(const Options *o, const Graph *g, int64_t min_arena) {
             "  (tried recomputation, then every micro-batch size down to 1; a smaller batch or a shorter\n"
             "  sequence (--set B=... or T=..., the model's dims) shrinks activations; --precision auto or\n"
             "  bf16 stores saved activations in half precision)\n");
+  if (g && g->opt.kind == OPT_ADAMW && o->opt_state == OPTS_AUTO && !o->zero_given && o->ranks <= 1)
+    fprintf(stderr, "  (AdamW's moments tried in fp32, bf16 and 8 bits: the smallest budget is 8-bit's)\n");
 }
 
 /* What compile prints and writes for the planner's outcome; the exit status. */
