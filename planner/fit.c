@@ -276,7 +276,7 @@ static int by_lb(const void *a, const void *b) {
  * than the least arena found, so r->min_arena is what packing every
  * candidate would have found. */
 static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
-  qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb);
+  if (u->n) qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb); /* (NULL with none: qsort takes no NULL) */
   for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
     ar_reset(tmp);
     Cand c = cand_step(tmp, S, u->v[i].m, u->v[i].light);

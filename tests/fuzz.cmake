@@ -27,6 +27,11 @@ set_tests_properties(fuzz_regression_empty_after_load PROPERTIES LABELS errors T
 # a size of 2^63 - 1 bytes: assign.c's align_up overflowed (x + a - 1); and
 # heights that saturate left the best-fit portfolio with no ordering (index
 # -1): sizes summing past 2^62 are now an input error naming the line
+# (UBSan, in CI's sanitizer run: qsort of no skipped candidates passed NULL)
+add_test(NAME fuzz_regression_nothing_skipped
+         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/fuzz/regressions/nothing_skipped.yaml --budget 1)
+set_tests_properties(fuzz_regression_nothing_skipped PROPERTIES LABELS errors TIMEOUT 20
+  PASS_REGULAR_EXPRESSION "does not fit the budget of 1 bytes.*Smallest budget that fits: --budget [0-9]+")
 foreach(f pack_size_int64_max pack_saturated_height)
   add_test(NAME fuzz_regression_${f} COMMAND memplan pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/${f}.csv)
   set_tests_properties(fuzz_regression_${f} PROPERTIES LABELS errors TIMEOUT 20
