@@ -9,8 +9,9 @@
 #     trainers call adamw_update_bf16 / adamw_update_8bit, and the losses
 #     differ from fp32's (a format that silently fell back to fp32 would
 #     track it exactly);
-#  3. an 8-bit run's --save loads back (--load, 0 steps, --save) bit for bit:
-#     the u8 codes and f32 scales are optimizer state, not weights.
+#  3. an 8-bit run's checkpoint holds its u8 codes and f32 scales, and
+#     resuming it (--resume at step 2 of 4) ends bit for bit where the
+#     uninterrupted run ends.
 set -eu
 memplan=$1 py=$2 work=$3
 here=$(dirname "$0")
@@ -66,8 +67,22 @@ for cfg in gpt2-mini: llama-mini:--set,B=2,--set,T=64; do
     fi
   done
 done
+# 3. checkpoints keep the states' format: an 8-bit run's checkpoint holds
+# the u8 codes and f32 scales, and resuming it at step 2 of 4 ends bit for
+# bit where the uninterrupted 4 steps end
 v=gpt2-mini-8bit
-"$work/$v/trainer" --text "$text" --steps 0 --threads 2 --eval-batches 0 --load "$work/$v.safetensors" \
-  --save "$work/$v.again.safetensors" >"$work/$v.again.out"
-"$py" "$compare" equal "$work/$v.safetensors" "$work/$v.again.safetensors"
+"$work/$v/trainer" --text "$text" --steps 4 --seed 11 --threads 2 --eval-batches 0 --save "$work/r4.safetensors" \
+  --save-every 2 >"$work/r4.out"
+"$py" - "$work/r4.safetensors" <<'PY' || fail "$v: the checkpoint's optimizer state is not u8 codes and f32 scales"
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    (n,) = struct.unpack("<Q", f.read(8))
+    h = json.loads(f.read(n))
+codes = [k for k, v in h.items() if k.endswith(".adam_m") and v["dtype"] == "U8"]
+scales = [k for k, v in h.items() if k.endswith(".adam_m.scale") and v["dtype"] == "F32"]
+sys.exit(0 if codes and len(codes) == len(scales) else 1)
+PY
+"$work/$v/trainer" --text "$text" --steps 4 --threads 2 --eval-batches 0 --resume "$work/r4-step000002.safetensors" \
+  --save "$work/r22.safetensors" >"$work/r22.out"
+"$py" "$compare" equal "$work/r4.safetensors" "$work/r22.safetensors"
 echo "all optimizer-state checks passed"

@@ -35,6 +35,9 @@ def tensors(path):
         if name == "__metadata__":
             continue
         lo, hi = info["data_offsets"]
+        if info["dtype"] != "F32":  # optimizer state in bf16 or u8 codes: its bytes
+            out[name] = (info["dtype"], data[8 + n + lo : 8 + n + hi])
+            continue
         a = array.array("f")
         a.frombytes(data[8 + n + lo : 8 + n + hi])
         out[name] = a
