@@ -406,7 +406,9 @@ static int64_t rope_flops(const Graph *g, const Op *op, bool bwd) {
 
 /* ---- losses ---- */
 
-static void ce_build(BuildCtx *c) {
+/* Input 0's rows (every dim but the last); input 1 must be i32 targets of
+ * that shape (what: how the error names input 0). */
+static Shape need_targets(BuildCtx *c, const char *what) {
   need_float(c, 0);
   need_rank(c, 0, 1);
   const Shape *x = in_shape(c, 0);
@@ -416,12 +418,16 @@ static void ce_build(BuildCtx *c) {
   for (int i = 0; ok && i < r.rank; i++) ok = tg->shape.d[i] == r.d[i];
   if (!ok) {
     Arena *tmp = build_scratch(c);
-    build_error(c, NULL,
-                "shape mismatch: cross_entropy of logits '%s' %s %s needs i32 targets of shape %s %s; '%s' is %s %s %s",
+    build_error(c, NULL, "shape mismatch: %s '%s' %s %s needs i32 targets of shape %s %s; '%s' is %s %s %s", what,
                 build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x), shape_sym_str(tmp, &r),
                 shape_val_str(tmp, &r), tg->name, dtype_name(tg->dtype), shape_sym_str(tmp, &tg->shape),
                 shape_val_str(tmp, &tg->shape));
   }
+  return r;
+}
+
+static void ce_build(BuildCtx *c) {
+  Shape r = need_targets(c, "cross_entropy of logits");
   build_data(c, 0, 0);
   build_data(c, 1, 1);
   build_output(c, 0, NULL, build_shape(c, 0, NULL, NULL), DT_F32);
@@ -471,21 +477,8 @@ static int64_t mse_flops(const Graph *g, const Op *op, bool bwd) {
  * directly. Slots: in x W b targets; out loss dx dW db (db: [1], unused,
  * without a bias); dims N V K R. */
 static void lce_build(BuildCtx *c) {
-  need_float(c, 0);
-  need_rank(c, 0, 1);
+  Shape r = need_targets(c, "linear_cross_entropy of");
   const Shape *x = in_shape(c, 0);
-  const Tensor *tg = build_input(c, 1);
-  Shape r = rows_of(c, x);
-  bool ok = tg->dtype == DT_I32 && tg->shape.rank == r.rank;
-  for (int i = 0; ok && i < r.rank; i++) ok = tg->shape.d[i] == r.d[i];
-  if (!ok) {
-    Arena *tmp = build_scratch(c);
-    build_error(c, NULL,
-                "shape mismatch: linear_cross_entropy of '%s' %s %s needs i32 targets of shape %s %s; '%s' is %s %s %s",
-                build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x), shape_sym_str(tmp, &r),
-                shape_val_str(tmp, &r), tg->name, dtype_name(tg->dtype), shape_sym_str(tmp, &tg->shape),
-                shape_val_str(tmp, &tg->shape));
-  }
   int64_t K = last(x), V = attr_i(c, "out"), R = attr_i(c, "chunk"), N = shape_numel(&r);
   if (R > N)
     build_error(c, "chunk", "chunk = %lld rows is more than the %lld rows of '%s'; use at most %lld", (long long)R,
