@@ -67,9 +67,8 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
       break;
     }
   }
-  if (best.plan && strcmp(best.plan->opt_state, "fp32")) /* a format lowered: why */
-    best.plan->opt_state_tried = tried;
-  else best.min_arena = least;
+  if (!best.plan) best.min_arena = least;
+  else if (strcmp(best.plan->opt_state, "fp32")) best.plan->opt_state_tried = tried; /* a format lowered: why */
   return best;
 }
 
