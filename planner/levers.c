@@ -1,6 +1,7 @@
 /* levers.c: one choice over all the budget's levers. Every configuration
- * (storage precision policy, micro-batch size, and the levers still to come)
- * gets two bounds before any plan; the survivors are planned in the order of
+ * (micro-batch size, the loss fused or not, with the storage precision
+ * policy and the optimizer state's format of the request) gets two bounds
+ * before any plan; the survivors are planned in the order of
  * their time bounds, and the plan with the least estimated step time that
  * fits wins. Every configuration is recorded, planned or pruned. */
 #include "levers.h"

@@ -2,7 +2,7 @@
  * micro-batch sizes dividing the batch (the forced one with --micro-batch;
  * the whole batch alone without a budget, with --no-micro-batch, or when
  * the model has batch statistics) times the values of the other levers a
- * user left free. For each, fit_budget keeps everything when it fits, else
+ * user left free (under a budget, the loss unfused and fused). For each, fit_budget keeps everything when it fits, else
  * recomputes what the checkpointing DP says (not with --no-recompute; under
  * --precision auto it also chooses bf16 storage per stage). The winner is
  * the plan with the least estimated step time (levers.c: each op's roofline
@@ -18,7 +18,9 @@
 
 /* Fits the model under rq's budget. *g is the graph src gave at the
  * request's dims; on return, the graph of the plan returned (a micro-batch
- * builds src again with its batch dim). Every configuration tried is
+ * builds src again with its batch dim; a fused loss's graph is the
+ * result's FitResult.graph). With rq->no_least, nothing fitting returns at
+ * once, min_arena 0. Every configuration tried is
  * recorded in the plan (Plan.levers, in order), the chosen one marked; with
  * no plan, min_arena is the least any reached. A --micro-batch that does
  * not divide the batch sets *error instead. */
