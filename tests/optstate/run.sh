@@ -46,8 +46,12 @@ for cfg in gpt2-mini: llama-mini:--set,B=2,--set,T=64; do
     # shellcheck disable=SC2086 # the options split at commas
     "$memplan" compile "$models/$model.yaml" $opts --opt-state $f -o "$work/$v" >"$work/$v.report"
     build $v
+    # in order (--no-shuffle), as measured for the issue: with shuffled windows
+    # llama-mini's tiny batch (2 x 64 tokens) makes the run's own noise larger
+    # than the format's effect (8-bit 1.04% off over the last 20 steps, bf16
+    # 0.71%, measured 2026-12-01), and the check would test the noise
     "$work/$v/trainer" --text "$text" --steps 200 --seed 11 --threads 2 --log-every 100 --eval-batches 0 \
-      --log "$work/$v.csv" --save "$work/$v.safetensors" >"$work/$v.out"
+      --no-shuffle --log "$work/$v.csv" --save "$work/$v.safetensors" >"$work/$v.out"
     # memory truth: peak RSS within the arena + 64 MiB
     line=$(grep "^memory: planned arena" "$work/$v.out") || fail "$v: no memory line"
     arena=$(echo "$line" | sed 's/.*planned arena \([0-9]*\) bytes.*/\1/')
