@@ -63,6 +63,19 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
+def refused(cmd, msgs):
+    """Runs cmd, which must exit 1 before any step with every one of msgs on
+    stderr; prints the verdict. True when it did."""
+    r = run(cmd)
+    stepped = re.search(r"^step ", r.stdout, re.M)
+    ok = r.returncode == 1 and all(m in r.stderr for m in msgs) and not stepped
+    print("  %s exit %d: %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()))
+    if not ok:
+        print("       expected exit 1, no step run, stderr with: %s%s"
+              % (" | ".join(msgs), "\n       but it ran a step" if stepped else ""))
+    return ok
+
+
 def must(cmd, **kw):
     r = run(cmd, **kw)
     if r.returncode != 0:
@@ -255,13 +268,7 @@ def resume_errors(trainer, d, other, *args):
     for case in cases:
         path, msgs = case[0], case[1]
         more = case[2] if len(case) > 2 else (extra if msgs[0].startswith("the checkpoint's training") else [])
-        r = run([trainer, "--resume", path] + args + more)
-        stepped = re.search(r"^step ", r.stdout, re.M)
-        ok = r.returncode == 1 and all(m in r.stderr for m in msgs) and not stepped
-        failed += not ok
-        print("  %s exit %d: %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()))
-        if not ok:
-            print("       expected exit 1, no step run, stderr with: %s" % " | ".join(msgs))
+        failed += not refused([trainer, "--resume", path] + args + more, msgs)
     return 1 if failed else 0
 
 
@@ -476,14 +483,8 @@ def errors(trainer, d, *args):
     failed = 0
     for extra, msgs in cases:
         msgs = [msgs] if isinstance(msgs, str) else msgs
-        r = run([trainer, "--steps", "1", "--eval-batches", "0"] + (args if "--load" in extra else []) + extra)
-        stepped = re.search(r"^step ", r.stdout, re.M)
-        ok = r.returncode == 1 and all(m in r.stderr for m in msgs) and not stepped
-        failed += not ok
-        print("  %s exit %d: %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()))
-        if not ok:
-            print("       expected exit 1, no step run, stderr with: %s%s"
-                  % (" | ".join(msgs), "\n       but it ran a step" if stepped else ""))
+        failed += not refused([trainer, "--steps", "1", "--eval-batches", "0"] + (args if "--load" in extra else [])
+                              + extra, msgs)
     leftovers = [f for f in os.listdir(d) if ".tmp." in f]
     if leftovers:
         print("  FAIL temp files left behind: %s" % leftovers)
@@ -612,13 +613,7 @@ def npy(trainer, d):
     os.remove(os.path.join(d, "no-file", "train", "targets.npy"))
     cases.append((["--npy", base, "--text", base], ["--npy DIR gives every input: not with --text, --data or --val"]))
     for extra, msgs in cases:
-        r = run([trainer, "--steps", "1"] + extra)
-        stepped = re.search(r"^step ", r.stdout, re.M)
-        ok = r.returncode == 1 and all(m in r.stderr for m in msgs) and not stepped
-        failed += not ok
-        print("  %s exit %d: %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()))
-        if not ok:
-            print("       expected exit 1, no step run, stderr with: %s" % " | ".join(msgs))
+        failed += not refused([trainer, "--steps", "1"] + extra, msgs)
     return 1 if failed else 0
 
 
