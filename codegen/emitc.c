@@ -50,7 +50,7 @@ static const char *const reserved[] = {
     "template", "this", "throw", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor", "xor_eq", "dim3",
     "model", "params", "ops", "opt", "vocab", "classes", "update", "unscale", "device", "finite", "inv_scale",
     "scale", "mb", "accumulation", "name", "offset", "rank", "shape", "numel", "init", "dtype", "kind", "rows",
-    "cols", "layer", "phase", "nparams", "nops", "set_threads", "workspace_offset", "workspace_bytes", "states",
+    "cols", "layer", "phase", "nparams", "nops", "set_threads", "blas", "workspace_offset", "workspace_bytes", "states",
     "nstates", "opt_states", "nopt_states", "fingerprint", "training", /* checkpoints */
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
     "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
@@ -690,7 +690,7 @@ static const char mpi_target[] =
     "  find_package(MPI COMPONENTS C)\n"
     "endif()\n"
     "if(TARGET trainer AND MPI_C_FOUND)\n"
-    "  add_executable(trainer_mpi trainer.c memplan_trainer.c cpu.c)\n"
+    "  add_executable(trainer_mpi trainer.c memplan_trainer.c cpu.c cpu_blas.c)\n"
     "  target_compile_definitions(trainer_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI)\n"
     "  target_compile_options(trainer_mpi PRIVATE -Wall -Wextra -O3 -fno-math-errno -ffp-contract=off)\n"
     "  if(TRAINER_WERROR)\n    target_compile_options(trainer_mpi PRIVATE -Werror)\n  endif()\n"
@@ -758,7 +758,7 @@ static void cmake(Emit *E, Text *t) {
       "  find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas)\n"
       "endif()\n"
       "if(TRAINER_CPU AND BLAS_FOUND AND OpenMP_C_FOUND)\n"
-      "  add_executable(trainer trainer.c memplan_trainer.c cpu.c)\n"
+      "  add_executable(trainer trainer.c memplan_trainer.c cpu.c cpu_blas.c)\n"
       "  target_compile_definitions(trainer PRIVATE _POSIX_C_SOURCE=200809L)\n"
       "  target_compile_options(trainer PRIVATE -Wall -Wextra -O3 -fno-math-errno -ffp-contract=off)\n"
       "  if(TRAINER_WERROR)\n    target_compile_options(trainer PRIVATE -Werror)\n  endif()\n"
@@ -814,7 +814,7 @@ const EmitBackend emit_backend_c = {
     .includes = "#include \"memplan_rt.h\"\n#include \"memplan_trainer.h\"\n",
     .tick = "#define TICK(op) do { if (tr_profiling) tr_tick(op); } while (0)",
     .unscale_all = NULL,
-    .hooks = ".set_threads = rt_set_threads, .device = NULL",
+    .hooks = ".set_threads = rt_set_threads, .blas = rt_blas_select, .device = NULL",
     .sqnorm_all = NULL,
     .comm = "tr_",
 };

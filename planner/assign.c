@@ -71,12 +71,18 @@ typedef struct {
   int64_t t_min, t_max; /* the earliest start and the latest end */
 } Inst;
 
+/* The earliest start and latest end; 0 and 0 for no items. The extremes
+ * start from the int64 limits, not from item 0, so no read of lo[0] or hi[0]
+ * happens when n is 0 (gcc 12 -O3 warned that it might, inlined into
+ * inst_make, whose arrays are empty then). */
 static void inst_span(Inst *in) {
-  in->t_min = in->n ? in->lo[0] : 0, in->t_max = in->n ? in->hi[0] : 0;
-  for (int i = 1; i < in->n; i++) {
-    if (in->lo[i] < in->t_min) in->t_min = in->lo[i];
-    if (in->hi[i] > in->t_max) in->t_max = in->hi[i];
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (int i = 0; i < in->n; i++) {
+    if (in->lo[i] < lo) lo = in->lo[i];
+    if (in->hi[i] > hi) hi = in->hi[i];
   }
+  in->t_min = in->n ? lo : 0;
+  in->t_max = in->n ? hi : 0;
 }
 
 static Inst inst_make(const AsgItem *items, int n, int64_t align) {

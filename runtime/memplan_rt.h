@@ -23,6 +23,14 @@ MEMPLAN_CASTS(RT_DECLARE)
 /* Number of threads the CPU backend uses (its thread pool); set once at start. */
 void rt_set_threads(int n);
 
+/* The BLAS library and kernel, first thing in main (cpu_blas.c): when the
+ * library detected a kernel older than the best this CPU runs, and neither
+ * OPENBLAS_CORETYPE is set nor select is 0, restarts the program (execv of
+ * /proc/self/exe with argv) with OPENBLAS_CORETYPE set to that kernel, so it
+ * does not return then. Returns the header line's text, for example
+ * "OpenBLAS 0.3.21, Zen kernel (detected)". */
+const char *rt_blas_select(char **argv, int select);
+
 /* Loss scaling: g *= inv_scale; returns 1 when every element was finite,
  * 0 otherwise (then g's contents are unspecified: the step is skipped). */
 int rt_unscale_check(float *g, int64_t n, float inv_scale);

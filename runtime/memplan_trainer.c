@@ -1182,6 +1182,8 @@ static const char help_text[] =
     "  --seed N          parameter initialization seed (default 1337)\n"
     "  --threads N       OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores;\n"
     "                    CPU trainer only)\n"
+    "  --no-blas-select  CPU trainer: run the OpenBLAS kernel the library detected, even a\n"
+    "                    generic one (see below; this exact spelling)\n"
     "  --text FILE       training text: each byte is a token (models with V >= 256)\n"
     "  --data FILE       training tokens, llm.c format: 256 int32 header (20240520, 1, n, ...),\n"
     "                    then n uint16 tokens\n"
@@ -1250,7 +1252,14 @@ static const char help_text[] =
     "a pass skips the last S mod B). Evaluation reads every test sample once; a last\n"
     "partial batch is padded with the first samples, not counted.\n"
     "Classification models (cross_entropy on [B, K] logits) report accuracy, the share\n"
-    "of argmax(logits) == label, next to the eval loss.\n";
+    "of argmax(logits) == label, next to the eval loss.\n"
+    "\n"
+    "The CPU trainer names its BLAS library and kernel in its header (\"BLAS: ...\"). OpenBLAS\n"
+    "picks a kernel when it loads; on a CPU newer than the library it may pick a generic\n"
+    "one (Prescott), several times slower. When the CPU has AVX2+FMA or AVX-512 and the\n"
+    "library detected an older kernel, the trainer restarts itself once with\n"
+    "OPENBLAS_CORETYPE set to the best kernel (SkylakeX, Haswell or Zen) and says so. An\n"
+    "OPENBLAS_CORETYPE you set is always kept; --no-blas-select keeps the library's choice.\n";
 
 typedef struct {
   int64_t steps, seed, eval_every, eval_batches, log_every, force_overflow;
@@ -1354,6 +1363,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_KEEP,
     O_SHUFFLE,
     O_NO_SHUFFLE,
+    O_NO_BLAS_SELECT,
     O_HELP
   };
   // clang-format off
@@ -1368,7 +1378,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {"kill-rank", 1, 0, O_KILL_RANK}, {"hang-rank", 1, 0, O_HANG_RANK},
       {"resume", 1, 0, O_RESUME}, {"save-every", 1, 0, O_SAVE_EVERY},
       {"keep", 1, 0, O_KEEP}, {"shuffle", 1, 0, O_SHUFFLE}, {"no-shuffle", 0, 0, O_NO_SHUFFLE},
-      {0, 0, 0, 0}};
+      {"no-blas-select", 0, 0, O_NO_BLAS_SELECT}, {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
             .seed = 1337,
@@ -1409,6 +1419,7 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_LOAD: o.load = optarg; break;
     case O_SAVE: o.save = optarg; break;
     case O_CHECK: o.check_alloc = 1; break;
+    case O_NO_BLAS_SELECT: break; /* read before everything else, in tr_main */
     case O_GRAPH: o.cuda_graph = 1; break;
     case O_FORCE: o.force_overflow = opt_int(optarg, "--force-overflow", 1); break;
     case O_SCALE: o.loss_scale = opt_float(optarg, "--loss-scale"), o.loss_scale_given = 1; break;
@@ -2073,7 +2084,16 @@ static void prune_checkpoints(const char *base, int64_t keep, int64_t step) {
   free(dir);
 }
 
+/* Whether argv holds flag, before any "--". */
+static int has_flag(int argc, char **argv, const char *flag) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strcmp(argv[i], flag)) return 1;
+  return 0;
+}
+
 int tr_main(int argc, char **argv, const TrModel *m) {
+  /* first: it may restart the program with another BLAS kernel (cpu_blas.c) */
+  const char *blas = m->blas ? m->blas(argv, !has_flag(argc, argv, "--no-blas-select")) : NULL;
   ranks_init(&argc, &argv, m);
   Opts o = parse_opts(argc, argv, m);
   watchdog_secs = (int)o.comm_timeout;
@@ -2155,6 +2175,9 @@ int tr_main(int argc, char **argv, const TrModel *m) {
            o.cuda_graph ? " (CUDA graph)" : "", o.lr, from);
   else
     printf("%s: %lld parameters, %d threads, lr %g, %s\n", m->model, (long long)m->param_count, o.threads, o.lr, from);
+  if (blas) /* rt_set_threads: the trainer's pool splits each product into single-threaded OpenBLAS calls */
+    printf("BLAS: %s; %d thread%s (the trainer's pool, 1 BLAS thread a call)\n", blas, o.threads,
+           o.threads > 1 ? "s" : "");
   if (m->ranks >= 1) { /* a data-parallel plan (of one rank, too) */
     static const char *const zero[] = {"gradients all-reduced", "ZeRO-1: optimizer state sharded",
                                        "ZeRO-2: optimizer state and gradients sharded"};

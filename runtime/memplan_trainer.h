@@ -257,6 +257,9 @@ struct TrModel {
   void (*eval)(unsigned char *arena);
   /* CPU: sets the kernels' thread count (rt_set_threads); NULL on a device. */
   void (*set_threads)(int n);
+  /* CPU: the BLAS kernel check (rt_blas_select), which may restart the
+   * program; NULL on a device. */
+  const char *(*blas)(char **argv, int select);
   const TrDevice *device; /* NULL: the plan runs on the host */
   /* Data parallelism (memplan compile --ranks N): the plan is each of `ranks`
    * ranks' (0 or 1: one process), zero its sharding (plan.h). Every rank

@@ -114,6 +114,10 @@ memplan_e2e(e2e_clip_fp16_mlp-clip mlp-clip clipnorm ${e2e_dir}/mlp-clip/build/t
             ${e2e_dir}/mlp-clip-fp16/build/trainer ${e2e_dir}/clipnorm)
 set_tests_properties(e2e_clip_fp16_mlp-clip PROPERTIES FIXTURES_REQUIRED "trainer_mlp-clip;trainer_mlp-clip-fp16")
 memplan_e2e(e2e_schedule_mlp-cosine mlp-cosine schedule ${e2e_dir}/mlp-cosine/build/trainer --threads 2)
+# The BLAS kernel choice (runtime/cpu_blas.c): OpenBLAS made to load its generic
+# Prescott kernel as if it had detected it; the trainer must run this CPU's
+# best kernel instead, with that kernel's losses (about 1 s).
+memplan_e2e(e2e_blas_mlp mlp blas ${mlp} --steps 3 --threads 2 --eval-batches 0)
 # The generated CMakeLists.txt builds a portable trainer unless -DTRAINER_NATIVE=ON.
 memplan_e2e(e2e_portable_gpt2-mini gpt2-mini portable ${e2e_dir}/gpt2-mini)
 if(NOT MEMPLAN_SANITIZE)

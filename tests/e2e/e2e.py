@@ -42,6 +42,12 @@ Standard library only. Subcommands:
                                               (relative); A with --lr x 1.001 must differ by more
                                               (the check can fail); each trainer's measured peak RSS
                                               within its planned arena + 64 MiB
+  blas TRAINER [trainer args]                the BLAS header line: with the library made to load its
+                                              generic Prescott kernel as if it had detected it (test hook
+                                              MEMPLAN_TEST_CORETYPE_AS_DETECTED), the trainer runs the best
+                                              kernel of this CPU's cpuid flags and says so, with the losses
+                                              of a run given that kernel by OPENBLAS_CORETYPE; a user's
+                                              OPENBLAS_CORETYPE and --no-blas-select keep Prescott
   portable DIR                               DIR (a built `build` folder) is the portable default:
                                               TRAINER_NATIVE OFF, no -march=native, -ffp-contract=off;
                                               -DTRAINER_NATIVE=ON still gives -march=native
@@ -95,10 +101,12 @@ def build(memplan, model, out, *args):
     must([memplan, "compile", model, "-o", out] + [a for a in args if a.startswith("--")])
     # A fresh cache: an old one would keep options at the defaults of the CMakeLists.txt it was made from.
     shutil.rmtree(os.path.join(out, "build"), ignore_errors=True)
-    must(["cmake", "-S", out, "-B", os.path.join(out, "build"), "-DTRAINER_WERROR=ON",
+    # warnings are errors where the project's build takes them so (MEMPLAN_WERROR, tests/CMakeLists.txt)
+    werror = os.environ.get("MEMPLAN_TRAINER_WERROR", "OFF") == "ON"
+    must(["cmake", "-S", out, "-B", os.path.join(out, "build"), "-DTRAINER_WERROR=" + ("ON" if werror else "OFF"),
           "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"] + list(cmake_args))
     r = must(["cmake", "--build", os.path.join(out, "build")])
-    if "warning" in r.stdout + r.stderr:
+    if werror and "warning" in r.stdout + r.stderr:
         sys.exit("warnings while building the trainer:\n" + r.stdout + r.stderr)
     print("built %s/build/trainer" % out)
 
@@ -628,6 +636,59 @@ def mnist(trainer, data, min_acc, *args):
     return 0 if acc >= float(min_acc) else 1
 
 
+def best_kernel():
+    """The kernel cpu_blas.c must choose, from /proc/cpuinfo (None: neither AVX2+FMA nor AVX-512)."""
+    with open("/proc/cpuinfo") as f:
+        text = f.read()
+    flags = set(re.search(r"^flags\s*:(.*)$", text, re.M).group(1).split())
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        return "SkylakeX", "AVX-512"
+    if {"avx2", "fma"} <= flags:
+        return ("Zen" if "AuthenticAMD" in text else "Haswell"), "AVX2"
+    return None, None
+
+
+def blas(trainer, *args):
+    def header(env_extra, extra=()):
+        env = dict(os.environ, **env_extra)
+        env.pop("MEMPLAN_BLAS_DETECTED", None)
+        log = trainer + ".blas.csv"
+        r = run([trainer, "--log", log] + list(args) + list(extra), env=env)
+        if r.returncode != 0:
+            sys.exit("trainer failed:\n" + r.stdout + r.stderr)
+        m = re.search(r"^BLAS: (.*)$", r.stdout, re.M)
+        if not m:
+            sys.exit("no BLAS line in:\n" + r.stdout)
+        print("%s%s: BLAS: %s" % (" ".join("%s=%s" % kv for kv in env_extra.items()), "".join(" " + e for e in extra),
+                                  m.group(1)))
+        with open(log) as f:
+            return m.group(1), [row["loss"] for row in csv.DictReader(f)]
+
+    problems = []
+    best, isa = best_kernel()
+    hook = {"OPENBLAS_CORETYPE": "Prescott", "MEMPLAN_TEST_CORETYPE_AS_DETECTED": "1"}
+    line, got = header(hook)
+    if best:
+        want = "%s kernel (auto-selected: the library detected Prescott on an %s CPU)" % (best, isa)
+        if want not in line:
+            problems.append("detected Prescott: the line says %r, expected %r" % (line, want))
+        _, direct = header({"OPENBLAS_CORETYPE": best})
+        if got != direct:
+            problems.append("the auto-selected run's losses differ from OPENBLAS_CORETYPE=%s's" % best)
+    elif "Prescott kernel (detected)" not in line:
+        problems.append("no AVX2 here: Prescott stays, but the line says %r" % line)
+    line, _ = header({"OPENBLAS_CORETYPE": "Prescott"})
+    if "Prescott kernel (OPENBLAS_CORETYPE=Prescott)" not in line:
+        problems.append("a user's OPENBLAS_CORETYPE=Prescott was not kept: %r" % line)
+    line, _ = header(hook, ["--no-blas-select"])
+    if not line.startswith("OpenBLAS ") or ", Prescott kernel (detected" not in line:
+        problems.append("--no-blas-select did not keep the detected Prescott: %r" % line)
+    for p in problems:
+        print("FAIL " + p)
+    print("BLAS kernel choice: %s" % ("ok" if not problems else "%d problems" % len(problems)))
+    return 1 if problems else 0
+
+
 def compile_flags(build_dir):
     """file name -> compiler arguments of the trainer's C sources, from compile_commands.json."""
     with open(os.path.join(build_dir, "compile_commands.json")) as f:
@@ -635,7 +696,7 @@ def compile_flags(build_dir):
     flags = {}
     for e in entries:
         base = os.path.basename(e["file"])
-        if base in ("trainer.c", "memplan_trainer.c", "cpu.c"):
+        if base in ("trainer.c", "memplan_trainer.c", "cpu.c", "cpu_blas.c"):
             flags[base] = e["arguments"] if "arguments" in e else shlex.split(e["command"])
     return flags
 
@@ -756,8 +817,9 @@ def portable(d):
     if not cached or cached.group(1) != "OFF":
         problems.append("the tested build has TRAINER_NATIVE=%s" % (cached.group(1) if cached else "unset"))
     flags = compile_flags(os.path.join(d, "build"))
-    if len(flags) != 3:
-        problems.append("compile_commands.json has %s, expected trainer.c, memplan_trainer.c, cpu.c" % sorted(flags))
+    if len(flags) != 4:
+        problems.append("compile_commands.json has %s, expected trainer.c, memplan_trainer.c, cpu.c, cpu_blas.c"
+                        % sorted(flags))
     for src, argv in sorted(flags.items()):
         print("%s: %s" % (src, " ".join(argv)))
         tuned = [a for a in argv if a in ("-march=native", "-mtune=native", "-mcpu=native")]
@@ -789,5 +851,5 @@ if __name__ == "__main__":
     fn = {"build": build, "train": train, "determinism": determinism, "roundtrip": roundtrip,
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
-          "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean}[cmd]
+          "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas}[cmd]
     sys.exit(fn(*rest) or 0)

@@ -65,7 +65,7 @@ def build(memplan, yaml, dim, b, work):
             if f not in ("trainer.c", "trainer.cu", "plan.json", "plan.dot", "plan.svg", "timeline.svg",
                          "CMakeLists.txt") and not filecmp.cmp("%s/%s" % (src, f), "%s/%s/%s" % (work, tag, f), False):
                 sys.exit("FAIL: %s differs between the plans' folders" % f)
-    run(["cmake", "-S", src, "-B", src + "/build", "-DTRAINER_CUDA=OFF", "-DTRAINER_WERROR=ON"])
+    run(["cmake", "-S", src, "-B", src + "/build", "-DTRAINER_CUDA=OFF", "-DTRAINER_WERROR=" + os.environ.get("MEMPLAN_TRAINER_WERROR", "OFF")])
     for tag in ("z1", "z0", "z2", MICRO, "r1"):
         shutil.copyfile("%s/%s/trainer.c" % (work, tag), src + "/trainer.c")
         os.utime(src + "/trainer.c", (time.time() + 1, time.time() + 1))

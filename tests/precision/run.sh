@@ -31,7 +31,7 @@ build() { # name [memplan options]
   m=$model
   case $v in mlp*) m=$mlp ;; sgd*) m=$work/gpt2-mini-sgd.yaml ;; esac
   "$memplan" compile "$m" "$@" -o "$work/$v" > "$work/$v.report"
-  cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release -DTRAINER_WERROR=ON -DTRAINER_CUDA=OFF > /dev/null
+  cmake -S "$work/$v" -B "$work/$v/build" -DCMAKE_BUILD_TYPE=Release -DTRAINER_WERROR="${MEMPLAN_TRAINER_WERROR:-OFF}" -DTRAINER_CUDA=OFF > /dev/null
   cmake --build "$work/$v/build" -j2 > /dev/null
 }
 train() { # name tag steps [trainer options]
