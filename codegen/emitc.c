@@ -692,7 +692,8 @@ static const char mpi_target[] =
     "if(TARGET trainer AND MPI_C_FOUND)\n"
     "  add_executable(trainer_mpi trainer.c memplan_trainer.c cpu.c cpu_blas.c)\n"
     "  target_compile_definitions(trainer_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI)\n"
-    "  target_compile_options(trainer_mpi PRIVATE -Wall -Wextra -O3 -fno-math-errno -ffp-contract=off)\n"
+    "  target_compile_options(trainer_mpi PRIVATE -Wall -Wextra -O3 -fno-math-errno -fno-trapping-math "
+    "-ffp-contract=off)\n"
     "  if(TRAINER_WERROR)\n    target_compile_options(trainer_mpi PRIVATE -Werror)\n  endif()\n"
     "  if(TRAINER_NATIVE)\n    target_compile_options(trainer_mpi PRIVATE -march=native)\n  endif()\n"
     "  if(CBLAS_INCLUDE_DIR)\n    target_include_directories(trainer_mpi PRIVATE ${CBLAS_INCLUDE_DIR})\n  endif()\n"
@@ -737,6 +738,8 @@ static void cmake(Emit *E, Text *t) {
       "# CUDA architectures: 80;90 (A100, H100/H200) unless -DCMAKE_CUDA_ARCHITECTURES=... says otherwise.\n"
       "# Portable by default: the compiler's baseline target (OpenBLAS picks its kernels at run time) and\n"
       "# -ffp-contract=off, so the trainer runs on any CPU of the architecture with the same numerics;\n"
+      "# -fno-trapping-math lets the kernels' loops with selects (exp's clamps: gelu, softmax, the loss)\n"
+      "# vectorize, 5x faster, and changes no result (nothing reads the floating-point exception flags).\n"
       "# -DTRAINER_NATIVE=ON tunes the C code for this CPU (-march=native): faster, runs only on CPUs like it.\n"
       "#   cmake -S . -B build && cmake --build build && build/trainer_cuda --help\n"
       "cmake_minimum_required(VERSION 3.18)\n"
@@ -760,14 +763,18 @@ static void cmake(Emit *E, Text *t) {
       "if(TRAINER_CPU AND BLAS_FOUND AND OpenMP_C_FOUND)\n"
       "  add_executable(trainer trainer.c memplan_trainer.c cpu.c cpu_blas.c)\n"
       "  target_compile_definitions(trainer PRIVATE _POSIX_C_SOURCE=200809L)\n"
-      "  target_compile_options(trainer PRIVATE -Wall -Wextra -O3 -fno-math-errno -ffp-contract=off)\n"
+      "  target_compile_options(trainer PRIVATE -Wall -Wextra -O3 -fno-math-errno -fno-trapping-math "
+      "-ffp-contract=off)\n"
       "  if(TRAINER_WERROR)\n    target_compile_options(trainer PRIVATE -Werror)\n  endif()\n"
       "  if(TRAINER_NATIVE)\n    target_compile_options(trainer PRIVATE -march=native)\n  endif()\n"
       "  if(CBLAS_INCLUDE_DIR)\n    target_include_directories(trainer PRIVATE ${CBLAS_INCLUDE_DIR})\n  endif()\n"
       "  target_link_libraries(trainer PRIVATE ${BLAS_LIBRARIES} OpenMP::OpenMP_C m ${CMAKE_DL_LIBS})\n"
       "elseif(TRAINER_CPU)\n"
       "  message(STATUS \"OpenBLAS or OpenMP not found: not building the CPU trainer\")\n"
-      "endif()\n\n%s"
+      "endif()\n\n%s",
+      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->data_parallel ? mpi_target : "");
+  text_printf( // a second literal: C17 compilers need only accept 4095 characters in one
+      t,
       "if(TRAINER_CUDA)\n"
       "  include(CheckLanguage)\n"
       "  check_language(CUDA)\n"
@@ -797,7 +804,6 @@ static void cmake(Emit *E, Text *t) {
       "  message(FATAL_ERROR \"neither trainer can be built here: the CPU trainer needs OpenBLAS and OpenMP, \"\n"
       "                      \"the CUDA trainer a CUDA compiler (nvcc)\")\n"
       "endif()\n",
-      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->data_parallel ? mpi_target : "",
       E->p->data_parallel ? cuda_mpi_target : "");
 }
 

@@ -13,8 +13,9 @@
  *
  * Times every shape in each of several rounds (a run of a small product is a
  * batch of calls, long enough for the clock) and keeps each shape's best;
- * prints one line per shape and a last line "sgemm_rate GFLOPS": total FLOPs
- * / total time over the step's products, each counted `count` times. */
+ * prints the kernel OpenBLAS runs ("sgemm kernel: NAME"; OPENBLAS_CORETYPE
+ * chooses it), one line per shape and a last line "sgemm_rate GFLOPS": total
+ * FLOPs / total time over the step's products, each counted `count` times. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <time.h>
 
 void openblas_set_num_threads(int num_threads);
+char *openblas_get_corename(void);
 
 static double now_s(void) {
   struct timespec ts;
@@ -95,6 +97,7 @@ int main(int argc, char **argv) {
   int ns = read_shapes(argv[1], &s);
   if (ns < 0) return 1;
   openblas_set_num_threads(th);
+  printf("sgemm kernel: %s\n", openblas_get_corename());
   size_t na = 0, nb = 0, nc = 0;
   for (int i = 0; i < ns; i++) {
     size_t a = (size_t)s[i].m * s[i].k, b = (size_t)s[i].k * s[i].n, c = (size_t)s[i].m * s[i].n;
