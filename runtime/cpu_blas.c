@@ -9,10 +9,11 @@
  *
  * The library reads OPENBLAS_CORETYPE only while it loads, before main, so
  * setting it in the running process does nothing. rt_blas_select therefore
- * restarts the trainer (execv of /proc/self/exe with the same arguments)
- * with OPENBLAS_CORETYPE set to the best kernel this CPU runs, when the
- * library detected a worse one; the restarted process sees MEMPLAN_BLAS_DETECTED
- * (what the library had detected) and says what happened. It runs first
+ * restarts the trainer (execv of the program /proc/self/exe names, with the
+ * same arguments) with OPENBLAS_CORETYPE set to the best kernel this CPU
+ * runs, when the library detected a worse one; the restarted process sees
+ * MEMPLAN_BLAS_DETECTED (what the library had detected) and says what
+ * happened. It runs first
  * thing in main, before MPI, threads or files are set up, so the restart
  * repeats nothing. A user's own OPENBLAS_CORETYPE always wins, and
  * --no-blas-select keeps what the library detected.
@@ -129,9 +130,15 @@ const char *rt_blas_select(char **argv, int select) {
                isa, best);
       return rt_blas_line;
     }
-    if (setenv("OPENBLAS_CORETYPE", best, 1) == 0 && setenv(RT_BLAS_DETECTED, core, 1) == 0) {
+    /* the program's path, not "/proc/self/exe" itself: under a tool that
+     * runs the program inside its own process (valgrind), the link names the
+     * program while exec of the link itself would start the tool's binary */
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0 && setenv("OPENBLAS_CORETYPE", best, 1) == 0 && setenv(RT_BLAS_DETECTED, core, 1) == 0) {
+      self[len] = '\0';
       fflush(NULL);
-      execv("/proc/self/exe", argv);
+      execv(self, argv);
     }
     /* only an exec that failed returns: go on with the library's choice */
     int err = errno;
