@@ -49,7 +49,8 @@ Standard library only. Subcommands:
                                               of a run given that kernel by OPENBLAS_CORETYPE; a user's
                                               OPENBLAS_CORETYPE and --no-blas-select keep Prescott
   portable DIR                               DIR (a built `build` folder) is the portable default:
-                                              TRAINER_NATIVE OFF, no -march=native, -ffp-contract=off;
+                                              a Release build, TRAINER_NATIVE OFF, no -march=native,
+                                              -ffp-contract=off;
                                               -DTRAINER_NATIVE=ON still gives -march=native
 """
 import csv
@@ -812,8 +813,14 @@ def portable(d):
     if not m or m.group(1) != "OFF":
         problems.append("the generated CMakeLists.txt does not default TRAINER_NATIVE to OFF")
     with open(os.path.join(d, "build", "CMakeCache.txt")) as f:
-        cached = re.search(r"^TRAINER_NATIVE:BOOL=(\w+)$", f.read(), re.M)
+        cache = f.read()
+    cached = re.search(r"^TRAINER_NATIVE:BOOL=(\w+)$", cache, re.M)
     print("build/CMakeCache.txt: TRAINER_NATIVE=%s" % (cached.group(1) if cached else "?"))
+    # the tests' trainers are Release builds (-O3 -DNDEBUG), as a user's: the generated default
+    build_type = re.search(r"^CMAKE_BUILD_TYPE:STRING=(\w*)$", cache, re.M)
+    print("build/CMakeCache.txt: CMAKE_BUILD_TYPE=%s" % (build_type.group(1) if build_type else "?"))
+    if not build_type or build_type.group(1) != "Release":
+        problems.append("the tested build is not a Release build")
     if not cached or cached.group(1) != "OFF":
         problems.append("the tested build has TRAINER_NATIVE=%s" % (cached.group(1) if cached else "unset"))
     flags = compile_flags(os.path.join(d, "build"))
