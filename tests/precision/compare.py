@@ -8,8 +8,9 @@
       error is meaningless there)
   compare.py losses A.csv B.csv RTOL
       every step's loss agrees to RTOL
-  compare.py track REF.csv RUN.csv FRACTION LAST
-      the mean loss of RUN's last LAST steps is within FRACTION of REF's
+  compare.py held_out REF.csv RUN.csv FRACTION
+      RUN's last evaluation (the eval_loss of its last logged evaluation, on
+      held-out data) is within FRACTION of REF's
   compare.py equal A.safetensors B.safetensors
       the weights are bit-identical
 """
@@ -75,13 +76,21 @@ def same(a_csv, b_csv, a_st, b_st, rtol):
         fail(f"weights differ by {worst:.3g} > {rtol} in {at}")
 
 
-def track(ref_csv, run_csv, fraction, last):
-    a, b = losses(ref_csv)[-last:], losses(run_csv)[-last:]
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
+def last_eval(path):
+    with open(path) as f:
+        rows = [line.strip().split(",") for line in f][1:]
+    evals = [float(r[3]) for r in rows if r[3] != "nan"]
+    if not evals:
+        fail(f"{path} logs no evaluation (run with --eval-every)")
+    return evals[-1]
+
+
+def held_out(ref_csv, run_csv, fraction):
+    ma, mb = last_eval(ref_csv), last_eval(run_csv)
     d = abs(mb - ma) / ma
-    print(f"mean loss of the last {last} steps: {ma:.6f} (reference) vs {mb:.6f}: {100 * d:.3f}%")
+    print(f"held-out eval loss: {ma:.6f} (reference) vs {mb:.6f}: {100 * d:.3f}% (at most {100 * fraction:.2f}%)")
     if d > fraction:
-        fail(f"{100 * d:.3f}% > {100 * fraction:.1f}%")
+        fail(f"{100 * d:.3f}% > {100 * fraction:.2f}%")
 
 
 def equal(a_st, b_st):
@@ -97,8 +106,8 @@ if __name__ == "__main__":
         same(*args[:4], float(args[4]))
     elif cmd == "losses":
         same_losses(args[0], args[1], float(args[2]))
-    elif cmd == "track":
-        track(args[0], args[1], float(args[2]), int(args[3]))
+    elif cmd == "held_out":
+        held_out(args[0], args[1], float(args[2]))
     elif cmd == "equal":
         equal(*args)
     else:

@@ -9,8 +9,16 @@
 #     of attention, by lr whatever the noise); and mlp's on the MNIST digits
 #     (--npy out/mnist-flat: each micro-batch reads its rows of the window);
 #  2. bf16, fp16 (with loss scaling) and auto under a budget that makes it
-#     mix bf16 storage with recomputation track fp32 within 2% of the mean
-#     loss of the last 20 of 200 steps;
+#     mix bf16 storage with recomputation track fp32: the held-out loss after
+#     300 steps within 0.1% of fp32's (the protocol of tests/optstate/run.sh:
+#     every license but GPL-2 to train, GPL-2 held out, lr 3e-4 with cosine
+#     decay; the earlier 2% on the mean of the last 20 training losses at lr
+#     1e-3 failed at seed 12, fp16 2.2% off fp32). Measured 2026-12-01 over
+#     --seed 11-15 and the Zen and Prescott kernels (10 runs each),
+#     |eval(precision) / eval(fp32) - 1| at most: bf16 0.002%, fp16 0.0002%,
+#     auto 0.001%; 0.1% is 50x the largest. Planted in rt_f32_to_bf16, a
+#     cast that keeps no mantissa bit (saved activations stored as powers of
+#     two) moved bf16's held-out loss by 0.47%: caught by 0.1%, not by 2%;
 #  3. a forced overflow (the trainer's test hook --force-overflow) skips the
 #     step, halves the scale and leaves the weights untouched.
 set -eu
@@ -41,6 +49,13 @@ train() { # name tag steps [trainer options]
   case $v in mlp*) data="" ;; esac
   "$work/$v/build/trainer" $data --steps "$steps" --seed 11 --threads 2 --log-every 50 --eval-batches 0 \
     --log "$work/$tag.csv" --save "$work/$tag.safetensors" "$@" > "$work/$tag.out"
+}
+# the held-out protocol of tests/optstate/run.sh (see there); the options
+# after train's own (--text, --eval-batches) replace them
+val=$(sh "$here/../scripts/heldout_text.sh" "$work") corpus=$work/train.txt
+held_out() { # name tag
+  train "$1" "$2" 300 --text "$corpus" --val "$val" --lr 3e-4 --schedule cosine --warmup 20 --final-fraction 0 \
+    --eval-every 300 --eval-batches 64
 }
 sed 's/^optimizer: .*/optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.01}/' "$model" >"$work/gpt2-mini-sgd.yaml"
 grep -q "type: sgd" "$work/gpt2-mini-sgd.yaml" || { echo "FAIL: no SGD twin of gpt2-mini"; exit 1; }
@@ -74,14 +89,9 @@ train mlp_mb mlp_mb_npy_10 10 --npy "$mnist"
 "$py" "$here/compare.py" same "$work/mlp_npy_10.csv" "$work/mlp_mb_npy_10.csv" "$work/mlp_npy_10.safetensors" "$work/mlp_mb_npy_10.safetensors" 1e-6
 
 echo "== half precision tracks fp32"
-train fp32 fp32_200 200
-train bf16 bf16_200 200
-train fp16 fp16_200 200
-train auto auto_200 200
-"$py" "$here/compare.py" track "$work/fp32_200.csv" "$work/bf16_200.csv" 0.02 20
-"$py" "$here/compare.py" track "$work/fp32_200.csv" "$work/fp16_200.csv" 0.02 20
-"$py" "$here/compare.py" track "$work/fp32_200.csv" "$work/auto_200.csv" 0.02 20
-grep "loss scaling:" "$work/fp16_200.out"
+for v in fp32 bf16 fp16 auto; do held_out $v ${v}_300; done
+for v in bf16 fp16 auto; do "$py" "$here/compare.py" held_out "$work/fp32_300.csv" "$work/${v}_300.csv" 0.001; done
+grep "loss scaling:" "$work/fp16_300.out"
 
 echo "== a forced overflow skips the step"
 train fp16 init 0
