@@ -22,7 +22,7 @@ const EmitBackend emit_backend_cuda = {
     .includes = "#include \"memplan_rt_cuda.h\"\n#include \"memplan_trainer.h\"\n",
     .tick = "#define TICK(op) do { if (tr_profiling) { rt_cuda_synchronize(); tr_tick(op); } } while (0)",
     .unscale_all = "rt_cuda_all_finite()",
-    .hooks = ".set_threads = NULL, .device = &tr_cuda_device",
+    .hooks = ".set_threads = NULL, .blas = NULL, .device = &tr_cuda_device",
     .sqnorm_all = "rt_cuda_grad_sqnorm_total()",
     .comm = "tr_cuda_",
 };
