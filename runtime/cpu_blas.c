@@ -13,9 +13,8 @@
  * same arguments) with OPENBLAS_CORETYPE set to the best kernel this CPU
  * runs, when the library detected a worse one; the restarted process sees
  * MEMPLAN_BLAS_DETECTED (what the library had detected) and says what
- * happened. It runs first
- * thing in main, before MPI, threads or files are set up, so the restart
- * repeats nothing. A user's own OPENBLAS_CORETYPE always wins, and
+ * happened. It runs first thing in main, before MPI, threads or files are
+ * set up, so the restart repeats nothing. A user's own OPENBLAS_CORETYPE always wins, and
  * --no-blas-select keeps what the library detected.
  *
  * Kernels are ranked by the instructions they use: AVX-512 (SkylakeX and
@@ -47,22 +46,21 @@ __attribute__((weak)) char *openblas_get_config(void);
  * trainer replace it (tests/e2e/e2e.py blas). */
 #define RT_BLAS_TEST_HOOK "MEMPLAN_TEST_CORETYPE_AS_DETECTED"
 
-enum { RANK_UNKNOWN = -1, RANK_OLD = 1, RANK_AVX2 = 2, RANK_AVX512 = 3 };
-
+/* OpenBLAS's core names (0.3.21's dynamic.c) ranked by the instructions
+ * their kernels use: 3 AVX-512, 2 AVX2 with FMA, 1 older; 0: not known here. */
 static int kernel_rank(const char *core) {
-  static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
-  static const char *const avx2[] = {"Haswell", "Zen", NULL};
-  static const char *const old[] = {
-      "Katmai",      "Coppermine", "Northwood", "Prescott",   "Banias",        "Atom",         "Core2",     "Penryn",
-      "Dunnington",  "Nehalem",    "Athlon",    "Opteron",    "Opteron(SSE3)", "Opteron_SSE3", "Barcelona", "Nano",
-      "Sandybridge", "Bobcat",     "Bulldozer", "Piledriver", "Steamroller",   "Excavator",    "Unknown",   NULL};
-  for (int i = 0; avx512[i]; i++)
-    if (!strcasecmp(core, avx512[i])) return RANK_AVX512;
-  for (int i = 0; avx2[i]; i++)
-    if (!strcasecmp(core, avx2[i])) return RANK_AVX2;
-  for (int i = 0; old[i]; i++)
-    if (!strcasecmp(core, old[i])) return RANK_OLD;
-  return RANK_UNKNOWN;
+  static const struct {
+    const char *name;
+    int rank;
+  } cores[] = {{"SkylakeX", 3},    {"Cooperlake", 3},  {"SapphireRapids", 3}, {"Haswell", 2},      {"Zen", 2},
+               {"Katmai", 1},      {"Coppermine", 1},  {"Northwood", 1},      {"Prescott", 1},     {"Banias", 1},
+               {"Atom", 1},        {"Core2", 1},       {"Penryn", 1},         {"Dunnington", 1},   {"Nehalem", 1},
+               {"Athlon", 1},      {"Opteron", 1},     {"Opteron(SSE3)", 1},  {"Opteron_SSE3", 1}, {"Barcelona", 1},
+               {"Nano", 1},        {"Sandybridge", 1}, {"Bobcat", 1},         {"Bulldozer", 1},    {"Piledriver", 1},
+               {"Steamroller", 1}, {"Excavator", 1},   {"Unknown", 1}};
+  for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++)
+    if (!strcasecmp(core, cores[i].name)) return cores[i].rank;
+  return 0;
 }
 
 /* The best OpenBLAS kernel this CPU runs, with the instruction set that
@@ -112,8 +110,7 @@ const char *rt_blas_select(char **argv, int select) {
                lib, core, detected, isa);
     else
       snprintf(rt_blas_line, sizeof rt_blas_line,
-               "%s, %s kernel (selecting %s failed: the library runs %s; set OPENBLAS_CORETYPE to choose)", lib, core,
-               best ? best : "?", core);
+               "%s, %s kernel (selecting %s failed; set OPENBLAS_CORETYPE to choose)", lib, core, best ? best : "?");
     unsetenv(RT_BLAS_DETECTED);
     return rt_blas_line;
   }
@@ -123,7 +120,7 @@ const char *rt_blas_select(char **argv, int select) {
     return rt_blas_line;
   }
   int have = kernel_rank(core);
-  if (best && have != RANK_UNKNOWN && have < kernel_rank(best)) {
+  if (best && have && have < kernel_rank(best)) {
     if (!select) {
       snprintf(rt_blas_line, sizeof rt_blas_line,
                "%s, %s kernel (detected; this %s CPU runs the faster %s kernel without --no-blas-select)", lib, core,
