@@ -145,9 +145,10 @@ static void read_f32(const In *in, const StTensor *t, int64_t at, int64_t count,
   to_f32(dst, raw, count, t->dtype);
 }
 
-static int64_t numel(const StTensor *t) {
+static int64_t numel(const StTensor *t) { /* st_read_header checked that it fits (and its bytes) */
   int64_t n = 1;
-  for (int d = 0; d < t->rank; d++) n *= t->shape[d];
+  for (int d = 0; d < t->rank; d++)
+    if (__builtin_mul_overflow(n, t->shape[d], &n)) return INT64_MAX;
   return n;
 }
 
@@ -370,7 +371,7 @@ int import_main(int argc, char **argv) {
   if (!json || fread(json, 1, (size_t)hn, in.f) != (size_t)hn) fail(o.in, "cannot read the header");
   Arena ar = {0};
   int n;
-  StTensor *t = st_read_header(&ar, o.in, json, (size_t)hn, &n);
+  StTensor *t = st_read_header(&ar, o.in, json, (size_t)hn, in.size - in.data0, &n);
   const Plan *plan = NULL;
   if (o.plan) {
     FILE *pf = fopen(o.plan, "rb");

@@ -26,9 +26,12 @@ typedef struct {
 
 /* Parses a safetensors header (json: the len bytes after the file's u64
  * length; an object of name -> {dtype, shape, data_offsets}, "__metadata__"
- * skipped) into *n tensors in file order, allocated in ar. Malformed JSON
- * and a tensor entry of the wrong form are user errors (diag_error) naming
- * path and the tensor. The same JSON reader as plan_read. */
-StTensor *st_read_header(Arena *ar, const char *path, const char *json, size_t len, int *n);
+ * skipped; data_bytes: the file's bytes after the header) into *n tensors
+ * in file order, allocated in ar. Every check of the trainers' reader
+ * (runtime/memplan_json.c: mj_st_read): known dtypes, rank <= 8, element
+ * and byte counts without overflow, data_offsets that cover the data
+ * exactly, no duplicate names. A failure is a user error (diag_error)
+ * naming path, the byte and what is wrong. */
+StTensor *st_read_header(Arena *ar, const char *path, const char *json, size_t len, int64_t data_bytes, int *n);
 
 #endif
