@@ -17,6 +17,7 @@
  * copy of a checkpoint file is ever held in memory. */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "memplan_trainer.h"
+#include "memplan_json.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -335,76 +336,6 @@ typedef struct {
 static NpySet npy_train, npy_test;
 static unsigned char *npy_file;
 
-/* A cursor over a file header's text (the .npy header's Python dict, the
- * safetensors header's JSON): whitespace, one expected character, and the
- * error that names the file and its format. */
-typedef struct {
-  const char *p, *end, *path, *format;
-} Js;
-
-_Noreturn static void js_fail(const Js *j, const char *what) {
-  die("%s: malformed %s header: %s", j->path, j->format, what);
-}
-
-static void js_ws(Js *j) {
-  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
-}
-
-static int js_eat(Js *j, char c) {
-  js_ws(j);
-  if (j->p < j->end && *j->p == c) {
-    j->p++;
-    return 1;
-  }
-  return 0;
-}
-
-/* A quoted string without escapes ('<f4', 'shape'), into buf. */
-/* The header's Python dict literal: {'descr': '<f4', 'fortran_order': False,
- * 'shape': (S, 784), } with its keys in any order. */
-static void npy_str(Js *h, char *buf, size_t n) {
-  js_ws(h);
-  if (h->p >= h->end || (*h->p != '\'' && *h->p != '"')) js_fail(h, "expected a quoted string");
-  char q = *h->p++;
-  size_t k = 0;
-  for (; h->p < h->end && *h->p != q; h->p++) {
-    if (*h->p == '\\' || k + 1 >= n) js_fail(h, "a string with escapes, or too long");
-    buf[k++] = *h->p;
-  }
-  if (h->p >= h->end) js_fail(h, "an unterminated string");
-  h->p++;
-  buf[k] = 0;
-}
-
-static int npy_bool(Js *h) {
-  js_ws(h);
-  size_t left = (size_t)(h->end - h->p);
-  if (left >= 4 && !strncmp(h->p, "True", 4)) return h->p += 4, 1;
-  if (left >= 5 && !strncmp(h->p, "False", 5)) return h->p += 5, 0;
-  js_fail(h, "fortran_order is neither True nor False");
-}
-
-/* A tuple of non-negative integers, "(8000, 784)", "(8000,)" or "()". */
-static int npy_shape(Js *h, int64_t *d, int max) {
-  int n = 0;
-  if (!js_eat(h, '(')) js_fail(h, "shape is not a tuple");
-  while (!js_eat(h, ')')) {
-    js_ws(h);
-    if (h->p >= h->end || *h->p < '0' || *h->p > '9') js_fail(h, "shape holds something other than integers");
-    int64_t v = 0;
-    for (; h->p < h->end && *h->p >= '0' && *h->p <= '9'; h->p++) {
-      if (v > ((int64_t)1 << 50)) js_fail(h, "a dimension of shape is too large");
-      v = 10 * v + (*h->p - '0');
-    }
-    if (h->p < h->end && *h->p == 'L') h->p++; /* Python 2's long */
-    if (n == max) js_fail(h, "shape has too many axes");
-    d[n++] = v;
-    if (js_eat(h, ')')) break;
-    if (!js_eat(h, ',')) js_fail(h, "expected ',' or ')' in shape");
-  }
-  return n;
-}
-
 /* "(8000, 1, 28, 28)"; with sym, "(S, 784)": axis 0 written as sym. */
 static const char *npy_fmt_shape(char *buf, size_t n, const int64_t *d, int rank, const char *sym) {
   size_t k = (size_t)snprintf(buf, n, "(");
@@ -434,28 +365,16 @@ static void load_npy(NpyArray *a, const TrInput *in, const TrModel *m) {
   if (hlen < 0 || start > size)
     die("%s: truncated: the header should end at byte %lld, the file has %lld bytes", path,
         (long long)(hlen < 0 ? 12 : start), (long long)size);
-  Js h = {(const char *)b + (wide ? 12 : 10), (const char *)b + start, path, ".npy"};
-  char descr[32] = "", key[32];
-  int fortran = -1, rank = -1;
-  int64_t shape[16];
-  if (!js_eat(&h, '{')) js_fail(&h, "expected a dict, '{'");
-  while (!js_eat(&h, '}')) {
-    npy_str(&h, key, sizeof key);
-    if (!js_eat(&h, ':')) js_fail(&h, "expected ':' after a key");
-    if (!strcmp(key, "descr")) {
-      js_ws(&h);
-      if (h.p < h.end && *h.p == '[')
-        die("%s: a structured dtype (descr is a list): input '%s' needs a plain array", path, in->name);
-      npy_str(&h, descr, sizeof descr);
-    } else if (!strcmp(key, "fortran_order")) fortran = npy_bool(&h);
-    else if (!strcmp(key, "shape")) rank = npy_shape(&h, shape, 16);
-    else js_fail(&h, "a key other than descr, fortran_order and shape");
-    if (!js_eat(&h, ',')) {
-      if (!js_eat(&h, '}')) js_fail(&h, "expected ',' or '}' after a value");
-      break;
-    }
+  MjNpy hd;
+  MjError err;
+  if (mj_npy_header((const char *)b + (wide ? 12 : 10), (size_t)hlen, &hd, &err)) {
+    if (!strncmp(err.msg, "structured dtype", 16))
+      die("%s: a structured dtype (descr is a list): input '%s' needs a plain array", path, in->name);
+    die("%s: malformed .npy header at byte %lld: %s", path, (long long)err.off + (wide ? 12 : 10), err.msg);
   }
-  if (!*descr || fortran < 0 || rank < 0) js_fail(&h, "it needs all of descr, fortran_order and shape");
+  const char *descr = hd.descr;
+  int fortran = hd.fortran, rank = hd.rank;
+  const int64_t *shape = hd.shape;
   if (fortran)
     die("%s: fortran_order is True (column-major data): the trainer reads row-major arrays; save "
         "np.ascontiguousarray(a) instead",
@@ -673,112 +592,9 @@ static void check_save_path(const char *path) {
   free(tmp);
 }
 
-/* A JSON reader just large enough for safetensors headers (the cursor: Js above). */
-
-static void js_expect(Js *j, char c) {
-  if (!js_eat(j, c)) {
-    char msg[32];
-    snprintf(msg, sizeof msg, "expected '%c'", c);
-    js_fail(j, msg);
-  }
-}
-
-/* A string into out (cap bytes); \u escapes beyond ASCII become '?'. */
-static void js_string(Js *j, char *out, size_t cap) {
-  js_expect(j, '"');
-  size_t n = 0;
-  for (;;) {
-    if (j->p >= j->end) js_fail(j, "unterminated string");
-    char c = *j->p++;
-    if (c == '"') break;
-    if (c == '\\') {
-      if (j->p >= j->end) js_fail(j, "bad escape");
-      char e = *j->p++;
-      static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-      const char *k = strchr(from, e);
-      if (e == 'u') {
-        if (j->end - j->p < 4) js_fail(j, "bad \\u escape");
-        unsigned v = (unsigned)strtoul((char[5]){j->p[0], j->p[1], j->p[2], j->p[3], 0}, NULL, 16);
-        j->p += 4;
-        c = v < 0x80 ? (char)v : '?';
-      } else if (k && e) c = to[k - from];
-      else js_fail(j, "bad escape");
-    }
-    if (n + 1 < cap) out[n++] = c;
-  }
-  out[n] = '\0';
-}
-
-static int64_t js_int(Js *j) {
-  js_ws(j);
-  char *e;
-  errno = 0;
-  long long v = strtoll(j->p, &e, 10);
-  if (e == j->p || errno || e > j->end) js_fail(j, "expected an integer");
-  j->p = e;
-  return v;
-}
-
-static void js_skip(Js *j) {
-  js_ws(j);
-  if (j->p >= j->end) js_fail(j, "unexpected end");
-  char c = *j->p;
-  if (c == '"') {
-    char tmp[8];
-    js_string(j, tmp, sizeof tmp);
-  } else if (c == '{' || c == '[') {
-    char close = c == '{' ? '}' : ']';
-    j->p++;
-    if (js_eat(j, close)) return;
-    do {
-      if (c == '{') {
-        char tmp[8];
-        js_string(j, tmp, sizeof tmp);
-        js_expect(j, ':');
-      }
-      js_skip(j);
-    } while (js_eat(j, ','));
-    js_expect(j, close);
-  } else {
-    while (j->p < j->end && !strchr(",}] \t\r\n", *j->p)) j->p++;
-  }
-}
-
-/* One tensor entry: dtype, shape, data_offsets. */
-static void js_tensor(Js *j, char *dtype, int *rank, int64_t *shape, int64_t *b, int64_t *e) {
-  *rank = -1, *b = *e = -1, dtype[0] = '\0';
-  js_expect(j, '{');
-  if (js_eat(j, '}')) return;
-  do {
-    char key[32];
-    js_string(j, key, sizeof key);
-    js_expect(j, ':');
-    if (!strcmp(key, "dtype")) js_string(j, dtype, 16);
-    else if (!strcmp(key, "shape")) {
-      js_expect(j, '[');
-      *rank = 0;
-      if (!js_eat(j, ']')) {
-        do {
-          int64_t d = js_int(j);
-          if (*rank < 6) shape[*rank] = d;
-          ++*rank;
-        } while (js_eat(j, ','));
-        js_expect(j, ']');
-      }
-    } else if (!strcmp(key, "data_offsets")) {
-      js_expect(j, '[');
-      *b = js_int(j);
-      js_expect(j, ',');
-      *e = js_int(j);
-      js_expect(j, ']');
-    } else js_skip(j);
-  } while (js_eat(j, ','));
-  js_expect(j, '}');
-}
-
 static void shape_str(char *buf, size_t n, int rank, const int64_t *d) {
   size_t k = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < rank && i < 6 && k < n; i++)
+  for (int i = 0; i < rank && k < n; i++)
     k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)d[i]);
   if (k < n) snprintf(buf + k, n - k, "]");
 }
@@ -834,7 +650,7 @@ static struct {
  * an error's exit leaves nothing a leak checker would call lost. */
 static struct {
   char *hdr, *tmp, *seen;
-  struct CkEntry *ents;
+  MjSt st; /* a header read */
 } ck_io;
 
 /* with_opt 0: the weights and running state only (a ZeRO run's ranks each
@@ -965,18 +781,14 @@ static void read_at(int fd, void *dst, int64_t n, int64_t off, const char *path,
   }
 }
 
-/* One tensor entry of a safetensors header. */
-typedef struct CkEntry {
-  char name[512], dtype[16];
-  int rank;
-  int64_t shape[6], b, e;
-} CkEntry;
+/* One tensor entry of a safetensors header (runtime/memplan_json.c checked it). */
+typedef MjStTensor CkEntry;
 
-enum { TR_HEADER_MAX = 100 << 20 }; /* the safetensors library's own limit */
-
-/* A checkpoint's header, read without its data: the entries, and the
- * metadata into mt (when not NULL). Returns the entries (*n of them) and
- * sets *data0 (where the data starts) and *size. */
+/* A checkpoint's header, read without its data and checked whole by the
+ * project's one safetensors reader (mj_st_read: the JSON, every entry, the
+ * data section exactly covered): the entries, and the metadata into mt
+ * (when not NULL). Returns the entries (*n of them, alive in ck_io.st until
+ * mj_st_free) and sets *data0 (where the data starts) and *size. */
 static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt, int *n, int64_t *data0,
                             int64_t *size) {
   struct stat st;
@@ -990,57 +802,34 @@ static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt
   for (int k = 0; k < 8; k++) hn |= (uint64_t)len[k] << (8 * k);
   if (hn > (uint64_t)*size - 8)
     die("%s: header length %llu runs past the end of the file (truncated?)", path, (unsigned long long)hn);
-  if (hn > TR_HEADER_MAX)
+  if (hn > (uint64_t)MJ_ST_MAX_HEADER)
     die("%s: a header of %llu bytes, over the 100 MiB a safetensors header may have (not a checkpoint?)", path,
         (unsigned long long)hn);
   *data0 = 8 + (int64_t)hn;
   char *hdr = ck_io.hdr = xmalloc((size_t)hn + 1, "the safetensors header");
   read_at(fd, hdr, (int64_t)hn, 8, path, "(the header)");
-  Js j = {hdr, hdr + hn, path, "safetensors"};
-  int cap = 16;
-  CkEntry *ents = ck_io.ents = xmalloc(sizeof(CkEntry) * (size_t)cap, "the safetensors header");
-  *n = 0;
-  js_expect(&j, '{');
-  if (!js_eat(&j, '}')) {
-    do {
-      char name[512];
-      js_string(&j, name, sizeof name);
-      js_expect(&j, ':');
-      if (!strcmp(name, "__metadata__")) {
-        if (!mt) {
-          js_skip(&j);
-          continue;
-        }
-        js_expect(&j, '{');
-        if (js_eat(&j, '}')) continue;
-        do {
-          char key[META_KEY];
-          js_string(&j, key, sizeof key);
-          js_expect(&j, ':');
-          js_ws(&j);
-          if (j.p < j.end && *j.p == '"' && mt->n < META_MAX) {
-            snprintf(mt->key[mt->n], META_KEY, "%s", key);
-            js_string(&j, mt->val[mt->n++], META_VAL);
-          } else js_skip(&j);
-        } while (js_eat(&j, ','));
-        js_expect(&j, '}');
-        continue;
-      }
-      if (*n == cap) {
-        cap *= 2;
-        CkEntry *g = realloc(ents, sizeof(CkEntry) * (size_t)cap);
-        if (!g) die("out of memory reading the header of %s", path);
-        ents = ck_io.ents = g;
-      }
-      CkEntry *e = &ents[(*n)++];
-      snprintf(e->name, sizeof e->name, "%s", name);
-      js_tensor(&j, e->dtype, &e->rank, e->shape, &e->b, &e->e);
-    } while (js_eat(&j, ','));
-    js_expect(&j, '}');
-  }
+  MjError err;
+  if (mj_st_read(&ck_io.st, hdr, (size_t)hn, *size - *data0, &err))
+    die("%s: malformed safetensors header at byte %lld: %s", path, (long long)err.off + 8, err.msg);
   free(hdr);
   ck_io.hdr = NULL;
-  return ents;
+  const MjVal *meta = ck_io.st.meta;
+  if (mt && meta) {
+    if (meta->n > META_MAX)
+      die("%s: __metadata__ holds %d entries; a trainer checkpoint has at most %d (not a checkpoint of this trainer?)",
+          path, meta->n, META_MAX);
+    for (int k = 0; k < meta->n; k++) {
+      const MjVal *v = &meta->u.items[k];
+      if (strlen(v->key) >= META_KEY || v->n >= META_VAL)
+        die("%s: __metadata__ '%.100s': a key over %d bytes or a value over %d bytes (not a checkpoint of this "
+            "trainer?)",
+            path, v->key, META_KEY - 1, META_VAL - 1);
+      snprintf(mt->key[mt->n], META_KEY, "%s", v->key);
+      snprintf(mt->val[mt->n++], META_VAL, "%s", v->u.s);
+    }
+  }
+  *n = ck_io.st.n;
+  return ck_io.st.t;
 }
 
 /* --load (weights: parameters and running state; optimizer state and
@@ -1061,9 +850,6 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
   const TrDevice *dev = m->device;
   for (int x = 0; x < ne; x++) {
     const CkEntry *e = &ents[x];
-    if (e->b < 0 || e->e < e->b || e->e > size - data0) /* also a tensor not read: the file is damaged */
-      die("%s: tensor '%s': data_offsets [%lld, %lld] run past the %lld bytes of data in the file (truncated?)", path,
-          e->name, (long long)e->b, (long long)e->e, (long long)(size - data0));
     int i = 0;
     while (i < ck.n && strcmp(ck.t[i].name, e->name)) i++;
     if (i >= need) { /* --load: the optimizer state of a checkpoint is not a weight */
@@ -1083,17 +869,17 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
       shape_str(want, sizeof want, c->rank, c->shape);
       die("%s: shape mismatch for tensor '%s': the file has %s, the model needs %s", path, e->name, got, want);
     }
-    if (e->b < 0 || e->e - e->b != c->bytes || e->e > size - data0)
-      die("%s: tensor '%s': data_offsets [%lld, %lld] do not hold its %lld bytes within the file (truncated?)", path,
-          e->name, (long long)e->b, (long long)e->e, (long long)c->bytes);
+    if (e->end - e->begin != c->bytes) /* a dtype and shape that agree have the bytes: a check of the checks */
+      die("%s: tensor '%s': data_offsets [%lld, %lld] do not hold its %lld bytes", path, e->name, (long long)e->begin,
+          (long long)e->end, (long long)c->bytes);
     int f32 = !strcmp(c->dtype, "F32");
     if (!dev) {
-      read_at(fd, arena + c->offset, c->bytes, data0 + e->b, path, c->name);
+      read_at(fd, arena + c->offset, c->bytes, data0 + e->begin, path, c->name);
       if (f32 && c->kind != CK_OPT) check_finite(path, c, (const float *)(arena + c->offset), 0, c->numel);
     } else {
       for (int64_t at = 0; at < c->bytes; at += ck.stage_bytes) {
         int64_t n = c->bytes - at < ck.stage_bytes ? c->bytes - at : ck.stage_bytes;
-        read_at(fd, ck.stage, n, data0 + e->b + at, path, c->name);
+        read_at(fd, ck.stage, n, data0 + e->begin + at, path, c->name);
         if (f32 && c->kind != CK_OPT) check_finite(path, c, (const float *)ck.stage, at / 4, n / 4);
         dev->upload_from(arena, c->offset + at, ck.stage, n);
       }
@@ -1107,8 +893,8 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
           : ck.t[i].kind == CK_STATE ? "running statistic: role \"state\" in plan.json"
                                      : "optimizer state to resume: role \"optimizer_state\" in plan.json");
   free(seen);
-  free(ents);
-  ck_io.seen = NULL, ck_io.ents = NULL;
+  mj_st_free(&ck_io.st);
+  ck_io.seen = NULL;
   close(fd);
 }
 
@@ -1975,8 +1761,7 @@ static Resume resume_opts(Opts *o, const TrModel *m) {
   CkEntry *ents = read_header(fd, o->resume, "checkpoint", &ck_meta, &ne, &data0, &size);
   close(fd);
   resume_check(o->resume, ents, ne, &ck_meta, m);
-  free(ents);
-  ck_io.ents = NULL;
+  mj_st_free(&ck_io.st);
   const Meta *mt = &ck_meta;
   const char *p = o->resume;
   Resume rs = {.step = meta_int(mt, "step", p, 0),

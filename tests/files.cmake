@@ -1,0 +1,20 @@
+# Hostile files (issue #32, the format readers: runtime/memplan_json.c):
+# malformed safetensors headers fed to the trainer's --load and --resume and
+# to import-hf, a plan.json for `memplan show`, .npy headers for --npy. Each
+# case is made by tests/files/hostile_files.py (nothing big is committed)
+# and checked for exit status 1, the message on stderr, under 2 s of CPU
+# (the 200,000-key and 2.2 M-entry headers take 0.2 to 0.4 s here) and no
+# temp file left. The trainer is e2e's mlp (tests/e2e.cmake's fixture).
+# Planted to see them fail (each then printed FAIL with the stderr shown):
+# the depth limit off (deep_*: the trainer died of SIGSEGV, "exit status
+# -11"); the duplicate-key check off (duplicate_name, duplicate_step,
+# plan_set_200000_keys: exit 0 / "stderr lacks"); the coverage walk off
+# (overlap, import_overlap: "stderr lacks").
+execute_process(COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/files/hostile_files.py list
+                OUTPUT_VARIABLE memplan_hostile_cases OUTPUT_STRIP_TRAILING_WHITESPACE)
+separate_arguments(memplan_hostile_cases)
+foreach(c ${memplan_hostile_cases})
+  add_test(NAME files_${c} COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/files/hostile_files.py ${c}
+           $<TARGET_FILE:memplan> ${e2e_dir}/mlp/build/trainer ${CMAKE_CURRENT_BINARY_DIR}/files/${c})
+  set_tests_properties(files_${c} PROPERTIES LABELS errors TIMEOUT 60 FIXTURES_REQUIRED trainer_mlp)
+endforeach()
