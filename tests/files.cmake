@@ -5,11 +5,12 @@
 # and checked for exit status 1, the message on stderr, under 2 s of CPU
 # (the 200,000-key and 2.2 M-entry headers take 0.2 to 0.4 s here) and no
 # temp file left. The trainer is e2e's mlp (tests/e2e.cmake's fixture).
-# Planted to see them fail (each then printed FAIL with the stderr shown):
-# the depth limit off (deep_*: the trainer died of SIGSEGV, "exit status
-# -11"); the duplicate-key check off (duplicate_name, duplicate_step,
-# plan_set_200000_keys: exit 0 / "stderr lacks"); the coverage walk off
-# (overlap, import_overlap: "stderr lacks").
+# Planted in memplan_json.c to see them fail (each printed FAIL, stderr shown):
+# the depth limit off: deep_* "exit status -11, expected 1" (SIGSEGV); the
+# duplicate-key check off: duplicate_name and duplicate_step "stderr lacks"
+# (a later check refused them), plan_set_200000_keys "exit status 0"; the
+# data-coverage walk off: overlap "stderr lacks", import_overlap "exit
+# status 0, expected 1".
 execute_process(COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/files/hostile_files.py list
                 OUTPUT_VARIABLE memplan_hostile_cases OUTPUT_STRIP_TRAILING_WHITESPACE)
 separate_arguments(memplan_hostile_cases)

@@ -697,7 +697,7 @@ def compile_flags(build_dir):
     flags = {}
     for e in entries:
         base = os.path.basename(e["file"])
-        if base in ("trainer.c", "memplan_trainer.c", "cpu.c", "cpu_blas.c"):
+        if base in ("trainer.c", "memplan_trainer.c", "memplan_json.c", "cpu.c", "cpu_blas.c"):
             flags[base] = e["arguments"] if "arguments" in e else shlex.split(e["command"])
     return flags
 
@@ -824,8 +824,9 @@ def portable(d):
     if not cached or cached.group(1) != "OFF":
         problems.append("the tested build has TRAINER_NATIVE=%s" % (cached.group(1) if cached else "unset"))
     flags = compile_flags(os.path.join(d, "build"))
-    if len(flags) != 4:
-        problems.append("compile_commands.json has %s, expected trainer.c, memplan_trainer.c, cpu.c, cpu_blas.c"
+    if len(flags) != 5:
+        problems.append("compile_commands.json has %s, expected trainer.c, memplan_trainer.c, memplan_json.c, cpu.c, "
+                        "cpu_blas.c"
                         % sorted(flags))
     for src, argv in sorted(flags.items()):
         print("%s: %s" % (src, " ".join(argv)))
