@@ -277,9 +277,11 @@ static void container(P *p, MjVal *v, int depth, int object) {
     }
   size_t n = p->nstk - base;
   if (n > INT32_MAX) fail_at(p, p->p, "more than %d items in one container", INT32_MAX);
-  if (object) check_keys(p, p->stk + base, n);
   p->out = grow(p, p->out, &p->cout, p->nout + n + 1, sizeof *p->out);
-  memcpy(p->out + p->nout, p->stk + base, n * sizeof *p->out);
+  if (n) { /* (an empty container may come before the stack exists) */
+    if (object) check_keys(p, p->stk + base, n);
+    memcpy(p->out + p->nout, p->stk + base, n * sizeof *p->out);
+  }
   v->u.first = p->nout, v->n = (int32_t)n;
   p->nout += n, p->nstk = base;
 }

@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/fuzz/run.sh [SECONDS] [BUILD_DIR]: builds the libFuzzer harnesses
 # (fuzz_model: YAML through planning; fuzz_pack: pack's CSV reader and the
-# packing; fuzz_plan: the plan.json reader) with
+# packing; fuzz_plan: the plan.json reader; fuzz_st: the trainers'
+# safetensors header reader, runtime/memplan_json.c; fuzz_npy: its .npy
+# header parser; fuzz_import: import-hf's header path, st_read_header) with
 # clang (-fsanitize=fuzzer,address,undefined) straight from the sources into
 # BUILD_DIR (default build-fuzz/), then runs each for SECONDS (default 30)
 # on a seed corpus made from models/, tests/errors/, tests/data/ and
@@ -13,6 +15,7 @@
 # BUILD_DIR/NAME-corpus/ grow across runs. FUZZ_SEED (default 1, so CI runs
 # are repeatable) seeds libFuzzer; FUZZ_SEED=0 picks a random seed per run.
 # FUZZ_ONLY="fuzz_pack fuzz_plan" runs only those harnesses.
+# FUZZ_RUNS=N stops each after N executions instead of SECONDS (-runs=N).
 set -u
 secs=${1:-30}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,7 +39,7 @@ yaml_libs=$(pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
 # -fno-sanitize-recover: a UBSan report (signed overflow, bad shift) stops
 # the run like a crash instead of scrolling past
 flags="-std=c17 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined
-  -fno-sanitize-recover=all -fno-omit-frame-pointer -I$src/planner $yaml_cflags"
+  -fno-sanitize-recover=all -fno-omit-frame-pointer -I$src/planner -I$src/runtime $yaml_cflags"
 planner=""
 for f in "$src"/planner/*.c; do planner="$planner $f"; done
 build() { # name sources...
@@ -49,7 +52,11 @@ build() { # name sources...
 build fuzz_model "$src/tests/fuzz/fuzz_model.c"
 build fuzz_pack "$src/tests/fuzz/fuzz_pack.c" -I"$src/codegen" "$src/codegen/pack.c" "$src/codegen/text.c"
 build fuzz_plan "$src/tests/fuzz/fuzz_plan.c" -I"$src/codegen" "$src/codegen/plan_read.c" "$src/codegen/json.c" \
-  "$src/codegen/text.c" "$src/codegen/timeline.c"
+  "$src/codegen/text.c" "$src/codegen/timeline.c" "$src/runtime/memplan_json.c"
+build fuzz_st "$src/tests/fuzz/fuzz_st.c" "$src/runtime/memplan_json.c"
+build fuzz_npy "$src/tests/fuzz/fuzz_npy.c" "$src/runtime/memplan_json.c"
+build fuzz_import "$src/tests/fuzz/fuzz_import.c" -I"$src/codegen" "$src/codegen/plan_read.c" "$src/codegen/text.c" \
+  "$src/runtime/memplan_json.c"
 
 # seeds: small files copied (never the source tree's own) into a fresh
 # seed folder; what the fuzzer finds grows NAME-corpus/
@@ -62,27 +69,33 @@ seed() { # name files...
 seed fuzz_model "$src"/models/*.yaml "$src"/tests/errors/*.yaml "$src"/tests/fuzz/regressions/*.yaml
 seed fuzz_pack "$src"/tests/data/*.csv "$src"/tests/fuzz/regressions/*.csv
 seed fuzz_plan "$src"/tests/fuzz/seeds/*.json "$src"/tests/fuzz/regressions/*.json
+# real headers: a trainer's checkpoint and an HF-layout GPT-2, each as 8
+# bytes of data size then the JSON (their data left out); NumPy's own headers
+seed fuzz_st "$src"/tests/fuzz/seeds/st_*.bin "$src"/tests/fuzz/regressions/st_*.bin
+seed fuzz_import "$src"/tests/fuzz/seeds/st_*.bin "$src"/tests/fuzz/regressions/st_*.bin
+seed fuzz_npy "$src"/tests/fuzz/seeds/npy_*.txt
 
 status=0
 total=0
-for name in ${FUZZ_ONLY:-fuzz_model fuzz_pack fuzz_plan}; do
+for name in ${FUZZ_ONLY:-fuzz_model fuzz_pack fuzz_plan fuzz_st fuzz_npy fuzz_import}; do
   log=$out/$name.log
   maxlen=8192
   [ "$name" = fuzz_plan ] && maxlen=131072 # the seed plans are 12 to 66 KB
+  [ "$name" = fuzz_npy ] && maxlen=1024
   # -close_fd_mask=1: pack prints a summary per input; sanitizer reports go to stderr
   par=""
   [ "$jobs" -gt 1 ] && par="-jobs=$jobs -workers=$jobs"
   rm -f "$out"/fuzz-*.log
   # shellcheck disable=SC2086
   (cd "$out" && "./$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-    -max_len=$maxlen -close_fd_mask=1 -print_final_stats=1 -seed="${FUZZ_SEED:-1}" $par \
+    -max_len=$maxlen ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -close_fd_mask=1 -print_final_stats=1 -seed="${FUZZ_SEED:-1}" $par \
     -artifact_prefix="$out/$name-findings/" -dict="$src/tests/fuzz/$name.dict" \
     "$out/$name-corpus" "$out/$name-seeds") >"$log" 2>&1
   rc=$?
   runs=$(grep -h '^stat::number_of_executed_units' "$log" "$out"/fuzz-*.log 2>/dev/null |
     awk '{s += $2} END {print s + 0}')
   total=$((total + runs))
-  echo "$name: $runs executions in ${secs}s, exit $rc"
+  echo "$name: $runs executions in ${FUZZ_RUNS:+at most }${secs}s, exit $rc"
   if [ "$rc" -ne 0 ]; then
     status=1
     echo "FAIL: $name found a problem; input in $out/$name-findings/, log $log:"
