@@ -3,7 +3,7 @@
 (safetensors headers for --load/--resume and import-hf, plan.json, .npy),
 each made here (standard library only; nothing big is committed) and fed to
 the program that reads it. Checks what a user sees: exit status 1 (never a
-signal, never 0), the expected text on stderr, a bounded time, and no
+signal, never 0; a case named *_ok: 0), the expected text on stderr (stdout), a bounded time, and no
 OUT.tmp.PID left behind. TRAINER: a CPU trainer of models/mlp.yaml.
 `hostile_files.py list` prints the cases."""
 import json
@@ -84,11 +84,11 @@ def make(case, d):
     elif case == "import_200000_keys":  # every entry well formed (0 bytes): the whole header is checked
         st_file(f, None, raw=b"{" + b",".join(b'"t%d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}' % i
                                              for i in range(200000)) + b"}")
-    elif case == "plan_set_200000_keys":  # the last key repeats the first
+    elif case in ("plan_set_200000_keys", "plan_set_200000_keys_ok"):  # _ok: all distinct; else the last repeats
         f = os.path.join(d, case + ".json")
         with open(os.path.join(d, "plan", "plan.json")) as g:
             plan = g.read()
-        keys = ",".join('"k%d":1' % i for i in range(200000)) + ',"k0":2'
+        keys = ",".join('"k%d":1' % i for i in range(200000)) + ("" if case.endswith("_ok") else ',"k0":2')
         start = plan.index('"set"')
         end = plan.index("}", start)
         with open(f, "w") as g:
@@ -126,6 +126,7 @@ CASES = {  # name: (reader, expected stderr text)
     "import_overlap": ("import", "tensors 'wte.weight' [0, 64] and 'wpe.weight' [0, 64] overlap"),
     "import_200000_keys": ("import", "tensor 't0' is not in the GPT-2 name map"),
     "plan_set_200000_keys": ("show", "key \"k0\" appears twice in one object"),
+    "plan_set_200000_keys_ok": ("show", "digraph plan"),  # read, verified and drawn: exit 0
     "npy_trailing": ("npy", "malformed .npy header at byte 73: text after the header's dict"),
     "npy_negative_dim": ("npy", "malformed .npy header at byte 63: negative dimension -5 in shape"),
 }
@@ -149,16 +150,23 @@ def main():
            "show": [memplan, "show", f, "--format", "dot"],
            "npy": [trainer, "--npy", f, "--steps", "1", "--eval-batches", "0"]}[reader]
     t0, c0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    except subprocess.TimeoutExpired:
+        print("FAIL: %s: still running after 30 s: %s" % (case, " ".join(cmd)))
+        return 1
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     secs = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime  # CPU time: a loaded machine's waits don't count
     err = r.stderr.decode(errors="replace")
+    status = 0 if case.endswith("_ok") else 1
+    if status == 0:
+        err = r.stdout.decode(errors="replace")  # what a success shows
     print("$ %s\nexit %d after %.2f s (%.2f s of CPU)\n%s" % (" ".join(cmd), r.returncode, time.time() - t0, secs, err[:2000]))
     problems = []
-    if r.returncode != 1:
-        problems.append("exit status %d, expected 1" % r.returncode)
+    if r.returncode != status:
+        problems.append("exit status %d, expected %d" % (r.returncode, status))
     if want not in err:
-        problems.append("stderr lacks: %s" % want)
+        problems.append("%s lacks: %s" % ("stdout" if status == 0 else "stderr", want))
     if secs > 2:  # every case takes well under a second of CPU here (ASan: see tests/files.cmake)
         problems.append("took %.1f s of CPU, over 2 s" % secs)
     left = [x for x in os.listdir(d) if ".tmp." in x]
