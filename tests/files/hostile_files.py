@@ -45,8 +45,8 @@ def npy_file(path, header):
 def make(case, d):
     f = os.path.join(d, case + ".safetensors")
     if case in ("deep_unknown_load", "deep_unknown_resume"):
-        st_file(f, None, b"\0" * 4, raw=b'{"x":' + nested(1000000) + b',"a":{"dtype":"F32","shape":[1],'
-                b'"data_offsets":[0,4]}}')
+        st_file(f, None, b"\0" * 4, raw=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":'
+                + nested(1000000) + b"}}")
     elif case in ("deep_metadata_load", "deep_metadata_resume"):
         st_file(f, None, b"\0" * 4, raw=meta_header(b'{"k":' + nested(1000000) + b"}"))
     elif case == "cut_number":
