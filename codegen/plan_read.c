@@ -1,13 +1,13 @@
 /* plan_read.c: plan.json (json.c's format) back into a Plan, for `memplan
- * show` and anything else that starts from a written plan. Two steps: a
- * strict JSON parser (RFC 8259; every value keeps its line:col) into a small
- * tree, then a mapping that checks every field's type and range before the
- * Plan holds it, so that verify_plan and the renderers only ever see indices
- * and sizes they can use. Whether the packing itself is sound is
+ * show` and anything else that starts from a written plan. Two steps: the
+ * project's one strict JSON reader (runtime/memplan_json.c: RFC 8259, depth
+ * and size limits, hashed duplicate keys; every value keeps its byte offset,
+ * path:line:col in a message) into a tree in the arena, then a mapping that
+ * checks every field's type and range before the Plan holds it, so that
+ * verify_plan and the renderers only ever see indices and sizes they can use. Whether the packing itself is sound is
  * verify_plan's business, not this file's. */
 #include "plan_read.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,17 +19,6 @@
 /* Nesting and size limits: a plan nests 4 deep; GPT-2 124M's is about 1 MB. */
 #define PLAN_MAX_FILE_BYTES ((size_t)1 << 30)
 #define PLAN_MAX_VALUE ((int64_t)1 << 62)
-
-/* The JSON reader is runtime/memplan_json.c, the trainers' own: a tree of
- * MjVal, each with its byte offset, turned into path:line:col on an error. */
-typedef MjVal JVal;
-#define J_NULL MJ_NULL
-#define J_BOOL MJ_BOOL
-#define J_NUM MJ_NUM
-#define J_STR MJ_STR
-#define J_ARR MJ_ARR
-#define J_OBJ MJ_OBJ
-typedef MjKind JKind;
 
 static struct { const char *path, *text; } src; /* the file being read, for loc() */
 
@@ -44,18 +33,18 @@ static Loc loc_at(int64_t off) {
 #define LOC(v) loc_at((v)->off)
 
 /* Parses text into a tree in the arena (the reader's own allocations freed
- * before any diag_error, which may longjmp). what: "a plan.json", ... */
-static const JVal *parse_json(Arena *ar, const char *path, const char *text, size_t len, int max_depth,
-                              int64_t max_values) {
+ * before any diag_error, which may longjmp). */
+static const MjVal *parse_json(Arena *ar, const char *path, const char *text, size_t len, int max_depth,
+                               int64_t max_values) {
   src.path = path, src.text = text;
   MjDoc d;
   MjError e;
   MjLimits lim = {max_depth, (int64_t)PLAN_MAX_FILE_BYTES, max_values};
   if (mj_parse(&d, text, len, &lim, &e)) diag_error(loc_at(e.off), "%s", e.msg);
   size_t nv = (size_t)(d.root - d.vals) + 1;
-  JVal *v = ar_alloc(ar, sizeof(JVal) * nv);
+  MjVal *v = ar_alloc(ar, sizeof(MjVal) * nv);
   char *pool = ar_alloc(ar, len + 1);
-  memcpy(v, d.vals, sizeof(JVal) * nv);
+  memcpy(v, d.vals, sizeof(MjVal) * nv);
   memcpy(pool, d.pool, len + 1);
   for (size_t k = 0; k < nv; k++) { /* the same tree, its pointers moved to the copies */
     if (v[k].key) v[k].key = pool + (v[k].key - d.pool);
@@ -69,43 +58,43 @@ static const JVal *parse_json(Arena *ar, const char *path, const char *text, siz
 /* ------------------------------------------------------------------------
  * The mapping: typed, range-checked field access. */
 
-static const JVal *find(const JVal *obj, const char *key) { return mj_get(obj, key); }
+static const MjVal *find(const MjVal *obj, const char *key) { return mj_get(obj, key); }
 
-static const JVal *want(const JVal *v, JKind kind, const char *what) {
+static const MjVal *want(const MjVal *v, MjKind kind, const char *what) {
   if (v->kind != kind) diag_error(LOC(v), "%s must be %s, not %s", what, mj_kind_name[kind], mj_kind_name[v->kind]);
   return v;
 }
 
-static const JVal *get(const JVal *obj, const char *key, JKind kind) {
-  const JVal *v = find(obj, key);
+static const MjVal *get(const MjVal *obj, const char *key, MjKind kind) {
+  const MjVal *v = find(obj, key);
   if (!v) diag_error(LOC(obj), "missing key \"%s\" in this object", key);
   char what[96];
   snprintf(what, sizeof what, "\"%s\"", key);
   return want(v, kind, what);
 }
 
-static int64_t as_int(const JVal *v, const char *what, int64_t lo, int64_t hi) {
-  want(v, J_NUM, what);
+static int64_t as_int(const MjVal *v, const char *what, int64_t lo, int64_t hi) {
+  want(v, MJ_NUM, what);
   if (!v->is_int || v->u.i < lo || v->u.i > hi)
     diag_error(LOC(v), "%s must be an integer in [%lld, %lld]", what, (long long)lo, (long long)hi);
   return v->u.i;
 }
 
-static int64_t get_int(const JVal *obj, const char *key, int64_t lo, int64_t hi) {
+static int64_t get_int(const MjVal *obj, const char *key, int64_t lo, int64_t hi) {
   char what[96];
   snprintf(what, sizeof what, "\"%s\"", key);
-  return as_int(get(obj, key, J_NUM), what, lo, hi);
+  return as_int(get(obj, key, MJ_NUM), what, lo, hi);
 }
 
-static double get_num(const JVal *obj, const char *key) {
-  const JVal *v = get(obj, key, J_NUM);
+static double get_num(const MjVal *obj, const char *key) {
+  const MjVal *v = get(obj, key, MJ_NUM);
   if (!isfinite(mj_num(v))) diag_error(LOC(v), "\"%s\" must be a finite number", key);
   return mj_num(v);
 }
 
 /* A string naming one of n choices, by index. */
-static int get_enum(const JVal *obj, const char *key, const char *const *names, int n) {
-  const JVal *v = get(obj, key, J_STR);
+static int get_enum(const MjVal *obj, const char *key, const char *const *names, int n) {
+  const MjVal *v = get(obj, key, MJ_STR);
   for (int i = 0; i < n; i++)
     if (names[i] && !strcmp(v->u.s, names[i])) return i;
   diag_error(LOC(v), "\"%s\": unknown value \"%s\"", key, v->u.s);
@@ -116,10 +105,10 @@ static const char *const INIT_NAMES[] = {"none", "normal", "zeros", "ones", "uni
 
 static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-static void read_header(Arena *ar, const JVal *root, Plan *p) {
-  p->model = get(root, "model", J_STR)->u.s;
-  p->source = get(root, "source", J_STR)->u.s;
-  const JVal *dims = get(root, "dims", J_OBJ), *set = get(root, "set", J_OBJ);
+static void read_header(Arena *ar, const MjVal *root, Plan *p) {
+  p->model = get(root, "model", MJ_STR)->u.s;
+  p->source = get(root, "source", MJ_STR)->u.s;
+  const MjVal *dims = get(root, "dims", MJ_OBJ), *set = get(root, "set", MJ_OBJ);
   p->ndims = dims->n;
   /* set's keys sorted: dims x set lookups in n log n (both may be large in a hostile file) */
   const char **keys = ar_alloc(ar, sizeof *keys * (size_t)(set->n + 1));
@@ -132,20 +121,20 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
     p->dims[i] = (Dim){dims->u.items[i].key, as_int(&dims->u.items[i], what, 1, PLAN_MAX_VALUE), {0}, false};
     p->dims[i].overridden = bsearch(&dims->u.items[i].key, keys, (size_t)set->n, sizeof *keys, cmp_key) != NULL;
   }
-  const JVal *o = get(root, "optimizer", J_OBJ);
+  const MjVal *o = get(root, "optimizer", MJ_OBJ);
   static const char *const OPT_NAMES[] = {"adamw", "sgd"};
   p->opt.kind = (OptKind)get_enum(o, "type", OPT_NAMES, 2);
   p->opt.lr = get_num(o, "lr");
   p->opt.weight_decay = get_num(o, "weight_decay");
   if (p->opt.kind == OPT_ADAMW) {
-    const JVal *betas = get(o, "betas", J_ARR);
+    const MjVal *betas = get(o, "betas", MJ_ARR);
     if (betas->n != 2) diag_error(LOC(betas), "\"betas\" must hold two numbers");
-    p->opt.beta1 = mj_num(want(&betas->u.items[0], J_NUM, "a beta"));
-    p->opt.beta2 = mj_num(want(&betas->u.items[1], J_NUM, "a beta"));
+    p->opt.beta1 = mj_num(want(&betas->u.items[0], MJ_NUM, "a beta"));
+    p->opt.beta2 = mj_num(want(&betas->u.items[1], MJ_NUM, "a beta"));
     p->opt.eps = get_num(o, "eps");
   } else {
     p->opt.momentum = get_num(o, "momentum");
-    p->opt.nesterov = get(o, "nesterov", J_BOOL)->b;
+    p->opt.nesterov = get(o, "nesterov", MJ_BOOL)->b;
   }
   /* the lr schedule: a plan written before schedules has none, and trains at a constant lr */
   static const char *const SCHEDS[] = {"constant", "cosine", "linear"};
@@ -153,15 +142,15 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->opt.warmup = find(o, "warmup") ? get_int(o, "warmup", 0, MAX_WARMUP) : 0;
   p->opt.final_fraction = find(o, "final_fraction") ? get_num(o, "final_fraction") : 0.0;
   if (!(p->opt.final_fraction >= 0 && p->opt.final_fraction <= 1))
-    diag_error(LOC(get(o, "final_fraction", J_NUM)), "\"final_fraction\" must be in [0, 1]");
+    diag_error(LOC(get(o, "final_fraction", MJ_NUM)), "\"final_fraction\" must be in [0, 1]");
   /* gradient clipping: absent in plans without it; its price, "noclip", with it */
   p->opt.clip_grad_norm = find(o, "clip_grad_norm") ? get_num(o, "clip_grad_norm") : 0.0;
   if (!(p->opt.clip_grad_norm >= 0))
-    diag_error(LOC(get(o, "clip_grad_norm", J_NUM)), "\"clip_grad_norm\" must be a number >= 0 (0: no clipping)");
-  const JVal *nc = find(root, "noclip");
+    diag_error(LOC(get(o, "clip_grad_norm", MJ_NUM)), "\"clip_grad_norm\" must be a number >= 0 (0: no clipping)");
+  const MjVal *nc = find(root, "noclip");
   if (nc) {
-    want(nc, J_OBJ, "\"noclip\"");
-    p->noclip_fits = get(nc, "fits", J_BOOL)->b;
+    want(nc, MJ_OBJ, "\"noclip\"");
+    p->noclip_fits = get(nc, "fits", MJ_BOOL)->b;
     p->noclip_arena = get_int(nc, "arena_bytes", 0, PLAN_MAX_VALUE);
     p->noclip_lower_bound = get_int(nc, "lower_bound_bytes", 0, PLAN_MAX_VALUE);
     p->noclip_extra_flops = get_int(nc, "extra_flops", 0, INT64_MAX);
@@ -171,7 +160,7 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->align = get_int(root, "align", 1, (int64_t)1 << 30);
   static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};
   p->precision = PRECISIONS[get_enum(root, "precision", PRECISIONS, 3)];
-  p->loss_scaling = get(root, "loss_scaling", J_BOOL)->b;
+  p->loss_scaling = get(root, "loss_scaling", MJ_BOOL)->b;
   static const char *const MASKS[] = {"stored", "regenerated"};
   p->dropout_masks = find(root, "dropout_masks") ? MASKS[get_enum(root, "dropout_masks", MASKS, 2)] : NULL;
   /* written since the fused loss was added; older plans never fused it */
@@ -182,8 +171,8 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->guard_bytes = find(root, "guard_bytes") ? get_int(root, "guard_bytes", 0, (int64_t)1 << 20) : 0;
 }
 
-static void read_totals(Arena *ar, const JVal *root, Plan *p) {
-  const JVal *t = get(root, "totals", J_OBJ);
+static void read_totals(Arena *ar, const MjVal *root, Plan *p) {
+  const MjVal *t = get(root, "totals", MJ_OBJ);
   p->arena_bytes = get_int(t, "arena_bytes", 0, PLAN_MAX_VALUE);
   p->lower_bound_bytes = get_int(t, "lower_bound_bytes", 0, PLAN_MAX_VALUE);
   p->persistent_bytes = get_int(t, "persistent_bytes", 0, PLAN_MAX_VALUE);
@@ -196,42 +185,42 @@ static void read_totals(Arena *ar, const JVal *root, Plan *p) {
   p->micro_batch = (int)get_int(t, "micro_batch", 0, INT32_MAX);
   p->accumulation_steps = (int)get_int(t, "accumulation_steps", 0, INT32_MAX);
   p->peak_position = (int)get_int(t, "peak_position", 0, INT32_MAX);
-  p->assign_method = get(t, "assign_method", J_STR)->u.s;
-  p->assign_optimal = get(t, "assign_optimal", J_BOOL)->b;
-  const JVal *roles = get(t, "peak_by_role", J_OBJ);
+  p->assign_method = get(t, "assign_method", MJ_STR)->u.s;
+  p->assign_optimal = get(t, "assign_optimal", MJ_BOOL)->b;
+  const MjVal *roles = get(t, "peak_by_role", MJ_OBJ);
   for (int r = 0; r < ROLE_COUNT; r++) /* "state" is optional: plans written before it have none */
     p->peak_by_role[r] = r == ROLE_STATE && !find(roles, plan_role_name((Role)r))
                              ? 0
                              : get_int(roles, plan_role_name((Role)r), 0, PLAN_MAX_VALUE);
-  const JVal *st = find(root, "stages");
+  const MjVal *st = find(root, "stages");
   if (!st) return;
-  want(st, J_ARR, "\"stages\"");
+  want(st, MJ_ARR, "\"stages\"");
   p->nstages = st->n;
   p->stages = st->n ? ar_alloc(ar, sizeof(PlanStage) * (size_t)st->n) : NULL;
   for (int i = 0; i < st->n; i++) {
-    const JVal *s = want(&st->u.items[i], J_OBJ, "a stage");
+    const MjVal *s = want(&st->u.items[i], MJ_OBJ, "a stage");
     static const char *const CHOICES[] = {"K", "S", "R"};
     PlanStage *ps = &p->stages[i];
-    ps->first_layer = get(s, "first_layer", J_STR)->u.s;
-    ps->last_layer = get(s, "last_layer", J_STR)->u.s;
+    ps->first_layer = get(s, "first_layer", MJ_STR)->u.s;
+    ps->last_layer = get(s, "last_layer", MJ_STR)->u.s;
     ps->choice = *CHOICES[get_enum(s, "choice", CHOICES, 3)];
-    ps->half = find(s, "half") && get(s, "half", J_BOOL)->b;
+    ps->half = find(s, "half") && get(s, "half", MJ_BOOL)->b;
     ps->runs = (int)get_int(s, "runs", 0, INT32_MAX);
     ps->kept_bytes = get_int(s, "kept_bytes", 0, PLAN_MAX_VALUE);
   }
 }
 
 /* Optional: plans written before the levers were recorded have none. */
-static void read_levers(Arena *ar, const JVal *root, Plan *p) {
-  const JVal *lv = find(root, "levers");
+static void read_levers(Arena *ar, const MjVal *root, Plan *p) {
+  const MjVal *lv = find(root, "levers");
   if (!lv) return;
-  want(lv, J_ARR, "\"levers\"");
+  want(lv, MJ_ARR, "\"levers\"");
   /* auto where nothing fit (a plan that fit names what auto chose) */
   static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", "auto"};
   p->nlevers = lv->n;
   p->levers = ar_alloc(ar, sizeof(PlanLever) * (size_t)(lv->n + 1));
   for (int i = 0; i < lv->n; i++) {
-    const JVal *v = want(&lv->u.items[i], J_OBJ, "a lever");
+    const MjVal *v = want(&lv->u.items[i], MJ_OBJ, "a lever");
     PlanLever *l = &p->levers[i];
     l->precision = PRECISIONS[get_enum(v, "precision", PRECISIONS, 4)];
     l->micro_batch = (int)get_int(v, "micro_batch", 0, INT32_MAX);
@@ -240,8 +229,8 @@ static void read_levers(Arena *ar, const JVal *root, Plan *p) {
     l->arena = get_int(v, "arena_bytes", 0, PLAN_MAX_VALUE);
     l->extra_flops = get_int(v, "extra_flops", 0, INT64_MAX);
     l->step_flops = get_int(v, "step_flops", 0, INT64_MAX);
-    l->fits = get(v, "fits", J_BOOL)->b;
-    l->chosen = get(v, "chosen", J_BOOL)->b;
+    l->fits = get(v, "fits", MJ_BOOL)->b;
+    l->chosen = get(v, "chosen", MJ_BOOL)->b;
     static const char *const MASKS[] = {"stored", "regenerated"};
     l->dropout_masks = find(v, "dropout_masks") ? MASKS[get_enum(v, "dropout_masks", MASKS, 2)] : NULL;
     static const char *const LOWERED[] = {"bf16", "8bit"}; /* optional: fp32 moments, or plans before the lever */
@@ -256,62 +245,62 @@ static void read_levers(Arena *ar, const JVal *root, Plan *p) {
   }
 }
 
-static void read_buffer(const JVal *v, int id, PlanBuffer *b) {
-  want(v, J_OBJ, "a buffer");
+static void read_buffer(const MjVal *v, int id, PlanBuffer *b) {
+  want(v, MJ_OBJ, "a buffer");
   if (get_int(v, "id", 0, INT32_MAX) != id)
-    diag_error(LOC(get(v, "id", J_NUM)), "buffer ids must run 0, 1, 2, ... (expected %d)", id);
+    diag_error(LOC(get(v, "id", MJ_NUM)), "buffer ids must run 0, 1, 2, ... (expected %d)", id);
   b->id = id;
-  b->name = get(v, "name", J_STR)->u.s;
+  b->name = get(v, "name", MJ_STR)->u.s;
   const char *roles[ROLE_COUNT], *dtypes[DT_COUNT];
   for (int r = 0; r < ROLE_COUNT; r++) roles[r] = plan_role_name((Role)r);
   for (int d = 0; d < DT_COUNT; d++) dtypes[d] = dtype_name((DType)d);
   b->role = (Role)get_enum(v, "role", roles, ROLE_COUNT);
   b->dtype = (DType)get_enum(v, "dtype", dtypes, DT_COUNT);
-  const JVal *shape = get(v, "shape", J_ARR), *sym = get(v, "shape_sym", J_ARR);
+  const MjVal *shape = get(v, "shape", MJ_ARR), *sym = get(v, "shape_sym", MJ_ARR);
   if (shape->n > MAX_RANK) diag_error(LOC(shape), "rank %d: at most %d dims", shape->n, MAX_RANK);
   if (sym->n != shape->n) diag_error(LOC(sym), "\"shape_sym\" has %d entries, \"shape\" %d", sym->n, shape->n);
   b->shape.rank = shape->n;
   int64_t numel = 1;
   for (int d = 0; d < shape->n; d++) {
     b->shape.d[d] = as_int(&shape->u.items[d], "a dim", 0, PLAN_MAX_VALUE);
-    b->shape.sym[d] = want(&sym->u.items[d], J_STR, "a symbolic dim")->u.s;
+    b->shape.sym[d] = want(&sym->u.items[d], MJ_STR, "a symbolic dim")->u.s;
     if (!ck_mul(numel, b->shape.d[d], &numel) || numel > PLAN_MAX_VALUE)
       diag_error(LOC(shape), "shape too large (more than 2^62 elements)");
   }
   b->bytes = get_int(v, "bytes", 0, PLAN_MAX_VALUE);
   b->offset = get_int(v, "offset", 0, PLAN_MAX_VALUE);
   b->sched = (SchedSet)get_enum(v, "schedule", SCHED_NAMES, 3);
-  const JVal *live = get(v, "live", J_ARR);
+  const MjVal *live = get(v, "live", MJ_ARR);
   if (live->n != 2) diag_error(LOC(live), "\"live\" must be [first, last]");
   b->first = (int)as_int(&live->u.items[0], "a live range's first position", 0, INT32_MAX);
   b->last = (int)as_int(&live->u.items[1], "a live range's last position", 0, INT32_MAX);
-  const JVal *al = find(v, "in_place");
-  b->aliases = al ? want(al, J_STR, "\"in_place\"")->u.s : "";
+  const MjVal *al = find(v, "in_place");
+  b->aliases = al ? want(al, MJ_STR, "\"in_place\"")->u.s : "";
   b->tensor = -1;
   if (b->role == ROLE_PARAM || b->role == ROLE_STATE) {
-    const JVal *init = get(v, "init", J_OBJ);
+    const MjVal *init = get(v, "init", MJ_OBJ);
     b->init.kind = (InitKind)get_enum(init, "kind", INIT_NAMES, 5);
     b->init.scale = get_num(init, "scale");
   }
-  if (b->role == ROLE_PARAM) b->decay = get(v, "weight_decay", J_BOOL)->b;
+  if (b->role == ROLE_PARAM) b->decay = get(v, "weight_decay", MJ_BOOL)->b;
 }
 
 /* Ops: kernels by name, buffer ids checked against the buffer table. */
-static void read_ops(Arena *ar, const JVal *root, const char *key, const Plan *p, PlanOp **out, int *nout) {
-  const JVal *a = get(root, key, J_ARR);
+static void read_ops(Arena *ar, const MjVal *root, const char *key, const Plan *p, PlanOp **out, int *nout) {
+  const MjVal *a = get(root, key, MJ_ARR);
   PlanOp *ops = ar_alloc(ar, sizeof(PlanOp) * (size_t)(a->n + 1));
   const char *kinds[OP_COUNT], *phases[PHASE_COUNT];
   for (int k = 0; k < OP_COUNT; k++) kinds[k] = op_info((OpKind)k)->name;
   for (int k = 0; k < PHASE_COUNT; k++) phases[k] = plan_phase_name((Phase)k);
   for (int i = 0; i < a->n; i++) {
-    const JVal *v = want(&a->u.items[i], J_OBJ, "an op");
+    const MjVal *v = want(&a->u.items[i], MJ_OBJ, "an op");
     PlanOp *o = &ops[i];
     o->id = (int)get_int(v, "id", i, i);
     o->op = (OpKind)get_enum(v, "op", kinds, OP_COUNT);
     o->phase = (Phase)get_enum(v, "phase", phases, PHASE_COUNT);
-    o->layer = get(v, "layer", J_STR)->u.s;
-    const JVal *in = get(v, "inputs", J_ARR), *outs = get(v, "outputs", J_ARR), *acc = get(v, "accumulate", J_ARR);
-    const JVal *dims = get(v, "dims", J_ARR);
+    o->layer = get(v, "layer", MJ_STR)->u.s;
+    const MjVal *in = get(v, "inputs", MJ_ARR), *outs = get(v, "outputs", MJ_ARR), *acc = get(v, "accumulate", MJ_ARR);
+    const MjVal *dims = get(v, "dims", MJ_ARR);
     if (in->n > PLAN_MAX_IO) diag_error(LOC(in), "at most %d inputs", PLAN_MAX_IO);
     if (outs->n > PLAN_MAX_IO) diag_error(LOC(outs), "at most %d outputs", PLAN_MAX_IO);
     if (acc->n != outs->n) diag_error(LOC(acc), "\"accumulate\" needs one entry per output (%d)", outs->n);
@@ -320,17 +309,17 @@ static void read_ops(Arena *ar, const JVal *root, const char *key, const Plan *p
     for (int k = 0; k < in->n; k++) o->in[k] = (int)as_int(&in->u.items[k], "an input buffer id", -1, p->nbuf - 1);
     for (int k = 0; k < outs->n; k++) {
       o->out[k] = (int)as_int(&outs->u.items[k], "an output buffer id", -1, p->nbuf - 1);
-      o->acc[k] = want(&acc->u.items[k], J_BOOL, "an accumulate flag")->b;
+      o->acc[k] = want(&acc->u.items[k], MJ_BOOL, "an accumulate flag")->b;
     }
     for (int k = 0; k < dims->n; k++) o->dim[k] = as_int(&dims->u.items[k], "a kernel dim", 0, PLAN_MAX_VALUE);
-    const JVal *fl = find(v, "floats");
-    if (fl && want(fl, J_ARR, "\"floats\"")->n > MAX_ATTR) diag_error(LOC(fl), "at most %d floats", MAX_ATTR);
+    const MjVal *fl = find(v, "floats");
+    if (fl && want(fl, MJ_ARR, "\"floats\"")->n > MAX_ATTR) diag_error(LOC(fl), "at most %d floats", MAX_ATTR);
     for (int k = 0; fl && k < fl->n; k++) {
-      const JVal *x = want(&fl->u.items[k], J_NUM, "a float argument");
+      const MjVal *x = want(&fl->u.items[k], MJ_NUM, "a float argument");
       if (!isfinite(mj_num(x))) diag_error(LOC(x), "a float argument must be finite");
       o->farg[o->nfarg++] = mj_num(x);
     }
-    const JVal *sc = find(v, "scratch");
+    const MjVal *sc = find(v, "scratch");
     o->scratch = sc ? (int)as_int(sc, "a scratch buffer id", 0, p->nbuf - 1) : -1;
     o->flops = get_int(v, "flops", 0, INT64_MAX);
   }
@@ -338,37 +327,37 @@ static void read_ops(Arena *ar, const JVal *root, const char *key, const Plan *p
 }
 
 /* Cross-field checks the renderers rely on and verify_plan does not make. */
-static void check_refs(const JVal *root, const Plan *p) {
-  const JVal *t = get(root, "totals", J_OBJ);
+static void check_refs(const MjVal *root, const Plan *p) {
+  const MjVal *t = get(root, "totals", MJ_OBJ);
   if (p->nsched && p->peak_position >= p->nsched)
-    diag_error(LOC(get(t, "peak_position", J_NUM)), "peak position %d is past the schedule's %d ops", p->peak_position,
+    diag_error(LOC(get(t, "peak_position", MJ_NUM)), "peak position %d is past the schedule's %d ops", p->peak_position,
                p->nsched);
   for (int b = 0; b < p->nbuf; b++) {
     const PlanBuffer *pb = &p->buf[b];
     int n = pb->sched == SCHED_EVAL ? p->neval : p->nsched;
     if (pb->sched != SCHED_BOTH && (pb->first >= pb->last || pb->last > n))
-      diag_error(LOC(find(&get(root, "buffers", J_ARR)->u.items[b], "live")),
+      diag_error(LOC(find(&get(root, "buffers", MJ_ARR)->u.items[b], "live")),
                  "buffer %s: live range [%d, %d) is not within its schedule's %d ops", pb->name, pb->first, pb->last,
                  n);
   }
 }
 
 /* "data_parallel" (json.c): absent for one process. */
-static void read_data_parallel(const JVal *root, Plan *p) {
-  const JVal *d = find(root, "data_parallel");
+static void read_data_parallel(const MjVal *root, Plan *p) {
+  const MjVal *d = find(root, "data_parallel");
   p->ranks = 1;
   if (!d) return;
-  want(d, J_OBJ, "\"data_parallel\"");
+  want(d, MJ_OBJ, "\"data_parallel\"");
   p->data_parallel = true;
   p->ranks = (int)get_int(d, "ranks", 1, 65536);
   p->zero = (int)get_int(d, "zero", 0, 2);
-  p->zero_auto = get(d, "zero_auto", J_BOOL)->b;
+  p->zero_auto = get(d, "zero_auto", MJ_BOOL)->b;
   p->nbuckets = (int)get_int(d, "buckets", 0, INT32_MAX);
   p->bucket_bytes = get_int(d, "bucket_bytes", 0, PLAN_MAX_VALUE);
   p->comm_bytes = get_int(d, "comm_bytes", 0, PLAN_MAX_VALUE);
   p->comm_wire_bytes = get_int(d, "comm_wire_bytes", 0, PLAN_MAX_VALUE);
-  const JVal *za = find(d, "zero_arena_bytes");
-  if (za && want(za, J_ARR, "\"zero_arena_bytes\"")->n != 3) diag_error(LOC(za), "three arenas: ZeRO 0, 1, 2");
+  const MjVal *za = find(d, "zero_arena_bytes");
+  if (za && want(za, MJ_ARR, "\"zero_arena_bytes\"")->n != 3) diag_error(LOC(za), "three arenas: ZeRO 0, 1, 2");
   for (int k = 0; za && k < 3; k++) p->zero_arena[k] = as_int(&za->u.items[k], "an arena", 0, PLAN_MAX_VALUE);
 }
 
@@ -379,11 +368,11 @@ Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   size_t k = 0;
   while (k < len && strchr(" \t\r\n", text[k])) k++;
   if (k == len) diag_error(loc_at((int64_t)k), "empty file: expected a plan.json that memplan compile wrote");
-  const JVal *root = parse_json(ar, path, text, len, 32, (int64_t)len / 2 + 2);
-  if (root->kind != J_OBJ || !find(root, "memplan_plan"))
+  const MjVal *root = parse_json(ar, path, text, len, 32, (int64_t)len / 2 + 2);
+  if (root->kind != MJ_OBJ || !find(root, "memplan_plan"))
     diag_error(LOC(root),
                "not a memplan plan (no \"memplan_plan\" key): give the plan.json that memplan compile wrote");
-  const JVal *ver = get(root, "memplan_plan", J_NUM);
+  const MjVal *ver = get(root, "memplan_plan", MJ_NUM);
   if (ver->is_int && ver->u.i > PLAN_FORMAT_VERSION)
     diag_error(LOC(ver), "plan format %lld is newer than this memplan reads (%d): use a newer memplan",
                (long long)ver->u.i, PLAN_FORMAT_VERSION);
@@ -393,7 +382,7 @@ Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   read_totals(ar, root, p);
   read_levers(ar, root, p);
   read_data_parallel(root, p);
-  const JVal *bufs = get(root, "buffers", J_ARR);
+  const MjVal *bufs = get(root, "buffers", MJ_ARR);
   p->nbuf = bufs->n;
   p->buf = ar_alloc(ar, sizeof(PlanBuffer) * (size_t)(bufs->n + 1));
   for (int b = 0; b < bufs->n; b++) read_buffer(&bufs->u.items[b], b, &p->buf[b]);
