@@ -149,15 +149,38 @@ typedef struct {
   int64_t n, pos;
 } Stream;
 
-/* The whole file at path, for --text, --data, --val and --load. A directory,
- * or a file that cannot be opened, sized or read, ends with the path and the
- * reason (errno's text), before anything is allocated for it. */
-static unsigned char *read_file(const char *path, int64_t *size, const char *what) {
-  FILE *f = fopen(path, "rb");
-  if (!f) die("cannot open %s file %s: %s", what, path, strerror(errno));
+/* Every input file (--text, --data, --val, --npy's arrays, --load, --resume)
+ * is opened here: without blocking (a FIFO with no writer would hang open()),
+ * then refused unless it is a regular file: a FIFO, a device or a socket may
+ * never end, and a directory has no bytes to read. Returns a descriptor in
+ * blocking mode. */
+static int open_input(const char *path, const char *what) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) die("cannot open %s file %s: %s", what, path, strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) != 0) die("cannot read %s file %s: %s", what, path, strerror(errno));
-  if (S_ISDIR(st.st_mode)) die("cannot read %s file %s: it is a directory", what, path);
+  int e = fstat(fd, &st) != 0 ? errno : 0;
+  const char *kind = e                     ? strerror(e)
+                     : S_ISREG(st.st_mode) ? NULL
+                     : S_ISDIR(st.st_mode) ? "it is a directory, not a regular file"
+                     : S_ISFIFO(st.st_mode) ? "it is a FIFO, not a regular file"
+                     : S_ISCHR(st.st_mode)  ? "it is a character device, not a regular file"
+                     : S_ISBLK(st.st_mode)  ? "it is a block device, not a regular file"
+                     : S_ISSOCK(st.st_mode) ? "it is a socket, not a regular file"
+                                            : "it is not a regular file";
+  if (kind || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    if (!kind) kind = strerror(errno);
+    close(fd);
+    die("cannot read %s file %s: %s", what, path, kind);
+  }
+  return fd;
+}
+
+/* The whole file at path, for --text, --data, --val and --npy (open_input's
+ * checks first). A file that cannot be sized or read ends with the path and
+ * the reason (errno's text), before anything is allocated for it. */
+static unsigned char *read_file(const char *path, int64_t *size, const char *what) {
+  FILE *f = fdopen(open_input(path, what), "rb");
+  if (!f) die("cannot read %s file %s: %s", what, path, strerror(errno));
   if (fseek(f, 0, SEEK_END) != 0) die("cannot size %s file %s: %s", what, path, strerror(errno));
   long n = ftell(f);
   if (n < 0) die("cannot size %s file %s: %s", what, path, strerror(errno));
@@ -1050,8 +1073,7 @@ static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt
  * --resume checked the header and metadata before (resume_opts). */
 static void load_checkpoint(const char *path, unsigned char *arena, const TrModel *m, int resume) {
   const char *what = resume ? "checkpoint" : "weights";
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) die("cannot open %s file %s: %s", what, path, strerror(errno));
+  int fd = open_input(path, what);
   int ne;
   int64_t data0, size;
   CkEntry *ents = read_header(fd, path, what, NULL, &ne, &data0, &size);
@@ -1967,8 +1989,7 @@ static void resume_check(const char *path, const CkEntry *e, int ne, const Meta 
  * against this plan; every option not given on the command line takes the
  * checkpoint's value (a given one overrides it, said on stdout). */
 static Resume resume_opts(Opts *o, const TrModel *m) {
-  int fd = open(o->resume, O_RDONLY);
-  if (fd < 0) die("cannot open checkpoint file %s: %s", o->resume, strerror(errno));
+  int fd = open_input(o->resume, "checkpoint");
   int ne;
   int64_t data0, size;
   ck_meta.n = 0;
@@ -2095,6 +2116,9 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   /* first: it may restart the program with another BLAS kernel (cpu_blas.c) */
   const char *blas = m->blas ? m->blas(argv, !has_flag(argc, argv, "--no-blas-select")) : NULL;
   ranks_init(&argc, &argv, m);
+  /* a save over the file size limit (ulimit -f) fails with EFBIG and removes
+   * its temporary file, instead of the process dying with it left behind */
+  signal(SIGXFSZ, SIG_IGN);
   Opts o = parse_opts(argc, argv, m);
   watchdog_secs = (int)o.comm_timeout;
   int sharded = tr_ranks > 1 && m->zero >= 1; /* each rank holds a shard of the optimizer state */
