@@ -213,8 +213,10 @@ static const char *check_schedule(const Plan *p, const PlanOp *ops, int nops, Sc
         unsigned may = op->phase == PHASE_BACKWARD ? (o < MAX_BOUT && !op->acc[o] ? oi->inplace_bwd[o] : 0)
                                                    : (o == 0 ? oi->inplace_fwd : 0);
         if (!(may & SLOT(j))) {
-          snprintf(msg, sizeof msg, "op %d (%s): output %d writes into its input %d (buffer %s), which this op cannot "
-                   "do in place", k, op->layer, o, j, p->buf[op->out[o]].name);
+          snprintf(msg, sizeof msg,
+                   "op %d (%s): output %d writes into its input %d (buffer %s), which this op cannot "
+                   "do in place",
+                   k, op->layer, o, j, p->buf[op->out[o]].name);
           return msg;
         }
       }
