@@ -270,7 +270,9 @@ def resume_errors(trainer, d, other, *args):
     cases.append((variant("one-more", meta={"plan": "0123456789abcdef"}), ["was saved by another plan of",
                                                                            "another memplan version?"]))
     # Issue #32: counts out of range or inconsistent with each other, each named
-    # with its file, key and rule (step + 1 and optimizer_step + 1 overflowed)
+    # with its file, key and rule (step + 1 and optimizer_step + 1 overflowed).
+    # Planted (2026-12-01): without the optimizer_step + loss_scale_skipped = step
+    # check, opt-step-behind printed "FAIL exit 0:" (it resumed and trained)
     big = str(2**63 - 1)
     cases.append((variant("step-max", meta={"step": big, "steps": big}),
                   [": corrupt checkpoint: metadata 'step' is '%s', expected an integer in [0, %d]" % (big, 2**53)]))
