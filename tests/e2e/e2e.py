@@ -586,6 +586,14 @@ def nonfinite(trainer, d, lr, *args):
     ok &= not os.listdir(d)
     print("  %s exit %d: %s; left in %s: %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip(), d,
                                                  os.listdir(d)))
+    # the next step runs on those weights: NaN through every kernel (rt_exp's
+    # exponent shift was UB on NaN: UBSan's "runtime error" in the sanitizer
+    # build), and the loss check ends it
+    r = run([trainer, "--steps", "2", "--lr", lr] + args)
+    ok3 = r.returncode == 1 and "the loss is" in r.stderr and "at step 2" in r.stderr and \
+        "runtime error" not in r.stderr and "Sanitizer" not in r.stderr
+    print("  %s exit %d (2 steps): %s" % ("ok  " if ok3 else "FAIL", r.returncode, r.stderr.strip()))
+    ok &= ok3
     limit = os.path.join(d, "nf-limit.safetensors")
 
     def small_files():
