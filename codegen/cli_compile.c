@@ -237,6 +237,9 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
   if (optind < argc - 1)
     cli_usage_error(cmd, "more than one model file ('%s' and '%s')", argv[optind], argv[optind + 1]);
   o->model = argv[optind];
+  if (o->micro_batch && o->no_micro_batch)
+    cli_usage_error(cmd, "--micro-batch %lld and --no-micro-batch contradict each other: give one",
+                    (long long)o->micro_batch);
   if (o->zero_given && o->ranks == 1 && o->zero < 0)
     cli_usage_error(cmd,
                     "--zero auto with one rank has nothing to choose: give --ranks N (N > 1), or --zero 0, 1 "

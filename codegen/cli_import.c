@@ -355,8 +355,9 @@ static bool write_tensor(const In *in, const Out *u, FILE *f, float *buf, unsign
 
 int import_main(int argc, char **argv) {
   Opts o = parse_opts(argc, argv);
-  In in = {o.in, fopen(o.in, "rb"), 0, 0};
-  if (!in.f) fail(o.in, "cannot read: %s", strerror(errno));
+  const char *why;
+  In in = {o.in, mp_open_input(o.in, &why), 0, 0};
+  if (!in.f) fail(o.in, "cannot read: %s", why);
   unsigned char len8[8];
   if (fseeko(in.f, 0, SEEK_END) != 0 || (in.size = (int64_t)ftello(in.f)) < 8 || fseeko(in.f, 0, SEEK_SET) != 0 ||
       fread(len8, 1, 8, in.f) != 8)
@@ -374,8 +375,8 @@ int import_main(int argc, char **argv) {
   StTensor *t = st_read_header(&ar, o.in, json, (size_t)hn, in.size - in.data0, &n);
   const Plan *plan = NULL;
   if (o.plan) {
-    FILE *pf = fopen(o.plan, "rb");
-    if (!pf) fail(o.plan, "cannot read: %s", strerror(errno));
+    FILE *pf = mp_open_input(o.plan, &why);
+    if (!pf) fail(o.plan, "cannot read: %s", why);
     Text pt = {0};
     char b[65536];
     size_t got;

@@ -1,5 +1,6 @@
 /* main.c: the memplan command line: each command's front end (cli_compile.c,
  * cli_sweep.c, show.c, pack.c, cli_import.c) by its name, and the help of them all. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #ifdef __GLIBC__
@@ -38,6 +39,9 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 #endif
+  /* A write over the file size limit (ulimit -f) fails with EFBIG instead of
+   * killing memplan: the failed write removes its temporary file or folder. */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     fputs(usage, stderr);
     return EXIT_USAGE;

@@ -186,8 +186,9 @@ typedef struct {
 } Reader;
 
 static void read_csv(const char *path, Rows *r, Reader *rd) {
-  FILE *f = rd->f = fopen(path, "r");
-  if (!f) die_at((Where){path, 0}, "cannot open: %s", strerror(errno));
+  const char *why;
+  FILE *f = rd->f = mp_open_input(path, &why);
+  if (!f) die_at((Where){path, 0}, "cannot open: %s", why);
   size_t cap = 0;
   int pos[N_COLS], nf = 0, lineno = 0, lcap = 0;
   while (getline(&rd->line, &cap, f) >= 0) {

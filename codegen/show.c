@@ -28,9 +28,10 @@ const char show_help[] =
 
 /* The whole file, NUL-terminated; NULL with a message. */
 static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
+  const char *why;
+  FILE *f = mp_open_input(path, &why);
   if (!f) {
-    fprintf(stderr, "memplan show: error: cannot open %s: %s\n", path, strerror(errno));
+    fprintf(stderr, "memplan show: error: cannot open %s: %s\n", path, why);
     return NULL;
   }
   char *buf = NULL;

@@ -1,10 +1,14 @@
 /* base.c: arena, diagnostics, checked arithmetic. */
 #include "base.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 void mp_internal_error(const char *file, int line, const char *what) {
   fprintf(stderr, "%s:%d: internal error: %s\n(this is a bug in memplan; please report it with the model file)\n", file,
@@ -283,4 +287,29 @@ double mp_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+FILE *mp_open_input(const char *path, const char **why) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *why = strerror(errno);
+    return NULL;
+  }
+  struct stat st;
+  int e = fstat(fd, &st) != 0 ? errno : 0;
+  *why = e                      ? strerror(e)
+         : S_ISREG(st.st_mode)  ? NULL
+         : S_ISDIR(st.st_mode)  ? "it is a directory, not a regular file"
+         : S_ISFIFO(st.st_mode) ? "it is a FIFO, not a regular file"
+         : S_ISCHR(st.st_mode)  ? "it is a character device, not a regular file"
+         : S_ISBLK(st.st_mode)  ? "it is a block device, not a regular file"
+         : S_ISSOCK(st.st_mode) ? "it is a socket, not a regular file"
+                                : "it is not a regular file";
+  FILE *f = NULL;
+  if (!*why && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) f = fdopen(fd, "rb");
+  if (!f) {
+    if (!*why) *why = strerror(errno);
+    close(fd);
+  }
+  return f;
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Internal bugs (never user errors) abort with the place they were found. */
 #define MP_ASSERT(c) ((c) ? (void)0 : mp_internal_error(__FILE__, __LINE__, #c))
@@ -76,6 +77,12 @@ int64_t ck_add_or_die(Loc loc, const char *what, int64_t a, int64_t b);
 int64_t mp_align_up(int64_t x, int64_t a);
 /* Human-readable bytes into buf: "1.50 GiB (1610612736 B)". */
 const char *mp_fmt_bytes(char *buf, size_t n, int64_t bytes);
+/* Every input file of memplan (the YAML model, show's and import-hf's plan,
+ * import-hf's safetensors, pack's CSV) is opened here for reading in binary
+ * mode: without blocking (a FIFO with no writer would hang open()), and only
+ * when it is a regular file. NULL with *why set otherwise: errno's text, or
+ * "it is a FIFO, not a regular file" (a directory, a device, a socket). */
+FILE *mp_open_input(const char *path, const char **why);
 /* String keys to int values: open addressing over arena arrays. Keys are
  * not copied (they must outlive the map). */
 typedef struct {

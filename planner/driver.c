@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "build.h"
 #include "levers.h"
 #include "verify.h"
 
@@ -97,6 +98,12 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     out.message =
         "--ranks with clip_grad_norm: the norm over sharded gradients is not planned yet; remove "
         "clip_grad_norm from the optimizer or plan one process";
+  } else if ((rq->fit.loss_chunk == LOSS_FUSED || rq->fit.loss_chunk > 0) && !gb_fuse_loss(ar, g, 0)) {
+    out.message = ar_printf(ar,
+                            "--fused-loss: %s has no classifier + cross_entropy pair to fuse (its loss must be a "
+                            "cross_entropy of a linear layer's output that nothing else reads); drop --fused-loss "
+                            "or give --fused-loss off",
+                            g->model);
   } else if (rq->fit.ranks >= 1 && rq->fit.zero < 0) {
     /* --zero auto: each level shards more (and adds an all_gather per
      * parameter); the least that fits keeping everything in one pass, else

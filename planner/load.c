@@ -758,8 +758,9 @@ ModelSrc *load_parse_text(Arena *ar, const char *path, const char *text, size_t 
 }
 
 ModelSrc *load_parse(Arena *ar, const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) diag_error((Loc){path, 0, 0}, "cannot read the model file: %s", strerror(errno));
+  const char *why;
+  FILE *f = mp_open_input(path, &why);
+  if (!f) diag_error((Loc){path, 0, 0}, "cannot read the model file: %s", why);
   VEC(char) buf = {0};
   char chunk[65536];
   size_t n;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "plan.h"
 
 static char msg[512];
@@ -199,6 +200,38 @@ static const char *check_schedule(const Plan *p, const PlanOp *ops, int nops, Sc
       if (pb->sched != SCHED_BOTH && !(pb->first <= k && k < pb->last)) {
         snprintf(msg, sizeof msg, "op %d (%s) uses buffer %s outside its live range [%d, %d)", k, op->layer, pb->name,
                  pb->first, pb->last);
+        return msg;
+      }
+    }
+    /* an output in the place of an input: only where the op table lets that
+     * output overwrite that input slot (ops.h: inplace_fwd, inplace_bwd);
+     * collectives and updates work in place by design */
+    const OpInfo *oi = op_info(op->op);
+    for (int o = 0; o < op->nout && op->phase != PHASE_UPDATE && !op_is_comm(op->op); o++)
+      for (int j = 0; j < op->nin; j++) {
+        if (op->out[o] < 0 || op->out[o] != op->in[j]) continue;
+        unsigned may = op->phase == PHASE_BACKWARD ? (o < MAX_BOUT && !op->acc[o] ? oi->inplace_bwd[o] : 0)
+                                                   : (o == 0 ? oi->inplace_fwd : 0);
+        if (!(may & SLOT(j))) {
+          snprintf(msg, sizeof msg,
+                   "op %d (%s): output %d writes into its input %d (buffer %s), which this op cannot "
+                   "do in place",
+                   k, op->layer, o, j, p->buf[op->out[o]].name);
+          return msg;
+        }
+      }
+    /* what a schedule computes (activations, scratch) is written, not
+     * read, by the op at the start of its live range; inputs, parameters,
+     * gradients and state come from outside the schedule */
+    for (int b = 0; b < p->nbuf; b++) {
+      const PlanBuffer *pb = &p->buf[b];
+      if (pb->sched != which || pb->first != k || (pb->role != ROLE_ACTIVATION && pb->role != ROLE_TEMP)) continue;
+      bool wr = op->scratch == b, rd = false;
+      for (int o = 0; o < op->nout; o++) wr = wr || (op->out[o] == b && !op->acc[o]);
+      for (int j = 0; j < op->nin; j++) rd = rd || op->in[j] == b;
+      if (!wr || rd) {
+        snprintf(msg, sizeof msg, "buffer %s is read before any op writes it: op %d (%s), the first to use it, %s",
+                 pb->name, k, op->layer, wr ? "reads it too" : "does not write it");
         return msg;
       }
     }

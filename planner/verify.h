@@ -16,8 +16,11 @@ const char *verify_packing(int n, const int64_t *lo, const int64_t *hi, const in
                            int64_t align, int64_t capacity);
 
 /* Checks a whole plan: verify_packing for the training and the eval schedule,
- * every op's buffers live at its position, sizes matching shapes and dtypes,
- * persistent buffers live throughout, totals consistent. NULL when valid. */
+ * every op's buffers live at its position, an output in an input's place only
+ * where the op table allows it in place, every activation and scratch buffer
+ * written (not read) by the first op that uses it, sizes matching shapes and
+ * dtypes, persistent buffers live throughout, totals consistent. NULL when
+ * valid. */
 const char *verify_plan(const struct Plan *p);
 
 #endif

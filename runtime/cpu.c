@@ -330,9 +330,9 @@ static inline float rt_exp(float x) {
   float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
   float t = xc * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
-  int32_t ti;
+  uint32_t ti; /* unsigned: NaN's bits would make a negative shift (UB) */
   memcpy(&ti, &t, 4);
-  int32_t e = (ti - 0x4B400000) + 127; // n + 127, in [1, 254]
+  uint32_t e = (ti - 0x4B400000u) + 127u; // n + 127, in [1, 254] (NaN: anything; the result is x)
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -342,7 +342,7 @@ static inline float rt_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  int32_t bi = e << 23;
+  uint32_t bi = e << 23;
   float scale;
   memcpy(&scale, &bi, 4);
   float y = p * scale;

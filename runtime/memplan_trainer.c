@@ -21,6 +21,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
@@ -44,6 +45,11 @@
 
 #define TR_TOKEN_MAGIC 20240520            /* llm.c's token shard header */
 #define TR_EVAL_SAMPLE0 ((int64_t)1 << 40) /* synthetic eval samples never meet training ones */
+/* Step counts (--steps, --warmup, a checkpoint's step): at most 2^53, which a
+ * double (the lr schedule's arithmetic) holds exactly and no step + 1 or sum
+ * of two counts can overflow. */
+#define TR_MAX_STEPS ((int64_t)1 << 53)
+#define TR_MAX_THREADS 256 /* cpu.c's pool (RT_MAX_THREADS) */
 
 // ----------------------------------------------------------------------------
 // helpers
@@ -150,15 +156,38 @@ typedef struct {
   int64_t n, pos;
 } Stream;
 
-/* The whole file at path, for --text, --data, --val and --load. A directory,
- * or a file that cannot be opened, sized or read, ends with the path and the
- * reason (errno's text), before anything is allocated for it. */
-static unsigned char *read_file(const char *path, int64_t *size, const char *what) {
-  FILE *f = fopen(path, "rb");
-  if (!f) die("cannot open %s file %s: %s", what, path, strerror(errno));
+/* Every input file (--text, --data, --val, --npy's arrays, --load, --resume)
+ * is opened here: without blocking (a FIFO with no writer would hang open()),
+ * then refused unless it is a regular file: a FIFO, a device or a socket may
+ * never end, and a directory has no bytes to read. Returns a descriptor in
+ * blocking mode. */
+static int open_input(const char *path, const char *what) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) die("cannot open %s file %s: %s", what, path, strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) != 0) die("cannot read %s file %s: %s", what, path, strerror(errno));
-  if (S_ISDIR(st.st_mode)) die("cannot read %s file %s: it is a directory", what, path);
+  int e = fstat(fd, &st) != 0 ? errno : 0;
+  const char *kind = e                      ? strerror(e)
+                     : S_ISREG(st.st_mode)  ? NULL
+                     : S_ISDIR(st.st_mode)  ? "it is a directory, not a regular file"
+                     : S_ISFIFO(st.st_mode) ? "it is a FIFO, not a regular file"
+                     : S_ISCHR(st.st_mode)  ? "it is a character device, not a regular file"
+                     : S_ISBLK(st.st_mode)  ? "it is a block device, not a regular file"
+                     : S_ISSOCK(st.st_mode) ? "it is a socket, not a regular file"
+                                            : "it is not a regular file";
+  if (kind || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    if (!kind) kind = strerror(errno);
+    close(fd);
+    die("cannot read %s file %s: %s", what, path, kind);
+  }
+  return fd;
+}
+
+/* The whole file at path, for --text, --data, --val and --npy (open_input's
+ * checks first). A file that cannot be sized or read ends with the path and
+ * the reason (errno's text), before anything is allocated for it. */
+static unsigned char *read_file(const char *path, int64_t *size, const char *what) {
+  FILE *f = fdopen(open_input(path, what), "rb");
+  if (!f) die("cannot read %s file %s: %s", what, path, strerror(errno));
   if (fseek(f, 0, SEEK_END) != 0) die("cannot size %s file %s: %s", what, path, strerror(errno));
   long n = ftell(f);
   if (n < 0) die("cannot size %s file %s: %s", what, path, strerror(errno));
@@ -751,22 +780,36 @@ static void save_checkpoint(const char *path, const Meta *mt, const unsigned cha
 
 /* A loaded f32 tensor that holds NaN or Inf would only show up steps later as
  * a non-finite loss; name the tensor and the element (flat and per
- * dimension). w holds elements k0 .. k0 + count - 1 of it. */
-static void check_finite(const char *path, const CkTensor *c, const float *w, int64_t k0, int64_t count) {
+ * dimension). Optimizer state too, and AdamW's second moment (.adam_v, a mean
+ * of squares) must not be negative. w holds elements k0 .. k0 + count - 1 of
+ * it; where: the file, or the step (check_run_finite); then ends the message. */
+static void check_finite(const char *where, const CkTensor *c, const float *w, int64_t k0, int64_t count,
+                         const char *then) {
+  size_t nl = strlen(c->name);
+  int second_moment = c->kind == CK_OPT && nl > 7 && !strcmp(c->name + nl - 7, ".adam_v");
+  uint32_t bad = 0; /* first a branch-free pass (it vectorizes): an exponent of all ones is Inf or NaN */
+  for (int64_t i = 0; i < count; i++) {
+    uint32_t u;
+    memcpy(&u, &w[i], 4);
+    bad |= (u & 0x7f800000u) == 0x7f800000u || (second_moment && u >> 31);
+  }
+  if (!bad) return;
   int64_t i = 0;
-  while (i < count && isfinite(w[i])) i++;
+  while (i < count && isfinite(w[i]) && !(second_moment && w[i] < 0)) i++;
   if (i == count) return;
   int64_t k = k0 + i, at[6] = {0}, rest = k;
   for (int d = c->rank - 1; d >= 0; d--) {
     at[d] = c->shape[d] ? rest % c->shape[d] : 0;
     rest = c->shape[d] ? rest / c->shape[d] : 0;
   }
-  char idx[128];
+  char idx[128], val[32];
   shape_str(idx, sizeof idx, c->rank, at);
-  die("%s: tensor '%s' has a non-finite weight: element %lld (index %s) is %s", path, c->name, (long long)k, idx,
-      isnan(w[i]) ? "nan"
-      : w[i] > 0  ? "inf"
-                  : "-inf");
+  snprintf(val, sizeof val, "%g", (double)w[i]);
+  die("%s: tensor '%s' has a %s: element %lld (index %s) is %s%s", where, c->name,
+      isfinite(w[i])      ? "negative value, and it is AdamW's second moment (a mean of squares)"
+      : c->kind == CK_OPT ? "non-finite value"
+                          : "non-finite weight",
+      (long long)k, idx, val, then);
 }
 
 /* n bytes at file offset off into dst; a short file is an error naming the tensor. */
@@ -839,8 +882,7 @@ static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt
  * --resume checked the header and metadata before (resume_opts). */
 static void load_checkpoint(const char *path, unsigned char *arena, const TrModel *m, int resume) {
   const char *what = resume ? "checkpoint" : "weights";
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) die("cannot open %s file %s: %s", what, path, strerror(errno));
+  int fd = open_input(path, what);
   int ne;
   int64_t data0, size;
   CkEntry *ents = read_header(fd, path, what, NULL, &ne, &data0, &size);
@@ -875,12 +917,12 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
     int f32 = !strcmp(c->dtype, "F32");
     if (!dev) {
       read_at(fd, arena + c->offset, c->bytes, data0 + e->begin, path, c->name);
-      if (f32 && c->kind != CK_OPT) check_finite(path, c, (const float *)(arena + c->offset), 0, c->numel);
+      if (f32) check_finite(path, c, (const float *)(arena + c->offset), 0, c->numel, "");
     } else {
       for (int64_t at = 0; at < c->bytes; at += ck.stage_bytes) {
         int64_t n = c->bytes - at < ck.stage_bytes ? c->bytes - at : ck.stage_bytes;
         read_at(fd, ck.stage, n, data0 + e->begin + at, path, c->name);
-        if (f32 && c->kind != CK_OPT) check_finite(path, c, (const float *)ck.stage, at / 4, n / 4);
+        if (f32) check_finite(path, c, (const float *)ck.stage, at / 4, n / 4, "");
         dev->upload_from(arena, c->offset + at, ck.stage, n);
       }
     }
@@ -958,16 +1000,17 @@ static const char help_text[] =
     "Trains %s with the plan memplan compiled into this program.\n"
     "\n"
     "  --steps N         training steps (default 100)\n"
-    "  --lr X            learning rate, finite and > 0 (default %g, from the model's YAML)\n"
+    "  --lr X            learning rate, > 0 and <= 3.4e38 (default %g, from the model's YAML)\n"
     "  --schedule S      lr schedule: constant, cosine or linear (default %s, from the YAML);\n"
     "                    linear warmup to lr, then cosine or linear decay to the floor\n"
     "                    final-fraction x lr at the last of the --steps steps\n"
-    "  --warmup N        warmup steps: lr x t/N at step t <= N (default %lld)\n"
+    "  --warmup N        warmup steps: lr x t/N at step t <= N (default %lld); with a decay,\n"
+    "                    fewer than --steps\n"
     "  --final-fraction F  the decay's floor as a fraction of lr, in [0, 1] (default %g;\n"
     "                    cosine and linear only)\n"
     "  --seed N          parameter initialization seed (default 1337)\n"
-    "  --threads N       OpenMP and OpenBLAS threads (default: OMP_NUM_THREADS or all cores;\n"
-    "                    CPU trainer only)\n"
+    "  --threads N       OpenMP and OpenBLAS threads, 1 to 256 (default: OMP_NUM_THREADS or all\n"
+    "                    cores; CPU trainer only)\n"
     "  --no-blas-select  CPU trainer: run the OpenBLAS kernel the library detected, even a\n"
     "                    generic one (see below; this exact spelling)\n"
     "  --text FILE       training text: each byte is a token (models with V >= 256)\n"
@@ -997,7 +1040,7 @@ static const char help_text[] =
     "                    take the checkpoint's values (--steps: its run's total)\n"
     "  --no-shuffle      training windows in order (also --shuffle 0; default --shuffle 1:\n"
     "                    each pass over the data in a new order drawn from --seed)\n"
-    "  --loss-scale X    initial loss scale of fp16 plans, finite and > 0 (default 65536;\n"
+    "  --loss-scale X    initial loss scale of fp16 plans, > 0 and <= 3.4e38 (default 65536;\n"
     "                    halves on overflow, doubles after 2000 clean steps)\n"
     "  --force-overflow N  test hook: scale step N's loss gradient by inf, as an overflow would\n"
     "  --comm-timeout S  data-parallel plans (mpirun): a rank exits when a step takes more than\n"
@@ -1066,20 +1109,26 @@ typedef struct {
   int steps_given, seed_given, lr_given, schedule_given, warmup_given, loss_scale_given, shuffle_given;
 } Opts;
 
-static int64_t opt_int(const char *s, const char *name, int64_t min) {
+static int64_t opt_int(const char *s, const char *name, int64_t min, int64_t max) {
   char *e;
   errno = 0;
   long long v = strtoll(s, &e, 10);
-  if (e == s || *e || errno || v < min) die("%s '%s': expected an integer >= %lld", name, s, (long long)min);
+  if (e == s || *e || errno || v < min || v > max) {
+    if (max == INT64_MAX) die("%s '%s': expected an integer >= %lld", name, s, (long long)min);
+    die("%s '%s': expected an integer in [%lld, %lld]", name, s, (long long)min, (long long)max);
+  }
   return v;
 }
 
-/* Every float option (--lr, --loss-scale): finite and > 0. strtod also reads
- * "inf", "nan" and overflows like 1e999 to inf; none of them can train. */
+/* Every float option (--lr, --loss-scale): finite, > 0 and at most float32's
+ * largest (3.4e38: the kernels take them as floats, where more is inf).
+ * strtod also reads "inf", "nan" and overflows like 1e999 to inf; none of
+ * them can train. */
 static double opt_float(const char *s, const char *name) {
   char *e;
   double v = strtod(s, &e);
-  if (e == s || *e || !isfinite(v) || !(v > 0)) die("%s '%s': expected a finite number > 0", name, s);
+  if (e == s || *e || !(v > 0 && v <= FLT_MAX))
+    die("%s '%s': expected a finite number > 0 (at most 3.4e38, float32's largest)", name, s);
   return v;
 }
 
@@ -1189,17 +1238,17 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   int c;
   while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
     switch (c) {
-    case O_STEPS: o.steps = opt_int(optarg, "--steps", 0), o.steps_given = 1; break;
+    case O_STEPS: o.steps = opt_int(optarg, "--steps", 0, TR_MAX_STEPS), o.steps_given = 1; break;
     case O_LR: o.lr = opt_float(optarg, "--lr"), o.lr_given = 1; break;
-    case O_SEED: o.seed = opt_int(optarg, "--seed", 0), o.seed_given = 1; break;
-    case O_THREADS: o.threads = (int)opt_int(optarg, "--threads", 1); break;
+    case O_SEED: o.seed = opt_int(optarg, "--seed", 0, INT64_MAX), o.seed_given = 1; break;
+    case O_THREADS: o.threads = (int)opt_int(optarg, "--threads", 1, TR_MAX_THREADS); break;
     case O_TEXT: o.text = optarg; break;
     case O_DATA: o.data = optarg; break;
     case O_VAL: o.val = optarg; break;
     case O_NPY: o.npy = optarg; break;
-    case O_EVERY: o.eval_every = opt_int(optarg, "--eval-every", 0); break;
-    case O_EBATCH: o.eval_batches = opt_int(optarg, "--eval-batches", 0), o.eval_batches_given = 1; break;
-    case O_LOGE: o.log_every = opt_int(optarg, "--log-every", 1); break;
+    case O_EVERY: o.eval_every = opt_int(optarg, "--eval-every", 0, INT64_MAX); break;
+    case O_EBATCH: o.eval_batches = opt_int(optarg, "--eval-batches", 0, INT64_MAX), o.eval_batches_given = 1; break;
+    case O_LOGE: o.log_every = opt_int(optarg, "--log-every", 1, INT64_MAX); break;
     case O_LOG: o.log = optarg; break;
     case O_PROF: o.profile = 1; break;
     case O_LOAD: o.load = optarg; break;
@@ -1207,13 +1256,13 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_CHECK: o.check_alloc = 1; break;
     case O_NO_BLAS_SELECT: break; /* read before everything else, in tr_main */
     case O_GRAPH: o.cuda_graph = 1; break;
-    case O_FORCE: o.force_overflow = opt_int(optarg, "--force-overflow", 1); break;
+    case O_FORCE: o.force_overflow = opt_int(optarg, "--force-overflow", 1, INT64_MAX); break;
     case O_SCALE: o.loss_scale = opt_float(optarg, "--loss-scale"), o.loss_scale_given = 1; break;
     case O_SCHED: o.schedule = opt_schedule(optarg), o.schedule_given = 1; break;
-    case O_WARMUP: o.warmup = opt_int(optarg, "--warmup", 0), o.warmup_given = 1; break;
+    case O_WARMUP: o.warmup = opt_int(optarg, "--warmup", 0, TR_MAX_STEPS), o.warmup_given = 1; break;
     case O_RESUME: o.resume = optarg; break;
-    case O_SAVE_EVERY: o.save_every = opt_int(optarg, "--save-every", 1); break;
-    case O_KEEP: o.keep = opt_int(optarg, "--keep", 1); break;
+    case O_SAVE_EVERY: o.save_every = opt_int(optarg, "--save-every", 1, INT64_MAX); break;
+    case O_KEEP: o.keep = opt_int(optarg, "--keep", 1, INT64_MAX); break;
     case O_SHUFFLE:
       if (strcmp(optarg, "0") && strcmp(optarg, "1")) die("--shuffle '%s': expected 0 or 1", optarg);
       o.shuffle = optarg[0] == '1', o.shuffle_given = 1;
@@ -1221,15 +1270,15 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_NO_SHUFFLE: o.shuffle = 0, o.shuffle_given = 1; break;
     case O_FINAL: o.final_fraction = opt_fraction(optarg, "--final-fraction"), o.final_fraction_given = 1; break;
     case O_CLIP: o.clip = opt_clip(optarg), o.clip_given = 1; break;
-    case O_COMM_TIMEOUT: o.comm_timeout = opt_int(optarg, "--comm-timeout", 0); break;
+    case O_COMM_TIMEOUT: o.comm_timeout = opt_int(optarg, "--comm-timeout", 0, INT32_MAX); break;
     case O_KILL_RANK:
     case O_HANG_RANK: {
       const char *name = c == O_KILL_RANK ? "--kill-rank" : "--hang-rank";
       char *at = strchr(optarg, '@');
       if (!at) die("%s '%s': expected RANK@STEP, e.g. 1@3", name, optarg);
       *at = '\0';
-      o.kill_rank = opt_int(optarg, name, 0);
-      o.kill_step = opt_int(at + 1, name, 1);
+      o.kill_rank = opt_int(optarg, name, 0, INT64_MAX);
+      o.kill_step = opt_int(at + 1, name, 1, INT64_MAX);
       o.hang = c == O_HANG_RANK;
       break;
     }
@@ -1256,6 +1305,9 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     die("--clip: this plan was compiled without gradient clipping, so each parameter is updated inside "
         "backward as soon as its gradient is complete and the gradients are never all kept; add "
         "clip_grad_norm: X to the YAML's optimizer and compile again (the report shows its memory price)");
+  if (o.loss_scale_given && !m->loss_scaling)
+    die("--loss-scale: this plan was compiled without loss scaling (only fp16 plans scale the loss: memplan compile "
+        "--precision fp16), so it would do nothing");
   if (o.cuda_graph && m->clip_grad_norm > 0)
     die("--cuda-graph replays one captured step: not with gradient clipping (the norm is read back each step)");
   if (o.text && o.data) die("give --text or --data, not both");
@@ -1656,8 +1708,33 @@ static void run_meta(Meta *mt, const Run *r, const Opts *o, const LossScaler *ls
   meta_set(mt, "threads", "%d", o->threads);
 }
 
+/* The non-finite guard: every f32 tensor a checkpoint holds (weights,
+ * running state, optimizer state) checked after the updates, before each
+ * save and at the end of the run; weights the updates made non-finite (an lr
+ * too large) end the run with exit 1, never saved as a checkpoint. One read
+ * of the bytes a save writes (through the staging buffer on a device). */
+static void check_run_finite(const Run *r, int64_t step) {
+  char where[64];
+  snprintf(where, sizeof where, "after step %lld", (long long)step);
+  const char *then = " (the updates made it so: lower --lr?); nothing saved";
+  for (int i = 0; i < ck.n; i++) {
+    const CkTensor *c = &ck.t[i];
+    if (strcmp(c->dtype, "F32")) continue;
+    if (!r->m->device) {
+      check_finite(where, c, (const float *)(r->dev + c->offset), 0, c->numel, then);
+      continue;
+    }
+    for (int64_t at = 0; at < c->bytes; at += ck.stage_bytes) {
+      int64_t n = c->bytes - at < ck.stage_bytes ? c->bytes - at : ck.stage_bytes;
+      r->m->device->download_to(ck.stage, r->dev, c->offset + at, n);
+      check_finite(where, c, (const float *)ck.stage, at / 4, n / 4, then);
+    }
+  }
+}
+
 /* A checkpoint of the run after `step`, and a line saying so. */
 static void write_checkpoint(const char *path, const Run *r, const Opts *o, const LossScaler *ls, int64_t step) {
+  check_run_finite(r, step);
   double t0 = now_s();
   int64_t bytes = 0;
   for (int i = 0; i < ck.n; i++) bytes += ck.t[i].bytes;
@@ -1675,22 +1752,24 @@ static const char *meta_need(const Meta *mt, const char *key, const char *path) 
   return v;
 }
 
-static int64_t meta_int(const Meta *mt, const char *key, const char *path, int64_t min) {
+static int64_t meta_int(const Meta *mt, const char *key, const char *path, int64_t min, int64_t max) {
   const char *v = meta_need(mt, key, path);
   char *e;
   errno = 0;
   long long x = strtoll(v, &e, 10);
-  if (e == v || *e || errno || x < min)
-    die("%s: corrupt checkpoint: metadata '%s' is '%s', expected an integer >= %lld", path, key, v, (long long)min);
+  if (e == v || *e || errno || x < min || x > max)
+    die("%s: corrupt checkpoint: metadata '%s' is '%s', expected an integer in [%lld, %lld]", path, key, v,
+        (long long)min, (long long)max);
   return x;
 }
 
-static double meta_num(const Meta *mt, const char *key, const char *path) {
+/* A number in [0, max] (lr and loss_scale: float32's largest, as the options). */
+static double meta_num(const Meta *mt, const char *key, const char *path, double max) {
   const char *v = meta_need(mt, key, path);
   char *e;
   double x = strtod(v, &e);
-  if (e == v || *e || !isfinite(x) || x < 0)
-    die("%s: corrupt checkpoint: metadata '%s' is '%s', expected a finite number >= 0", path, key, v);
+  if (e == v || *e || !(x >= 0 && x <= max))
+    die("%s: corrupt checkpoint: metadata '%s' is '%s', expected a number in [0, %g]", path, key, v, max);
   return x;
 }
 
@@ -1753,8 +1832,7 @@ static void resume_check(const char *path, const CkEntry *e, int ne, const Meta 
  * against this plan; every option not given on the command line takes the
  * checkpoint's value (a given one overrides it, said on stdout). */
 static Resume resume_opts(Opts *o, const TrModel *m) {
-  int fd = open(o->resume, O_RDONLY);
-  if (fd < 0) die("cannot open checkpoint file %s: %s", o->resume, strerror(errno));
+  int fd = open_input(o->resume, "checkpoint");
   int ne;
   int64_t data0, size;
   ck_meta.n = 0;
@@ -1764,21 +1842,30 @@ static Resume resume_opts(Opts *o, const TrModel *m) {
   mj_st_free(&ck_io.st);
   const Meta *mt = &ck_meta;
   const char *p = o->resume;
-  Resume rs = {.step = meta_int(mt, "step", p, 0),
-               .epoch = meta_int(mt, "data_epoch", p, 0),
-               .index = meta_int(mt, "data_index", p, 0),
-               .windows = meta_int(mt, "data_windows", p, 0)};
-  rs.ls = (LossScaler){meta_num(mt, "loss_scale", p), meta_int(mt, "loss_scale_clean", p, 0),
-                       meta_int(mt, "optimizer_step", p, 0), meta_int(mt, "loss_scale_skipped", p, 0)};
+  /* every count within its range, and the counts consistent with each
+   * other: a step updates the weights (optimizer_step) or, with loss
+   * scaling, is skipped; it reads one window of the data */
+  Resume rs = {.step = meta_int(mt, "step", p, 0, TR_MAX_STEPS)};
+  rs.epoch = meta_int(mt, "data_epoch", p, 0, rs.step);
+  rs.index = meta_int(mt, "data_index", p, 0, TR_MAX_STEPS); /* against the data: tr_main */
+  rs.windows = meta_int(mt, "data_windows", p, 0, INT64_MAX);
+  rs.ls.scale = meta_num(mt, "loss_scale", p, FLT_MAX);
+  rs.ls.clean = meta_int(mt, "loss_scale_clean", p, 0, TR_SCALE_GROWTH_INTERVAL - 1);
+  rs.ls.applied = meta_int(mt, "optimizer_step", p, 0, rs.step);
+  rs.ls.skipped = meta_int(mt, "loss_scale_skipped", p, 0, rs.step);
   if (!(rs.ls.scale > 0)) die("%s: corrupt checkpoint: metadata 'loss_scale' is not > 0", p);
-  int64_t steps = meta_int(mt, "steps", p, 0), warmup = meta_int(mt, "warmup", p, 0);
-  int64_t seed = meta_int(mt, "seed", p, 0), shuffle = meta_int(mt, "shuffle", p, 0);
-  double lr = meta_num(mt, "lr", p), ff = meta_num(mt, "final_fraction", p);
+  if (rs.ls.applied + rs.ls.skipped != rs.step)
+    die("%s: corrupt checkpoint: metadata 'optimizer_step' %lld + 'loss_scale_skipped' %lld is not 'step' %lld (each "
+        "step updates the weights once or, with loss scaling, is skipped)",
+        p, (long long)rs.ls.applied, (long long)rs.ls.skipped, (long long)rs.step);
+  int64_t steps = meta_int(mt, "steps", p, 0, TR_MAX_STEPS), warmup = meta_int(mt, "warmup", p, 0, TR_MAX_STEPS);
+  int64_t seed = meta_int(mt, "seed", p, 0, INT64_MAX), shuffle = meta_int(mt, "shuffle", p, 0, 1);
+  double lr = meta_num(mt, "lr", p, FLT_MAX), ff = meta_num(mt, "final_fraction", p, 1);
   const char *sched = meta_need(mt, "schedule", p);
   int sk = 0;
   while (sk < 3 && strcmp(sched, sched_names[sk])) sk++;
   if (sk == 3) die("%s: corrupt checkpoint: metadata 'schedule' is '%s'", p, sched);
-  if (!(lr > 0) || ff > 1 || shuffle > 1) die("%s: corrupt checkpoint: lr, final_fraction or shuffle out of range", p);
+  if (!(lr > 0)) die("%s: corrupt checkpoint: metadata 'lr' is 0", p);
 #define TAKE(given, field, val, T, fmt, name)                                                          \
   do {                                                                                                 \
     if (!(given)) o->field = val;                                                                      \
@@ -1799,7 +1886,7 @@ static Resume resume_opts(Opts *o, const TrModel *m) {
     printf("resume: --loss-scale %g instead of the checkpoint's %g\n", o->loss_scale, rs.ls.scale);
     rs.ls.scale = o->loss_scale;
   }
-  int64_t threads = meta_int(mt, "threads", p, 1);
+  int64_t threads = meta_int(mt, "threads", p, 1, INT64_MAX);
   if (!m->device && threads != o->threads)
     printf(
         "resume: note: %d threads, the checkpoint's run had %lld: the steps continue, not bit for bit as "
@@ -1880,6 +1967,9 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   /* first: it may restart the program with another BLAS kernel (cpu_blas.c) */
   const char *blas = m->blas ? m->blas(argv, !has_flag(argc, argv, "--no-blas-select")) : NULL;
   ranks_init(&argc, &argv, m);
+  /* a save over the file size limit (ulimit -f) fails with EFBIG and removes
+   * its temporary file, instead of the process dying with it left behind */
+  signal(SIGXFSZ, SIG_IGN);
   Opts o = parse_opts(argc, argv, m);
   watchdog_secs = (int)o.comm_timeout;
   int sharded = tr_ranks > 1 && m->zero >= 1; /* each rank holds a shard of the optimizer state */
@@ -1893,6 +1983,13 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     printf("--save with ZeRO-%d: the weights and running state only (the optimizer state is sharded)\n", m->zero);
   Resume rs = {.ls = {0}};
   if (o.resume) rs = resume_opts(&o, m);
+  /* a decay starts after the warmup: with warmup >= steps it never would,
+   * while the banner promised one (PyTorch's LambdaLR would just follow the
+   * formula; here the run is refused instead of training otherwise than said) */
+  if (o.schedule != TR_SCHED_CONSTANT && o.steps > 0 && o.warmup >= o.steps)
+    die("--warmup %lld with --steps %lld: the %s decay starts after the warmup, so this run would never decay (nor "
+        "train at the full lr); give --warmup < --steps, or --schedule constant",
+        (long long)o.warmup, (long long)o.steps, sched_names[o.schedule]);
   op_key_seed = (uint64_t)o.seed;
   if (o.save && tr_rank == 0) check_save_path(o.save);
   char *base = o.save_every && tr_rank == 0 ? ckpt_base(&o) : NULL;
@@ -1930,6 +2027,9 @@ int tr_main(int argc, char **argv, const TrModel *m) {
       die("%s: the checkpoint's training data has %lld windows a pass, this run's %lld: resume on the same data "
           "(--text, --data or --npy) and batch",
           o.resume, (long long)rs.windows, (long long)r.order.nwin);
+    if (rs.index > r.order.nwin)
+      die("%s: corrupt checkpoint: metadata 'data_index' is %lld, past the %lld windows of a pass over this data",
+          o.resume, (long long)rs.index, (long long)r.order.nwin);
     r.order.epoch = rs.epoch, r.order.index = rs.index;
   }
   FILE *log = o.log && tr_rank == 0 ? fopen(o.log, "w") : NULL;
@@ -2061,6 +2161,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   }
   long allocs = alloc_count ? alloc_count() - allocs0 - ckpt_allocs : -1;
   double t_total = now_s() - t_start;
+  if (ran) check_run_finite(&r, rs.step + ran);
 
   if (eval_batches && !(o.eval_every && ran && o.steps % o.eval_every == 0)) ev = evaluate(&r, eval_batches);
   if (ev.batches) { /* the last evaluation, also when the last step's line showed it */

@@ -104,6 +104,10 @@ memplan_e2e(e2e_determinism_gpt2-mini gpt2-mini determinism ${mini} --steps 8 --
 memplan_e2e(e2e_roundtrip_gpt2-mini gpt2-mini roundtrip ${mini} ${e2e_dir}/roundtrip --text ${e2e_text})
 memplan_e2e(e2e_errors_gpt2-mini gpt2-mini errors ${mini} ${e2e_dir}/errors-mini --text ${e2e_text})
 memplan_e2e(e2e_errors_mlp mlp errors ${mlp} ${e2e_dir}/errors-mlp)
+# The non-finite guard: lr 3e38 (float32 holds it; AdamW's first step divides
+# it by 1 - beta1, which overflows) makes every weight inf after step 1: exit 1,
+# nothing saved; and --save over a 16 KiB file size limit: exit 1, no temp (about 1 s)
+memplan_e2e(e2e_nonfinite_gpt2-mini gpt2-mini nonfinite ${mini} ${e2e_dir}/nonfinite-mini 3e38 --text ${e2e_text})
 # save -> load -> save with running statistics: a load that dropped them
 # (re-initialized to 0 and 1) would save other bytes
 memplan_e2e(e2e_roundtrip_bn-mlp bn-mlp roundtrip ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/roundtrip-bn)

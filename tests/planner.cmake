@@ -267,6 +267,17 @@ add_test(NAME hostile_names COMMAND sh ${MEMPLAN_TEST_DIR}/hostile/run.sh $<TARG
          ${CMAKE_CURRENT_BINARY_DIR}/hostile)
 set_tests_properties(hostile_names PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "hostile names: ok")
 
+# inputs that are not regular files (FIFO, directory) refused at once by every
+# command; a write over ulimit -f fails cleanly (about 1 s)
+add_test(NAME hostile_inputs COMMAND sh ${MEMPLAN_TEST_DIR}/hostile/inputs.sh $<TARGET_FILE:memplan>
+         ${CMAKE_CURRENT_BINARY_DIR}/hostile_inputs)
+set_tests_properties(hostile_inputs PROPERTIES LABELS errors TIMEOUT 120 PASS_REGULAR_EXPRESSION "hostile inputs: ok")
+memplan_cli(compile_micro_batch_contradiction 2 "--micro-batch 2 and --no-micro-batch contradict each other"
+  compile ${memplan_mlp} --micro-batch 2 --no-micro-batch)
+# --fused-loss on a model whose loss is not a classifier + cross_entropy: refused, not ignored
+memplan_cli(compile_fused_loss_no_pair 1 "--fused-loss: mixer-mse has no classifier \\+ cross_entropy pair to fuse"
+  compile ${MEMPLAN_TEST_DIR}/reference/mixer-mse.yaml --fused-loss on)
+
 # nothing lost: SIGKILL while saving weights leaves the previous file loadable
 add_test(NAME kill_during_save COMMAND sh ${MEMPLAN_TEST_DIR}/crash/kill_save.sh $<TARGET_FILE:memplan>
          ${CMAKE_CURRENT_BINARY_DIR}/kill_save)

@@ -24,6 +24,8 @@ Standard library only. Subcommands:
   noalloc TRAINER LIBALLOC [trainer args]    no allocation inside the training loop
   errors TRAINER DIR [trainer args]          bad data, weights, options and --save paths: exit 1 before
                                               the first step, stderr naming the problem
+  nonfinite TRAINER DIR LR [trainer args]    a step at LR that makes the weights non-finite: exit 1,
+                                              nothing saved; --save over a file size limit: exit 1, no temp
   npy TRAINER DIR                            --npy with small files written here (mlp: x [S, 784] f32,
                                               targets [S] i32): format versions 1.0-3.0 and '<i8' labels
                                               train, the eval counts every test sample once; wrong dtype,
@@ -73,7 +75,11 @@ def run(cmd, **kw):
 def refused(cmd, msgs):
     """Runs cmd, which must exit 1 before any step with every one of msgs on
     stderr; prints the verdict. True when it did."""
-    r = run(cmd)
+    try:
+        r = run(cmd, timeout=60)
+    except subprocess.TimeoutExpired:
+        print("  FAIL hung for 60 s: %s" % " ".join(cmd))
+        return False
     stepped = re.search(r"^step ", r.stdout, re.M)
     ok = r.returncode == 1 and all(m in r.stderr for m in msgs) and not stepped
     print("  %s exit %d: %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip()))
@@ -263,6 +269,40 @@ def resume_errors(trainer, d, other, *args):
                   ["is a checkpoint of model 'resnet'", "resume it with the trainer compiled from 'resnet'"]))
     cases.append((variant("one-more", meta={"plan": "0123456789abcdef"}), ["was saved by another plan of",
                                                                            "another memplan version?"]))
+    # Issue #32: counts out of range or inconsistent with each other, each named
+    # with its file, key and rule (step + 1 and optimizer_step + 1 overflowed).
+    # Planted (2026-12-01): without the optimizer_step + loss_scale_skipped = step
+    # check, opt-step-behind printed "FAIL exit 0:" (it resumed and trained)
+    big = str(2**63 - 1)
+    cases.append((variant("step-max", meta={"step": big, "steps": big}),
+                  [": corrupt checkpoint: metadata 'step' is '%s', expected an integer in [0, %d]" % (big, 2**53)]))
+    cases.append((variant("opt-step-max", meta={"optimizer_step": big}),
+                  ["metadata 'optimizer_step' is '%s', expected an integer in [0, 2]" % big]))
+    cases.append((variant("opt-step-ahead", meta={"optimizer_step": "1000"}),
+                  ["metadata 'optimizer_step' is '1000', expected an integer in [0, 2]"]))
+    cases.append((variant("opt-step-behind", meta={"optimizer_step": "1"}),
+                  ["metadata 'optimizer_step' 1 + 'loss_scale_skipped' 0 is not 'step' 2"]))
+    cases.append((variant("index-far", meta={"data_index": str(10**18)}),
+                  ["metadata 'data_index' is '%d', expected an integer in [0, %d]" % (10**18, 2**53)]))
+    if "--text" in args:
+        cases.append((variant("index-past", meta={"data_index": "100000"}),
+                      ["metadata 'data_index' is 100000, past the", "windows of a pass over this data"]))
+    cases.append((variant("lr-huge", meta={"lr": "1e300"}), ["metadata 'lr' is '1e300', expected a number in [0, 3.40282e+38]"]))
+    cases.append((variant("warmup-huge", meta={"warmup": str(10**18)}),
+                  ["metadata 'warmup' is '%d', expected an integer in [0, %d]" % (10**18, 2**53)]))
+    # optimizer state is checked like the weights (it was skipped): NaN, and a negative second moment
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    vname = next(k for k in tensors if k.endswith(".adam_v"))
+    for value, shown, what in ((float("nan"), "nan", "a non-finite value"),
+                               (-0.5, "-0.5", "a negative value, and it is AdamW's second moment (a mean of squares)")):
+        raw = bytearray(blob)
+        struct.pack_into("<f", raw, 8 + n + tensors[vname]["data_offsets"][0] + 4, value)
+        cases.append((variant("adam-v-" + shown, raw=bytes(raw)),
+                      ["tensor '%s' has %s: element 1 (index " % (vname, what), "is %s" % shown]))
+    fifo = os.path.join(d, "fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    cases.append((fifo, ["cannot read checkpoint file %s: it is a FIFO, not a regular file" % fifo]))
     cases.append((os.path.join(d, "absent.safetensors"), ["cannot open checkpoint file"]))
     cases.append((d, ["cannot read checkpoint file %s: it is a directory" % d]))
     extra = []
@@ -445,7 +485,7 @@ def errors(trainer, d, *args):
         cases.append((args + ["--loss-scale", v], ["--loss-scale '%s': expected a finite number > 0" % v]))
     # lr schedule options: a known schedule, a step count, a fraction in [0, 1] that only a decay has.
     cases.append((args + ["--schedule", "cosin"], ["--schedule 'cosin': expected constant, cosine or linear"]))
-    cases.append((args + ["--warmup", "-1"], ["--warmup '-1': expected an integer >= 0"]))
+    cases.append((args + ["--warmup", "-1"], ["--warmup '-1': expected an integer in [0, %d]" % 2**53]))
     for v in ("1.5", "-0.1", "nan", "x"):
         cases.append((args + ["--schedule", "linear", "--final-fraction", v],
                       ["--final-fraction '%s': expected a number in [0, 1]" % v]))
@@ -460,6 +500,27 @@ def errors(trainer, d, *args):
     if not clips:
         cases.append((args + ["--clip", "1"], ["--clip: this plan was compiled without gradient clipping",
                                                "add clip_grad_norm: X to the YAML's optimizer"]))
+    # Issue #32: inputs that are not regular files, refused at once (a FIFO with
+    # no writer hung open()); options out of range or that would do nothing.
+    fifo = os.path.join(d, "fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    cases.append((["--load", fifo], ["cannot read weights file %s: it is a FIFO, not a regular file" % fifo]))
+    for v in ("1e300", "3.5e38"):
+        cases.append((args + ["--lr", v], ["--lr '%s': expected a finite number > 0 (at most 3.4e38" % v]))
+    for v in ("100000", "257", "2147483648", "0"):
+        cases.append((args + ["--threads", v], ["--threads '%s': expected an integer in [1, 256]" % v]))
+    cases.append((args + ["--steps", str(2**63 - 1)], ["--steps '%d': expected an integer in [0, %d]"
+                                                      % (2**63 - 1, 2**53)]))
+    with open(os.path.join(os.path.dirname(os.path.dirname(trainer)), "plan.json")) as f:
+        scaled = json.load(f)["loss_scaling"]
+    if not scaled:
+        cases.append((args + ["--loss-scale", "1000"], ["--loss-scale: this plan was compiled without loss scaling",
+                                                         "--precision fp16"]))
+    for kind in ("cosine", "linear"):
+        cases.append((args + ["--warmup", "50", "--steps", "5", "--schedule", kind],
+                      ["--warmup 50 with --steps 5: the %s decay starts after the warmup, so this run would never "
+                       "decay" % kind, "give --warmup < --steps, or --schedule constant"]))
     # --save is checked before the first step, not after the last.
     p = os.path.join(d, "no-such-dir", "w.safetensors")
     cases.append((args + ["--save", p], ["cannot write --save %s: No such file or directory" % p]))
@@ -489,6 +550,9 @@ def errors(trainer, d, *args):
         cases.append((base + ["--text", d], ["cannot read text file %s: it is a directory" % d]))
         cases.append((base + ["--data", d], ["cannot read token file %s: it is a directory" % d]))
         cases.append((args + ["--val", d], ["cannot read text file %s: it is a directory" % d]))
+        cases.append((base + ["--text", fifo], ["cannot read text file %s: it is a FIFO, not a regular file" % fifo]))
+        cases.append((base + ["--data", fifo], ["cannot read token file %s: it is a FIFO, not a regular file" % fifo]))
+        cases.append((args + ["--val", fifo], ["cannot read text file %s: it is a FIFO, not a regular file" % fifo]))
     failed = 0
     for extra, msgs in cases:
         msgs = [msgs] if isinstance(msgs, str) else msgs
@@ -498,6 +562,48 @@ def errors(trainer, d, *args):
     if leftovers:
         print("  FAIL temp files left behind: %s" % leftovers)
     return 1 if failed or leftovers else 0
+
+
+def nonfinite(trainer, d, lr, *args):
+    """The non-finite guard (issue #32: --lr 1e300 --save F exited 0 after
+    writing non-finite weights): one step at LR whose update overflows float32
+    ends with exit 1 naming the step and the first non-finite tensor, and
+    writes no checkpoint, neither --save nor --save-every's; and a --save over
+    the file size limit (RLIMIT_FSIZE, `ulimit -f`) fails with its message and
+    leaves no temporary file (SIGXFSZ killed the trainer with F.tmp.PID left).
+    Planted (2026-12-01): without check_run_finite the first case printed
+    "FAIL exit 0" and wrote the file; without signal(SIGXFSZ, SIG_IGN) the
+    second printed "FAIL exit -25" and left nf-limit.safetensors.tmp.PID."""
+    import resource
+    for f in os.listdir(d):
+        os.remove(os.path.join(d, f))
+    args = ["--eval-batches", "0"] + list(args)
+    save = os.path.join(d, "nf.safetensors")
+    r = run([trainer, "--steps", "1", "--lr", lr, "--save", save, "--save-every", "1"] + args)
+    ok = r.returncode == 1 and re.search(r"after step 1: tensor '[^']+' has a non-finite weight: element \d+ "
+                                         r"\(index \[[0-9, ]+\]\) is (nan|inf|-inf) \(the updates made it so: "
+                                         r"lower --lr\?\); nothing saved", r.stderr) is not None
+    ok &= not os.listdir(d)
+    print("  %s exit %d: %s; left in %s: %s" % ("ok  " if ok else "FAIL", r.returncode, r.stderr.strip(), d,
+                                                 os.listdir(d)))
+    # the next step runs on those weights: NaN through every kernel (rt_exp's
+    # exponent shift was UB on NaN: UBSan's "runtime error" in the sanitizer
+    # build), and the loss check ends it
+    r = run([trainer, "--steps", "2", "--lr", lr] + args)
+    ok3 = r.returncode == 1 and "the loss is" in r.stderr and "at step 2" in r.stderr and \
+        "runtime error" not in r.stderr and "Sanitizer" not in r.stderr
+    print("  %s exit %d (2 steps): %s" % ("ok  " if ok3 else "FAIL", r.returncode, r.stderr.strip()))
+    ok &= ok3
+    limit = os.path.join(d, "nf-limit.safetensors")
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))
+    r = subprocess.run([trainer, "--steps", "1", "--save", limit] + args, capture_output=True, text=True,
+                       preexec_fn=small_files)
+    ok2 = r.returncode == 1 and "cannot write %s: File too large" % limit in r.stderr and not os.listdir(d)
+    print("  %s exit %d (--save under a 16 KiB file size limit): %s; left: %s"
+          % ("ok  " if ok2 else "FAIL", r.returncode, r.stderr.strip(), os.listdir(d)))
+    return 0 if ok and ok2 else 1
 
 
 def npy_write(path, descr, shape, values, version=1, fortran=False, cut=0, magic=b"\x93NUMPY", header=None):
@@ -727,7 +833,7 @@ def schedule(trainer, *args):
     steps = 9
     cases = [([], base)]
     for kind, w, f in (("constant", 0, None), ("constant", 3, None), ("cosine", 3, 0.2), ("cosine", 0, 0.0),
-                       ("linear", 2, 0.5), ("linear", 9, 0.1), ("cosine", 8, 0.25)):
+                       ("linear", 2, 0.5), ("linear", 7, 0.1), ("cosine", 8, 0.25)):
         extra = ["--schedule", kind, "--warmup", str(w)] + ([] if f is None else ["--final-fraction", str(f)])
         cases.append((extra, (kind, base[1], w, base[3] if f is None else f)))
     cases.append((["--lr", "0.02", "--schedule", "linear"], ("linear", 0.02, base[2], base[3])))
@@ -852,12 +958,13 @@ def portable(d):
 
 if __name__ == "__main__":
     cmd, rest = sys.argv[1], sys.argv[2:]
-    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "resume_errors", "lean"):
+    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "resume_errors", "lean", "nonfinite"):
         os.makedirs(rest[1], exist_ok=True)
     if cmd == "clipnorm":
         os.makedirs(rest[2], exist_ok=True)
     fn = {"build": build, "train": train, "determinism": determinism, "roundtrip": roundtrip,
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
-          "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas}[cmd]
+          "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas,
+          "nonfinite": nonfinite}[cmd]
     sys.exit(fn(*rest) or 0)

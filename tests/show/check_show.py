@@ -2,8 +2,9 @@
 file and the place, and never writes a half file. Starts from the plan.json
 that `memplan compile` writes for MODEL, then breaks it one way at a time:
 truncated, not JSON, foreign JSON, a newer format, a mistyped field, an id
-out of range, an edited offset that makes two buffers overlap (the verifier
-must refuse it), and bad command lines.
+out of range, an edited offset that makes two buffers overlap, an op writing
+into its own input, a buffer never written (the verifier must refuse them),
+and bad command lines.
 
 usage: check_show.py MEMPLAN MODEL.yaml OUTDIR
 """
@@ -88,6 +89,18 @@ def overlap(p):
 
 
 case("overlap", edited(overlap), ["overlap.json: error: the plan fails verification:", "overlap", "compile the model again"])
+# the verifier compile runs: an op that writes into an input it cannot
+# overwrite, and a buffer that the first op using it never writes (issue #32:
+# both were drawn). Planted: without these two checks in planner/verify.c
+# both exited 0 and drew the plan ("exit 0, expected 1").
+def first_linear(p):
+    return next(o for o in p["schedule"] if o["op"] == "linear" and o["phase"] == "forward")
+
+
+case("writes_own_input", edited(lambda p: first_linear(p)["outputs"].__setitem__(0, first_linear(p)["inputs"][0])),
+     ["fails verification", "output 0 writes into its input 0", "which this op cannot do in place"])
+case("never_written", edited(lambda p: first_linear(p)["outputs"].__setitem__(0, -1)),
+     ["fails verification", "is read before any op writes it", "does not write it"])
 case("over_budget", edited(lambda p: p.update(budget_bytes=1000)), ["fails verification", "exceeds the budget"])
 # command lines
 case("bad_format", good, ["--format gif: choose svg, png or dot"], ["--format", "gif"], status=2)
