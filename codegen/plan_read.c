@@ -613,6 +613,40 @@ Plan *plan_read(Arena *ar, const char *path, const char *text, size_t len) {
   return p;
 }
 
+static void flatten(Arena *ar, const JVal *v, const char *key, JsonField **f, int *n, int *cap) {
+  if (v->kind == J_ARR || v->kind == J_OBJ) {
+    for (int i = 0; i < v->n; i++) {
+      const char *k = v->kind == J_OBJ ? v->keys[i] : ar_printf(ar, "%d", i);
+      flatten(ar, &v->items[i], *key ? ar_printf(ar, "%s/%s", key, k) : k, f, n, cap);
+    }
+    return;
+  }
+  if (*n == *cap) {
+    *f = ar_grow(ar, *f, sizeof(JsonField) * (size_t)*cap, sizeof(JsonField) * (size_t)(*cap * 2));
+    *cap *= 2;
+  }
+  JsonField *j = &(*f)[(*n)++];
+  j->key = key, j->loc = v->loc, j->b = v->b, j->num = v->num, j->s = v->s;
+  j->kind = v->kind == J_BOOL ? JF_BOOL : v->kind == J_NUM ? JF_NUM : v->kind == J_STR ? JF_STR : JF_NULL;
+}
+
+JsonField *json_read_fields(Arena *ar, const char *path, const char *text, size_t len, int *n) {
+  Parser P = {ar, path, text, text + len, text, 1, text};
+  diag_register_source(path, text, len);
+  JVal root = {0};
+  skip_ws(&P);
+  if (P.p >= P.end) diag_error(here(&P), "empty file: expected a JSON object");
+  parse_value(&P, &root, 0);
+  skip_ws(&P);
+  if (P.p < P.end) diag_error(here(&P), "text after the end of the JSON value");
+  want(&root, J_OBJ, "the document");
+  int cap = 16;
+  JsonField *f = ar_alloc(ar, sizeof(JsonField) * (size_t)cap);
+  *n = 0;
+  flatten(ar, &root, "", &f, n, &cap);
+  return f;
+}
+
 StTensor *st_read_header(Arena *ar, const char *path, const char *json, size_t len, int *n) {
   Parser P = {ar, path, json, json + len, json, 1, json};
   JVal root = {0};

@@ -297,7 +297,8 @@ static void csa_build(BuildCtx *c) {
   op_attr_defaults(OP_LINEAR, lin, build_attr(c, "heads")->loc);
   op_attr_defaults(OP_ATTENTION, core, build_attr(c, "heads")->loc);
   lin[op_attr_index(OP_LINEAR, "out")].i = Cqkv; /* written as a number: (3*C) would be a new symbol */
-  lin[op_attr_index(OP_LINEAR, "bias")] = *build_attr(c, "bias");
+  const Attr *qb = build_attr(c, "qkv_bias"); /* the qkv projection's bias; default: bias's */
+  lin[op_attr_index(OP_LINEAR, "bias")] = *(qb->s ? qb : build_attr(c, "bias"));
   core[op_attr_index(OP_ATTENTION, "heads")] = *build_attr(c, "heads");
   core[op_attr_index(OP_ATTENTION, "kv_heads")] = *build_attr(c, "kv_heads");
   int t = build_input_id(c, 0);
@@ -312,6 +313,7 @@ static void csa_build(BuildCtx *c) {
   }
   t = build_sub(c, OP_ATTENTION, "core", &t, 1, core);
   lin[op_attr_index(OP_LINEAR, "out")].i = C;
+  lin[op_attr_index(OP_LINEAR, "bias")] = *build_attr(c, "bias");
   build_sub(c, OP_LINEAR, "proj", &t, 1, lin);
 }
 
@@ -1098,7 +1100,8 @@ static const OpInfo table[OP_COUNT] = {
         {
             .name = "causal_self_attention",
             .attrs = {{"heads", ATTR_INT, .required = true}, {"kv_heads", ATTR_INT}, {"bias", ATTR_BOOL, .dflt = 1},
-                      {"rope", ATTR_BOOL}, {"theta", ATTR_FLOAT, .dflt = 10000, .positive = true}},
+                      {"rope", ATTR_BOOL}, {"theta", ATTR_FLOAT, .dflt = 10000, .positive = true},
+                      {"qkv_bias", ATTR_BOOL}}, /* absent: bias's (Qwen2: qkv biases, no proj bias) */
             .min_inputs = 1, .max_inputs = 1,
             .build = csa_build, .composite = true,
         },

@@ -1,0 +1,519 @@
+/* cli_hf.c: memplan import-hf DIR, a Hugging Face Llama-family model folder
+ * (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM: config.json and
+ * model.safetensors, or shards listed by model.safetensors.index.json) as a
+ * memplan model folder: OUT/model.yaml, with the dims of config.json, and
+ * OUT/weights.safetensors under memplan's names, F32, for the trainer's --load.
+ *
+ * The name map (HF -> memplan; N the layer):
+ *   model.embed_tokens.weight [V, C]            -> emb.weight
+ *   model.layers.N.input_layernorm.weight       -> hN.norm1.weight
+ *   model.layers.N.self_attn.{q,k,v}_proj.weight -> hN.attn.qkv.weight [(NH + 2 KVH) hd, C], rows q | k | v
+ *   model.layers.N.self_attn.{q,k,v}_proj.bias  -> hN.attn.qkv.bias (Qwen2; Llama with attention_bias)
+ *   model.layers.N.self_attn.o_proj.weight      -> hN.attn.proj.weight (.bias: Llama with attention_bias)
+ *   model.layers.N.post_attention_layernorm.weight -> hN.norm2.weight
+ *   model.layers.N.mlp.{gate,up,down}_proj.weight -> hN.{gate,up,down}.weight
+ *   model.norm.weight                           -> norm.weight
+ *   lm_head.weight                              -> logits.weight (untied; tied: the model reads emb.weight)
+ *   *.rotary_emb.inv_freq                       -> none (older files' buffer)
+ * nn.Linear's [out, in] is memplan's layout, and memplan's rope rotates HF's
+ * rotate_half pairs (i, i + hd/2), so no tensor is permuted or transposed:
+ * q, k and v are stacked. Memory stays bounded: each tensor is copied in
+ * CHUNK-element pieces. The folder is written as OUT.tmp.PID, each file
+ * synced, then renamed to OUT: never half written. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hf.h"
+
+/* ---- config.json ---- */
+
+typedef struct {
+  const char *path;
+  JsonField *f;
+  int n;
+} Cfg;
+
+static const JsonField *cfg_find(const Cfg *c, const char *key) {
+  for (int i = 0; i < c->n; i++)
+    if (!strcmp(c->f[i].key, key)) return &c->f[i];
+  return NULL;
+}
+
+/* A number field; absent or null: dflt, or an error when required (dflt < 0). */
+static double cfg_num(const Cfg *c, const char *key, double dflt, double lo, double hi, bool integer) {
+  const JsonField *v = cfg_find(c, key);
+  if (!v || v->kind == JF_NULL) {
+    if (dflt < 0) hf_fail(c->path, "no \"%s\": a Llama-family config.json has it", key);
+    return dflt;
+  }
+  if (v->kind != JF_NUM || !(v->num >= lo && v->num <= hi) || (integer && v->num != floor(v->num)))
+    diag_error(v->loc, "\"%s\" must be %s in [%g, %g]", key, integer ? "an integer" : "a number", lo, hi);
+  return v->num;
+}
+
+static bool cfg_bool(const Cfg *c, const char *key, bool dflt) {
+  const JsonField *v = cfg_find(c, key);
+  if (!v || v->kind == JF_NULL) return dflt;
+  if (v->kind != JF_BOOL) diag_error(v->loc, "\"%s\" must be true or false", key);
+  return v->b;
+}
+
+static const char *cfg_str(const Cfg *c, const char *key) {
+  const JsonField *v = cfg_find(c, key);
+  if (!v || v->kind == JF_NULL) return NULL;
+  if (v->kind != JF_STR) diag_error(v->loc, "\"%s\" must be a string", key);
+  return v->s;
+}
+
+/* Whole file into the arena (NUL-terminated); NULL when it does not exist. */
+static char *slurp(Arena *ar, const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    if (errno == ENOENT) return NULL;
+    hf_fail(path, "cannot read: %s", strerror(errno));
+  }
+  Text t = {0};
+  char b[65536];
+  size_t got;
+  while ((got = fread(b, 1, sizeof b, f)) > 0) text_append(&t, b, got);
+  if (ferror(f)) hf_fail(path, "cannot read: %s", strerror(errno));
+  fclose(f);
+  char *s = ar_alloc(ar, t.n + 1);
+  if (t.n) memcpy(s, t.s, t.n);
+  *len = t.n;
+  text_free(&t);
+  return s;
+}
+
+static Cfg read_json(Arena *ar, const char *path, bool required) {
+  size_t len = 0;
+  char *s = slurp(ar, path, &len);
+  if (!s) {
+    if (required) hf_fail(path, "no such file: a Hugging Face model folder has config.json");
+    return (Cfg){path, NULL, -1};
+  }
+  Cfg c = {path, NULL, 0};
+  c.f = json_read_fields(ar, path, s, len, &c.n);
+  return c;
+}
+
+/* ---- the model ---- */
+
+enum { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2 };
+static const char *const ARCH[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
+
+typedef struct {
+  int family;
+  int64_t C, NH, KVH, L, F, V, maxpos, B, T;
+  double eps, theta;
+  bool tied, qkv_bias, proj_bias;
+  const char *dtype; /* torch_dtype, as written; NULL when absent */
+  /* rope_scaling type llama3 (factor 0: none) */
+  double rs_factor, rs_low, rs_high, rs_orig;
+} Model;
+
+typedef struct {
+  const char *set[2]; /* B=, T= */
+  const char *out, *dir;
+} ImportOpts;
+
+static Model read_config(const Cfg *c, const ImportOpts *o) {
+  Model m = {0};
+  const char *arch = cfg_str(c, "architectures/0");
+  if (!arch) hf_fail(c->path, "no \"architectures\": which model is it? (memplan imports %s, %s, %s)", ARCH[0],
+                     ARCH[1], ARCH[2]);
+  m.family = -1;
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(arch, ARCH[i])) m.family = i;
+  if (m.family < 0) {
+    if (!strcmp(arch, "GPT2LMHeadModel"))
+      hf_fail(c->path, "architecture 'GPT2LMHeadModel': import its weights with memplan import-hf gpt2 "
+                       "DIR/model.safetensors -o OUT.safetensors --plan PLAN.json (README, \"Hugging Face checkpoints\")");
+    hf_fail(c->path, "unknown architecture '%s': memplan imports %s, %s and %s", arch, ARCH[0], ARCH[1], ARCH[2]);
+  }
+  const double BIG = 1e12;
+  m.C = (int64_t)cfg_num(c, "hidden_size", -1, 1, BIG, true);
+  m.L = (int64_t)cfg_num(c, "num_hidden_layers", -1, 1, 100000, true);
+  m.NH = (int64_t)cfg_num(c, "num_attention_heads", -1, 1, BIG, true);
+  m.KVH = (int64_t)cfg_num(c, "num_key_value_heads", (double)m.NH, 1, BIG, true);
+  m.F = (int64_t)cfg_num(c, "intermediate_size", -1, 1, BIG, true);
+  m.V = (int64_t)cfg_num(c, "vocab_size", -1, 1, BIG, true);
+  m.maxpos = (int64_t)cfg_num(c, "max_position_embeddings", 2048, 1, BIG, true);
+  m.eps = cfg_num(c, "rms_norm_eps", 1e-6, 1e-30, 1, false);
+  m.theta = cfg_num(c, "rope_theta", 10000, 1e-30, 1e30, false);
+  m.tied = cfg_bool(c, "tie_word_embeddings", false);
+  m.dtype = cfg_str(c, "torch_dtype");
+  if (m.C % m.NH || m.NH % m.KVH)
+    hf_fail(c->path, "num_attention_heads %lld must divide hidden_size %lld, and num_key_value_heads %lld divide it",
+            (long long)m.NH, (long long)m.C, (long long)m.KVH);
+  if ((m.C / m.NH) % 2) hf_fail(c->path, "head dim %lld is odd: rope needs it even", (long long)(m.C / m.NH));
+  double hd = cfg_num(c, "head_dim", (double)(m.C / m.NH), 1, BIG, true);
+  if ((int64_t)hd != m.C / m.NH)
+    hf_fail(c->path, "\"head_dim\" %lld is not hidden_size / num_attention_heads = %lld: memplan's attention "
+                     "needs them equal", (long long)hd, (long long)(m.C / m.NH));
+  const char *act = cfg_str(c, "hidden_act");
+  if (act && strcmp(act, "silu"))
+    hf_fail(c->path, "unsupported \"hidden_act\" \"%s\": memplan's Llama-family MLP is SwiGLU (silu)", act);
+  if (cfg_bool(c, "mlp_bias", false)) hf_fail(c->path, "unsupported \"mlp_bias\": true: the MLP has no biases");
+  m.qkv_bias = m.family == FAM_QWEN2 || (m.family == FAM_LLAMA && cfg_bool(c, "attention_bias", false));
+  m.proj_bias = m.family == FAM_LLAMA && cfg_bool(c, "attention_bias", false);
+  const char *rs = cfg_str(c, "rope_scaling/rope_type");
+  if (!rs) rs = cfg_str(c, "rope_scaling/type");
+  bool has_rs = false;
+  for (int i = 0; i < c->n; i++) has_rs |= !strncmp(c->f[i].key, "rope_scaling/", 13);
+  if (has_rs && (!rs || strcmp(rs, "llama3")))
+    hf_fail(c->path, "unsupported \"rope_scaling\" type \"%s\": memplan's rope does plain and llama3 scaling",
+            rs ? rs : "(none given)");
+  if (has_rs) {
+    m.rs_factor = cfg_num(c, "rope_scaling/factor", -1, 1e-30, 1e30, false);
+    m.rs_low = cfg_num(c, "rope_scaling/low_freq_factor", -1, 1e-30, 1e30, false);
+    m.rs_high = cfg_num(c, "rope_scaling/high_freq_factor", -1, 1e-30, 1e30, false);
+    m.rs_orig = cfg_num(c, "rope_scaling/original_max_position_embeddings", -1, 1, BIG, true);
+    if (!(m.rs_high > m.rs_low))
+      hf_fail(c->path, "\"rope_scaling\": high_freq_factor %g must exceed low_freq_factor %g", m.rs_high, m.rs_low);
+  }
+  m.B = 4, m.T = m.maxpos < 1024 ? m.maxpos : 1024;
+  for (int i = 0; i < 2; i++)
+    if (o->set[i]) {
+      char *e;
+      long long v = strtoll(o->set[i] + 2, &e, 10);
+      if (*e || v < 1) cli_usage_error("import-hf", "--set %s: expected a positive integer", o->set[i]);
+      *(i ? &m.T : &m.B) = v;
+    }
+  if (m.T > m.maxpos)
+    hf_fail(c->path, "T = %lld is over \"max_position_embeddings\" %lld: give --set T=N with N <= %lld",
+            (long long)m.T, (long long)m.maxpos, (long long)m.maxpos);
+  if (m.family == FAM_QWEN2 && cfg_bool(c, "use_sliding_window", false))
+    hf_fail(c->path, "unsupported \"use_sliding_window\": true: memplan's attention is full causal attention");
+  if (m.family == FAM_MISTRAL) {
+    double sw = cfg_num(c, "sliding_window", 0, 1, BIG, true);
+    if (sw && sw < (double)m.T)
+      hf_fail(c->path, "unsupported \"sliding_window\" %g below T = %lld: memplan's attention is full causal "
+                       "attention (give --set T=N with N <= %g: then the window changes nothing)", sw, (long long)m.T, sw);
+  }
+  return m;
+}
+
+/* ---- the tensors ---- */
+
+typedef struct {
+  const char *hf;     /* the name */
+  const HfIn *in;     /* the file that holds it */
+  const StTensor *t;
+  bool used;
+} Src;
+
+typedef struct {
+  char name[64]; /* memplan's */
+  int rank;
+  int64_t shape[2];
+  int nsrc;
+  Src *src[3]; /* stacked along dim 0 */
+} Out;
+
+typedef struct {
+  Src *s;
+  int n;
+  const char *dir;
+} Srcs;
+
+static Src *src_find(const Srcs *S, const char *hf) {
+  for (int i = 0; i < S->n; i++)
+    if (!strcmp(S->s[i].hf, hf)) return &S->s[i];
+  return NULL;
+}
+
+static void shape_str(char *buf, size_t n, int rank, const int64_t *s) {
+  int k = snprintf(buf, n, "[");
+  for (int d = 0; d < rank && k < (int)n; d++)
+    k += snprintf(buf + k, n - (size_t)k, "%s%lld", d ? ", " : "", (long long)s[d]);
+  if (k < (int)n) snprintf(buf + k, n - (size_t)k, "]");
+}
+
+/* The source hf, which must have shape [r0] (r1 < 0) or [r0, r1]. */
+static Src *need(const Srcs *S, const char *hf, int64_t r0, int64_t r1, const char *why) {
+  Src *s = src_find(S, hf);
+  if (!s) hf_fail(S->dir, "missing tensor '%s': config.json's model needs it", hf);
+  int64_t want[2] = {r0, r1};
+  int rank = r1 < 0 ? 1 : 2;
+  bool ok = s->t->rank == rank;
+  for (int d = 0; ok && d < rank; d++) ok = s->t->shape[d] == want[d];
+  if (!ok) {
+    char got[96], exp[96];
+    shape_str(got, sizeof got, s->t->rank, s->t->shape);
+    shape_str(exp, sizeof exp, rank, want);
+    hf_fail(s->in->path, "tensor '%s' has shape %s; config.json (%s) makes it %s", hf, got, why, exp);
+  }
+  s->used = true;
+  return s;
+}
+
+static void add_out(Out *o, int *k, const char *name, int nsrc, Src *a, Src *b, Src *c) {
+  Out *u = &o[(*k)++];
+  snprintf(u->name, sizeof u->name, "%s", name);
+  u->nsrc = nsrc, u->src[0] = a, u->src[1] = b, u->src[2] = c;
+  u->rank = a->t->rank;
+  u->shape[0] = 0;
+  for (int i = 0; i < nsrc; i++) u->shape[0] += u->src[i]->t->shape[0];
+  u->shape[1] = u->rank == 2 ? a->t->shape[1] : 0;
+}
+
+static Out *map_tensors(const Model *m, const Srcs *S, int *nout) {
+  Out *o = calloc((size_t)(12 * m->L + 8), sizeof(Out));
+  if (!o) hf_fail(S->dir, "out of memory");
+  int k = 0;
+  int64_t C = m->C, hd = C / m->NH, Q = m->NH * hd, KV = m->KVH * hd;
+  char why[128], hf[3][160], mp[64];
+  snprintf(why, sizeof why, "vocab_size %lld, hidden_size %lld", (long long)m->V, (long long)C);
+  add_out(o, &k, "emb.weight", 1, need(S, "model.embed_tokens.weight", m->V, C, why), NULL, NULL);
+  for (int64_t l = 0; l < m->L; l++) {
+    const char *norms[2][2] = {{"input_layernorm", "norm1"}, {"post_attention_layernorm", "norm2"}};
+    snprintf(why, sizeof why, "hidden_size %lld", (long long)C);
+    for (int i = 0; i < 2; i++) {
+      snprintf(hf[0], sizeof hf[0], "model.layers.%lld.%s.weight", (long long)l, norms[i][0]);
+      snprintf(mp, sizeof mp, "h%lld.%s.weight", (long long)l, norms[i][1]);
+      add_out(o, &k, mp, 1, need(S, hf[0], C, -1, why), NULL, NULL);
+    }
+    snprintf(why, sizeof why, "hidden_size %lld, heads %lld, kv heads %lld", (long long)C, (long long)m->NH,
+             (long long)m->KVH);
+    for (int b = 0; b < 1 + m->qkv_bias; b++) {
+      Src *s[3];
+      const char *qkv = "qkv";
+      for (int i = 0; i < 3; i++) {
+        snprintf(hf[i], sizeof hf[i], "model.layers.%lld.self_attn.%c_proj.%s", (long long)l, qkv[i],
+                 b ? "bias" : "weight");
+        s[i] = need(S, hf[i], i ? KV : Q, b ? -1 : C, why);
+      }
+      snprintf(mp, sizeof mp, "h%lld.attn.qkv.%s", (long long)l, b ? "bias" : "weight");
+      add_out(o, &k, mp, 3, s[0], s[1], s[2]);
+    }
+    for (int b = 0; b < 1 + m->proj_bias; b++) {
+      snprintf(hf[0], sizeof hf[0], "model.layers.%lld.self_attn.o_proj.%s", (long long)l, b ? "bias" : "weight");
+      snprintf(mp, sizeof mp, "h%lld.attn.proj.%s", (long long)l, b ? "bias" : "weight");
+      add_out(o, &k, mp, 1, need(S, hf[0], C, b ? -1 : Q, why), NULL, NULL);
+    }
+    snprintf(why, sizeof why, "hidden_size %lld, intermediate_size %lld", (long long)C, (long long)m->F);
+    const char *mlp[3] = {"gate", "up", "down"};
+    for (int i = 0; i < 3; i++) {
+      snprintf(hf[0], sizeof hf[0], "model.layers.%lld.mlp.%s_proj.weight", (long long)l, mlp[i]);
+      snprintf(mp, sizeof mp, "h%lld.%s.weight", (long long)l, mlp[i]);
+      add_out(o, &k, mp, 1, need(S, hf[0], i == 2 ? C : m->F, i == 2 ? m->F : C, why), NULL, NULL);
+    }
+  }
+  snprintf(why, sizeof why, "hidden_size %lld", (long long)C);
+  add_out(o, &k, "norm.weight", 1, need(S, "model.norm.weight", C, -1, why), NULL, NULL);
+  snprintf(why, sizeof why, "vocab_size %lld, hidden_size %lld", (long long)m->V, (long long)C);
+  if (!m->tied) add_out(o, &k, "logits.weight", 1, need(S, "lm_head.weight", m->V, C, why), NULL, NULL);
+  else if (src_find(S, "lm_head.weight")) need(S, "lm_head.weight", m->V, C, why); /* tied: the embedding's copy */
+  for (int i = 0; i < S->n; i++) {
+    const char *n = S->s[i].hf;
+    size_t len = strlen(n);
+    if (!S->s[i].used && !(len > 21 && !strcmp(n + len - 21, ".rotary_emb.inv_freq")))
+      hf_fail(S->s[i].in->path, "tensor '%s' is not in the %s name map (README, \"Hugging Face checkpoints\"): "
+                                "config.json's model has no such parameter (more layers than num_hidden_layers?)",
+              n, ARCH[m->family]);
+  }
+  *nout = k;
+  return o;
+}
+
+/* Every tensor of the folder's safetensors files: model.safetensors, or the
+ * shards model.safetensors.index.json's weight_map names (each tensor must be
+ * in the shard the index says). */
+static Srcs read_sources(Arena *ar, const char *dir, HfIn **files, int *nfiles) {
+  Srcs S = {NULL, 0, dir};
+  const char *idx_path = ar_printf(ar, "%s/model.safetensors.index.json", dir);
+  Cfg idx = read_json(ar, idx_path, false);
+  const char **fname;
+  int nf = 0;
+  if (idx.n < 0) {
+    fname = ar_alloc(ar, sizeof(char *));
+    fname[nf++] = "model.safetensors";
+  } else {
+    fname = ar_alloc(ar, sizeof(char *) * (size_t)(idx.n + 1));
+    for (int i = 0; i < idx.n; i++) {
+      const JsonField *f = &idx.f[i];
+      if (strncmp(f->key, "weight_map/", 11)) continue;
+      if (f->kind != JF_STR || !*f->s || strchr(f->s, '/'))
+        diag_error(f->loc, "\"%s\" must name a shard file in the folder", f->key);
+      int j = 0;
+      while (j < nf && strcmp(fname[j], f->s)) j++;
+      if (j == nf) fname[nf++] = f->s;
+    }
+    if (!nf) hf_fail(idx_path, "no \"weight_map\" entries: not a safetensors index?");
+  }
+  HfIn *in = ar_alloc(ar, sizeof(HfIn) * (size_t)nf);
+  int total = 0;
+  for (int j = 0; j < nf; j++) {
+    const char *p = ar_printf(ar, "%s/%s", dir, fname[j]);
+    struct stat st;
+    if (stat(p, &st) != 0)
+      hf_fail(p, "cannot read%s: %s", idx.n < 0 ? "" : " (a shard model.safetensors.index.json names)",
+              strerror(errno));
+    in[j] = hf_open(ar, p);
+    total += in[j].n;
+  }
+  S.s = ar_alloc(ar, sizeof(Src) * (size_t)(total + 1));
+  for (int j = 0; j < nf; j++)
+    for (int i = 0; i < in[j].n; i++) {
+      const StTensor *t = &in[j].t[i];
+      int64_t es = hf_dtype_bytes(t->dtype);
+      if (!es) hf_fail(in[j].path, "tensor '%s' has dtype %s; the importer reads F32, F16 and BF16", t->name, t->dtype);
+      if (t->end - t->begin != es * hf_numel(t) || in[j].data0 + t->end > in[j].size)
+        hf_fail(in[j].path,
+                "tensor '%s': data_offsets [%lld, %lld] do not hold its %lld elements within the file (truncated?)",
+                t->name, (long long)t->begin, (long long)t->end, (long long)hf_numel(t));
+      if (t->rank > 2) hf_fail(in[j].path, "tensor '%s' has rank %d; the Llama family's are 1 or 2", t->name, t->rank);
+      if (src_find(&S, t->name)) hf_fail(in[j].path, "tensor '%s' is in two shards", t->name);
+      if (idx.n >= 0) {
+        const char *key = ar_printf(ar, "weight_map/%s", t->name);
+        const JsonField *f = cfg_find(&idx, key);
+        if (!f || strcmp(f->s, fname[j]))
+          hf_fail(in[j].path, "tensor '%s' is in this shard, but model.safetensors.index.json says %s", t->name,
+                  f ? f->s : "nothing of it");
+      }
+      S.s[S.n++] = (Src){t->name, &in[j], t, false};
+    }
+  if (idx.n >= 0)
+    for (int i = 0; i < idx.n; i++)
+      if (!strncmp(idx.f[i].key, "weight_map/", 11) && !src_find(&S, idx.f[i].key + 11))
+        hf_fail(idx_path, "tensor '%s' is not in its shard %s", idx.f[i].key + 11, idx.f[i].s);
+  *files = in, *nfiles = nf;
+  return S;
+}
+
+/* ---- the output ---- */
+
+static const char *model_yaml(Text *y, const Model *m, const char *dir) {
+  static const char *const mp[] = {"llama", "mistral", "qwen2"};
+  text_printf(y, "# Imported by memplan import-hf from %s (%s", dir, ARCH[m->family]);
+  if (m->dtype) text_printf(y, ", torch_dtype %s: the weights load as f32", m->dtype);
+  text_printf(y, ").\n# Train from its weights: memplan compile model.yaml -o DIR; DIR/build/trainer --load "
+                 "weights.safetensors\n");
+  text_printf(y, "model: %s-import\n", mp[m->family]);
+  text_printf(y, "dims: {B: %lld, T: %lld, C: %lld, NH: %lld, KVH: %lld, L: %lld, F: %lld, V: %lld}\n",
+              (long long)m->B, (long long)m->T, (long long)m->C, (long long)m->NH, (long long)m->KVH, (long long)m->L,
+              (long long)m->F, (long long)m->V);
+  text_printf(y, "inputs:\n  tokens:  {shape: [B, T], dtype: i32}\n  targets: {shape: [B, T], dtype: i32}\n");
+  text_printf(y, "optimizer: {type: adamw, lr: 1.0e-5, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.0}\n");
+  text_printf(y, "init: gpt2\nlayers:\n  - {name: emb, op: embedding, input: tokens, num: V, dim: C}\n");
+  text_printf(y, "  - repeat: L\n    name: h\n    layers:\n");
+  text_printf(y, "      - {name: norm1, op: rmsnorm, eps: %.9g}\n", m->eps);
+  text_printf(y, "      - {name: attn, op: causal_self_attention, heads: NH, kv_heads: KVH, rope: true, theta: %.9g, "
+                 "bias: %s, qkv_bias: %s",
+              m->theta, m->proj_bias ? "true" : "false", m->qkv_bias ? "true" : "false");
+  if (m->rs_factor)
+    text_printf(y, ",\n         rope_scaling: [%.9g, %.9g, %.9g, %.9g]", m->rs_factor, m->rs_low, m->rs_high,
+                m->rs_orig);
+  text_printf(y, "}\n");
+  text_printf(y, "      - {name: res1, op: add, inputs: [attn, $in]}\n");
+  text_printf(y, "      - {name: norm2, op: rmsnorm, eps: %.9g}\n", m->eps);
+  text_printf(y, "      - {name: gate, op: linear, out: F, bias: false}\n");
+  text_printf(y, "      - {name: up, op: linear, input: norm2, out: F, bias: false}\n");
+  text_printf(y, "      - {name: act, op: silu, input: gate}\n");
+  text_printf(y, "      - {name: glu, op: mul, inputs: [act, up]}\n");
+  text_printf(y, "      - {name: down, op: linear, out: C, bias: false}\n");
+  text_printf(y, "      - {name: res2, op: add, inputs: [down, res1]}\n");
+  text_printf(y, "  - {name: norm, op: rmsnorm, eps: %.9g}\n", m->eps);
+  text_printf(y, "  - {name: logits, op: linear, out: V, bias: false%s}\n", m->tied ? ", weight: emb.weight" : "");
+  text_printf(y, "  - {name: loss, op: cross_entropy, inputs: [logits, targets]}\n");
+  return y->s;
+}
+
+static char *pending_dir; /* the temporary folder until it is renamed: removed on any exit */
+static void remove_pending_dir(void) {
+  if (!pending_dir) return;
+  DIR *d = opendir(pending_dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char p[4200];
+      snprintf(p, sizeof p, "%s/%s", pending_dir, e->d_name);
+      unlink(p);
+    }
+    closedir(d);
+  }
+  rmdir(pending_dir);
+}
+
+static bool close_synced(FILE *f) {
+  bool ok = fflush(f) == 0;
+  ok = fsync(fileno(f)) == 0 && ok;
+  return fclose(f) == 0 && ok;
+}
+
+static bool write_weights(FILE *f, const Out *o, int n) {
+  Text h = {0};
+  text_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"memplan import-hf\"}");
+  int64_t at = 0;
+  for (int j = 0; j < n; j++) {
+    int64_t count = o[j].shape[0] * (o[j].rank == 2 ? o[j].shape[1] : 1);
+    text_printf(&h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld", o[j].name, (long long)o[j].shape[0]);
+    if (o[j].rank == 2) text_printf(&h, ",%lld", (long long)o[j].shape[1]);
+    text_printf(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)at, (long long)(at + 4 * count));
+    at += 4 * count;
+  }
+  text_printf(&h, "}");
+  while (h.n % 8) text_printf(&h, " ");
+  unsigned char len8[8];
+  for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
+  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
+  text_free(&h);
+  float *buf = malloc(sizeof(float) * CHUNK);
+  unsigned char *raw = malloc(4 * (size_t)CHUNK);
+  if (!buf || !raw) hf_fail("weights.safetensors", "out of memory");
+  for (int j = 0; j < n && ok; j++)
+    for (int s = 0; s < o[j].nsrc && ok; s++) {
+      const Src *u = o[j].src[s];
+      int64_t total = hf_numel(u->t);
+      for (int64_t a = 0; a < total && ok; a += CHUNK) {
+        int64_t c = total - a < CHUNK ? total - a : CHUNK;
+        hf_read_f32(u->in, u->t, a, c, buf, raw);
+        ok = fwrite(buf, sizeof(float), (size_t)c, f) == (size_t)c;
+      }
+    }
+  free(buf), free(raw);
+  return ok;
+}
+
+int import_dir_main(const char *dir, const char *out, const char *const set[2]) {
+  Arena ar = {0};
+  ImportOpts o = {{set[0], set[1]}, out, dir};
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    hf_fail(dir, "not a folder: give a Hugging Face model folder (config.json, model.safetensors)");
+  if (stat(out, &st) == 0 || errno != ENOENT)
+    hf_fail(out, "exists: give a new folder (import-hf never writes over one)");
+  Cfg cfg = read_json(&ar, ar_printf(&ar, "%s/config.json", dir), true);
+  Model m = read_config(&cfg, &o);
+  HfIn *files;
+  int nfiles, nout;
+  Srcs S = read_sources(&ar, dir, &files, &nfiles);
+  Out *outs = map_tensors(&m, &S, &nout);
+  Text y = {0};
+  model_yaml(&y, &m, dir);
+  /* atomically: a temporary folder beside OUT, each file synced, renamed */
+  char *tmp = ar_printf(&ar, "%s.tmp.%ld", out, (long)getpid());
+  if (mkdir(tmp, 0777) != 0) hf_fail(out, "cannot create %s: %s", tmp, strerror(errno));
+  pending_dir = tmp;
+  atexit(remove_pending_dir);
+  FILE *f = fopen(ar_printf(&ar, "%s/model.yaml", tmp), "wb");
+  bool ok = f && fwrite(y.s, 1, y.n, f) == y.n;
+  ok = f && close_synced(f) && ok;
+  f = ok ? fopen(ar_printf(&ar, "%s/weights.safetensors", tmp), "wb") : NULL;
+  ok = f && write_weights(f, outs, nout);
+  ok = f && close_synced(f) && ok;
+  if (!ok || rename(tmp, out) != 0) hf_fail(out, "cannot write: %s", strerror(errno));
+  pending_dir = NULL;
+  printf("memplan import-hf: %s (%s, %lld layers) -> %s/model.yaml, %s/weights.safetensors: %d tensors (F32)\n", dir,
+         ARCH[m.family], (long long)m.L, out, out, nout);
+  for (int j = 0; j < nfiles; j++) fclose(files[j].f);
+  free(outs);
+  text_free(&y);
+  ar_free(&ar);
+  return EXIT_OK;
+}
