@@ -406,8 +406,9 @@ static const char *model_yaml(Text *y, const Model *m, const char *dir) {
                  "bias: %s, qkv_bias: %s",
               m->theta, m->proj_bias ? "true" : "false", m->qkv_bias ? "true" : "false");
   if (m->rs_factor)
-    text_printf(y, ",\n         rope_scaling: [%.9g, %.9g, %.9g, %.9g]", m->rs_factor, m->rs_low, m->rs_high,
-                m->rs_orig);
+    text_printf(y, ",\n         rope_factor: %.9g, low_freq_factor: %.9g, high_freq_factor: %.9g, "
+                   "original_max_position_embeddings: %.9g",
+                m->rs_factor, m->rs_low, m->rs_high, m->rs_orig);
   text_printf(y, "}\n");
   text_printf(y, "      - {name: res1, op: add, inputs: [attn, $in]}\n");
   text_printf(y, "      - {name: norm2, op: rmsnorm, eps: %.9g}\n", m->eps);

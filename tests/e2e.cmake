@@ -192,6 +192,18 @@ add_test(NAME e2e_hf_import_gpt2
                  ${e2e_dir}/hf-import)
 set_tests_properties(e2e_hf_import_gpt2 PROPERTIES LABELS reference TIMEOUT 120 SKIP_RETURN_CODE 77
                      FIXTURES_REQUIRED trainer_gpt2-mini)
+# Hugging Face checkpoints of the Llama family: a tiny model folder per family
+# (llama with llama3 rope scaling, qwen2 with q/k/v biases and tied
+# embeddings, mistral), imported (memplan import-hf DIR), compiled and built:
+# the first loss against HF's equations in PyTorch; llama and qwen2 train,
+# export-hf and compare again; llama also checks shards and the errors
+# (tests/e2e/hf_llama.py; about 30 s each, mostly building the trainer)
+foreach(family llama qwen2 mistral)
+  add_test(NAME e2e_hf_${family}
+           COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/hf_llama.py $<TARGET_FILE:memplan> ${e2e_dir}/hf-${family}
+                   ${family})
+  set_tests_properties(e2e_hf_${family} PROPERTIES LABELS reference TIMEOUT 180 SKIP_RETURN_CODE 77)
+endforeach()
 # ... and torch without clipping must not match a trainer that clips.
 memplan_reference(reference_mlp_clip_detects_unclipped mlp-clip --perturb-clip)
 

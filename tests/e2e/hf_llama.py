@@ -257,6 +257,11 @@ def main():
     wrong = hf_loss(cfg, w, tok, tgt, torch.float64, interleaved=True)
     check(abs(got - wrong) / wrong > tol, "the check sees the rope convention: interleaved pairs give %.9f (rel %.2e)"
           % (wrong, abs(got - wrong) / wrong))
+    if cfg.get("rope_scaling"):
+        plain = dict(cfg, rope_scaling=None)
+        l = hf_loss(plain, w, tok, tgt, torch.float64)
+        check(abs(got - l) / l > tol, "the check sees the llama3 rope scaling: without it %.9f (rel %.2e)"
+              % (l, abs(got - l) / l))
     print("hf_llama %s: %s" % (family, "FAIL" if fails else "PASS"))
     return 1 if fails else 0
 
