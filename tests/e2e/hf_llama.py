@@ -213,6 +213,48 @@ def first_loss(trainer, weights, text, log, *more):
     return float(next(csv.DictReader(open(log)))["loss"])
 
 
+def sharded_and_errors(memplan, work, cfg, w, out, check):
+    """Two shards and an index give the same files; each bad folder exits 1 naming the item, writing nothing."""
+    sh, out2 = os.path.join(work, "hf-sharded"), os.path.join(work, "imported-sharded")
+    write_folder(sh, cfg, w, shards=2)
+    r = run([memplan, "import-hf", sh, "-o", out2, "--set", "B=%d" % B, "--set", "T=%d" % T])
+    same = r.returncode == 0 and all(open(os.path.join(out, f), "rb").read() == open(os.path.join(out2, f), "rb").read()
+                                     for f in ("weights.safetensors",))
+    check(same, "2 shards + model.safetensors.index.json: the same weights.safetensors, byte for byte (%s)"
+          % (r.stdout + r.stderr).strip())
+    idx = json.load(open(os.path.join(sh, "model.safetensors.index.json")))
+    bad_idx = dict(idx, weight_map=dict(idx["weight_map"], **{"model.norm.weight": "model-00003-of-00002.safetensors"}))
+    no_up = {k: v for k, v in w.items() if k != "model.layers.1.mlp.up_proj.weight"}
+    cases = [  # what, config changes, weights, index (None: unsharded), the message's text
+        ("a shard index naming a missing file", {}, w, bad_idx,
+         "model-00003-of-00002.safetensors: cannot read (a shard model.safetensors.index.json names)"),
+        ("a tensor whose shape disagrees with config.json", {"intermediate_size": 128}, w, None,
+         "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [96, 64]; config.json (hidden_size 64, "
+         "intermediate_size 128) makes it [128, 64]"),
+        ("an unknown architecture", {"architectures": ["FalconForCausalLM"]}, w, None,
+         "unknown architecture 'FalconForCausalLM'"),
+        ("an unsupported rope_scaling type", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, w, None,
+         "unsupported \"rope_scaling\" type \"yarn\""),
+        ("a missing tensor", {}, no_up, None, "missing tensor 'model.layers.1.mlp.up_proj.weight'"),
+        ("another activation", {"hidden_act": "gelu"}, w, None, "unsupported \"hidden_act\" \"gelu\""),
+        ("a layer more than the config", {"num_hidden_layers": 1}, w, None,
+         "tensor 'model.layers.1.input_layernorm.weight' is not in the LlamaForCausalLM name map"),
+    ]
+    for what, change, weights, index, want in cases:
+        d, o = os.path.join(work, "bad"), os.path.join(work, "bad-out")
+        shutil.rmtree(d, ignore_errors=True)
+        write_folder(d, dict(cfg, **change), weights, shards=2 if index else 1)
+        if index:
+            json.dump(index, open(os.path.join(d, "model.safetensors.index.json"), "w"))
+        r = run([memplan, "import-hf", d, "-o", o, "--set", "T=%d" % T])
+        left = [f for f in os.listdir(work) if f.startswith("bad-out")]
+        check(r.returncode == 1 and want in r.stderr and not left,
+              "%s: exit %d, %s%s" % (what, r.returncode, r.stderr.strip(), " LEFT %s" % left if left else ""))
+    r = run([memplan, "import-hf", sh, "-o", out2])
+    check(r.returncode == 1 and "exists: give a new folder" in r.stderr, "an existing OUT is refused: %s"
+          % r.stderr.strip())
+
+
 def main():
     memplan, work, family = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
@@ -262,6 +304,8 @@ def main():
         l = hf_loss(plain, w, tok, tgt, torch.float64)
         check(abs(got - l) / l > tol, "the check sees the llama3 rope scaling: without it %.9f (rel %.2e)"
               % (l, abs(got - l) / l))
+    if family == "llama":
+        sharded_and_errors(memplan, work, cfg, w, out, check)
     print("hf_llama %s: %s" % (family, "FAIL" if fails else "PASS"))
     return 1 if fails else 0
 
