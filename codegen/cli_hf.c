@@ -518,3 +518,286 @@ int import_dir_main(const char *dir, const char *out, const char *const set[2]) 
   ar_free(&ar);
   return EXIT_OK;
 }
+
+/* ---- memplan export-hf: a trained checkpoint back as a Hugging Face folder ---- */
+
+const char export_help[] =
+    "usage: memplan export-hf PLAN CHECKPOINT -o HFDIR [--merge]\n"
+    "  Writes a checkpoint of a Llama-family plan (PLAN: the folder memplan compile -o wrote, or its\n"
+    "  plan.json; CHECKPOINT: the trainer's --save file, or any safetensors file of its parameters)\n"
+    "  as a Hugging Face folder HFDIR (new; atomically): config.json (LlamaForCausalLM,\n"
+    "  Qwen2ForCausalLM or MistralForCausalLM, from the plan's dims, eps, theta and rope scaling)\n"
+    "  and model.safetensors (HF's names, F32), the name map of import-hf reversed.\n"
+    "      --merge     fold LoRA adapters L.lora_A [r, in], L.lora_B [out, r] into L.weight:\n"
+    "                  W + (alpha / r) B A, alpha and r from plan.json's \"lora\"; without it a\n"
+    "                  checkpoint with adapters is refused (no PEFT adapter folder is written)\n"
+    "  -o, --output HFDIR  the folder to write\n"
+    "  -h, --help    this help\n";
+
+typedef struct {
+  const char *hf;    /* HF's name */
+  const StTensor *w; /* the memplan parameter it comes from */
+  int64_t row0, rows, cols;
+  const StTensor *la, *lb; /* LoRA A [r, in], B [out, r] of it (--merge), or NULL */
+} XOut;
+
+static const StTensor *st_find(const HfIn *in, const char *name) {
+  for (int i = 0; i < in->n; i++)
+    if (!strcmp(in->t[i].name, name)) return &in->t[i];
+  return NULL;
+}
+
+/* plan.json's lora {rank, alpha} (part of the LoRA plans' format): the merge's scale alpha / rank. */
+static double lora_scale(Arena *ar, const char *plan_path) {
+  size_t len = 0;
+  char *s = slurp(ar, plan_path, &len);
+  Cfg c = {plan_path, NULL, 0};
+  c.f = json_read_fields(ar, plan_path, s, len, &c.n);
+  const JsonField *r = cfg_find(&c, "lora/rank"), *a = cfg_find(&c, "lora/alpha");
+  if (!r || !a || r->kind != JF_NUM || a->kind != JF_NUM || !(r->num > 0))
+    hf_fail(plan_path, "no \"lora\": {\"rank\", \"alpha\"}: --merge needs the plan of the LoRA run");
+  return a->num / r->num;
+}
+
+typedef struct {
+  Arena *ar;
+  const HfIn *in;
+  XOut *x;
+  int n;
+  const char *ck, *plan, *model;
+  const Plan *p;
+} XCtx;
+
+/* HF's tensor hf: rows [row0, row0 + rows) of the parameter mp (rows 0: all), with its adapters. */
+static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t rows) {
+  const StTensor *w = st_find(X->in, mp);
+  if (!w) hf_fail(X->ck, "no tensor '%s': not a checkpoint of %s (%s)", mp, X->model, X->plan);
+  int64_t es = hf_dtype_bytes(w->dtype);
+  if (!es || w->end - w->begin != es * hf_numel(w) || X->in->data0 + w->end > X->in->size || w->rank > 2)
+    hf_fail(X->ck, "tensor '%s': dtype %s, rank %d or data_offsets do not hold it within the file", mp, w->dtype,
+            w->rank);
+  const PlanBuffer *pb = NULL;
+  for (int b = 0; b < X->p->nbuf && !pb; b++)
+    if (X->p->buf[b].role == ROLE_PARAM && !strcmp(X->p->buf[b].name, mp)) pb = &X->p->buf[b];
+  bool same = pb && pb->shape.rank == w->rank;
+  for (int d = 0; same && d < w->rank; d++) same = pb->shape.d[d] == w->shape[d];
+  if (!same || row0 + rows > w->shape[0]) {
+    char got[96], need[96];
+    shape_str(got, sizeof got, w->rank, w->shape);
+    shape_str(need, sizeof need, pb ? pb->shape.rank : 0, pb ? pb->shape.d : w->shape);
+    hf_fail(X->ck, "tensor '%s' has shape %s; the plan's is %s (%s)", mp, got, pb ? need : "absent", X->plan);
+  }
+  XOut *u = &X->x[X->n++];
+  u->hf = ar_strdup(X->ar, hf), u->w = w, u->row0 = row0;
+  u->cols = w->rank == 2 ? w->shape[1] : 1;
+  u->rows = rows ? rows : w->shape[0];
+  if (w->rank == 2) {
+    char *base = ar_strdup(X->ar, mp);
+    base[strlen(base) - 7] = 0; /* ".weight" */
+    u->la = st_find(X->in, ar_printf(X->ar, "%s.lora_A", base));
+    u->lb = st_find(X->in, ar_printf(X->ar, "%s.lora_B", base));
+  }
+}
+
+int export_main(int argc, char **argv) {
+  hf_cmd = "export-hf";
+  static const struct option longs[] = {
+      {"output", required_argument, 0, 'o'}, {"merge", no_argument, 0, 'm'}, {"help", no_argument, 0, 'h'}, {0}};
+  const char *out = NULL;
+  bool merge = false;
+  optind = 1;
+  opterr = 0;
+  int ch;
+  while ((ch = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
+    if (ch == 'h') {
+      fputs(export_help, stdout);
+      fputs(CLI_EXIT_HELP, stdout);
+      exit(EXIT_OK);
+    } else if (ch == 'o') out = optarg;
+    else if (ch == 'm') merge = true;
+    else cli_bad_option("export-hf", ch, argv);
+  }
+  if (optind + 2 > argc) cli_usage_error("export-hf", "give the plan and the checkpoint: memplan export-hf PLAN CKPT -o HFDIR");
+  if (optind + 2 < argc) cli_usage_error("export-hf", "unexpected argument '%s'", argv[optind + 2]);
+  if (!out) cli_usage_error("export-hf", "no output given: -o HFDIR");
+  Arena ar = {0};
+  const char *plan_path = argv[optind], *ck = argv[optind + 1];
+  struct stat st;
+  if (stat(plan_path, &st) == 0 && S_ISDIR(st.st_mode)) plan_path = ar_printf(&ar, "%s/plan.json", plan_path);
+  if (stat(out, &st) == 0 || errno != ENOENT) hf_fail(out, "exists: give a new folder (export-hf never writes over one)");
+  size_t len = 0;
+  char *text = slurp(&ar, plan_path, &len);
+  if (!text) hf_fail(plan_path, "no such file: give the folder memplan compile -o wrote, or its plan.json");
+  const Plan *p = plan_read(&ar, plan_path, text, len);
+  /* the model: rope's heads and frequencies, rmsnorm's eps, the parameters */
+  const PlanOp *rope = NULL, *norm = NULL;
+  for (int i = 0; i < p->nsched; i++) {
+    if (p->sched[i].phase != PHASE_FORWARD) continue;
+    if (p->sched[i].op == OP_ROPE && !rope) rope = &p->sched[i];
+    if (p->sched[i].op == OP_RMSNORM && !norm) norm = &p->sched[i];
+  }
+  if (!rope || !norm || rope->nfarg < 5 || norm->nfarg < 1)
+    hf_fail(plan_path, "model '%s' is not of the Llama family (no rope or no rmsnorm): export-hf writes Llama, "
+                       "Qwen2 and Mistral models", p->model);
+  int64_t NH = rope->dim[2], KVH = rope->dim[3], hd = rope->dim[4], L = 0;
+  const PlanBuffer *emb = NULL;
+  bool head = false, qkv_bias = false, proj_bias = false;
+  for (int b = 0; b < p->nbuf; b++) {
+    const PlanBuffer *pb = &p->buf[b];
+    if (pb->role != ROLE_PARAM) continue;
+    long long l;
+    int used = 0;
+    if (sscanf(pb->name, "h%lld.%n", &l, &used) == 1 && used && l + 1 > L) L = l + 1;
+    if (!strcmp(pb->name, "emb.weight")) emb = pb;
+    head |= !strcmp(pb->name, "logits.weight");
+    qkv_bias |= !strcmp(pb->name, "h0.attn.qkv.bias");
+    proj_bias |= !strcmp(pb->name, "h0.attn.proj.bias");
+  }
+  if (!emb || !L) hf_fail(plan_path, "model '%s' has no emb.weight or no layers hN: not import-hf's Llama-family "
+                                     "names (README, \"Hugging Face checkpoints\")", p->model);
+  int64_t V = emb->shape.d[0], C = emb->shape.d[1], F = 0, T = 0;
+  for (int i = 0; i < p->ndims; i++)
+    if (!strcmp(p->dims[i].name, "T")) T = p->dims[i].value;
+  int family = strstr(p->model, "mistral") ? FAM_MISTRAL : qkv_bias && !proj_bias ? FAM_QWEN2 : FAM_LLAMA;
+  if (proj_bias && !qkv_bias) hf_fail(plan_path, "an o_proj bias without q/k/v biases: no Hugging Face Llama has that");
+  if (family == FAM_MISTRAL && (qkv_bias || proj_bias)) family = FAM_LLAMA;
+  /* the checkpoint, and what it writes */
+  HfIn in = hf_open(&ar, ck);
+  double scale = 0;
+  XOut *x = calloc((size_t)(12 * L + 8), sizeof(XOut));
+  if (!x) hf_fail(ck, "out of memory");
+  int nx = 0, nlora = 0;
+  for (int i = 0; i < in.n; i++) nlora += strstr(in.t[i].name, ".lora_A") != NULL;
+  if (nlora && !merge)
+    hf_fail(ck, "holds LoRA adapters (%d, e.g. from a fine-tuning run): give --merge to fold them into the "
+                "weights (export-hf writes no PEFT adapter folder)", nlora);
+  if (nlora) scale = lora_scale(&ar, plan_path);
+  Text cfg = {0};
+  XCtx X = {&ar, &in, x, 0, ck, plan_path, p->model, p};
+  xadd(&X, "model.embed_tokens.weight", "emb.weight", 0, 0);
+  char hf[160];
+  for (int64_t l = 0; l < L; l++) {
+    const char *qkv = "qkv";
+    snprintf(hf, sizeof hf, "model.layers.%lld.input_layernorm.weight", (long long)l);
+    xadd(&X, hf, ar_printf(&ar, "h%lld.norm1.weight", (long long)l), 0, 0);
+    for (int b = 0; b < 1 + qkv_bias; b++)
+      for (int i = 0; i < 3; i++) {
+        snprintf(hf, sizeof hf, "model.layers.%lld.self_attn.%c_proj.%s", (long long)l, qkv[i], b ? "bias" : "weight");
+        xadd(&X, hf, ar_printf(&ar, "h%lld.attn.qkv.%s", (long long)l, b ? "bias" : "weight"),
+             i == 0 ? 0 : (NH + (i - 1) * KVH) * hd, (i ? KVH : NH) * hd);
+      }
+    for (int b = 0; b < 1 + proj_bias; b++) {
+      snprintf(hf, sizeof hf, "model.layers.%lld.self_attn.o_proj.%s", (long long)l, b ? "bias" : "weight");
+      xadd(&X, hf, ar_printf(&ar, "h%lld.attn.proj.%s", (long long)l, b ? "bias" : "weight"), 0, 0);
+    }
+    snprintf(hf, sizeof hf, "model.layers.%lld.post_attention_layernorm.weight", (long long)l);
+    xadd(&X, hf, ar_printf(&ar, "h%lld.norm2.weight", (long long)l), 0, 0);
+    const char *mlp[3] = {"gate", "up", "down"};
+    for (int i = 0; i < 3; i++) {
+      snprintf(hf, sizeof hf, "model.layers.%lld.mlp.%s_proj.weight", (long long)l, mlp[i]);
+      xadd(&X, hf, ar_printf(&ar, "h%lld.%s.weight", (long long)l, mlp[i]), 0, 0);
+      if (i == 0) F = x[X.n - 1].rows;
+    }
+  }
+  xadd(&X, "model.norm.weight", "norm.weight", 0, 0);
+  if (head) xadd(&X, "lm_head.weight", "logits.weight", 0, 0);
+  nx = X.n;
+  for (int j = 0; j < nx; j++) { /* adapters: A [r, cols], B [rows of the whole weight, r] */
+    XOut *u = &x[j];
+    if (!u->la != !u->lb) hf_fail(ck, "'%s' has only one of lora_A and lora_B", u->w->name);
+    if (u->la && (u->la->rank != 2 || u->lb->rank != 2 || u->la->shape[1] != u->cols ||
+                  u->lb->shape[0] != u->w->shape[0] || u->lb->shape[1] != u->la->shape[0]))
+      hf_fail(ck, "the adapters of '%s' do not fit it: lora_A must be [r, %lld], lora_B [%lld, r]", u->w->name,
+              (long long)u->cols, (long long)u->w->shape[0]);
+  }
+  /* config.json */
+  text_printf(&cfg, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", ARCH[family],
+              family == FAM_QWEN2 ? "qwen2" : family == FAM_MISTRAL ? "mistral" : "llama");
+  text_printf(&cfg, "  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n",
+              (long long)C, (long long)F, (long long)L);
+  text_printf(&cfg, "  \"num_attention_heads\": %lld,\n  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n",
+              (long long)NH, (long long)KVH, (long long)hd);
+  text_printf(&cfg, "  \"vocab_size\": %lld,\n  \"rms_norm_eps\": %.17g,\n  \"rope_theta\": %.17g,\n", (long long)V,
+              norm->farg[0], rope->farg[0]);
+  int64_t maxpos = T > (int64_t)rope->farg[4] ? T : (int64_t)rope->farg[4];
+  text_printf(&cfg, "  \"max_position_embeddings\": %lld,\n  \"hidden_act\": \"silu\",\n", (long long)maxpos);
+  if (rope->farg[1] > 0)
+    text_printf(&cfg,
+                "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.17g, \"low_freq_factor\": %.17g, "
+                "\"high_freq_factor\": %.17g, \"original_max_position_embeddings\": %lld},\n",
+                rope->farg[1], rope->farg[2], rope->farg[3], (long long)rope->farg[4]);
+  else text_printf(&cfg, "  \"rope_scaling\": null,\n");
+  if (family == FAM_LLAMA)
+    text_printf(&cfg, "  \"attention_bias\": %s,\n  \"mlp_bias\": false,\n", proj_bias ? "true" : "false");
+  if (family == FAM_QWEN2) text_printf(&cfg, "  \"use_sliding_window\": false,\n");
+  if (family == FAM_MISTRAL) text_printf(&cfg, "  \"sliding_window\": null,\n");
+  text_printf(&cfg, "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"float32\"\n}\n", head ? "false" : "true");
+  /* model.safetensors's header */
+  Text h = {0};
+  text_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"memplan export-hf\"}");
+  int64_t at = 0;
+  for (int j = 0; j < nx; j++) {
+    int64_t count = x[j].rows * x[j].cols;
+    text_printf(&h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld", x[j].hf, (long long)x[j].rows);
+    if (x[j].w->rank == 2) text_printf(&h, ",%lld", (long long)x[j].cols);
+    text_printf(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)at, (long long)(at + 4 * count));
+    at += 4 * count;
+  }
+  text_printf(&h, "}");
+  while (h.n % 8) text_printf(&h, " ");
+  /* atomically: a temporary folder beside HFDIR, each file synced, renamed */
+  char *tmp = ar_printf(&ar, "%s.tmp.%ld", out, (long)getpid());
+  if (mkdir(tmp, 0777) != 0) hf_fail(out, "cannot create %s: %s", tmp, strerror(errno));
+  pending_dir = tmp;
+  atexit(remove_pending_dir);
+  FILE *f = fopen(ar_printf(&ar, "%s/config.json", tmp), "wb");
+  bool ok = f && fwrite(cfg.s, 1, cfg.n, f) == cfg.n;
+  ok = f && close_synced(f) && ok;
+  f = ok ? fopen(ar_printf(&ar, "%s/model.safetensors", tmp), "wb") : NULL;
+  unsigned char len8[8];
+  for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
+  ok = f && fwrite(len8, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
+  /* row by row (a row of a merged weight: W[o] + scale sum_r B[o, r] A[r]; A held whole) */
+  int64_t maxc = 1;
+  for (int j = 0; j < nx; j++) maxc = x[j].cols > maxc ? x[j].cols : maxc;
+  float *row = malloc(sizeof(float) * (size_t)(maxc > CHUNK ? maxc : CHUNK)), *brow = malloc(sizeof(float) * 4096);
+  unsigned char *raw = malloc(4 * (size_t)(maxc > CHUNK ? maxc : CHUNK));
+  if (!row || !brow || !raw) hf_fail(ck, "out of memory");
+  for (int j = 0; j < nx && ok; j++) {
+    const XOut *u = &x[j];
+    if (!u->la) {
+      for (int64_t a = 0, n = u->rows * u->cols; a < n && ok; a += CHUNK) {
+        int64_t c = n - a < CHUNK ? n - a : CHUNK;
+        hf_read_f32(&in, u->w, u->row0 * u->cols + a, c, row, raw);
+        ok = fwrite(row, sizeof(float), (size_t)c, f) == (size_t)c;
+      }
+      continue;
+    }
+    int64_t r = u->la->shape[0];
+    if (r > 4096) hf_fail(ck, "LoRA rank %lld of '%s' is over 4096", (long long)r, u->w->name);
+    float *A = malloc(sizeof(float) * (size_t)(r * u->cols));
+    unsigned char *araw = malloc(4 * (size_t)(r * u->cols));
+    if (!A || !araw) hf_fail(ck, "out of memory for the adapters of '%s'", u->w->name);
+    hf_read_f32(&in, u->la, 0, r * u->cols, A, araw);
+    for (int64_t o = u->row0; o < u->row0 + u->rows && ok; o++) {
+      hf_read_f32(&in, u->w, o * u->cols, u->cols, row, raw);
+      hf_read_f32(&in, u->lb, o * r, r, brow, raw);
+      for (int64_t k = 0; k < r; k++) {
+        double b = scale * brow[k];
+        for (int64_t c = 0; c < u->cols; c++) row[c] += (float)(b * A[k * u->cols + c]);
+      }
+      ok = fwrite(row, sizeof(float), (size_t)u->cols, f) == (size_t)u->cols;
+    }
+    free(A), free(araw);
+  }
+  ok = f && close_synced(f) && ok;
+  if (!ok || rename(tmp, out) != 0) hf_fail(out, "cannot write: %s", strerror(errno));
+  pending_dir = NULL;
+  printf("memplan export-hf: %s -> %s/config.json, %s/model.safetensors: %s, %d tensors (F32)%s\n", ck, out, out,
+         ARCH[family], nx, nlora ? ", LoRA adapters merged" : "");
+  fclose(in.f);
+  free(x), free(row), free(brow), free(raw);
+  text_free(&cfg), text_free(&h);
+  ar_free(&ar);
+  return EXIT_OK;
+}

@@ -213,6 +213,61 @@ def first_loss(trainer, weights, text, log, *more):
     return float(next(csv.DictReader(open(log)))["loss"])
 
 
+def train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, check):
+    """3 steps of training, a checkpoint, export-hf: HF's equations on the exported folder give the trainer's loss."""
+    ck = os.path.join(work, "trained.safetensors")
+    must([trainer, "--load", os.path.join(out, "weights.safetensors"), "--steps", "3", "--lr", "0.01", "--text", text,
+          "--eval-batches", "0", "--threads", "2", "--save", ck])
+    got = first_loss(trainer, ck, text, os.path.join(work, "trained.csv"))
+    hfo = os.path.join(work, "exported")
+    r = run([memplan, "export-hf", pdir, ck, "-o", hfo])
+    check(r.returncode == 0, "export-hf exits 0: %s" % (r.stdout + r.stderr).strip())
+    if r.returncode:
+        return
+    ecfg = json.load(open(os.path.join(hfo, "config.json")))
+    ew = st_read(os.path.join(hfo, "model.safetensors"))
+    keys = [k for k in cfg if k not in ("max_position_embeddings", "torch_dtype", "sliding_window")]
+    diff = [k for k in keys if ecfg.get(k) != cfg[k]]
+    check(not diff, "the exported config.json carries the original's fields%s" %
+          (": differ " + ", ".join("%s %r vs %r" % (k, ecfg.get(k), cfg[k]) for k in diff) if diff else ""))
+    moved = max(float(np.abs(ew[k] - v).max()) for k, v in hf_weights(cfg).items())
+    check(set(ew) == set(hf_weights(cfg)) and moved > 1e-4,
+          "the exported tensors have HF's names, and training moved them (max change %.2e)" % moved)
+    compare(got, ew, ecfg, "trained and exported")
+    # --merge: a hand-made LoRA checkpoint (adapters on h0.gate and h1.attn.qkv) and a plan.json with lora
+    g = np.random.default_rng(5)
+    m = st_read(ck)
+    R, ALPHA = 4, 8.0
+    A0, B0 = g.normal(0, 0.3, (R, C)), g.normal(0, 0.3, (F, R))
+    A1, B1 = g.normal(0, 0.3, (R, C)), g.normal(0, 0.3, ((NH + 2 * KVH) * (C // NH), R))
+    m.update({"h0.gate.lora_A": A0, "h0.gate.lora_B": B0, "h1.attn.qkv.lora_A": A1, "h1.attn.qkv.lora_B": B1})
+    lck, lplan = os.path.join(work, "lora.safetensors"), os.path.join(work, "lora-plan.json")
+    st_write(lck, m)
+    plan = json.load(open(os.path.join(pdir, "plan.json")))
+    plan["lora"] = {"rank": R, "alpha": ALPHA}
+    json.dump(plan, open(lplan, "w"))
+    r = run([memplan, "export-hf", lplan, lck, "-o", os.path.join(work, "lora-nomerge")])
+    check(r.returncode == 1 and "holds LoRA adapters (2" in r.stderr and "give --merge" in r.stderr
+          and not os.path.exists(os.path.join(work, "lora-nomerge")), "adapters without --merge: exit %d, %s"
+          % (r.returncode, r.stderr.strip()))
+    mo = os.path.join(work, "lora-merged")
+    r = run([memplan, "export-hf", lplan, lck, "-o", mo, "--merge"])
+    mw = st_read(os.path.join(mo, "model.safetensors")) if r.returncode == 0 else {}
+    s = ALPHA / R
+    qkv1 = m["h1.attn.qkv.weight"] + s * B1 @ A1
+    want = {"model.layers.0.mlp.gate_proj.weight": m["h0.gate.weight"] + s * B0 @ A0,
+            "model.layers.1.self_attn.k_proj.weight": qkv1[NH * (C // NH):(NH + KVH) * (C // NH)],
+            "model.layers.0.mlp.up_proj.weight": m["h0.up.weight"]}
+    err = max(float(np.abs(mw[k] - v).max() / np.abs(v).max()) for k, v in want.items()) if mw else 1.0
+    # export-hf adds the R terms to the float32 weight one by one in float: R + 1 roundings of at most half
+    # an ulp (2^-24 relative) of the largest element; measured 1.0e-7 (qwen2) and llama's in the log
+    check(err <= (R + 1) * EPS32, "--merge: W + (alpha/r) B A in gate_proj and the k rows of layer 1's qkv, "
+          "the rest unchanged (max rel err %.2e): %s" % (err, (r.stdout + r.stderr).strip()))
+    r = run([memplan, "export-hf", pdir, lck, "-o", os.path.join(work, "lora-noplan"), "--merge"])
+    check(r.returncode == 1 and "no \"lora\"" in r.stderr, "--merge without the plan's lora: exit %d, %s"
+          % (r.returncode, r.stderr.strip()))
+
+
 def sharded_and_errors(memplan, work, cfg, w, out, check):
     """Two shards and an index give the same files; each bad folder exits 1 naming the item, writing nothing."""
     sh, out2 = os.path.join(work, "hf-sharded"), os.path.join(work, "imported-sharded")
@@ -304,6 +359,8 @@ def main():
         l = hf_loss(plain, w, tok, tgt, torch.float64)
         check(abs(got - l) / l > tol, "the check sees the llama3 rope scaling: without it %.9f (rel %.2e)"
               % (l, abs(got - l) / l))
+    if family in ("llama", "qwen2"):
+        train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, check)
     if family == "llama":
         sharded_and_errors(memplan, work, cfg, w, out, check)
     print("hf_llama %s: %s" % (family, "FAIL" if fails else "PASS"))
