@@ -22,6 +22,13 @@ with the checkpoint loaded (the same tolerance), and the exported config.json
 must carry the original's fields. The llama case also checks: sharded input
 (an index and two shards) gives byte-identical output; and each bad input
 exits 1 naming the item with no OUT left behind.
+Planted bugs, each seen failing once by hand: import-hf stacking q | v | k
+(qwen2: "FAIL: imported: trainer loss 13.079686200 vs PyTorch ... 12.006958738:
+rel err 8.93e-02"); export-hf taking k's rows from v's place (llama: "FAIL:
+trained and exported: trainer loss 1.440699460 vs ... 5.205892068"); --merge
+with 4x the scale ("FAIL: --merge: ... max rel err 2.92e+00"); the kernels'
+llama3 smoothing with s and 1 - s swapped (gradcheck and cuda_refs' llama3 rope
+cases fail).
 Standard library, NumPy and PyTorch (skipped, 77, without torch)."""
 import csv
 import json
