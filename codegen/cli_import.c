@@ -276,7 +276,7 @@ static Out *plan_outputs(const HfIn *in, const StTensor *t, int n, const Plan *p
     if (!mp) continue;
     if (!strcmp(mp, "?"))
       hf_fail(in->path,
-           "tensor '%s' is not in the GPT-2 name map (README.md, \"Hugging Face GPT-2 weights\"): not a Hugging Face "
+           "tensor '%s' is not in the GPT-2 name map (README.md, \"Hugging Face checkpoints\"): not a Hugging Face "
            "GPT-2 checkpoint?",
            t[i].name);
     Out *u = &o[k];
