@@ -102,8 +102,8 @@ static Cfg read_json(Arena *ar, const char *path, bool required) {
 
 /* ---- the model ---- */
 
-enum { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2 };
-static const char *const ARCH[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
+enum { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2, FAM_GPT2 };
+static const char *const ARCH[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"};
 
 typedef struct {
   int family;
@@ -120,20 +120,56 @@ typedef struct {
   const char *out, *dir;
 } ImportOpts;
 
+static void batch_and_length(const Cfg *c, const ImportOpts *o, Model *m) {
+  m->B = 4, m->T = m->maxpos < 1024 ? m->maxpos : 1024;
+  for (int i = 0; i < 2; i++)
+    if (o->set[i]) {
+      char *e;
+      long long v = strtoll(o->set[i] + 2, &e, 10);
+      if (*e || v < 1) cli_usage_error("import-hf", "--set %s: expected a positive integer", o->set[i]);
+      *(i ? &m->T : &m->B) = v;
+    }
+  if (m->T > m->maxpos)
+    hf_fail(c->path, "T = %lld is over the model's %lld positions: give --set T=N with N <= %lld", (long long)m->T,
+            (long long)m->maxpos, (long long)m->maxpos);
+}
+
+/* GPT2LMHeadModel's config.json (n_embd, n_layer, n_head, n_positions, ...). */
+static Model read_gpt2_config(const Cfg *c, const ImportOpts *o, Model m) {
+  const double BIG = 1e12;
+  m.C = (int64_t)cfg_num(c, "n_embd", -1, 1, BIG, true);
+  m.L = (int64_t)cfg_num(c, "n_layer", -1, 1, 100000, true);
+  m.NH = (int64_t)cfg_num(c, "n_head", -1, 1, BIG, true);
+  m.V = (int64_t)cfg_num(c, "vocab_size", -1, 1, BIG, true);
+  m.maxpos = (int64_t)cfg_num(c, "n_positions", 1024, 1, BIG, true);
+  m.F = (int64_t)cfg_num(c, "n_inner", (double)(4 * m.C), 1, BIG, true);
+  m.eps = cfg_num(c, "layer_norm_epsilon", 1e-5, 1e-30, 1, false);
+  m.dtype = cfg_str(c, "torch_dtype");
+  m.tied = cfg_bool(c, "tie_word_embeddings", true);
+  if (m.C % m.NH) hf_fail(c->path, "n_head %lld must divide n_embd %lld", (long long)m.NH, (long long)m.C);
+  const char *act = cfg_str(c, "activation_function");
+  if (act && strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh"))
+    hf_fail(c->path, "unsupported \"activation_function\" \"%s\": memplan's GPT-2 uses the tanh GELU (gelu_new)", act);
+  if (!m.tied) hf_fail(c->path, "unsupported \"tie_word_embeddings\": false: memplan's GPT-2 ties its head to wte");
+  if (cfg_bool(c, "scale_attn_by_inverse_layer_idx", false) || cfg_bool(c, "reorder_and_upcast_attn", false))
+    hf_fail(c->path, "unsupported \"scale_attn_by_inverse_layer_idx\" or \"reorder_and_upcast_attn\"");
+  batch_and_length(c, o, &m);
+  return m;
+}
+
 static Model read_config(const Cfg *c, const ImportOpts *o) {
   Model m = {0};
   const char *arch = cfg_str(c, "architectures/0");
-  if (!arch) hf_fail(c->path, "no \"architectures\": which model is it? (memplan imports %s, %s, %s)", ARCH[0],
-                     ARCH[1], ARCH[2]);
+  if (!arch)
+    hf_fail(c->path, "no \"architectures\": which model is it? (memplan imports %s, %s, %s)", ARCH[0], ARCH[1],
+            ARCH[2]);
   m.family = -1;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (!strcmp(arch, ARCH[i])) m.family = i;
-  if (m.family < 0) {
-    if (!strcmp(arch, "GPT2LMHeadModel"))
-      hf_fail(c->path, "architecture 'GPT2LMHeadModel': import its weights with memplan import-hf gpt2 "
-                       "DIR/model.safetensors -o OUT.safetensors --plan PLAN.json (README, \"Hugging Face checkpoints\")");
-    hf_fail(c->path, "unknown architecture '%s': memplan imports %s, %s and %s", arch, ARCH[0], ARCH[1], ARCH[2]);
-  }
+  if (m.family < 0)
+    hf_fail(c->path, "unknown architecture '%s': memplan imports %s, %s, %s and %s", arch, ARCH[0], ARCH[1], ARCH[2],
+            ARCH[3]);
+  if (m.family == FAM_GPT2) return read_gpt2_config(c, o, m);
   const double BIG = 1e12;
   m.C = (int64_t)cfg_num(c, "hidden_size", -1, 1, BIG, true);
   m.L = (int64_t)cfg_num(c, "num_hidden_layers", -1, 1, 100000, true);
@@ -147,13 +183,16 @@ static Model read_config(const Cfg *c, const ImportOpts *o) {
   m.tied = cfg_bool(c, "tie_word_embeddings", false);
   m.dtype = cfg_str(c, "torch_dtype");
   if (m.C % m.NH || m.NH % m.KVH)
-    hf_fail(c->path, "num_attention_heads %lld must divide hidden_size %lld, and num_key_value_heads %lld divide it",
+    hf_fail(c->path,
+            "num_attention_heads %lld must divide hidden_size %lld, and num_key_value_heads %lld divide the heads",
             (long long)m.NH, (long long)m.C, (long long)m.KVH);
   if ((m.C / m.NH) % 2) hf_fail(c->path, "head dim %lld is odd: rope needs it even", (long long)(m.C / m.NH));
   double hd = cfg_num(c, "head_dim", (double)(m.C / m.NH), 1, BIG, true);
   if ((int64_t)hd != m.C / m.NH)
-    hf_fail(c->path, "\"head_dim\" %lld is not hidden_size / num_attention_heads = %lld: memplan's attention "
-                     "needs them equal", (long long)hd, (long long)(m.C / m.NH));
+    hf_fail(c->path,
+            "\"head_dim\" %lld is not hidden_size / num_attention_heads = %lld: memplan's attention "
+            "needs them equal",
+            (long long)hd, (long long)(m.C / m.NH));
   const char *act = cfg_str(c, "hidden_act");
   if (act && strcmp(act, "silu"))
     hf_fail(c->path, "unsupported \"hidden_act\" \"%s\": memplan's Llama-family MLP is SwiGLU (silu)", act);
@@ -175,24 +214,16 @@ static Model read_config(const Cfg *c, const ImportOpts *o) {
     if (!(m.rs_high > m.rs_low))
       hf_fail(c->path, "\"rope_scaling\": high_freq_factor %g must exceed low_freq_factor %g", m.rs_high, m.rs_low);
   }
-  m.B = 4, m.T = m.maxpos < 1024 ? m.maxpos : 1024;
-  for (int i = 0; i < 2; i++)
-    if (o->set[i]) {
-      char *e;
-      long long v = strtoll(o->set[i] + 2, &e, 10);
-      if (*e || v < 1) cli_usage_error("import-hf", "--set %s: expected a positive integer", o->set[i]);
-      *(i ? &m.T : &m.B) = v;
-    }
-  if (m.T > m.maxpos)
-    hf_fail(c->path, "T = %lld is over \"max_position_embeddings\" %lld: give --set T=N with N <= %lld",
-            (long long)m.T, (long long)m.maxpos, (long long)m.maxpos);
+  batch_and_length(c, o, &m);
   if (m.family == FAM_QWEN2 && cfg_bool(c, "use_sliding_window", false))
     hf_fail(c->path, "unsupported \"use_sliding_window\": true: memplan's attention is full causal attention");
   if (m.family == FAM_MISTRAL) {
     double sw = cfg_num(c, "sliding_window", 0, 1, BIG, true);
     if (sw && sw < (double)m.T)
-      hf_fail(c->path, "unsupported \"sliding_window\" %g below T = %lld: memplan's attention is full causal "
-                       "attention (give --set T=N with N <= %g: then the window changes nothing)", sw, (long long)m.T, sw);
+      hf_fail(c->path,
+              "unsupported \"sliding_window\" %g below T = %lld: memplan's attention is full causal "
+              "attention (give --set T=N with N <= %g: then the window changes nothing)",
+              sw, (long long)m.T, sw);
   }
   return m;
 }
@@ -200,8 +231,8 @@ static Model read_config(const Cfg *c, const ImportOpts *o) {
 /* ---- the tensors ---- */
 
 typedef struct {
-  const char *hf;     /* the name */
-  const HfIn *in;     /* the file that holds it */
+  const char *hf; /* the name */
+  const HfIn *in; /* the file that holds it */
   const StTensor *t;
   bool used;
 } Src;
@@ -312,8 +343,9 @@ static Out *map_tensors(const Model *m, const Srcs *S, int *nout) {
     const char *n = S->s[i].hf;
     size_t len = strlen(n);
     if (!S->s[i].used && !(len > 21 && !strcmp(n + len - 21, ".rotary_emb.inv_freq")))
-      hf_fail(S->s[i].in->path, "tensor '%s' is not in the %s name map (README, \"Hugging Face checkpoints\"): "
-                                "config.json's model has no such parameter (more layers than num_hidden_layers?)",
+      hf_fail(S->s[i].in->path,
+              "tensor '%s' is not in the %s name map (README, \"Hugging Face checkpoints\"): "
+              "config.json's model has no such parameter (more layers than num_hidden_layers?)",
               n, ARCH[m->family]);
   }
   *nout = k;
@@ -366,7 +398,6 @@ static Srcs read_sources(Arena *ar, const char *dir, HfIn **files, int *nfiles) 
         hf_fail(in[j].path,
                 "tensor '%s': data_offsets [%lld, %lld] do not hold its %lld elements within the file (truncated?)",
                 t->name, (long long)t->begin, (long long)t->end, (long long)hf_numel(t));
-      if (t->rank > 2) hf_fail(in[j].path, "tensor '%s' has rank %d; the Llama family's are 1 or 2", t->name, t->rank);
       if (src_find(&S, t->name)) hf_fail(in[j].path, "tensor '%s' is in two shards", t->name);
       if (idx.n >= 0) {
         const char *key = ar_printf(ar, "weight_map/%s", t->name);
@@ -388,26 +419,49 @@ static Srcs read_sources(Arena *ar, const char *dir, HfIn **files, int *nfiles) 
 /* ---- the output ---- */
 
 static const char *model_yaml(Text *y, const Model *m, const char *dir) {
-  static const char *const mp[] = {"llama", "mistral", "qwen2"};
+  static const char *const mp[] = {"llama", "mistral", "qwen2", "gpt2"};
   text_printf(y, "# Imported by memplan import-hf from %s (%s", dir, ARCH[m->family]);
   if (m->dtype) text_printf(y, ", torch_dtype %s: the weights load as f32", m->dtype);
-  text_printf(y, ").\n# Train from its weights: memplan compile model.yaml -o DIR; DIR/build/trainer --load "
-                 "weights.safetensors\n");
+  text_printf(y,
+              ").\n# Train from its weights: memplan compile model.yaml -o DIR; DIR/build/trainer --load "
+              "weights.safetensors\n");
   text_printf(y, "model: %s-import\n", mp[m->family]);
-  text_printf(y, "dims: {B: %lld, T: %lld, C: %lld, NH: %lld, KVH: %lld, L: %lld, F: %lld, V: %lld}\n",
-              (long long)m->B, (long long)m->T, (long long)m->C, (long long)m->NH, (long long)m->KVH, (long long)m->L,
-              (long long)m->F, (long long)m->V);
+  if (m->family == FAM_GPT2) { /* models/gpt2-*.yaml's layers; positions: all of the file's (P) */
+    text_printf(y, "dims: {B: %lld, T: %lld, C: %lld, NH: %lld, L: %lld, F: %lld, V: %lld, P: %lld}\n", (long long)m->B,
+                (long long)m->T, (long long)m->C, (long long)m->NH, (long long)m->L, (long long)m->F, (long long)m->V,
+                (long long)m->maxpos);
+    text_printf(y, "inputs:\n  tokens:  {shape: [B, T], dtype: i32}\n  targets: {shape: [B, T], dtype: i32}\n");
+    text_printf(y, "optimizer: {type: adamw, lr: 1.0e-4, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.0}\n");
+    text_printf(y, "init: gpt2\nlayers:\n  - {name: wte, op: embedding, input: tokens, num: V, dim: C}\n");
+    text_printf(y, "  - {name: pos, op: position_embedding, max: P, dim: C}\n");
+    text_printf(y, "  - {name: emb, op: add, inputs: [wte, pos]}\n  - repeat: L\n    name: h\n    layers:\n");
+    text_printf(y, "      - {name: ln1, op: layernorm, eps: %.9g}\n", m->eps);
+    text_printf(y, "      - {name: attn, op: causal_self_attention, heads: NH}\n");
+    text_printf(y, "      - {name: res1, op: add, inputs: [attn, $in]}\n");
+    text_printf(y, "      - {name: ln2, op: layernorm, eps: %.9g}\n", m->eps);
+    text_printf(y, "      - {name: fc, op: linear, out: F}\n      - {name: act, op: gelu, approximate: tanh}\n");
+    text_printf(y, "      - {name: proj, op: linear, out: C}\n      - {name: res2, op: add, inputs: [proj, res1]}\n");
+    text_printf(y, "  - {name: lnf, op: layernorm, eps: %.9g}\n", m->eps);
+    text_printf(y, "  - {name: logits, op: linear, out: V, bias: false, weight: wte.weight}\n");
+    text_printf(y, "  - {name: loss, op: cross_entropy, inputs: [logits, targets]}\n");
+    return y->s;
+  }
+  text_printf(y, "dims: {B: %lld, T: %lld, C: %lld, NH: %lld, KVH: %lld, L: %lld, F: %lld, V: %lld}\n", (long long)m->B,
+              (long long)m->T, (long long)m->C, (long long)m->NH, (long long)m->KVH, (long long)m->L, (long long)m->F,
+              (long long)m->V);
   text_printf(y, "inputs:\n  tokens:  {shape: [B, T], dtype: i32}\n  targets: {shape: [B, T], dtype: i32}\n");
   text_printf(y, "optimizer: {type: adamw, lr: 1.0e-5, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.0}\n");
   text_printf(y, "init: gpt2\nlayers:\n  - {name: emb, op: embedding, input: tokens, num: V, dim: C}\n");
   text_printf(y, "  - repeat: L\n    name: h\n    layers:\n");
   text_printf(y, "      - {name: norm1, op: rmsnorm, eps: %.9g}\n", m->eps);
-  text_printf(y, "      - {name: attn, op: causal_self_attention, heads: NH, kv_heads: KVH, rope: true, theta: %.9g, "
-                 "bias: %s, qkv_bias: %s",
+  text_printf(y,
+              "      - {name: attn, op: causal_self_attention, heads: NH, kv_heads: KVH, rope: true, theta: %.9g, "
+              "bias: %s, qkv_bias: %s",
               m->theta, m->proj_bias ? "true" : "false", m->qkv_bias ? "true" : "false");
   if (m->rs_factor)
-    text_printf(y, ",\n         rope_factor: %.9g, low_freq_factor: %.9g, high_freq_factor: %.9g, "
-                   "original_max_position_embeddings: %.9g",
+    text_printf(y,
+                ",\n         rope_factor: %.9g, low_freq_factor: %.9g, high_freq_factor: %.9g, "
+                "original_max_position_embeddings: %.9g",
                 m->rs_factor, m->rs_low, m->rs_high, m->rs_orig);
   text_printf(y, "}\n");
   text_printf(y, "      - {name: res1, op: add, inputs: [attn, $in]}\n");
@@ -494,7 +548,9 @@ int import_dir_main(const char *dir, const char *out, const char *const set[2]) 
   HfIn *files;
   int nfiles, nout;
   Srcs S = read_sources(&ar, dir, &files, &nfiles);
-  Out *outs = map_tensors(&m, &S, &nout);
+  if (m.family == FAM_GPT2 && nfiles != 1)
+    hf_fail(dir, "a sharded GPT-2: memplan reads GPT-2 from one model.safetensors");
+  Out *outs = m.family == FAM_GPT2 ? NULL : map_tensors(&m, &S, &nout);
   Text y = {0};
   model_yaml(&y, &m, dir);
   /* atomically: a temporary folder beside OUT, each file synced, renamed */
@@ -506,7 +562,7 @@ int import_dir_main(const char *dir, const char *out, const char *const set[2]) 
   bool ok = f && fwrite(y.s, 1, y.n, f) == y.n;
   ok = f && close_synced(f) && ok;
   f = ok ? fopen(ar_printf(&ar, "%s/weights.safetensors", tmp), "wb") : NULL;
-  ok = f && write_weights(f, outs, nout);
+  ok = f && (m.family == FAM_GPT2 ? hf_gpt2_write(&files[0], NULL, NULL, f, &nout) : write_weights(f, outs, nout));
   ok = f && close_synced(f) && ok;
   if (!ok || rename(tmp, out) != 0) hf_fail(out, "cannot write: %s", strerror(errno));
   pending_dir = NULL;
@@ -617,14 +673,16 @@ int export_main(int argc, char **argv) {
     else if (ch == 'm') merge = true;
     else cli_bad_option("export-hf", ch, argv);
   }
-  if (optind + 2 > argc) cli_usage_error("export-hf", "give the plan and the checkpoint: memplan export-hf PLAN CKPT -o HFDIR");
+  if (optind + 2 > argc)
+    cli_usage_error("export-hf", "give the plan and the checkpoint: memplan export-hf PLAN CKPT -o HFDIR");
   if (optind + 2 < argc) cli_usage_error("export-hf", "unexpected argument '%s'", argv[optind + 2]);
   if (!out) cli_usage_error("export-hf", "no output given: -o HFDIR");
   Arena ar = {0};
   const char *plan_path = argv[optind], *ck = argv[optind + 1];
   struct stat st;
   if (stat(plan_path, &st) == 0 && S_ISDIR(st.st_mode)) plan_path = ar_printf(&ar, "%s/plan.json", plan_path);
-  if (stat(out, &st) == 0 || errno != ENOENT) hf_fail(out, "exists: give a new folder (export-hf never writes over one)");
+  if (stat(out, &st) == 0 || errno != ENOENT)
+    hf_fail(out, "exists: give a new folder (export-hf never writes over one)");
   size_t len = 0;
   char *text = slurp(&ar, plan_path, &len);
   if (!text) hf_fail(plan_path, "no such file: give the folder memplan compile -o wrote, or its plan.json");
@@ -637,8 +695,10 @@ int export_main(int argc, char **argv) {
     if (p->sched[i].op == OP_RMSNORM && !norm) norm = &p->sched[i];
   }
   if (!rope || !norm || rope->nfarg < 5 || norm->nfarg < 1)
-    hf_fail(plan_path, "model '%s' is not of the Llama family (no rope or no rmsnorm): export-hf writes Llama, "
-                       "Qwen2 and Mistral models", p->model);
+    hf_fail(plan_path,
+            "model '%s' is not of the Llama family (no rope or no rmsnorm): export-hf writes Llama, "
+            "Qwen2 and Mistral models",
+            p->model);
   int64_t NH = rope->dim[2], KVH = rope->dim[3], hd = rope->dim[4], L = 0;
   const PlanBuffer *emb = NULL;
   bool head = false, qkv_bias = false, proj_bias = false;
@@ -653,8 +713,11 @@ int export_main(int argc, char **argv) {
     qkv_bias |= !strcmp(pb->name, "h0.attn.qkv.bias");
     proj_bias |= !strcmp(pb->name, "h0.attn.proj.bias");
   }
-  if (!emb || !L) hf_fail(plan_path, "model '%s' has no emb.weight or no layers hN: not import-hf's Llama-family "
-                                     "names (README, \"Hugging Face checkpoints\")", p->model);
+  if (!emb || !L)
+    hf_fail(plan_path,
+            "model '%s' has no emb.weight or no layers hN: not import-hf's Llama-family "
+            "names (README, \"Hugging Face checkpoints\")",
+            p->model);
   int64_t V = emb->shape.d[0], C = emb->shape.d[1], F = 0, T = 0;
   for (int i = 0; i < p->ndims; i++)
     if (!strcmp(p->dims[i].name, "T")) T = p->dims[i].value;
@@ -669,8 +732,10 @@ int export_main(int argc, char **argv) {
   int nx = 0, nlora = 0;
   for (int i = 0; i < in.n; i++) nlora += strstr(in.t[i].name, ".lora_A") != NULL;
   if (nlora && !merge)
-    hf_fail(ck, "holds LoRA adapters (%d, e.g. from a fine-tuning run): give --merge to fold them into the "
-                "weights (export-hf writes no PEFT adapter folder)", nlora);
+    hf_fail(ck,
+            "holds LoRA adapters (%d, e.g. from a fine-tuning run): give --merge to fold them into the "
+            "weights (export-hf writes no PEFT adapter folder)",
+            nlora);
   if (nlora) scale = lora_scale(&ar, plan_path);
   Text cfg = {0};
   XCtx X = {&ar, &in, x, 0, ck, plan_path, p->model, p};
@@ -712,7 +777,9 @@ int export_main(int argc, char **argv) {
   }
   /* config.json */
   text_printf(&cfg, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", ARCH[family],
-              family == FAM_QWEN2 ? "qwen2" : family == FAM_MISTRAL ? "mistral" : "llama");
+              family == FAM_QWEN2     ? "qwen2"
+              : family == FAM_MISTRAL ? "mistral"
+                                      : "llama");
   text_printf(&cfg, "  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n",
               (long long)C, (long long)F, (long long)L);
   text_printf(&cfg, "  \"num_attention_heads\": %lld,\n  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n",

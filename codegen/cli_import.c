@@ -37,7 +37,7 @@
 const char import_help[] =
     "usage: memplan import-hf DIR -o OUT [--set B=N] [--set T=N]\n"
     "       memplan import-hf gpt2 IN.safetensors -o OUT.safetensors [--plan PLAN.json]\n"
-    "  DIR: a Hugging Face Llama, Mistral or Qwen2 model folder (config.json; model.safetensors,\n"
+    "  DIR: a Hugging Face Llama, Mistral, Qwen2 or GPT-2 model folder (config.json; model.safetensors,\n"
     "  or shards with model.safetensors.index.json). Writes the folder OUT (new; atomically):\n"
     "  OUT/model.yaml, a memplan model with config.json's dims, and OUT/weights.safetensors\n"
     "  under memplan's names (F32), for the trainer's --load.\n"
@@ -317,7 +317,8 @@ static Out *plan_outputs(const HfIn *in, const StTensor *t, int n, const Plan *p
       if ((plan->buf[b].role == ROLE_PARAM || plan->buf[b].role == ROLE_STATE) && !strcmp(plan->buf[b].name, u->name))
         pb = &plan->buf[b];
     if (!pb)
-      hf_fail(in->path, "tensor '%s' (memplan '%s') has no parameter in %s: the checkpoint has more layers than the model",
+      hf_fail(in->path,
+              "tensor '%s' (memplan '%s') has no parameter in %s: the checkpoint has more layers than the model",
            u->src->name, u->name, plan_path);
     bool is_wte = !strcmp(u->name, "wte.weight"), pos = !strcmp(u->name, "pos.weight");
     bool same = pb->shape.rank == u->rank;
@@ -383,13 +384,27 @@ static bool write_tensor(const HfIn *in, const Out *u, FILE *f, float *buf, unsi
   return true;
 }
 
+bool hf_gpt2_write(const HfIn *in, const Plan *plan, const char *plan_path, FILE *f, int *nout) {
+  Out *out = plan_outputs(in, in->t, in->n, plan, plan_path, nout);
+  Text h = {0};
+  write_header(&h, out, *nout);
+  float *buf = malloc(sizeof(float) * CHUNK);
+  unsigned char *raw = malloc(4 * (size_t)CHUNK);
+  if (!buf || !raw) hf_fail(in->path, "out of memory");
+  unsigned char len8[8];
+  for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
+  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
+  for (int j = 0; j < *nout && ok; j++) ok = write_tensor(in, &out[j], f, buf, raw);
+  free(buf), free(raw), free(out);
+  text_free(&h);
+  return ok;
+}
+
 int import_main(int argc, char **argv) {
   Opts o = parse_opts(argc, argv);
   if (o.dir) return import_dir_main(o.dir, o.out, o.set);
   Arena ar = {0};
   HfIn in = hf_open(&ar, o.in);
-  int n = in.n;
-  StTensor *t = in.t;
   const Plan *plan = NULL;
   if (o.plan) {
     FILE *pf = fopen(o.plan, "rb");
@@ -401,25 +416,17 @@ int import_main(int argc, char **argv) {
     fclose(pf);
     plan = plan_read(&ar, o.plan, pt.s ? pt.s : "", pt.n);
   }
-  int nout;
-  Out *out = plan_outputs(&in, t, n, plan, o.plan, &nout);
-  Text h = {0};
-  write_header(&h, out, nout);
   /* atomically: a temporary file beside OUT, synced, renamed */
   size_t pl = strlen(o.out);
   char *tmp = malloc(pl + 32);
-  float *buf = malloc(sizeof(float) * CHUNK);
-  unsigned char *raw = malloc(4 * (size_t)CHUNK);
-  if (!tmp || !buf || !raw) hf_fail(o.in, "out of memory");
+  if (!tmp) hf_fail(o.in, "out of memory");
   snprintf(tmp, pl + 32, "%s.tmp.%ld", o.out, (long)getpid());
   FILE *f = fopen(tmp, "wb");
   if (!f) hf_fail(o.out, "cannot write %s: %s", tmp, strerror(errno));
   pending_tmp = tmp;
   atexit(remove_pending);
-  unsigned char len8[8];
-  for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
-  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
-  for (int j = 0; j < nout && ok; j++) ok = write_tensor(&in, &out[j], f, buf, raw);
+  int nout;
+  bool ok = hf_gpt2_write(&in, plan, o.plan, f, &nout);
   ok = fflush(f) == 0 && ok;
   ok = fsync(fileno(f)) == 0 && ok;
   ok = fclose(f) == 0 && ok;
@@ -428,8 +435,7 @@ int import_main(int argc, char **argv) {
   printf("memplan import-hf: %s -> %s: %d tensors (F32)%s%s\n", o.in, o.out, nout, plan ? ", shapes of " : "",
          plan ? o.plan : "");
   fclose(in.f);
-  free(tmp), free(buf), free(raw), free(out);
-  text_free(&h);
+  free(tmp);
   ar_free(&ar);
   return EXIT_OK;
 }

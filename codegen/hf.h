@@ -30,6 +30,10 @@ void hf_read_f32(const HfIn *in, const StTensor *t, int64_t at, int64_t count, f
 
 /* memplan import-hf DIR -o OUT (cli_hf.c); set: "B=N", "T=N" or NULL. */
 int import_dir_main(const char *dir, const char *out, const char *const set[2]);
+/* A Hugging Face GPT-2 file's tensors under memplan's names, as a safetensors
+ * file into f (cli_import.c); with plan, fitted to it. false on a write error. */
+bool hf_gpt2_write(const HfIn *in, const Plan *plan, const char *plan_path, FILE *f, int *nout);
+
 /* memplan export-hf PLAN CHECKPOINT -o HFDIR [--merge] (cli_hf.c). */
 extern const char export_help[];
 int export_main(int argc, char **argv);

@@ -17,7 +17,7 @@ static const char usage[] =
     "       memplan sweep MODEL.yaml [OPTIONS]     the memory/recompute Pareto table\n"
     "       memplan show PLAN.json [OPTIONS]       draw a plan.json again (plan graph or timeline)\n"
     "       memplan pack FILE.csv [OPTIONS]        pack a MiniMalloc CSV instance into one arena\n"
-    "       memplan import-hf DIR -o OUT           a Hugging Face Llama/Mistral/Qwen2 folder as a memplan model\n"
+    "       memplan import-hf DIR -o OUT           a Hugging Face Llama/Mistral/Qwen2/GPT-2 folder as a model\n"
     "       memplan import-hf gpt2 IN.safetensors -o OUT.safetensors [--plan PLAN.json]\n"
     "                                              Hugging Face GPT-2 weights under memplan's names\n"
     "       memplan export-hf PLAN CKPT -o HFDIR [--merge]  a trained checkpoint as a Hugging Face folder\n"

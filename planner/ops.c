@@ -396,7 +396,8 @@ static void rope_build(BuildCtx *c) {
   if (fac < 0 || (fac > 0 && !(lo > 0 && hi > lo && orig > 0)) || (fac == 0 && (lo || hi || orig)))
     build_error(c, "rope_factor",
                 "Llama 3 rope scaling needs rope_factor > 0 with 0 < low_freq_factor < high_freq_factor and "
-                "original_max_position_embeddings > 0 (rope_factor = %g, %g, %g, %g); without rope_factor, none of them",
+                "original_max_position_embeddings > 0 (rope_factor = %g, %g, %g, %g); without rope_factor, none of "
+                "them",
                 fac, lo, hi, orig);
   build_data(c, 0, 0);
   build_output(c, 0, NULL, *x, DT_F32);

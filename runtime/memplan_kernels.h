@@ -170,7 +170,8 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   /* rope, rotary position embedding (Hugging Face Llama's rotate_half): x[B,T,(H+2KV)*hd]                             \
    * holds per position q (H heads of hd), k (KV heads), v (KV heads). At position                                     \
    * t in [0, T), each q and k head's pairs (i, i + hd/2), i < hd/2, are rotated by                                    \
-   * a = t f_i (f_i = rt_rope_freq below: theta^(-2i/hd), Llama 3 scaling when factor > 0): out_i = x_i cos a - x_{i+hd/2} sin a,                                                       \
+   * a = t f_i (f_i: rt_rope_freq below, theta^(-2i/hd) or with Llama 3's scaling when                                 \
+   * factor > 0): out_i = x_i cos a - x_{i+hd/2} sin a,                                                                \
    * out_{i+hd/2} = x_{i+hd/2} cos a + x_i sin a, with a, cos a and sin a computed in                                  \
    * double and rounded to float (nothing is stored). v is copied. hd even.                                            \
    * alias-safe (out, x). */                                                                                           \
