@@ -767,6 +767,14 @@ int export_main(int argc, char **argv) {
   xadd(&X, "model.norm.weight", "norm.weight", 0, 0);
   if (head) xadd(&X, "lm_head.weight", "logits.weight", 0, 0);
   nx = X.n;
+  for (int i = 0; i < in.n; i++) { /* every adapter belongs to an exported weight */
+    const char *n = in.t[i].name, *dot = strstr(n, ".lora_A");
+    bool found = !dot;
+    for (int j = 0; j < nx && !found; j++)
+      found = x[j].la == &in.t[i] ||
+              (strlen(x[j].w->name) == (size_t)(dot - n) + 7 && !strncmp(x[j].w->name, n, (size_t)(dot - n)));
+    if (!found) hf_fail(ck, "adapter '%s' belongs to no weight export-hf writes: cannot merge it", n);
+  }
   for (int j = 0; j < nx; j++) { /* adapters: A [r, cols], B [rows of the whole weight, r] */
     XOut *u = &x[j];
     if (!u->la != !u->lb) hf_fail(ck, "'%s' has only one of lora_A and lora_B", u->w->name);
