@@ -19,7 +19,9 @@ Then (llama and qwen2): the trainer trains 3 steps and saves a checkpoint;
 memplan export-hf writes it back as a Hugging Face folder; the PyTorch
 equations on the exported files must give the trainer's first-step loss
 with the checkpoint loaded (the same tolerance), and the exported config.json
-must carry the original's fields. The llama case also checks: sharded input
+must carry the original's fields; export-hf --merge folds hand-made LoRA
+adapters (and refuses them without --merge). The llama case also checks: a
+BF16 file imports exactly; sharded input
 (an index and two shards) gives byte-identical output; and each bad input
 exits 1 naming the item with no OUT left behind.
 Planted bugs, each seen failing once by hand: import-hf stacking q | v | k
@@ -90,11 +92,16 @@ def hf_weights(cfg, seed=0):
     return w
 
 
-def st_write(path, tensors):
+def bf16(a):
+    """float64 array -> bfloat16 bytes (round to nearest even, as torch)."""
+    return torch.tensor(np.asarray(a, np.float32)).to(torch.bfloat16).view(torch.int16).numpy().tobytes()
+
+
+def st_write(path, tensors, dtype="F32"):
     header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for name in sorted(tensors):
-        b = np.ascontiguousarray(tensors[name], dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [off, off + len(b)]}
+        b = bf16(tensors[name]) if dtype == "BF16" else np.ascontiguousarray(tensors[name], dtype=np.float32).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header).encode()
@@ -284,6 +291,17 @@ def sharded_and_errors(memplan, work, cfg, w, out, check):
                                      for f in ("weights.safetensors",))
     check(same, "2 shards + model.safetensors.index.json: the same weights.safetensors, byte for byte (%s)"
           % (r.stdout + r.stderr).strip())
+    bf, out3 = os.path.join(work, "hf-bf16"), os.path.join(work, "imported-bf16")
+    os.makedirs(bf)
+    json.dump(cfg, open(os.path.join(bf, "config.json"), "w"))
+    st_write(os.path.join(bf, "model.safetensors"), w, dtype="BF16")
+    r = run([memplan, "import-hf", bf, "-o", out3, "--set", "T=%d" % T])
+    m = st_read(os.path.join(out3, "weights.safetensors")) if r.returncode == 0 else {}
+    q = "model.layers.1.self_attn.k_proj.weight"
+    want = np.frombuffer(bf16(w[q]), np.uint16).astype(np.uint32) << 16
+    got = m.get("h1.attn.qkv.weight", np.zeros((0, C)))[NH * (C // NH):(NH + KVH) * (C // NH)]
+    check(got.shape == w[q].shape and np.array_equal(got.astype(np.float32).view(np.uint32).ravel(), want),
+          "BF16 files (torch_dtype bfloat16's usual storage) import as F32, exactly: layer 1's k rows")
     idx = json.load(open(os.path.join(sh, "model.safetensors.index.json")))
     bad_idx = dict(idx, weight_map=dict(idx["weight_map"], **{"model.norm.weight": "model-00003-of-00002.safetensors"}))
     no_up = {k: v for k, v in w.items() if k != "model.layers.1.mlp.up_proj.weight"}
