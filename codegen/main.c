@@ -7,7 +7,7 @@
 #include <malloc.h>
 #endif
 
-#include "cli.h"
+#include "hf.h"
 
 #ifndef MEMPLAN_VERSION
 #define MEMPLAN_VERSION "0.0.0"
@@ -18,16 +18,18 @@ static const char usage[] =
     "       memplan sweep MODEL.yaml [OPTIONS]     the memory/recompute Pareto table\n"
     "       memplan show PLAN.json [OPTIONS]       draw a plan.json again (plan graph or timeline)\n"
     "       memplan pack FILE.csv [OPTIONS]        pack a MiniMalloc CSV instance into one arena\n"
+    "       memplan import-hf DIR -o OUT           a Hugging Face Llama/Mistral/Qwen2/GPT-2 folder as a model\n"
     "       memplan import-hf gpt2 IN.safetensors -o OUT.safetensors [--plan PLAN.json]\n"
     "                                              Hugging Face GPT-2 weights under memplan's names\n"
+    "       memplan export-hf PLAN CKPT -o HFDIR [--merge]  a trained checkpoint as a Hugging Face folder\n"
     "       memplan CMD --help                     one command's options\n"
     "       memplan --help | --version\n";
 
 /* memplan --help: every command with every option. */
 static void print_help(void) {
   printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n", MEMPLAN_VERSION, usage);
-  printf("%s%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help, pack_help, import_help,
-         CLI_EXIT_HELP);
+  printf("%s%s\n%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help, pack_help,
+         import_help, export_help, CLI_EXIT_HELP);
 }
 
 int main(int argc, char **argv) {
@@ -60,6 +62,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "sweep")) return sweep_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "show")) return show_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "import-hf")) return import_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "export-hf")) return export_main(argc - 1, argv + 1);
   fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
   return EXIT_USAGE;
 }

@@ -416,3 +416,56 @@ StTensor *st_read_header(Arena *ar, const char *path, const char *json, size_t l
   mj_st_free(&st);
   return t;
 }
+
+/* config.json and the like, flattened: every scalar with its path of keys
+ * ("rope_scaling/factor", "weight_map/model.norm.weight"), in document order. */
+typedef struct {
+  Arena *ar;
+  JsonField *f;
+  int n, cap;
+  int64_t off; /* loc_at's scan, carried forward: values come in document order */
+  int line, col;
+} Flat;
+
+static Loc flat_loc(Flat *F, int64_t off) {
+  for (; F->off < off; F->off++)
+    if (src.text[F->off] == '\n') F->line++, F->col = 1;
+    else F->col++;
+  return (Loc){src.path, F->line, F->col};
+}
+
+static void flatten(Flat *F, const MjVal *v, const char *key) {
+  if (v->kind == MJ_ARR || v->kind == MJ_OBJ) {
+    for (int i = 0; i < v->n; i++) {
+      const MjVal *x = &v->u.items[i];
+      const char *k = v->kind == MJ_OBJ ? x->key : ar_printf(F->ar, "%d", i);
+      flatten(F, x, *key ? ar_printf(F->ar, "%s/%s", key, k) : k);
+    }
+    return;
+  }
+  if (F->n == F->cap) {
+    F->f = ar_grow(F->ar, F->f, sizeof(JsonField) * (size_t)F->cap, sizeof(JsonField) * (size_t)(F->cap * 2));
+    F->cap *= 2;
+  }
+  JsonField *j = &F->f[F->n++];
+  *j = (JsonField){.key = key, .loc = flat_loc(F, v->off)};
+  if (v->kind == MJ_BOOL) j->kind = JF_BOOL, j->b = v->b;
+  else if (v->kind == MJ_NUM) j->kind = JF_NUM, j->num = mj_num(v);
+  else if (v->kind == MJ_STR) j->kind = JF_STR, j->s = v->u.s;
+  else j->kind = JF_NULL;
+}
+
+JsonField *json_read_fields(Arena *ar, const char *path, const char *text, size_t len, int *n) {
+  diag_register_source(path, text, len);
+  size_t k = 0;
+  while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r')) k++;
+  src.path = path, src.text = text;
+  if (k == len) diag_error(loc_at((int64_t)k), "empty file: expected a JSON object");
+  const MjVal *root = parse_json(ar, path, text, len, 64, (int64_t)1 << 24);
+  if (root->kind != MJ_OBJ)
+    diag_error(LOC(root), "the document must be a JSON object, not %s", mj_kind_name[root->kind]);
+  Flat F = {ar, ar_alloc(ar, sizeof(JsonField) * 16), 0, 16, 0, 1, 1};
+  flatten(&F, root, "");
+  *n = F.n;
+  return F.f;
+}

@@ -34,4 +34,21 @@ typedef struct {
  * naming path, the byte and what is wrong. */
 StTensor *st_read_header(Arena *ar, const char *path, const char *json, size_t len, int64_t data_bytes, int *n);
 
+/* A small JSON document (a Hugging Face config.json or shard index) as a flat
+ * list of its scalar values, each under its path: object keys and array
+ * indices joined by '/' ("rope_scaling/factor", "architectures/0",
+ * "weight_map/model.norm.weight"), in document order. Containers give no
+ * field of their own, an empty one none. Malformed JSON is a user error
+ * (diag_error, path:line:col). The same JSON reader as plan_read. */
+typedef enum { JF_NULL, JF_BOOL, JF_NUM, JF_STR } JsonFieldKind;
+typedef struct {
+  const char *key;
+  JsonFieldKind kind;
+  bool b;
+  double num;
+  const char *s;
+  Loc loc;
+} JsonField;
+JsonField *json_read_fields(Arena *ar, const char *path, const char *text, size_t len, int *n);
+
 #endif

@@ -102,7 +102,7 @@ typedef struct {
 
 #define MAX_OP_IN 6  /* forward input slots: data inputs and parameters */
 #define MAX_OP_OUT 4 /* forward output slots: the output and saved statistics */
-#define MAX_ATTR 8   /* attributes an op declares (ops.h, OpInfo.attrs) */
+#define MAX_ATTR 12  /* attributes an op declares (ops.h, OpInfo.attrs) */
 #define MAX_KDIM 16  /* an op's kernel size arguments (PlanOp.dim): convolutions take about a dozen */
 
 /* A list attribute's items (ATTR_DIMS, reshape's shape): each item's value,

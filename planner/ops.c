@@ -284,6 +284,10 @@ static int64_t attention_flops(const Graph *g, const Op *op, bool bwd) {
 /* causal_self_attention (GPT-2's block, Llama's with kv_heads): qkv
  * projection to (heads + 2 kv_heads) hd channels, attention core, output
  * projection, named "<layer>.qkv", ".core" and ".proj". */
+/* rope's float attributes, the kernels' order; causal_self_attention passes them on. */
+static const char *const ROPE_FLOATS[5] = {"theta", "rope_factor", "low_freq_factor", "high_freq_factor",
+                                           "original_max_position_embeddings"};
+
 static void csa_build(BuildCtx *c) {
   int64_t C = last(in_shape(c, 0)), NH = attr_i(c, "heads");
   if (C % NH != 0)
@@ -297,7 +301,8 @@ static void csa_build(BuildCtx *c) {
   op_attr_defaults(OP_LINEAR, lin, build_attr(c, "heads")->loc);
   op_attr_defaults(OP_ATTENTION, core, build_attr(c, "heads")->loc);
   lin[op_attr_index(OP_LINEAR, "out")].i = Cqkv; /* written as a number: (3*C) would be a new symbol */
-  lin[op_attr_index(OP_LINEAR, "bias")] = *build_attr(c, "bias");
+  const Attr *qb = build_attr(c, "qkv_bias"); /* the qkv projection's bias; default: bias's */
+  lin[op_attr_index(OP_LINEAR, "bias")] = *(qb->s ? qb : build_attr(c, "bias"));
   core[op_attr_index(OP_ATTENTION, "heads")] = *build_attr(c, "heads");
   core[op_attr_index(OP_ATTENTION, "kv_heads")] = *build_attr(c, "kv_heads");
   int t = build_input_id(c, 0);
@@ -307,11 +312,12 @@ static void csa_build(BuildCtx *c) {
     op_attr_defaults(OP_ROPE, rot, build_attr(c, "heads")->loc);
     rot[op_attr_index(OP_ROPE, "heads")] = *build_attr(c, "heads");
     rot[op_attr_index(OP_ROPE, "kv_heads")] = *build_attr(c, "kv_heads");
-    rot[op_attr_index(OP_ROPE, "theta")] = *build_attr(c, "theta");
+    for (int i = 0; i < 5; i++) rot[op_attr_index(OP_ROPE, ROPE_FLOATS[i])] = *build_attr(c, ROPE_FLOATS[i]);
     t = build_sub(c, OP_ROPE, "rope", &t, 1, rot);
   }
   t = build_sub(c, OP_ATTENTION, "core", &t, 1, core);
   lin[op_attr_index(OP_LINEAR, "out")].i = C;
+  lin[op_attr_index(OP_LINEAR, "bias")] = *build_attr(c, "bias");
   build_sub(c, OP_LINEAR, "proj", &t, 1, lin);
 }
 
@@ -384,6 +390,15 @@ static void rope_build(BuildCtx *c) {
   if (C / n % 2 != 0)
     build_error(c, "heads", "rope needs an even head dimension; hd = %lld / (%lld + 2*%lld) = %lld", (long long)C,
                 (long long)H, (long long)KV, (long long)(C / n));
+  /* Llama 3's scaling (rope_factor > 0; kernels' rt_rope_freq): the other three with it, high above low */
+  double fac = build_attr(c, "rope_factor")->f, lo = build_attr(c, "low_freq_factor")->f,
+         hi = build_attr(c, "high_freq_factor")->f, orig = build_attr(c, "original_max_position_embeddings")->f;
+  if (fac < 0 || (fac > 0 && !(lo > 0 && hi > lo && orig > 0)) || (fac == 0 && (lo || hi || orig)))
+    build_error(c, "rope_factor",
+                "Llama 3 rope scaling needs rope_factor > 0 with 0 < low_freq_factor < high_freq_factor and "
+                "original_max_position_embeddings > 0 (rope_factor = %g, %g, %g, %g); without rope_factor, none of "
+                "them",
+                fac, lo, hi, orig);
   build_data(c, 0, 0);
   build_output(c, 0, NULL, *x, DT_F32);
 }
@@ -1098,7 +1113,10 @@ static const OpInfo table[OP_COUNT] = {
         {
             .name = "causal_self_attention",
             .attrs = {{"heads", ATTR_INT, .required = true}, {"kv_heads", ATTR_INT}, {"bias", ATTR_BOOL, .dflt = 1},
-                      {"rope", ATTR_BOOL}, {"theta", ATTR_FLOAT, .dflt = 10000, .positive = true}},
+                      {"rope", ATTR_BOOL}, {"theta", ATTR_FLOAT, .dflt = 10000, .positive = true},
+                      {"qkv_bias", ATTR_BOOL}, /* absent: bias's (Qwen2: qkv biases, no proj bias) */
+                      {"rope_factor", ATTR_FLOAT}, {"low_freq_factor", ATTR_FLOAT}, {"high_freq_factor", ATTR_FLOAT},
+                      {"original_max_position_embeddings", ATTR_FLOAT}},
             .min_inputs = 1, .max_inputs = 1,
             .build = csa_build, .composite = true,
         },
@@ -1130,7 +1148,10 @@ static const OpInfo table[OP_COUNT] = {
             .name = "rope",
             .attrs = {{"heads", ATTR_INT, .required = true},
                       {"kv_heads", ATTR_INT}, /* absent: heads */
-                      {"theta", ATTR_FLOAT, .dflt = 10000, .positive = true}},
+                      {"theta", ATTR_FLOAT, .dflt = 10000, .positive = true},
+                      /* Llama 3's scaling (Hugging Face's rope_scaling type llama3); rope_factor 0: none */
+                      {"rope_factor", ATTR_FLOAT}, {"low_freq_factor", ATTR_FLOAT}, {"high_freq_factor", ATTR_FLOAT},
+                      {"original_max_position_embeddings", ATTR_FLOAT}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .build = rope_build, .dims = rope_dims, .flops = rope_flops,
             .cheap = true,

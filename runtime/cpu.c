@@ -1101,12 +1101,12 @@ static void rope_task(const void *ctx, int64_t lo, int64_t hi) {
   const float *x = A->i[0];
   int64_t T = A->d[0], nr = A->d[1] + A->d[2], KV = A->d[2], hd = A->d[3], h2 = hd / 2, W = (nr + KV) * hd;
   double theta = A->f[0];
-  float sign = A->f[1];
+  float sign = A->f[5];
   int acc = A->acc[0];
   for (int64_t i0 = 0; i0 < h2; i0 += RT_ROPE_FREQS) {
     int64_t ni = h2 - i0 < RT_ROPE_FREQS ? h2 - i0 : RT_ROPE_FREQS;
     double inv[RT_ROPE_FREQS];
-    for (int64_t j = 0; j < ni; j++) inv[j] = pow(theta, -2.0 * (double)(i0 + j) / (double)hd);
+    for (int64_t j = 0; j < ni; j++) inv[j] = rt_rope_freq(theta, i0 + j, hd, A->f[1], A->f[2], A->f[3], A->f[4]);
     for (int64_t r = lo; r < hi; r++) {
       const float *xr = x + r * W;
       float *orow = out + r * W;
@@ -1128,20 +1128,21 @@ static void rope_task(const void *ctx, int64_t lo, int64_t hi) {
     for (int64_t k = nr * hd; k < W; k++) out[r * W + k] = acc ? out[r * W + k] + x[r * W + k] : x[r * W + k];
 }
 
-static void rope(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+static void rope(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, const float *s,
                  float sign, int acc) {
   RT_CHECK(hd % 2 == 0, "rope needs an even head dimension");
-  RtArgs a = {.o = {out}, .i = {x}, .d = {T, H, KV, hd}, .acc = {acc}, .f = {theta, sign}};
+  RtArgs a = {.o = {out}, .i = {x}, .d = {T, H, KV, hd}, .acc = {acc}, .f = {s[0], s[1], s[2], s[3], s[4], sign}};
   rt_par(rope_task, &a, B * T, rt_chunks(B * T * (H + 2 * KV) * hd >= RT_PAR_MIN));
 }
 
-void rt_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta) {
-  rope(out, x, B, T, H, KV, hd, theta, 1.0f, 0);
+void rt_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+                     float factor, float low, float high, float orig) {
+  rope(out, x, B, T, H, KV, hd, (const float[5]){theta, factor, low, high, orig}, 1.0f, 0);
 }
 
 void rt_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
-                      float theta, int acc) {
-  if (dx) rope(dx, dout, B, T, H, KV, hd, theta, -1.0f, acc);
+                      float theta, float factor, float low, float high, float orig, int acc) {
+  if (dx) rope(dx, dout, B, T, H, KV, hd, (const float[5]){theta, factor, low, high, orig}, -1.0f, acc);
 }
 
 // ----------------------------------------------------------------------------

@@ -50,6 +50,7 @@
 #ifndef MEMPLAN_KERNELS_H
 #define MEMPLAN_KERNELS_H
 
+#include <math.h>
 #include <stdint.h>
 
 /* The mode argument of ops with state or randomness (see above). */
@@ -169,15 +170,18 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   /* rope, rotary position embedding (Hugging Face Llama's rotate_half): x[B,T,(H+2KV)*hd]                             \
    * holds per position q (H heads of hd), k (KV heads), v (KV heads). At position                                     \
    * t in [0, T), each q and k head's pairs (i, i + hd/2), i < hd/2, are rotated by                                    \
-   * a = t theta^(-2i/hd): out_i = x_i cos a - x_{i+hd/2} sin a,                                                       \
+   * a = t f_i (f_i: rt_rope_freq below, theta^(-2i/hd) or with Llama 3's scaling when                                 \
+   * factor > 0): out_i = x_i cos a - x_{i+hd/2} sin a,                                                                \
    * out_{i+hd/2} = x_{i+hd/2} cos a + x_i sin a, with a, cos a and sin a computed in                                  \
    * double and rounded to float (nothing is stored). v is copied. hd even.                                            \
    * alias-safe (out, x). */                                                                                           \
   X(void, rope_forward,                                                                                                \
-    (float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta))                \
+    (float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta, float factor,   \
+     float low, float high, float orig))                                                                               \
   /* dx (+)= dout rotated by -a on q and k, dout on v. alias-safe (dx, dout) when acc = 0. */                          \
   X(void, rope_backward,                                                                                               \
-    (float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta, int acc))     \
+    (float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta, float factor, \
+     float low, float high, float orig, int acc))                                                                      \
                                                                                                                        \
   /* cross-entropy, mean over N rows: loss[0] = mean(lse_i - logits[i, targets_i]);                                    \
    * saves lse[N] (log-sum-exp per row, may be NULL in eval). */                                                       \
@@ -369,6 +373,22 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
 #else
 #define RT_QMAP_FN static inline
 #endif
+
+/* rope's frequency of pair i of a head of hd: theta^(-2i/hd); with factor > 0,
+ * Llama 3's scaling as Hugging Face's _compute_llama3_parameters: with the
+ * wavelength w = 2 pi / f, f / factor where w > orig / low, f where
+ * w < orig / high, and between them (1 - s) f / factor + s f with
+ * s = (orig / w - low) / (high - low). In double. */
+RT_QMAP_FN double rt_rope_freq(double theta, int64_t i, int64_t hd, double factor, double low, double high,
+                               double orig) {
+  double f = pow(theta, -2.0 * (double)i / (double)hd);
+  if (!(factor > 0)) return f;
+  double w = 2.0 * 3.14159265358979323846 / f;
+  if (w < orig / high) return f;
+  if (w > orig / low) return f / factor;
+  double s = (orig / w - low) / (high - low);
+  return (1 - s) * f / factor + s * f;
+}
 RT_QMAP_FN float rt_qmap(int is_signed, int code) {
   const double decade[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
   int neg = 0, k; /* k: index into the magnitudes, ascending */

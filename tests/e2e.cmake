@@ -189,13 +189,28 @@ memplan_reference(reference_pool_dropout_detects_wrong_mask pool-dropout --dropo
 memplan_reference(reference_mlp_cosine_detects_constant mlp-cosine --perturb-schedule)
 # Hugging Face GPT-2 weights: a tiny GPT-2 in HF's layout, imported for
 # gpt2-mini (memplan import-hf gpt2 --plan), loaded by its trainer: the first
-# loss against HF's GPT-2 math in PyTorch; padding, the cut wpe, the errors
-# (tests/e2e/hf_import.py; about 3 s)
+# loss against HF's GPT-2 math in PyTorch; padding, the cut wpe, the errors;
+# then the same model as a GPT2LMHeadModel folder through import-hf DIR, its
+# model.yaml built and run (tests/e2e/hf_import.py; about 25 s, most of it
+# building that trainer)
 add_test(NAME e2e_hf_import_gpt2
          COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/hf_import.py $<TARGET_FILE:memplan> ${e2e_dir}/gpt2-mini
                  ${e2e_dir}/hf-import)
 set_tests_properties(e2e_hf_import_gpt2 PROPERTIES LABELS reference TIMEOUT 120 SKIP_RETURN_CODE 77
                      FIXTURES_REQUIRED trainer_gpt2-mini)
+# Hugging Face checkpoints of the Llama family: a tiny model folder per family
+# (llama with llama3 rope scaling, qwen2 with q/k/v biases and tied
+# embeddings, mistral), imported (memplan import-hf DIR), compiled and built:
+# the first loss against HF's equations in PyTorch; llama and qwen2 train,
+# export-hf and compare again (with --merge of hand-made LoRA adapters); llama
+# also checks BF16 files, shards and the errors
+# (tests/e2e/hf_llama.py; about 30 s each, mostly building the trainer)
+foreach(family llama qwen2 mistral)
+  add_test(NAME e2e_hf_${family}
+           COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/hf_llama.py $<TARGET_FILE:memplan> ${e2e_dir}/hf-${family}
+                   ${family})
+  set_tests_properties(e2e_hf_${family} PROPERTIES LABELS reference TIMEOUT 180 SKIP_RETURN_CODE 77)
+endforeach()
 # ... and torch without clipping must not match a trainer that clips.
 memplan_reference(reference_mlp_clip_detects_unclipped mlp-clip --perturb-clip)
 

@@ -111,6 +111,7 @@ struct Case {
   int64_t out_n;       /* output elements */
   int64_t d[12];       /* op dims, in the header's order */
   float f;             /* the op's float attribute (layernorm's and rmsnorm's eps, rope's theta) */
+  float rs[4];         /* rope's Llama 3 scaling: factor (0: none), low, high, original max positions */
   const int32_t *ids;  /* tokens or targets */
   const float *aux;    /* mse target */
   RefFn *ref;
@@ -487,7 +488,18 @@ static void bwd_posemb(float *const *din, const float *dout, float *const *in, c
 }
 
 // ----------------------------------------------------------------------------
-// rope (qkv); d = B T H KV hd, f = theta
+// rope (qkv); d = B T H KV hd, f = theta, rs = Llama 3's scaling (factor, low, high, original max positions)
+
+/* Hugging Face's _compute_llama3_parameters for frequency i (rs[0] 0: unscaled). */
+static double llama3_freq(double theta, int64_t i, int64_t hd, const float *rs) {
+  double inv = 1.0 / pow(theta, (double)(2 * i) / (double)hd);
+  if (rs[0] == 0) return inv;
+  double low_wl = rs[3] / rs[1], high_wl = rs[3] / rs[2], wl = 2 * 3.14159265358979323846 / inv;
+  double scaled = wl > low_wl ? inv / rs[0] : inv;
+  double smooth = (rs[3] / wl - rs[1]) / (rs[2] - rs[1]);
+  int medium = !(wl < high_wl) && !(wl > low_wl);
+  return medium ? (1 - smooth) * scaled / rs[0] + smooth * scaled : scaled;
+}
 
 static void ref_rope(double *out, double *const *in, const Case *c) {
   int64_t B = c->d[0], T = c->d[1], nr = c->d[2] + c->d[3], KV = c->d[3], hd = c->d[4], h2 = hd / 2;
@@ -502,17 +514,19 @@ static void ref_rope(double *out, double *const *in, const Case *c) {
           out[k + h2] = x[k + h2];
           continue;
         }
-        double a = (double)(r % T) * pow((double)c->f, -2.0 * (double)i / (double)hd);
+        double a = (double)(r % T) * llama3_freq(c->f, i, hd, c->rs);
         out[k] = x[k] * cos(a) - x[k + h2] * sin(a); // rotate_half: (x1, x2) -> (-x2, x1)
         out[k + h2] = x[k + h2] * cos(a) + x[k] * sin(a);
       }
 }
 static void fwd_rope(float *out, float *const *in, const Case *c) {
-  rt_rope_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->f);
+  rt_rope_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->f, c->rs[0], c->rs[1], c->rs[2],
+                  c->rs[3]);
 }
 static void bwd_rope(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   (void)in;
-  rt_rope_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->f, acc);
+  rt_rope_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->f, c->rs[0], c->rs[1], c->rs[2],
+                   c->rs[3], acc);
 }
 
 // ----------------------------------------------------------------------------
@@ -1293,6 +1307,19 @@ static void gradchecks(void) {
                    .ref = ref_rope,
                    .fwd = fwd_rope,
                    .bwd = bwd_rope});
+  // Llama 3's scaling (factor 8, low 1, high 4, 32 original positions), hd 16,
+  // theta 100: wavelengths 6.3, 11, 20, 35, ... 350 cross both band edges (8
+  // and 32): kept, smoothed and divided frequencies all turn within T = 9.
+  run_case(&(Case){.name = "rope (H=4 KV=2 hd=16, theta 100, llama3 scaling)",
+                   .nin = 1,
+                   .in_n = {1 * 9 * 8 * 16},
+                   .out_n = 1 * 9 * 8 * 16,
+                   .d = {1, 9, 4, 2, 16},
+                   .f = 100.0f,
+                   .rs = {8, 1, 4, 32},
+                   .ref = ref_rope,
+                   .fwd = fwd_rope,
+                   .bwd = bwd_rope});
   // One kv head for three q heads (multi-query), hd = 2: one frequency.
   run_case(&(Case){.name = "rope (H=3 KV=1 hd=2, theta 10000)",
                    .nin = 1,
@@ -1707,13 +1734,13 @@ static void alias_rope(void) {
   float *x = NEW(float, RN), *g = NEW(float, RN), *want = NEW(float, RN), *io = NEW(float, RN);
   fill_rand(x, RN, 2.0f);
   fill_rand(g, RN, 1.0f);
-  rt_rope_forward(want, x, B, T, H, KV, HD, 3.0f);
+  rt_rope_forward(want, x, B, T, H, KV, HD, 3.0f, 8, 1, 4, 16);
   memcpy(io, x, sizeof(float) * RN);
-  rt_rope_forward(io, io, B, T, H, KV, HD, 3.0f);
+  rt_rope_forward(io, io, B, T, H, KV, HD, 3.0f, 8, 1, 4, 16);
   check_f("in place rope forward (out, x)", io, want, RN, EXACT);
-  rt_rope_backward(want, g, B, T, H, KV, HD, 3.0f, 0);
+  rt_rope_backward(want, g, B, T, H, KV, HD, 3.0f, 8, 1, 4, 16, 0);
   memcpy(io, g, sizeof(float) * RN);
-  rt_rope_backward(io, io, B, T, H, KV, HD, 3.0f, 0);
+  rt_rope_backward(io, io, B, T, H, KV, HD, 3.0f, 8, 1, 4, 16, 0);
   check_f("in place rope backward (dx, dout)", io, want, RN, EXACT);
   free(x);
   free(g);
@@ -1828,7 +1855,7 @@ static void values_rope(void) {
     x[r * 12 + 4 + 1] = 1.0f;                                       // k = (0, 1, 0, 0)
     for (int j = 0; j < 4; j++) x[r * 12 + 8 + j] = (float)(5 + j); // v = (5, 6, 7, 8)
   }
-  rt_rope_forward(y, x, 1, 2, 1, 1, 4, 100.0f);
+  rt_rope_forward(y, x, 1, 2, 1, 1, 4, 100.0f, 0, 0, 0, 0);
   check_f("rope at t = 0: unchanged", y, x, 12, 0.0);
   const float *q = y + 12, *k = y + 16, *v = y + 20;
   check_scalar("rope t=1 q[0] = cos 1", q[0], cos(1.0), 1e-7);

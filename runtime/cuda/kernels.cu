@@ -1245,14 +1245,15 @@ void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B
 // each pair is read before it is written by the same thread (out may be x).
 
 static __global__ void rope_kernel(float *out, const float *x, int64_t rows, int T, int nr, int KV, int hd,
-                                   double theta, float sign, int acc) {
+                                   double theta, float factor, float low, float high, float orig, float sign,
+                                   int acc) {
   int h2 = hd / 2;
   int64_t W = (int64_t)(nr + KV) * hd;
   bool copy_v = !(out == x && !acc); // v is already in place
   GRID_STRIDE(idx, rows * h2) {
     int64_t r = idx / h2;
     int i = (int)(idx % h2);
-    double a = (double)(r % T) * pow(theta, -2.0 * (double)i / (double)hd);
+    double a = (double)(r % T) * rt_rope_freq(theta, i, hd, factor, low, high, orig);
     float c = (float)cos(a), s = sign * (float)sin(a);
     const float *xr = x + r * W;
     float *orow = out + r * W;
@@ -1272,25 +1273,28 @@ static __global__ void rope_kernel(float *out, const float *x, int64_t rows, int
   }
 }
 
-static void rope(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+static void rope(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, const float *s,
                  float sign, int acc) {
   need_ctx();
   RT_CHECK(hd % 2 == 0, "rope needs an even head dimension");
   int64_t n = B * T * (hd / 2);
   if (n <= 0) return;
   rope_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, B * T, dim_int(T), dim_int(H + KV), dim_int(KV),
-                                                        dim_int(hd), (double)theta, sign, acc);
+                                                        dim_int(hd), (double)s[0], s[1], s[2], s[3], s[4],
+                                                        sign, acc);
   LAUNCH_CHECK();
 }
 
 void rt_cuda_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
-                          float theta) {
-  rope(out, x, B, T, H, KV, hd, theta, 1.0f, 0);
+                          float theta, float factor, float low, float high, float orig) {
+  const float s[5] = {theta, factor, low, high, orig};
+  rope(out, x, B, T, H, KV, hd, s, 1.0f, 0);
 }
 
 void rt_cuda_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
-                           float theta, int acc) {
-  if (dx) rope(dx, dout, B, T, H, KV, hd, theta, -1.0f, acc);
+                           float theta, float factor, float low, float high, float orig, int acc) {
+  const float s[5] = {theta, factor, low, high, orig};
+  if (dx) rope(dx, dout, B, T, H, KV, hd, s, -1.0f, acc);
 }
 
 // ----------------------------------------------------------------------------

@@ -18,11 +18,16 @@ Then: a 250-row vocabulary imports padded with zero rows to the plan's 256;
 without --plan, names and shapes are HF's transposed (no cut, no padding);
 and each bad input (a name outside the map, a shape against the plan, a
 missing layer, an untied lm_head, an unknown dtype, a truncated file) exits 1
-naming the tensor, with no output file left behind.
+naming the tensor, with no output file left behind. And the same model as a
+GPT2LMHeadModel folder (config.json + model.safetensors) through
+`import-hf DIR`: its model.yaml, compiled and built, with its weights gives
+the same first loss (planted: the yaml's gelu with approximate: none gave
+"rel err 6.23e-06", a FAIL).
 Standard library, NumPy and PyTorch (skipped, 77, without torch)."""
 import csv
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -171,6 +176,34 @@ def main():
     check(m.get("pos.weight", np.zeros(0)).shape == (NPOS, C) and m.get("h0.fc.weight", np.zeros(0)).shape == (4 * C, C)
           and np.array_equal(m["h0.fc.weight"], w["transformer.h.0.mlp.c_fc.weight"].astype(np.float32).astype(np.float16).astype(
               np.float32).T), "without --plan, F16 names without 'transformer.': HF's shapes, Conv1D transposed, F32")
+
+    # a GPT2LMHeadModel folder (config.json + model.safetensors): import-hf DIR writes the model.yaml and the
+    # weights (wpe whole: the model's position_embedding has max P = n_positions); its trainer's first loss is HF's
+    folder, fout = os.path.join(work, "gpt2-folder"), os.path.join(work, "gpt2-imported")
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(fout, ignore_errors=True)
+    os.makedirs(folder)
+    json.dump({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": C, "n_layer": L, "n_head": NH,
+               "n_positions": NPOS, "vocab_size": V, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
+               "torch_dtype": "float32"}, open(os.path.join(folder, "config.json"), "w"))
+    write_hf(os.path.join(folder, "model.safetensors"), w)
+    r = run([memplan, "import-hf", folder, "-o", fout, "--set", "B=%d" % B, "--set", "T=%d" % T])
+    check(r.returncode == 0, "import-hf of a GPT2LMHeadModel folder exits 0 (%s)" % (r.stdout + r.stderr).strip())
+    fplan = os.path.join(work, "gpt2-folder-plan")
+    shutil.rmtree(fplan, ignore_errors=True)
+    for cmd in ([memplan, "compile", os.path.join(fout, "model.yaml"), "-o", fplan],
+                ["cmake", "-S", fplan, "-B", os.path.join(fplan, "build"), "-DTRAINER_CUDA=OFF"],
+                ["cmake", "--build", os.path.join(fplan, "build")]):
+        r = run(cmd)
+        if r.returncode != 0:
+            sys.exit("hf_import: %s failed:\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    flog = os.path.join(work, "folder-loss.csv")
+    r = run([os.path.join(fplan, "build", "trainer"), "--load", os.path.join(fout, "weights.safetensors"), "--steps",
+             "1", "--text", text, "--log", flog, "--eval-batches", "0", "--threads", "2"])
+    fgot = float(next(csv.DictReader(open(flog)))["loss"]) if r.returncode == 0 else float("nan")
+    rel = abs(fgot - l64) / l64
+    check(rel <= tol, "the folder's model.yaml + weights: trainer loss %.9f vs PyTorch %.9f: rel err %.2e (%s)"
+          % (fgot, l64, rel, r.stderr.strip()))
 
     # errors: exit 1 naming the tensor, and no output written
     bad = os.path.join(work, "bad.safetensors")

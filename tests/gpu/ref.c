@@ -395,17 +395,30 @@ void ref_position_embedding_backward(float *dW, const float *dout, int64_t B, in
   store(dW, g, Wrows * C, acc); // rows >= T: 0, or their contents plus 0
 }
 
-/* Each q and k head's pairs (i, i + hd/2) rotated by sign * t theta^(-2i/hd),
+/* Llama 3's frequencies, as Hugging Face's _compute_llama3_parameters writes
+ * them (s: factor, low_freq_factor, high_freq_factor, original max positions;
+ * factor 0: theta^(-2i/hd) unscaled). */
+static double llama3_freq(double theta, int64_t i, int64_t hd, const float *s) {
+  double inv = 1.0 / pow(theta, (double)(2 * i) / (double)hd);
+  if (s[0] == 0) return inv;
+  double low_wl = s[3] / s[1], high_wl = s[3] / s[2], wl = 2 * 3.14159265358979323846 / inv;
+  double scaled = wl > low_wl ? inv / s[0] : inv;
+  double smooth = (s[3] / wl - s[1]) / (s[2] - s[1]);
+  int medium = !(wl < high_wl) && !(wl > low_wl);
+  return medium ? (1 - smooth) * scaled / s[0] + smooth * scaled : scaled;
+}
+
+/* Each q and k head's pairs (i, i + hd/2) rotated by sign * t f_i (llama3_freq),
  * cos and sin in double throughout (the kernels round them to float); v copied. */
 static void rope_ref(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
-                     double sign, int acc) {
+                     const float *scaling, double sign, int acc) {
   int64_t nr = H + KV, W = (nr + KV) * hd, h2 = hd / 2;
   double *o = dnew(B * T * W);
   for (int64_t r = 0; r < B * T; r++)
     for (int64_t h = 0; h < nr + KV; h++)
       for (int64_t i = 0; i < h2; i++) {
         int64_t k = r * W + h * hd + i;
-        double a = (double)(r % T) * pow((double)theta, -2.0 * (double)i / (double)hd);
+        double a = (double)(r % T) * llama3_freq(theta, i, hd, scaling);
         double c = h < nr ? cos(a) : 1.0, s = h < nr ? sign * sin(a) : 0.0;
         o[k] = x[k] * c - x[k + h2] * s;
         o[k + h2] = x[k + h2] * c + x[k] * s;
@@ -414,13 +427,13 @@ static void rope_ref(float *out, const float *x, int64_t B, int64_t T, int64_t H
 }
 
 void ref_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
-                      float theta) {
-  rope_ref(out, x, B, T, H, KV, hd, theta, 1.0, 0);
+                      float theta, float factor, float low, float high, float orig) {
+  rope_ref(out, x, B, T, H, KV, hd, theta, (const float[4]){factor, low, high, orig}, 1.0, 0);
 }
 
 void ref_rope_backward(float *dx, const float *dout, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
-                       float theta, int acc) {
-  rope_ref(dx, dout, B, T, H, KV, hd, theta, -1.0, acc);
+                       float theta, float factor, float low, float high, float orig, int acc) {
+  rope_ref(dx, dout, B, T, H, KV, hd, theta, (const float[4]){factor, low, high, orig}, -1.0, acc);
 }
 
 // ----------------------------------------------------------------------------

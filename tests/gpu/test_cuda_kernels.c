@@ -618,25 +618,25 @@ static void case_position_embedding(int64_t B, int64_t T, int64_t C, int64_t Wro
 
 /* rope over qkv [B, T, (H + 2 KV) hd]: forward, backward (acc 0 and 1), both
  * in place. Small theta makes every frequency's angle wrap within T. */
-static void case_rope(int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta) {
+static void case_rope(int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta, const float *sc) {
   int64_t n = B * T * (H + 2 * KV) * hd;
   Ten x = ten_rand(n, 2), out = ten_fill(n, NAN);
-  ref_rope_forward(out.ref, x.ref, B, T, H, KV, hd, theta);
-  UT(rope_forward)(out.ut, x.ut, B, T, H, KV, hd, theta);
-  check(&out, TOL, "rope_forward B=%lld T=%lld H=%lld KV=%lld hd=%lld theta %g", LL(B), LL(T), LL(H), LL(KV), LL(hd),
-        theta);
+  ref_rope_forward(out.ref, x.ref, B, T, H, KV, hd, theta, sc[0], sc[1], sc[2], sc[3]);
+  UT(rope_forward)(out.ut, x.ut, B, T, H, KV, hd, theta, sc[0], sc[1], sc[2], sc[3]);
+  check(&out, TOL, "rope_forward B=%lld T=%lld H=%lld KV=%lld hd=%lld theta %g factor %g", LL(B), LL(T), LL(H), LL(KV),
+        LL(hd), theta, sc[0]);
   for (int acc = 0; acc <= 1; acc++) {
     Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
-    ref_rope_backward(dx.ref, g.ref, B, T, H, KV, hd, theta, acc);
-    UT(rope_backward)(dx.ut, g.ut, B, T, H, KV, hd, theta, acc);
+    ref_rope_backward(dx.ref, g.ref, B, T, H, KV, hd, theta, sc[0], sc[1], sc[2], sc[3], acc);
+    UT(rope_backward)(dx.ut, g.ut, B, T, H, KV, hd, theta, sc[0], sc[1], sc[2], sc[3], acc);
     check(&dx, TOL, "rope_backward acc=%d", acc);
   }
   Ten g = ten_rand(n, 1); // in place: dx = dout, then out = x
-  ref_rope_backward(g.ref, g.ref, B, T, H, KV, hd, theta, 0);
-  UT(rope_backward)(g.ut, g.ut, B, T, H, KV, hd, theta, 0);
+  ref_rope_backward(g.ref, g.ref, B, T, H, KV, hd, theta, sc[0], sc[1], sc[2], sc[3], 0);
+  UT(rope_backward)(g.ut, g.ut, B, T, H, KV, hd, theta, sc[0], sc[1], sc[2], sc[3], 0);
   check(&g, TOL, "rope_backward in place (dx=dout)");
-  ref_rope_forward(x.ref, x.ref, B, T, H, KV, hd, theta);
-  UT(rope_forward)(x.ut, x.ut, B, T, H, KV, hd, theta);
+  ref_rope_forward(x.ref, x.ref, B, T, H, KV, hd, theta, sc[0], sc[1], sc[2], sc[3]);
+  UT(rope_forward)(x.ut, x.ut, B, T, H, KV, hd, theta, sc[0], sc[1], sc[2], sc[3]);
   check(&x, TOL, "rope_forward in place (out=x)");
   release_all();
 }
@@ -1507,9 +1507,11 @@ int main(int argc, char **argv) {
   RUN("embedding", case_embedding(1000, 100, 50, 0)); // many repeats per row
   RUN("embedding", case_embedding(777, 70, 5000, 1)); // one very frequent token
   RUN("position_embedding", case_position_embedding(3, 17, 40, 24));
-  RUN("rope", case_rope(2, 67, 8, 2, 64, 10000.0f));                  // grouped kv heads (4:1)
-  RUN("rope", case_rope(3, 13, 3, 3, 6, 2.0f));                       // kv_heads = heads, hd 6, every angle wraps
-  if (!quick) RUN("rope", case_rope(2, 1024, 32, 8, 128, 500000.0f)); // Llama 3 8B's heads and theta
+  static const float none[4] = {0}, llama3[4] = {8, 1, 4, 8192}; // Llama 3.1's rope_scaling
+  RUN("rope", case_rope(2, 67, 8, 2, 64, 10000.0f, none));                  // grouped kv heads (4:1)
+  RUN("rope", case_rope(3, 13, 3, 3, 6, 2.0f, none));                       // kv_heads = heads, hd 6, every angle wraps
+  RUN("rope", case_rope(2, 67, 8, 2, 64, 500000.0f, llama3));               // all three bands of the scaling
+  if (!quick) RUN("rope", case_rope(2, 1024, 32, 8, 128, 500000.0f, none)); // Llama 3 8B's heads and theta
   RUN("flatten", case_flatten(100003));
   RUN("reshape", case_reshape(4099));
   RUN("transpose", case_transpose(3, 37, 1, 45, 1)); // [B, C, N] -> [B, N, C]: ragged tiles

@@ -229,14 +229,22 @@ def _attention(qkv, B, T, C, NH, KVH, causal):
     return (att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
 
 
-def _rope(x, B, T, H, KV, hd, theta):
+def _rope(x, B, T, H, KV, hd, theta, factor=0.0, low=0.0, high=0.0, orig=0.0):
     """Hugging Face Llama's rotary embedding of the q and k parts of a packed
-    qkv [B, T, (H + 2 KV) hd], written out: angles t theta^(-2i/hd) and their
+    qkv [B, T, (H + 2 KV) hd], written out: angles t theta^(-2i/hd) (with
+    factor > 0, Llama 3's scaling as HF's _compute_llama3_parameters) and their
     cos and sin in float64, then in x's dtype (the kernels round them to float)."""
     x = x.reshape(B, T, H + 2 * KV, hd)
     q, k, v = x[:, :, :H], x[:, :, H:H + KV], x[:, :, H + KV:]
     i = torch.arange(hd // 2, dtype=torch.float64)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * theta ** (-2.0 * i / hd)
+    inv = theta ** (-2.0 * i / hd)
+    if factor > 0:
+        wl = 2 * math.pi / inv
+        inv_l = torch.where(wl > orig / low, inv / factor, inv)
+        smooth = (orig / wl - low) / (high - low)
+        medium = ~(wl < orig / high) * ~(wl > orig / low)
+        inv = torch.where(medium, (1 - smooth) * inv_l / factor + smooth * inv_l, inv_l)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv
     ang = torch.cat([ang, ang], -1)[None, :, None, :]
     cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
 
@@ -331,7 +339,7 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
         elif k == "position_embedding":
             y = a[0][:d[1]].unsqueeze(0).expand(d[0], d[1], d[2])
         elif k == "rope":
-            y = _rope(a[0], *d[:5], op["floats"][0])
+            y = _rope(a[0], *d[:5], *op["floats"][:5])
         elif k == "flatten":  # dims: n; the shape is the output buffer's
             y = a[0]
         elif k == "reshape":
