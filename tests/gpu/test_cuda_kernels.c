@@ -40,6 +40,7 @@
 #endif
 #include "ref.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1060,21 +1061,35 @@ static void *bytes_both(size_t bytes, void **ut) {
   return h;
 }
 
+static double bf16_val(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+
 static void case_adamw_bf16(int64_t n) {
   Ten p = ten_rand(n, 1);
   void *mu, *vu;
   uint16_t *m = bytes_both((size_t)n * 2, &mu), *v = bytes_both((size_t)n * 2, &vu);
-  uint16_t *mg = host_alloc((size_t)n * 2), *vg = host_alloc((size_t)n * 2);
+  uint16_t *mg = host_alloc((size_t)n * 2), *vg = host_alloc((size_t)n * 2), *m0 = host_alloc((size_t)n * 2);
   int64_t bad = 0, flips = 0;
   for (int64_t t = 1; t <= 3; t++) {
     Ten g = ten_rand(n, 1e-2f * (float)t);
+    memcpy(m0, m, (size_t)n * 2);
     ref_adamw_update_bf16(p.ref, g.ref, m, v, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
     UT(adamw_update_bf16)(p.ut, g.ut, mu, vu, n, 1e-3, 0.9, 0.95, 1e-8, 0.1, t);
     ut_get(mg, mu, (size_t)n * 2);
     ut_get(vg, vu, (size_t)n * 2);
     for (int64_t i = 0; i < n; i++) {
       int dm = abs((int)mg[i] - (int)m[i]), dv = abs((int)vg[i] - (int)v[i]);
-      bad += dm > 1 || dv > 1; /* one float rounding apart: at most one bf16 step */
+      /* one float rounding apart: at most one bf16 step; but m = 0.9 m + 0.1 g
+       * may cancel, and then the float terms' rounding (4 eps of their size)
+       * is many steps of the tiny result (seen: 0x3144 against 0x3146, 2e-9
+       * from terms of 1e-3). v's terms are positive: it never cancels. */
+      double mr = bf16_val(m[i]), terms = 0.9 * fabs(bf16_val(m0[i])) + 0.1 * fabs((double)g.ref[i]);
+      int m_ok = dm <= 1 || fabs(bf16_val(mg[i]) - mr) <= ldexp(fabs(mr), -7) + 4 * FLT_EPSILON * terms;
+      bad += !m_ok || dv > 1;
       flips += (dm == 1) + (dv == 1);
     }
     check(&p, TOL, "adamw_update_bf16 p, step %lld, n=%lld", LL(t), LL(n));
