@@ -57,6 +57,8 @@ typedef struct {
   DimOverride ov[64];
   char ovname[64][64];
   int nov;
+  const char *freeze[64]; /* --freeze patterns */
+  int nfreeze;
 } Options;
 
 /* Parses compile's options, or with sweep set, the subset sweep takes

@@ -24,6 +24,8 @@ const char compile_help[] =
     "      --expand          draw every repeat block of plan.svg open (default: collapsed when deep)\n"
     "      --block NAME      open one block in plan.svg, e.g. --block h3\n"
     "  -s, --set DIM=VALUE   override a dim of the model (repeatable), recorded in plan.json\n"
+    "      --freeze GLOB     don't train the parameters whose names match GLOB (repeatable), e.g.\n"
+    "                        --freeze 'h*.attn.*' --freeze wte.weight: no gradient, no optimizer state\n"
     "  -d, --dump=PASS       print a pass's result instead of the report: graph, step, live, plan\n"
     "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
     "      --time-limit S    seconds the offset search may take (default 0.5)\n"
@@ -122,7 +124,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"dropout-masks", required_argument, 0, 'D'}, {"fused-loss", required_argument, 0, 'L'},
       {"opt-state", required_argument, 0, 'O'},         {"no-recompute", no_argument, 0, 'R'},
       {"no-micro-batch", no_argument, 0, 'N'},          {"ranks", required_argument, 0, 'r'},
-      {"zero", required_argument, 0, 'Z'},              {0, 0, 0, 0}};
+      {"zero", required_argument, 0, 'Z'},              {"freeze", required_argument, 0, 'f'},
+      {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -149,6 +152,10 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       o->nov++;
       break;
     case 'd': o->dump = optarg; break;
+    case 'f':
+      if (o->nfreeze == 64) cli_usage_error(cmd, "more than 64 --freeze options");
+      o->freeze[o->nfreeze++] = optarg;
+      break;
     case 'a': o->align = parse_size(cmd, optarg, "--align"); break;
     case 't': {
       char *end;
@@ -255,6 +262,7 @@ PlanRequest cli_request(const Options *o) {
   return (PlanRequest){.model = o->model,
                        .ov = o->ov,
                        .nov = o->nov,
+                       .tune = {.freeze = o->freeze, .nfreeze = o->nfreeze},
                        .budget = o->budget,
                        .micro_batch = o->micro_batch,
                        .no_micro_batch = o->no_micro_batch,

@@ -397,6 +397,7 @@ static void read_totals(Arena *ar, const JVal *root, Plan *p) {
   p->eval_peak_bytes = get_int(t, "eval_peak_bytes", 0, PLAN_MAX_VALUE);
   p->unfused_lower_bound = get_int(t, "unfused_lower_bound_bytes", 0, PLAN_MAX_VALUE);
   p->param_count = get_int(t, "param_count", 0, PLAN_MAX_VALUE);
+  p->frozen_count = find(t, "frozen_param_count") ? get_int(t, "frozen_param_count", 0, p->param_count) : 0;
   p->step_flops = get_int(t, "step_flops", 0, INT64_MAX);
   p->extra_flops = get_int(t, "extra_flops", 0, INT64_MAX);
   p->micro_batch = (int)get_int(t, "micro_batch", 0, INT32_MAX);
@@ -500,6 +501,7 @@ static void read_buffer(const JVal *v, int id, PlanBuffer *b) {
     b->init.scale = get_num(init, "scale");
   }
   if (b->role == ROLE_PARAM) b->decay = get(v, "weight_decay", J_BOOL)->b;
+  if (b->role == ROLE_PARAM && find(v, "frozen")) b->frozen = get(v, "frozen", J_BOOL)->b;
 }
 
 /* Ops: kernels by name, buffer ids checked against the buffer table. */

@@ -54,6 +54,7 @@ int gb_tensor(GraphBuilder *gb, Tensor t) {
 /* Tensor pointers stay readable after later gb_tensor calls: the arena
  * never frees the old copy of a grown array, and entries never change. */
 const Tensor *gb_get(const GraphBuilder *gb, int t) { return &gb->t.v[t]; }
+int gb_ntensors(const GraphBuilder *gb) { return gb->t.n; }
 
 /* Op-local scratch (OpInfo.scratch) counts against the size limits like a
  * tensor: the larger of its forward's and its backward's (the op table's

@@ -16,6 +16,7 @@ GraphBuilder *gb_new(Arena *ar);
 /* Adds a tensor (a graph input); checks the size limits. Returns its id. */
 int gb_tensor(GraphBuilder *gb, Tensor t);
 const Tensor *gb_get(const GraphBuilder *gb, int t);
+int gb_ntensors(const GraphBuilder *gb); /* tensors so far: the next one's id */
 /* Runs the shape rule of op k for one layer: `in` are the tensor ids of its
  * inputs, `attr` its attributes in the op's declaration order. Errors name
  * the layer (or the attribute) at its location. Returns the output tensor. */

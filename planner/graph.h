@@ -85,7 +85,7 @@ typedef enum {
 
 typedef enum {
   TK_INPUT, /* fed by the trainer each step */
-  TK_PARAM, /* trainable */
+  TK_PARAM, /* a weight: trainable, or frozen (Tensor.frozen) */
   TK_ACT,   /* computed: layer outputs and saved statistics */
   TK_STATE  /* persistent, not trained: batchnorm's running statistics, updated by its forward in training */
 } TensorKind;
@@ -98,6 +98,9 @@ typedef struct {
   Loc loc;      /* where it was declared or where its layer was written */
   int producer; /* forward op id, -1 for inputs and params */
   Init init;    /* params and state */
+  /* params: frozen (YAML trainable: false, freeze: patterns, --freeze): no
+   * gradient, no optimizer state, no update; loaded and saved as a weight */
+  bool frozen;
 } Tensor;
 
 #define MAX_OP_IN 6  /* forward input slots: data inputs and parameters */

@@ -976,6 +976,8 @@ static const OpInfo table[OP_COUNT] = {
             .gemm = true, .workspace = linear_workspace,
             .half_bin = SLOT(1), /* x */
             .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .bin_for = {0, SLOT(1), SLOT(0)}, /* x for dW, W for dx */
+            .bout_split = SLOT(0) | SLOT(1),
             .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
             .grad_to = {true, true, true},
             .gpt2_projection = true,
@@ -988,6 +990,8 @@ static const OpInfo table[OP_COUNT] = {
             .gemm = true, .workspace = matmul_workspace,
             .half_bin = SLOT(1) | SLOT(2), /* a, b */
             .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .bin_for = {0, SLOT(1), SLOT(0)}, /* a for db, b for da */
+            .bout_split = SLOT(0) | SLOT(1),
             .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
             .grad_to = {true, true},
         },
@@ -1336,6 +1340,16 @@ static const OpInfo table[OP_COUNT] = {
 const OpInfo *op_info(OpKind k) {
   MP_ASSERT(k >= 0 && k < OP_COUNT);
   return &table[k];
+}
+
+int64_t op_run_flops(const Graph *g, const Op *o, bool backward, const int *bout) {
+  const OpInfo *oi = op_info(o->kind);
+  int64_t f = oi->flops(g, o, backward);
+  if (!backward || !oi->bout_split) return f;
+  int n = 0, run = 0;
+  for (int k = 0; k < oi->nbout; k++)
+    if (oi->bout_split & SLOT(k)) n++, run += bout[k] >= 0;
+  return f / n * run;
 }
 
 int op_lookup(const char *s) {

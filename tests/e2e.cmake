@@ -50,6 +50,8 @@ memplan_e2e_build(layernorm-lm ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml)
 # softmax, matmul and mse, which no bundled model uses, for the reference test
 memplan_e2e_build(mixer-mse ${MEMPLAN_TEST_DIR}/reference/mixer-mse.yaml)
 memplan_e2e_build(llama-lm ${MEMPLAN_TEST_DIR}/reference/llama-lm.yaml)
+# frozen parameters: trainable: false, freeze: patterns and --freeze (fine-tuning)
+memplan_e2e_build(frozen-lm ${MEMPLAN_TEST_DIR}/reference/frozen-lm.yaml --freeze=logits.weight)
 memplan_e2e_build(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
 # gelu with approximate: none (erf) and tanh side by side
 memplan_e2e_build(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
@@ -157,6 +159,10 @@ memplan_reference(reference_rmsnorm_lm rmsnorm-lm --text ${e2e_text})
 memplan_reference(reference_layernorm_lm layernorm-lm --text ${e2e_text})
 memplan_reference(reference_mixer_mse_adamw mixer-mse)
 memplan_reference(reference_llama_lm llama-lm --text ${e2e_text})
+# frozen parameters: torch trains only the others (requires_grad, the optimizer's
+# groups); the frozen ones must leave the trainer bit for bit as loaded, the
+# others must have moved (reference.py checks both, whatever the tolerances)
+memplan_reference(reference_frozen_lm frozen-lm --text ${e2e_text})
 memplan_reference(reference_gqa_lm gqa-lm --text ${e2e_text})
 memplan_reference(reference_gelu_exact gelu-exact)
 memplan_reference(reference_conv_mse conv-mse)
@@ -206,6 +212,9 @@ memplan_e2e(e2e_resume_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-mini
 memplan_e2e(e2e_resume_gpt2-mini-fp16-mb2 gpt2-mini-fp16-mb2 resume ${e2e_dir}/gpt2-mini-fp16-mb2/build/trainer
             ${e2e_dir}/resume-fp16-mb2 --text ${e2e_text} --threads 2 --force-overflow 1)
 memplan_e2e(e2e_resume_mlp mlp resume ${mlp} ${e2e_dir}/resume-mlp --threads 2)
+# frozen weights are saved and resumed as weights, without optimizer state
+memplan_e2e(e2e_resume_frozen-lm frozen-lm resume ${e2e_dir}/frozen-lm/build/trainer ${e2e_dir}/resume-frozen
+            --text ${e2e_text} --threads 2)
 # --save-every keeps the newest --keep K, across a resume too
 memplan_e2e(e2e_keep_mlp mlp keep ${mlp} ${e2e_dir}/keep-mlp --threads 2)
 # --resume of another plan of the same model (fp16, micro-batches), weights-only,
