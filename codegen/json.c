@@ -54,6 +54,9 @@ static void header(const Plan *p, Text *t) {
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,
               p->loss_scaling ? "true" : "false");
   if (p->dropout_masks) text_printf(t, "  \"dropout_masks\": \"%s\",\n", p->dropout_masks);
+  if (p->lora_rank) /* LoRA: the exporter merges W + alpha/rank B A */
+    text_printf(t, "  \"lora\": {\"rank\": %lld, \"alpha\": %.17g, \"dropout\": %.17g},\n", (long long)p->lora_rank,
+                p->lora_alpha, p->lora_dropout);
   text_printf(t, "  \"fused_loss\": %s,\n  \"loss_chunk\": %lld,\n", p->loss_chunk ? "true" : "false",
               (long long)p->loss_chunk);
   /* AdamW's moments (planner/optstate.h); plans without it read as fp32 */

@@ -380,6 +380,13 @@ static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->loss_scaling = get(root, "loss_scaling", J_BOOL)->b;
   static const char *const MASKS[] = {"stored", "regenerated"};
   p->dropout_masks = find(root, "dropout_masks") ? MASKS[get_enum(root, "dropout_masks", MASKS, 2)] : NULL;
+  const JVal *lora = find(root, "lora"); /* LoRA adapters; absent: none */
+  if (lora) {
+    want(lora, J_OBJ, "\"lora\"");
+    p->lora_rank = get_int(lora, "rank", 1, INT32_MAX);
+    p->lora_alpha = get_num(lora, "alpha");
+    p->lora_dropout = get_num(lora, "dropout");
+  }
   /* written since the fused loss was added; older plans never fused it */
   p->loss_chunk = find(root, "loss_chunk") ? get_int(root, "loss_chunk", 0, PLAN_MAX_VALUE) : 0;
   static const char *const OPT_STATES[] = {"fp32", "bf16", "8bit"}; /* planner/optstate.h; older plans: fp32 */

@@ -72,6 +72,7 @@ typedef enum {
   OP_AVGPOOL2D,
   OP_GLOBAL_AVGPOOL,
   OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
+  OP_SCALE,   /* x times a constant (LoRA's alpha / rank) */
   OP_ADAMW,   /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
@@ -101,6 +102,9 @@ typedef struct {
   /* params: frozen (YAML trainable: false, freeze: patterns, --freeze): no
    * gradient, no optimizer state, no update; loaded and saved as a weight */
   bool frozen;
+  /* LoRA (build.h, LoraSpec): an adapter's parameters (lora_A, lora_B) and
+   * the output of the add that joins it to its linear */
+  bool adapter;
 } Tensor;
 
 #define MAX_OP_IN 6  /* forward input slots: data inputs and parameters */
@@ -181,6 +185,9 @@ typedef struct {
   int nops;
   Optimizer opt;
   int loss; /* tensor id of the scalar loss */
+  /* LoRA adapters (0: none): y = x W^T + alpha/rank dropout(x) A^T B^T */
+  int64_t lora_rank;
+  double lora_alpha, lora_dropout;
 } Graph;
 
 int64_t dtype_size(DType t);

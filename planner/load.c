@@ -7,6 +7,7 @@
  *   optimizer: {type: adamw|sgd, ...}
  *   init: pytorch|gpt2               parameter initialization scheme
  *   freeze: [GLOB ...]               parameters not trained (fnmatch over their names)
+ *   lora: {rank, alpha?, targets: [GLOB ...], dropout?}   adapters (build.h, LoraSpec); the rest frozen
  *   layers: [LAYER | REPEAT ...]
  *   LAYER  = {name, op, input?, inputs?, trainable?, op-specific keys}
  *   REPEAT = {repeat: EXPR, name: PREFIX, trainable?, layers: [...]}
@@ -680,7 +681,7 @@ static bool freeze_glob(Graph *g, const char *pattern) {
 static void freeze(Loader *L, Graph *g, Node *pats, Loc layers) {
   for (int i = 0; i < L->layers.n; i++)
     for (int t = L->layers.v[i].t_first; L->layers.v[i].frozen && t < L->layers.v[i].t_end; t++)
-      if (g->t[t].kind == TK_PARAM) g->t[t].frozen = true;
+      if (g->t[t].kind == TK_PARAM && !g->t[t].adapter) g->t[t].frozen = true;
   if (pats) {
     expect(L, pats, YAML_SEQUENCE_NODE, "'freeze' (a list of parameter name patterns)");
     for (yaml_node_item_t *it = pats->data.sequence.items.start; it < pats->data.sequence.items.top; it++) {
@@ -708,7 +709,69 @@ static void freeze(Loader *L, Graph *g, Node *pats, Loc layers) {
 
 /* ---- the whole file ---- */
 
-static const char *const top_keys[] = {"model", "dims", "inputs", "optimizer", "init", "freeze", "layers", NULL};
+static const char *const top_keys[] = {"model",  "dims", "inputs", "optimizer", "init",
+                                       "freeze", "lora", "layers", NULL};
+
+/* `lora:` and the command line's --lora-*: the adapters' spec, or NULL. */
+static LoraSpec *load_lora(Loader *L, Node *m) {
+  static const char *const keys[] = {"rank", "alpha", "targets", "dropout", NULL};
+  const Tune *tu = L->tune;
+  bool cli = tu && (tu->lora_rank || tu->lora_alpha || tu->lora_targets);
+  if (!m && !cli) return NULL;
+  LoraSpec *l = ar_alloc(L->ar, sizeof(LoraSpec));
+  Loc cl = {L->path, 0, 0};
+  if (m) {
+    expect(L, m, YAML_MAPPING_NODE, "'lora' (a mapping: rank, alpha, targets, dropout)");
+    check_keys(L, m, "'lora'", keys, NULL);
+  }
+  Node *n = m ? get(L, m, "rank") : NULL;
+  l->rank_loc = n ? loc_of(L, n) : m ? loc_of(L, m) : cl;
+  if (tu && tu->lora_rank) l->rank = tu->lora_rank, l->rank_loc = cl;
+  else if (n) l->rank = int_expr(L, n, "'rank'");
+  else diag_error(m ? loc_of(L, m) : cl, "lora needs a rank: 'rank: 16' in 'lora', or --lora-rank");
+  if (l->rank <= 0) diag_error(l->rank_loc, "lora rank %lld must be positive", (long long)l->rank);
+  l->alpha = (double)l->rank; /* scale 1, as PEFT's defaults (r = alpha = 8) */
+  if (tu && tu->lora_alpha) l->alpha = tu->lora_alpha;
+  else if (m && (n = get(L, m, "alpha"))) l->alpha = number(L, n, "'alpha'");
+  if (m && (n = get(L, m, "dropout"))) {
+    l->dropout = number(L, n, "'dropout'");
+    if (l->dropout < 0 || l->dropout >= 1) diag_error(loc_of(L, n), "'dropout' must be in [0, 1), not %g", l->dropout);
+  }
+  VEC(const char *) t = {0};
+  if (tu && tu->lora_targets) {
+    char *s = ar_strdup(L->ar, tu->lora_targets);
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) VEC_PUSH(L->ar, t, tok);
+  } else if (m && (n = get(L, m, "targets"))) {
+    expect(L, n, YAML_SEQUENCE_NODE, "'targets' (a list of linear layer name patterns)");
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++)
+      VEC_PUSH(L->ar, t, scalar(L, node(L, *it), "a lora target"));
+  }
+  if (!t.n)
+    diag_error(m ? loc_of(L, m) : cl,
+               "lora needs targets: the linear layers to adapt ('targets: [gate, up]'"
+               " in 'lora', or --lora-targets gate,up)");
+  l->targets = t.v, l->ntargets = t.n;
+  l->matched = ar_alloc(L->ar, sizeof(bool) * (size_t)t.n);
+  return l;
+}
+
+/* Every target matched a linear; errors name the first that did not. */
+static void lora_check(Loader *L, const LoraSpec *l, Node *m) {
+  Node *tn = m ? get(L, m, "targets") : NULL;
+  for (int i = 0; i < l->ntargets; i++) {
+    if (l->matched[i]) continue;
+    bool cli = L->tune && L->tune->lora_targets;
+    Loc at = cli || !tn ? (Loc){L->path, 0, 0} : loc_of(L, node(L, tn->data.sequence.items.start[i]));
+    const char *t = l->targets[i];
+    bool qkv = !strcmp(t, "q") || !strcmp(t, "k") || !strcmp(t, "v") || !strcmp(t, "q_proj") || !strcmp(t, "k_proj") ||
+               !strcmp(t, "v_proj");
+    diag_error(at, "%slora target '%s' matches no linear layer; %s", cli ? "--lora-targets: " : "", t,
+               qkv ? "memplan packs q, k and v in one linear per attention layer (LAYER.attn.qkv): target 'qkv' "
+                     "(one adapter over q|k|v)"
+                   : "linear layers are named like 'h0.gate' and 'h0.attn.qkv' (memplan compile --dump=graph lists "
+                     "them); a target matches a whole name or its tail after a '.'");
+  }
+}
 
 static Graph *load_doc(Loader *L) {
   Node *root = yaml_document_get_root_node(&L->doc);
@@ -732,13 +795,19 @@ static Graph *load_doc(Loader *L) {
     L->gpt2_init = !strcmp(s, "gpt2");
   }
   Node *layers = expect(L, need(L, root, "layers", "the model"), YAML_SEQUENCE_NODE, "'layers'");
+  LoraSpec *lora = load_lora(L, get(L, root, "lora"));
+  gb_set_lora(L->gb, lora);
   int64_t budget = MAX_LAYERS;
-  flatten(L, layers, "", 0, &budget, false);
+  flatten(L, layers, "", 0, &budget, lora != NULL); /* LoRA: the base frozen unless a layer says trainable */
   if (L->layers.n == 0) diag_error(loc_of(L, layers), "empty model: 'layers' has no layers");
   resolve(L);
   build_all(L, order(L));
   Graph *g =
       gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init, loc_of(L, layers));
+  if (lora) {
+    lora_check(L, lora, get(L, root, "lora"));
+    g->lora_rank = lora->rank, g->lora_alpha = lora->alpha, g->lora_dropout = lora->dropout;
+  }
   freeze(L, g, get(L, root, "freeze"), loc_of(L, layers));
   return g;
 }

@@ -23,6 +23,9 @@ typedef struct ModelSrc ModelSrc;
 typedef struct {
   const char *const *freeze; /* --freeze: glob patterns over parameter names (fnmatch) */
   int nfreeze;
+  int64_t lora_rank;        /* --lora-rank (0: the YAML's) */
+  double lora_alpha;        /* --lora-alpha (0: the YAML's) */
+  const char *lora_targets; /* --lora-targets: comma-separated (NULL: the YAML's) */
 } Tune;
 
 /* Reads and parses path; the text stays in ar (error carets read it). */

@@ -1325,6 +1325,18 @@ static const OpInfo table[OP_COUNT] = {
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
             .mode_arg = true, .regen_stats = true,
         },
+    [OP_SCALE] =
+        {
+            .name = "scale",
+            .attrs = {{"factor", ATTR_FLOAT, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = numel_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
     /* not written in YAML (no shape rule): the updates and casts the passes
      * insert; their kernels' arguments are in emitc.c */
     [OP_ADAMW] = {.name = "adamw", .nin = 1, .nout = 3},

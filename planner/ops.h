@@ -45,6 +45,7 @@
  *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
  *   global_avgpool x                out                 dout                       dx               NC HW
  *   dropout        x                out mask            dout mask                  dx               n (p) [mode key]
+ *   scale          x                out                 dout                       dx               n (factor)
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. conv2d's

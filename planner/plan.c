@@ -184,6 +184,7 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   p->buf = B.buf.v, p->nbuf = B.buf.n;
   size_workspace(p, ws);
   p->loss_buf = tof[s->loss], p->eval_loss_buf = eof[s->loss];
+  p->lora_rank = g->lora_rank, p->lora_alpha = g->lora_alpha, p->lora_dropout = g->lora_dropout;
   for (int t = 0; t < g->nt; t++)
     if (g->t[t].kind == TK_PARAM) {
       p->param_count += shape_numel(&g->t[t].shape);

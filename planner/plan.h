@@ -150,8 +150,13 @@ typedef struct Plan {
   int peak_position;                /* training schedule position of that peak */
   int64_t param_count;              /* parameter scalars, frozen ones included (shared weights once) */
   int64_t frozen_count;             /* of which frozen (PlanBuffer.frozen) */
-  int64_t step_flops, extra_flops;  /* extra: recomputation */
-  PlanStage *stages;                /* checkpointing stages; NULL when nothing is recomputed */
+  /* LoRA (Graph.lora_*): adapters "L.lora_A" [rank, in] and "L.lora_B"
+   * [out, rank] on linear L, y = x W^T + alpha/rank dropout(x) A^T B^T
+   * (merged: W + alpha/rank B A); rank 0: none */
+  int64_t lora_rank;
+  double lora_alpha, lora_dropout;
+  int64_t step_flops, extra_flops; /* extra: recomputation */
+  PlanStage *stages;               /* checkpointing stages; NULL when nothing is recomputed */
   int nstages;
   PlanLever *levers; /* what the budget pass tried, in order (NULL: not recorded) */
   int nlevers;

@@ -52,6 +52,8 @@ memplan_e2e_build(mixer-mse ${MEMPLAN_TEST_DIR}/reference/mixer-mse.yaml)
 memplan_e2e_build(llama-lm ${MEMPLAN_TEST_DIR}/reference/llama-lm.yaml)
 # frozen parameters: trainable: false, freeze: patterns and --freeze (fine-tuning)
 memplan_e2e_build(frozen-lm ${MEMPLAN_TEST_DIR}/reference/frozen-lm.yaml --freeze=logits.weight)
+# LoRA (the YAML's lora: section) on llama-mini
+memplan_e2e_build(llama-mini-lora ${MEMPLAN_TEST_DIR}/reference/llama-mini-lora.yaml)
 memplan_e2e_build(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
 # gelu with approximate: none (erf) and tanh side by side
 memplan_e2e_build(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
@@ -163,6 +165,9 @@ memplan_reference(reference_llama_lm llama-lm --text ${e2e_text})
 # groups); the frozen ones must leave the trainer bit for bit as loaded, the
 # others must have moved (reference.py checks both, whatever the tolerances)
 memplan_reference(reference_frozen_lm frozen-lm --text ${e2e_text})
+# LoRA on llama-mini over 10 steps against llama_ref.py's PEFT formula; the frozen
+# base bit-identical, the adapters moved (B starts at zero: the first loss is the base's)
+memplan_reference(reference_llama_mini_lora llama-mini-lora --text ${e2e_text} --steps 10 --module llama_ref)
 memplan_reference(reference_gqa_lm gqa-lm --text ${e2e_text})
 memplan_reference(reference_gelu_exact gelu-exact)
 memplan_reference(reference_conv_mse conv-mse)
@@ -212,6 +217,9 @@ memplan_e2e(e2e_resume_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-mini
 memplan_e2e(e2e_resume_gpt2-mini-fp16-mb2 gpt2-mini-fp16-mb2 resume ${e2e_dir}/gpt2-mini-fp16-mb2/build/trainer
             ${e2e_dir}/resume-fp16-mb2 --text ${e2e_text} --threads 2 --force-overflow 1)
 memplan_e2e(e2e_resume_mlp mlp resume ${mlp} ${e2e_dir}/resume-mlp --threads 2)
+# LoRA: the adapters' optimizer state is resumed, the frozen base saved as weights
+memplan_e2e(e2e_resume_llama-mini-lora llama-mini-lora resume ${e2e_dir}/llama-mini-lora/build/trainer
+            ${e2e_dir}/resume-lora --text ${e2e_text} --threads 2)
 # frozen weights are saved and resumed as weights, without optimizer state
 memplan_e2e(e2e_resume_frozen-lm frozen-lm resume ${e2e_dir}/frozen-lm/build/trainer ${e2e_dir}/resume-frozen
             --text ${e2e_text} --threads 2)

@@ -318,6 +318,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = F.gelu(a[0], approximate="tanh" if d[1] else "none")  # dims: n, approximate
         elif k == "silu":
             y = F.silu(a[0])
+        elif k == "scale":  # LoRA's alpha / rank
+            y = a[0] * op["floats"][0]
         elif k == "layernorm":
             y = F.layer_norm(a[0], (d[1],), a[1], a[2], eps=op["floats"][0])  # a[2] None: bias: false
         elif k == "rmsnorm":
