@@ -1176,6 +1176,7 @@ static const OpInfo table[OP_COUNT] = {
             .build = lce_build, .dims = lce_dims, .flops = lce_flops,
             .gemm = true, .scratch = lce_scratch,
             .nbin = 3, .bin = {REF_OUT(1), REF_OUT(2), REF_OUT(3)},
+            .bin_for = {SLOT(0), SLOT(1), SLOT(2)}, /* each gradient its own (a frozen head: no dW) */
             .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
             .grad_to = {true, true, true, false},
             .inplace_bwd = {SLOT(0), SLOT(1), SLOT(2)},

@@ -133,6 +133,19 @@ add_test(NAME error_freeze_cli_no_match COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/c
          ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --freeze fc1.weight --freeze h*.weight)
 set_tests_properties(error_freeze_cli_no_match PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "mlp.yaml: error: --freeze 'h\\*.weight' matches no parameter of the model")
+add_test(NAME error_lora_cli_target COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_error.sh $<TARGET_FILE:memplan>
+         ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --lora-rank 4 --lora-targets gate,o_proj)
+set_tests_properties(error_lora_cli_target PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "llama-mini.yaml: error: --lora-targets: lora target 'o_proj' matches no linear layer")
+add_test(NAME error_lora_cli_everything_frozen COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_error.sh
+         $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --lora-rank 4 --lora-targets gate
+         --freeze *.lora_?)
+set_tests_properties(error_lora_cli_everything_frozen PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "every parameter is frozen: nothing to train")
+add_test(NAME error_lora_rank_usage COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 2
+         "--lora-rank wants a positive integer" $<TARGET_FILE:memplan> compile
+         ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --lora-rank 0 --lora-targets gate)
+set_tests_properties(error_lora_rank_usage PROPERTIES LABELS errors)
 add_test(NAME error_bad_budget COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --budget 8Q)
 set_tests_properties(error_bad_budget PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "--budget '8Q' is not a size")
