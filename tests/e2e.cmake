@@ -56,6 +56,7 @@ memplan_e2e_build(frozen-lm ${MEMPLAN_TEST_DIR}/reference/frozen-lm.yaml --freez
 memplan_e2e_build(frozen-lm-fused ${MEMPLAN_TEST_DIR}/reference/frozen-lm.yaml --freeze=logits.weight --fused-loss=16)
 # LoRA (the YAML's lora: section) on llama-mini
 memplan_e2e_build(llama-mini-lora ${MEMPLAN_TEST_DIR}/reference/llama-mini-lora.yaml)
+memplan_e2e_build(lora-dropout-lm ${MEMPLAN_TEST_DIR}/reference/lora-dropout-lm.yaml)
 memplan_e2e_build(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
 # gelu with approximate: none (erf) and tanh side by side
 memplan_e2e_build(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
@@ -174,6 +175,10 @@ memplan_reference(reference_frozen_lm_fused frozen-lm-fused --text ${e2e_text})
 # steps this printed "step 2: loss 5.231847290 vs 4.816717068 rel err 8.62e-02
 # (tolerance 8.2e-07) FAIL" and every lora_B FAIL)
 memplan_reference(reference_llama_mini_lora llama-mini-lora --text ${e2e_text} --steps 10 --module llama_ref)
+# LoRA's dropout (the trainer's masks) and a layer kept trainable, through plan_torch's interpreter;
+# and torch drawing the masks with another seed must not match
+memplan_reference(reference_lora_dropout_lm lora-dropout-lm --text ${e2e_text})
+memplan_reference(reference_lora_dropout_lm_detects_wrong_mask lora-dropout-lm --text ${e2e_text} --dropout-seed 1338)
 memplan_reference(reference_gqa_lm gqa-lm --text ${e2e_text})
 memplan_reference(reference_gelu_exact gelu-exact)
 memplan_reference(reference_conv_mse conv-mse)
