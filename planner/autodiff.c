@@ -136,8 +136,9 @@ static void run_forward(Ad *a, int i) {
   for (int k = 0; k < oi->nin; k++) f.in[k] = o->in[k] >= 0 ? a->cur[o->in[k]] : -1;
   for (int k = 0; k < oi->nout; k++) {
     int t = o->out[k];
-    if (k >= oi->nout - oi->nstats && !oi->mode_arg && !a->s->saved[t]) continue; /* statistics no backward reads
-                                                                                   * (frozen): not written, as in eval */
+    if (k >= oi->nout - oi->nstats && !oi->mode_arg && !a->s->saved[t])
+      continue; /* statistics no backward reads
+                 * (frozen): not written, as in eval */
     if (again) a->cur[t] = new_tensor(a, ar_printf(a->ar, "%s@%d", a->g->t[t].name, a->runs[i]), ROLE_ACTIVATION, t);
     f.out[k] = a->cur[t];
   }
