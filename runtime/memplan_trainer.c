@@ -2171,7 +2171,9 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   char b1[32], b2[32];
   r.arena = alloc_arena(m);
   r.dev = m->device ? m->device->open(m, o.cuda_graph) : r.arena;
-  if (!o.resume) { /* --load: what the file lacks (LoRA adapters) keeps its init */
+  int adapters = 0; /* LoRA: --load of a base model's weights initializes the adapters */
+  for (int i = 0; i < m->nparams; i++) adapters |= is_adapter(m->params[i].name);
+  if (!o.resume && (!o.load || adapters)) {
     init_params(r.arena, m, (uint64_t)o.seed);
     init_states(r.arena, m);
     put_params(&r);
