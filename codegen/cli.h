@@ -57,6 +57,11 @@ typedef struct {
   DimOverride ov[64];
   char ovname[64][64];
   int nov;
+  const char *freeze[64]; /* --freeze patterns */
+  int nfreeze;
+  int64_t lora_rank; /* --lora-rank, --lora-alpha, --lora-targets (0, 0, NULL: the YAML's) */
+  double lora_alpha;
+  const char *lora_targets;
 } Options;
 
 /* Parses compile's options, or with sweep set, the subset sweep takes

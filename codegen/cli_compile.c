@@ -24,6 +24,11 @@ const char compile_help[] =
     "      --expand          draw every repeat block of plan.svg open (default: collapsed when deep)\n"
     "      --block NAME      open one block in plan.svg, e.g. --block h3\n"
     "  -s, --set DIM=VALUE   override a dim of the model (repeatable), recorded in plan.json\n"
+    "      --freeze GLOB     don't train the parameters whose names match GLOB (repeatable), e.g.\n"
+    "                        --freeze 'h*.attn.*' --freeze wte.weight: no gradient, no optimizer state\n"
+    "      --lora-rank R     LoRA adapters of rank R (the model's lora: section, or a new one with\n"
+    "      --lora-alpha A    --lora-targets), scaled by A / R (default A = R), on the linear layers\n"
+    "      --lora-targets T  whose names match T's comma-separated globs (gate,up,down,qkv,attn.proj)\n"
     "  -d, --dump=PASS       print a pass's result instead of the report: graph, step, live, plan\n"
     "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
     "      --time-limit S    seconds the offset search may take (default 0.5)\n"
@@ -122,7 +127,9 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"dropout-masks", required_argument, 0, 'D'}, {"fused-loss", required_argument, 0, 'L'},
       {"opt-state", required_argument, 0, 'O'},         {"no-recompute", no_argument, 0, 'R'},
       {"no-micro-batch", no_argument, 0, 'N'},          {"ranks", required_argument, 0, 'r'},
-      {"zero", required_argument, 0, 'Z'},              {0, 0, 0, 0}};
+      {"zero", required_argument, 0, 'Z'},              {"freeze", required_argument, 0, 'f'},
+      {"lora-rank", required_argument, 0, 1001},        {"lora-alpha", required_argument, 0, 1002},
+      {"lora-targets", required_argument, 0, 1003},     {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -149,6 +156,31 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       o->nov++;
       break;
     case 'd': o->dump = optarg; break;
+    case 'f':
+      if (o->nfreeze == 64) cli_usage_error(cmd, "more than 64 --freeze options");
+      o->freeze[o->nfreeze++] = optarg;
+      break;
+    case 1001: {
+      char *end;
+      errno = 0;
+      long long r = strtoll(optarg, &end, 10);
+      if (!*optarg || *end || errno || r <= 0 || r > (1 << 20))
+        cli_usage_error(cmd, "--lora-rank wants a positive integer (e.g. 16), got '%s'", optarg);
+      o->lora_rank = r;
+      break;
+    }
+    case 1002: {
+      char *end;
+      o->lora_alpha = strtod(optarg, &end);
+      if (!*optarg || *end || !(o->lora_alpha > 0) || !isfinite(o->lora_alpha))
+        cli_usage_error(cmd, "--lora-alpha wants a positive number (e.g. 32), got '%s'", optarg);
+      break;
+    }
+    case 1003:
+      if (!*optarg || optarg[strspn(optarg, ",")] == '\0')
+        cli_usage_error(cmd, "--lora-targets wants comma-separated layer names or globs (e.g. gate,up,down)");
+      o->lora_targets = optarg;
+      break;
     case 'a': o->align = parse_size(cmd, optarg, "--align"); break;
     case 't': {
       char *end;
@@ -258,6 +290,11 @@ PlanRequest cli_request(const Options *o) {
   return (PlanRequest){.model = o->model,
                        .ov = o->ov,
                        .nov = o->nov,
+                       .tune = {.freeze = o->freeze,
+                                .nfreeze = o->nfreeze,
+                                .lora_rank = o->lora_rank,
+                                .lora_alpha = o->lora_alpha,
+                                .lora_targets = o->lora_targets},
                        .budget = o->budget,
                        .micro_batch = o->micro_batch,
                        .no_micro_batch = o->no_micro_batch,

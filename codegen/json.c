@@ -54,6 +54,9 @@ static void header(const Plan *p, Text *t) {
   text_printf(t, "  \"precision\": \"%s\",\n  \"loss_scaling\": %s,\n", p->precision,
               p->loss_scaling ? "true" : "false");
   if (p->dropout_masks) text_printf(t, "  \"dropout_masks\": \"%s\",\n", p->dropout_masks);
+  if (p->lora_rank) /* LoRA: the exporter merges W + alpha/rank B A */
+    text_printf(t, "  \"lora\": {\"rank\": %lld, \"alpha\": %.17g, \"dropout\": %.17g},\n", (long long)p->lora_rank,
+                p->lora_alpha, p->lora_dropout);
   text_printf(t, "  \"fused_loss\": %s,\n  \"loss_chunk\": %lld,\n", p->loss_chunk ? "true" : "false",
               (long long)p->loss_chunk);
   /* AdamW's moments (planner/optstate.h); plans without it read as fp32 */
@@ -70,13 +73,14 @@ static void totals(const Plan *p, Text *t) {
   text_printf(t,
               "  \"totals\": {\"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, \"persistent_bytes\": %lld, "
               "\"train_peak_bytes\": %lld, \"eval_peak_bytes\": %lld, \"unfused_lower_bound_bytes\": %lld,\n"
-              "             \"param_count\": %lld, \"step_flops\": %lld, \"extra_flops\": %lld, "
+              "             \"param_count\": %lld, \"frozen_param_count\": %lld, \"step_flops\": %lld, "
+              "\"extra_flops\": %lld, "
               "\"micro_batch\": %d, \"accumulation_steps\": %d, \"peak_position\": %d,\n"
               "             \"assign_method\": ",
               (long long)p->arena_bytes, (long long)p->lower_bound_bytes, (long long)p->persistent_bytes,
               (long long)p->train_peak_bytes, (long long)p->eval_peak_bytes, (long long)p->unfused_lower_bound,
-              (long long)p->param_count, (long long)p->step_flops, (long long)p->extra_flops, p->micro_batch,
-              p->accumulation_steps, p->peak_position);
+              (long long)p->param_count, (long long)p->frozen_count, (long long)p->step_flops,
+              (long long)p->extra_flops, p->micro_batch, p->accumulation_steps, p->peak_position);
   text_json_str(t, p->assign_method ? p->assign_method : "");
   text_printf(t, ", \"assign_optimal\": %s,\n             \"peak_by_role\": {", p->assign_optimal ? "true" : "false");
   for (int r = 0; r < ROLE_COUNT; r++)
@@ -148,6 +152,7 @@ static void buffers(const Plan *p, Text *t) {
     if (pb->role == ROLE_PARAM || pb->role == ROLE_STATE)
       text_printf(t, ", \"init\": {\"kind\": \"%s\", \"scale\": %.9g}", init[pb->init.kind], pb->init.scale);
     if (pb->role == ROLE_PARAM) text_printf(t, ", \"weight_decay\": %s", pb->decay ? "true" : "false");
+    if (pb->frozen) text_printf(t, ", \"frozen\": true");
     text_printf(t, "}%s\n", b + 1 < p->nbuf ? "," : "");
   }
   text_printf(t, "  ],\n");

@@ -163,6 +163,13 @@ static void read_header(Arena *ar, const MjVal *root, Plan *p) {
   p->loss_scaling = get(root, "loss_scaling", MJ_BOOL)->b;
   static const char *const MASKS[] = {"stored", "regenerated"};
   p->dropout_masks = find(root, "dropout_masks") ? MASKS[get_enum(root, "dropout_masks", MASKS, 2)] : NULL;
+  const MjVal *lora = find(root, "lora"); /* LoRA adapters; absent: none */
+  if (lora) {
+    want(lora, MJ_OBJ, "\"lora\"");
+    p->lora_rank = get_int(lora, "rank", 1, INT32_MAX);
+    p->lora_alpha = get_num(lora, "alpha");
+    p->lora_dropout = get_num(lora, "dropout");
+  }
   /* written since the fused loss was added; older plans never fused it */
   p->loss_chunk = find(root, "loss_chunk") ? get_int(root, "loss_chunk", 0, PLAN_MAX_VALUE) : 0;
   static const char *const OPT_STATES[] = {"fp32", "bf16", "8bit"}; /* planner/optstate.h; older plans: fp32 */
@@ -180,6 +187,7 @@ static void read_totals(Arena *ar, const MjVal *root, Plan *p) {
   p->eval_peak_bytes = get_int(t, "eval_peak_bytes", 0, PLAN_MAX_VALUE);
   p->unfused_lower_bound = get_int(t, "unfused_lower_bound_bytes", 0, PLAN_MAX_VALUE);
   p->param_count = get_int(t, "param_count", 0, PLAN_MAX_VALUE);
+  p->frozen_count = find(t, "frozen_param_count") ? get_int(t, "frozen_param_count", 0, p->param_count) : 0;
   p->step_flops = get_int(t, "step_flops", 0, INT64_MAX);
   p->extra_flops = get_int(t, "extra_flops", 0, INT64_MAX);
   p->micro_batch = (int)get_int(t, "micro_batch", 0, INT32_MAX);
@@ -283,6 +291,7 @@ static void read_buffer(const MjVal *v, int id, PlanBuffer *b) {
     b->init.scale = get_num(init, "scale");
   }
   if (b->role == ROLE_PARAM) b->decay = get(v, "weight_decay", MJ_BOOL)->b;
+  if (b->role == ROLE_PARAM && find(v, "frozen")) b->frozen = get(v, "frozen", MJ_BOOL)->b;
 }
 
 /* Ops: kernels by name, buffer ids checked against the buffer table. */

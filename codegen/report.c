@@ -29,6 +29,13 @@ static void counts(const Plan *p, FILE *out) {
   commas(pc, sizeof pc, p->param_count);
   char x[32];
   fprintf(out, "  parameters   %s (%s as f32)\n", pc, b(x, p->param_count * 4));
+  if (p->frozen_count) { /* fine-tuning: what is only read */
+    char fc[40], tc[40];
+    commas(fc, sizeof fc, p->frozen_count);
+    commas(tc, sizeof tc, p->param_count - p->frozen_count);
+    fprintf(out, "  frozen       %s (%s): no gradient, no optimizer state; %s trainable\n", fc,
+            b(x, p->frozen_count * 4), tc);
+  }
   fprintf(out, "  step         %d ops: %d forward, %d backward, %d updates (%s)", p->nsched, ph[PHASE_FORWARD],
           ph[PHASE_BACKWARD], ph[PHASE_UPDATE], p->opt.kind == OPT_ADAMW ? "AdamW" : "SGD");
   if (ncomm) fprintf(out, ", %d collectives", ncomm);

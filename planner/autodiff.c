@@ -90,7 +90,7 @@ static void make_grads(Ad *a) {
   bool *dep = ar_alloc(a->ar, sizeof(bool) * (size_t)g->nt);
   int *grad = ar_alloc(a->ar, sizeof(int) * (size_t)g->nt);
   for (int i = 0; i < g->nt; i++) {
-    dep[i] = g->t[i].kind == TK_PARAM;
+    dep[i] = g->t[i].kind == TK_PARAM && !g->t[i].frozen;
     grad[i] = -1;
   }
   for (int i = 0; i < g->nops; i++) {
@@ -136,6 +136,9 @@ static void run_forward(Ad *a, int i) {
   for (int k = 0; k < oi->nin; k++) f.in[k] = o->in[k] >= 0 ? a->cur[o->in[k]] : -1;
   for (int k = 0; k < oi->nout; k++) {
     int t = o->out[k];
+    if (k >= oi->nout - oi->nstats && !oi->mode_arg && !a->s->saved[t])
+      continue; /* statistics no backward reads
+                 * (frozen): not written, as in eval */
     if (again) a->cur[t] = new_tensor(a, ar_printf(a->ar, "%s@%d", a->g->t[t].name, a->runs[i]), ROLE_ACTIVATION, t);
     f.out[k] = a->cur[t];
   }
@@ -153,6 +156,15 @@ static int resolve_ref(Ad *a, const Op *o, int ref) {
   case REF_GIN(0): return o->in[slot] >= 0 && op_info(o->kind)->grad_to[slot] ? a->s->grad[o->in[slot]] : -1;
   }
   MP_ASSERT(0);
+}
+
+/* Does graph op o's backward read its input slot k: some backward output
+ * that reads it (OpInfo.bin_for) is wanted. */
+static bool bin_needed(Ad *a, const Op *o, int k) {
+  const OpInfo *oi = op_info(o->kind);
+  for (int j = 0; j < oi->nbout; j++)
+    if ((!oi->bin_for[k] || oi->bin_for[k] & SLOT(j)) && resolve_ref(a, o, oi->bout[j]) >= 0) return true;
+  return false;
 }
 
 static void update(Ad *a, int p) {
@@ -176,7 +188,7 @@ static void run_backward(Ad *a, int i, bool *written) {
   const OpInfo *oi = op_info(o->kind);
   Instr b = instr(o->kind, PHASE_BACKWARD, i, o->name, oi->nbin, oi->nbout);
   bool any = false;
-  for (int k = 0; k < oi->nbin; k++) b.in[k] = resolve_ref(a, o, oi->bin[k]);
+  for (int k = 0; k < oi->nbin; k++) b.in[k] = bin_needed(a, o, k) ? resolve_ref(a, o, oi->bin[k]) : -1;
   for (int k = 0; k < oi->nbout; k++) {
     int t = resolve_ref(a, o, oi->bout[k]);
     b.out[k] = t;
@@ -247,6 +259,7 @@ static bool *plain_saved(Ad *a) {
     const Op *o = &g->ops[a->fwd[j]];
     const OpInfo *oi = op_info(o->kind);
     for (int k = 0; k < oi->nbin; k++) {
+      if (!bin_needed(a, o, k)) continue;
       int r = oi->bin[k], t = REF_KIND(r) == REF_IN(0)    ? o->in[REF_SLOT(r)]
                               : REF_KIND(r) == REF_OUT(0) ? o->out[REF_SLOT(r)]
                                                           : -1;

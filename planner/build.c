@@ -1,6 +1,7 @@
 /* build.c: the graph builder (see build.h). */
 #include "build.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +22,8 @@ struct GraphBuilder {
   VEC(Tensor) t;
   VEC(Op) ops;
   int64_t total_bytes; /* of all tensors so far */
+  LoraSpec *lora;      /* NULL: no adapters */
+  bool in_adapter;     /* building one: its own linears get none */
 };
 
 struct BuildCtx {
@@ -54,6 +57,7 @@ int gb_tensor(GraphBuilder *gb, Tensor t) {
 /* Tensor pointers stay readable after later gb_tensor calls: the arena
  * never frees the old copy of a grown array, and entries never change. */
 const Tensor *gb_get(const GraphBuilder *gb, int t) { return &gb->t.v[t]; }
+int gb_ntensors(const GraphBuilder *gb) { return gb->t.n; }
 
 /* Op-local scratch (OpInfo.scratch) counts against the size limits like a
  * tensor: the larger of its forward's and its backward's (the op table's
@@ -74,6 +78,72 @@ static void check_scratch(GraphBuilder *gb, const BuildCtx *c) {
   gb->total_bytes += bytes;
 }
 
+void gb_set_lora(GraphBuilder *gb, LoraSpec *l) { gb->lora = l; }
+
+/* Does a LoRA target match the linear op `name`? Marks the targets that do. */
+static bool lora_target(GraphBuilder *gb, const char *name) {
+  if (!gb->lora || gb->in_adapter) return false;
+  bool any = false;
+  for (int i = 0; i < gb->lora->ntargets; i++) /* the whole name or a tail from a '.', as PEFT's target_modules */
+    for (const char *p = name; p; p = strchr(p, '.') ? strchr(p, '.') + 1 : NULL)
+      if (!fnmatch(gb->lora->targets[i], p, 0)) {
+        gb->lora->matched[i] = any = true;
+        break;
+      }
+  return any;
+}
+
+static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opname, Loc loc, const int *in, int nin,
+                  const Attr *attr);
+
+static int adapter_param(GraphBuilder *gb, const char *name, int64_t d0, const char *s0, int64_t d1, const char *s1,
+                         Init init, Loc loc) {
+  Tensor t = {.name = name, .kind = TK_PARAM, .dtype = DT_F32, .loc = loc, .producer = -1, .init = init};
+  t.shape = (Shape){.rank = 2, .d = {d0, d1}, .sym = {s0, s1}};
+  t.adapter = true;
+  return gb_tensor(gb, t);
+}
+
+/* LoRA on the linear `lin` just built (build.h, LoraSpec); returns the
+ * adapted output, which the layer's readers get instead of the linear's. */
+static int lora_adapter(GraphBuilder *gb, const Op *lin, const char *layer, Loc loc) {
+  const LoraSpec *L = gb->lora;
+  const Tensor *w = gb_get(gb, lin->in[1]);
+  int64_t N = w->shape.d[0], K = w->shape.d[1], r = L->rank;
+  if (r > N || r > K)
+    diag_error(L->rank_loc, "lora rank %lld is larger than layer '%s' (in %lld, out %lld); use a rank of at most %lld",
+               (long long)r, lin->name, (long long)K, (long long)N, (long long)(N < K ? N : K));
+  const char *rs = ar_printf(gb->ar, "%lld", (long long)r), *name = lin->name;
+  const char *A = ar_printf(gb->ar, "%s.lora_A", name), *B = ar_printf(gb->ar, "%s.lora_B", name);
+  adapter_param(gb, A, r, rs, K, w->shape.sym[1], (Init){INIT_UNIFORM, 1.0 / sqrt((double)K)}, loc);
+  adapter_param(gb, B, N, w->shape.sym[0], r, rs, (Init){INIT_ZEROS, 0}, loc);
+  gb->in_adapter = true;
+  Attr a[MAX_ATTR];
+  int t = lin->in[0];
+  if (L->dropout > 0) {
+    op_attr_defaults(OP_DROPOUT, a, loc);
+    a[op_attr_index(OP_DROPOUT, "p")].f = L->dropout;
+    t = add_op(gb, OP_DROPOUT, layer, ar_printf(gb->ar, "%s.lora_dropout", name), loc, &t, 1, a);
+  }
+  op_attr_defaults(OP_LINEAR, a, loc);
+  a[op_attr_index(OP_LINEAR, "bias")].i = 0;
+  a[op_attr_index(OP_LINEAR, "out")] = (Attr){.i = r, .s = rs, .loc = loc};
+  a[op_attr_index(OP_LINEAR, "weight")].s = A;
+  t = add_op(gb, OP_LINEAR, layer, ar_printf(gb->ar, "%s.lora_a", name), loc, &t, 1, a);
+  a[op_attr_index(OP_LINEAR, "out")] = (Attr){.i = N, .s = w->shape.sym[0], .loc = loc};
+  a[op_attr_index(OP_LINEAR, "weight")].s = B;
+  t = add_op(gb, OP_LINEAR, layer, ar_printf(gb->ar, "%s.lora_b", name), loc, &t, 1, a);
+  op_attr_defaults(OP_SCALE, a, loc);
+  a[op_attr_index(OP_SCALE, "factor")].f = L->alpha / (double)r;
+  t = add_op(gb, OP_SCALE, layer, ar_printf(gb->ar, "%s.lora_scale", name), loc, &t, 1, a);
+  op_attr_defaults(OP_ADD, a, loc);
+  int in[2] = {lin->out[0], t};
+  t = add_op(gb, OP_ADD, layer, ar_printf(gb->ar, "%s.lora", name), loc, in, 2, a);
+  gb->t.v[t].adapter = true;
+  gb->in_adapter = false;
+  return t;
+}
+
 static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opname, Loc loc, const int *in, int nin,
                   const Attr *attr) {
   const OpInfo *oi = op_info(k);
@@ -90,7 +160,7 @@ static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opn
   }
   if (oi->scratch) check_scratch(gb, &c);
   VEC_PUSH(gb->ar, gb->ops, c.op);
-  return c.op.out[0];
+  return k == OP_LINEAR && lora_target(gb, opname) ? lora_adapter(gb, &c.op, layer, loc) : c.op.out[0];
 }
 
 int gb_layer(GraphBuilder *gb, OpKind k, const char *name, Loc loc, const int *in, int nin, const Attr *attr) {
@@ -197,9 +267,11 @@ static void apply_gpt2_init(GraphBuilder *gb) {
   bool *res = ar_alloc(gb->ar, sizeof(bool) * (size_t)gb->ops.n);
   for (int i = 0; i < gb->ops.n; i++) {
     Op *o = &gb->ops.v[i];
-    if (!op_info(o->kind)->residual_join) continue;
+    if (!op_info(o->kind)->residual_join || gb->t.v[o->out[0]].adapter) continue; /* LoRA's join: none */
     for (int k = 0; k < o->nin; k++) {
       int p = o->in[k] >= 0 ? gb->t.v[o->in[k]].producer : -1;
+      if (p >= 0 && gb->t.v[gb->ops.v[p].out[0]].adapter) /* an adapted linear: the linear itself */
+        p = gb->t.v[gb->ops.v[p].in[0]].producer;
       if (p >= 0 && op_info(gb->ops.v[p].kind)->gpt2_projection && !res[p]) {
         res[p] = true;
         nres++;
@@ -211,7 +283,7 @@ static void apply_gpt2_init(GraphBuilder *gb) {
     for (int k = 0; k < o->nin; k++) {
       if (o->in[k] < 0) continue;
       Tensor *t = &gb->t.v[o->in[k]];
-      if (t->kind != TK_PARAM || t->init.kind == INIT_ONES) continue;
+      if (t->kind != TK_PARAM || t->init.kind == INIT_ONES || t->adapter) continue; /* adapters: PEFT's */
       if (t->init.kind == INIT_UNIFORM && t->shape.rank == 1) t->init = (Init){INIT_ZEROS, 0};
       else if (t->init.kind == INIT_UNIFORM || t->init.kind == INIT_NORMAL)
         t->init = (Init){INIT_NORMAL, res[i] && nres ? 0.02 / sqrt((double)nres) : 0.02};
@@ -250,7 +322,7 @@ Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dim
                  bool gpt2_init, Loc layers) {
   if (gpt2_init) apply_gpt2_init(gb);
   Graph *g = ar_alloc(gb->ar, sizeof(Graph));
-  *g = (Graph){model, path, dims, ndims, gb->t.v, gb->t.n, gb->ops.v, gb->ops.n, opt, 0};
+  *g = (Graph){model, path, dims, ndims, gb->t.v, gb->t.n, gb->ops.v, gb->ops.n, opt, 0, 0, 0, 0};
   g->loss = find_loss(gb, layers);
   check_flops(g);
   return g;

@@ -16,10 +16,28 @@ GraphBuilder *gb_new(Arena *ar);
 /* Adds a tensor (a graph input); checks the size limits. Returns its id. */
 int gb_tensor(GraphBuilder *gb, Tensor t);
 const Tensor *gb_get(const GraphBuilder *gb, int t);
+int gb_ntensors(const GraphBuilder *gb); /* tensors so far: the next one's id */
 /* Runs the shape rule of op k for one layer: `in` are the tensor ids of its
  * inputs, `attr` its attributes in the op's declaration order. Errors name
  * the layer (or the attribute) at its location. Returns the output tensor. */
 int gb_layer(GraphBuilder *gb, OpKind k, const char *name, Loc loc, const int *in, int nin, const Attr *attr);
+/* LoRA: low-rank adapters on the linear layers whose names match a target
+ * (a glob over the layer's full name, "h*.attn.qkv", or over a tail of it
+ * after a '.', as PEFT's target_modules: "gate", "attn.proj"). Each matched linear L (x -> y, weight [out, in])
+ * gets parameters L.lora_A [rank, in] (PEFT's Kaiming-uniform, a = sqrt 5:
+ * U(+-1/sqrt(in))) and L.lora_B [out, rank] (zeros), both adapters, and
+ * ordinary ops: y + scale(linear(linear(dropout(x), A), B), alpha / rank). */
+typedef struct {
+  int64_t rank;
+  double alpha, dropout;
+  const char *const *targets;
+  int ntargets;
+  bool *matched; /* per target: set when it matched a linear */
+  Loc rank_loc;  /* for "rank larger than a layer's dims" */
+} LoraSpec;
+/* Adapters for the linears built from now on (l outlives the builder). */
+void gb_set_lora(GraphBuilder *gb, LoraSpec *l);
+
 /* The finished graph: finds the loss (an error at `layers` when there is
  * none or two), applies the init scheme and checks the step's FLOPs. */
 Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dims, int ndims, Optimizer opt,

@@ -79,6 +79,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   /* load: the YAML is read and parsed once; the levers build it again at
    * each micro-batch size they try */
   ModelSrc *src = load_parse(ar, rq->model);
+  load_set_tune(src, &rq->tune);
   Graph *g = load_build(src, rq->ov, rq->nov);
   out.graph = g;
   if (rq->graph_only) {

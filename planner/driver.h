@@ -10,6 +10,7 @@ typedef struct {
   const char *model;     /* the YAML file */
   const DimOverride *ov; /* --set: dims replaced by name */
   int nov;
+  Tune tune;           /* --freeze */
   int64_t budget;      /* bytes the arena must fit; 0: no budget */
   int64_t micro_batch; /* --micro-batch: micro-batches of this many rows; 0: the levers decide */
   bool no_micro_batch; /* --no-micro-batch: the whole batch in one pass (unless micro_batch forces one) */

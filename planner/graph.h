@@ -72,6 +72,7 @@ typedef enum {
   OP_AVGPOOL2D,
   OP_GLOBAL_AVGPOOL,
   OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
+  OP_SCALE,   /* x times a constant (LoRA's alpha / rank) */
   OP_ADAMW,   /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
@@ -85,7 +86,7 @@ typedef enum {
 
 typedef enum {
   TK_INPUT, /* fed by the trainer each step */
-  TK_PARAM, /* trainable */
+  TK_PARAM, /* a weight: trainable, or frozen (Tensor.frozen) */
   TK_ACT,   /* computed: layer outputs and saved statistics */
   TK_STATE  /* persistent, not trained: batchnorm's running statistics, updated by its forward in training */
 } TensorKind;
@@ -98,6 +99,12 @@ typedef struct {
   Loc loc;      /* where it was declared or where its layer was written */
   int producer; /* forward op id, -1 for inputs and params */
   Init init;    /* params and state */
+  /* params: frozen (YAML trainable: false, freeze: patterns, --freeze): no
+   * gradient, no optimizer state, no update; loaded and saved as a weight */
+  bool frozen;
+  /* LoRA (build.h, LoraSpec): an adapter's parameters (lora_A, lora_B) and
+   * the output of the add that joins it to its linear */
+  bool adapter;
 } Tensor;
 
 #define MAX_OP_IN 6  /* forward input slots: data inputs and parameters */
@@ -178,6 +185,9 @@ typedef struct {
   int nops;
   Optimizer opt;
   int loss; /* tensor id of the scalar loss */
+  /* LoRA adapters (0: none): y = x W^T + alpha/rank dropout(x) A^T B^T */
+  int64_t lora_rank;
+  double lora_alpha, lora_dropout;
 } Graph;
 
 int64_t dtype_size(DType t);

@@ -87,7 +87,7 @@ static double step_seconds(const CostModel *cm, const Graph *g, const Step *s, b
     } else if (x->phase == PHASE_UPDATE) flops = 10.0 * (double)shape_numel(&s->t[x->op].shape);
     else if (x->kind != OP_CAST) {
       const Op *o = &g->ops[x->op];
-      flops = (double)op_info(o->kind)->flops(g, o, x->phase == PHASE_BACKWARD);
+      flops = (double)op_run_flops(g, o, x->phase == PHASE_BACKWARD, x->out);
       gemm = op_info(o->kind)->gemm;
     }
     double tc = flops / (gemm ? cm->matmul_flops : cm->other_flops), tm = bytes / cm->bandwidth;

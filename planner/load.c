@@ -6,15 +6,18 @@
  *   inputs: {NAME: {shape: [EXPR...], dtype: i32|f32}}
  *   optimizer: {type: adamw|sgd, ...}
  *   init: pytorch|gpt2               parameter initialization scheme
+ *   freeze: [GLOB ...]               parameters not trained (fnmatch over their names)
+ *   lora: {rank, alpha?, targets: [GLOB ...], dropout?}   adapters (build.h, LoraSpec); the rest frozen
  *   layers: [LAYER | REPEAT ...]
- *   LAYER  = {name, op, input?, inputs?, op-specific keys}
- *   REPEAT = {repeat: EXPR, name: PREFIX, layers: [...]}
+ *   LAYER  = {name, op, input?, inputs?, trainable?, op-specific keys}
+ *   REPEAT = {repeat: EXPR, name: PREFIX, trainable?, layers: [...]}
  *
  * Passes inside: flatten (expand repeats, resolve names), order (topological
  * sort, cycle errors), attributes (parsed against the op table's
  * declarations), then build.c runs the shape rules and the init scheme. */
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +56,8 @@ typedef struct {
   int share;              /* name id of a shared parameter's owner layer, -1 */
   const char *share_name; /* that parameter's full name, "wte.weight" */
   int out;                /* tensor id of the layer's output, after build */
+  bool frozen;            /* trainable: false, on it or on its block */
+  int t_first, t_end;     /* the tensors its build created, [t_first, t_end) */
 } Layer;
 
 typedef struct {
@@ -65,6 +70,7 @@ typedef struct {
   StrMap names; /* name -> id: ids < 0 are graph inputs (-1 - tensor id), >= 0 layers */
   const DimOverride *ov;
   int nov;
+  const Tune *tune; /* NULL: none */
   bool gpt2_init;
 } Loader;
 
@@ -336,12 +342,18 @@ static Optimizer load_optimizer(Loader *L, Node *map) {
 
 /* ---- flatten: expand repeats, give each layer its full name ---- */
 
-static const char *const common_keys[] = {"name", "op", "input", "inputs", NULL};
-static const char *const repeat_keys[] = {"repeat", "name", "layers", NULL};
+static const char *const common_keys[] = {"name", "op", "input", "inputs", "trainable", NULL};
+static const char *const repeat_keys[] = {"repeat", "name", "layers", "trainable", NULL};
 
-static void flatten(Loader *L, Node *seq, const char *scope, int depth, int64_t *budget);
+static void flatten(Loader *L, Node *seq, const char *scope, int depth, int64_t *budget, bool frozen);
 
-static void flatten_repeat(Loader *L, Node *m, const char *scope, int depth, int64_t *budget) {
+/* A layer's or block's `trainable` decides; without one, its block's. */
+static bool frozen_here(Loader *L, Node *m, bool outer) {
+  Node *n = get(L, m, "trainable");
+  return n ? !boolean(L, n, "'trainable'") : outer;
+}
+
+static void flatten_repeat(Loader *L, Node *m, const char *scope, int depth, int64_t *budget, bool frozen) {
   check_keys(L, m, "a repeat block", repeat_keys, NULL);
   Node *rn = need(L, m, "repeat", "a repeat block");
   int64_t n = int_expr(L, rn, "'repeat'");
@@ -356,10 +368,11 @@ static void flatten_repeat(Loader *L, Node *m, const char *scope, int depth, int
     diag_error(loc_of(L, rn), "repeat count %lld is over the limit of %d layers", (long long)n, MAX_LAYERS);
   Node *body = expect(L, need(L, m, "layers", "a repeat block"), YAML_SEQUENCE_NODE, "'layers'");
   for (int64_t i = 0; i < n; i++)
-    flatten(L, body, ar_printf(L->ar, "%s%s%lld.", scope, name, (long long)i), depth + 1, budget);
+    flatten(L, body, ar_printf(L->ar, "%s%s%lld.", scope, name, (long long)i), depth + 1, budget,
+            frozen_here(L, m, frozen));
 }
 
-static void flatten_layer(Loader *L, Node *m, const char *scope) {
+static void flatten_layer(Loader *L, Node *m, const char *scope, bool frozen) {
   Node *nn = need(L, m, "name", "a layer");
   const char *name = scalar(L, nn, "'name'");
   if (!*name || strchr(name, '.') || name[0] == '$')
@@ -381,7 +394,8 @@ static void flatten_layer(Loader *L, Node *m, const char *scope) {
               .node = m,
               .op = (OpKind)op,
               .share = -1,
-              .out = -1};
+              .out = -1,
+              .frozen = frozen_here(L, m, frozen)};
   int *slot = strmap_slot(L->ar, &L->names, ly.name);
   if (*slot != INT32_MIN) {
     Loc first = *slot >= 0 ? loc_of(L, L->layers.v[*slot].node) : gb_get(L->gb, -1 - *slot)->loc;
@@ -391,13 +405,13 @@ static void flatten_layer(Loader *L, Node *m, const char *scope) {
   VEC_PUSH(L->ar, L->layers, ly);
 }
 
-static void flatten(Loader *L, Node *seq, const char *scope, int depth, int64_t *budget) {
+static void flatten(Loader *L, Node *seq, const char *scope, int depth, int64_t *budget, bool frozen) {
   if (depth > MAX_DEPTH) diag_error(loc_of(L, seq), "repeat blocks nested deeper than %d", MAX_DEPTH);
   for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
     Node *m = expect(L, node(L, *it), YAML_MAPPING_NODE, "a layer");
     if (--*budget < 0) diag_error(loc_of(L, m), "the model expands to more than %d layers", MAX_LAYERS);
-    if (get(L, m, "repeat")) flatten_repeat(L, m, scope, depth, budget);
-    else flatten_layer(L, m, scope);
+    if (get(L, m, "repeat")) flatten_repeat(L, m, scope, depth, budget, frozen);
+    else flatten_layer(L, m, scope, frozen);
   }
 }
 
@@ -646,13 +660,118 @@ static void build_all(Loader *L, const int *ord) {
     for (int k = 0; k < ly->ninputs; k++) in[k] = tensor_of(L, ly->input[k]);
     Attr attr[MAX_ATTR];
     parse_attrs(L, ly, attr);
+    ly->t_first = gb_ntensors(L->gb);
     ly->out = gb_layer(L->gb, ly->op, ly->name, loc_of(L, ly->node), in, ly->ninputs, attr);
+    ly->t_end = gb_ntensors(L->gb);
   }
+}
+
+/* ---- freezing ---- */
+
+/* Freezes the parameters whose names match the glob pattern; false when none does. */
+static bool freeze_glob(Graph *g, const char *pattern) {
+  bool any = false;
+  for (int t = 0; t < g->nt; t++)
+    if (g->t[t].kind == TK_PARAM && !fnmatch(pattern, g->t[t].name, 0)) g->t[t].frozen = any = true;
+  return any;
+}
+
+/* trainable: false (the parameters each such layer created), the YAML's
+ * freeze: patterns, then the command line's; some parameter must stay. */
+static void freeze(Loader *L, Graph *g, Node *pats, Loc layers) {
+  for (int i = 0; i < L->layers.n; i++)
+    for (int t = L->layers.v[i].t_first; L->layers.v[i].frozen && t < L->layers.v[i].t_end; t++)
+      if (g->t[t].kind == TK_PARAM && !g->t[t].adapter) g->t[t].frozen = true;
+  if (pats) {
+    expect(L, pats, YAML_SEQUENCE_NODE, "'freeze' (a list of parameter name patterns)");
+    for (yaml_node_item_t *it = pats->data.sequence.items.start; it < pats->data.sequence.items.top; it++) {
+      Node *n = node(L, *it);
+      const char *pat = scalar(L, n, "a 'freeze' pattern");
+      if (!freeze_glob(g, pat))
+        diag_error(loc_of(L, n),
+                   "freeze pattern '%s' matches no parameter; parameters are named LAYER.weight, LAYER.bias "
+                   "(\"h0.attn.qkv.weight\"; memplan compile --dump=graph lists them)",
+                   pat);
+    }
+  }
+  for (int i = 0; L->tune && i < L->tune->nfreeze; i++)
+    if (!freeze_glob(g, L->tune->freeze[i]))
+      diag_error((Loc){L->path, 0, 0},
+                 "--freeze '%s' matches no parameter of the model; parameters are named LAYER.weight, LAYER.bias "
+                 "(memplan compile --dump=graph lists them)",
+                 L->tune->freeze[i]);
+  bool frozen = false, trained = false; /* a model without parameters stays one */
+  for (int t = 0; t < g->nt; t++)
+    if (g->t[t].kind == TK_PARAM) frozen |= g->t[t].frozen, trained |= !g->t[t].frozen;
+  if (frozen && !trained)
+    diag_error(layers, "every parameter is frozen: nothing to train; leave some layer trainable or freeze less");
 }
 
 /* ---- the whole file ---- */
 
-static const char *const top_keys[] = {"model", "dims", "inputs", "optimizer", "init", "layers", NULL};
+static const char *const top_keys[] = {"model",  "dims", "inputs", "optimizer", "init",
+                                       "freeze", "lora", "layers", NULL};
+
+/* `lora:` and the command line's --lora-*: the adapters' spec, or NULL. */
+static LoraSpec *load_lora(Loader *L, Node *m) {
+  static const char *const keys[] = {"rank", "alpha", "targets", "dropout", NULL};
+  const Tune *tu = L->tune;
+  bool cli = tu && (tu->lora_rank || tu->lora_alpha || tu->lora_targets);
+  if (!m && !cli) return NULL;
+  LoraSpec *l = ar_alloc(L->ar, sizeof(LoraSpec));
+  Loc cl = {L->path, 0, 0};
+  if (m) {
+    expect(L, m, YAML_MAPPING_NODE, "'lora' (a mapping: rank, alpha, targets, dropout)");
+    check_keys(L, m, "'lora'", keys, NULL);
+  }
+  Node *n = m ? get(L, m, "rank") : NULL;
+  l->rank_loc = n ? loc_of(L, n) : m ? loc_of(L, m) : cl;
+  if (tu && tu->lora_rank) l->rank = tu->lora_rank, l->rank_loc = cl;
+  else if (n) l->rank = int_expr(L, n, "'rank'");
+  else diag_error(m ? loc_of(L, m) : cl, "lora needs a rank: 'rank: 16' in 'lora', or --lora-rank");
+  if (l->rank <= 0) diag_error(l->rank_loc, "lora rank %lld must be positive", (long long)l->rank);
+  l->alpha = (double)l->rank; /* scale 1, as PEFT's defaults (r = alpha = 8) */
+  if (tu && tu->lora_alpha) l->alpha = tu->lora_alpha;
+  else if (m && (n = get(L, m, "alpha"))) l->alpha = number(L, n, "'alpha'");
+  if (m && (n = get(L, m, "dropout"))) {
+    l->dropout = number(L, n, "'dropout'");
+    if (l->dropout < 0 || l->dropout >= 1) diag_error(loc_of(L, n), "'dropout' must be in [0, 1), not %g", l->dropout);
+  }
+  VEC(const char *) t = {0};
+  if (tu && tu->lora_targets) {
+    char *s = ar_strdup(L->ar, tu->lora_targets);
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) VEC_PUSH(L->ar, t, tok);
+  } else if (m && (n = get(L, m, "targets"))) {
+    expect(L, n, YAML_SEQUENCE_NODE, "'targets' (a list of linear layer name patterns)");
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++)
+      VEC_PUSH(L->ar, t, scalar(L, node(L, *it), "a lora target"));
+  }
+  if (!t.n)
+    diag_error(m ? loc_of(L, m) : cl,
+               "lora needs targets: the linear layers to adapt ('targets: [gate, up]'"
+               " in 'lora', or --lora-targets gate,up)");
+  l->targets = t.v, l->ntargets = t.n;
+  l->matched = ar_alloc(L->ar, sizeof(bool) * (size_t)t.n);
+  return l;
+}
+
+/* Every target matched a linear; errors name the first that did not. */
+static void lora_check(Loader *L, const LoraSpec *l, Node *m) {
+  Node *tn = m ? get(L, m, "targets") : NULL;
+  for (int i = 0; i < l->ntargets; i++) {
+    if (l->matched[i]) continue;
+    bool cli = L->tune && L->tune->lora_targets;
+    Loc at = cli || !tn ? (Loc){L->path, 0, 0} : loc_of(L, node(L, tn->data.sequence.items.start[i]));
+    const char *t = l->targets[i];
+    bool qkv = !strcmp(t, "q") || !strcmp(t, "k") || !strcmp(t, "v") || !strcmp(t, "q_proj") || !strcmp(t, "k_proj") ||
+               !strcmp(t, "v_proj");
+    diag_error(at, "%slora target '%s' matches no linear layer; %s", cli ? "--lora-targets: " : "", t,
+               qkv ? "memplan packs q, k and v in one linear per attention layer (LAYER.attn.qkv): target 'qkv' "
+                     "(one adapter over q|k|v)"
+                   : "linear layers are named like 'h0.gate' and 'h0.attn.qkv' (memplan compile --dump=graph lists "
+                     "them); a target matches a whole name or its tail after a '.'");
+  }
+}
 
 static Graph *load_doc(Loader *L) {
   Node *root = yaml_document_get_root_node(&L->doc);
@@ -676,12 +795,21 @@ static Graph *load_doc(Loader *L) {
     L->gpt2_init = !strcmp(s, "gpt2");
   }
   Node *layers = expect(L, need(L, root, "layers", "the model"), YAML_SEQUENCE_NODE, "'layers'");
+  LoraSpec *lora = load_lora(L, get(L, root, "lora"));
+  gb_set_lora(L->gb, lora);
   int64_t budget = MAX_LAYERS;
-  flatten(L, layers, "", 0, &budget);
+  flatten(L, layers, "", 0, &budget, lora != NULL); /* LoRA: the base frozen unless a layer says trainable */
   if (L->layers.n == 0) diag_error(loc_of(L, layers), "empty model: 'layers' has no layers");
   resolve(L);
   build_all(L, order(L));
-  return gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init, loc_of(L, layers));
+  Graph *g =
+      gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init, loc_of(L, layers));
+  if (lora) {
+    lora_check(L, lora, get(L, root, "lora"));
+    g->lora_rank = lora->rank, g->lora_alpha = lora->alpha, g->lora_dropout = lora->dropout;
+  }
+  freeze(L, g, get(L, root, "freeze"), loc_of(L, layers));
+  return g;
 }
 
 /* Reports the libyaml parser's error at its problem mark. */
@@ -740,7 +868,10 @@ struct ModelSrc {
   const char *path;
   yaml_document_t doc;
   bool parsed; /* doc holds the document (until load_free) */
+  const Tune *tune;
 };
+
+void load_set_tune(ModelSrc *src, const Tune *t) { src->tune = t; }
 
 ModelSrc *load_parse_text(Arena *ar, const char *path, const char *text, size_t len) {
   ModelSrc *src = ar_alloc(ar, sizeof(ModelSrc));
@@ -791,6 +922,7 @@ Graph *load_build(ModelSrc *src, const DimOverride *ov, int nov) {
   L->doc = src->doc;
   L->ov = ov;
   L->nov = nov;
+  L->tune = src->tune;
   L->gb = gb_new(src->ar);
   /* a user error inside frees the document (the source is done: load_free
    * is then a no-op) before going on to the caller's catcher (tests,
@@ -841,8 +973,8 @@ void load_dump(const Graph *g, FILE *out) {
                     : t->kind == TK_PARAM ? "param"
                     : t->kind == TK_STATE ? "state"
                                           : "act";
-    fprintf(out, "t%d %s %s %s %s %s\n", i, k, t->name, dtype_name(t->dtype), shape_sym_str(&tmp, &t->shape),
-            shape_val_str(&tmp, &t->shape));
+    fprintf(out, "t%d %s %s %s %s %s%s\n", i, k, t->name, dtype_name(t->dtype), shape_sym_str(&tmp, &t->shape),
+            shape_val_str(&tmp, &t->shape), t->frozen ? " frozen" : "");
   }
   for (int i = 0; i < g->nops; i++) {
     const Op *o = &g->ops[i];

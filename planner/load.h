@@ -18,6 +18,16 @@ typedef struct {
  * (exit 1 or longjmp). */
 typedef struct ModelSrc ModelSrc;
 
+/* Fine-tuning choices from the command line, applied by every load_build
+ * of a source after the YAML's own (load_set_tune). */
+typedef struct {
+  const char *const *freeze; /* --freeze: glob patterns over parameter names (fnmatch) */
+  int nfreeze;
+  int64_t lora_rank;        /* --lora-rank (0: the YAML's) */
+  double lora_alpha;        /* --lora-alpha (0: the YAML's) */
+  const char *lora_targets; /* --lora-targets: comma-separated (NULL: the YAML's) */
+} Tune;
+
 /* Reads and parses path; the text stays in ar (error carets read it). */
 ModelSrc *load_parse(Arena *ar, const char *path);
 /* Same, from text in memory, which must outlive the source; path is used in
@@ -27,6 +37,9 @@ ModelSrc *load_parse_text(Arena *ar, const char *path, const char *text, size_t 
  * by name before later dims are computed. A user error frees the document
  * before it leaves (nothing more can be built; load_free is then a no-op). */
 Graph *load_build(ModelSrc *src, const DimOverride *ov, int nov);
+/* The command line's fine-tuning choices for every later load_build of src
+ * (t must outlive it). */
+void load_set_tune(ModelSrc *src, const Tune *t);
 /* Frees the parsed document, once: later calls do nothing. The Graphs built
  * from it stay (they hold only arena strings). */
 void load_free(ModelSrc *src);

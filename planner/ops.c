@@ -991,6 +991,8 @@ static const OpInfo table[OP_COUNT] = {
             .gemm = true, .workspace = linear_workspace,
             .half_bin = SLOT(1), /* x */
             .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .bin_for = {0, SLOT(1), SLOT(0)}, /* x for dW, W for dx */
+            .bout_split = SLOT(0) | SLOT(1),
             .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
             .grad_to = {true, true, true},
             .gpt2_projection = true,
@@ -1003,6 +1005,8 @@ static const OpInfo table[OP_COUNT] = {
             .gemm = true, .workspace = matmul_workspace,
             .half_bin = SLOT(1) | SLOT(2), /* a, b */
             .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .bin_for = {0, SLOT(1), SLOT(0)}, /* a for db, b for da */
+            .bout_split = SLOT(0) | SLOT(1),
             .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
             .grad_to = {true, true},
         },
@@ -1193,6 +1197,7 @@ static const OpInfo table[OP_COUNT] = {
             .build = lce_build, .dims = lce_dims, .flops = lce_flops,
             .gemm = true, .scratch = lce_scratch,
             .nbin = 3, .bin = {REF_OUT(1), REF_OUT(2), REF_OUT(3)},
+            .bin_for = {SLOT(0), SLOT(1), SLOT(2)}, /* each gradient its own (a frozen head: no dW) */
             .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
             .grad_to = {true, true, true, false},
             .inplace_bwd = {SLOT(0), SLOT(1), SLOT(2)},
@@ -1342,6 +1347,18 @@ static const OpInfo table[OP_COUNT] = {
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
             .mode_arg = true, .regen_stats = true,
         },
+    [OP_SCALE] =
+        {
+            .name = "scale",
+            .attrs = {{"factor", ATTR_FLOAT, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = numel_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
     /* not written in YAML (no shape rule): the updates and casts the passes
      * insert; their kernels' arguments are in emitc.c */
     [OP_ADAMW] = {.name = "adamw", .nin = 1, .nout = 3},
@@ -1357,6 +1374,16 @@ static const OpInfo table[OP_COUNT] = {
 const OpInfo *op_info(OpKind k) {
   MP_ASSERT(k >= 0 && k < OP_COUNT);
   return &table[k];
+}
+
+int64_t op_run_flops(const Graph *g, const Op *o, bool backward, const int *bout) {
+  const OpInfo *oi = op_info(o->kind);
+  int64_t f = oi->flops(g, o, backward);
+  if (!backward || !oi->bout_split) return f;
+  int n = 0, run = 0;
+  for (int k = 0; k < oi->nbout; k++)
+    if (oi->bout_split & SLOT(k)) n++, run += bout[k] >= 0;
+  return f / n * run;
 }
 
 int op_lookup(const char *s) {

@@ -45,6 +45,7 @@
  *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
  *   global_avgpool x                out                 dout                       dx               NC HW
  *   dropout        x                out mask            dout mask                  dx               n (p) [mode key]
+ *   scale          x                out                 dout                       dx               n (factor)
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. conv2d's
@@ -126,10 +127,17 @@ typedef struct {
    * only, packed and verified like any other. The kernels of an op that sets
    * this take `float *scratch` right after their inputs (NULL when 0). */
   int64_t (*scratch)(const int64_t *dim, bool backward);
-  bool cheap;                     /* the selective checkpointing option recomputes it instead of keeping its outputs */
-  unsigned half_bin;              /* backward input slots that may read a bf16/fp16 copy (SLOT bits) */
-  int nbin, nbout;                /* backward slots */
-  int bin[MAX_BIN];               /* REF_* per backward input slot */
+  bool cheap;        /* the selective checkpointing option recomputes it instead of keeping its outputs */
+  unsigned half_bin; /* backward input slots that may read a bf16/fp16 copy (SLOT bits) */
+  int nbin, nbout;   /* backward slots */
+  int bin[MAX_BIN];  /* REF_* per backward input slot */
+  /* per backward input slot: the backward output slots (SLOT bits) that read
+   * it; 0: all. When none of them is wanted (a frozen weight's dW), the
+   * input is passed as NULL and not kept for backward (linear's x) */
+  unsigned bin_for[MAX_BIN];
+  /* backward output slots (SLOT bits) that each cost an equal share of the
+   * backward FLOPs (linear's dx and dW products); one not wanted is not run */
+  unsigned bout_split;
   int bout[MAX_BOUT];             /* REF_GIN(k) per backward output slot */
   bool grad_to[MAX_OP_IN];        /* forward input slots that can receive a gradient */
   unsigned inplace_fwd;           /* forward input slots out[0] may overwrite, tried in order */
@@ -159,6 +167,9 @@ typedef struct {
 } OpInfo;
 
 const OpInfo *op_info(OpKind k);
+/* FLOPs of one run of graph op o: its forward, or its backward writing the
+ * backward outputs `bout` (step tensor ids in slot order, -1: not wanted). */
+int64_t op_run_flops(const Graph *g, const Op *o, bool backward, const int *bout);
 /* A collective of a plan for N ranks (allreduce, reduce_scatter, all_gather). */
 static inline bool op_is_comm(OpKind k) { return k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER || k == OP_ALL_GATHER; }
 /* The op whose YAML name is s, or -1. */

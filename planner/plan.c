@@ -114,7 +114,7 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
     oi->dims(g, fo, o->dim, &o->ndim);
     MP_ASSERT(o->ndim <= MAX_KDIM); /* an op table entry with more kernel dims than PlanOp holds */
     o->nfarg = op_float_args(fo, o->farg);
-    o->flops = oi->flops(g, fo, x->phase == PHASE_BACKWARD);
+    o->flops = op_run_flops(g, fo, x->phase == PHASE_BACKWARD, x->out);
   }
   return ops;
 }
@@ -184,8 +184,15 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   p->buf = B.buf.v, p->nbuf = B.buf.n;
   size_workspace(p, ws);
   p->loss_buf = tof[s->loss], p->eval_loss_buf = eof[s->loss];
+  p->lora_rank = g->lora_rank, p->lora_alpha = g->lora_alpha, p->lora_dropout = g->lora_dropout;
   for (int t = 0; t < g->nt; t++)
-    if (g->t[t].kind == TK_PARAM) p->param_count += shape_numel(&g->t[t].shape);
+    if (g->t[t].kind == TK_PARAM) {
+      p->param_count += shape_numel(&g->t[t].shape);
+      if (g->t[t].frozen) p->frozen_count += shape_numel(&g->t[t].shape);
+    }
+  for (int b = 0; b < p->nbuf; b++) /* a frozen weight: no update, so no decay either */
+    if (p->buf[b].role == ROLE_PARAM && g->t[s->t[p->buf[b].tensor].of].frozen)
+      p->buf[b].frozen = true, p->buf[b].decay = false;
   for (int i = 0; i < p->nsched; i++) /* recomputation is counted apart, as extra */
     if (p->sched[i].phase != PHASE_RECOMPUTE) p->step_flops += p->sched[i].flops;
   for (int t = 0; t < g->nt; t++) /* the batch dim is the inputs' leading dim */

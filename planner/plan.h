@@ -61,7 +61,12 @@ typedef struct {
   int tensor;          /* the first (defining) tensor; in-place tensors share */
   const char *aliases; /* names of tensors computed in place here, "" if none */
   Init init;           /* params and state: how the trainer initializes it */
-  bool decay;          /* params only: weight decay applies (rank >= 2) */
+  bool decay;          /* params only: weight decay applies (rank >= 2, trainable) */
+  /* params only: frozen (no gradient, optimizer state or update; loaded and
+   * saved like any weight). Its dtype is its storage: f32 for now, a lower
+   * storage format of frozen weights would change only dtype (plan.json
+   * "frozen": true, "dtype") */
+  bool frozen;
 } PlanBuffer;
 
 #define PLAN_MAX_IO 8 /* kernel slots: MAX_BIN backward inputs at most */
@@ -143,9 +148,15 @@ typedef struct Plan {
   int64_t unfused_lower_bound;      /* lower bound if every update ran after backward */
   int64_t peak_by_role[ROLE_COUNT]; /* live bytes by role at the training peak */
   int peak_position;                /* training schedule position of that peak */
-  int64_t param_count;              /* trainable scalars (shared weights once) */
-  int64_t step_flops, extra_flops;  /* extra: recomputation */
-  PlanStage *stages;                /* checkpointing stages; NULL when nothing is recomputed */
+  int64_t param_count;              /* parameter scalars, frozen ones included (shared weights once) */
+  int64_t frozen_count;             /* of which frozen (PlanBuffer.frozen) */
+  /* LoRA (Graph.lora_*): adapters "L.lora_A" [rank, in] and "L.lora_B"
+   * [out, rank] on linear L, y = x W^T + alpha/rank dropout(x) A^T B^T
+   * (merged: W + alpha/rank B A); rank 0: none */
+  int64_t lora_rank;
+  double lora_alpha, lora_dropout;
+  int64_t step_flops, extra_flops; /* extra: recomputation */
+  PlanStage *stages;               /* checkpointing stages; NULL when nothing is recomputed */
   int nstages;
   PlanLever *levers; /* what the budget pass tried, in order (NULL: not recorded) */
   int nlevers;

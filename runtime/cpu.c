@@ -593,6 +593,27 @@ void rt_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, i
          rt_chunks(n >= RT_PAR_MIN));
 }
 
+/* out (+)= f x, element by element (alias-safe). */
+typedef struct {
+  float *out;
+  const float *x;
+  float f;
+  int acc;
+} ScaleTask;
+
+static void scale_task(const void *ctx, int64_t lo, int64_t hi) {
+  const ScaleTask *c = ctx;
+  for (int64_t i = lo; i < hi; i++) c->out[i] = c->acc ? c->out[i] + c->f * c->x[i] : c->f * c->x[i];
+}
+
+void rt_scale_forward(float *out, const float *x, int64_t n, double factor) {
+  rt_par(scale_task, &(ScaleTask){out, x, (float)factor, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+void rt_scale_backward(float *dx, const float *dout, int64_t n, double factor, int acc) {
+  if (dx) rt_par(scale_task, &(ScaleTask){dx, dout, (float)factor, acc}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
 /* e = exp(-x): sigmoid(x) = 1 / (1 + e). */
 static inline float silu_e(float x) { return sigmoid_e(-x); }
 

@@ -98,6 +98,11 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   /* dx (+)= dout * gelu'(x); exact: gelu'(x) = Phi(x) + x phi(x). alias-safe (dx, dout). */                           \
   X(void, gelu_backward, (float *dx, const float *dout, const float *x, int64_t n, int approximate, int acc))          \
                                                                                                                        \
+  /* scale (LoRA's alpha / rank): out = factor x. alias-safe (out, x). */                                              \
+  X(void, scale_forward, (float *out, const float *x, int64_t n, double factor))                                       \
+  /* dx (+)= factor dout. alias-safe (dx, dout). */                                                                    \
+  X(void, scale_backward, (float *dx, const float *dout, int64_t n, double factor, int acc))                           \
+                                                                                                                       \
   /* silu (swish, Llama's feed-forward gate): out = x sigmoid(x). alias-safe (out, x). */                              \
   X(void, silu_forward, (float *out, const float *x, int64_t n))                                                       \
   /* dx (+)= dout * s (1 + x (1 - s)), s = sigmoid(x). alias-safe (dx, dout). */                                       \

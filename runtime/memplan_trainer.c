@@ -880,6 +880,12 @@ static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt
  * each tensor read from the file straight to its arena offset, on a device
  * through the staging buffer in chunks; never a copy of the whole file.
  * --resume checked the header and metadata before (resume_opts). */
+/* A LoRA adapter's parameter ("L.lora_A", "L.lora_B"): --load of a base model's weights initializes it. */
+static int is_adapter(const char *name) {
+  size_t n = strlen(name);
+  return n > 7 && (!strcmp(name + n - 7, ".lora_A") || !strcmp(name + n - 7, ".lora_B"));
+}
+
 static void load_checkpoint(const char *path, unsigned char *arena, const TrModel *m, int resume) {
   const char *what = resume ? "checkpoint" : "weights";
   int fd = open_input(path, what);
@@ -928,12 +934,16 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
     }
     seen[i] = 1;
   }
+  int fresh = 0;
   for (int i = 0; i < need; i++)
-    if (!seen[i])
+    if (!seen[i] && !resume && is_adapter(ck.t[i].name)) fresh++; /* a base model's weights: new adapters */
+    else if (!seen[i])
       die("%s: no tensor '%s' (the model needs every %s)", path, ck.t[i].name,
           ck.t[i].kind == CK_PARAM   ? "parameter"
           : ck.t[i].kind == CK_STATE ? "running statistic: role \"state\" in plan.json"
                                      : "optimizer state to resume: role \"optimizer_state\" in plan.json");
+  if (fresh)
+    printf("%s: %d LoRA adapter tensors not in the file: initialized (A Kaiming-uniform, B zeros)\n", path, fresh);
   free(seen);
   mj_st_free(&ck_io.st);
   ck_io.seen = NULL;
@@ -2046,12 +2056,14 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   char b1[32], b2[32];
   r.arena = alloc_arena(m);
   r.dev = m->device ? m->device->open(m, o.cuda_graph) : r.arena;
-  if (o.load || o.resume) load_checkpoint(o.load ? o.load : o.resume, r.dev, m, o.resume != NULL);
-  else {
+  int adapters = 0; /* LoRA: --load of a base model's weights initializes the adapters */
+  for (int i = 0; i < m->nparams; i++) adapters |= is_adapter(m->params[i].name);
+  if (!o.resume && (!o.load || adapters)) {
     init_params(r.arena, m, (uint64_t)o.seed);
     init_states(r.arena, m);
     put_params(&r);
   }
+  if (o.load || o.resume) load_checkpoint(o.load ? o.load : o.resume, r.dev, m, o.resume != NULL);
   char from[600];
   if (o.resume) snprintf(from, sizeof from, "resumed from %s at step %lld", o.resume, (long long)rs.step);
   else snprintf(from, sizeof from, "%s", o.load ? o.load : "initialized from --seed");

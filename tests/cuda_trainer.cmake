@@ -30,6 +30,8 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   memplan_cuda_trainer(layernorm-lm ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml)
   # rope (theta after its five dims), silu and mul
   memplan_cuda_trainer(llama-lm ${MEMPLAN_TEST_DIR}/reference/llama-lm.yaml)
+  # fine-tuning: LoRA (scale, dropout on the adapters' input) on a frozen base
+  memplan_cuda_trainer(lora-dropout-lm ${MEMPLAN_TEST_DIR}/reference/lora-dropout-lm.yaml)
   # attention's kv_heads and causal reach rt_cuda_attention_* as dims
   memplan_cuda_trainer(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
   # gelu's approximate (an enum) reaches rt_cuda_gelu_* as a dim after n

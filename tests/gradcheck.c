@@ -325,6 +325,15 @@ static void bwd_gelu(float *const *din, const float *dout, float *const *in, con
   rt_gelu_backward(din[0], dout, in[0], c->d[0], (int)c->d[1], acc);
 }
 
+static void ref_scale(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = (double)c->f * in[0][i];
+}
+static void fwd_scale(float *out, float *const *in, const Case *c) { rt_scale_forward(out, in[0], c->d[0], c->f); }
+static void bwd_scale(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_scale_backward(din[0], dout, c->d[0], c->f, acc);
+}
+
 static void ref_silu(double *out, double *const *in, const Case *c) {
   for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] / (1.0 + exp(-in[0][i]));
 }
@@ -1086,6 +1095,15 @@ static void gradchecks(void) {
                    .fwd = fwd_gelu,
                    .bwd = bwd_gelu});
   // To +-8: both tails of the sigmoid, and the minimum of silu near x = -1.28.
+  run_case(&(Case){.name = "scale",
+                   .nin = 1,
+                   .in_n = {17},
+                   .out_n = 17,
+                   .d = {17},
+                   .f = 2.5f,
+                   .ref = ref_scale,
+                   .fwd = fwd_scale,
+                   .bwd = bwd_scale});
   run_case(&(Case){.name = "silu",
                    .nin = 1,
                    .in_n = {40},

@@ -87,6 +87,34 @@ add_test(NAME sweep_gpt2_mini COMMAND memplan sweep ${MEMPLAN_SOURCE_DIR}/models
 set_tests_properties(sweep_gpt2_mini PROPERTIES LABELS e2e
   PASS_REGULAR_EXPRESSION "all kept \\(no recomputation\\).*R[KSR]*\n")
 
+# frozen parameters: the memory and FLOPs they no longer cost, from plan.json,
+# exact (tests/scripts/frozen_plan.cmake). Unfrozen llama-mini, for comparison:
+# arena 119389440, persistent 39218176, grads 12133376 B, optimizer state
+# 24266752 B, activations at the peak 79462656, 56 backward ops, step FLOPs
+# 19289594368.
+function(memplan_frozen_plan name freeze want)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} -DMEMPLAN=$<TARGET_FILE:memplan> -DMODEL=${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml
+                   "-DFREEZE=${freeze}" "-DWANT=${want}" -DOUT=${CMAKE_CURRENT_BINARY_DIR}/${name}
+                   -P ${MEMPLAN_TEST_DIR}/scripts/frozen_plan.cmake)
+  set_tests_properties(${name} PROPERTIES LABELS unit)
+endfunction()
+# Everything but the head: gradients and AdamW state for logits.weight alone,
+# no backward but the loss's and the head's (no dX: nothing before it
+# trains), the activations kept only for gradients gone. Planted once: autodiff.c's
+# make_grads giving frozen weights gradients again; this test printed "arena
+# 119389440 persistent 39218176 ... grads 12133376 optimizer state 24266752
+# activations at the peak 79462656 backward ops 56 step FLOPs 19289594368".
+memplan_frozen_plan(plan_frozen_llama_mini_head "emb.weight;h*;norm.weight"
+  "arena 23213056 persistent 15475712 params 3033344 frozen 2967808 (30 buffers) grads 262144 optimizer state 524288 activations at the peak 7733248 backward ops 2 step FLOPs 6515916800")
+# Every projection frozen, the norms trained: each linear computes dX alone,
+# so it keeps no X for backward (OpInfo.bin_for) and runs half its backward
+# FLOPs (bout_split). Planted once: autodiff.c's bin_needed always true; this
+# test printed "arena 94432512 ... activations at the peak 79462656" (the
+# linears' inputs kept as if for dW).
+memplan_frozen_plan(plan_frozen_llama_mini_linears "emb.weight;h*.attn.*;h*.gate.*;h*.up.*;h*.down.*;logits.weight"
+  "arena 76541184 persistent 14969856 params 3033344 frozen 3031040 (22 buffers) grads 9216 optimizer state 18432 activations at the peak 61571328 backward ops 55 step FLOPs 13185669632")
+
 # one test per user error class: tests/errors/*.yaml carry their expected message
 file(GLOB memplan_error_cases ${MEMPLAN_TEST_DIR}/errors/*.yaml)
 foreach(f ${memplan_error_cases})
@@ -101,6 +129,23 @@ add_test(NAME error_set_unknown_dim COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check
          ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --set BB=4)
 set_tests_properties(error_set_unknown_dim PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "--set BB: the model has no dim 'BB'; did you mean 'B'\\?")
+add_test(NAME error_freeze_cli_no_match COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_error.sh $<TARGET_FILE:memplan>
+         ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --freeze fc1.weight --freeze h*.weight)
+set_tests_properties(error_freeze_cli_no_match PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "mlp.yaml: error: --freeze 'h\\*.weight' matches no parameter of the model")
+add_test(NAME error_lora_cli_target COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_error.sh $<TARGET_FILE:memplan>
+         ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --lora-rank 4 --lora-targets gate,o_proj)
+set_tests_properties(error_lora_cli_target PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "llama-mini.yaml: error: --lora-targets: lora target 'o_proj' matches no linear layer")
+add_test(NAME error_lora_cli_everything_frozen COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_error.sh
+         $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --lora-rank 4 --lora-targets gate
+         --freeze *.lora_?)
+set_tests_properties(error_lora_cli_everything_frozen PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "every parameter is frozen: nothing to train")
+add_test(NAME error_lora_rank_usage COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 2
+         "--lora-rank wants a positive integer" $<TARGET_FILE:memplan> compile
+         ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --lora-rank 0 --lora-targets gate)
+set_tests_properties(error_lora_rank_usage PROPERTIES LABELS errors)
 add_test(NAME error_bad_budget COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --budget 8Q)
 set_tests_properties(error_bad_budget PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "--budget '8Q' is not a size")

@@ -158,6 +158,43 @@ static void test_clip(const char *yaml, const Plan *fused) {
   ar_free(&ar);
 }
 
+/* Fine-tuning travels: plan.json carries the frozen flags and counts and the
+ * lora section, and round-trips byte for byte; a plan without them reads as
+ * nothing frozen and no adapters. (Planted once: plan_read.c not reading
+ * "frozen"; the round trip and the frozen count checks failed.) */
+static void test_finetune(const char *path) {
+  Arena ar = {0};
+  PlanRequest rq = request(path);
+  PlanOutcome r = plan_model(&ar, &rq);
+  CHECK(r.status == PLAN_OK && r.plan);
+  if (r.plan) {
+    const Plan *p = r.plan;
+    test_json_round_trip(p);
+    Text a = {0};
+    json_plan(p, &a);
+    CHECK(a.s && strstr(a.s, "\"lora\": {\"rank\": 4, \"alpha\": 8, \"dropout\": 0.10000000000000001}"));
+    Plan *q = plan_read(&ar, "plan.json", a.s, a.n);
+    int frozen = 0, adapters = 0;
+    for (int b = 0; b < q->nbuf; b++) {
+      frozen += q->buf[b].frozen;
+      adapters += q->buf[b].role == ROLE_PARAM && strstr(q->buf[b].name, ".lora_") && !q->buf[b].frozen;
+    }
+    CHECK(q->lora_rank == 4 && q->lora_alpha == 8 && q->lora_dropout == 0.1);
+    CHECK(q->frozen_count == 114944 && q->param_count == 121664 && frozen == 16 && adapters == 16);
+    char *k = strstr(a.s, "  \"lora\": ");
+    if (k) { /* a plan from before fine-tuning */
+      memmove(k, strchr(k, '\n') + 1, strlen(strchr(k, '\n') + 1) + 1);
+      for (char *f; (f = strstr(a.s, ", \"frozen\": true"));) memmove(f, f + 16, strlen(f + 16) + 1);
+      q = plan_read(&ar, "plan.json", a.s, strlen(a.s));
+      bool none = true;
+      for (int b = 0; b < q->nbuf; b++) none &= !q->buf[b].frozen;
+      CHECK(q->lora_rank == 0 && none);
+    }
+    text_free(&a);
+  }
+  ar_free(&ar);
+}
+
 static void test_plan_model(const char *mlp, const char *models_dir) {
   Arena ar = {0};
   PlanRequest rq = request(mlp);
@@ -175,6 +212,9 @@ static void test_plan_model(const char *mlp, const char *models_dir) {
     char clip[4096];
     snprintf(clip, sizeof clip, "%s/../tests/reference/mlp-clip.yaml", models_dir);
     test_clip(clip, p);
+    char ft[4096];
+    snprintf(ft, sizeof ft, "%s/../tests/reference/lora-dropout-lm.yaml", models_dir);
+    test_finetune(ft);
   }
   ar_free(&ar);
 

@@ -494,6 +494,11 @@ static __global__ void gelu_backward_kernel(float *dx, const float *dout, const 
 
 /* The CPU's formula: e = exp(-x) clamped at exp(+-80), s = 1 / (1 + e),
  * 1 - s = e s (no inf * 0 for very negative x). */
+/* out (+)= f x. */
+static __global__ void scale_kernel(float *out, const float *x, int64_t n, float f, int acc) {
+  GRID_STRIDE(i, n) out[i] = acc ? out[i] + f * x[i] : f * x[i];
+}
+
 static __device__ float silu_e(float x) { return expf(fminf(fmaxf(-x, -80.0f), 80.0f)); }
 
 static __global__ void silu_forward_kernel(float *out, const float *x, int64_t n) {
@@ -567,6 +572,20 @@ void rt_cuda_gelu_backward(float *dx, const float *dout, const float *x, int64_t
   need_ctx();
   if (n <= 0 || !dx) return;
   gelu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, approximate, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_scale_forward(float *out, const float *x, int64_t n, double factor) {
+  need_ctx();
+  if (n <= 0) return;
+  scale_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n, (float)factor, 0);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_scale_backward(float *dx, const float *dout, int64_t n, double factor, int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  scale_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, n, (float)factor, acc);
   LAUNCH_CHECK();
 }
 

@@ -151,6 +151,18 @@ void ref_gelu_backward(float *dx, const float *dout, const float *x, int64_t n, 
   store(dx, g, n, acc);
 }
 
+void ref_scale_forward(float *out, const float *x, int64_t n, double factor) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = (double)(float)factor * x[i];
+  store(out, o, n, 0);
+}
+
+void ref_scale_backward(float *dx, const float *dout, int64_t n, double factor, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) g[i] = (double)(float)factor * dout[i];
+  store(dx, g, n, acc);
+}
+
 void ref_silu_forward(float *out, const float *x, int64_t n) {
   double *o = dnew(n);
   for (int64_t i = 0; i < n; i++) o[i] = x[i] / (1.0 + exp(-(double)x[i]));

@@ -394,6 +394,28 @@ static void case_relu_gelu(int64_t n) {
   }
 }
 
+/* scale by LoRA's alpha / rank (2 here), out of place and in place. */
+static void case_scale(int64_t n) {
+  Ten x = ten_rand(n, 4), out = ten_fill(n, NAN);
+  ref_scale_forward(out.ref, x.ref, n, 2.0);
+  UT(scale_forward)(out.ut, x.ut, n, 2.0);
+  check(&out, TOL, "scale_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_scale_backward(dx.ref, g.ref, n, 0.5, acc);
+    UT(scale_backward)(dx.ut, g.ut, n, 0.5, acc);
+    check(&dx, TOL, "scale_backward acc=%d", acc);
+  }
+  Ten g = ten_rand(n, 1); // in place: dx = dout, then out = x
+  ref_scale_backward(g.ref, g.ref, n, 0.5, 0);
+  UT(scale_backward)(g.ut, g.ut, n, 0.5, 0);
+  check(&g, TOL, "scale_backward in place (dx=dout)");
+  ref_scale_forward(x.ref, x.ref, n, 2.0);
+  UT(scale_forward)(x.ut, x.ut, n, 2.0);
+  check(&x, TOL, "scale_forward in place (out=x)");
+  release_all();
+}
+
 /* Inputs to +-12, and four at +-100 where exp(-x) overflows float (the
  * kernels clamp it): silu(-100) ~ 0, silu(100) = 100. */
 static void case_silu(int64_t n) {
@@ -1495,6 +1517,7 @@ int main(int argc, char **argv) {
   RUN("mul", case_mul(quick ? 1000 : 100003));
   RUN("relu_gelu", case_relu_gelu(quick ? 1000 : 100003));
   RUN("silu", case_silu(quick ? 1000 : 100003));
+  RUN("scale", case_scale(quick ? 1000 : 100003));
   RUN("layernorm", case_layernorm(67, 129, 1e-5f, 1));
   if (!quick) RUN("layernorm", case_layernorm(512, 768, 1e-5f, 1));
   RUN("layernorm", case_layernorm(67, 129, 0.5f, 0)); // eps ~ var (1.33): an eps ignored shows; b, db NULL

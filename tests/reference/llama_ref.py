@@ -8,7 +8,11 @@ interpreter. It shares only names with memplan: the weights come from the
 same safetensors file (memplan's parameter names), the batches are the same,
 and the sizes are read from the plan's dims the way a model reads its
 config.json. The attention projection is one packed matrix [q | k | v] because
-that is how memplan stores it (causal_self_attention's qkv linear)."""
+that is how memplan stores it (causal_self_attention's qkv linear).
+
+LoRA (plan.json "lora"): a linear L with adapters L.lora_A, L.lora_B runs
+PEFT's lora.Linear forward, base(x) + lora_B(lora_A(dropout(x))) * scaling
+with scaling = alpha / rank (dropout 0 here)."""
 import torch
 import torch.nn.functional as F
 
@@ -35,15 +39,24 @@ def rope(x, theta=THETA):
 
 
 class LlamaRef(torch.nn.Module):
-    def __init__(self, dims, w):
+    def __init__(self, dims, w, lora=None):
         super().__init__()
         self.d, self.w = dims, w  # w: {memplan parameter name: leaf tensor}, optimized by the caller
+        assert not lora or lora["dropout"] == 0, "llama_ref: LoRA dropout is not written here"
+        self.scaling = lora["alpha"] / lora["rank"] if lora else None
+
+    def linear(self, x, name):
+        """F.linear with L.weight, plus PEFT's LoRA term where L has adapters."""
+        y = F.linear(x, self.w[name + ".weight"])
+        if name + ".lora_A" in self.w:
+            y = y + F.linear(F.linear(x, self.w[name + ".lora_A"]), self.w[name + ".lora_B"]) * self.scaling
+        return y
 
     def attention(self, x, p):
         B, T, _ = x.shape
         NH, KVH = self.d["NH"], self.d["KVH"]
         hd = self.d["C"] // NH
-        qkv = F.linear(x, self.w[p + ".qkv.weight"])
+        qkv = self.linear(x, p + ".qkv")
         q, k, v = qkv.split([NH * hd, KVH * hd, KVH * hd], dim=-1)
         q = q.view(B, T, NH, hd).transpose(1, 2)
         k = k.view(B, T, KVH, hd).transpose(1, 2)
@@ -55,7 +68,7 @@ class LlamaRef(torch.nn.Module):
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         att = att.masked_fill(~causal, float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, NH * hd)
-        return F.linear(y, self.w[p + ".proj.weight"])
+        return self.linear(y, p + ".proj")
 
     def forward(self, tokens, targets):
         w = self.w
@@ -64,9 +77,9 @@ class LlamaRef(torch.nn.Module):
             p = "h%d." % i
             x = x + self.attention(rms_norm(x, w[p + "norm1.weight"]), p + "attn")
             h = rms_norm(x, w[p + "norm2.weight"])
-            g = F.silu(F.linear(h, w[p + "gate.weight"])) * F.linear(h, w[p + "up.weight"])
-            x = x + F.linear(g, w[p + "down.weight"])
-        logits = F.linear(rms_norm(x, w["norm.weight"]), w["logits.weight"])
+            g = F.silu(self.linear(h, p + "gate")) * self.linear(h, p + "up")
+            x = x + self.linear(g, p + "down")
+        logits = self.linear(rms_norm(x, w["norm.weight"]), "logits")
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
@@ -77,4 +90,4 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
     names = {b["id"]: b["name"] for b in plan["buffers"]}
     by_name = {names[i]: t for i, t in inputs.items()}
     w = {names[i]: t for i, t in params.items()}
-    return LlamaRef(plan["dims"], w)(by_name["tokens"].long(), by_name["targets"].long())
+    return LlamaRef(plan["dims"], w, plan.get("lora"))(by_name["tokens"].long(), by_name["targets"].long())

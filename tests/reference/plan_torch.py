@@ -199,8 +199,9 @@ def init_params(plan, seed=0):
 
 
 def make_params(plan, weights, dtype):
-    """{buffer id: leaf tensor} from {name: array}."""
-    return {b["id"]: torch.tensor(weights[b["name"]], dtype=dtype, requires_grad=True)
+    """{buffer id: leaf tensor} from {name: array}; frozen ones (plan.json
+    "frozen": true) get no gradient."""
+    return {b["id"]: torch.tensor(weights[b["name"]], dtype=dtype, requires_grad=not b.get("frozen", False))
             for b in plan["buffers"] if b["role"] == "param"}
 
 
@@ -325,6 +326,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = F.gelu(a[0], approximate="tanh" if d[1] else "none")  # dims: n, approximate
         elif k == "silu":
             y = F.silu(a[0])
+        elif k == "scale":  # LoRA's alpha / rank
+            y = a[0] * op["floats"][0]
         elif k == "layernorm":
             y = F.layer_norm(a[0], (d[1],), a[1], a[2], eps=op["floats"][0])  # a[2] None: bias: false
         elif k == "rmsnorm":
@@ -380,8 +383,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
 
 def make_optimizer(plan, params, lr):
     o = plan["optimizer"]
-    decay = [params[b["id"]] for b in plan["buffers"] if b["role"] == "param" and b["weight_decay"]]
-    rest = [params[b["id"]] for b in plan["buffers"] if b["role"] == "param" and not b["weight_decay"]]
+    trained = [b for b in plan["buffers"] if b["role"] == "param" and not b.get("frozen", False)]
+    decay = [params[b["id"]] for b in trained if b["weight_decay"]]
+    rest = [params[b["id"]] for b in trained if not b["weight_decay"]]
     groups = [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": rest, "weight_decay": 0.0}]
     if o["type"] == "adamw":
         return torch.optim.AdamW(groups, lr=lr, betas=tuple(o["betas"]), eps=o["eps"])

@@ -144,6 +144,8 @@ class Branch:
                 self.norm[dt].append(plan_torch.clip_grad_norm(params, self.clip))
         if plan["optimizer"]["type"] == "adamw":  # SGD's update is linear in the gradient
             for i, p in self.run[torch.float64][0].items():
+                if p.grad is None:  # frozen
+                    continue
                 g32 = self.run[torch.float32][0][i].grad.double()
                 self.noisy[i] |= (g32 - p.grad).abs() > NOISY_REL * p.grad.abs()
         for dt in self.run:
@@ -317,6 +319,20 @@ def main():
     safetensors_io.save(p_init, init, {"format": "pt"})
     got, got_eval = run_trainer(a, p_init, p_final, os.path.join(a.workdir, "losses.csv"))
     got_w = safetensors_io.load(p_final)
+    # fine-tuning: frozen weights leave the trainer bit for bit as loaded, trained ones moved
+    frozen_ok, frozen_lines = True, []
+    for b in plan["buffers"]:
+        if b["role"] != "param":
+            continue
+        same = np.array_equal(got_w[b["name"]].view(np.uint32), init[b["name"]].astype(np.float32).view(np.uint32))
+        if b.get("frozen", False) != same:
+            frozen_ok = False
+            frozen_lines.append("  %s: %s  FAIL" % (b["name"], "frozen but changed" if b.get("frozen") else
+                                                   "trainable but unchanged"))
+    n_frozen = sum(1 for b in plan["buffers"] if b.get("frozen", False))
+    if n_frozen:
+        frozen_lines.insert(0, "  %d frozen parameters bit-identical after training, the others moved: %s"
+                            % (n_frozen, "yes" if frozen_ok else "NO"))
     bs, tried = branches(a, plan, init, got)
 
     sched = plan_torch.schedule_of(plan, a.schedule, a.warmup, a.final_fraction)
@@ -337,7 +353,8 @@ def main():
             break
         report = report or (b, lines)
     print("  %s %s" % ("matches" if ok else "compared with", report[0].describe()))
-    print("\n".join(report[1]))
+    print("\n".join(report[1] + frozen_lines))
+    ok &= frozen_ok
     expect = a.perturb_lr == 1.0 and a.dropout_seed is None and not a.perturb_schedule and not a.perturb_clip
     print("reference: %s" % ("PASS" if ok == expect else "FAIL"))
     return 0 if ok == expect else 1
