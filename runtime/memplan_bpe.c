@@ -381,6 +381,7 @@ static const char *json_string(const unsigned char *s, size_t n, size_t *i, unsi
         cp = (uint32_t)"\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
         p += 2;
       } else if (e == 'u') {
+        if (p + 6 > n) return *i = n, "the file ends inside a string (truncated?)";
         if (hex4(s, n, p + 2, &cp)) return *i = p, "a \\u escape without 4 hex digits";
         p += 6;
         if (cp >= 0xD800 && cp < 0xDC00) {
@@ -425,7 +426,7 @@ static int json_string_int_object(const char *path, const unsigned char *s, size
   size_t keylen = 0, keycap = 0;
   size_t i = skip_ws(s, n, 0);
   if (i >= n || s[i] != '{') {
-    what = "expected '{': encoder.json is one JSON object of token -> id";
+    what = "expected '{'";
     goto fail;
   }
   i = skip_ws(s, n, i + 1);

@@ -16,3 +16,8 @@ target_include_directories(test_bpe PRIVATE ${MEMPLAN_SOURCE_DIR}/runtime)
 target_compile_options(test_bpe PRIVATE ${MEMPLAN_WARNINGS})
 add_test(NAME bpe_stream COMMAND test_bpe ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR}/README.md)
 set_tests_properties(bpe_stream PROPERTIES LABELS unit TIMEOUT 60 FIXTURES_REQUIRED gpt2_vocab)
+# Broken vocabularies and token files: exit 1 (2 for usage), the message
+# naming the file, line:col and fault, nothing written (tests/bpe/bad_input.sh).
+add_test(NAME bpe_bad_input COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/bad_input.sh $<TARGET_FILE:memplan> ${memplan_gpt2_vocab}
+         ${CMAKE_CURRENT_BINARY_DIR}/bpe_bad_input)
+set_tests_properties(bpe_bad_input PROPERTIES LABELS errors TIMEOUT 60 FIXTURES_REQUIRED gpt2_vocab)
