@@ -64,12 +64,14 @@ let text = files.map(f => fs.readFileSync(f, 'utf-8')).join('\n') + generated(wo
 text = text.repeat(repeat)
 fs.writeFileSync(path.join(outdir, 'corpus.txt'), text)
 const bytes = Buffer.byteLength(text)
-const t0 = process.hrtime.bigint()
+const t0 = process.hrtime.bigint(), c0 = process.cpuUsage()
 const ids = encode(text)
-const dt = Number(process.hrtime.bigint() - t0) / 1e9
+const dt = Number(process.hrtime.bigint() - t0) / 1e9, cpu = process.cpuUsage(c0)
+const cdt = (cpu.user + cpu.system) / 1e6
 const header = new Int32Array(256)
 header[0] = 20240520, header[1] = 1, header[2] = ids.length
 fs.writeFileSync(path.join(outdir, 'expected.bin'), Buffer.concat([Buffer.from(header.buffer),
   Buffer.from(Uint16Array.from(ids).buffer)]))
 console.log('reference: gpt-3-encoder 1.1.4 (node ' + process.version + '): ' + bytes + ' bytes -> ' + ids.length +
-  ' tokens in ' + dt.toFixed(2) + ' s: ' + (bytes / dt / 1e6).toFixed(2) + ' MB/s')
+  ' tokens in ' + dt.toFixed(2) + ' s: ' + (bytes / dt / 1e6).toFixed(2) + ' MB/s; ' + cdt.toFixed(2) +
+  ' s CPU: ' + (bytes / cdt / 1e6).toFixed(2) + ' MB/s CPU')
