@@ -174,7 +174,7 @@ int tokenize_main(int argc, char **argv) {
     if (c == 'v') vocab = optarg;
     else if (c == 'o') out = optarg;
     else if (c == 'd') decode = true;
-    else if (c == 'h') return fputs(tokenize_help, stdout), EXIT_OK;
+    else if (c == 'h') return fputs(tokenize_help, stdout), fputs(CLI_EXIT_HELP, stdout), EXIT_OK;
     else cli_bad_option("tokenize", c, argv);
   }
   if (!vocab) cli_usage_error("tokenize", "give --vocab DIR (a folder with encoder.json and vocab.bpe)");
