@@ -329,6 +329,7 @@ static const char *const INIT_NAMES[] = {"none", "normal", "zeros", "ones", "uni
 static void read_header(Arena *ar, const JVal *root, Plan *p) {
   p->model = get(root, "model", J_STR)->s;
   p->source = get(root, "source", J_STR)->s;
+  p->tokenizer = find(root, "tokenizer") ? get(root, "tokenizer", J_STR)->s : NULL; /* optional */
   const JVal *dims = get(root, "dims", J_OBJ), *set = get(root, "set", J_OBJ);
   p->ndims = dims->n;
   p->dims = ar_alloc(ar, sizeof(Dim) * (size_t)(dims->n + 1));

@@ -178,6 +178,7 @@ typedef struct {
   int nops;
   Optimizer opt;
   int loss; /* tensor id of the scalar loss */
+  const char *tokenizer; /* the YAML's tokenizer: a GPT-2 BPE vocabulary folder (absolute); NULL: none */
 } Graph;
 
 int64_t dtype_size(DType t);

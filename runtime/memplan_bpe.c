@@ -242,10 +242,10 @@ static void line_col(const unsigned char *s, size_t at, int *line, int *col) {
   }
 }
 
-static unsigned char *read_file(const char *path, size_t *n, char *err, size_t cap) {
+static unsigned char *bpe_read_file(const char *path, size_t *n, char *err, size_t cap) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    set_err(err, cap, "%s: cannot open: %s (give --vocab a folder with GPT-2's encoder.json and vocab.bpe)", path,
+    set_err(err, cap, "%s: cannot open: %s (a vocabulary folder holds GPT-2's encoder.json and vocab.bpe)", path,
             strerror(errno));
     return NULL;
   }
@@ -649,7 +649,7 @@ Bpe *bpe_load(const char *dir, char *err, size_t errcap) {
   snprintf(jpath, sizeof jpath, "%s/encoder.json", dir);
   snprintf(mpath, sizeof mpath, "%s/vocab.bpe", dir);
   size_t nj = 0, nm = 0;
-  unsigned char *js = read_file(jpath, &nj, err, errcap), *ms = js ? read_file(mpath, &nm, err, errcap) : NULL;
+  unsigned char *js = bpe_read_file(jpath, &nj, err, errcap), *ms = js ? bpe_read_file(mpath, &nm, err, errcap) : NULL;
   Bpe *b = bpe_alloc(NULL, sizeof *b);
   memset(b, 0, sizeof *b);
   b->eot = -1;

@@ -36,3 +36,11 @@ add_test(NAME bench_bpe COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_bpe.py $
          ${memplan_gpt2_vocab} ${CMAKE_CURRENT_BINARY_DIR}/bench_bpe ${MEMPLAN_SOURCE_DIR}/README.md
          ${memplan_bpe_corpus})
 set_tests_properties(bench_bpe PROPERTIES LABELS bench TIMEOUT 300 FIXTURES_REQUIRED gpt2_vocab)
+# A model naming a tokenizer (gpt2-mini, V = 50257, `tokenizer:`): the
+# trainer's --text makes memplan tokenize's tokens; a bad folder is a compile
+# error at the YAML's line:col (tests/bpe/trainer_text.sh). Builds a trainer:
+# ~20 s CPU. Planted once: the trainer reading bytes despite the tokenizer ->
+# "FAIL: not 6732 tokens".
+add_test(NAME bpe_trainer_text COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/trainer_text.sh $<TARGET_FILE:memplan>
+         ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/bpe_trainer_text)
+set_tests_properties(bpe_trainer_text PROPERTIES LABELS e2e TIMEOUT 300 FIXTURES_REQUIRED gpt2_vocab)
