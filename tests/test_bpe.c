@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
   CHECK(t.n == 3 && t.ids[0] == 64 && t.ids[1] == 187 && t.ids[2] == 65);
   free(t.ids);
 
-  /* One 1.5 MB word: seconds at most (O(n^2) merging would take hours). */
+  /* One 1.5 MB word: seconds (O(n^2) merging would take hours). */
   size_t nw = 1500000;
   unsigned char *word = malloc(nw);
   for (size_t i = 0; i < nw; i++) word[i] = "ab"[i % 3 == 2];
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
   double sec = (double)(clock() - c0) / CLOCKS_PER_SEC;
   printf("test_bpe: a %zu-byte word: %zu tokens in %.2f s CPU\n", nw, w.n, sec);
   CHECK(decodes_to(b, &w, word, nw));
-  CHECK(sec < 10);
+  CHECK(sec < 60); /* ASan builds take ~5 s; quadratic merging would take hours */
   free(w.ids), free(word), free(rnd), free(corpus);
   bpe_free(b);
   return check_summary("test_bpe");
