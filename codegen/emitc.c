@@ -674,6 +674,9 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval, in
               "    .opt_states = OPT_STATES, .nopt_states = %d, .fingerprint = 0x%016llxull,\n    .training = ", nopt,
               (unsigned long long)fp);
   c_string(t, training);
+  text_printf(t, ",\n    .tokenizer = ");
+  if (p->tokenizer) c_string(t, p->tokenizer);
+  else text_printf(t, "NULL");
   text_printf(t, ",\n};\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
 }
 

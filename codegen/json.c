@@ -20,6 +20,10 @@ static void header(const Plan *p, Text *t) {
   text_json_str(t, p->model);
   text_printf(t, ",\n  \"source\": ");
   text_json_str(t, p->source);
+  if (p->tokenizer) {
+    text_printf(t, ",\n  \"tokenizer\": ");
+    text_json_str(t, p->tokenizer);
+  }
   text_printf(t, ",\n  \"dims\": {");
   for (int i = 0; i < p->ndims; i++) {
     text_printf(t, "%s", i ? ", " : "");

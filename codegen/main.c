@@ -1,5 +1,5 @@
 /* main.c: the memplan command line: each command's front end (cli_compile.c,
- * cli_sweep.c, show.c, pack.c, cli_import.c) by its name, and the help of them all. */
+ * cli_sweep.c, show.c, pack.c, cli_import.c, cli_hf.c, cli_tokenize.c) by its name, and the help of them all. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +22,8 @@ static const char usage[] =
     "       memplan import-hf gpt2 IN.safetensors -o OUT.safetensors [--plan PLAN.json]\n"
     "                                              Hugging Face GPT-2 weights under memplan's names\n"
     "       memplan export-hf PLAN CKPT -o HFDIR [--merge]  a trained checkpoint as a Hugging Face folder\n"
+    "       memplan tokenize --vocab DIR IN.txt -o OUT.bin\n"
+    "                                              GPT-2 BPE text to an llm.c token file (--decode: back)\n"
     "       memplan CMD --help                     one command's options\n"
     "       memplan --help | --version\n";
 
@@ -29,7 +31,7 @@ static const char usage[] =
 static void print_help(void) {
   printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n", MEMPLAN_VERSION, usage);
   printf("%s%s\n%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help, pack_help,
-         import_help, export_help, CLI_EXIT_HELP);
+         import_help, export_help, tokenize_help, CLI_EXIT_HELP);
 }
 
 int main(int argc, char **argv) {
@@ -63,6 +65,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "show")) return show_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "import-hf")) return import_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "export-hf")) return export_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "tokenize")) return tokenize_main(argc - 1, argv + 1);
   fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
   return EXIT_USAGE;
 }

