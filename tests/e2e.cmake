@@ -224,7 +224,10 @@ memplan_e2e(e2e_resume_frozen-lm frozen-lm resume ${e2e_dir}/frozen-lm/build/tra
 # plan on the dequantized weights: the same loss and trained weights, bit for bit), peak RSS within
 # the arena + 64 MiB. Planted once each: cpu.c's rt_nf4_to_f32 reading the low nibble first (printed
 # "step-1 loss: 5.53225899 quantized, 5.59821701 fp32 plan ... DIFFERENT"); memplan_trainer.c's
-# quantize() packing the even element low ("h1.gate.weight: the trainer's nf4 storage differs").
+# quantize() packing the even element low ("h1.gate.weight: the trainer's nf4 storage differs");
+# load_quantized() widening BF16 with << 15 (the BF16 run failed: "the loss is -nan at step 1").
+# Also: --load of BF16 frozen weights stores what their F32 values store, and a frozen weight of
+# the wrong shape exits 1 naming it and both shapes.
 foreach(f nf4 int8 bf16)
   add_test(NAME e2e_basew_codes_${f}
            COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/basew.py codes ${e2e_dir}/frozen-lm-${f} ${e2e_dir}/frozen-lm

@@ -51,11 +51,13 @@ def read_st(path):
     return out
 
 
-def write_st(path, tensors):
+def write_st(path, tensors, bf16=()):
+    """F32 tensors, those named in bf16 as BF16 (their values must be bf16's)."""
     hdr, off, blobs = {}, 0, []
     for k, a in tensors.items():
-        b = np.ascontiguousarray(a, dtype=np.float32).tobytes()
-        hdr[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        f = np.ascontiguousarray(a, dtype=np.float32)
+        b = (f.view(np.uint32) >> 16).astype(np.uint16).tobytes() if k in bf16 else f.tobytes()
+        hdr[k] = {"dtype": "BF16" if k in bf16 else "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
         off += len(b)
         blobs.append(b)
     h = json.dumps(hdr).encode()
@@ -201,6 +203,31 @@ def codes(qdir, fdir, kernels_h, work, *args):
     print("step-1 loss: %s quantized, %s fp32 plan on the dequantized weights; %d trained weights after the step: %s"
           % (lq, lf, len(trained), "identical" if not moved else "DIFFERENT: %s" % moved))
     ok &= nweights > 0 and lq == lf and not moved
+    # --load of BF16 frozen weights quantizes them too: the same codes as their F32 values
+    frozen = [b["name"] for b in plan["buffers"] if b["role"] == "param" and b.get("frozen")
+              and not b["name"].endswith(".absmax")]
+    wb = {k: ((v.view(np.uint32) >> 16) << 16).view(np.float32) if k in frozen else v for k, v in w.items()}
+    bfile, bout = os.path.join(work, "wb.safetensors"), os.path.join(work, "wb-out.safetensors")
+    write_st(bfile, wb, bf16=set(frozen))
+    write_st(os.path.join(work, "wb-f32.safetensors"), wb)
+    run([os.path.join(qdir, "build", "trainer"), "--load", bfile, "--save", bout] + common)
+    run([os.path.join(qdir, "build", "trainer"), "--load", os.path.join(work, "wb-f32.safetensors"), "--save",
+         os.path.join(work, "wb-f32-out.safetensors")] + common)
+    x, y = read_st(bout), read_st(os.path.join(work, "wb-f32-out.safetensors"))
+    same = all(np.array_equal(x[k][1], y[k][1]) and x[k][0] == y[k][0] for k in y)
+    print("--load of BF16 frozen weights: %s" % ("stored as their F32 values are" if same else "DIFFERENT"))
+    ok &= same
+    # a frozen weight of the wrong shape: the error names it and both shapes, exit 1
+    bad = dict(w)
+    bad[frozen[0]] = w[frozen[0]].reshape(-1)[:-1]
+    badfile = os.path.join(work, "bad.safetensors")
+    write_st(badfile, bad)
+    r = subprocess.run([os.path.join(qdir, "build", "trainer"), "--load", badfile] + common, capture_output=True,
+                       text=True)
+    want = "shape mismatch for tensor '%s': the file has [%d], the model needs %s" % (
+        frozen[0], w[frozen[0]].size - 1, str(list(w[frozen[0]].shape)))
+    print("--load of a wrongly shaped weight: exit %d, %s" % (r.returncode, r.stderr.strip()))
+    ok &= r.returncode == 1 and want in r.stderr
     return 0 if ok else 1
 
 
