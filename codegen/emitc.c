@@ -221,11 +221,11 @@ static void header(Emit *E, Text *t) {
 static void buffer_line(Emit *E, Text *t, int b) {
   const PlanBuffer *pb = &E->p->buf[b];
   Arena tmp = {0};
-  const char *mac = pb->dtype == DT_I32                        ? "I32"
-                    : pb->dtype == DT_F32                      ? "F32"
+  const char *mac = pb->dtype == DT_I32                         ? "I32"
+                    : pb->dtype == DT_F32                       ? "F32"
                     : pb->dtype == DT_U8 || pb->dtype == DT_NF4 ? "U8"
-                    : pb->dtype == DT_I8                       ? "I8"
-                                                               : "U16";
+                    : pb->dtype == DT_I8                        ? "I8"
+                                                                : "U16";
   char *def = ar_printf(&tmp, "#define %s %s(%lld)", E->id[b], mac, (long long)pb->offset);
   int n = (int)strlen(def);
   text_printf(t, "%s%*s // %s %s %s @ %lld", def, n < 48 ? 48 - n : 0, "", comment_safe(E, pb->name),
@@ -495,8 +495,10 @@ static int param_rows(Emit *E, Text *t, const char *name, Role role) {
     if (pb->role != role) continue;
     /* a frozen weight's storage (planner/basew.h): its absmax is the param named "<weight>.absmax" */
     DType dt = pb->dtype;
-    const char *store = dt == DT_BF16 ? "TR_STORE_BF16" : dt == DT_I8 ? "TR_STORE_I8" : dt == DT_NF4 ? "TR_STORE_NF4"
-                                                                                               : "TR_STORE_F32";
+    const char *store = dt == DT_BF16  ? "TR_STORE_BF16"
+                        : dt == DT_I8  ? "TR_STORE_I8"
+                        : dt == DT_NF4 ? "TR_STORE_NF4"
+                                       : "TR_STORE_F32";
     int absmax = -1;
     for (int a = 0; (dt == DT_I8 || dt == DT_NF4) && a < p->nbuf; a++) {
       const char *an = p->buf[a].name;

@@ -186,7 +186,7 @@ typedef struct {
 } Graph;
 
 int64_t dtype_size(DType t);
-const char *dtype_name(DType t); /* "f32", "i32" */
+const char *dtype_name(DType t);                   /* "f32", "i32" */
 int64_t dtype_numel_bytes(DType t, int64_t numel); /* numel elements' bytes: NF4 packs two a byte */
 int64_t shape_numel(const Shape *s);
 /* "(B, T, 4*C)" into an arena string. */

@@ -646,7 +646,8 @@ static void init_params(unsigned char *arena, const TrModel *m, uint64_t seed) {
     if (p->store == TR_STORE_ABSMAX) continue; /* its weight's quantize() writes it */
     int q = p->store != TR_STORE_F32;
     int64_t chunk = q ? quant_chunk(p) : p->numel;
-    float *w = q ? xmalloc(sizeof(float) * (size_t)(chunk ? chunk : 1), "a weight's chunk") : (float *)(arena + p->offset);
+    float *w =
+        q ? xmalloc(sizeof(float) * (size_t)(chunk ? chunk : 1), "a weight's chunk") : (float *)(arena + p->offset);
     Rng r = {.s = mix64(seed) ^ mix64((uint64_t)i + 1)}; // one stream per parameter
     for (int64_t k0 = 0; k0 < p->numel; k0 += chunk) {
       int64_t n = p->numel - k0 < chunk ? p->numel - k0 : chunk;
@@ -908,8 +909,9 @@ static void ck_setup(const TrModel *m, int with_opt) {
     if (i < nsaved(m)) {
       const TrParam *p = saved_at(m, i);
       static const char *const dt[] = {"F32", "BF16", "I8", "U8", "F32"}; /* by TR_STORE_* */
-      *c = (CkTensor){p->name, p->offset, p->bytes, p->numel, "", p->rank, i < m->nparams ? CK_PARAM : CK_STATE,
-                      p->shape, {(p->numel + 1) / 2}};
+      *c = (CkTensor){
+          p->name,  p->offset,           p->bytes, p->numel, "", p->rank, i < m->nparams ? CK_PARAM : CK_STATE,
+          p->shape, {(p->numel + 1) / 2}};
       snprintf(c->dtype, sizeof c->dtype, "%s", dt[p->store]);
       if (p->store == TR_STORE_NF4) c->rank = 1, c->shape = c->packed;
     } else {
