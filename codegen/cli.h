@@ -49,11 +49,12 @@ typedef struct {
   int64_t micro_batch;
   bool no_recompute, no_micro_batch; /* levers forbidden */
   Precision precision;
-  Masks masks;        /* --dropout-masks */
-  int64_t loss_chunk; /* --fused-loss: LOSS_AUTO (default), LOSS_FUSED (on), LOSS_UNFUSED (off) */
-  OptPrec opt_state;  /* --opt-state (compile only) */
-  int ranks;          /* --ranks N (default 1) */
-  int zero;           /* --zero 0, 1, 2; -1: auto (the default) */
+  Masks masks;          /* --dropout-masks */
+  int64_t loss_chunk;   /* --fused-loss: LOSS_AUTO (default), LOSS_FUSED (on), LOSS_UNFUSED (off) */
+  OptPrec opt_state;    /* --opt-state (compile only) */
+  BaseFmt base_weights; /* --base-weights (compile only) */
+  int ranks;            /* --ranks N (default 1) */
+  int zero;             /* --zero 0, 1, 2; -1: auto (the default) */
   bool zero_given;
   const char *block;
   DimOverride ov[64];

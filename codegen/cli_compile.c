@@ -47,6 +47,9 @@ const char compile_help[] =
     "                        when nothing fits the budget without it), fp32, bf16, or 8bit\n"
     "                        (bitsandbytes' block-wise codes, a scale per 256; parameters under 4096\n"
     "                        elements stay fp32); the update's math is fp32 in every format\n"
+    "      --base-weights W  frozen weights' storage: auto (default: the highest precision that fits:\n"
+    "                        fp32, then bf16, int8, nf4), fp32, bf16, int8 (per-row absmax) or nf4\n"
+    "                        (QLoRA's NormalFloat, an absmax per 64); dequantized to fp32 before each use\n"
     "      --ranks N         data parallelism: plan one of N ranks (processes, GPUs), each on its own\n"
     "                        batch of the model's B rows (the step trains on N x B); --budget is per rank\n"
     "      --zero Z          sharding over the ranks: 0 (gradients all-reduced), 1 (ZeRO-1: optimizer\n"
@@ -71,6 +74,8 @@ const char compile_help_levers[] =
     "    fused loss           free (unfused, or fused with the chunk chosen); --fused-loss forces it\n"
     "    optimizer state      lowered last, only when nothing fits at fp32 (then bf16); --opt-state\n"
     "                         fp32 forbids it, bf16 or 8bit force a format\n"
+    "    frozen weights       lowered after the optimizer state, only when nothing fits at fp32\n"
+    "                         (then bf16, int8, nf4); --base-weights fp32 forbids it, others force it\n"
     "  Exit 1 also when the model does not fit the budget (the error names the smallest that does);\n"
     "  3 when the plan fails verification.\n";
 
@@ -129,7 +134,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"no-micro-batch", no_argument, 0, 'N'},          {"ranks", required_argument, 0, 'r'},
       {"zero", required_argument, 0, 'Z'},              {"freeze", required_argument, 0, 'f'},
       {"lora-rank", required_argument, 0, 1001},        {"lora-alpha", required_argument, 0, 1002},
-      {"lora-targets", required_argument, 0, 1003},     {0, 0, 0, 0}};
+      {"lora-targets", required_argument, 0, 1003},     {"base-weights", required_argument, 0, 'W'},
+      {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -142,6 +148,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
                  .time_limit = 0.5,
                  .loss_chunk = sweep ? LOSS_UNFUSED : LOSS_AUTO,
                  .opt_state = sweep ? OPTS_FP32 : OPTS_AUTO,
+                 .base_weights = sweep ? BW_FP32 : BW_AUTO,
                  .ranks = 1,
                  .zero = -1};
   int c;
@@ -248,6 +255,13 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       o->opt_state = (OptPrec)k;
       break;
     }
+    case 'W': {
+      int k = 0;
+      while (k < BW_COUNT && strcmp(optarg, basew_name((BaseFmt)k))) k++;
+      if (k == BW_COUNT) cli_usage_error(cmd, "--base-weights %s: choose fp32, bf16, int8, nf4 or auto", optarg);
+      o->base_weights = (BaseFmt)k;
+      break;
+    }
     case 'M': {
       char *end;
       errno = 0;
@@ -309,6 +323,7 @@ PlanRequest cli_request(const Options *o) {
                                .masks = o->masks,
                                .loss_chunk = o->loss_chunk,
                                .opt_state = o->opt_state,
+                               .base_weights = o->base_weights,
                                .no_recompute = o->no_recompute,
                                .ranks = o->ranks > 1 || o->zero_given ? o->ranks : 0,
                                .zero = o->ranks > 1 || o->zero_given ? o->zero : 0}};

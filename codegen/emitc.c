@@ -212,7 +212,8 @@ static void header(Emit *E, Text *t) {
               "#define F32(offset) ((float *)(arena + (offset)))\n"
               "#define I32(offset) ((int32_t *)(arena + (offset)))\n"
               "#define U16(offset) ((uint16_t *)(arena + (offset))) // bf16 or fp16 storage\n"
-              "#define U8(offset) ((uint8_t *)(arena + (offset)))   // 8-bit optimizer state codes\n"
+              "#define U8(offset) ((uint8_t *)(arena + (offset)))   // 8-bit optimizer state codes, NF4 weights\n"
+              "#define I8(offset) ((int8_t *)(arena + (offset)))    // int8 frozen weights\n"
               "%s\n\n",
               E->be->includes, E->be->tick);
 }
@@ -220,7 +221,11 @@ static void header(Emit *E, Text *t) {
 static void buffer_line(Emit *E, Text *t, int b) {
   const PlanBuffer *pb = &E->p->buf[b];
   Arena tmp = {0};
-  const char *mac = pb->dtype == DT_I32 ? "I32" : pb->dtype == DT_F32 ? "F32" : pb->dtype == DT_U8 ? "U8" : "U16";
+  const char *mac = pb->dtype == DT_I32                         ? "I32"
+                    : pb->dtype == DT_F32                       ? "F32"
+                    : pb->dtype == DT_U8 || pb->dtype == DT_NF4 ? "U8"
+                    : pb->dtype == DT_I8                        ? "I8"
+                                                                : "U16";
   char *def = ar_printf(&tmp, "#define %s %s(%lld)", E->id[b], mac, (long long)pb->offset);
   int n = (int)strlen(def);
   text_printf(t, "%s%*s // %s %s %s @ %lld", def, n < 48 ? 48 - n : 0, "", comment_safe(E, pb->name),
@@ -322,6 +327,14 @@ static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
       text_printf(t, "%ssgd_update(%s, %s, %s, %s, lr, %s, %s, %d)", rt, par, grad,
                   o->nout > 1 && o->out[1] >= 0 ? E->id[o->out[1]] : "NULL", len, fmt_double(E, opt->momentum),
                   fmt_double(E, wd), opt->nesterov ? 1 : 0);
+    return;
+  }
+  if (o->op == OP_CAST && o->nin > 1) { /* a frozen weight dequantized (planner/basew.h) */
+    bool nf4 = E->p->buf[o->in[0]].dtype == DT_NF4;
+    text_printf(t, "%s%s_to_f32(%s, %s, %s, %lld", rt, nf4 ? "nf4" : "i8", E->id[o->out[0]], E->id[o->in[0]],
+                E->id[o->in[1]], (long long)o->dim[0]);
+    if (!nf4) text_printf(t, ", %lld", (long long)o->dim[1]);
+    text_printf(t, ")");
     return;
   }
   if (o->op == OP_CAST) {
@@ -473,20 +486,41 @@ static int param_rows(Emit *E, Text *t, const char *name, Role role) {
   static const char *const init[] = {"TR_INIT_NONE", "TR_INIT_NORMAL", "TR_INIT_ZEROS", "TR_INIT_ONES",
                                      "TR_INIT_UNIFORM"};
   const Plan *p = E->p;
-  int n = 0;
+  int n = 0, *row = ar_alloc(&E->ar, sizeof(int) * (size_t)(p->nbuf + 1));
+  for (int b = 0; b < p->nbuf; b++) row[b] = p->buf[b].role == role ? n++ : -1;
+  n = 0;
   text_printf(t, "static const TrParam %s[] = {\n", name);
   for (int b = 0; b < p->nbuf; b++) {
     const PlanBuffer *pb = &p->buf[b];
     if (pb->role != role) continue;
+    /* a frozen weight's storage (planner/basew.h): its absmax is the param named "<weight>.absmax" */
+    DType dt = pb->dtype;
+    const char *store = dt == DT_BF16  ? "TR_STORE_BF16"
+                        : dt == DT_I8  ? "TR_STORE_I8"
+                        : dt == DT_NF4 ? "TR_STORE_NF4"
+                                       : "TR_STORE_F32";
+    int absmax = -1;
+    for (int a = 0; (dt == DT_I8 || dt == DT_NF4) && a < p->nbuf; a++) {
+      const char *an = p->buf[a].name;
+      size_t k = strlen(pb->name);
+      if (row[a] >= 0 && !strncmp(an, pb->name, k) && !strcmp(an + k, ".absmax")) absmax = row[a];
+    }
+    for (int w = 0; pb->frozen && pb->dtype == DT_F32 && w < p->nbuf; w++) { /* the absmax of a weight */
+      size_t k = strlen(p->buf[w].name);
+      DType wt = p->buf[w].dtype;
+      if (row[w] >= 0 && (wt == DT_I8 || wt == DT_NF4) && !strncmp(pb->name, p->buf[w].name, k) &&
+          !strcmp(pb->name + k, ".absmax"))
+        store = "TR_STORE_ABSMAX";
+    }
     text_printf(t, "    {");
     c_string(t, pb->name);
     text_printf(t, ", %lld, ", (long long)pb->offset);
     shape_init(t, &pb->shape);
-    text_printf(t, ", %lld, %s, %s},\n", (long long)shape_numel(&pb->shape), init[pb->init.kind],
-                fmt_double(E, pb->init.scale));
+    text_printf(t, ", %lld, %s, %s, %lld, %s, %d},\n", (long long)shape_numel(&pb->shape), init[pb->init.kind],
+                fmt_double(E, pb->init.scale), (long long)pb->bytes, store, absmax);
     n++;
   }
-  if (!n) text_printf(t, "    {\"\", 0, 0, {0}, 0, TR_INIT_NONE, 0.0},\n");
+  if (!n) text_printf(t, "    {\"\", 0, 0, {0}, 0, TR_INIT_NONE, 0.0, 0, TR_STORE_F32, -1},\n");
   text_printf(t, "};\n\n");
   return n;
 }

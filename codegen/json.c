@@ -3,6 +3,8 @@
 #include "emit.h"
 #include "ops.h"
 
+#include <string.h>
+
 static void ints(Text *t, const int64_t *v, int n) {
   text_printf(t, "[");
   for (int i = 0; i < n; i++) text_printf(t, "%s%lld", i ? ", " : "", (long long)v[i]);
@@ -65,6 +67,9 @@ static void header(const Plan *p, Text *t) {
               (long long)p->loss_chunk);
   /* AdamW's moments (planner/optstate.h); plans without it read as fp32 */
   text_printf(t, "  \"opt_state\": \"%s\",\n", p->opt_state ? p->opt_state : "fp32");
+  /* frozen weights' storage (planner/basew.h); absent: fp32 */
+  if (p->base_weights && strcmp(p->base_weights, "fp32"))
+    text_printf(t, "  \"base_weights\": \"%s\",\n", p->base_weights);
   if (p->noclip_arena) /* gradient clipping's price: the same request planned without it */
     text_printf(t,
                 "  \"noclip\": {\"fits\": %s, \"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, "

@@ -164,6 +164,19 @@ static void opt_state(const Plan *p, FILE *out) {
   if (p->opt_state_tried) fprintf(out, "  --opt-state auto: %s\n", p->opt_state_tried);
 }
 
+/* Frozen weights' storage (--base-weights): the format, its bytes with the
+ * absmax tensors, and what fp32 would take. */
+static void base_weights(const Plan *p, FILE *out) {
+  if (!p->base_weights || !strcmp(p->base_weights, "fp32")) return;
+  int64_t bytes = 0;
+  for (int b = 0; b < p->nbuf; b++)
+    if (p->buf[b].role == ROLE_PARAM && p->buf[b].frozen) bytes += p->buf[b].bytes;
+  char x[32], y[32];
+  fprintf(out, "\nfrozen weights %s: %s (fp32: %s), dequantized to fp32 right before each use\n", p->base_weights,
+          b(x, bytes), b(y, 4 * p->frozen_count));
+  if (p->base_weights_tried) fprintf(out, "  --base-weights auto: %s\n", p->base_weights_tried);
+}
+
 /* Seconds as s, ms or us, three significant digits. */
 static const char *secs(char *buf, double s) {
   if (s >= 1) snprintf(buf, 32, "%.3g s", s);
@@ -392,6 +405,7 @@ void report_plan(const Plan *p, FILE *out) {
   ranks(p, out);
   levers(p, out);
   opt_state(p, out);
+  base_weights(p, out);
   masks(p, out);
   fused_loss(p, out);
   lowered(p, out);

@@ -73,6 +73,52 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   return best;
 }
 
+/* --base-weights: a format given is fitted as asked (frozen weights only);
+ * auto fits fp32, bf16, int8 and nf4 in that order (each with --opt-state's
+ * own choice) and takes the first that fits: like the moments' format it
+ * changes the numbers, so it is pulled only when nothing fits without it,
+ * in any of the moments' formats. */
+static FitResult fit_base(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
+                          const char **error) {
+  BaseFmt want = rq->fit.base_weights;
+  PlanRequest r = *rq;
+  if (!basew_any(*g)) {
+    if (want != BW_AUTO && want != BW_FP32) {
+      *error = ar_printf(ar,
+                         "--base-weights %s: %s has no frozen weight, and only frozen weights can be stored as "
+                         "%s; freeze them (trainable: false, freeze: or --freeze) or use --precision for "
+                         "activations",
+                         basew_name(want), rq->model, basew_name(want));
+      return (FitResult){0};
+    }
+    want = BW_FP32;
+  }
+  if (want != BW_AUTO) {
+    r.fit.base_weights = want;
+    return fit_opt_state(ar, src, &r, chosen, g, error);
+  }
+  Graph *g0 = *g;
+  FitResult best = {0};
+  int64_t least = 0;
+  const char *tried = "";
+  for (BaseFmt f = BW_FP32; f <= BW_NF4; f++) {
+    r.fit.base_weights = f;
+    Graph *gf = g0;
+    PlanRequest rc;
+    FitResult x = fit_opt_state(ar, src, &r, &rc, &gf, error);
+    if (*error) return x;
+    if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;
+    tried = ar_printf(ar, "%s%s%s %s", tried, *tried ? "; " : "", basew_name(f), x.plan ? "fits" : "does not fit");
+    if (x.plan) {
+      best = x, *chosen = rc, *g = gf;
+      break;
+    }
+  }
+  if (!best.plan) best.min_arena = least;
+  else if (strcmp(best.plan->base_weights, "fp32")) best.plan->base_weights_tried = tried;
+  return best;
+}
+
 PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   PlanOutcome out = {0};
   double t0 = mp_now();
@@ -118,7 +164,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
       r.fit.zero = z;
       Graph *gz = g;
       PlanRequest rc;
-      FitResult f = fit_opt_state(ar, src, &r, &rc, &gz, &out.message);
+      FitResult f = fit_base(ar, src, &r, &rc, &gz, &out.message);
       if (out.message) break;
       zero_arena[z] = f.plan ? f.plan->arena_bytes : f.min_arena;
       if (!f.plan) {
@@ -134,7 +180,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
       if (!f.plan->extra_flops && f.plan->accumulation_steps == 1) break; /* keeps everything: done */
     }
     fit = best, g = bg;
-  } else fit = fit_opt_state(ar, src, rq, &chosen, &g, &out.message);
+  } else fit = fit_base(ar, src, rq, &chosen, &g, &out.message);
   /* gradient clipping's price: the same request planned without it (the
    * updates fused into backward again); about the compile time of the first.
    * None under --no-fuse: that plan keeps every gradient anyway */
@@ -145,7 +191,8 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     if (q.fit.zero < 0) q.fit.zero = chosen.fit.zero < 0 ? 0 : chosen.fit.zero;
     Graph *g0 = load_build(src, rq->ov, rq->nov);
     const char *msg = NULL;
-    nc = fit_opt_state(ar, src, &q, &qc, &g0, &msg);
+    q.fit.base_weights = chosen.fit.base_weights;
+    nc = fit_base(ar, src, &q, &qc, &g0, &msg);
     out.noclip_min_arena = nc.plan ? nc.plan->arena_bytes : nc.min_arena;
     out.noclip_fits = nc.plan != NULL;
   }

@@ -10,6 +10,7 @@
 
 #include "ckpt.h"
 #include "plan.h"
+#include "basew.h"
 #include "optstate.h"
 #include "precision.h"
 
@@ -34,19 +35,20 @@ enum { LOSS_UNFUSED = 0, LOSS_FUSED = -1, LOSS_AUTO = -2 };
 typedef struct {
   bool fuse; /* fused optimizer updates */
   int64_t align;
-  double time_limit;   /* offset search, per plan */
-  Backend backend;     /* cost model */
-  int units;           /* DP memory units (default 500) */
-  int accumulation;    /* micro-batches per step; > 1 keeps gradients across them (updates unfused) */
-  Precision precision; /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
-  int64_t guard;       /* canary bytes after every buffer (--guard), 0: none */
-  Masks masks;         /* dropout's masks: stored or regenerated */
-  int64_t loss_chunk;  /* the classifier loss: LOSS_UNFUSED (0), rows per chunk fused, LOSS_FUSED or LOSS_AUTO */
-  OptPrec opt_state;   /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
-  bool no_recompute;   /* --no-recompute: keep every activation, never checkpoint */
-  bool ignore_clip;    /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
-  int ranks, zero;     /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero
-                          (-1: the driver's auto); 0: one process, no collectives */
+  double time_limit;    /* offset search, per plan */
+  Backend backend;      /* cost model */
+  int units;            /* DP memory units (default 500) */
+  int accumulation;     /* micro-batches per step; > 1 keeps gradients across them (updates unfused) */
+  Precision precision;  /* storage of saved activations: fp32, bf16, fp16 (not auto: the driver picks) */
+  int64_t guard;        /* canary bytes after every buffer (--guard), 0: none */
+  Masks masks;          /* dropout's masks: stored or regenerated */
+  int64_t loss_chunk;   /* the classifier loss: LOSS_UNFUSED (0), rows per chunk fused, LOSS_FUSED or LOSS_AUTO */
+  OptPrec opt_state;    /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
+  BaseFmt base_weights; /* frozen weights' storage: fp32, bf16, int8 or nf4 (not auto: the driver picks) */
+  bool no_recompute;    /* --no-recompute: keep every activation, never checkpoint */
+  bool ignore_clip;     /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
+  int ranks, zero;      /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero
+                           (-1: the driver's auto); 0: one process, no collectives */
 } FitOptions;
 
 typedef struct {

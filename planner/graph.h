@@ -17,6 +17,8 @@ typedef enum {
   DT_BF16, /* 2 bytes, storage only: saved activations under a bf16 policy */
   DT_F16,  /* 2 bytes, storage only, with loss scaling */
   DT_U8,   /* 1 byte, storage only: codes of 8-bit optimizer state (--opt-state 8bit) */
+  DT_I8,   /* 1 byte, storage only: int8 frozen weights (--base-weights int8) */
+  DT_NF4,  /* 4 bits, storage only: NF4 codes of frozen weights, two a byte (dtype_bytes) */
   DT_COUNT
 } DType;
 
@@ -192,7 +194,8 @@ typedef struct {
 } Graph;
 
 int64_t dtype_size(DType t);
-const char *dtype_name(DType t); /* "f32", "i32" */
+const char *dtype_name(DType t);                   /* "f32", "i32" */
+int64_t dtype_numel_bytes(DType t, int64_t numel); /* numel elements' bytes: NF4 packs two a byte */
 int64_t shape_numel(const Shape *s);
 /* "(B, T, 4*C)" into an arena string. */
 char *shape_sym_str(Arena *ar, const Shape *s);

@@ -60,7 +60,7 @@ static bool batch_coupled(const Graph *g) {
  * The estimate and the bounds. */
 
 static int64_t st_bytes(const Step *s, int t) {
-  return t < 0 ? 0 : shape_numel(&s->t[t].shape) * dtype_size(s->t[t].dtype);
+  return t < 0 ? 0 : dtype_numel_bytes(s->t[t].dtype, shape_numel(&s->t[t].shape));
 }
 
 /* Estimated seconds of one training step of s (the estimate the levers

@@ -94,7 +94,8 @@ Live *live_build(Arena *ar, const Step *s, const Instr *ins, int n) {
   for (int t = 0; t < s->nt; t++) {
     l->buf_of[t] = first[t] < 0 ? -1 : t;
     l->b[t] = (LiveBuf){
-        t, first[t], last[t] + 1, shape_numel(&s->t[t].shape) * dtype_size(s->t[t].dtype), !transient(&s->t[t]), 0};
+        t, first[t], last[t] + 1, dtype_numel_bytes(s->t[t].dtype, shape_numel(&s->t[t].shape)), !transient(&s->t[t]),
+        0};
   }
   inplace(s, l, ins, n, first, last);
   int *newid = ar_alloc(ar, sizeof(int) * (size_t)s->nt);

@@ -1432,10 +1432,14 @@ int op_float_args(const Op *op, double *out) {
 /* ---- graph.h helpers ---- */
 
 int64_t dtype_size(DType t) {
-  return t == DT_F32 || t == DT_I32 ? 4 : t == DT_BF16 || t == DT_F16 ? 2 : t == DT_U8 ? 1 : 0;
+  return t == DT_F32 || t == DT_I32                ? 4
+         : t == DT_BF16 || t == DT_F16             ? 2
+         : t == DT_U8 || t == DT_I8 || t == DT_NF4 ? 1
+                                                   : 0;
 }
+int64_t dtype_numel_bytes(DType t, int64_t numel) { return t == DT_NF4 ? (numel + 1) / 2 : numel * dtype_size(t); }
 const char *dtype_name(DType t) {
-  static const char *const n[DT_COUNT] = {"f32", "i32", "bf16", "f16", "u8"};
+  static const char *const n[DT_COUNT] = {"f32", "i32", "bf16", "f16", "u8", "i8", "nf4"};
   return t < DT_COUNT ? n[t] : "?";
 }
 

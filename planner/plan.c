@@ -32,7 +32,7 @@ static int add_buffer(Builder *B, int tensor, SchedSet set, const LiveBuf *lb, c
                    .role = t->role,
                    .dtype = t->dtype,
                    .shape = t->shape,
-                   .bytes = shape_numel(&t->shape) * dtype_size(t->dtype),
+                   .bytes = dtype_numel_bytes(t->dtype, shape_numel(&t->shape)),
                    .sched = set,
                    .tensor = tensor,
                    .aliases = aliases,
@@ -105,7 +105,9 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
       continue;
     }
     if (x->kind == OP_CAST) { /* a storage precision change: memory traffic, no model FLOPs */
-      o->dim[0] = shape_numel(&B->s->t[x->in[0]].shape), o->ndim = 1;
+      const Shape *sh = &B->s->t[x->in[0]].shape;
+      o->dim[0] = shape_numel(sh), o->ndim = 1;
+      if (x->nin > 1) o->dim[1] = sh->rank ? sh->d[sh->rank - 1] : 1, o->ndim = 2; /* dequantizing: the row */
       continue;
     }
     const Op *fo = &g->ops[x->op];

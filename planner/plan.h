@@ -187,6 +187,11 @@ typedef struct Plan {
    * for the report (NULL: the user chose) */
   const char *opt_state;
   const char *opt_state_tried;
+  /* frozen weights' storage (--base-weights, planner/basew.h): "fp32",
+   * "bf16", "int8" or "nf4"; base_weights_tried: what auto compared (NULL:
+   * the user chose, or nothing is frozen) */
+  const char *base_weights;
+  const char *base_weights_tried;
   const char *assign_method;
   bool assign_optimal;
   /* gradient clipping (opt.clip_grad_norm > 0) keeps every gradient until

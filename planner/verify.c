@@ -284,7 +284,7 @@ static const char *check_buffers(const Plan *p) {
     }
     int64_t numel = 1;
     for (int d = 0; d < pb->shape.rank; d++) numel *= pb->shape.d[d];
-    if (numel * dtype_size(pb->dtype) != pb->bytes) {
+    if (dtype_numel_bytes(pb->dtype, numel) != pb->bytes) {
       snprintf(msg, sizeof msg, "buffer %s: %lld bytes for %lld elements of %s", pb->name, (long long)pb->bytes,
                (long long)numel, dtype_name(pb->dtype));
       return msg;

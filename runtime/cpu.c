@@ -2155,6 +2155,13 @@ void rt_f32_to_f16(uint16_t *dst, const float *src, int64_t n) {
 void rt_f16_to_f32(float *dst, const uint16_t *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = from_f16(src[i]);
 }
+void rt_i8_to_f32(float *dst, const int8_t *src, const float *absmax, int64_t n, int64_t cols) {
+  for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i] * (absmax[i / cols] / 127.0f);
+}
+void rt_nf4_to_f32(float *dst, const uint8_t *src, const float *absmax, int64_t n) {
+  static const float nf4[16] = RT_NF4_TABLE;
+  for (int64_t i = 0; i < n; i++) dst[i] = nf4[(src[i / 2] >> (i % 2 ? 0 : 4)) & 15] * absmax[i / RT_NF4_BLOCK];
+}
 
 int rt_unscale_check(float *g, int64_t n, float inv_scale) {
   int finite = 1;

@@ -425,7 +425,26 @@ RT_QMAP_FN float rt_qmap(int is_signed, int code) {
   X(void, f32_to_bf16, (uint16_t *dst, const float *src, int64_t n)) \
   X(void, bf16_to_f32, (float *dst, const uint16_t *src, int64_t n)) \
   X(void, f32_to_f16, (uint16_t *dst, const float *src, int64_t n))  \
-  X(void, f16_to_f32, (float *dst, const uint16_t *src, int64_t n))
+  X(void, f16_to_f32, (float *dst, const uint16_t *src, int64_t n)) \
+  X(void, i8_to_f32, (float *dst, const int8_t *src, const float *absmax, int64_t n, int64_t cols)) \
+  X(void, nf4_to_f32, (float *dst, const uint8_t *src, const float *absmax, int64_t n))
 // clang-format on
+
+/* Frozen weights' storage (--base-weights, planner/basew.h), dequantized by
+ * the casts above: int8 is code * absmax[row] / 127 (a row: cols elements);
+ * NF4 is RT_NF4[code] * absmax[i / RT_NF4_BLOCK], two codes a byte, the
+ * even element in the high nibble (bitsandbytes' packing). RT_NF4 is
+ * bitsandbytes' NormalFloat4 table (functional.py, get_4bit_type "nf4"),
+ * the float32 values of its published literals; quantizing picks the
+ * nearest code of x / absmax (memplan_trainer.c, tr_quantize), ties to the
+ * lower. tests/nf4 checks both against its own float64 implementation. */
+#define RT_NF4_BLOCK 64
+#define RT_NF4_TABLE                                                                                                \
+  {                                                                                                                 \
+    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,                \
+        -0.18477343022823334f, -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f,             \
+        0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, \
+        1.0f                                                                                                        \
+  }
 
 #endif

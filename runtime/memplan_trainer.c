@@ -18,6 +18,7 @@
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "memplan_trainer.h"
 #include "memplan_json.h"
+#include "memplan_kernels.h" /* RT_NF4_TABLE, RT_NF4_BLOCK */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -558,19 +559,78 @@ static void init_states(unsigned char *arena, const TrModel *m) {
   }
 }
 
+/* Frozen weights' storage (memplan_kernels.h): elements k0 .. k0 + n - 1 of
+ * parameter p (k0 and n whole rows for int8, whole blocks of RT_NF4_BLOCK
+ * for NF4, the last chunk excepted) from fp32 values w, into codes (p's
+ * storage, from its start) and absmax (its absmax tensor, from its start).
+ * The code of x is the nearest of x / absmax, in double, ties to the lower;
+ * an all-zero row or block has absmax 0 and every code 0.0's. */
+static uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* NaN stays NaN */
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static int nearest_code(const float *table, int ncodes, double r) {
+  int c = 0;
+  while (c + 1 < ncodes && r > ((double)table[c] + (double)table[c + 1]) / 2) c++;
+  return c;
+}
+static void quantize(const TrParam *p, const float *w, int64_t k0, int64_t n, unsigned char *codes, float *absmax) {
+  static const float nf4[16] = RT_NF4_TABLE;
+  if (p->store == TR_STORE_BF16) {
+    for (int64_t k = 0; k < n; k++) ((uint16_t *)codes)[k0 + k] = f32_to_bf16(w[k]);
+    return;
+  }
+  int64_t group = p->store == TR_STORE_I8 ? (p->rank ? p->shape[p->rank - 1] : 1) : RT_NF4_BLOCK;
+  for (int64_t g0 = 0; g0 < n; g0 += group) {
+    int64_t len = n - g0 < group ? n - g0 : group;
+    float a = 0.0f;
+    for (int64_t k = 0; k < len; k++) a = fabsf(w[g0 + k]) > a ? fabsf(w[g0 + k]) : a;
+    absmax[(k0 + g0) / group] = a;
+    for (int64_t k = 0; k < len; k++) {
+      double r = a > 0.0f ? (double)w[g0 + k] / (double)a : 0.0;
+      int64_t at = k0 + g0 + k;
+      if (p->store == TR_STORE_I8) ((int8_t *)codes)[at] = (int8_t)lrint(127.0 * r);
+      else {
+        int c = nearest_code(nf4, 16, r), shift = at % 2 ? 0 : 4;
+        codes[at / 2] = (unsigned char)((codes[at / 2] & ~(15 << shift)) | (c << shift));
+      }
+    }
+  }
+}
+
+/* Elements a chunk of quantize() takes: whole rows (int8) or blocks. */
+static int64_t quant_chunk(const TrParam *p) {
+  int64_t cols = p->store == TR_STORE_I8 && p->rank ? p->shape[p->rank - 1] : RT_NF4_BLOCK;
+  int64_t rows = cols ? ((int64_t)1 << 20) / cols : 1;
+  return cols * (rows ? rows : 1);
+}
+
 static void init_params(unsigned char *arena, const TrModel *m, uint64_t seed) {
   for (int i = 0; i < m->nparams; i++) {
     const TrParam *p = &m->params[i];
-    float *w = (float *)(arena + p->offset);
+    if (p->store == TR_STORE_ABSMAX) continue; /* its weight's quantize() writes it */
+    int q = p->store != TR_STORE_F32;
+    int64_t chunk = q ? quant_chunk(p) : p->numel;
+    float *w =
+        q ? xmalloc(sizeof(float) * (size_t)(chunk ? chunk : 1), "a weight's chunk") : (float *)(arena + p->offset);
     Rng r = {.s = mix64(seed) ^ mix64((uint64_t)i + 1)}; // one stream per parameter
-    for (int64_t k = 0; k < p->numel; k++) {
-      switch (p->init) {
-      case TR_INIT_NORMAL: w[k] = (float)(p->scale * rng_normal(&r)); break;
-      case TR_INIT_UNIFORM: w[k] = (float)(p->scale * (2.0 * rng_uniform(&r) - 1.0)); break;
-      case TR_INIT_ONES: w[k] = 1.0f; break;
-      default: w[k] = 0.0f; break;
+    for (int64_t k0 = 0; k0 < p->numel; k0 += chunk) {
+      int64_t n = p->numel - k0 < chunk ? p->numel - k0 : chunk;
+      for (int64_t k = 0; k < n; k++) {
+        switch (p->init) {
+        case TR_INIT_NORMAL: w[k] = (float)(p->scale * rng_normal(&r)); break;
+        case TR_INIT_UNIFORM: w[k] = (float)(p->scale * (2.0 * rng_uniform(&r) - 1.0)); break;
+        case TR_INIT_ONES: w[k] = 1.0f; break;
+        default: w[k] = 0.0f; break;
+        }
       }
+      if (q)
+        quantize(p, w, k0, n, arena + p->offset,
+                 p->absmax >= 0 ? (float *)(arena + m->params[p->absmax].offset) : NULL);
     }
+    if (q) free(w);
   }
 }
 
@@ -657,6 +717,7 @@ typedef struct {
   char dtype[8]; /* safetensors' name: plan.json's in upper case ("F32", "BF16") */
   int rank, kind;
   const int64_t *shape;
+  int64_t packed[1]; /* an NF4 weight's shape in the file: [ceil(numel / 2)] bytes */
 } CkTensor;
 
 /* The checkpoint's metadata: string keys and string values (safetensors'
@@ -711,13 +772,17 @@ static void ck_setup(const TrModel *m, int with_opt) {
     CkTensor *c = &ck.t[i];
     if (i < nsaved(m)) {
       const TrParam *p = saved_at(m, i);
-      *c = (CkTensor){p->name, p->offset, 4 * p->numel, p->numel, "F32", p->rank, i < m->nparams ? CK_PARAM : CK_STATE,
-                      p->shape};
+      static const char *const dt[] = {"F32", "BF16", "I8", "U8", "F32"}; /* by TR_STORE_* */
+      *c = (CkTensor){
+          p->name,  p->offset,           p->bytes, p->numel, "", p->rank, i < m->nparams ? CK_PARAM : CK_STATE,
+          p->shape, {(p->numel + 1) / 2}};
+      snprintf(c->dtype, sizeof c->dtype, "%s", dt[p->store]);
+      if (p->store == TR_STORE_NF4) c->rank = 1, c->shape = c->packed;
     } else {
       const TrOptState *p = &m->opt_states[i - nsaved(m)];
       int64_t numel = 1;
       for (int d = 0; d < p->rank; d++) numel *= p->shape[d];
-      *c = (CkTensor){p->name, p->offset, p->bytes, numel, "", p->rank, CK_OPT, p->shape};
+      *c = (CkTensor){p->name, p->offset, p->bytes, numel, "", p->rank, CK_OPT, p->shape, {0}};
       for (int k = 0; k < 7 && p->dtype[k]; k++)
         c->dtype[k] = (char)(p->dtype[k] >= 'a' && p->dtype[k] <= 'z' ? p->dtype[k] - 32 : p->dtype[k]);
     }
@@ -894,6 +959,54 @@ static CkEntry *read_header(int fd, const char *path, const char *what, Meta *mt
   return ck_io.st.t;
 }
 
+/* A frozen weight that the plan stores quantized, given in the file as F32
+ * (or BF16 for int8 and NF4): read in chunks, checked finite, quantized into
+ * its storage and its absmax (on a device through host copies of both). */
+static int quantizes(const TrParam *p, const CkEntry *e) {
+  return (p->store == TR_STORE_BF16 || p->store == TR_STORE_I8 || p->store == TR_STORE_NF4) &&
+         (!strcmp(e->dtype, "F32") || (!strcmp(e->dtype, "BF16") && p->store != TR_STORE_BF16));
+}
+static void load_quantized(int fd, const char *path, const CkEntry *e, int64_t data0, unsigned char *arena,
+                           const TrModel *m, const TrParam *p) {
+  int bf = !strcmp(e->dtype, "BF16"), same = e->rank == p->rank;
+  for (int d = 0; same && d < e->rank; d++) same = e->shape[d] == p->shape[d];
+  if (!same) {
+    char got[128], want[128];
+    shape_str(got, sizeof got, e->rank, e->shape);
+    shape_str(want, sizeof want, p->rank, p->shape);
+    die("%s: shape mismatch for tensor '%s': the file has %s, the model needs %s", path, e->name, got, want);
+  }
+  if (e->end - e->begin != (bf ? 2 : 4) * p->numel)
+    die("%s: tensor '%s': data_offsets [%lld, %lld] do not hold its %lld %s elements", path, e->name, (long long)e->begin,
+        (long long)e->end, (long long)p->numel, e->dtype);
+  const TrDevice *dev = m->device;
+  const TrParam *a = p->absmax >= 0 ? &m->params[p->absmax] : NULL;
+  unsigned char *codes = dev ? xmalloc((size_t)p->bytes, "a weight's codes") : arena + p->offset;
+  float *am = !a ? NULL : dev ? xmalloc((size_t)a->bytes, "a weight's absmax") : (float *)(arena + a->offset);
+  int64_t chunk = quant_chunk(p);
+  float *w = xmalloc(sizeof(float) * (size_t)chunk, "a weight's chunk");
+  uint16_t *h = bf ? xmalloc(sizeof(uint16_t) * (size_t)chunk, "a weight's chunk") : NULL;
+  CkTensor c = {p->name, p->offset, 4 * p->numel, p->numel, "F32", p->rank, CK_PARAM, p->shape, {0}};
+  for (int64_t k0 = 0; k0 < p->numel; k0 += chunk) {
+    int64_t n = p->numel - k0 < chunk ? p->numel - k0 : chunk;
+    if (bf) {
+      read_at(fd, h, 2 * n, data0 + e->begin + 2 * k0, path, p->name);
+      for (int64_t k = 0; k < n; k++) {
+        uint32_t x = (uint32_t)h[k] << 16;
+        memcpy(&w[k], &x, 4);
+      }
+    } else read_at(fd, w, 4 * n, data0 + e->begin + 4 * k0, path, p->name);
+    check_finite(path, &c, w, k0, n, "");
+    quantize(p, w, k0, n, codes, am);
+  }
+  if (dev) {
+    dev->upload_from(arena, p->offset, codes, p->bytes);
+    if (a) dev->upload_from(arena, a->offset, am, a->bytes);
+    free(codes), free(am);
+  }
+  free(w), free(h);
+}
+
 /* --load (weights: parameters and running state; optimizer state and
  * metadata in the file are ignored) or --resume (every tensor), streamed:
  * each tensor read from the file straight to its arena offset, on a device
@@ -926,6 +1039,12 @@ static void load_checkpoint(const char *path, unsigned char *arena, const TrMode
       continue;
     }
     const CkTensor *c = &ck.t[i];
+    if (c->kind == CK_PARAM && quantizes(&m->params[i], e)) {
+      load_quantized(fd, path, e, data0, arena, m, &m->params[i]);
+      seen[i] = 1;
+      if (m->params[i].absmax >= 0) seen[m->params[i].absmax] = 1;
+      continue;
+    }
     if (strcmp(e->dtype, c->dtype))
       die("%s: tensor '%s' has dtype %s; the trainer reads %s", path, e->name, e->dtype, c->dtype);
     int same = e->rank == c->rank;
@@ -1520,7 +1639,7 @@ static void put_inputs(Run *r, const TrInput *in, int n) {
 static void put_params(Run *r) {
   const TrDevice *d = r->m->device;
   for (int i = 0; d && i < nsaved(r->m); i++)
-    d->upload(r->dev, r->arena, saved_at(r->m, i)->offset, 4 * saved_at(r->m, i)->numel);
+    d->upload(r->dev, r->arena, saved_at(r->m, i)->offset, saved_at(r->m, i)->bytes);
 }
 
 static float read_loss(Run *r, int64_t offset) {

@@ -55,7 +55,12 @@
  * Checkpoints (--save FILE, --save-every N, --resume FILE) are safetensors
  * files: a little-endian u64 N, N bytes of JSON (padded with spaces to a
  * multiple of 8), then the tensors' bytes, row-major, little-endian. They
- * hold every parameter (F32), every running-state buffer (F32), then every
+ * hold every parameter (F32; a frozen weight stored by --base-weights in its
+ * storage: BF16 or I8 with the weight's shape, NF4 as U8 [ceil(numel/2)], two
+ * codes a byte, the even element in the high nibble, each int8 or NF4 weight
+ * followed by its F32 "<param>.absmax": per row or per 64 elements,
+ * memplan_kernels.h; --load also takes a F32 or BF16 weight for it and
+ * quantizes it), every running-state buffer (F32), then every
  * optimizer-state buffer ("<param>.adam_m" and "<param>.adam_v", SGD's
  * "<param>.momentum": plan.json's names) as its raw bytes in its own dtype (the
  * safetensors dtype is plan.json's in upper case: F32, BF16, ...). The
@@ -115,6 +120,10 @@ extern "C" {
 enum { TR_INIT_NONE, TR_INIT_NORMAL, TR_INIT_ZEROS, TR_INIT_ONES, TR_INIT_UNIFORM };
 enum { TR_ADAMW, TR_SGD };
 enum { TR_F32, TR_I32 };
+/* A parameter's storage (--base-weights, planner/basew.h): fp32, or a frozen
+ * weight as bf16, int8 or NF4 codes with its absmax in another parameter of
+ * the table (TR_STORE_ABSMAX: filled when its weight is quantized). */
+enum { TR_STORE_F32, TR_STORE_BF16, TR_STORE_I8, TR_STORE_NF4, TR_STORE_ABSMAX };
 /* Learning-rate schedules (llm.c's, with its warmup iterations and final
  * fraction), over the run's S = --steps steps t = 1..S, from the base rate lr
  * (the YAML's, or --lr), W = warmup steps and the floor f = final_fraction:
@@ -150,8 +159,11 @@ typedef struct {
   int rank;
   int64_t shape[6];
   int64_t numel;
-  int init;     /* TR_INIT_* */
-  double scale; /* std (normal) or bound (uniform) */
+  int init;      /* TR_INIT_* */
+  double scale;  /* std (normal) or bound (uniform) */
+  int64_t bytes; /* in the arena: 4 x numel, less for a quantized frozen weight */
+  int store;     /* TR_STORE_* */
+  int absmax;    /* TR_STORE_I8 and _NF4: the table index of its absmax (f32 per row or per 64); else -1 */
 } TrParam;
 
 typedef struct {

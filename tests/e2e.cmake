@@ -63,6 +63,10 @@ memplan_e2e_build(frozen-lm-fused ${MEMPLAN_TEST_DIR}/reference/frozen-lm.yaml -
 # LoRA (the YAML's lora: section) on llama-mini
 memplan_e2e_build(llama-mini-lora ${MEMPLAN_TEST_DIR}/reference/llama-mini-lora.yaml)
 memplan_e2e_build(lora-dropout-lm ${MEMPLAN_TEST_DIR}/reference/lora-dropout-lm.yaml)
+# frozen weights stored as nf4, int8 and bf16 (--base-weights, planner/basew.h)
+foreach(f nf4 int8 bf16)
+  memplan_e2e_build(frozen-lm-${f} ${MEMPLAN_TEST_DIR}/reference/frozen-lm.yaml --freeze=logits.weight --base-weights=${f})
+endforeach()
 memplan_e2e_build(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
 # gelu with approximate: none (erf) and tanh side by side
 memplan_e2e_build(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
@@ -279,6 +283,25 @@ memplan_e2e(e2e_resume_llama-mini-lora llama-mini-lora resume ${e2e_dir}/llama-m
 # frozen weights are saved and resumed as weights, without optimizer state
 memplan_e2e(e2e_resume_frozen-lm frozen-lm resume ${e2e_dir}/frozen-lm/build/trainer ${e2e_dir}/resume-frozen
             --text ${e2e_text} --threads 2)
+# frozen weights stored quantized: codes and absmax exact vs tests/e2e/basew.py's float64
+# implementation of each format, the NF4 table bitsandbytes' own, dequantization exact (the fp32
+# plan on the dequantized weights: the same loss and trained weights, bit for bit), peak RSS within
+# the arena + 64 MiB. Planted once each: cpu.c's rt_nf4_to_f32 reading the low nibble first (printed
+# "step-1 loss: 5.53225899 quantized, 5.59821701 fp32 plan ... DIFFERENT"); memplan_trainer.c's
+# quantize() packing the even element low ("h1.gate.weight: the trainer's nf4 storage differs");
+# load_quantized() widening BF16 with << 15 (the BF16 run failed: "the loss is -nan at step 1").
+# Also: --load of BF16 frozen weights stores what their F32 values store, and a frozen weight of
+# the wrong shape exits 1 naming it and both shapes.
+foreach(f nf4 int8 bf16)
+  add_test(NAME e2e_basew_codes_${f}
+           COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/basew.py codes ${e2e_dir}/frozen-lm-${f} ${e2e_dir}/frozen-lm
+                   ${MEMPLAN_SOURCE_DIR}/runtime/memplan_kernels.h ${e2e_dir}/basew-${f} --text ${e2e_text})
+  set_tests_properties(e2e_basew_codes_${f} PROPERTIES LABELS e2e TIMEOUT 120
+                       FIXTURES_REQUIRED "trainer_frozen-lm-${f};trainer_frozen-lm")
+endforeach()
+# quantized frozen weights resume bit for bit (saved as codes + absmax, read back exactly)
+memplan_e2e(e2e_resume_frozen-lm-nf4 frozen-lm-nf4 resume ${e2e_dir}/frozen-lm-nf4/build/trainer
+            ${e2e_dir}/resume-frozen-nf4 --text ${e2e_text} --threads 2)
 # --save-every keeps the newest --keep K, across a resume too
 memplan_e2e(e2e_keep_mlp mlp keep ${mlp} ${e2e_dir}/keep-mlp --threads 2)
 # --resume of another plan of the same model (fp16, micro-batches), weights-only,

@@ -358,3 +358,21 @@ set_tests_properties(vit_b16_budget_2g PROPERTIES LABELS e2e
 add_test(NAME resnet50_stages_1g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
 set_tests_properties(resnet50_stages_1g PROPERTIES LABELS e2e
                      PASS_REGULAR_EXPRESSION "layer2_0.conv1 .. layer2_0.add recomputed from its input checkpoint")
+
+# --base-weights (planner/basew.h): only frozen weights are stored quantized
+add_test(NAME error_base_weights_no_frozen COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_error.sh $<TARGET_FILE:memplan>
+         ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --base-weights nf4)
+set_tests_properties(error_base_weights_no_frozen PROPERTIES LABELS errors
+  PASS_REGULAR_EXPRESSION "--base-weights nf4: mlp.yaml has no frozen weight, and only frozen weights can be stored as nf4; freeze them")
+# auto takes the highest precision that fits: llama-mini with every projection and the
+# embeddings frozen keeps everything in 73.00 MiB at fp32, 67.21 bf16, 64.36 int8, 63.06 nf4;
+# under 66 MiB (no recomputation, no micro-batches) int8 is the first that fits. Planted
+# once: driver.c's fit_base trying nf4 first; this test printed "nf4 fits" and base_weights nf4.
+add_test(NAME plan_base_weights_auto_llama_mini
+         COMMAND sh -c "\"$0\" compile \"$1\" --freeze emb.weight --freeze 'h*.attn.*' --freeze 'h*.gate.*' \
+--freeze 'h*.up.*' --freeze 'h*.down.*' --freeze logits.weight --budget 66MiB --no-recompute --no-micro-batch \
+-o \"$2\" && grep '\"base_weights\"' \"$2/plan.json\""
+                 $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml
+                 ${CMAKE_CURRENT_BINARY_DIR}/plan_base_weights_auto)
+set_tests_properties(plan_base_weights_auto_llama_mini PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "frozen weights int8: 2.93 MiB \\(fp32: 11.56 MiB\\).*--base-weights auto: fp32 does not fit. bf16 does not fit. int8 fits.*\"base_weights\": \"int8\"")

@@ -2206,6 +2206,27 @@ void rt_cuda_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) { CAST_LAUN
 void rt_cuda_f32_to_f16(uint16_t *dst, const float *src, int64_t n) { CAST_LAUNCH(f32_to_f16_kernel, dst, src, n); }
 void rt_cuda_f16_to_f32(float *dst, const uint16_t *src, int64_t n) { CAST_LAUNCH(f16_to_f32_kernel, dst, src, n); }
 
+// frozen weights (--base-weights): cpu.c's dequantization, the same float operations
+static __global__ void i8_to_f32_kernel(float *dst, const int8_t *src, const float *absmax, int64_t n, int64_t cols) {
+  GRID_STRIDE(i, n) dst[i] = (float)src[i] * __fdiv_rn(absmax[i / cols], 127.0f);
+}
+static __constant__ float nf4_table[16] = RT_NF4_TABLE;
+static __global__ void nf4_to_f32_kernel(float *dst, const uint8_t *src, const float *absmax, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = __fmul_rn(nf4_table[(src[i / 2] >> (i % 2 ? 0 : 4)) & 15], absmax[i / RT_NF4_BLOCK]);
+}
+void rt_cuda_i8_to_f32(float *dst, const int8_t *src, const float *absmax, int64_t n, int64_t cols) {
+  need_ctx();
+  if (n <= 0) return;
+  i8_to_f32_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst, src, absmax, n, cols);
+  LAUNCH_CHECK();
+}
+void rt_cuda_nf4_to_f32(float *dst, const uint8_t *src, const float *absmax, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  nf4_to_f32_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst, src, absmax, n);
+  LAUNCH_CHECK();
+}
+
 // ----------------------------------------------------------------------------
 // optimizer state in bf16 and in 8 bits: cpu.c's float operations (adam_elem)
 // in its order, so the CUDA and CPU trainers agree bit for bit

@@ -1,0 +1,93 @@
+/* basew.c: frozen weights stored in bf16, int8 or NF4 (basew.h). */
+#include "basew.h"
+
+#include <string.h>
+
+const char *basew_name(BaseFmt f) {
+  static const char *const n[BW_COUNT] = {"fp32", "bf16", "int8", "nf4", "auto"};
+  return f < BW_COUNT ? n[f] : "?";
+}
+
+bool basew_any(const Graph *g) {
+  for (int t = 0; t < g->nt; t++)
+    if (g->t[t].kind == TK_PARAM && g->t[t].frozen) return true;
+  return false;
+}
+
+typedef struct {
+  Arena *ar;
+  VEC(STensor) t;
+  int *scale; /* per tensor of the step lowered (n): -2 kept, -1 lowered without absmax, else its absmax */
+  int n;
+} Lower;
+
+/* The absmax tensor of a weight w: [rows] (int8, rows = numel / last dim) or
+ * [ceil(numel / BW_NF4_BLOCK)] (nf4), f32, frozen with it. */
+static int absmax_of(Lower *L, int w, BaseFmt f) {
+  STensor a = L->t.v[w];
+  const Shape *s = &L->t.v[w].shape;
+  int64_t numel = shape_numel(s), last = s->rank ? s->d[s->rank - 1] : 1;
+  const char *sym = s->rank ? s->sym[0] : "1";
+  for (int k = 1; k < s->rank; k++) sym = ar_printf(L->ar, "%s*%s", sym, s->sym[k]);
+  a.name = ar_printf(L->ar, "%s.absmax", a.name);
+  a.dtype = DT_F32;
+  a.shape = (Shape){.rank = 1};
+  a.init = (Init){0};
+  if (f == BW_INT8) {
+    a.shape.d[0] = last ? numel / last : 0;
+    a.shape.sym[0] = s->rank > 1 ? ar_printf(L->ar, "%s/%s", sym, s->sym[s->rank - 1]) : "1";
+  } else {
+    a.shape.d[0] = (numel + BW_NF4_BLOCK - 1) / BW_NF4_BLOCK;
+    a.shape.sym[0] = ar_printf(L->ar, "ceil(%s/%d)", sym, BW_NF4_BLOCK);
+  }
+  VEC_PUSH(L->ar, L->t, a);
+  return L->t.n - 1;
+}
+
+/* ins with a dequantizing cast before every read of a lowered weight. */
+static Instr *rewire(Lower *L, const Instr *ins, int n, int *count) {
+  VEC(Instr) out = {0};
+  for (int i = 0; i < n; i++) {
+    Instr x = ins[i];
+    for (int k = 0; k < x.nin; k++) {
+      int w = x.in[k];
+      if (w < 0 || w >= L->n || L->scale[w] == -2) continue;
+      STensor f = L->t.v[w];
+      f.name = ar_printf(L->ar, "%s@f32", f.name);
+      f.dtype = DT_F32;
+      f.role = ROLE_ACTIVATION;
+      VEC_PUSH(L->ar, L->t, f);
+      Instr c = {OP_CAST, x.phase, -1, x.name, 1, 1, {0}, {0}, {0}, -1, 0};
+      for (int j = 0; j < PLAN_MAX_IO; j++) c.in[j] = c.out[j] = -1;
+      c.in[0] = w, c.out[0] = L->t.n - 1;
+      if (L->scale[w] >= 0) c.in[1] = L->scale[w], c.nin = 2;
+      VEC_PUSH(L->ar, out, c);
+      x.in[k] = c.out[0];
+    }
+    VEC_PUSH(L->ar, out, x);
+  }
+  *count = out.n;
+  return out.v;
+}
+
+Step *basew_lower(Arena *ar, const Graph *g, const Step *s, BaseFmt f) {
+  if (f == BW_FP32 || f == BW_AUTO || !basew_any(g)) return (Step *)s;
+  static const DType dt[] = {DT_F32, DT_BF16, DT_I8, DT_NF4};
+  Lower L = {ar, {0}, NULL, s->nt};
+  for (int t = 0; t < s->nt; t++) VEC_PUSH(ar, L.t, s->t[t]);
+  L.scale = ar_alloc(ar, sizeof(int) * (size_t)(s->nt + 1));
+  for (int t = 0; t < s->nt; t++) L.scale[t] = -2;
+  for (int t = 0; t < g->nt && t < s->nt; t++) {
+    if (g->t[t].kind != TK_PARAM || !g->t[t].frozen || s->t[t].role != ROLE_PARAM) continue;
+    L.t.v[t].dtype = dt[f];
+    L.scale[t] = f == BW_BF16 ? -1 : absmax_of(&L, t, f);
+  }
+  Step *out = ar_alloc(ar, sizeof(Step));
+  *out = *s;
+  out->train = rewire(&L, s->train, s->ntrain, &out->ntrain);
+  out->eval = rewire(&L, s->eval, s->neval, &out->neval);
+  out->t = L.t.v, out->nt = L.t.n;
+  out->saved = ar_alloc(ar, sizeof(bool) * (size_t)L.t.n);
+  memcpy(out->saved, s->saved, sizeof(bool) * (size_t)s->nt);
+  return out;
+}
