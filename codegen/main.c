@@ -1,5 +1,5 @@
 /* main.c: the memplan command line: each command's front end (cli_compile.c,
- * cli_sweep.c, show.c, pack.c, cli_import.c) by its name, and the help of them all. */
+ * cli_sweep.c, show.c, pack.c, cli_import.c, cli_torch.c) by its name, and the help of them all. */
 #include <stdio.h>
 #include <string.h>
 #ifdef __GLIBC__
@@ -19,14 +19,15 @@ static const char usage[] =
     "       memplan pack FILE.csv [OPTIONS]        pack a MiniMalloc CSV instance into one arena\n"
     "       memplan import-hf gpt2 IN.safetensors -o OUT.safetensors [--plan PLAN.json]\n"
     "                                              Hugging Face GPT-2 weights under memplan's names\n"
+    "       memplan import-torch SPEC -o DIR [OPTIONS]  a PyTorch nn.Module as model.yaml + weights\n"
     "       memplan CMD --help                     one command's options\n"
     "       memplan --help | --version\n";
 
 /* memplan --help: every command with every option. */
 static void print_help(void) {
   printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n", MEMPLAN_VERSION, usage);
-  printf("%s%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help, pack_help, import_help,
-         CLI_EXIT_HELP);
+  printf("%s%s\n%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help, pack_help,
+         import_help, torch_help, CLI_EXIT_HELP);
 }
 
 int main(int argc, char **argv) {
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "sweep")) return sweep_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "show")) return show_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "import-hf")) return import_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "import-torch")) return torch_main(argc - 1, argv + 1);
   fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
   return EXIT_USAGE;
 }

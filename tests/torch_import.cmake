@@ -1,0 +1,25 @@
+# The PyTorch front door (memplan import-torch, tools/torch_import.py; label
+# torch_import): nn.Modules of tests/torch_import/modules.py imported, compiled,
+# trained 5 steps by the generated CPU trainer and compared with PyTorch training
+# the same module from the same weights on the same batches (float64 reference,
+# float32 yardstick: tests/torch_import/check.py), then the checkpoint loaded
+# back into the module (load_state_dict(strict=True)) and its eval forward
+# compared with the trainer's eval. Skipped (77) where torch is absent.
+set(ti_dir ${CMAKE_CURRENT_BINARY_DIR}/torch_import)
+set(ti_mod ${MEMPLAN_TEST_DIR}/torch_import/modules.py)
+function(memplan_torch_import name spec)
+  add_test(NAME torch_import_${name}
+           COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/torch_import/check.py $<TARGET_FILE:memplan>
+                   ${ti_dir}/${name} ${spec} ${ARGN})
+  set_tests_properties(torch_import_${name} PROPERTIES LABELS "torch_import;reference" TIMEOUT 240
+                       SKIP_RETURN_CODE 77)
+endfunction()
+# Linear, ReLU (F and torch.), exact GELU; AdamW's defaults
+memplan_torch_import(mlp ${ti_mod}:MLP --input x=[B,12]:f32 --input targets=[B]:i32 --dims B=4
+                     --loss cross_entropy:targets)
+# Conv2d, BatchNorm2d (momentum 0.2 and 0.1: running statistics compared), MaxPool2d, residual adds,
+# AdaptiveAvgPool2d((1, 1)), torch.flatten; SGD with momentum and weight decay
+# Planted once: the tool writing momentum 0.1 for every BatchNorm (stem has 0.2) printed
+#   stem.1.running_var worst error 2.41e-01 (tolerance 8.3e-07) FAIL, eval loss rel err 1.52e-03 FAIL
+memplan_torch_import(cnn ${ti_mod}:SmallCNN --input x=[B,3,8,8]:f32 --input targets=[B]:i32 --dims B=4
+                     --loss cross_entropy:targets --optimizer sgd:lr=0.05,momentum=0.9,weight_decay=1e-3)
