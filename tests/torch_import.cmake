@@ -23,3 +23,14 @@ memplan_torch_import(mlp ${ti_mod}:MLP --input x=[B,12]:f32 --input targets=[B]:
 #   stem.1.running_var worst error 2.41e-01 (tolerance 8.3e-07) FAIL, eval loss rel err 1.52e-03 FAIL
 memplan_torch_import(cnn ${ti_mod}:SmallCNN --input x=[B,3,8,8]:f32 --input targets=[B]:i32 --dims B=4
                      --loss cross_entropy:targets --optimizer sgd:lr=0.05,momentum=0.9,weight_decay=1e-3)
+# Bad input, each a clear error with exit status 1 and nothing written: a SPEC that
+# does not import, a factory that raises, a tuple without --output, input dims the
+# module disagrees with, targets of the wrong dtype or shape, every unsupported node
+# listed with its module path and source line, data-dependent control flow, no
+# python3, a python3 without torch, a checkpoint of another plan in the load-back
+# helper (tests/torch_import/errors.py, about 15 s). Planted once: the tool creating
+# the -o folder before refusing unsupported nodes printed "FAIL: unsupported nodes,
+# all of them (exit 1) / wrote .../out7".
+add_test(NAME torch_import_errors
+         COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/torch_import/errors.py $<TARGET_FILE:memplan> ${ti_dir}/errors)
+set_tests_properties(torch_import_errors PROPERTIES LABELS torch_import TIMEOUT 120 SKIP_RETURN_CODE 77)

@@ -26,8 +26,10 @@ Exit status: 0 success, 1 user error (the message says which input and
 what to do), 2 usage."""
 import argparse
 import ast
+import contextlib
 import importlib
 import importlib.util
+import io
 import json
 import operator
 import os
@@ -248,8 +250,7 @@ class Importer:
               "call_function": lambda: "%s" % getattr(node.target, "__name__", str(node.target)),
               "call_method": lambda: "Tensor.%s" % node.target,
               "get_attr": lambda: "get_attr %s" % node.target}.get(node.op, lambda: node.op)()
-        path = node.meta.get("nn_module_stack")
-        path = list(path.keys())[-1] if path else (node.target if node.op == "call_module" else "")
+        path = node.target if node.op == "call_module" else node.meta.get("memplan_path", "")
         self.unsupported.append((op, path, user_line(node.stack_trace), why))
 
     # -- the graph
@@ -495,15 +496,50 @@ class Importer:
         return self.simple(node, op, None, ins, keys)
 
 
+def trace(module):
+    """torch.fx.symbolic_trace with the user's stack trace on every node and
+    the module path it was created in (node.meta["memplan_path"])."""
+    import torch.fx
+
+    class Tracer(torch.fx.Tracer):
+        def __init__(self):
+            super().__init__()
+            self.record_stack_traces = True
+            self.path = [""]
+
+        def call_module(self, m, forward, args, kwargs):
+            self.path.append(self.path_of_module(m))
+            try:
+                return super().call_module(m, forward, args, kwargs)
+            finally:
+                self.path.pop()
+
+        def create_node(self, *args, **kwargs):
+            node = super().create_node(*args, **kwargs)
+            node.meta["memplan_path"] = self.path[-1]
+            return node
+
+    t = Tracer()
+    graph = t.trace(module)
+    return torch.fx.GraphModule(t.root, graph, type(module).__name__)
+
+
 def user_line(stack):
-    """The innermost frame of fx's stack trace outside torch: 'file:line: code'."""
-    if not stack:
-        return "(no source line: fx recorded no stack trace)"
-    frames = re.findall(r'File "([^"]+)", line (\d+), in \S+\n\s*(.*)', stack)
-    for f, ln, code in reversed(frames):
-        if "/torch/" not in f:
-            return "%s:%s: %s" % (f, ln, code.strip())
-    return stack.strip().splitlines()[-1]
+    """The user's innermost source line in fx's stack trace of a node: 'file:line: code'. Torch versions
+    record the frames in either order; the tracer's own are inner to this tool's trace() call, so the user's
+    innermost frame is the one farthest from it on the side where torch's frames are."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', stack or "")
+    me = os.path.abspath(__file__)
+    mine = [i for i, f in enumerate(frames) if os.path.abspath(f[0]) == me and f[2] == "trace"]
+    if frames and mine:
+        i = mine[0]
+        left, right = frames[:i], frames[i + 1:]
+        inner = right if any("/torch/" in f[0] for f in right) else left[::-1]
+        user = [f for f in inner if "/torch/" not in f[0] and os.path.abspath(f[0]) != me]
+        if user:
+            f = user[-1]
+            return "%s:%s: %s" % (f[0], f[1], f[3].strip())
+    return "(no source line: fx recorded no stack trace)"
 
 
 # ---------------------------------------------------------------------------
@@ -577,7 +613,7 @@ def do_import(a):
         return [dims[d] if isinstance(d, str) else d for d in shape]
     batch_sym = inputs[0][1][0] if isinstance(inputs[0][1][0], str) else None
     try:
-        gm = torch.fx.symbolic_trace(module)
+        gm = trace(module)
     except Exception as e:
         tb = traceback.extract_tb(e.__traceback__)
         frames = [f for f in tb if "/torch/" not in f.filename]
@@ -594,13 +630,16 @@ def do_import(a):
         examples.append(torch.zeros(concrete(s), dtype=torch.long) if d == "i32" else torch.randn(concrete(s)))
     was = module.training
     module.eval()  # ShapeProp runs forward: eval leaves BatchNorm's running statistics alone
+    printed = io.StringIO()  # ShapeProp prints the failing node's traceback itself: its last line is the cause
     try:
-        with torch.no_grad():
+        with torch.no_grad(), contextlib.redirect_stderr(printed):
             ShapeProp(gm).propagate(*examples)
     except Exception as e:
-        fail("%s: forward fails on inputs of shapes %s: %s: %s (do the --input dims match the module?)"
+        cause = (printed.getvalue().strip().splitlines() or [""])[-1] or "%s: %s" % (type(e).__name__, e)
+        node = re.search(r"node=%(\w+)", str(e))
+        fail("%s: forward fails on inputs of shapes %s%s: %s (do the --input dims match the module?)"
              % (a.spec, ", ".join("%s %s" % (n.target, list(x.shape)) for n, x in zip(fwd_inputs, examples)),
-                type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+                " at node %s" % node.group(1) if node else "", cause))
     module.train(was)
     imp = Importer(module, inputs, dims, batch_sym)
     imp.run(gm)
