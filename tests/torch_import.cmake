@@ -11,7 +11,7 @@ function(memplan_torch_import name spec)
   add_test(NAME torch_import_${name}
            COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/torch_import/check.py $<TARGET_FILE:memplan>
                    ${ti_dir}/${name} ${spec} ${ARGN})
-  set_tests_properties(torch_import_${name} PROPERTIES LABELS "torch_import;reference" TIMEOUT 240
+  set_tests_properties(torch_import_${name} PROPERTIES LABELS torch_import TIMEOUT 240
                        SKIP_RETURN_CODE 77)
 endfunction()
 # Linear, ReLU (F and torch.), exact GELU; AdamW's defaults
