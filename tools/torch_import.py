@@ -207,6 +207,10 @@ class Importer:
         self.owner = {}           # id(parameter) -> memplan layer that owns it (weight sharing)
         self.shared = {}          # memplan name -> memplan name it shares
         self.modules = dict(module.named_modules())
+        self.shape_over = {}      # fx node -> memplan's shape where it differs (position_embedding's [B, T, C])
+        self.rejected = set()     # nodes refused, and those refused because an input was
+        self.absorbed = {}        # fx node -> None (inside a matched pattern) or the pattern's op to emit there
+        self.gm = None
 
     # -- helpers
     def layer_name(self, text):
@@ -227,6 +231,8 @@ class Importer:
         return name
 
     def shape(self, node):
+        if node in self.shape_over:
+            return self.shape_over[node]
         meta = node.meta.get("tensor_meta")
         return None if meta is None or not hasattr(meta, "shape") else tuple(meta.shape)
 
@@ -242,10 +248,14 @@ class Importer:
         import torch.fx
         if isinstance(a, torch.fx.Node) and a in self.value:
             return self.value[a]
+        if isinstance(a, torch.fx.Node) and a in self.rejected:  # listed already: its users are not
+            self.rejected.add(node)
+            return None
         self.reject(node, "its input %s is not a tensor memplan computes" % (getattr(a, "name", repr(a))))
         return None
 
     def reject(self, node, why):
+        self.rejected.add(node)
         op = {"call_module": lambda: "%s (%s)" % (type(self.modules.get(node.target)).__name__, node.target),
               "call_function": lambda: "%s" % getattr(node.target, "__name__", str(node.target)),
               "call_method": lambda: "Tensor.%s" % node.target,
@@ -256,7 +266,20 @@ class Importer:
     # -- the graph
     def run(self, gm):
         import torch
+        self.gm = gm
         for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target in (torch.nn.functional.softmax, torch.softmax) or \
+                    node.op == "call_method" and node.target == "softmax":
+                match_attention(self, node)
+        for node in gm.graph.nodes:
+            if node in self.absorbed:
+                if self.absorbed[node] is not None:
+                    qkv, heads, causal = self.absorbed[node]
+                    x = self.arg(node, qkv)
+                    if x is not None:
+                        self.emit(node, "attention", {"heads": heads, "causal": causal}, [x],
+                                  name=self.layer_name(node.meta.get("memplan_path", "") + "_attention"))
+                continue
             if node.op == "placeholder":
                 if node.name not in [n for n, _, _ in self.inputs] and node.target not in [n for n, _, _ in self.inputs]:
                     self.reject(node, "the module's input '%s' has no --input %s=[dims]:dtype" % (node.target,
@@ -270,6 +293,10 @@ class Importer:
             elif node.op in ("call_function", "call_method"):
                 self.call_fn(node)
             elif node.op == "get_attr":
+                if self.is_arange(node) and all(u.op == "call_module" and isinstance(self.modules[u.target],
+                                                                                    torch.nn.Embedding)
+                                                for u in node.users):
+                    continue
                 if self.shape(node) is not None:
                     self.reject(node, "a parameter or buffer read directly in forward (not through a submodule)")
             else:
@@ -278,11 +305,12 @@ class Importer:
 
     def call_module(self, node, mod):
         import torch.nn as nn
-        x = self.arg(node, node.args[0]) if node.args else None
-        if x is None:
+        t = type(mod)
+        pos = t is nn.Embedding and node.args and self.is_arange(node.args[0])
+        x = None if pos else self.arg(node, node.args[0]) if node.args else None
+        if x is None and not pos:
             return
         ins, shp, ish = [x], self.shape(node), self.shape(node.args[0])
-        t = type(mod)
         if t is nn.Linear:
             name = self.emit(node, "linear", {"out": mod.out_features, "bias": mod.bias is not None}, ins)
             self.own(name, mod, ("weight", "bias"))
@@ -317,6 +345,17 @@ class Importer:
                 keys["bias"] = False
             name = self.emit(node, "layernorm", keys, ins)
             self.own(name, mod, ("weight", "bias"))
+        elif t is nn.Embedding and self.is_arange(node.args[0]):
+            n = self.shape(node.args[0])[0]
+            like = next((nm for nm, s, _ in self.inputs if len(s) >= 2 and self.concrete(s)[1] == n), None)
+            if like is None:
+                return self.reject(node, "a position embedding of %d positions, and no --input of shape [B, %d, ...]"
+                                   % (n, n))
+            name = self.emit(node, "position_embedding", {"max": mod.num_embeddings, "dim": mod.embedding_dim},
+                             [like])
+            self.own(name, mod, ("weight",))
+            b = self.concrete(next(s for nm, s, _ in self.inputs if nm == like))[0]
+            self.shape_over[node] = (b, n, mod.embedding_dim)
         elif t is nn.Embedding:
             if mod.padding_idx is not None or mod.max_norm is not None:
                 return self.reject(node, "Embedding with padding_idx or max_norm")
@@ -333,6 +372,26 @@ class Importer:
             self.adaptive(node, mod.output_size, ins)
         else:
             self.reject(node, "no memplan op for %s" % t.__name__)
+
+    def concrete(self, shape):
+        return [self.dims[d] if isinstance(d, str) else d for d in shape]
+
+    def const(self, node):
+        """The tensor a get_attr node reads (a buffer, or a constant fx made of a value computed while tracing)."""
+        import torch.fx
+        if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
+            return None
+        v = self.gm
+        for part in node.target.split("."):
+            v = getattr(v, part, None)
+        return v
+
+    def is_arange(self, node):
+        """torch.arange(0, T) (fx keeps it as a constant: the sizes were numbers while tracing)."""
+        import torch
+        v = self.const(node)
+        return isinstance(v, torch.Tensor) and v.dim() == 1 and not v.is_floating_point() and \
+            torch.equal(v, torch.arange(v.numel()))
 
     def sd_name(self, mod, attr):
         for n, m in self.modules.items():
@@ -418,6 +477,10 @@ class Importer:
             if len(a) != 2 or kw.get("alpha", 1) != 1:
                 return self.reject(node, "%s with alpha or more arguments" % fn)
             ins = [self.value.get(x) if isinstance(x, torch.fx.Node) else None for x in a]
+            if any(x in self.rejected for x in a if isinstance(x, torch.fx.Node)) and \
+                    all(isinstance(x, torch.fx.Node) for x in a):  # listed already, unless it has its own fault
+                self.rejected.add(node)
+                return None
             if None in ins:
                 return self.reject(node, "%s with a Python number or an untracked tensor: memplan's %s takes two "
                                    "tensors" % (fn, fn))
@@ -496,16 +559,37 @@ class Importer:
         return self.simple(node, op, None, ins, keys)
 
 
-def trace(module):
-    """torch.fx.symbolic_trace with the user's stack trace on every node and
-    the module path it was created in (node.meta["memplan_path"])."""
+def trace(module, examples):
+    """torch.fx.symbolic_trace with the user's stack trace on every node, the
+    module path it was created in (node.meta["memplan_path"]), and the real
+    value of every node computed alongside from `examples` ({input name:
+    tensor}), so that sizes are numbers: `b, t = idx.size()` and `x.shape`
+    trace (the YAML gets the traced shapes, the batch dim by its symbol).
+    Control flow on tensor values still cannot trace."""
+    import torch
     import torch.fx
+    from torch.fx.node import map_aggregate
+
+    class Real(torch.fx.Proxy):
+        def __getattr__(self, k):
+            if k in ("shape", "device", "dtype", "ndim") and self.node in self.tracer.real:
+                return getattr(self.tracer.real[self.node], k)
+            return super().__getattr__(k)
+
+        def __iter__(self):  # a tuple (split, chunk): its items, as many as the real value has
+            r = self.tracer.real.get(self.node)
+            if isinstance(r, (tuple, list)):
+                return iter([self[i] for i in range(len(r))])
+            return super().__iter__()
 
     class Tracer(torch.fx.Tracer):
         def __init__(self):
             super().__init__()
             self.record_stack_traces = True
-            self.path = [""]
+            self.path, self.real = [""], {}
+
+        def proxy(self, node):
+            return Real(node, self)
 
         def call_module(self, m, forward, args, kwargs):
             self.path.append(self.path_of_module(m))
@@ -519,9 +603,166 @@ def trace(module):
             node.meta["memplan_path"] = self.path[-1]
             return node
 
+        def create_proxy(self, kind, target, args, kwargs, *rest, **kw):
+            p = super().create_proxy(kind, target, args, kwargs, *rest, **kw)
+            if kind == "output":
+                return p
+
+            def real(a):
+                if isinstance(a, torch.fx.Proxy):
+                    a = a.node
+                if isinstance(a, torch.fx.Node):
+                    if a not in self.real:
+                        raise KeyError(a.name)
+                    return self.real[a]
+                return a
+            try:
+                ra, rk = map_aggregate(args, real), map_aggregate(kwargs, real)
+            except KeyError:
+                return p
+            if kind == "placeholder":
+                if target not in examples:
+                    fail("forward takes '%s': give it with --input %s=[dims]:dtype" % (target, target))
+                v = examples[target]
+            else:
+                # the real value with nn.Module's own __getattr__ and __call__ (tracing patches them)
+                patched = torch.nn.Module.__getattr__, torch.nn.Module.__call__
+                torch.nn.Module.__getattr__, torch.nn.Module.__call__ = plain
+                try:
+                    with torch.no_grad():
+                        if kind == "get_attr":
+                            v = self.root
+                            for part in target.split("."):
+                                v = getattr(v, part)
+                        else:
+                            v = (target(*ra, **rk) if kind == "call_function" else
+                                 getattr(ra[0], target)(*ra[1:], **rk) if kind == "call_method" else
+                                 self.root.get_submodule(target)(*ra, **rk))
+                except Exception as e:
+                    fail("forward fails on inputs of shapes %s at %s: %s: %s (do the --input dims match the "
+                         "module?)\n    %s" % (", ".join("%s %s" % (n, list(x.shape)) for n, x in examples.items()),
+                                                p.node.name, type(e).__name__, str(e).splitlines()[0] if str(e) else "",
+                                                user_line(p.node.stack_trace)))
+                finally:
+                    torch.nn.Module.__getattr__, torch.nn.Module.__call__ = patched
+            if kind == "call_method" and target in ("size", "dim"):
+                self.graph.erase_node(p.node)  # a number, known
+                return v
+            self.real[p.node] = v
+            return p
+
+    plain = torch.nn.Module.__getattr__, torch.nn.Module.__call__
     t = Tracer()
-    graph = t.trace(module)
+    was = module.training
+    module.eval()  # the real values: eval leaves BatchNorm's running statistics alone
+    try:
+        graph = t.trace(module)
+    finally:
+        module.train(was)
     return torch.fx.GraphModule(t.root, graph, type(module).__name__)
+
+
+def match_attention(imp, sm):
+    """softmax(q kᵀ · scale [masked causal]) v with q, k, v the heads of one packed [B, T, 3C] tensor split
+    in three, back to [B, T, C]: nanoGPT's attention, memplan's `attention` op on the packed tensor. The
+    matched nodes are absorbed (imp.absorbed), the last one becomes the op. Anything else is left alone and
+    its nodes are refused one by one."""
+    import math
+    import operator as op
+    import torch
+    import torch.nn.functional as F
+
+    def is_fn(n, *fns):
+        return n.op == "call_function" and n.target in fns
+
+    def is_meth(n, *names):
+        return n.op == "call_method" and n.target in names
+
+    def only_user(n):
+        return next(iter(n.users)) if len(n.users) == 1 else None
+    inner = set()
+    # after: dropout (p = 0 or eval-only), then @ v
+    a = only_user(sm)
+    while a is not None and a.op == "call_module" and isinstance(imp.modules[a.target], torch.nn.Dropout) and \
+            imp.modules[a.target].p == 0:
+        inner.add(a)
+        a = only_user(a)
+    if a is None or not (is_fn(a, op.matmul, torch.matmul) and a.args[0] in inner | {sm}):
+        return
+    av, v = a, a.args[1]
+    # before: masked_fill with a lower-triangular buffer, a scale, q @ kᵀ
+    x, causal = sm.args[0], False
+    if is_meth(x, "masked_fill"):
+        # the mask: a constant (buffers are read while tracing) or buffer == 0; it must fill the upper triangle
+        mask, fill = x.args[1], None
+        if imp.const(mask) is not None:
+            fill, parts = imp.const(mask).bool(), {mask}
+        elif is_fn(mask, op.eq) and mask.args[1] == 0 and imp.const(mask.args[0]) is not None:
+            fill, parts = imp.const(mask.args[0]) == 0, {mask, mask.args[0]}
+        if fill is None or x.args[2] != float("-inf"):
+            return
+        n = fill.shape[-1]
+        if fill.shape[-2] != n or not torch.equal(fill.reshape(n, n), torch.ones(n, n).triu(1).bool()):
+            return
+        inner |= {x} | parts
+        causal, x = True, x.args[0]
+    scale = None
+    if is_fn(x, op.mul, op.truediv) and isinstance(x.args[1], (int, float)):
+        scale = x.args[1] if x.target is op.mul else 1.0 / x.args[1]
+        inner.add(x)
+        x = x.args[0]
+    if not is_fn(x, op.matmul, torch.matmul):
+        return
+    q, kt = x.args
+    if not (is_meth(kt, "transpose") and tuple(sorted(kt.args[1:])) in ((-2, -1), (2, 3))):
+        return
+    inner |= {x, kt}
+    k = kt.args[0]
+
+    def head(n):
+        """(split node, index, heads) of transpose(view(getitem(split(qkv), i), [B, T, H, hd]), 1, 2)."""
+        if not (is_meth(n, "transpose") and tuple(sorted(n.args[1:])) == (1, 2)):
+            return None
+        w = n.args[0]
+        if not (is_meth(w, "view", "reshape") and len(imp.shape(w)) == 4):
+            return None
+        g = w.args[0]
+        if not (is_fn(g, op.getitem) and is_meth(g.args[0], "split") or is_fn(g, op.getitem) and
+                is_fn(g.args[0], torch.split)):
+            return None
+        inner.update((n, w, g))
+        return g.args[0], g.args[1], imp.shape(w)[2]
+    hq, hk, hv = head(q), head(k), head(v)
+    if None in (hq, hk, hv) or not (hq[0] is hk[0] is hv[0]) or (hq[1], hk[1], hv[1]) != (0, 1, 2):
+        return
+    split, heads = hq[0], hq[2]
+    qkv = split.args[0]
+    B, T, C3 = imp.shape(qkv)
+    if len(imp.shape(qkv)) != 3 or C3 % 3 or hq[2] != hk[2] or hk[2] != hv[2]:
+        return
+    hd = C3 // 3 // heads
+    if scale is None or abs(scale - 1.0 / math.sqrt(hd)) > 1e-6 / math.sqrt(hd):
+        return
+    inner.add(split)
+    # after: transpose(1, 2), contiguous, view [B, T, C]
+    y = only_user(av)
+    if y is None or not (is_meth(y, "transpose") and tuple(sorted(y.args[1:])) == (1, 2)):
+        return
+    inner |= {av, y}
+    y = only_user(y)
+    if y is not None and is_meth(y, "contiguous"):
+        inner.add(y)
+        y = only_user(y)
+    if y is None or not is_meth(y, "view", "reshape") or imp.shape(y) != (B, T, C3 // 3):
+        return
+    inner.add(sm)
+    for n in inner:  # nothing inside may be read from outside
+        if any(u not in inner and u is not y for u in n.users):
+            return
+    for n in inner:
+        imp.absorbed[n] = None
+    imp.absorbed[y] = (qkv, heads, causal)
+    del F
 
 
 def user_line(stack):
@@ -612,34 +853,28 @@ def do_import(a):
     def concrete(shape):
         return [dims[d] if isinstance(d, str) else d for d in shape]
     batch_sym = inputs[0][1][0] if isinstance(inputs[0][1][0], str) else None
+    examples = {}
+    gen = torch.Generator().manual_seed(0)
+    for n, s, d in inputs:
+        examples[n] = (torch.zeros(concrete(s), dtype=torch.long) if d == "i32" else
+                       torch.randn(concrete(s), generator=gen))
     try:
-        gm = trace(module)
+        gm = trace(module, {n: examples[n] for n, _, _ in inputs if n != targets})
+    except UserError as e:
+        fail("%s: %s" % (a.spec, e))
     except Exception as e:
         tb = traceback.extract_tb(e.__traceback__)
-        frames = [f for f in tb if "/torch/" not in f.filename]
+        frames = [f for f in tb if "/torch/" not in f.filename and os.path.abspath(f.filename) !=
+                  os.path.abspath(__file__)]
         where = ("%s:%d: %s" % (frames[-1].filename, frames[-1].lineno, frames[-1].line)) if frames else "?"
         fail("%s: torch.fx cannot trace the module (data-dependent control flow or an untraceable call); "
              "memplan imports a graph whose ops do not depend on the input values:\n  %s: %s\n    at %s"
              % (a.spec, type(e).__name__, str(e).splitlines()[0] if str(e) else "", where))
     fwd_inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    examples = []
-    for n in fwd_inputs:
-        if n.target not in by_name:
-            fail("%s: forward takes '%s': give it with --input %s=[dims]:dtype" % (a.spec, n.target, n.target))
-        s, d = by_name[n.target]
-        examples.append(torch.zeros(concrete(s), dtype=torch.long) if d == "i32" else torch.randn(concrete(s)))
     was = module.training
     module.eval()  # ShapeProp runs forward: eval leaves BatchNorm's running statistics alone
-    printed = io.StringIO()  # ShapeProp prints the failing node's traceback itself: its last line is the cause
-    try:
-        with torch.no_grad(), contextlib.redirect_stderr(printed):
-            ShapeProp(gm).propagate(*examples)
-    except Exception as e:
-        cause = (printed.getvalue().strip().splitlines() or [""])[-1] or "%s: %s" % (type(e).__name__, e)
-        node = re.search(r"node=%(\w+)", str(e))
-        fail("%s: forward fails on inputs of shapes %s%s: %s (do the --input dims match the module?)"
-             % (a.spec, ", ".join("%s %s" % (n.target, list(x.shape)) for n, x in zip(fwd_inputs, examples)),
-                " at node %s" % node.group(1) if node else "", cause))
+    with torch.no_grad():
+        ShapeProp(gm).propagate(*[examples[n.target] for n in fwd_inputs])
     module.train(was)
     imp = Importer(module, inputs, dims, batch_sym)
     imp.run(gm)
@@ -755,8 +990,13 @@ def load_into(module, checkpoint, name_map):
                                                     for n in wrong[:5]) if wrong else "") if s)))
     sd = module.state_dict()
     new = dict(sd)
+    alias = {}  # a tensor two modules share (a tied lm_head) is in the state_dict under each name
+    for k, v in sd.items():
+        alias.setdefault((v.data_ptr(), tuple(v.shape)), []).append(k)
     for n, torch_name in names.items():
-        new[torch_name] = got[n].to(sd[torch_name].dtype)
+        t = sd[torch_name]
+        for k in alias[(t.data_ptr(), tuple(t.shape))]:
+            new[k] = got[n].to(t.dtype)
     steps = int(meta.get("step", "0") or 0)
     for k, v in sd.items():
         if k.endswith("num_batches_tracked"):

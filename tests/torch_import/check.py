@@ -46,10 +46,14 @@ def rel_tol(w, y):
 def main():
     memplan, work, spec = sys.argv[1:4]
     opts = sys.argv[4:]
-    steps = 5
+    steps, text = 5, None
     if "--steps" in opts:
         i = opts.index("--steps")
         steps = int(opts[i + 1])
+        del opts[i:i + 2]
+    if "--text" in opts:  # token inputs: the trainer's --text FILE (bytes as tokens)
+        i = opts.index("--text")
+        text = opts[i + 1]
         del opts[i:i + 2]
     imp, tdir = os.path.join(work, "import"), os.path.join(work, "trainer")
     e2e.must([memplan, "import-torch", spec] + opts + ["-o", imp])
@@ -57,7 +61,7 @@ def main():
     log, final = os.path.join(work, "log.csv"), os.path.join(work, "final.safetensors")
     e2e.must([os.path.join(tdir, "build", "trainer"), "--load", os.path.join(imp, "weights.safetensors"),
               "--steps", str(steps), "--log", log, "--save", final, "--seed", "1337", "--eval-batches", "1",
-              "--eval-every", str(steps), "--threads", "2", "--log-every", "1"])
+              "--eval-every", str(steps), "--threads", "2", "--log-every", "1"] + (["--text", text] if text else []))
     import csv
     with open(log) as f:
         rows = list(csv.DictReader(f))
@@ -85,6 +89,8 @@ def main():
     def loss_of(m, batch, dtype):
         out = m(*[batch[n].to(dtype) if batch[n].is_floating_point() else batch[n].long() for n in fwd_names])
         t = batch[target]
+        if kind == "cross_entropy":
+            return F.cross_entropy(out.reshape(-1, out.shape[-1]), t.reshape(-1).long())
         return F.cross_entropy(out, t.long()) if kind == "cross_entropy" else F.mse_loss(out, t.to(dtype))
 
     torch.set_num_threads(2)
@@ -98,7 +104,8 @@ def main():
         opt = (torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"]) if o["type"] == "adamw"
                else torch.optim.SGD(groups, lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"]))
         runs[dt] = (m, opt, [])
-    batches = plan_torch.Batches(plan, seed=1337)
+    tokens = plan_torch.read_tokens(text, True) if text else None
+    batches = plan_torch.Batches(plan, tokens, seed=1337)
     for _ in range(steps):
         b = {names[i]: t for i, t in batches.next().items()}
         for dt, (m, opt, ls) in runs.items():
@@ -120,7 +127,7 @@ def main():
     # back into PyTorch: the trainer's checkpoint in a fresh module, strictly
     back = torch_import.build_module(nm["spec"], mp(nm["kwargs"]))
     torch_import.load_into(back, final, nmap)
-    eb = {names[i]: t for i, t in plan_torch.Batches(plan, eval=True).next().items()}
+    eb = {names[i]: t for i, t in plan_torch.Batches(plan, tokens, eval=True).next().items()}
     with torch.no_grad():
         ev = {}
         for dt in (torch.float64, torch.float32):
