@@ -45,6 +45,7 @@ typedef enum {
   OP_ADD,
   OP_MUL,
   OP_RELU,
+  OP_RELU6,
   OP_GELU,
   OP_SILU,
   OP_LAYERNORM,

@@ -455,14 +455,25 @@ class Importer:
         self.emit(node, op, {"kernel": k, "stride": s, "padding": p}, ins)
 
     def adaptive(self, node, size, ins):
+        """Adaptive average pooling: to 1x1 global_avgpool (+ a reshape keeping torch's 1x1 plane); to a size
+        that divides the input's evenly, avgpool2d with the quotient as kernel and stride (the same windows);
+        to the input's own size, nothing (VGG's and AlexNet's at their usual image sizes)."""
         size = size if isinstance(size, (tuple, list)) else (size, size)
-        if tuple(size) != (1, 1):
-            return self.reject(node, "adaptive average pooling to %s: memplan has it to 1x1 only "
-                               "(global_avgpool)" % (tuple(size),))
-        g = self.emit(node, "global_avgpool", {}, ins, name=self.layer_name((node.target if node.op == "call_module"
-                                                                             else node.name) + "_gap"))
-        # torch keeps the 1x1 plane: a reshape that moves no data
-        self.emit(node, "reshape", {"shape": self.dim_expr(self.shape(node))}, [g])
+        H, W = self.shape(node.args[0])[-2:]
+        size = tuple(H if o is None else o for o in size[:1]) + tuple(W if o is None else o for o in size[1:])
+        if size == (H, W):
+            self.value[node] = ins[0]
+            return None
+        if size == (1, 1):
+            g = self.emit(node, "global_avgpool", {}, ins, name=self.layer_name(
+                (node.target if node.op == "call_module" else node.name) + "_gap"))
+            # torch keeps the 1x1 plane: a reshape that moves no data
+            return self.emit(node, "reshape", {"shape": self.dim_expr(self.shape(node))}, [g])
+        if H % size[0] or W % size[1] or H // size[0] != W // size[1]:
+            return self.reject(node, "adaptive average pooling of %dx%d to %dx%d: memplan pools to 1x1, or by a "
+                               "square window that divides the input evenly" % (H, W, size[0], size[1]))
+        k = H // size[0]
+        return self.emit(node, "avgpool2d", {"kernel": k, "stride": k, "padding": 0}, ins)
 
     def call_fn(self, node):
         import torch
