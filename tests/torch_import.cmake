@@ -41,3 +41,10 @@ set_tests_properties(torch_import_errors PROPERTIES LABELS torch_import TIMEOUT 
 # "step 1: loss 5.213152410 vs 5.213305363  rel err 2.93e-05 (tolerance 2.4e-07)  FAIL".
 memplan_torch_import(gpt ${ti_mod}:GPT --input idx=[B,T]:i32 --input targets=[B,T]:i32 --dims B=2,T=8
                      --loss cross_entropy:targets --text ${MEMPLAN_SOURCE_DIR}/runtime/memplan_kernels.h)
+# torchvision's MobileNetV2 structure shrunk (tests/torch_import/modules.py:MobileNetV2ish): ReLU6,
+# depthwise convs (groups = channels), the inverted residual's add, nn.AdaptiveAvgPool2d(2) of a 4x4 map
+# (avgpool2d, kernel 2) and F.adaptive_avg_pool2d(x, (1, 1)); AdamW with weight decay. BatchNorm gains of
+# 4 put activations above ReLU6's clamp: planted once, the tool writing relu for nn.ReLU6 printed
+# "step 1: loss 1.978691220 vs 1.868951355  rel err 5.87e-02 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(mobilenet ${ti_mod}:MobileNetV2ish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
+                     --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)

@@ -306,6 +306,11 @@ class Importer:
     def call_module(self, node, mod):
         import torch.nn as nn
         t = type(mod)
+        known = (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d, nn.LayerNorm, nn.Embedding, nn.Hardtanh,
+                 nn.ReLU6, nn.ReLU, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax, nn.MaxPool2d,
+                 nn.AvgPool2d, nn.AdaptiveAvgPool2d)
+        if t not in known:  # listed even when its input was refused too
+            return self.reject(node, "no memplan op for %s" % t.__name__)
         pos = t is nn.Embedding and node.args and self.is_arange(node.args[0])
         x = None if pos else self.arg(node, node.args[0]) if node.args else None
         if x is None and not pos:
@@ -361,6 +366,8 @@ class Importer:
                 return self.reject(node, "Embedding with padding_idx or max_norm")
             name = self.emit(node, "embedding", {"num": mod.num_embeddings, "dim": mod.embedding_dim}, ins)
             self.own(name, mod, ("weight",))
+        elif t in (nn.Hardtanh, nn.ReLU6) and (mod.min_val, mod.max_val) == (0.0, 6.0):
+            self.emit(node, "relu6", {}, ins)
         elif t in (nn.ReLU, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax):
             self.simple(node, {nn.ReLU: "relu", nn.SiLU: "silu", nn.GELU: "gelu", nn.Identity: None,
                                nn.Dropout: "dropout", nn.Flatten: "flatten", nn.Softmax: "softmax"}[t], mod, ins)
@@ -499,6 +506,13 @@ class Importer:
                 return self.reject(node, "%s of shapes %s and %s: memplan's %s takes equal shapes (no broadcasting)"
                                    % (fn, self.shape(a[0]), self.shape(a[1]), fn))
             return self.emit(node, fn, {}, ins)
+        if t in (F.relu6, F.hardtanh):
+            lo, hi = (0.0, 6.0) if t is F.relu6 else (a[1] if len(a) > 1 else kw.get("min_val", -1.0),
+                                                      a[2] if len(a) > 2 else kw.get("max_val", 1.0))
+            if (lo, hi) != (0.0, 6.0):
+                return self.reject(node, "hardtanh(%g, %g): memplan has relu6, hardtanh(0, 6)" % (lo, hi))
+            x = self.arg(node, a[0])
+            return None if x is None else self.emit(node, "relu6", {}, [x])
         unary = {F.relu: "relu", torch.relu: "relu", "relu": "relu", F.gelu: "gelu", F.silu: "silu",
                  torch.flatten: "flatten", "flatten": "flatten", F.softmax: "softmax", torch.softmax: "softmax",
                  "softmax": "softmax", F.dropout: "dropout", "contiguous": None,

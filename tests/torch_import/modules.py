@@ -131,3 +131,43 @@ class GPT(nn.Module):
         for block in self.transformer.h:
             x = block(x)
         return self.lm_head(self.transformer.ln_f(x))
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block (torchvision's structure): 1x1 expansion, 3x3 depthwise, 1x1 linear projection,
+    each with BatchNorm, ReLU6 after the first two, the input added back when the shape stays."""
+
+    def __init__(self, cin, cout, stride, expand):
+        super().__init__()
+        hidden = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        self.conv = nn.Sequential(
+            nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6(inplace=True),
+            nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), nn.BatchNorm2d(hidden),
+            nn.ReLU6(inplace=True),
+            nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        return x + self.conv(x) if self.use_res else self.conv(x)
+
+
+class MobileNetV2ish(nn.Module):
+    """torchvision's MobileNetV2 shrunk: a stride-2 stem, inverted residuals (one with the residual add),
+    a 1x1 head conv, pooling by nn.AdaptiveAvgPool2d(2) (an even division: avgpool2d) and then
+    F.adaptive_avg_pool2d(x, (1, 1)) as torchvision's forward, dropout 0, a linear classifier."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6(inplace=True)),
+            InvertedResidual(8, 8, 1, 2), InvertedResidual(8, 12, 2, 3),
+            nn.Sequential(nn.Conv2d(12, 16, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(inplace=True)))
+        self.pool = nn.AdaptiveAvgPool2d(2)
+        self.classifier = nn.Sequential(nn.Dropout(0.0), nn.Linear(16, num_classes))
+        for m in self.modules():  # BatchNorm gains of 4: a good share of the activations above ReLU6's clamp
+            if isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 4.0)
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.pool(self.features(x)), (1, 1))
+        return self.classifier(torch.flatten(x, 1))
