@@ -29,6 +29,7 @@ import ast
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import io
 import json
 import operator
@@ -211,6 +212,7 @@ class Importer:
         self.rejected = set()     # nodes refused, and those refused because an input was
         self.absorbed = {}        # fx node -> None (inside a matched pattern) or the pattern's op to emit there
         self.gm = None
+        self.bind = {n: n for n, _, _ in inputs}  # forward argument -> --input name
 
     # -- helpers
     def layer_name(self, text):
@@ -281,11 +283,11 @@ class Importer:
                                   name=self.layer_name(node.meta.get("memplan_path", "") + "_attention"))
                 continue
             if node.op == "placeholder":
-                if node.name not in [n for n, _, _ in self.inputs] and node.target not in [n for n, _, _ in self.inputs]:
+                if self.bind.get(node.target) is None:
                     self.reject(node, "the module's input '%s' has no --input %s=[dims]:dtype" % (node.target,
                                                                                                  node.target))
                     continue
-                self.value[node] = node.target
+                self.value[node] = self.bind[node.target]
             elif node.op == "output":
                 continue
             elif node.op == "call_module":
@@ -883,8 +885,20 @@ def do_import(a):
     for n, s, d in inputs:
         examples[n] = (torch.zeros(concrete(s), dtype=torch.long) if d == "i32" else
                        torch.randn(concrete(s), generator=gen))
+    # forward's arguments: the --inputs of their names, else the --inputs other than the targets in order
+    # (nn.Sequential's forward calls its argument `input`)
+    given = [n for n, _, _ in inputs if n != targets]
     try:
-        gm = trace(module, {n: examples[n] for n, _, _ in inputs if n != targets})
+        params = [p.name for p in inspect.signature(module.forward).parameters.values()
+                  if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = given
+    bind = {p: p for p in params} if all(p in by_name for p in params) else dict(zip(params, given))
+    if len(params) != len(given) and not all(p in by_name for p in params):
+        fail("%s: forward takes %s (%d argument(s)); the --inputs other than the targets are %s"
+             % (a.spec, ", ".join(params) or "nothing", len(params), ", ".join(given) or "none"))
+    try:
+        gm = trace(module, {p: examples[n] for p, n in bind.items()})
     except UserError as e:
         fail("%s: %s" % (a.spec, e))
     except Exception as e:
@@ -899,9 +913,10 @@ def do_import(a):
     was = module.training
     module.eval()  # ShapeProp runs forward: eval leaves BatchNorm's running statistics alone
     with torch.no_grad():
-        ShapeProp(gm).propagate(*[examples[n.target] for n in fwd_inputs])
+        ShapeProp(gm).propagate(*[examples[bind.get(n.target, n.target)] for n in fwd_inputs])
     module.train(was)
     imp = Importer(module, inputs, dims, batch_sym)
+    imp.bind = bind
     imp.run(gm)
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
     result = out_node.args[0]

@@ -9,7 +9,8 @@
 4. PyTorch trains the same module, loaded with the same weights by the load-back helper (load_into), on
    the same batches (tests/reference/plan_torch.py's Batches: the trainer's own), with torch.optim and
    memplan's parameter groups, in float64 (the reference) and float32 (the yardstick)
-5. the trainer's checkpoint goes back into a fresh module (load_into: load_state_dict(strict=True)); its
+5. the trainer's checkpoint goes back into a fresh module (`memplan import-torch load`: load_into,
+   load_state_dict(strict=True); the saved state_dict loaded strictly again); its
    eval-mode forward on the trainer's eval batch must give the trainer's eval loss, its running
    statistics torch's.
 
@@ -124,9 +125,12 @@ def main():
         ok &= rel <= tol
         print("  step %d: loss %.9f vs %.9f  rel err %.2e (tolerance %.1e)%s" % (i + 1, g, w, rel, tol,
                                                                                  "" if rel <= tol else "  FAIL"))
-    # back into PyTorch: the trainer's checkpoint in a fresh module, strictly
+    # back into PyTorch: the trainer's checkpoint in a fresh module, strictly, by `memplan import-torch load`
+    # (the README's fourth command), its state_dict file read back
+    pt = os.path.join(work, "final.pt")
+    e2e.must([memplan, "import-torch", "load", final, nmap, "-o", pt])
     back = torch_import.build_module(nm["spec"], mp(nm["kwargs"]))
-    torch_import.load_into(back, final, nmap)
+    back.load_state_dict(torch.load(pt), strict=True)
     eb = {names[i]: t for i, t in plan_torch.Batches(plan, tokens, eval=True).next().items()}
     with torch.no_grad():
         ev = {}
