@@ -46,6 +46,7 @@ typedef enum {
   OP_MUL,
   OP_RELU,
   OP_RELU6,
+  OP_SIGMOID,
   OP_GELU,
   OP_SILU,
   OP_LAYERNORM,

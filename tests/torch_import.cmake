@@ -14,7 +14,7 @@ function(memplan_torch_import name spec)
   set_tests_properties(torch_import_${name} PROPERTIES LABELS torch_import TIMEOUT 240
                        SKIP_RETURN_CODE 77)
 endfunction()
-# Linear, ReLU (F and torch.), exact GELU; AdamW's defaults
+# Linear, ReLU, exact GELU, a sigmoid gate (mul of two tensors); AdamW's defaults
 memplan_torch_import(mlp ${ti_mod}:MLP --input x=[B,12]:f32 --input targets=[B]:i32 --dims B=4
                      --loss cross_entropy:targets)
 # Conv2d, BatchNorm2d (momentum 0.2 and 0.1: running statistics compared), MaxPool2d, residual adds,

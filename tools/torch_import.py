@@ -309,7 +309,7 @@ class Importer:
         import torch.nn as nn
         t = type(mod)
         known = (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d, nn.LayerNorm, nn.Embedding, nn.Hardtanh,
-                 nn.ReLU6, nn.ReLU, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax, nn.MaxPool2d,
+                 nn.ReLU6, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax, nn.MaxPool2d,
                  nn.AvgPool2d, nn.AdaptiveAvgPool2d)
         if t not in known:  # listed even when its input was refused too
             return self.reject(node, "no memplan op for %s" % t.__name__)
@@ -370,8 +370,8 @@ class Importer:
             self.own(name, mod, ("weight",))
         elif t in (nn.Hardtanh, nn.ReLU6) and (mod.min_val, mod.max_val) == (0.0, 6.0):
             self.emit(node, "relu6", {}, ins)
-        elif t in (nn.ReLU, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax):
-            self.simple(node, {nn.ReLU: "relu", nn.SiLU: "silu", nn.GELU: "gelu", nn.Identity: None,
+        elif t in (nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax):
+            self.simple(node, {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.SiLU: "silu", nn.GELU: "gelu", nn.Identity: None,
                                nn.Dropout: "dropout", nn.Flatten: "flatten", nn.Softmax: "softmax"}[t], mod, ins)
         elif t in (nn.MaxPool2d, nn.AvgPool2d):
             self.pool(node, "maxpool2d" if t is nn.MaxPool2d else "avgpool2d", mod.kernel_size, mod.stride,
@@ -516,6 +516,7 @@ class Importer:
             x = self.arg(node, a[0])
             return None if x is None else self.emit(node, "relu6", {}, [x])
         unary = {F.relu: "relu", torch.relu: "relu", "relu": "relu", F.gelu: "gelu", F.silu: "silu",
+                 torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", "sigmoid": "sigmoid",
                  torch.flatten: "flatten", "flatten": "flatten", F.softmax: "softmax", torch.softmax: "softmax",
                  "softmax": "softmax", F.dropout: "dropout", "contiguous": None,
                  "view": "reshape", "reshape": "reshape", torch.reshape: "reshape",

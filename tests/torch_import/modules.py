@@ -13,10 +13,12 @@ class MLP(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d, h)
         self.fc2 = nn.Linear(h, h)
+        self.gate = nn.Linear(h, h)
         self.head = nn.Linear(h, k)
 
     def forward(self, x):
-        return self.head(F.gelu(self.fc2(torch.relu(self.fc1(x)))))
+        r = torch.relu(self.fc1(x))
+        return self.head(F.gelu(self.fc2(r)) * torch.sigmoid(self.gate(r)))  # a sigmoid gate
 
 
 class Block(nn.Module):
