@@ -63,8 +63,10 @@ int torch_main(int argc, char **argv) {
   }
   char tool[PATH_MAX + 64];
   if (!tool_path(tool, sizeof tool)) {
-    fprintf(stderr, "memplan import-torch: error: torch_import.py is neither in ../share/memplan beside memplan nor in "
-                    "%s: reinstall memplan (cmake --install)\n", MEMPLAN_TOOLS_DIR);
+    fprintf(stderr,
+            "memplan import-torch: error: torch_import.py is neither in ../share/memplan beside memplan nor in "
+            "%s: reinstall memplan (cmake --install)\n",
+            MEMPLAN_TOOLS_DIR);
     return EXIT_USER;
   }
   const char *py = getenv("MEMPLAN_PYTHON");
