@@ -53,7 +53,7 @@ def fail(msg):
 def need_torch():
     try:
         import torch  # noqa: F401
-        import torch.fx  # noqa: F401
+        import torch.fx  # noqa: F401 pylint: disable=unused-import
     except ImportError as e:
         fail("PyTorch is not installed for %s (%s): install Debian's python3-torch (apt install python3-torch), or "
              "point MEMPLAN_PYTHON at a python3 that has torch" % (sys.executable, e))
@@ -309,15 +309,15 @@ class Importer:
         import torch.nn as nn
         t = type(mod)
         known = (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d, nn.LayerNorm, nn.Embedding, nn.Hardtanh,
-                 nn.ReLU6, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax, nn.MaxPool2d,
-                 nn.AvgPool2d, nn.AdaptiveAvgPool2d)
+                 nn.ReLU6, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax,
+                 nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)
         if t not in known:  # listed even when its input was refused too
             return self.reject(node, "no memplan op for %s" % t.__name__)
         pos = t is nn.Embedding and node.args and self.is_arange(node.args[0])
         x = None if pos else self.arg(node, node.args[0]) if node.args else None
         if x is None and not pos:
             return
-        ins, shp, ish = [x], self.shape(node), self.shape(node.args[0])
+        ins, ish = [x], self.shape(node.args[0])
         if t is nn.Linear:
             name = self.emit(node, "linear", {"out": mod.out_features, "bias": mod.bias is not None}, ins)
             self.own(name, mod, ("weight", "bias"))
@@ -371,7 +371,8 @@ class Importer:
         elif t in (nn.Hardtanh, nn.ReLU6) and (mod.min_val, mod.max_val) == (0.0, 6.0):
             self.emit(node, "relu6", {}, ins)
         elif t in (nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax):
-            self.simple(node, {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.SiLU: "silu", nn.GELU: "gelu", nn.Identity: None,
+            self.simple(node, {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.SiLU: "silu", nn.GELU: "gelu",
+                               nn.Identity: None,
                                nn.Dropout: "dropout", nn.Flatten: "flatten", nn.Softmax: "softmax"}[t], mod, ins)
         elif t in (nn.MaxPool2d, nn.AvgPool2d):
             self.pool(node, "maxpool2d" if t is nn.MaxPool2d else "avgpool2d", mod.kernel_size, mod.stride,
@@ -913,9 +914,16 @@ def do_import(a):
     fwd_inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     was = module.training
     module.eval()  # ShapeProp runs forward: eval leaves BatchNorm's running statistics alone
-    with torch.no_grad():
-        ShapeProp(gm).propagate(*[examples[bind.get(n.target, n.target)] for n in fwd_inputs])
-    module.train(was)
+    printed = io.StringIO()  # ShapeProp prints a failing node's traceback itself: its last line is the cause
+    try:
+        with torch.no_grad(), contextlib.redirect_stderr(printed):
+            ShapeProp(gm).propagate(*[examples[bind.get(n.target, n.target)] for n in fwd_inputs])
+    except Exception as e:
+        cause = (printed.getvalue().strip().splitlines() or [""])[-1] or "%s: %s" % (type(e).__name__, e)
+        fail("%s: the traced graph fails on inputs of shapes %s: %s (do the --input dims match the module?)"
+             % (a.spec, ", ".join("%s %s" % (n, list(x.shape)) for n, x in examples.items()), cause))
+    finally:
+        module.train(was)
     imp = Importer(module, inputs, dims, batch_sym)
     imp.bind = bind
     imp.run(gm)

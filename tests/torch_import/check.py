@@ -19,7 +19,6 @@ the float64 reference by 10x the float32 yardstick's distance from it, never les
 Exits 77 (CTest's skip) without torch."""
 import math
 import os
-import subprocess
 import sys
 
 try:

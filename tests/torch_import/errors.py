@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 try:
-    import torch  # noqa: F401
+    import torch  # noqa: F401 (only whether it imports)
 except ImportError:
     print("errors.py: torch is not installed; skipping")
     sys.exit(77)
@@ -62,7 +62,8 @@ def main():
          ["torch.fx cannot trace the module (data-dependent control flow",
           "bad.py:24: if x.sum() > 0:"], {}),
         ("no python3", [MODS + ":MLP"] + MLP_IO,
-         ["cannot run /nonexistent/python3", "install Debian's python3-torch"], {"MEMPLAN_PYTHON": "/nonexistent/python3"}),
+         ["cannot run /nonexistent/python3", "install Debian's python3-torch"],
+         {"MEMPLAN_PYTHON": "/nonexistent/python3"}),
         ("python3 without torch", [MODS + ":MLP"] + MLP_IO,
          ["PyTorch is not installed for", "apt install python3-torch"], {"MEMPLAN_PYTHON": nopy}),
         ("checkpoint of another plan", ["load", os.path.join(good, "weights.safetensors"),
@@ -81,8 +82,8 @@ def main():
         wrote = os.path.exists(out)
         ok = r.returncode == 1 and not miss and not wrote and "Traceback" not in r.stderr
         bad += not ok
-        print("%s: %s (exit %d)%s%s" % ("ok" if ok else "FAIL", what, r.returncode,
-                                        "".join("\n  missing: " + m for m in miss), "\n  wrote " + out if wrote else ""))
+        print("%s: %s (exit %d)%s%s" % ("ok" if ok else "FAIL", what, r.returncode, "".join(
+            "\n  missing: " + m for m in miss), "\n  wrote " + out if wrote else ""))
         print("  " + r.stderr.strip().replace("\n", "\n  "))
     print("errors.py: %s" % ("PASS" if not bad else "FAIL (%d)" % bad))
     return 1 if bad else 0
