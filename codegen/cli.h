@@ -33,12 +33,14 @@ extern const char show_help[];                           /* show.c */
 extern const char pack_help[];                           /* pack.c */
 extern const char import_help[];                         /* cli_import.c */
 extern const char tokenize_help[];                       /* cli_tokenize.c */
+extern const char torch_help[];                          /* cli_torch.c */
 int compile_main(int argc, char **argv);
 int sweep_main(int argc, char **argv);
 int show_main(int argc, char **argv);
 int pack_main(int argc, char **argv);
 int import_main(int argc, char **argv);
 int tokenize_main(int argc, char **argv);
+int torch_main(int argc, char **argv);
 
 /* The options of compile; sweep takes a subset. */
 typedef struct {

@@ -1,5 +1,6 @@
 /* main.c: the memplan command line: each command's front end (cli_compile.c,
- * cli_sweep.c, show.c, pack.c, cli_import.c, cli_hf.c, cli_tokenize.c) by its name, and the help of them all. */
+ * cli_sweep.c, show.c, pack.c, cli_import.c, cli_hf.c, cli_tokenize.c, cli_torch.c) by its name, and the
+ * help of them all. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,14 +25,15 @@ static const char usage[] =
     "       memplan export-hf PLAN CKPT -o HFDIR [--merge]  a trained checkpoint as a Hugging Face folder\n"
     "       memplan tokenize --vocab DIR IN.txt -o OUT.bin\n"
     "                                              GPT-2 BPE text to an llm.c token file (--decode: back)\n"
+    "       memplan import-torch SPEC -o DIR [OPTIONS]  a PyTorch nn.Module as model.yaml + weights\n"
     "       memplan CMD --help                     one command's options\n"
     "       memplan --help | --version\n";
 
 /* memplan --help: every command with every option. */
 static void print_help(void) {
   printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n", MEMPLAN_VERSION, usage);
-  printf("%s%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help, pack_help,
-         import_help, export_help, tokenize_help, CLI_EXIT_HELP);
+  printf("%s%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help,
+         pack_help, import_help, export_help, tokenize_help, torch_help, CLI_EXIT_HELP);
 }
 
 int main(int argc, char **argv) {
@@ -66,6 +68,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "import-hf")) return import_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "export-hf")) return export_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "tokenize")) return tokenize_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "import-torch")) return torch_main(argc - 1, argv + 1);
   fprintf(stderr, "memplan: error: unknown command '%s'\n%s", cmd, usage);
   return EXIT_USAGE;
 }

@@ -47,6 +47,8 @@ typedef enum {
   OP_ADD,
   OP_MUL,
   OP_RELU,
+  OP_RELU6,
+  OP_SIGMOID,
   OP_GELU,
   OP_SILU,
   OP_LAYERNORM,

@@ -1045,6 +1045,28 @@ static const OpInfo table[OP_COUNT] = {
             .grad_to = {true},
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
         },
+    [OP_RELU6] =
+        {
+            .name = "relu6",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = numel_flops,
+            .cheap = true, .half_bin = SLOT(1), /* out */
+            .nbin = 2, .bin = {REF_DOUT, REF_OUT(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_SIGMOID] =
+        {
+            .name = "sigmoid",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = silu_flops,
+            .cheap = true, .half_bin = SLOT(1), /* out */
+            .nbin = 2, .bin = {REF_DOUT, REF_OUT(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
     [OP_GELU] =
         {
             .name = "gelu",

@@ -21,6 +21,8 @@
  *   add            a b              out                 dout                       da db            n
  *   mul            a b              out                 dout a b                   da db            n
  *   relu           x                out                 dout out                   dx               n
+ *   relu6          x                out                 dout out                   dx               n
+ *   sigmoid        x                out                 dout out                   dx               n
  *   gelu           x                out                 dout x                     dx               n approximate
  *   silu           x                out                 dout x                     dx               n
  *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C (eps)

@@ -520,6 +520,32 @@ void rt_relu_backward(float *dx, const float *dout, const float *out, int64_t n,
   rt_par(relu_backward_task, &(AddTask){dx, dout, out, acc}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
+static void relu6_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *x = c->a;
+  for (int64_t i = lo; i < hi; i++) out[i] = x[i] > 0.0f ? (x[i] < 6.0f ? x[i] : 6.0f) : 0.0f;
+}
+
+void rt_relu6_forward(float *out, const float *x, int64_t n) {
+  rt_par(relu6_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* dx (a.out) (+)= dout (a) where 0 < y (b) < 6. */
+static void relu6_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *dx = c->out;
+  const float *dout = c->a, *out = c->b;
+  for (int64_t i = lo; i < hi; i++) {
+    float g = out[i] > 0.0f && out[i] < 6.0f ? dout[i] : 0.0f;
+    dx[i] = c->acc ? dx[i] + g : g;
+  }
+}
+
+void rt_relu6_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  rt_par(relu6_backward_task, &(AddTask){dx, dout, out, acc}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
 /* e = exp(a) for a sigmoid 1 / (1 + e), a clamped to [-80, 80], where
  * sigmoid is within 2e-35 of 0 or 1: e and 1/(1 + e) stay normal, and the
  * loops vectorize. */
@@ -649,6 +675,32 @@ static void silu_backward_task(const void *ctx, int64_t lo, int64_t hi) {
 
 void rt_silu_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
   rt_par(silu_backward_task, &(AddTask){dx, dout, x, acc}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+static void sigmoid_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *x = c->a;
+  for (int64_t i = lo; i < hi; i++) out[i] = 1.0f / (1.0f + sigmoid_e(-x[i]));
+}
+
+void rt_sigmoid_forward(float *out, const float *x, int64_t n) {
+  rt_par(sigmoid_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* dx (a.out) (+)= dout (a) y (1 - y), y (b) the output. */
+static void sigmoid_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *dx = c->out;
+  const float *dout = c->a, *out = c->b;
+  for (int64_t i = lo; i < hi; i++) {
+    float g = dout[i] * out[i] * (1.0f - out[i]);
+    dx[i] = c->acc ? dx[i] + g : g;
+  }
+}
+
+void rt_sigmoid_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  rt_par(sigmoid_backward_task, &(AddTask){dx, dout, out, acc}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
 /* Arguments of a parallel loop: the kernels below unpack them by name. */

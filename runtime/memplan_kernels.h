@@ -90,6 +90,15 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, relu_forward, (float *out, const float *x, int64_t n))                                                       \
   /* dx (+)= dout * (out > 0); uses the output. alias-safe (dx, dout). */                                              \
   X(void, relu_backward, (float *dx, const float *dout, const float *out, int64_t n, int acc))                         \
+  /* relu6 (MobileNet's): out = min(max(x, 0), 6). alias-safe (out, x). */                                             \
+  X(void, relu6_forward, (float *out, const float *x, int64_t n))                                                      \
+  /* dx (+)= dout * (0 < out < 6), torch's hardtanh gradient (none at the kinks); uses the output.                     \
+   * alias-safe (dx, dout). */                                                                                         \
+  X(void, relu6_backward, (float *dx, const float *dout, const float *out, int64_t n, int acc))                        \
+  /* sigmoid (gates): out = 1 / (1 + exp(-x)). alias-safe (out, x). */                                                 \
+  X(void, sigmoid_forward, (float *out, const float *x, int64_t n))                                                    \
+  /* dx (+)= dout * out (1 - out); uses the output. alias-safe (dx, dout). */                                          \
+  X(void, sigmoid_backward, (float *dx, const float *dout, const float *out, int64_t n, int acc))                      \
                                                                                                                        \
   /* gelu: approximate = 1, the tanh approximation (GPT-2):                                                            \
    * 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))); approximate = 0, exact (PyTorch's default):                       \

@@ -309,6 +309,28 @@ static void bwd_relu(float *const *din, const float *dout, float *const *in, con
   free(out);
 }
 
+static void ref_relu6(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = fmin(fmax(in[0][i], 0.0), 6.0);
+}
+static void fwd_relu6(float *out, float *const *in, const Case *c) { rt_relu6_forward(out, in[0], c->d[0]); }
+static void bwd_relu6(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  float *out = NEW(float, c->d[0]);
+  rt_relu6_forward(out, in[0], c->d[0]);
+  rt_relu6_backward(din[0], dout, out, c->d[0], acc);
+  free(out);
+}
+
+static void ref_sigmoid(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = 1.0 / (1.0 + exp(-in[0][i]));
+}
+static void fwd_sigmoid(float *out, float *const *in, const Case *c) { rt_sigmoid_forward(out, in[0], c->d[0]); }
+static void bwd_sigmoid(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  float *out = NEW(float, c->d[0]);
+  rt_sigmoid_forward(out, in[0], c->d[0]);
+  rt_sigmoid_backward(din[0], dout, out, c->d[0], acc);
+  free(out);
+}
+
 /* d = n, approximate (1 tanh, 0 exact erf). */
 static double gelu_d(double x, int64_t approximate) {
   const double s = sqrt(2.0 / acos(-1.0));
@@ -1075,6 +1097,28 @@ static void gradchecks(void) {
                    .ref = ref_relu,
                    .fwd = fwd_relu,
                    .bwd = bwd_relu});
+  // To +-10: both clamps. Planted once: backward without the "< 6" clamp printed "FAIL relu6 d0 acc=0 max rel err
+  // 1.02e+02".
+  run_case(&(Case){.name = "relu6",
+                   .nin = 1,
+                   .in_n = {17},
+                   .amp = {10.0f},
+                   .away = 0.05f,
+                   .out_n = 17,
+                   .d = {17},
+                   .ref = ref_relu6,
+                   .fwd = fwd_relu6,
+                   .bwd = bwd_relu6});
+  // Planted once: backward with y (1 + y) printed "FAIL sigmoid d0 acc=0 max rel err 1.13e+03".
+  run_case(&(Case){.name = "sigmoid",
+                   .nin = 1,
+                   .in_n = {15},
+                   .amp = {8.0f},
+                   .out_n = 15,
+                   .d = {15},
+                   .ref = ref_sigmoid,
+                   .fwd = fwd_sigmoid,
+                   .bwd = bwd_sigmoid});
   run_case(&(Case){.name = "gelu",
                    .nin = 1,
                    .in_n = {40},

@@ -451,6 +451,28 @@ static __global__ void relu_forward_kernel(float *out, const float *x, int64_t n
   GRID_STRIDE(i, n) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
+static __global__ void relu6_forward_kernel(float *out, const float *x, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = x[i] > 0.0f ? (x[i] < 6.0f ? x[i] : 6.0f) : 0.0f;
+}
+
+static __global__ void relu6_backward_kernel(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float g = out[i] > 0.0f && out[i] < 6.0f ? dout[i] : 0.0f;
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+static __global__ void sigmoid_forward_kernel(float *out, const float *x, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = 1.0f / (1.0f + expf(fminf(fmaxf(-x[i], -80.0f), 80.0f)));
+}
+
+static __global__ void sigmoid_backward_kernel(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float g = dout[i] * out[i] * (1.0f - out[i]);
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
 static __global__ void relu_backward_kernel(float *dx, const float *dout, const float *out, int64_t n, int acc) {
   GRID_STRIDE(i, n) {
     float g = out[i] > 0.0f ? dout[i] : 0.0f;
@@ -558,6 +580,34 @@ void rt_cuda_relu_backward(float *dx, const float *dout, const float *out, int64
   need_ctx();
   if (n <= 0 || !dx) return;
   relu_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, out, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_relu6_forward(float *out, const float *x, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  relu6_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_relu6_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  relu6_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, out, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_sigmoid_forward(float *out, const float *x, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  sigmoid_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_sigmoid_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  sigmoid_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, out, n, acc);
   LAUNCH_CHECK();
 }
 

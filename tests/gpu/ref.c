@@ -127,6 +127,30 @@ void ref_relu_backward(float *dx, const float *dout, const float *out, int64_t n
   store(dx, g, n, acc);
 }
 
+void ref_relu6_forward(float *out, const float *x, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0.0f ? (x[i] < 6.0f ? x[i] : 6.0) : 0.0;
+  store(out, o, n, 0);
+}
+
+void ref_relu6_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) g[i] = out[i] > 0.0f && out[i] < 6.0f ? dout[i] : 0.0;
+  store(dx, g, n, acc);
+}
+
+void ref_sigmoid_forward(float *out, const float *x, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = 1.0 / (1.0 + exp(-(double)x[i]));
+  store(out, o, n, 0);
+}
+
+void ref_sigmoid_backward(float *dx, const float *dout, const float *out, int64_t n, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) g[i] = (double)dout[i] * out[i] * (1.0 - out[i]);
+  store(dx, g, n, acc);
+}
+
 static const double SQRT_2_OVER_PI = 0.79788456080286535588;
 
 static const double SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794;

@@ -416,6 +416,41 @@ static void case_scale(int64_t n) {
   release_all();
 }
 
+/* Inputs to +-12: both clamps of relu6, and 0 and 6 exactly (no gradient at the kinks, as torch's). */
+static void case_relu6(int64_t n) {
+  Ten x = ten_rand(n, 12), out = ten_fill(n, NAN);
+  x.ref[0] = 0.0f;
+  x.ref[1] = 6.0f;
+  ut_put(x.ut, x.ref, (size_t)n * sizeof(float));
+  ref_relu6_forward(out.ref, x.ref, n);
+  UT(relu6_forward)(out.ut, x.ut, n);
+  check(&out, TOL, "relu6_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_relu6_backward(dx.ref, g.ref, out.ref, n, acc);
+    UT(relu6_backward)(dx.ut, g.ut, out.ut, n, acc);
+    check(&dx, TOL, "relu6_backward acc=%d", acc);
+  }
+}
+
+/* Inputs to +-12, and two at +-100 where exp(-x) overflows float (the kernels clamp it): the output
+ * saturates at 0 and 1. */
+static void case_sigmoid(int64_t n) {
+  Ten x = ten_rand(n, 12), out = ten_fill(n, NAN);
+  x.ref[0] = -100.0f;
+  x.ref[1] = 100.0f;
+  ut_put(x.ut, x.ref, (size_t)n * sizeof(float));
+  ref_sigmoid_forward(out.ref, x.ref, n);
+  UT(sigmoid_forward)(out.ut, x.ut, n);
+  check(&out, TOL, "sigmoid_forward n=%lld", LL(n));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+    ref_sigmoid_backward(dx.ref, g.ref, out.ref, n, acc);
+    UT(sigmoid_backward)(dx.ut, g.ut, out.ut, n, acc);
+    check(&dx, TOL, "sigmoid_backward acc=%d", acc);
+  }
+}
+
 /* Inputs to +-12, and four at +-100 where exp(-x) overflows float (the
  * kernels clamp it): silu(-100) ~ 0, silu(100) = 100. */
 static void case_silu(int64_t n) {
@@ -1518,6 +1553,8 @@ int main(int argc, char **argv) {
   RUN("relu_gelu", case_relu_gelu(quick ? 1000 : 100003));
   RUN("silu", case_silu(quick ? 1000 : 100003));
   RUN("scale", case_scale(quick ? 1000 : 100003));
+  RUN("relu6", case_relu6(quick ? 1000 : 100003));
+  RUN("sigmoid", case_sigmoid(quick ? 1000 : 100003));
   RUN("layernorm", case_layernorm(67, 129, 1e-5f, 1));
   if (!quick) RUN("layernorm", case_layernorm(512, 768, 1e-5f, 1));
   RUN("layernorm", case_layernorm(67, 129, 0.5f, 0)); // eps ~ var (1.33): an eps ignored shows; b, db NULL

@@ -322,6 +322,10 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = a[0] * a[1]
         elif k == "relu":
             y = F.relu(a[0]) if relu_mask is None else a[0] * relu_mask(pos, a[0].detach())
+        elif k == "relu6":
+            y = F.relu6(a[0])
+        elif k == "sigmoid":
+            y = torch.sigmoid(a[0])
         elif k == "gelu":
             y = F.gelu(a[0], approximate="tanh" if d[1] else "none")  # dims: n, approximate
         elif k == "silu":

@@ -6,7 +6,7 @@ set -u
 memplan=$1
 fail() { echo "FAIL: $1"; exit 1; }
 top=$("$memplan" --help) || fail "memplan --help: exit status $?"
-for cmd in compile sweep show pack import-hf tokenize; do
+for cmd in compile sweep show pack import-hf tokenize import-torch; do
   help=$("$memplan" "$cmd" --help) || fail "memplan $cmd --help: exit status $?"
   echo "$top" | grep -qF "memplan $cmd " || fail "memplan --help does not mention memplan $cmd"
   echo "$help" | grep -qF "exit status: 0 success; 1 user error" || fail "memplan $cmd --help: no exit statuses"

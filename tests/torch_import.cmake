@@ -1,0 +1,50 @@
+# The PyTorch front door (memplan import-torch, tools/torch_import.py; label
+# torch_import): nn.Modules of tests/torch_import/modules.py imported, compiled,
+# trained 5 steps by the generated CPU trainer and compared with PyTorch training
+# the same module from the same weights on the same batches (float64 reference,
+# float32 yardstick: tests/torch_import/check.py), then the checkpoint loaded
+# back into the module (load_state_dict(strict=True)) and its eval forward
+# compared with the trainer's eval. Skipped (77) where torch is absent.
+set(ti_dir ${CMAKE_CURRENT_BINARY_DIR}/torch_import)
+set(ti_mod ${MEMPLAN_TEST_DIR}/torch_import/modules.py)
+function(memplan_torch_import name spec)
+  add_test(NAME torch_import_${name}
+           COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/torch_import/check.py $<TARGET_FILE:memplan>
+                   ${ti_dir}/${name} ${spec} ${ARGN})
+  set_tests_properties(torch_import_${name} PROPERTIES LABELS torch_import TIMEOUT 240
+                       SKIP_RETURN_CODE 77)
+endfunction()
+# Linear, ReLU, exact GELU, a sigmoid gate (mul of two tensors); AdamW's defaults
+memplan_torch_import(mlp ${ti_mod}:MLP --input x=[B,12]:f32 --input targets=[B]:i32 --dims B=4
+                     --loss cross_entropy:targets)
+# Conv2d, BatchNorm2d (momentum 0.2 and 0.1: running statistics compared), MaxPool2d, residual adds,
+# AdaptiveAvgPool2d((1, 1)), torch.flatten; SGD with momentum and weight decay
+# Planted once: the tool writing momentum 0.1 for every BatchNorm (stem has 0.2) printed
+#   stem.1.running_var worst error 2.41e-01 (tolerance 8.3e-07) FAIL, eval loss rel err 1.52e-03 FAIL
+memplan_torch_import(cnn ${ti_mod}:SmallCNN --input x=[B,3,8,8]:f32 --input targets=[B]:i32 --dims B=4
+                     --loss cross_entropy:targets --optimizer sgd:lr=0.05,momentum=0.9,weight_decay=1e-3)
+# Bad input, each a clear error with exit status 1 and nothing written: a SPEC that
+# does not import, a factory that raises, a tuple without --output, input dims the
+# module disagrees with, targets of the wrong dtype or shape, every unsupported node
+# listed with its module path and source line, data-dependent control flow, no
+# python3, a python3 without torch, a checkpoint of another plan in the load-back
+# helper (tests/torch_import/errors.py: 15 runs of python3 with torch, 25 s of CPU). Planted once: the tool creating
+# the -o folder before refusing unsupported nodes printed "FAIL: unsupported nodes,
+# all of them (exit 1) / wrote .../out7".
+add_test(NAME torch_import_errors
+         COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/torch_import/errors.py $<TARGET_FILE:memplan> ${ti_dir}/errors)
+set_tests_properties(torch_import_errors PROPERTIES LABELS torch_import TIMEOUT 300 SKIP_RETURN_CODE 77)
+# nanoGPT's GPT as its model.py writes it (tests/torch_import/modules.py:GPT): `b, t = idx.size()`,
+# position embeddings of torch.arange, the packed c_attn split into heads with a causal mask buffer
+# (matched to memplan's attention op), exact GELU, the lm_head tied to wte; bytes of a source file as
+# tokens. Planted once: the attention match writing causal: false printed
+# "step 1: loss 5.213152410 vs 5.213305363  rel err 2.93e-05 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(gpt ${ti_mod}:GPT --input idx=[B,T]:i32 --input targets=[B,T]:i32 --dims B=2,T=8
+                     --loss cross_entropy:targets --text ${MEMPLAN_SOURCE_DIR}/runtime/memplan_kernels.h)
+# torchvision's MobileNetV2 structure shrunk (tests/torch_import/modules.py:MobileNetV2ish): ReLU6,
+# depthwise convs (groups = channels), the inverted residual's add, nn.AdaptiveAvgPool2d(2) of a 4x4 map
+# (avgpool2d, kernel 2) and F.adaptive_avg_pool2d(x, (1, 1)); AdamW with weight decay. BatchNorm gains of
+# 4 put activations above ReLU6's clamp: planted once, the tool writing relu for nn.ReLU6 printed
+# "step 1: loss 1.978691220 vs 1.868951355  rel err 5.87e-02 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(mobilenet ${ti_mod}:MobileNetV2ish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
+                     --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)

@@ -1,0 +1,40 @@
+"""bad.py: modules the PyTorch front door must refuse with a clear error
+(tests/torch_import/errors.py); the line numbers below are in its expected messages."""
+import torch
+from torch import nn
+
+
+class Unsupported(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.gate = nn.Hardswish()
+
+    def forward(self, x):
+        y = self.gate(self.fc(x))
+        return torch.tanh(y) * 2.0
+
+
+class DataDependent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.fc(x)
+        return -self.fc(x)
+
+
+class TupleOut(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y, torch.relu(y)
+
+
+def raises():
+    raise ValueError("no weights for this size")

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""errors.py MEMPLAN WORKDIR: `memplan import-torch`'s bad input, case by case: exit status 1, every expected
+piece of text in stderr, and nothing written (the -o folder never created). Exits 77 without torch."""
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import torch  # noqa: F401 (only whether it imports)
+except ImportError:
+    print("errors.py: torch is not installed; skipping")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BAD, MODS = os.path.join(HERE, "bad.py"), os.path.join(HERE, "modules.py")
+MLP_IO = ["--input", "x=[B,12]:f32", "--input", "targets=[B]:i32", "--dims", "B=4", "--loss", "cross_entropy:targets"]
+IO8 = ["--input", "x=[B,8]:f32", "--input", "y=[B,4]:f32", "--dims", "B=2", "--loss", "mse:y"]
+
+
+def main():
+    memplan, work = sys.argv[1:3]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    # a python3 without torch: Debian's, without its site packages
+    nopy = os.path.join(work, "python3-without-torch")
+    with open(nopy, "w") as f:
+        f.write("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n")
+    os.chmod(nopy, 0o755)
+    # a checkpoint of another plan for the load-back helper: the MLP's weights against the CNN's name map
+    good = os.path.join(work, "mlp")
+    r = subprocess.run([memplan, "import-torch", MODS + ":MLP"] + MLP_IO + ["-o", good], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cnn = os.path.join(work, "cnn")
+    r = subprocess.run([memplan, "import-torch", MODS + ":SmallCNN", "--input", "x=[B,3,8,8]:f32", "--input",
+                        "targets=[B]:i32", "--dims", "B=2", "--loss", "cross_entropy:targets", "-o", cnn],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cases = [
+        ("spec that does not import", ["no_such_package_xyz.models:net"] + MLP_IO,
+         ["SPEC 'no_such_package_xyz.models:net': importing no_such_package_xyz.models failed",
+          "ModuleNotFoundError"], {}),
+        ("no such factory", [MODS + ":Nope"] + MLP_IO, ["modules.py has no class or function 'Nope'"], {}),
+        ("factory that raises", [BAD + ":raises"] + MLP_IO,
+         ["raises() raised ValueError: no weights for this size"], {}),
+        ("tuple without --output", [BAD + ":TupleOut"] + IO8,
+         ["forward returns a tuple of 2 values: say which one the loss reads with --output INDEX"], {}),
+        ("input dim that disagrees", [MODS + ":MLP", "--input", "x=[B,13]:f32"] + MLP_IO[2:],
+         ["forward fails on inputs of shapes x [4, 13]", "do the --input dims match the module?"], {}),
+        ("loss target of the wrong dtype", [MODS + ":MLP", "--input", "x=[B,12]:f32", "--input", "targets=[B]:f32",
+                                            "--dims", "B=4", "--loss", "cross_entropy:targets"],
+         ["--input targets: cross_entropy's targets are class indices: give dtype i32, not f32"], {}),
+        ("mse targets of another shape", [BAD + ":TupleOut", "--output", "0", "--input", "x=[B,8]:f32", "--input",
+                                          "y=[B,5]:f32", "--dims", "B=2", "--loss", "mse:y"],
+         ["--input y=[2, 5]: mse's targets must have the output's shape [2, 4]"], {}),
+        ("unsupported nodes, all of them", [BAD + ":Unsupported"] + IO8[:2] + ["--input", "y=[B,8]:f32"] + IO8[4:],
+         ["3 node(s) have no memplan op; nothing written:",
+          "Hardswish (gate) at gate: no memplan op for Hardswish", "bad.py:14: y = self.gate(self.fc(x))",
+          "tanh at (top level): no memplan op for it", "bad.py:15: return torch.tanh(y) * 2.0",
+          "mul at (top level): mul with a Python number"], {}),
+        ("data-dependent control flow", [BAD + ":DataDependent"] + IO8,
+         ["torch.fx cannot trace the module (data-dependent control flow",
+          "bad.py:24: if x.sum() > 0:"], {}),
+        ("no python3", [MODS + ":MLP"] + MLP_IO,
+         ["cannot run /nonexistent/python3", "install Debian's python3-torch"],
+         {"MEMPLAN_PYTHON": "/nonexistent/python3"}),
+        ("python3 without torch", [MODS + ":MLP"] + MLP_IO,
+         ["PyTorch is not installed for", "apt install python3-torch"], {"MEMPLAN_PYTHON": nopy}),
+        ("checkpoint of another plan", ["load", os.path.join(good, "weights.safetensors"),
+                                        os.path.join(cnn, "name_map.json")],
+         ["a checkpoint of model 'mlp', not of 'smallcnn'"], {}),
+        ("not a name map", ["load", os.path.join(good, "weights.safetensors"),
+                            os.path.join(good, "weights.safetensors")],
+         ["not a name map written by memplan import-torch"], {}),
+    ]
+    bad = 0
+    for i, (what, args, want, env) in enumerate(cases):
+        out = os.path.join(work, "out%d" % i)
+        r = subprocess.run([memplan, "import-torch"] + args + ["-o", out], capture_output=True, text=True,
+                           env=dict(os.environ, **env))
+        miss = [w for w in want if w not in r.stderr]
+        wrote = os.path.exists(out)
+        ok = r.returncode == 1 and not miss and not wrote and "Traceback" not in r.stderr
+        bad += not ok
+        print("%s: %s (exit %d)%s%s" % ("ok" if ok else "FAIL", what, r.returncode, "".join(
+            "\n  missing: " + m for m in miss), "\n  wrote " + out if wrote else ""))
+        print("  " + r.stderr.strip().replace("\n", "\n  "))
+    print("errors.py: %s" % ("PASS" if not bad else "FAIL (%d)" % bad))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""modules.py: the nn.Modules tests/torch_import/check.py imports with
+`memplan import-torch tests/torch_import/modules.py:NAME`: written as users
+write them (nn layers, a forward), tiny so that each test takes seconds."""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, d=12, h=16, k=5):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, h)
+        self.gate = nn.Linear(h, h)
+        self.head = nn.Linear(h, k)
+
+    def forward(self, x):
+        r = torch.relu(self.fc1(x))
+        return self.head(F.gelu(self.fc2(r)) * torch.sigmoid(self.gate(r)))  # a sigmoid gate
+
+
+class Block(nn.Module):
+    """A ResNet basic block: two 3x3 convs with BatchNorm, a projection shortcut when the shape changes."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+class SmallCNN(nn.Module):
+    """A small ResNet: conv stem with BatchNorm, max pooling, two residual blocks, global average pooling."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8, momentum=0.2),
+                                  nn.ReLU(inplace=True))
+        self.pool = nn.MaxPool2d(2)
+        self.layer1 = nn.Sequential(Block(8, 8, 1), Block(8, 16, 2))
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = self.layer1(self.pool(self.stem(x)))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's (Karpathy, model.py) manual path: one packed c_attn, split, heads, a causal mask buffer."""
+
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.attn_dropout = nn.Dropout(0.0)
+        self.resid_dropout = nn.Dropout(0.0)
+        self.n_head, self.n_embd = n_head, n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLPBlock(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+        self.dropout = nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = MLPBlock(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """nanoGPT's GPT (token and position embeddings, pre-norm blocks, a final LayerNorm, the lm_head tied to
+    wte), returning the logits; its _init_weights (N(0, 0.02), the residual projections scaled)."""
+
+    def __init__(self, vocab_size=256, block_size=16, n_layer=2, n_head=2, n_embd=16):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab_size, n_embd), wpe=nn.Embedding(block_size, n_embd), drop=nn.Dropout(0.0),
+            h=nn.ModuleList([GPTBlock(n_embd, n_head, block_size) for _ in range(n_layer)]),
+            ln_f=nn.LayerNorm(n_embd)))
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                torch.nn.init.normal_(p, 0.0, 0.02 / (math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 1))
+            elif name.endswith("bias"):
+                torch.nn.init.zeros_(p)
+
+    def forward(self, idx):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block (torchvision's structure): 1x1 expansion, 3x3 depthwise, 1x1 linear projection,
+    each with BatchNorm, ReLU6 after the first two, the input added back when the shape stays."""
+
+    def __init__(self, cin, cout, stride, expand):
+        super().__init__()
+        hidden = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        self.conv = nn.Sequential(
+            nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6(inplace=True),
+            nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), nn.BatchNorm2d(hidden),
+            nn.ReLU6(inplace=True),
+            nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        return x + self.conv(x) if self.use_res else self.conv(x)
+
+
+class MobileNetV2ish(nn.Module):
+    """torchvision's MobileNetV2 shrunk: a stride-2 stem, inverted residuals (one with the residual add),
+    a 1x1 head conv, pooling by nn.AdaptiveAvgPool2d(2) (an even division: avgpool2d) and then
+    F.adaptive_avg_pool2d(x, (1, 1)) as torchvision's forward, dropout 0, a linear classifier."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6(inplace=True)),
+            InvertedResidual(8, 8, 1, 2), InvertedResidual(8, 12, 2, 3),
+            nn.Sequential(nn.Conv2d(12, 16, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(inplace=True)))
+        self.pool = nn.AdaptiveAvgPool2d(2)
+        self.classifier = nn.Sequential(nn.Dropout(0.0), nn.Linear(16, num_classes))
+        for m in self.modules():  # BatchNorm gains of 4: a good share of the activations above ReLU6's clamp
+            if isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 4.0)
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.pool(self.features(x)), (1, 1))
+        return self.classifier(torch.flatten(x, 1))

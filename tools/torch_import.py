@@ -1,0 +1,1102 @@
+#!/usr/bin/python3
+"""torch_import.py: a PyTorch nn.Module as a memplan model, and a trainer's
+checkpoint back into the module. `memplan import-torch` runs it (README
+"From PyTorch"); it needs torch (Debian's python3-torch), nothing else.
+
+  torch_import.py import SPEC -o DIR [--kwargs K=V,...] [--input NAME=[dims]:dtype]... [--dims B=2,...]
+                  [--loss cross_entropy:TARGETS | mse:TARGETS] [--optimizer adamw:lr=...,...] [--output N]
+  torch_import.py load CHECKPOINT DIR/name_map.json -o STATE_DICT.pt
+
+import traces the module with torch.fx.symbolic_trace, runs ShapeProp on
+example inputs of the given shapes, and maps every node to a memplan op
+(the table OPS below), checking the attributes memplan's op supports. It
+writes DIR/model.yaml, DIR/weights.safetensors (the module's parameters and
+BatchNorm running statistics under memplan's names, for the trainer's
+--load) and DIR/name_map.json (memplan name -> state_dict name, the spec
+and kwargs), each atomically, and only when every node maps: otherwise one
+error lists every unsupported node with its op, module path and the user's
+source line, and nothing is written.
+
+load reads a trainer checkpoint (--save) and the name map, builds the
+module again from the recorded spec, and loads the weights with
+load_state_dict(strict=True), running statistics included; load_into() is
+the same as a function for a module the caller already has.
+
+Exit status: 0 success, 1 user error (the message says which input and
+what to do), 2 usage."""
+import argparse
+import ast
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import io
+import json
+import operator
+import os
+import re
+import struct
+import sys
+import traceback
+
+EXIT_USER, EXIT_USAGE = 1, 2
+
+
+class UserError(Exception):
+    pass
+
+
+def fail(msg):
+    raise UserError(msg)
+
+
+def need_torch():
+    try:
+        import torch  # noqa: F401
+        import torch.fx  # noqa: F401 pylint: disable=unused-import
+    except ImportError as e:
+        fail("PyTorch is not installed for %s (%s): install Debian's python3-torch (apt install python3-torch), or "
+             "point MEMPLAN_PYTHON at a python3 that has torch" % (sys.executable, e))
+
+
+# ---------------------------------------------------------------------------
+# the module from its spec
+
+def parse_kwargs(text):
+    """'num_classes=10,bias=False' -> {'num_classes': 10, 'bias': False}; values are Python literals or strings."""
+    out = {}
+    for item in split_top(text or ""):
+        if "=" not in item:
+            fail("--kwargs '%s': expected NAME=VALUE items separated by commas" % item)
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = ast.literal_eval(v.strip())
+        except (ValueError, SyntaxError):
+            out[k.strip()] = v.strip()
+    return out
+
+
+def split_top(text):
+    """Splits at the commas outside brackets."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "[(" and 1 or (ch in "])" and -1 or 0)
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return [p for p in (p.strip() for p in parts) if p]
+
+
+def build_module(spec, kwargs):
+    """The module of SPEC ('package.module:factory' or 'path/file.py:ClassOrFactory') called with kwargs."""
+    if ":" not in spec:
+        fail("SPEC '%s': expected package.module:factory or path/to/file.py:ClassOrFactory" % spec)
+    where, name = spec.rsplit(":", 1)
+    try:
+        if where.endswith(".py"):
+            if not os.path.isfile(where):
+                fail("SPEC '%s': no file %s" % (spec, where))
+            modname = "memplan_user_" + re.sub(r"\W", "_", os.path.basename(where)[:-3])
+            s = importlib.util.spec_from_file_location(modname, where)
+            mod = importlib.util.module_from_spec(s)
+            sys.modules[modname] = mod
+            s.loader.exec_module(mod)
+        else:
+            mod = importlib.import_module(where)
+    except UserError:
+        raise
+    except Exception as e:  # the user's file or package may raise anything while importing
+        fail("SPEC '%s': importing %s failed: %s: %s" % (spec, where, type(e).__name__, e))
+    factory = getattr(mod, name, None)
+    if factory is None or not callable(factory):
+        fail("SPEC '%s': %s has no class or function '%s'" % (spec, where, name))
+    import torch
+    torch.manual_seed(0)  # the module's initial weights, drawn by its own init, the same on every import
+    try:
+        m = factory(**kwargs)
+    except Exception as e:
+        fail("SPEC '%s': %s(%s) raised %s: %s" % (spec, name, ", ".join("%s=%r" % kv for kv in kwargs.items()),
+                                                    type(e).__name__, e))
+    if not isinstance(m, torch.nn.Module):
+        fail("SPEC '%s': %s returned a %s, not a torch.nn.Module" % (spec, name, type(m).__name__))
+    return m
+
+
+# ---------------------------------------------------------------------------
+# safetensors (F32), written atomically
+
+def fsync_replace(tmp, path):
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_atomic(path, data):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(data)
+    fsync_replace(tmp, path)
+
+
+def safetensors_bytes(tensors, metadata):
+    import torch
+    header, chunks, off = {"__metadata__": metadata}, [], 0
+    for name, t in tensors.items():
+        b = t.detach().to(torch.float32).contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        chunks.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(chunks)
+
+
+def read_safetensors(path):
+    """({name: float32 tensor}, metadata) of a trainer checkpoint."""
+    import numpy as np
+    import torch
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+        (n,) = struct.unpack("<Q", blob[:8])
+        header = json.loads(blob[8:8 + n].decode("utf-8"))
+    except (OSError, struct.error, ValueError) as e:
+        fail("%s: not a readable safetensors file: %s" % (path, e))
+    dts = {"F32": np.float32, "F64": np.float64, "F16": np.float16}
+    out, data = {}, blob[8 + n:]
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if t.get("dtype") not in dts:
+            fail("%s: tensor %s: dtype %s, expected F32" % (path, name, t.get("dtype")))
+        b, e = t["data_offsets"]
+        out[name] = torch.from_numpy(np.frombuffer(data[b:e], dtype=dts[t["dtype"]]).reshape(t["shape"]).copy())
+    return out, header.get("__metadata__", {})
+
+
+# ---------------------------------------------------------------------------
+# the graph, node by node
+
+def fmt_num(v):
+    return repr(float(v)) if isinstance(v, float) else str(v)
+
+
+def yaml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(yaml_value(x) for x in v) + "]"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+class Importer:
+    def __init__(self, module, inputs, dims, batch_sym):
+        self.m = module
+        self.inputs, self.dims, self.batch_sym = inputs, dims, batch_sym
+        self.layers = []          # [(name, op, {key: value}, [input names])]
+        self.value = {}           # fx node -> memplan name (a layer or an input)
+        self.unsupported = []     # [(op text, module path, source line, why)]
+        self.names = set(n for n, _, _ in inputs)
+        self.params = {}          # memplan name -> (state_dict name, tensor)
+        self.state = {}           # memplan name -> (state_dict name, tensor): running statistics
+        self.owner = {}           # id(parameter) -> memplan layer that owns it (weight sharing)
+        self.shared = {}          # memplan name -> memplan name it shares
+        self.modules = dict(module.named_modules())
+        self.shape_over = {}      # fx node -> memplan's shape where it differs (position_embedding's [B, T, C])
+        self.rejected = set()     # nodes refused, and those refused because an input was
+        self.absorbed = {}        # fx node -> None (inside a matched pattern) or the pattern's op to emit there
+        self.gm = None
+        self.bind = {n: n for n, _, _ in inputs}  # forward argument -> --input name
+
+    # -- helpers
+    def layer_name(self, text):
+        base = re.sub(r"[^A-Za-z0-9_]", "_", text) or "layer"
+        if base[0].isdigit():
+            base = "l" + base
+        name, k = base, 1
+        while name in self.names:
+            k += 1
+            name = "%s_%d" % (base, k)
+        self.names.add(name)
+        return name
+
+    def emit(self, node, op, keys, ins, name=None):
+        name = name or self.layer_name(node.target if node.op == "call_module" else node.name)
+        self.layers.append((name, op, keys, ins))
+        self.value[node] = name
+        return name
+
+    def shape(self, node):
+        if node in self.shape_over:
+            return self.shape_over[node]
+        meta = node.meta.get("tensor_meta")
+        return None if meta is None or not hasattr(meta, "shape") else tuple(meta.shape)
+
+    def dim_expr(self, shape):
+        """A traced shape as YAML dims: the batch dim by its symbol (so --set B= keeps working)."""
+        out = list(shape)
+        if self.batch_sym and out and out[0] == self.dims[self.batch_sym]:
+            out[0] = self.batch_sym
+        return out
+
+    def arg(self, node, a):
+        """The memplan name of a tensor argument, or None after recording why not."""
+        import torch.fx
+        if isinstance(a, torch.fx.Node) and a in self.value:
+            return self.value[a]
+        if isinstance(a, torch.fx.Node) and a in self.rejected:  # listed already: its users are not
+            self.rejected.add(node)
+            return None
+        self.reject(node, "its input %s is not a tensor memplan computes" % (getattr(a, "name", repr(a))))
+        return None
+
+    def reject(self, node, why):
+        self.rejected.add(node)
+        op = {"call_module": lambda: "%s (%s)" % (type(self.modules.get(node.target)).__name__, node.target),
+              "call_function": lambda: "%s" % getattr(node.target, "__name__", str(node.target)),
+              "call_method": lambda: "Tensor.%s" % node.target,
+              "get_attr": lambda: "get_attr %s" % node.target}.get(node.op, lambda: node.op)()
+        path = node.target if node.op == "call_module" else node.meta.get("memplan_path", "")
+        self.unsupported.append((op, path, user_line(node.stack_trace), why))
+
+    # -- the graph
+    def run(self, gm):
+        import torch
+        self.gm = gm
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target in (torch.nn.functional.softmax, torch.softmax) or \
+                    node.op == "call_method" and node.target == "softmax":
+                match_attention(self, node)
+        for node in gm.graph.nodes:
+            if node in self.absorbed:
+                if self.absorbed[node] is not None:
+                    qkv, heads, causal = self.absorbed[node]
+                    x = self.arg(node, qkv)
+                    if x is not None:
+                        self.emit(node, "attention", {"heads": heads, "causal": causal}, [x],
+                                  name=self.layer_name(node.meta.get("memplan_path", "") + "_attention"))
+                continue
+            if node.op == "placeholder":
+                if self.bind.get(node.target) is None:
+                    self.reject(node, "the module's input '%s' has no --input %s=[dims]:dtype" % (node.target,
+                                                                                                 node.target))
+                    continue
+                self.value[node] = self.bind[node.target]
+            elif node.op == "output":
+                continue
+            elif node.op == "call_module":
+                self.call_module(node, self.modules[node.target])
+            elif node.op in ("call_function", "call_method"):
+                self.call_fn(node)
+            elif node.op == "get_attr":
+                if self.is_arange(node) and all(u.op == "call_module" and isinstance(self.modules[u.target],
+                                                                                    torch.nn.Embedding)
+                                                for u in node.users):
+                    continue
+                if self.shape(node) is not None:
+                    self.reject(node, "a parameter or buffer read directly in forward (not through a submodule)")
+            else:
+                self.reject(node, "unknown fx node kind")
+        del torch
+
+    def call_module(self, node, mod):
+        import torch.nn as nn
+        t = type(mod)
+        known = (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d, nn.LayerNorm, nn.Embedding, nn.Hardtanh,
+                 nn.ReLU6, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax,
+                 nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)
+        if t not in known:  # listed even when its input was refused too
+            return self.reject(node, "no memplan op for %s" % t.__name__)
+        pos = t is nn.Embedding and node.args and self.is_arange(node.args[0])
+        x = None if pos else self.arg(node, node.args[0]) if node.args else None
+        if x is None and not pos:
+            return
+        ins, ish = [x], self.shape(node.args[0])
+        if t is nn.Linear:
+            name = self.emit(node, "linear", {"out": mod.out_features, "bias": mod.bias is not None}, ins)
+            self.own(name, mod, ("weight", "bias"))
+        elif t is nn.Conv2d:
+            k, s, p, d = mod.kernel_size, mod.stride, mod.padding, mod.dilation
+            why = [w for w, bad in (("a non-square kernel %s" % (k,), k[0] != k[1]),
+                                    ("unequal strides %s" % (s,), s[0] != s[1]),
+                                    ("padding %r" % (p,), isinstance(p, str) or p[0] != p[1]),
+                                    ("unequal dilations %s" % (d,), d[0] != d[1]),
+                                    ("padding_mode '%s'" % mod.padding_mode, mod.padding_mode != "zeros")) if bad]
+            if why:
+                return self.reject(node, "memplan's conv2d takes square kernels, zero padding: not " + ", ".join(why))
+            name = self.emit(node, "conv2d", {"out": mod.out_channels, "kernel": k[0], "stride": s[0],
+                                              "padding": p[0], "dilation": d[0], "groups": mod.groups,
+                                              "bias": mod.bias is not None}, ins)
+            self.own(name, mod, ("weight", "bias"))
+        elif t in (nn.BatchNorm2d, nn.BatchNorm1d):
+            if not (mod.affine and mod.track_running_stats) or mod.momentum is None:
+                return self.reject(node, "batchnorm without affine parameters, running statistics or a momentum")
+            if t is nn.BatchNorm1d and len(ish) != 2:
+                return self.reject(node, "BatchNorm1d on %s: memplan's batchnorm2d takes [N, C]" % (ish,))
+            name = self.emit(node, "batchnorm2d", {"eps": float(mod.eps), "momentum": float(mod.momentum)}, ins)
+            self.own(name, mod, ("weight", "bias"))
+            for b in ("running_mean", "running_var"):
+                self.state["%s.%s" % (name, b)] = (self.sd_name(mod, b), getattr(mod, b))
+        elif t is nn.LayerNorm:
+            if len(mod.normalized_shape) != 1 or not mod.elementwise_affine:
+                return self.reject(node, "LayerNorm over %s dims or without affine parameters: memplan's layernorm "
+                                   "normalizes the last dim with a weight" % len(mod.normalized_shape))
+            keys = {"eps": float(mod.eps)}
+            if getattr(mod, "bias", None) is None:
+                keys["bias"] = False
+            name = self.emit(node, "layernorm", keys, ins)
+            self.own(name, mod, ("weight", "bias"))
+        elif t is nn.Embedding and self.is_arange(node.args[0]):
+            n = self.shape(node.args[0])[0]
+            like = next((nm for nm, s, _ in self.inputs if len(s) >= 2 and self.concrete(s)[1] == n), None)
+            if like is None:
+                return self.reject(node, "a position embedding of %d positions, and no --input of shape [B, %d, ...]"
+                                   % (n, n))
+            name = self.emit(node, "position_embedding", {"max": mod.num_embeddings, "dim": mod.embedding_dim},
+                             [like])
+            self.own(name, mod, ("weight",))
+            b = self.concrete(next(s for nm, s, _ in self.inputs if nm == like))[0]
+            self.shape_over[node] = (b, n, mod.embedding_dim)
+        elif t is nn.Embedding:
+            if mod.padding_idx is not None or mod.max_norm is not None:
+                return self.reject(node, "Embedding with padding_idx or max_norm")
+            name = self.emit(node, "embedding", {"num": mod.num_embeddings, "dim": mod.embedding_dim}, ins)
+            self.own(name, mod, ("weight",))
+        elif t in (nn.Hardtanh, nn.ReLU6) and (mod.min_val, mod.max_val) == (0.0, 6.0):
+            self.emit(node, "relu6", {}, ins)
+        elif t in (nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax):
+            self.simple(node, {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.SiLU: "silu", nn.GELU: "gelu",
+                               nn.Identity: None,
+                               nn.Dropout: "dropout", nn.Flatten: "flatten", nn.Softmax: "softmax"}[t], mod, ins)
+        elif t in (nn.MaxPool2d, nn.AvgPool2d):
+            self.pool(node, "maxpool2d" if t is nn.MaxPool2d else "avgpool2d", mod.kernel_size, mod.stride,
+                      mod.padding, getattr(mod, "dilation", 1), mod.ceil_mode, getattr(mod, "count_include_pad", True),
+                      getattr(mod, "divisor_override", None), ins)
+        elif t is nn.AdaptiveAvgPool2d:
+            self.adaptive(node, mod.output_size, ins)
+        else:
+            self.reject(node, "no memplan op for %s" % t.__name__)
+
+    def concrete(self, shape):
+        return [self.dims[d] if isinstance(d, str) else d for d in shape]
+
+    def const(self, node):
+        """The tensor a get_attr node reads (a buffer, or a constant fx made of a value computed while tracing)."""
+        import torch.fx
+        if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
+            return None
+        v = self.gm
+        for part in node.target.split("."):
+            v = getattr(v, part, None)
+        return v
+
+    def is_arange(self, node):
+        """torch.arange(0, T) (fx keeps it as a constant: the sizes were numbers while tracing)."""
+        import torch
+        v = self.const(node)
+        return isinstance(v, torch.Tensor) and v.dim() == 1 and not v.is_floating_point() and \
+            torch.equal(v, torch.arange(v.numel()))
+
+    def sd_name(self, mod, attr):
+        for n, m in self.modules.items():
+            if m is mod:
+                return (n + "." if n else "") + attr
+        return attr
+
+    def own(self, lname, mod, attrs):
+        for a in attrs:
+            t = getattr(mod, a, None)
+            if t is None:
+                continue
+            key = "%s.%s" % (lname, a)
+            if id(t) in self.owner:  # shared with an earlier layer: `weight: OTHER.weight`
+                self.shared[key] = self.owner[id(t)]
+                for i, (n, op, keys, ins) in enumerate(self.layers):
+                    if n == lname:
+                        keys[a] = self.owner[id(t)]
+                continue
+            self.owner[id(t)] = key
+            self.params[key] = (self.sd_name(mod, a), t)
+
+    def simple(self, node, op, mod, ins, keys=None):
+        """Element-wise and shape ops whose attributes come from a module or a call."""
+        import torch.nn as nn
+        keys = dict(keys or {})
+        if op == "gelu":
+            approx = getattr(mod, "approximate", None) if mod is not None else keys.pop("approximate", "none")
+            keys["approximate"] = approx or "none"
+        if op == "dropout":
+            p = mod.p if mod is not None else keys.get("p", 0.5)
+            if p == 0:
+                op = None
+            else:
+                keys["p"] = float(p)
+        if op == "flatten" and mod is not None:
+            keys = {"start": mod.start_dim, "end": mod.end_dim}
+        if op == "softmax":
+            dim = mod.dim if mod is not None else keys.pop("dim", None)
+            if dim not in (-1, len(self.shape(node)) - 1):
+                return self.reject(node, "softmax over dim %s: memplan's softmax is over the last dim" % dim)
+            keys = {}
+        if op is None:  # the identity
+            self.value[node] = ins[0]
+            return None
+        del nn
+        return self.emit(node, op, keys, ins)
+
+    def pool(self, node, op, k, s, p, d, ceil, count_pad, divisor, ins):
+        def one(v, what):
+            v = v if isinstance(v, (tuple, list)) else (v, v)
+            if v[0] != v[1]:
+                raise ValueError("unequal %s %s" % (what, tuple(v)))
+            return v[0]
+        try:
+            k, s, p, d = one(k, "kernel"), one(s if s is not None else k, "stride"), one(p, "padding"), one(d, "dil")
+        except ValueError as e:
+            return self.reject(node, "memplan's %s takes square windows: %s" % (op, e))
+        if d != 1 or ceil or not count_pad or divisor is not None:
+            return self.reject(node, "%s with dilation, ceil_mode, count_include_pad=False or divisor_override" % op)
+        self.emit(node, op, {"kernel": k, "stride": s, "padding": p}, ins)
+
+    def adaptive(self, node, size, ins):
+        """Adaptive average pooling: to 1x1 global_avgpool (+ a reshape keeping torch's 1x1 plane); to a size
+        that divides the input's evenly, avgpool2d with the quotient as kernel and stride (the same windows);
+        to the input's own size, nothing (VGG's and AlexNet's at their usual image sizes)."""
+        size = size if isinstance(size, (tuple, list)) else (size, size)
+        H, W = self.shape(node.args[0])[-2:]
+        size = tuple(H if o is None else o for o in size[:1]) + tuple(W if o is None else o for o in size[1:])
+        if size == (H, W):
+            self.value[node] = ins[0]
+            return None
+        if size == (1, 1):
+            g = self.emit(node, "global_avgpool", {}, ins, name=self.layer_name(
+                (node.target if node.op == "call_module" else node.name) + "_gap"))
+            # torch keeps the 1x1 plane: a reshape that moves no data
+            return self.emit(node, "reshape", {"shape": self.dim_expr(self.shape(node))}, [g])
+        if H % size[0] or W % size[1] or H // size[0] != W // size[1]:
+            return self.reject(node, "adaptive average pooling of %dx%d to %dx%d: memplan pools to 1x1, or by a "
+                               "square window that divides the input evenly" % (H, W, size[0], size[1]))
+        k = H // size[0]
+        return self.emit(node, "avgpool2d", {"kernel": k, "stride": k, "padding": 0}, ins)
+
+    def call_fn(self, node):
+        import torch
+        import torch.nn.functional as F
+        t, a, kw = node.target, node.args, node.kwargs
+        shp = self.shape(node)
+        if shp is None:  # sizes, shapes and other non-tensor values: used only by shape ops, which read ShapeProp
+            return
+        fn = {operator.add: "add", torch.add: "add", "add": "add", operator.mul: "mul", torch.mul: "mul",
+              "mul": "mul", operator.iadd: "add", operator.imul: "mul"}.get(t)
+        if fn:
+            if len(a) != 2 or kw.get("alpha", 1) != 1:
+                return self.reject(node, "%s with alpha or more arguments" % fn)
+            ins = [self.value.get(x) if isinstance(x, torch.fx.Node) else None for x in a]
+            if any(x in self.rejected for x in a if isinstance(x, torch.fx.Node)) and \
+                    all(isinstance(x, torch.fx.Node) for x in a):  # listed already, unless it has its own fault
+                self.rejected.add(node)
+                return None
+            if None in ins:
+                return self.reject(node, "%s with a Python number or an untracked tensor: memplan's %s takes two "
+                                   "tensors" % (fn, fn))
+            if self.shape(a[0]) != self.shape(a[1]):
+                return self.reject(node, "%s of shapes %s and %s: memplan's %s takes equal shapes (no broadcasting)"
+                                   % (fn, self.shape(a[0]), self.shape(a[1]), fn))
+            return self.emit(node, fn, {}, ins)
+        if t in (F.relu6, F.hardtanh):
+            lo, hi = (0.0, 6.0) if t is F.relu6 else (a[1] if len(a) > 1 else kw.get("min_val", -1.0),
+                                                      a[2] if len(a) > 2 else kw.get("max_val", 1.0))
+            if (lo, hi) != (0.0, 6.0):
+                return self.reject(node, "hardtanh(%g, %g): memplan has relu6, hardtanh(0, 6)" % (lo, hi))
+            x = self.arg(node, a[0])
+            return None if x is None else self.emit(node, "relu6", {}, [x])
+        unary = {F.relu: "relu", torch.relu: "relu", "relu": "relu", F.gelu: "gelu", F.silu: "silu",
+                 torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", "sigmoid": "sigmoid",
+                 torch.flatten: "flatten", "flatten": "flatten", F.softmax: "softmax", torch.softmax: "softmax",
+                 "softmax": "softmax", F.dropout: "dropout", "contiguous": None,
+                 "view": "reshape", "reshape": "reshape", torch.reshape: "reshape",
+                 "transpose": "transpose", torch.transpose: "transpose", F.adaptive_avg_pool2d: "adaptive",
+                 F.max_pool2d: "maxpool2d", F.avg_pool2d: "avgpool2d", torch.cat: "concat",
+                 operator.getitem: "getitem", F.layer_norm: "unsupported"}
+        op = unary.get(t, "unsupported") if not isinstance(t, str) or t in unary else "unsupported"
+        if op == "unsupported":
+            return self.reject(node, "no memplan op for it")
+        if op == "concat":
+            xs = a[0] if a else kw.get("tensors")
+            ins = [self.arg(node, x) for x in xs]
+            if None in ins:
+                return None
+            if not 2 <= len(ins) <= 6:
+                return self.reject(node, "torch.cat of %d tensors: memplan's concat takes 2 to 6" % len(ins))
+            return self.emit(node, "concat", {"axis": a[1] if len(a) > 1 else kw.get("dim", 0)}, ins)
+        x = self.arg(node, a[0]) if a else None
+        if x is None:
+            return None
+        ins, ish = [x], self.shape(a[0])
+        if op == "reshape":
+            if shp == ish:
+                self.value[node] = x
+                return None
+            return self.emit(node, "reshape", {"shape": self.dim_expr(shp)}, ins)
+        if op == "flatten":
+            start = a[1] if len(a) > 1 else kw.get("start_dim", 0)
+            end = a[2] if len(a) > 2 else kw.get("end_dim", -1)
+            if shp == ish:
+                self.value[node] = x
+                return None
+            return self.emit(node, "flatten", {"start": start, "end": end}, ins)
+        if op == "transpose":
+            d0 = a[1] if len(a) > 1 else kw.get("dim0")
+            d1 = a[2] if len(a) > 2 else kw.get("dim1")
+            return self.emit(node, "transpose", {"dim0": d0, "dim1": d1}, ins)
+        if op == "getitem":
+            idx = a[1]
+            if not isinstance(idx, tuple):
+                idx = (idx,)
+            ints = [(i, v) for i, v in enumerate(idx) if isinstance(v, int)]
+            rest_ok = all(isinstance(v, slice) and v == slice(None) for v in idx if not isinstance(v, int))
+            if len(ints) != 1 or not rest_ok or Ellipsis in idx:
+                return self.reject(node, "indexing with %r: memplan has select (one integer index, full slices "
+                                   "elsewhere)" % (a[1],))
+            return self.emit(node, "select", {"axis": ints[0][0], "index": ints[0][1]}, ins)
+        if op == "adaptive":
+            return self.adaptive(node, a[1] if len(a) > 1 else kw.get("output_size"), ins)
+        if op in ("maxpool2d", "avgpool2d"):
+            names = ["kernel_size", "stride", "padding"] + (["dilation", "ceil_mode"] if op == "maxpool2d" else
+                                                            ["ceil_mode", "count_include_pad", "divisor_override"])
+            v = dict(zip(names, a[1:]))
+            v.update(kw)
+            if v.get("return_indices"):
+                return self.reject(node, "max pooling that returns indices")
+            return self.pool(node, op, v.get("kernel_size"), v.get("stride") or None, v.get("padding", 0),
+                             v.get("dilation", 1), v.get("ceil_mode", False), v.get("count_include_pad", True),
+                             v.get("divisor_override"), ins)
+        keys = {}
+        if op == "gelu":
+            keys["approximate"] = kw.get("approximate", "none")
+        if op == "softmax":
+            keys["dim"] = a[1] if len(a) > 1 else kw.get("dim")
+        if op == "dropout":
+            train = a[2] if len(a) > 2 else kw.get("training", True)
+            keys["p"] = (a[1] if len(a) > 1 else kw.get("p", 0.5)) if train else 0
+        return self.simple(node, op, None, ins, keys)
+
+
+def trace(module, examples):
+    """torch.fx.symbolic_trace with the user's stack trace on every node, the
+    module path it was created in (node.meta["memplan_path"]), and the real
+    value of every node computed alongside from `examples` ({input name:
+    tensor}), so that sizes are numbers: `b, t = idx.size()` and `x.shape`
+    trace (the YAML gets the traced shapes, the batch dim by its symbol).
+    Control flow on tensor values still cannot trace."""
+    import torch
+    import torch.fx
+    from torch.fx.node import map_aggregate
+
+    class Real(torch.fx.Proxy):
+        def __getattr__(self, k):
+            if k in ("shape", "device", "dtype", "ndim") and self.node in self.tracer.real:
+                return getattr(self.tracer.real[self.node], k)
+            return super().__getattr__(k)
+
+        def __iter__(self):  # a tuple (split, chunk): its items, as many as the real value has
+            r = self.tracer.real.get(self.node)
+            if isinstance(r, (tuple, list)):
+                return iter([self[i] for i in range(len(r))])
+            return super().__iter__()
+
+    class Tracer(torch.fx.Tracer):
+        def __init__(self):
+            super().__init__()
+            self.record_stack_traces = True
+            self.path, self.real = [""], {}
+
+        def proxy(self, node):
+            return Real(node, self)
+
+        def call_module(self, m, forward, args, kwargs):
+            self.path.append(self.path_of_module(m))
+            try:
+                return super().call_module(m, forward, args, kwargs)
+            finally:
+                self.path.pop()
+
+        def create_node(self, *args, **kwargs):
+            node = super().create_node(*args, **kwargs)
+            node.meta["memplan_path"] = self.path[-1]
+            return node
+
+        def create_proxy(self, kind, target, args, kwargs, *rest, **kw):
+            p = super().create_proxy(kind, target, args, kwargs, *rest, **kw)
+            if kind == "output":
+                return p
+
+            def real(a):
+                if isinstance(a, torch.fx.Proxy):
+                    a = a.node
+                if isinstance(a, torch.fx.Node):
+                    if a not in self.real:
+                        raise KeyError(a.name)
+                    return self.real[a]
+                return a
+            try:
+                ra, rk = map_aggregate(args, real), map_aggregate(kwargs, real)
+            except KeyError:
+                return p
+            if kind == "placeholder":
+                if target not in examples:
+                    fail("forward takes '%s': give it with --input %s=[dims]:dtype" % (target, target))
+                v = examples[target]
+            else:
+                # the real value with nn.Module's own __getattr__ and __call__ (tracing patches them)
+                patched = torch.nn.Module.__getattr__, torch.nn.Module.__call__
+                torch.nn.Module.__getattr__, torch.nn.Module.__call__ = plain
+                try:
+                    with torch.no_grad():
+                        if kind == "get_attr":
+                            v = self.root
+                            for part in target.split("."):
+                                v = getattr(v, part)
+                        else:
+                            v = (target(*ra, **rk) if kind == "call_function" else
+                                 getattr(ra[0], target)(*ra[1:], **rk) if kind == "call_method" else
+                                 self.root.get_submodule(target)(*ra, **rk))
+                except Exception as e:
+                    fail("forward fails on inputs of shapes %s at %s: %s: %s (do the --input dims match the "
+                         "module?)\n    %s" % (", ".join("%s %s" % (n, list(x.shape)) for n, x in examples.items()),
+                                                p.node.name, type(e).__name__, str(e).splitlines()[0] if str(e) else "",
+                                                user_line(p.node.stack_trace)))
+                finally:
+                    torch.nn.Module.__getattr__, torch.nn.Module.__call__ = patched
+            if kind == "call_method" and target in ("size", "dim"):
+                self.graph.erase_node(p.node)  # a number, known
+                return v
+            self.real[p.node] = v
+            return p
+
+    plain = torch.nn.Module.__getattr__, torch.nn.Module.__call__
+    t = Tracer()
+    was = module.training
+    module.eval()  # the real values: eval leaves BatchNorm's running statistics alone
+    try:
+        graph = t.trace(module)
+    finally:
+        module.train(was)
+    return torch.fx.GraphModule(t.root, graph, type(module).__name__)
+
+
+def match_attention(imp, sm):
+    """softmax(q kᵀ · scale [masked causal]) v with q, k, v the heads of one packed [B, T, 3C] tensor split
+    in three, back to [B, T, C]: nanoGPT's attention, memplan's `attention` op on the packed tensor. The
+    matched nodes are absorbed (imp.absorbed), the last one becomes the op. Anything else is left alone and
+    its nodes are refused one by one."""
+    import math
+    import operator as op
+    import torch
+    import torch.nn.functional as F
+
+    def is_fn(n, *fns):
+        return n.op == "call_function" and n.target in fns
+
+    def is_meth(n, *names):
+        return n.op == "call_method" and n.target in names
+
+    def only_user(n):
+        return next(iter(n.users)) if len(n.users) == 1 else None
+    inner = set()
+    # after: dropout (p = 0 or eval-only), then @ v
+    a = only_user(sm)
+    while a is not None and a.op == "call_module" and isinstance(imp.modules[a.target], torch.nn.Dropout) and \
+            imp.modules[a.target].p == 0:
+        inner.add(a)
+        a = only_user(a)
+    if a is None or not (is_fn(a, op.matmul, torch.matmul) and a.args[0] in inner | {sm}):
+        return
+    av, v = a, a.args[1]
+    # before: masked_fill with a lower-triangular buffer, a scale, q @ kᵀ
+    x, causal = sm.args[0], False
+    if is_meth(x, "masked_fill"):
+        # the mask: a constant (buffers are read while tracing) or buffer == 0; it must fill the upper triangle
+        mask, fill = x.args[1], None
+        if imp.const(mask) is not None:
+            fill, parts = imp.const(mask).bool(), {mask}
+        elif is_fn(mask, op.eq) and mask.args[1] == 0 and imp.const(mask.args[0]) is not None:
+            fill, parts = imp.const(mask.args[0]) == 0, {mask, mask.args[0]}
+        if fill is None or x.args[2] != float("-inf"):
+            return
+        n = fill.shape[-1]
+        if fill.shape[-2] != n or not torch.equal(fill.reshape(n, n), torch.ones(n, n).triu(1).bool()):
+            return
+        inner |= {x} | parts
+        causal, x = True, x.args[0]
+    scale = None
+    if is_fn(x, op.mul, op.truediv) and isinstance(x.args[1], (int, float)):
+        scale = x.args[1] if x.target is op.mul else 1.0 / x.args[1]
+        inner.add(x)
+        x = x.args[0]
+    if not is_fn(x, op.matmul, torch.matmul):
+        return
+    q, kt = x.args
+    if not (is_meth(kt, "transpose") and tuple(sorted(kt.args[1:])) in ((-2, -1), (2, 3))):
+        return
+    inner |= {x, kt}
+    k = kt.args[0]
+
+    def head(n):
+        """(split node, index, heads) of transpose(view(getitem(split(qkv), i), [B, T, H, hd]), 1, 2)."""
+        if not (is_meth(n, "transpose") and tuple(sorted(n.args[1:])) == (1, 2)):
+            return None
+        w = n.args[0]
+        if not (is_meth(w, "view", "reshape") and len(imp.shape(w)) == 4):
+            return None
+        g = w.args[0]
+        if not (is_fn(g, op.getitem) and is_meth(g.args[0], "split") or is_fn(g, op.getitem) and
+                is_fn(g.args[0], torch.split)):
+            return None
+        inner.update((n, w, g))
+        return g.args[0], g.args[1], imp.shape(w)[2]
+    hq, hk, hv = head(q), head(k), head(v)
+    if None in (hq, hk, hv) or not (hq[0] is hk[0] is hv[0]) or (hq[1], hk[1], hv[1]) != (0, 1, 2):
+        return
+    split, heads = hq[0], hq[2]
+    qkv = split.args[0]
+    B, T, C3 = imp.shape(qkv)
+    if len(imp.shape(qkv)) != 3 or C3 % 3 or hq[2] != hk[2] or hk[2] != hv[2]:
+        return
+    hd = C3 // 3 // heads
+    if scale is None or abs(scale - 1.0 / math.sqrt(hd)) > 1e-6 / math.sqrt(hd):
+        return
+    inner.add(split)
+    # after: transpose(1, 2), contiguous, view [B, T, C]
+    y = only_user(av)
+    if y is None or not (is_meth(y, "transpose") and tuple(sorted(y.args[1:])) == (1, 2)):
+        return
+    inner |= {av, y}
+    y = only_user(y)
+    if y is not None and is_meth(y, "contiguous"):
+        inner.add(y)
+        y = only_user(y)
+    if y is None or not is_meth(y, "view", "reshape") or imp.shape(y) != (B, T, C3 // 3):
+        return
+    inner.add(sm)
+    for n in inner:  # nothing inside may be read from outside
+        if any(u not in inner and u is not y for u in n.users):
+            return
+    for n in inner:
+        imp.absorbed[n] = None
+    imp.absorbed[y] = (qkv, heads, causal)
+    del F
+
+
+def user_line(stack):
+    """The user's innermost source line in fx's stack trace of a node: 'file:line: code'. Torch versions
+    record the frames in either order; the tracer's own are inner to this tool's trace() call, so the user's
+    innermost frame is the one farthest from it on the side where torch's frames are."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', stack or "")
+    me = os.path.abspath(__file__)
+    mine = [i for i, f in enumerate(frames) if os.path.abspath(f[0]) == me and f[2] == "trace"]
+    if frames and mine:
+        i = mine[0]
+        left, right = frames[:i], frames[i + 1:]
+        inner = right if any("/torch/" in f[0] for f in right) else left[::-1]
+        user = [f for f in inner if "/torch/" not in f[0] and os.path.abspath(f[0]) != me]
+        if user:
+            f = user[-1]
+            return "%s:%s: %s" % (f[0], f[1], f[3].strip())
+    return "(no source line: fx recorded no stack trace)"
+
+
+# ---------------------------------------------------------------------------
+# import
+
+INPUT_RE = re.compile(r"^([A-Za-z_]\w*)=\[([^\]]*)\](?::(f32|i32))?$")
+
+
+def parse_inputs(items, dims):
+    out = []
+    for it in items:
+        m = INPUT_RE.match(it.replace(" ", ""))
+        if not m:
+            fail("--input '%s': expected NAME=[d0,d1,...]:f32|i32, dims numbers or --dims symbols" % it)
+        shape = []
+        for d in m.group(2).split(","):
+            if re.fullmatch(r"\d+", d) and int(d) > 0:
+                shape.append(int(d))
+            elif d in dims:
+                shape.append(d)
+            else:
+                fail("--input '%s': dim '%s' is neither a positive number nor a symbol given by --dims" % (it, d))
+        out.append((m.group(1), shape, m.group(3) or "f32"))
+    return out
+
+
+def parse_optimizer(text):
+    if not text:
+        return {"type": "adamw", "lr": 1e-3}
+    kind, _, rest = text.partition(":")
+    if kind not in ("adamw", "sgd"):
+        fail("--optimizer '%s': expected adamw:KEY=VALUE,... or sgd:KEY=VALUE,..." % text)
+    allowed = {"adamw": ("lr", "betas", "eps", "weight_decay", "schedule", "warmup", "final_fraction"),
+               "sgd": ("lr", "momentum", "weight_decay", "nesterov", "schedule", "warmup", "final_fraction")}[kind]
+    o = {"type": kind}
+    for k, v in parse_kwargs(rest).items():
+        if k not in allowed:
+            fail("--optimizer '%s': %s takes %s, not '%s'" % (text, kind, ", ".join(allowed), k))
+        o[k] = list(v) if isinstance(v, tuple) else v
+    return o
+
+
+def do_import(a):
+    need_torch()
+    import torch
+    import torch.fx
+    from torch.fx.passes.shape_prop import ShapeProp
+    dims = {}
+    for item in split_top(a.dims or ""):
+        k, _, v = item.partition("=")
+        if not re.fullmatch(r"[A-Za-z_]\w*", k) or not re.fullmatch(r"\d+", v) or int(v) <= 0:
+            fail("--dims '%s': expected NAME=POSITIVE_INTEGER items separated by commas" % item)
+        dims[k] = int(v)
+    inputs = parse_inputs(a.input or [], dims)
+    if not inputs:
+        fail("give the module's inputs: --input NAME=[dims]:dtype for each argument of forward")
+    loss, targets = None, None
+    if a.loss:
+        loss, _, targets = a.loss.partition(":")
+        if loss not in ("cross_entropy", "mse") or not targets:
+            fail("--loss '%s': expected cross_entropy:TARGETS or mse:TARGETS (TARGETS: an --input)" % a.loss)
+    else:
+        fail("--loss cross_entropy:TARGETS or mse:TARGETS: memplan trains a module that returns logits or values")
+    by_name = {n: (s, d) for n, s, d in inputs}
+    if targets not in by_name:
+        fail("--loss %s: '%s' is not an --input" % (a.loss, targets))
+    opt = parse_optimizer(a.optimizer)
+    module = build_module(a.spec, parse_kwargs(a.kwargs))
+
+    def concrete(shape):
+        return [dims[d] if isinstance(d, str) else d for d in shape]
+    batch_sym = inputs[0][1][0] if isinstance(inputs[0][1][0], str) else None
+    examples = {}
+    gen = torch.Generator().manual_seed(0)
+    for n, s, d in inputs:
+        examples[n] = (torch.zeros(concrete(s), dtype=torch.long) if d == "i32" else
+                       torch.randn(concrete(s), generator=gen))
+    # forward's arguments: the --inputs of their names, else the --inputs other than the targets in order
+    # (nn.Sequential's forward calls its argument `input`)
+    given = [n for n, _, _ in inputs if n != targets]
+    try:
+        params = [p.name for p in inspect.signature(module.forward).parameters.values()
+                  if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = given
+    bind = {p: p for p in params} if all(p in by_name for p in params) else dict(zip(params, given))
+    if len(params) != len(given) and not all(p in by_name for p in params):
+        fail("%s: forward takes %s (%d argument(s)); the --inputs other than the targets are %s"
+             % (a.spec, ", ".join(params) or "nothing", len(params), ", ".join(given) or "none"))
+    try:
+        gm = trace(module, {p: examples[n] for p, n in bind.items()})
+    except UserError as e:
+        fail("%s: %s" % (a.spec, e))
+    except Exception as e:
+        tb = traceback.extract_tb(e.__traceback__)
+        frames = [f for f in tb if "/torch/" not in f.filename and os.path.abspath(f.filename) !=
+                  os.path.abspath(__file__)]
+        where = ("%s:%d: %s" % (frames[-1].filename, frames[-1].lineno, frames[-1].line)) if frames else "?"
+        fail("%s: torch.fx cannot trace the module (data-dependent control flow or an untraceable call); "
+             "memplan imports a graph whose ops do not depend on the input values:\n  %s: %s\n    at %s"
+             % (a.spec, type(e).__name__, str(e).splitlines()[0] if str(e) else "", where))
+    fwd_inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    was = module.training
+    module.eval()  # ShapeProp runs forward: eval leaves BatchNorm's running statistics alone
+    printed = io.StringIO()  # ShapeProp prints a failing node's traceback itself: its last line is the cause
+    try:
+        with torch.no_grad(), contextlib.redirect_stderr(printed):
+            ShapeProp(gm).propagate(*[examples[bind.get(n.target, n.target)] for n in fwd_inputs])
+    except Exception as e:
+        cause = (printed.getvalue().strip().splitlines() or [""])[-1] or "%s: %s" % (type(e).__name__, e)
+        fail("%s: the traced graph fails on inputs of shapes %s: %s (do the --input dims match the module?)"
+             % (a.spec, ", ".join("%s %s" % (n, list(x.shape)) for n, x in examples.items()), cause))
+    finally:
+        module.train(was)
+    imp = Importer(module, inputs, dims, batch_sym)
+    imp.bind = bind
+    imp.run(gm)
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    result = out_node.args[0]
+    if isinstance(result, (tuple, list)):
+        if a.output is None:
+            fail("%s: forward returns a %s of %d values: say which one the loss reads with --output INDEX"
+                 % (a.spec, type(result).__name__, len(result)))
+        if not 0 <= a.output < len(result):
+            fail("--output %d: forward returns %d values (0..%d)" % (a.output, len(result), len(result) - 1))
+        result = result[a.output]
+    if imp.unsupported:
+        lines = ["  %s at %s: %s\n    %s" % (op, path or "(top level)", why, src) for op, path, why, src in
+                 [(u[0], u[1], u[3], u[2]) for u in imp.unsupported]]
+        fail("%s: %d node(s) have no memplan op; nothing written:\n%s" % (a.spec, len(lines), "\n".join(lines)))
+    if result not in imp.value:
+        fail("%s: forward's result is not a tensor memplan computes" % a.spec)
+    pred = imp.value[result]
+    pshape = imp.shape(result)
+    tshape, tdt = concrete(by_name[targets][0]), by_name[targets][1]
+    if loss == "cross_entropy":
+        if tdt != "i32":
+            fail("--input %s: cross_entropy's targets are class indices: give dtype i32, not %s" % (targets, tdt))
+        if list(pshape[:-1]) != tshape:
+            fail("--input %s=%s: cross_entropy's targets must have the logits' shape without the class dim, %s"
+                 % (targets, tshape, list(pshape[:-1])))
+    else:
+        if tdt != "f32":
+            fail("--input %s: mse's targets are values: give dtype f32, not %s" % (targets, tdt))
+        if list(pshape) != tshape:
+            fail("--input %s=%s: mse's targets must have the output's shape %s" % (targets, tshape, list(pshape)))
+    lname = imp.layer_name("loss")
+    imp.layers.append((lname, loss, {}, [pred, targets]))
+    model = a.name or re.sub(r"[^A-Za-z0-9_-]", "-", a.spec.rsplit(":", 1)[1]).lower()
+    write_outputs(a, module, imp, inputs, dims, opt, model)
+
+
+def write_outputs(a, module, imp, inputs, dims, opt, model):
+    lines = ["# imported by memplan import-torch from %s%s" % (a.spec, " --kwargs " + a.kwargs if a.kwargs else ""),
+             "model: %s" % model]
+    if dims:
+        lines.append("dims: {%s}" % ", ".join("%s: %d" % kv for kv in dims.items()))
+    lines.append("inputs:")
+    for n, s, d in inputs:
+        lines.append("  %s: {shape: %s, dtype: %s}" % (n, yaml_value(s), d))
+    lines.append("optimizer: {%s}" % ", ".join("%s: %s" % (k, yaml_value(v)) for k, v in opt.items()))
+    lines.append("layers:")
+    prev = None
+    for name, op, keys, ins in imp.layers:
+        items = ["name: %s" % name, "op: %s" % op]
+        if len(ins) == 1 and ins[0] != prev:
+            items.append("input: %s" % ins[0])
+        elif len(ins) > 1:
+            items.append("inputs: %s" % yaml_value(ins))
+        items += ["%s: %s" % (k, yaml_value(v)) for k, v in keys.items()]
+        lines.append("  - {%s}" % ", ".join(items))
+        prev = name
+    tensors = {k: t for k, (_, t) in imp.params.items()}
+    tensors.update({k: t for k, (_, t) in imp.state.items()})
+    nmap = {"spec": a.spec, "kwargs": a.kwargs or "", "model": model,
+            "names": {k: sd for k, (sd, _) in list(imp.params.items()) + list(imp.state.items())},
+            "shapes": {k: list(t.shape) for k, t in tensors.items()}}
+    os.makedirs(a.o, exist_ok=True)
+    files = [("model.yaml", ("\n".join(lines) + "\n").encode()),
+             ("weights.safetensors", safetensors_bytes(tensors, {"format": "pt", "model": model})),
+             ("name_map.json", (json.dumps(nmap, indent=1) + "\n").encode())]
+    tmps = []
+    try:
+        for fname, data in files:
+            tmp = os.path.join(a.o, ".%s.tmp.%d" % (fname, os.getpid()))
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            tmps.append((tmp, os.path.join(a.o, fname)))
+    except OSError as e:
+        for tmp, _ in tmps:
+            os.unlink(tmp)
+        fail("%s: cannot write: %s" % (a.o, e))
+    for tmp, path in tmps:
+        os.replace(tmp, path)
+    print("memplan import-torch: %s -> %s/model.yaml (%d layers), weights.safetensors (%d tensors), name_map.json"
+          % (a.spec, a.o, len(imp.layers), len(tensors)))
+
+
+# ---------------------------------------------------------------------------
+# load back
+
+def load_into(module, checkpoint, name_map):
+    """Loads a trainer checkpoint (memplan names) into `module` by the name map
+    (a dict or DIR/name_map.json), with load_state_dict(strict=True).
+    BatchNorm's num_batches_tracked, which memplan does not keep, advances by
+    the checkpoint's step count."""
+    import torch
+    if isinstance(name_map, str):
+        with open(name_map) as f:
+            name_map = json.load(f)
+    got, meta = read_safetensors(checkpoint)
+    if meta.get("model") not in (None, name_map["model"]):
+        fail("%s: a checkpoint of model '%s', not of '%s' (the name map's): load the checkpoint of the plan "
+             "imported from %s" % (checkpoint, meta.get("model"), name_map["model"], name_map["spec"]))
+    names = name_map["names"]
+    missing = sorted(set(names) - set(got))
+    # the optimizer's state (fc.weight.adam_m, ...) rides along in a checkpoint: not the module's
+    extra = sorted(n for n in set(got) - set(names) if n.rsplit(".", 1)[0] not in names)
+    wrong = sorted(n for n in set(names) & set(got) if list(got[n].shape) != name_map["shapes"][n])
+    if missing or extra or wrong:
+        fail("%s: not a checkpoint of the plan imported from %s: %s" % (checkpoint, name_map["spec"], "; ".join(
+            s for s in ("missing " + ", ".join(missing[:5]) if missing else "",
+                        "not in the plan " + ", ".join(extra[:5]) if extra else "",
+                        "other shapes " + ", ".join("%s %s (plan %s)" % (n, list(got[n].shape), name_map["shapes"][n])
+                                                    for n in wrong[:5]) if wrong else "") if s)))
+    sd = module.state_dict()
+    new = dict(sd)
+    alias = {}  # a tensor two modules share (a tied lm_head) is in the state_dict under each name
+    for k, v in sd.items():
+        alias.setdefault((v.data_ptr(), tuple(v.shape)), []).append(k)
+    for n, torch_name in names.items():
+        t = sd[torch_name]
+        for k in alias[(t.data_ptr(), tuple(t.shape))]:
+            new[k] = got[n].to(t.dtype)
+    steps = int(meta.get("step", "0") or 0)
+    for k, v in sd.items():
+        if k.endswith("num_batches_tracked"):
+            new[k] = v + steps
+    module.load_state_dict(new, strict=True)
+    del torch
+    return module
+
+
+def do_load(a):
+    need_torch()
+    import torch
+    try:
+        with open(a.name_map) as f:
+            nmap = json.load(f)
+        nmap["names"], nmap["spec"], nmap["model"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail("%s: not a name map written by memplan import-torch: %s" % (a.name_map, e))
+    module = build_module(nmap["spec"], parse_kwargs(nmap["kwargs"]))
+    load_into(module, a.checkpoint, nmap)
+    tmp = "%s.tmp.%d" % (a.o, os.getpid())
+    torch.save(module.state_dict(), tmp)
+    fsync_replace(tmp, a.o)
+    print("memplan: %s loaded into %s (strict); state_dict saved to %s" % (a.checkpoint, nmap["spec"], a.o))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="memplan import-torch", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    im = sub.add_parser("import")
+    im.add_argument("spec")
+    im.add_argument("-o", required=True, metavar="DIR")
+    im.add_argument("--kwargs")
+    im.add_argument("--input", action="append")
+    im.add_argument("--dims")
+    im.add_argument("--loss")
+    im.add_argument("--optimizer")
+    im.add_argument("--output", type=int)
+    im.add_argument("--name", help="the model's name (default: the factory's)")
+    ld = sub.add_parser("load")
+    ld.add_argument("checkpoint")
+    ld.add_argument("name_map")
+    ld.add_argument("-o", required=True, metavar="STATE_DICT.pt")
+    a = ap.parse_args(argv)
+    try:
+        (do_import if a.cmd == "import" else do_load)(a)
+    except UserError as e:
+        print("memplan import-torch: error: %s" % e, file=sys.stderr)
+        return EXIT_USER
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
