@@ -169,7 +169,7 @@ static void read_header(Arena *ar, const MjVal *root, Plan *p) {
     want(lora, MJ_OBJ, "\"lora\"");
     p->lora_rank = get_int(lora, "rank", 1, INT32_MAX);
     p->lora_alpha = get_num(lora, "alpha");
-    p->lora_dropout = get_num(lora, "dropout");
+    p->lora_dropout = find(lora, "dropout") ? get_num(lora, "dropout") : 0; /* an exporter's plan may leave it out */
   }
   /* written since the fused loss was added; older plans never fused it */
   p->loss_chunk = find(root, "loss_chunk") ? get_int(root, "loss_chunk", 0, PLAN_MAX_VALUE) : 0;

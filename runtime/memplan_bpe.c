@@ -3,6 +3,7 @@
  * GPT-2's pre-tokenizer regex, a cache of pieces seen, and merges by rank
  * in O(n log n) per piece (a heap), so no input is slow. */
 #include "memplan_bpe.h"
+#include "memplan_json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -362,162 +363,55 @@ static long vocab_to_bytes(unsigned char *s, size_t n, uint32_t *bad) {
 
 typedef int (*JsonEntry)(void *ctx, unsigned char *key, size_t keylen, long long value, size_t at);
 
-static size_t skip_ws(const unsigned char *s, size_t n, size_t i) {
-  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
-  return i;
-}
-
-static int hex4(const unsigned char *s, size_t n, size_t i, uint32_t *v) {
-  if (i + 4 > n) return -1;
-  *v = 0;
-  for (int k = 0; k < 4; k++) {
-    unsigned c = s[i + k];
-    int d = c >= '0' && c <= '9'   ? (int)c - '0'
-            : c >= 'a' && c <= 'f' ? (int)c - 'a' + 10
-            : c >= 'A' && c <= 'F' ? (int)c - 'A' + 10
-                                   : -1;
-    if (d < 0) return -1;
-    *v = *v << 4 | (uint32_t)d;
-  }
-  return 0;
-}
-
-/* Reads a JSON string at s[*i] (the quote) into out as UTF-8; NULL on success,
- * else what is wrong (*i at the fault). */
-static const char *json_string(const unsigned char *s, size_t n, size_t *i, unsigned char **out, size_t *len,
-                               size_t *cap) {
-  size_t p = *i + 1;
-  *len = 0;
-  for (;;) {
-    if (p >= n) return *i = p, "the file ends inside a string (truncated?)";
-    unsigned c = s[p];
-    if (c == '"') break;
-    if (c < 0x20) return *i = p, "a control character inside a string";
-    uint32_t cp;
-    if (c == '\\') {
-      if (p + 1 >= n) return *i = p, "the file ends inside a string (truncated?)";
-      unsigned e = s[p + 1];
-      const char *simple = strchr("\"\\/bfnrt", (int)e);
-      if (e && simple) {
-        cp = (uint32_t) "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-        p += 2;
-      } else if (e == 'u') {
-        if (p + 6 > n) return *i = n, "the file ends inside a string (truncated?)";
-        if (hex4(s, n, p + 2, &cp)) return *i = p, "a \\u escape without 4 hex digits";
-        p += 6;
-        if (cp >= 0xD800 && cp < 0xDC00) {
-          uint32_t lo;
-          if (p + 1 >= n || s[p] != '\\' || s[p + 1] != 'u' || hex4(s, n, p + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-            return *i = p, "a \\u escape of a lone surrogate";
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          p += 6;
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          return *i = p - 6, "a \\u escape of a lone surrogate";
-        }
-      } else {
-        return *i = p, "an unknown escape in a string";
-      }
-    } else {
-      size_t l = utf8_at(s + p, n - p, &cp);
-      if (!l || cp == UINT32_MAX) return *i = p, "a string that is not valid UTF-8";
-      p += l;
-    }
-    grow((void **)out, cap, *len + 5, 1);
-    unsigned char *o = *out + *len;
-    if (cp < 0x80) o[0] = (unsigned char)cp, *len += 1;
-    else if (cp < 0x800) o[0] = (unsigned char)(0xC0 | cp >> 6), o[1] = (unsigned char)(0x80 | (cp & 0x3F)), *len += 2;
-    else if (cp < 0x10000)
-      o[0] = (unsigned char)(0xE0 | cp >> 12), o[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F)),
-      o[2] = (unsigned char)(0x80 | (cp & 0x3F)), *len += 3;
-    else
-      o[0] = (unsigned char)(0xF0 | cp >> 18), o[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F)),
-      o[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F)), o[3] = (unsigned char)(0x80 | (cp & 0x3F)), *len += 4;
-  }
-  *i = p + 1;
-  return NULL;
-}
-
-/* Calls entry for each key: value of the object that is all of s[0, n). -1
- * with err set (path:line:col) on malformed input or when entry returns -1
- * (entry set err). */
+/* Calls entry for each key: value of the JSON object that is all of s[0, n)
+ * (the project's one JSON reader, memplan_json.c: strict, duplicate keys
+ * refused). -1 with err set (path:line:col) on malformed input or when entry
+ * returns -1 (entry set err). */
 static int json_string_int_object(const char *path, const unsigned char *s, size_t n, JsonEntry entry, void *ctx,
                                   char *err, size_t errcap) {
+  MjDoc d;
+  MjError e;
+  MjLimits lim = {2, (int64_t)1 << 30, (int64_t)1 << 24};
   const char *what = NULL;
-  unsigned char *key = NULL;
-  size_t keylen = 0, keycap = 0;
-  size_t i = skip_ws(s, n, 0);
-  if (i >= n || s[i] != '{') {
-    what = "expected '{'";
+  size_t at = 0;
+  if (mj_parse(&d, (const char *)s, n, &lim, &e)) {
+    at = (size_t)e.off, what = e.msg;
     goto fail;
   }
-  i = skip_ws(s, n, i + 1);
-  if (i < n && s[i] == '}') {
-    i++;
-  } else {
-    for (;;) {
-      if (i >= n) goto truncated;
-      if (s[i] != '"') {
-        what = "expected a string key";
-        goto fail;
-      }
-      size_t at = i;
-      if ((what = json_string(s, n, &i, &key, &keylen, &keycap))) goto fail;
-      i = skip_ws(s, n, i);
-      if (i >= n) goto truncated;
-      if (s[i] != ':') {
-        what = "expected ':' after the key";
-        goto fail;
-      }
-      i = skip_ws(s, n, i + 1);
-      if (i >= n) goto truncated;
-      size_t v0 = i;
-      long long v = 0;
-      if (s[i] == '-') {
-        what = "a negative id: ids are integers 0..65535";
-        goto fail;
-      }
-      while (i < n && s[i] >= '0' && s[i] <= '9' && v <= 1 << 30) v = v * 10 + (s[i++] - '0');
-      if (i == v0 || (i < n && (s[i] == '.' || s[i] == 'e' || s[i] == 'E' || (s[i] >= '0' && s[i] <= '9')))) {
-        i = v0;
-        what = i < n && s[i] >= '0' && s[i] <= '9' ? "an id that is not an integer 0..65535" : "expected an integer id";
-        goto fail;
-      }
-      if (i - v0 > 1 && s[v0] == '0') {
-        i = v0;
-        what = "an id with a leading zero (not JSON)";
-        goto fail;
-      }
-      if (entry(ctx, key, keylen, v, at)) goto out;
-      i = skip_ws(s, n, i);
-      if (i >= n) goto truncated;
-      if (s[i] == '}') {
-        i++;
-        break;
-      }
-      if (s[i] != ',') {
-        what = "expected ',' or '}' after an entry";
-        goto fail;
-      }
-      i = skip_ws(s, n, i + 1);
+  if (d.root->kind != MJ_OBJ) {
+    what = "expected a JSON object";
+    goto fail_doc;
+  }
+  unsigned char *key = NULL;
+  size_t cap = 0;
+  for (int k = 0; k < d.root->n; k++) {
+    const MjVal *v = &d.root->u.items[k];
+    if (v->kind != MJ_NUM || !v->is_int || v->u.i < 0) {
+      at = v->off;
+      what = v->kind == MJ_NUM ? "an id that is not an integer 0..65535" : "expected an integer id";
+      free(key);
+      goto fail_doc;
+    }
+    size_t len = strlen(v->key); /* the reader refuses \u0000: no NUL inside */
+    grow((void **)&key, &cap, len + 1, 1);
+    memcpy(key, v->key, len);
+    if (entry(ctx, key, len, (long long)v->u.i, v->koff)) {
+      free(key);
+      mj_free(&d);
+      return -1;
     }
   }
-  i = skip_ws(s, n, i);
-  if (i < n) {
-    what = "text after the object";
-    goto fail;
-  }
   free(key);
+  mj_free(&d);
   return 0;
-truncated:
-  what = "the file ends inside the object (truncated?)";
+fail_doc:
+  mj_free(&d);
 fail : {
   int line, col;
-  line_col(s, i, &line, &col);
+  line_col(s, at, &line, &col);
   set_err(err, errcap, "%s:%d:%d: %s; encoder.json must be GPT-2's, or one like it (a JSON object of token -> id)",
           path, line, col, what);
 }
-out:
-  free(key);
   return -1;
 }
 

@@ -16,7 +16,8 @@ file(GLOB memplan_bpe_corpus /usr/share/common-licenses/* ${MEMPLAN_SOURCE_DIR}/
 add_test(NAME bpe_vs_js COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/vs_js.sh $<TARGET_FILE:memplan> ${memplan_gpt2_vocab}
          ${CMAKE_CURRENT_BINARY_DIR}/bpe_vs_js ${MEMPLAN_SOURCE_DIR}/README.md ${memplan_bpe_corpus})
 set_tests_properties(bpe_vs_js PROPERTIES LABELS reference TIMEOUT 120 FIXTURES_REQUIRED gpt2_vocab)
-add_executable(test_bpe ${MEMPLAN_TEST_DIR}/test_bpe.c ${MEMPLAN_SOURCE_DIR}/runtime/memplan_bpe.c)
+add_executable(test_bpe ${MEMPLAN_TEST_DIR}/test_bpe.c ${MEMPLAN_SOURCE_DIR}/runtime/memplan_bpe.c
+                        ${MEMPLAN_SOURCE_DIR}/runtime/memplan_json.c)
 target_include_directories(test_bpe PRIVATE ${MEMPLAN_SOURCE_DIR}/runtime)
 target_compile_options(test_bpe PRIVATE ${MEMPLAN_WARNINGS})
 add_test(NAME bpe_stream COMMAND test_bpe ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR}/README.md)

@@ -41,11 +41,12 @@ yaml_libs=$(pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
 flags="-std=c17 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined
   -fno-sanitize-recover=all -fno-omit-frame-pointer -I$src/planner -I$src/runtime $yaml_cflags"
 names=${FUZZ_ONLY:-fuzz_model fuzz_pack fuzz_plan fuzz_st fuzz_npy fuzz_import}
-# the planner compiled once into an archive that every harness links (each
+# the planner (with the runtime files it calls: the tokenizer and the JSON
+# reader) compiled once into an archive that every harness links (each
 # takes only the objects it uses): six harnesses each compiling all of it
 # took most of the test's time on a 2-core machine
 mkdir -p "$out/planner-obj" && rm -f "$out/planner-obj"/*.o "$out/libplanner.a"
-for f in "$src"/planner/*.c; do
+for f in "$src"/planner/*.c "$src"/runtime/memplan_bpe.c "$src"/runtime/memplan_json.c; do
   o=$out/planner-obj/$(basename "$f" .c).o
   # shellcheck disable=SC2086
   "$cc" $(echo "$flags" | sed 's/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,/') -c "$f" -o "$o" \
@@ -63,11 +64,10 @@ build() { # name sources...: only the harnesses that run
 build fuzz_model "$src/tests/fuzz/fuzz_model.c"
 build fuzz_pack "$src/tests/fuzz/fuzz_pack.c" -I"$src/codegen" "$src/codegen/pack.c" "$src/codegen/text.c"
 build fuzz_plan "$src/tests/fuzz/fuzz_plan.c" -I"$src/codegen" "$src/codegen/plan_read.c" "$src/codegen/json.c" \
-  "$src/codegen/text.c" "$src/codegen/timeline.c" "$src/runtime/memplan_json.c"
-build fuzz_st "$src/tests/fuzz/fuzz_st.c" "$src/runtime/memplan_json.c"
-build fuzz_npy "$src/tests/fuzz/fuzz_npy.c" "$src/runtime/memplan_json.c"
-build fuzz_import "$src/tests/fuzz/fuzz_import.c" -I"$src/codegen" "$src/codegen/plan_read.c" "$src/codegen/text.c" \
-  "$src/runtime/memplan_json.c"
+  "$src/codegen/text.c" "$src/codegen/timeline.c"
+build fuzz_st "$src/tests/fuzz/fuzz_st.c"
+build fuzz_npy "$src/tests/fuzz/fuzz_npy.c"
+build fuzz_import "$src/tests/fuzz/fuzz_import.c" -I"$src/codegen" "$src/codegen/plan_read.c" "$src/codegen/text.c"
 
 # seeds: small files copied (never the source tree's own) into a fresh
 # seed folder; what the fuzzer finds grows NAME-corpus/
