@@ -236,8 +236,8 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *s) {
 static void check_tied(const HfIn *in, const StTensor *head, const StTensor *wte) {
   if (!wte || head->rank != wte->rank || hf_numel(head) != hf_numel(wte))
     hf_fail(in->path,
-         "tensor 'lm_head.weight' is not tied to 'wte.weight' (another shape, or no wte): memplan's GPT-2 "
-         "ties its output layer to the embedding");
+            "tensor 'lm_head.weight' is not tied to 'wte.weight' (another shape, or no wte): memplan's GPT-2 "
+            "ties its output layer to the embedding");
   float *a = malloc(sizeof(float) * CHUNK), *b = malloc(sizeof(float) * CHUNK);
   unsigned char *raw = malloc(4 * (size_t)CHUNK);
   if (!a || !b || !raw) hf_fail(in->path, "out of memory");
@@ -248,9 +248,9 @@ static void check_tied(const HfIn *in, const StTensor *head, const StTensor *wte
     for (int64_t i = 0; i < c; i++)
       if (memcmp(&a[i], &b[i], 4))
         hf_fail(in->path,
-             "tensor 'lm_head.weight' differs from 'wte.weight' at element %lld: memplan's GPT-2 ties its "
-             "output layer to the embedding, so an untied checkpoint cannot be imported",
-             (long long)(at + i));
+                "tensor 'lm_head.weight' differs from 'wte.weight' at element %lld: memplan's GPT-2 ties its "
+                "output layer to the embedding, so an untied checkpoint cannot be imported",
+                (long long)(at + i));
   }
   free(a), free(b), free(raw);
 }
@@ -269,8 +269,8 @@ static Out *plan_outputs(const HfIn *in, const StTensor *t, int n, const Plan *p
     if (!es) hf_fail(in->path, "tensor '%s' has dtype %s; the importer reads F32, F16 and BF16", t[i].name, t[i].dtype);
     if (t[i].end - t[i].begin != es * hf_numel(&t[i]) || in->data0 + t[i].end > in->size)
       hf_fail(in->path,
-           "tensor '%s': data_offsets [%lld, %lld] do not hold its %lld elements within the file (truncated?)",
-           t[i].name, (long long)t[i].begin, (long long)t[i].end, (long long)hf_numel(&t[i]));
+              "tensor '%s': data_offsets [%lld, %lld] do not hold its %lld elements within the file (truncated?)",
+              t[i].name, (long long)t[i].begin, (long long)t[i].end, (long long)hf_numel(&t[i]));
     char buf[64];
     bool tr;
     const char *mp = map_name(hf, buf, sizeof buf, &tr);
@@ -278,19 +278,19 @@ static Out *plan_outputs(const HfIn *in, const StTensor *t, int n, const Plan *p
     if (!mp) continue;
     if (!strcmp(mp, "?"))
       hf_fail(in->path,
-           "tensor '%s' is not in the GPT-2 name map (README.md, \"Hugging Face checkpoints\"): not a Hugging Face "
-           "GPT-2 checkpoint?",
-           t[i].name);
+              "tensor '%s' is not in the GPT-2 name map (README.md, \"Hugging Face checkpoints\"): not a Hugging Face "
+              "GPT-2 checkpoint?",
+              t[i].name);
     Out *u = &o[k];
     snprintf(u->name, sizeof u->name, "%s", mp);
     for (int j = 0; j < k; j++)
       if (!strcmp(o[j].name, u->name))
         hf_fail(in->path, "tensors '%s' and '%s' both map to '%s' (given with and without 'transformer.'?)",
-             o[j].src->name, t[i].name, u->name);
+                o[j].src->name, t[i].name, u->name);
     u->src = &t[i], u->transpose = tr, u->rank = t[i].rank;
     if (t[i].rank < 1 || t[i].rank > 2 || (tr && t[i].rank != 2))
       hf_fail(in->path, "tensor '%s' has rank %d; GPT-2's are %s", t[i].name, t[i].rank,
-           tr ? "2 (Conv1D weights [in, out])" : "1 or 2");
+              tr ? "2 (Conv1D weights [in, out])" : "1 or 2");
     for (int d = 0; d < u->rank; d++) u->shape[d] = t[i].shape[tr ? u->rank - 1 - d : d];
     u->rows = u->in_rows = u->shape[0];
     if (!strcmp(u->name, "wte.weight")) wte = &t[i];
@@ -308,9 +308,9 @@ static Out *plan_outputs(const HfIn *in, const StTensor *t, int n, const Plan *p
     while (j < k && strcmp(o[j].name, pb->name)) j++;
     if (j == k)
       hf_fail(in->path,
-           "no tensor for the plan's parameter '%s' (%s): the checkpoint has fewer layers, or the model is "
-           "not GPT-2",
-           pb->name, plan_path);
+              "no tensor for the plan's parameter '%s' (%s): the checkpoint has fewer layers, or the model is "
+              "not GPT-2",
+              pb->name, plan_path);
   }
   for (int j = 0; j < k; j++) {
     Out *u = &o[j];
@@ -321,7 +321,7 @@ static Out *plan_outputs(const HfIn *in, const StTensor *t, int n, const Plan *p
     if (!pb)
       hf_fail(in->path,
               "tensor '%s' (memplan '%s') has no parameter in %s: the checkpoint has more layers than the model",
-           u->src->name, u->name, plan_path);
+              u->src->name, u->name, plan_path);
     bool is_wte = !strcmp(u->name, "wte.weight"), pos = !strcmp(u->name, "pos.weight");
     bool same = pb->shape.rank == u->rank;
     for (int d = 0; same && d < u->rank; d++) same = pb->shape.d[d] == u->shape[d] || (d == 0 && (is_wte || pos));
@@ -330,13 +330,13 @@ static Out *plan_outputs(const HfIn *in, const StTensor *t, int n, const Plan *p
     shape_str(need, sizeof need, pb->shape.rank, pb->shape.d);
     if (!same)
       hf_fail(in->path, "tensor '%s' has shape %s%s; the plan's '%s' is %s (%s)", u->src->name, got,
-           u->transpose ? " (Conv1D [in, out], transposed on import)" : "", u->name, need, plan_path);
+              u->transpose ? " (Conv1D [in, out], transposed on import)" : "", u->name, need, plan_path);
     if (is_wte && u->shape[0] > pb->shape.d[0])
       hf_fail(in->path, "tensor '%s' has %lld vocabulary rows; the plan's V is %lld: compile the model with V >= %lld",
-           u->src->name, (long long)u->shape[0], (long long)pb->shape.d[0], (long long)u->shape[0]);
+              u->src->name, (long long)u->shape[0], (long long)pb->shape.d[0], (long long)u->shape[0]);
     if (pos && u->shape[0] < pb->shape.d[0])
       hf_fail(in->path, "tensor '%s' has %lld positions; the plan's T is %lld: compile the model with T <= %lld",
-           u->src->name, (long long)u->shape[0], (long long)pb->shape.d[0], (long long)u->shape[0]);
+              u->src->name, (long long)u->shape[0], (long long)pb->shape.d[0], (long long)u->shape[0]);
     if (pos) u->in_rows = pb->shape.d[0]; /* the first T positions */
     u->rows = u->shape[0] = pb->shape.d[0];
   }

@@ -32,8 +32,8 @@ static const char usage[] =
 /* memplan --help: every command with every option. */
 static void print_help(void) {
   printf("memplan %s: plan neural-network training in a fixed memory budget.\n\n%s\n", MEMPLAN_VERSION, usage);
-  printf("%s%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help,
-         pack_help, import_help, export_help, tokenize_help, torch_help, CLI_EXIT_HELP);
+  printf("%s%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s", compile_help, compile_help_levers, sweep_help, show_help, pack_help,
+         import_help, export_help, tokenize_help, torch_help, CLI_EXIT_HELP);
 }
 
 int main(int argc, char **argv) {

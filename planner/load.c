@@ -712,8 +712,8 @@ static void freeze(Loader *L, Graph *g, Node *pats, Loc layers) {
 
 /* ---- the whole file ---- */
 
-static const char *const top_keys[] = {"model", "dims",   "inputs", "optimizer", "init",
-                                       "freeze", "lora", "tokenizer", "layers", NULL};
+static const char *const top_keys[] = {"model",  "dims", "inputs",    "optimizer", "init",
+                                       "freeze", "lora", "tokenizer", "layers",    NULL};
 
 /* `lora:` and the command line's --lora-*: the adapters' spec, or NULL. */
 static LoraSpec *load_lora(Loader *L, Node *m) {

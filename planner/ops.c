@@ -301,7 +301,7 @@ static void csa_build(BuildCtx *c) {
   op_attr_defaults(OP_LINEAR, lin, build_attr(c, "heads")->loc);
   op_attr_defaults(OP_ATTENTION, core, build_attr(c, "heads")->loc);
   lin[op_attr_index(OP_LINEAR, "out")].i = Cqkv; /* written as a number: (3*C) would be a new symbol */
-  const Attr *qb = build_attr(c, "qkv_bias"); /* the qkv projection's bias; default: bias's */
+  const Attr *qb = build_attr(c, "qkv_bias");    /* the qkv projection's bias; default: bias's */
   lin[op_attr_index(OP_LINEAR, "bias")] = *(qb->s ? qb : build_attr(c, "bias"));
   core[op_attr_index(OP_ATTENTION, "heads")] = *build_attr(c, "heads");
   core[op_attr_index(OP_ATTENTION, "kv_heads")] = *build_attr(c, "kv_heads");

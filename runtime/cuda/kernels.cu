@@ -1314,8 +1314,7 @@ void rt_cuda_position_embedding_backward(float *dW, const float *dout, int64_t B
 // each pair is read before it is written by the same thread (out may be x).
 
 static __global__ void rope_kernel(float *out, const float *x, int64_t rows, int T, int nr, int KV, int hd,
-                                   double theta, float factor, float low, float high, float orig, float sign,
-                                   int acc) {
+                                   double theta, float factor, float low, float high, float orig, float sign, int acc) {
   int h2 = hd / 2;
   int64_t W = (int64_t)(nr + KV) * hd;
   bool copy_v = !(out == x && !acc); // v is already in place
@@ -1349,8 +1348,7 @@ static void rope(float *out, const float *x, int64_t B, int64_t T, int64_t H, in
   int64_t n = B * T * (hd / 2);
   if (n <= 0) return;
   rope_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, B * T, dim_int(T), dim_int(H + KV), dim_int(KV),
-                                                        dim_int(hd), (double)s[0], s[1], s[2], s[3], s[4],
-                                                        sign, acc);
+                                                        dim_int(hd), (double)s[0], s[1], s[2], s[3], s[4], sign, acc);
   LAUNCH_CHECK();
 }
 

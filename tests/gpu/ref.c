@@ -462,8 +462,8 @@ static void rope_ref(float *out, const float *x, int64_t B, int64_t T, int64_t H
   store(out, o, B * T * W, acc);
 }
 
-void ref_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
-                      float theta, float factor, float low, float high, float orig) {
+void ref_rope_forward(float *out, const float *x, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+                      float factor, float low, float high, float orig) {
   rope_ref(out, x, B, T, H, KV, hd, theta, (const float[4]){factor, low, high, orig}, 1.0, 0);
 }
 

@@ -1582,7 +1582,7 @@ int main(int argc, char **argv) {
   RUN("embedding", case_embedding(1000, 100, 50, 0)); // many repeats per row
   RUN("embedding", case_embedding(777, 70, 5000, 1)); // one very frequent token
   RUN("position_embedding", case_position_embedding(3, 17, 40, 24));
-  static const float none[4] = {0}, llama3[4] = {8, 1, 4, 8192}; // Llama 3.1's rope_scaling
+  static const float none[4] = {0}, llama3[4] = {8, 1, 4, 8192};            // Llama 3.1's rope_scaling
   RUN("rope", case_rope(2, 67, 8, 2, 64, 10000.0f, none));                  // grouped kv heads (4:1)
   RUN("rope", case_rope(3, 13, 3, 3, 6, 2.0f, none));                       // kv_heads = heads, hd 6, every angle wraps
   RUN("rope", case_rope(2, 67, 8, 2, 64, 500000.0f, llama3));               // all three bands of the scaling
