@@ -2,10 +2,10 @@
 # planning, for `memplan pack`'s CSV reader, for the plan.json reader and
 # for the header readers of runtime/memplan_json.c (fuzz_st: --load and
 # --resume; fuzz_import: import-hf; fuzz_npy: --npy), built with clang by
-# tests/fuzz/run.sh (the main build may use gcc), 20 s each, about 3 minutes
+# tests/fuzz/run.sh (the main build may use gcc), 10 s each, about 2 minutes
 # in all with the builds; skipped
 # (77) without clang or libFuzzer. Run longer: see tests/fuzz/run.sh.
-add_test(NAME fuzz COMMAND sh ${MEMPLAN_TEST_DIR}/fuzz/run.sh 20 ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
+add_test(NAME fuzz COMMAND sh ${MEMPLAN_TEST_DIR}/fuzz/run.sh 10 ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
 set_tests_properties(fuzz PROPERTIES LABELS fuzz SKIP_RETURN_CODE 77 TIMEOUT 900)
 
 # fuzz_plan's seed plans stay plans memplan reads, verifies and draws
