@@ -22,6 +22,8 @@ add_library(alloc_count SHARED ${MEMPLAN_TEST_DIR}/e2e/alloc_count.c)
 add_executable(alloc_probe ${MEMPLAN_TEST_DIR}/e2e/alloc_count.c)
 target_compile_definitions(alloc_probe PRIVATE ALLOC_PROBE)
 target_link_libraries(alloc_probe ${CMAKE_DL_LIBS})
+add_executable(rss_probe ${MEMPLAN_TEST_DIR}/e2e/rss_probe.c) # peak RSS of a trainer: e2e.py's memory_truth
+target_compile_options(rss_probe PRIVATE ${MEMPLAN_WARNINGS})
 if(NOT MEMPLAN_SANITIZE) # ASan brings its own allocator
   add_test(NAME e2e_alloc_probe COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:alloc_count>
            $<TARGET_FILE:alloc_probe>)
@@ -97,7 +99,8 @@ set(mini ${e2e_dir}/gpt2-mini/build/trainer)
 # trainers' losses are identical; with 1 thread they differ by at most
 # 1.1e-7, the same as the unfused trainer differs between 1 and 2 threads
 # (7.4e-8: another float summation order); lr x 1.001 moves them by ~1e-4.
-# Memory truth for the fused loss: each trainer's peak RSS within its arena + 64 MiB.
+# Memory truth for the fused loss: each trainer's peak RSS within its arena + its baseline + 3 MiB
+# (e2e.py's memory_truth: 0.9 MiB measured; a planted 48 MiB at setup fails it).
 add_test(NAME e2e_fused_loss_same_gpt2-mini
          COMMAND ${MEMPLAN_PYTHON3} ${e2e_py} same ${mini} ${e2e_dir}/gpt2-mini-fused/build/trainer 1e-6 --steps 30
                  --eval-every 15 --text ${e2e_text} --threads 1)
@@ -137,8 +140,10 @@ memplan_e2e(e2e_errors_mlp mlp errors ${mlp} ${e2e_dir}/errors-mlp)
 # it by 1 - beta1, which overflows) makes every weight inf after step 1: exit 1,
 # nothing saved; and --save over a 16 KiB file size limit: exit 1, no temp (about 1 s)
 memplan_e2e(e2e_nonfinite_gpt2-mini gpt2-mini nonfinite ${mini} ${e2e_dir}/nonfinite-mini 3e38 --text ${e2e_text})
-# save -> load -> save with running statistics: a load that dropped them
-# (re-initialized to 0 and 1) would save other bytes
+# save -> load -> save with running statistics, checked by name and role from plan.json (14
+# parameters, 8 running statistics, 28 optimizer-state tensors). Planted once: the loader skipping
+# every '*.running_mean' on --load; this printed "FAIL state h0.bn.running_mean: --load did not
+# bring it back" (the old check took a tensor that came back zero for optimizer state, and passed).
 memplan_e2e(e2e_roundtrip_bn-mlp bn-mlp roundtrip ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/roundtrip-bn)
 # the weights-file errors with running statistics, one of them missing among them
 memplan_e2e(e2e_errors_bn-mlp bn-mlp errors ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/errors-bn)
@@ -286,7 +291,7 @@ memplan_e2e(e2e_resume_frozen-lm frozen-lm resume ${e2e_dir}/frozen-lm/build/tra
 # frozen weights stored quantized: codes and absmax exact vs tests/e2e/basew.py's float64
 # implementation of each format, the NF4 table bitsandbytes' own, dequantization exact (the fp32
 # plan on the dequantized weights: the same loss and trained weights, bit for bit), peak RSS within
-# the arena + 64 MiB. Planted once each: cpu.c's rt_nf4_to_f32 reading the low nibble first (printed
+# the arena + baseline + 3 MiB (e2e.py's memory_truth). Planted once each: cpu.c's rt_nf4_to_f32 reading the low nibble first (printed
 # "step-1 loss: 5.53225899 quantized, 5.59821701 fp32 plan ... DIFFERENT"); memplan_trainer.c's
 # quantize() packing the even element low ("h1.gate.weight: the trainer's nf4 storage differs");
 # load_quantized() widening BF16 with << 15 (the BF16 run failed: "the loss is -nan at step 1").
@@ -311,5 +316,7 @@ memplan_e2e(e2e_resume_errors_gpt2-mini gpt2-mini resume_errors ${mini} ${e2e_di
 set_tests_properties(e2e_resume_errors_gpt2-mini PROPERTIES FIXTURES_REQUIRED "trainer_gpt2-mini;trainer_gpt2-mini-fp16-mb2")
 # shuffled training windows: reproducible from --seed, others with another seed or in order
 memplan_e2e(e2e_shuffle_gpt2-mini gpt2-mini shuffle ${mini} --text ${e2e_text} --threads 2)
-# --load and --resume stream each tensor to its arena offset: no whole-file copy in peak RSS
+# --load and --resume stream each tensor to its arena offset: no whole-file copy in peak RSS; each
+# run's memory_truth (arena + baseline + 3 MiB). Planted once: 48 MiB malloc'd and touched beside
+# alloc_arena; this printed "peak RSS 67457024 over the arena 11169536 + baseline 5029888 + ... + 3 MiB".
 memplan_e2e(e2e_lean_load_gpt2-mini gpt2-mini lean ${mini} ${e2e_dir}/lean-mini --text ${e2e_text} --threads 2)
