@@ -55,6 +55,18 @@ memplan_e2e_build(mlp-adamw ${MEMPLAN_TEST_DIR}/reference/mlp-adamw.yaml)
 memplan_e2e_build(llama-mini ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml)
 memplan_e2e_build(rmsnorm-lm ${MEMPLAN_TEST_DIR}/reference/rmsnorm-lm.yaml)
 memplan_e2e_build(layernorm-lm ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml)
+# layernorm-lm's SGD twin, written here from it (only the optimizer differs): AdamW is nearly invariant to
+# a constant factor on one tensor's gradient, so the AdamW reference tests cannot see a gradient that is
+# twice what it should be; SGD moves each weight by lr x its gradient (reference_layernorm_lm_sgd)
+file(READ ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml memplan_ln_yaml)
+string(REPLACE "model: layernorm-lm\n" "model: layernorm-lm-sgd\n" memplan_ln_sgd "${memplan_ln_yaml}")
+string(REPLACE "optimizer: {type: adamw, lr: 1.0e-3, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.1}"
+               "optimizer: {type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0}" memplan_ln_sgd "${memplan_ln_sgd}")
+if(NOT memplan_ln_sgd MATCHES "type: sgd" OR NOT memplan_ln_sgd MATCHES "model: layernorm-lm-sgd")
+  message(FATAL_ERROR "tests/reference/layernorm-lm.yaml changed: update its SGD twin in tests/e2e.cmake")
+endif()
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/layernorm-lm-sgd.yaml "${memplan_ln_sgd}")
+memplan_e2e_build(layernorm-lm-sgd ${CMAKE_CURRENT_BINARY_DIR}/layernorm-lm-sgd.yaml)
 # softmax, matmul and mse, which no bundled model uses, for the reference test
 memplan_e2e_build(mixer-mse ${MEMPLAN_TEST_DIR}/reference/mixer-mse.yaml)
 memplan_e2e_build(llama-lm ${MEMPLAN_TEST_DIR}/reference/llama-lm.yaml)
@@ -193,6 +205,7 @@ memplan_reference(reference_mlp_sgd mlp)
 memplan_reference(reference_llama_mini llama-mini --text ${e2e_text} --steps 10 --module llama_ref)
 memplan_reference(reference_rmsnorm_lm rmsnorm-lm --text ${e2e_text})
 memplan_reference(reference_layernorm_lm layernorm-lm --text ${e2e_text})
+memplan_reference(reference_layernorm_lm_sgd layernorm-lm-sgd --text ${e2e_text})
 memplan_reference(reference_mixer_mse_adamw mixer-mse)
 memplan_reference(reference_llama_lm llama-lm --text ${e2e_text})
 # frozen parameters: torch trains only the others (requires_grad, the optimizer's
