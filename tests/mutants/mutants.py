@@ -58,4 +58,9 @@ MUTANTS = [
          search="  meta_set(mt, \"data_index\", \"%lld\", (long long)r->order.index);",
          replace="  meta_set(mt, \"data_index\", \"%lld\", (long long)0);",
          tests=["e2e_resume_gpt2-mini"]),
+    # levers
+    dict(name="fused_loss_dw_doubled", file="runtime/cpu.c",
+         search="  lce_scale(dW, sdW, V * K, scale, acc_dW);",
+         replace="  lce_scale(dW, sdW, V * K, 2 * scale, acc_dW);",
+         tests=["e2e_fused_loss_same_gpt2-mini"]),
 ]
