@@ -28,6 +28,6 @@ foreach(case "zero_auto_one_rank|--zero;auto|--zero auto with one rank has nothi
   if(name STREQUAL "fp16")
     set(status 1)
   endif()
-  memplan_compile_error(ranks_usage_${name} STATUS ${status} MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml EXPECT "${expect}"
-                        ARGS ${parts})
+  memplan_compile_error(ranks_usage_${name} STATUS ${status} MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml
+                        EXPECT "${expect}" ARGS ${parts})
 endforeach()

@@ -304,7 +304,8 @@ memplan_e2e(e2e_resume_frozen-lm frozen-lm resume ${e2e_dir}/frozen-lm/build/tra
 # frozen weights stored quantized: codes and absmax exact vs tests/e2e/basew.py's float64
 # implementation of each format, the NF4 table bitsandbytes' own, dequantization exact (the fp32
 # plan on the dequantized weights: the same loss and trained weights, bit for bit), peak RSS within
-# the arena + baseline + 3 MiB (e2e.py's memory_truth). Planted once each: cpu.c's rt_nf4_to_f32 reading the low nibble first (printed
+# the arena + baseline + 3 MiB (e2e.py's memory_truth). Planted once each: cpu.c's rt_nf4_to_f32
+# reading the low nibble first (printed
 # "step-1 loss: 5.53225899 quantized, 5.59821701 fp32 plan ... DIFFERENT"); memplan_trainer.c's
 # quantize() packing the even element low ("h1.gate.weight: the trainer's nf4 storage differs");
 # load_quantized() widening BF16 with << 15 (the BF16 run failed: "the loss is -nan at step 1").

@@ -7,7 +7,8 @@ set_tests_properties(opt_state_plan PROPERTIES LABELS e2e TIMEOUT 60)
 memplan_compile_error(error_bad_opt_state STATUS 2 MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml
   EXPECT "error: --opt-state int4: choose fp32, bf16, 8bit or auto" ARGS --opt-state int4)
 memplan_compile_error(error_opt_state_sgd MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml
-  EXPECT "--opt-state 8bit stores AdamW's moments, and .*mlp.yaml trains with SGD \\(its momentum stays fp32\\). leave out --opt-state or use type: adamw"
+  EXPECT "--opt-state 8bit stores AdamW's moments, and .*mlp.yaml trains with SGD \\(its momentum stays fp32\\)"
+         "leave out --opt-state or use type: adamw"
   ARGS --opt-state 8bit)
 # gpt2-mini and llama-mini, 200 steps each with fp32, bf16 and 8-bit moments
 # (six trainers built): within 1% of fp32's loss, peak RSS within the arena +
