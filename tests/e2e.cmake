@@ -281,6 +281,11 @@ memplan_reference(reference_mlp_clip_detects_unclipped mlp-clip --perturb-clip)
 # adamw and a cosine schedule; an fp16 plan with dynamic loss scaling and 2
 # micro-batches, step 1 overflowing (the scaler's state and the optimizer's
 # step behind the step count); mlp with sgd momentum. About 1-2 s each.
+# AdamW's step counter restored from the step number instead of 'optimizer_step' is an equivalent mutant in
+# every fp32 plan (no skipped steps: the two are equal, the checkpoint reader checks optimizer_step +
+# skipped = step); the fp16 run, whose forced overflow skips step 1, is the test that sees it (mutant
+# resume_optimizer_step_from_step, tests/mutants). A checkpoint saving optimizer_step off by one fails
+# e2e_resume_mlp (ckpt_optimizer_step_off_by_one).
 memplan_e2e_build(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=fp16 --micro-batch=2)
 memplan_e2e(e2e_resume_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-mini --text ${e2e_text} --threads 2
             --schedule cosine --warmup 1)
