@@ -1,12 +1,11 @@
 # Frozen weights' storage (--base-weights, planner/basew.h). The codes, the
 # dequantization, peak RSS and resume: tests/e2e.cmake (e2e_basew_codes_*,
 # e2e_resume_frozen-lm-nf4); the user errors and auto: tests/planner.cmake.
-add_test(NAME error_bad_base_weights COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --base-weights nf2)
-set_tests_properties(error_bad_base_weights PROPERTIES LABELS errors WILL_FAIL FALSE
-  PASS_REGULAR_EXPRESSION "error: --base-weights nf2: choose fp32, bf16, int8, nf4 or auto")
+memplan_compile_error(error_bad_base_weights STATUS 2 MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml
+  EXPECT "error: --base-weights nf2: choose fp32, bf16, int8, nf4 or auto" ARGS --base-weights nf2)
 # NF4 vs bf16 frozen weights (llama-mini, B=2, T=64, embedding and projections
 # frozen): the held-out loss after 200 steps within 1.5%, peak RSS within the
-# arena + 64 MiB (two trainers built, two runs; about a minute: label accuracy).
+# arena + baseline + 3 MiB + the text (e2e.py memtruth) (two trainers built, two runs; about a minute: label accuracy).
 # Measured 2026-12-01 over --seed 11-13 and the Zen and Prescott OpenBLAS
 # kernels (AMD EPYC, 2 threads; `sh tests/basew/run.sh build/bin/memplan
 # /tmp/basew "11 12 13" "Zen Prescott"`), |eval(nf4) / eval(bf16) - 1|:

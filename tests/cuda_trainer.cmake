@@ -44,10 +44,10 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   memplan_cuda_trainer(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
   # a CUDA graph would replay the first step's dropout key: refused before
   # the device is opened (so this runs without a GPU)
-  add_test(NAME cuda_graph_refuses_dropout
-           COMMAND ${cuda_trainer_dir}/pool-dropout/build/trainer_cuda --cuda-graph --steps 1)
-  set_tests_properties(cuda_graph_refuses_dropout PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainers
-                       PASS_REGULAR_EXPRESSION "dropout \\(layer drop1\\).*train this model without --cuda-graph")
+  add_test(NAME cuda_graph_refuses_dropout COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 1
+           "dropout \\(layer drop1\\).*train this model without --cuda-graph"
+           ${cuda_trainer_dir}/pool-dropout/build/trainer_cuda --cuda-graph --steps 1)
+  set_tests_properties(cuda_graph_refuses_dropout PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainers)
   memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=bf16)
   # the fused classifier loss (rt_cuda_linear_cross_entropy_*), tied and without a bias, and written in YAML with one
   memplan_cuda_trainer(gpt2-mini-fused-loss ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --fused-loss=64)
@@ -71,15 +71,15 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
                        PASS_REGULAR_EXPRESSION "ok: [0-9]+ CUDA trainers compiled")
   # A CUDA graph cannot read the gradient norm back each step: refused before
   # the device is opened.
-  add_test(NAME cuda_graph_refuses_clip COMMAND ${cuda_trainer_dir}/mlp-clip/build/trainer_cuda --cuda-graph
-                                                --steps 1)
-  set_tests_properties(cuda_graph_refuses_clip PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainers
-                       PASS_REGULAR_EXPRESSION "--cuda-graph replays one captured step: not with gradient clipping")
+  add_test(NAME cuda_graph_refuses_clip COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 1
+           "--cuda-graph replays one captured step: not with gradient clipping"
+           ${cuda_trainer_dir}/mlp-clip/build/trainer_cuda --cuda-graph --steps 1)
+  set_tests_properties(cuda_graph_refuses_clip PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainers)
   # A CUDA graph's captured updates hold one lr: an lr schedule is refused before
   # the device is opened (so this runs without a GPU).
-  add_test(NAME cuda_trainer_graph_refuses_schedule
-           COMMAND ${cuda_trainer_dir}/mlp/build/trainer_cuda --cuda-graph --schedule cosine --steps 3)
+  add_test(NAME cuda_trainer_graph_refuses_schedule COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 1
+           "--cuda-graph replays a step captured with one lr: not with an lr schedule"
+           ${cuda_trainer_dir}/mlp/build/trainer_cuda --cuda-graph --schedule cosine --steps 3)
   set_tests_properties(cuda_trainer_graph_refuses_schedule PROPERTIES LABELS "e2e;cuda" TIMEOUT 30
-                       FIXTURES_REQUIRED cuda_trainers
-                       PASS_REGULAR_EXPRESSION "--cuda-graph replays a step captured with one lr: not with an lr schedule")
+                       FIXTURES_REQUIRED cuda_trainers)
 endif()

@@ -22,6 +22,8 @@ add_library(alloc_count SHARED ${MEMPLAN_TEST_DIR}/e2e/alloc_count.c)
 add_executable(alloc_probe ${MEMPLAN_TEST_DIR}/e2e/alloc_count.c)
 target_compile_definitions(alloc_probe PRIVATE ALLOC_PROBE)
 target_link_libraries(alloc_probe ${CMAKE_DL_LIBS})
+add_executable(rss_probe ${MEMPLAN_TEST_DIR}/e2e/rss_probe.c) # peak RSS of a trainer: e2e.py's memory_truth
+target_compile_options(rss_probe PRIVATE ${MEMPLAN_WARNINGS})
 if(NOT MEMPLAN_SANITIZE) # ASan brings its own allocator
   add_test(NAME e2e_alloc_probe COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:alloc_count>
            $<TARGET_FILE:alloc_probe>)
@@ -53,6 +55,18 @@ memplan_e2e_build(mlp-adamw ${MEMPLAN_TEST_DIR}/reference/mlp-adamw.yaml)
 memplan_e2e_build(llama-mini ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml)
 memplan_e2e_build(rmsnorm-lm ${MEMPLAN_TEST_DIR}/reference/rmsnorm-lm.yaml)
 memplan_e2e_build(layernorm-lm ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml)
+# layernorm-lm's SGD twin, written here from it (only the optimizer differs): AdamW is nearly invariant to
+# a constant factor on one tensor's gradient, so the AdamW reference tests cannot see a gradient that is
+# twice what it should be; SGD moves each weight by lr x its gradient (reference_layernorm_lm_sgd)
+file(READ ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml memplan_ln_yaml)
+string(REPLACE "model: layernorm-lm\n" "model: layernorm-lm-sgd\n" memplan_ln_sgd "${memplan_ln_yaml}")
+string(REPLACE "optimizer: {type: adamw, lr: 1.0e-3, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.1}"
+               "optimizer: {type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0}" memplan_ln_sgd "${memplan_ln_sgd}")
+if(NOT memplan_ln_sgd MATCHES "type: sgd" OR NOT memplan_ln_sgd MATCHES "model: layernorm-lm-sgd")
+  message(FATAL_ERROR "tests/reference/layernorm-lm.yaml changed: update its SGD twin in tests/e2e.cmake")
+endif()
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/layernorm-lm-sgd.yaml "${memplan_ln_sgd}")
+memplan_e2e_build(layernorm-lm-sgd ${CMAKE_CURRENT_BINARY_DIR}/layernorm-lm-sgd.yaml)
 # softmax, matmul and mse, which no bundled model uses, for the reference test
 memplan_e2e_build(mixer-mse ${MEMPLAN_TEST_DIR}/reference/mixer-mse.yaml)
 memplan_e2e_build(llama-lm ${MEMPLAN_TEST_DIR}/reference/llama-lm.yaml)
@@ -97,7 +111,8 @@ set(mini ${e2e_dir}/gpt2-mini/build/trainer)
 # trainers' losses are identical; with 1 thread they differ by at most
 # 1.1e-7, the same as the unfused trainer differs between 1 and 2 threads
 # (7.4e-8: another float summation order); lr x 1.001 moves them by ~1e-4.
-# Memory truth for the fused loss: each trainer's peak RSS within its arena + 64 MiB.
+# Memory truth for the fused loss: each trainer's peak RSS within its arena + its baseline + 3 MiB
+# (e2e.py's memory_truth: 0.9 MiB measured; a planted 48 MiB at setup fails it).
 add_test(NAME e2e_fused_loss_same_gpt2-mini
          COMMAND ${MEMPLAN_PYTHON3} ${e2e_py} same ${mini} ${e2e_dir}/gpt2-mini-fused/build/trainer 1e-6 --steps 30
                  --eval-every 15 --text ${e2e_text} --threads 1)
@@ -137,8 +152,10 @@ memplan_e2e(e2e_errors_mlp mlp errors ${mlp} ${e2e_dir}/errors-mlp)
 # it by 1 - beta1, which overflows) makes every weight inf after step 1: exit 1,
 # nothing saved; and --save over a 16 KiB file size limit: exit 1, no temp (about 1 s)
 memplan_e2e(e2e_nonfinite_gpt2-mini gpt2-mini nonfinite ${mini} ${e2e_dir}/nonfinite-mini 3e38 --text ${e2e_text})
-# save -> load -> save with running statistics: a load that dropped them
-# (re-initialized to 0 and 1) would save other bytes
+# save -> load -> save with running statistics, checked by name and role from plan.json (14
+# parameters, 8 running statistics, 28 optimizer-state tensors). Planted once: the loader skipping
+# every '*.running_mean' on --load; this printed "FAIL state h0.bn.running_mean: --load did not
+# bring it back" (the old check took a tensor that came back zero for optimizer state, and passed).
 memplan_e2e(e2e_roundtrip_bn-mlp bn-mlp roundtrip ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/roundtrip-bn)
 # the weights-file errors with running statistics, one of them missing among them
 memplan_e2e(e2e_errors_bn-mlp bn-mlp errors ${e2e_dir}/bn-mlp/build/trainer ${e2e_dir}/errors-bn)
@@ -188,6 +205,7 @@ memplan_reference(reference_mlp_sgd mlp)
 memplan_reference(reference_llama_mini llama-mini --text ${e2e_text} --steps 10 --module llama_ref)
 memplan_reference(reference_rmsnorm_lm rmsnorm-lm --text ${e2e_text})
 memplan_reference(reference_layernorm_lm layernorm-lm --text ${e2e_text})
+memplan_reference(reference_layernorm_lm_sgd layernorm-lm-sgd --text ${e2e_text})
 memplan_reference(reference_mixer_mse_adamw mixer-mse)
 memplan_reference(reference_llama_lm llama-lm --text ${e2e_text})
 # frozen parameters: torch trains only the others (requires_grad, the optimizer's
@@ -263,6 +281,11 @@ memplan_reference(reference_mlp_clip_detects_unclipped mlp-clip --perturb-clip)
 # adamw and a cosine schedule; an fp16 plan with dynamic loss scaling and 2
 # micro-batches, step 1 overflowing (the scaler's state and the optimizer's
 # step behind the step count); mlp with sgd momentum. About 1-2 s each.
+# AdamW's step counter restored from the step number instead of 'optimizer_step' is an equivalent mutant in
+# every fp32 plan (no skipped steps: the two are equal, the checkpoint reader checks optimizer_step +
+# skipped = step); the fp16 run, whose forced overflow skips step 1, is the test that sees it (mutant
+# resume_optimizer_step_from_step, tests/mutants). A checkpoint saving optimizer_step off by one fails
+# e2e_resume_mlp (ckpt_optimizer_step_off_by_one).
 memplan_e2e_build(gpt2-mini-fp16-mb2 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=fp16 --micro-batch=2)
 memplan_e2e(e2e_resume_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-mini --text ${e2e_text} --threads 2
             --schedule cosine --warmup 1)
@@ -286,7 +309,8 @@ memplan_e2e(e2e_resume_frozen-lm frozen-lm resume ${e2e_dir}/frozen-lm/build/tra
 # frozen weights stored quantized: codes and absmax exact vs tests/e2e/basew.py's float64
 # implementation of each format, the NF4 table bitsandbytes' own, dequantization exact (the fp32
 # plan on the dequantized weights: the same loss and trained weights, bit for bit), peak RSS within
-# the arena + 64 MiB. Planted once each: cpu.c's rt_nf4_to_f32 reading the low nibble first (printed
+# the arena + baseline + 3 MiB (e2e.py's memory_truth). Planted once each: cpu.c's rt_nf4_to_f32
+# reading the low nibble first (printed
 # "step-1 loss: 5.53225899 quantized, 5.59821701 fp32 plan ... DIFFERENT"); memplan_trainer.c's
 # quantize() packing the even element low ("h1.gate.weight: the trainer's nf4 storage differs");
 # load_quantized() widening BF16 with << 15 (the BF16 run failed: "the loss is -nan at step 1").
@@ -311,5 +335,7 @@ memplan_e2e(e2e_resume_errors_gpt2-mini gpt2-mini resume_errors ${mini} ${e2e_di
 set_tests_properties(e2e_resume_errors_gpt2-mini PROPERTIES FIXTURES_REQUIRED "trainer_gpt2-mini;trainer_gpt2-mini-fp16-mb2")
 # shuffled training windows: reproducible from --seed, others with another seed or in order
 memplan_e2e(e2e_shuffle_gpt2-mini gpt2-mini shuffle ${mini} --text ${e2e_text} --threads 2)
-# --load and --resume stream each tensor to its arena offset: no whole-file copy in peak RSS
+# --load and --resume stream each tensor to its arena offset: no whole-file copy in peak RSS; each
+# run's memory_truth (arena + baseline + 3 MiB). Planted once: 48 MiB malloc'd and touched beside
+# alloc_arena; this printed "peak RSS 67457024 over the arena 11169536 + baseline 5029888 + ... + 3 MiB".
 memplan_e2e(e2e_lean_load_gpt2-mini gpt2-mini lean ${mini} ${e2e_dir}/lean-mini --text ${e2e_text} --threads 2)

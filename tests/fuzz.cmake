@@ -22,22 +22,21 @@ add_test(NAME fuzz_regression_many_names
          COMMAND memplan compile ${MEMPLAN_TEST_DIR}/fuzz/regressions/many_names.yaml)
 set_tests_properties(fuzz_regression_many_names PROPERTIES LABELS unit TIMEOUT 20
   PASS_REGULAR_EXPRESSION "plan verified")
-add_test(NAME fuzz_regression_empty_after_load
-         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/fuzz/regressions/empty_after_load.yaml)
-set_tests_properties(fuzz_regression_empty_after_load PROPERTIES LABELS errors TIMEOUT 20
-  PASS_REGULAR_EXPRESSION "empty_after_load.yaml:1:1: error: empty file")
+memplan_compile_error(fuzz_regression_empty_after_load MODEL ${MEMPLAN_TEST_DIR}/fuzz/regressions/empty_after_load.yaml
+  EXPECT "empty_after_load.yaml:1:1: error: empty file")
+set_tests_properties(fuzz_regression_empty_after_load PROPERTIES TIMEOUT 20)
 # a size of 2^63 - 1 bytes: assign.c's align_up overflowed (x + a - 1); and
 # heights that saturate left the best-fit portfolio with no ordering (index
 # -1): sizes summing past 2^62 are now an input error naming the line
 # (UBSan, in CI's sanitizer run: qsort of no skipped candidates passed NULL)
-add_test(NAME fuzz_regression_nothing_skipped
-         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/fuzz/regressions/nothing_skipped.yaml --budget 1)
-set_tests_properties(fuzz_regression_nothing_skipped PROPERTIES LABELS errors TIMEOUT 20
-  PASS_REGULAR_EXPRESSION "does not fit the budget of 1 bytes.*Smallest budget that fits: --budget [0-9]+")
+memplan_compile_error(fuzz_regression_nothing_skipped MODEL ${MEMPLAN_TEST_DIR}/fuzz/regressions/nothing_skipped.yaml
+  EXPECT "does not fit the budget of 1 bytes" "Smallest budget that fits: --budget [0-9]+" ARGS --budget 1)
+set_tests_properties(fuzz_regression_nothing_skipped PROPERTIES TIMEOUT 20)
 foreach(f pack_size_int64_max pack_saturated_height)
-  add_test(NAME fuzz_regression_${f} COMMAND memplan pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/${f}.csv)
-  set_tests_properties(fuzz_regression_${f} PROPERTIES LABELS errors TIMEOUT 20
-    PASS_REGULAR_EXPRESSION "${f}.csv:2: error: sizes or lifetimes too large to pack in 64 bits")
+  add_test(NAME fuzz_regression_${f} COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 1
+                                     "${f}.csv:2: error: sizes or lifetimes too large to pack in 64 bits"
+                                     $<TARGET_FILE:memplan> pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/${f}.csv)
+  set_tests_properties(fuzz_regression_${f} PROPERTIES LABELS errors TIMEOUT 20)
 endforeach()
 
 # a leaf search that beat plain best fit after plain best fit had won once:

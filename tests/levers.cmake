@@ -10,9 +10,7 @@ add_test(NAME levers_joint
          COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/levers/check_joint.py $<TARGET_FILE:memplan>
                  ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/levers_joint)
 set_tests_properties(levers_joint PROPERTIES LABELS e2e TIMEOUT 300 PASS_REGULAR_EXPRESSION "^ok: ")
-add_test(NAME error_bad_time_limit COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --time-limit abc)
-set_tests_properties(error_bad_time_limit PROPERTIES LABELS errors
-  PASS_REGULAR_EXPRESSION "error: --time-limit wants seconds \\(e.g. 0.5\\), got 'abc'")
-add_test(NAME error_bad_micro_batch COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --micro-batch 4x)
-set_tests_properties(error_bad_micro_batch PROPERTIES LABELS errors
-  PASS_REGULAR_EXPRESSION "error: --micro-batch '4x' must be a positive integer")
+memplan_compile_error(error_bad_time_limit STATUS 2 MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml
+  EXPECT "error: --time-limit wants seconds \\(e.g. 0.5\\), got 'abc'" ARGS --time-limit abc)
+memplan_compile_error(error_bad_micro_batch STATUS 2 MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml
+  EXPECT "error: --micro-batch '4x' must be a positive integer" ARGS --micro-batch 4x)

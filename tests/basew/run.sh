@@ -5,7 +5,7 @@
 # the head train), 200 steps from --seed at lr 3e-4 (20 warmup steps, cosine
 # to 0) on the licenses of tests/scripts/heldout_text.sh; the NF4 run's
 # held-out loss (64 batches of GPL-2) must be within MARGIN of the bf16 run's,
-# and each run's peak RSS within its arena + 64 MiB.
+# and each run's peak RSS within its arena + baseline + 3 MiB + its text (tests/e2e/e2e.py memtruth).
 # MARGIN: measured 2026-12-01 over --seed 11-13 and OpenBLAS's Zen and
 # Prescott kernels (AMD EPYC, 2 threads): |eval(nf4) / eval(bf16) - 1| at
 # most 0.473% (tests/basew.cmake has the figures); the check, 1.5%, is 3x it.
@@ -38,10 +38,8 @@ for k in $kernels; do
       "$work/$f/build/trainer" --text "$text" --val "$val" --steps 200 --lr 3e-4 --schedule cosine --warmup 20 \
         --final-fraction 0 --seed "$s" --threads 2 --log-every 100 --eval-every 200 --eval-batches 64 \
         >"$work/$f-$k-$s.out"
-      line=$(grep "^memory: planned arena" "$work/$f-$k-$s.out") || fail "$f: no memory line"
-      arena=$(echo "$line" | sed 's/.*planned arena \([0-9]*\) bytes.*/\1/')
-      peak=$(echo "$line" | sed 's/.*measured peak RSS \([0-9]*\) bytes.*/\1/')
-      [ "$peak" -le $((arena + 67108864)) ] || fail "$f: peak RSS $peak over the arena $arena + 64 MiB"
+      python3 "$here/../e2e/e2e.py" memtruth "$work/$f/build/trainer" "$work/$f-$k-$s.out" \
+        $((3 * ($(wc -c <"$text") + $(wc -c <"$val")))) || fail "$f: memory truth"
     done
     b=$(grep "^eval loss" "$work/bf16-$k-$s.out" | tail -1 | awk '{print $3}')
     n=$(grep "^eval loss" "$work/nf4-$k-$s.out" | tail -1 | awk '{print $3}')

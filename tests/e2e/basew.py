@@ -17,7 +17,7 @@ value x absmax) and loaded as F32 into the fp32 plan must give the step-1 loss
 the quantized trainer computes, bit for bit (both plans then compute with the
 same fp32 weights, so a wrong dequant kernel shows as another loss), and
 so must the trained weights after that step. The quantized trainer's peak RSS
-stays within its arena + 64 MiB.
+stays within its arena + baseline + 3 MiB (e2e.py memory_truth).
 Weights include blocks that hit every table value exactly, an all-zero block
 and a row of one repeated value."""
 import json
@@ -28,6 +28,8 @@ import subprocess
 import sys
 
 import numpy as np
+
+from e2e import memory_truth, probed, text_bytes
 
 # bitsandbytes/functional.py, get_4bit_type("nf4"): the published table
 NF4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
@@ -159,13 +161,14 @@ def codes(qdir, fdir, kernels_h, work, *args):
     wfile, out = os.path.join(work, "w.safetensors"), os.path.join(work, "out.safetensors")
     write_st(wfile, w)
     common = ["--steps", "1", "--eval-batches", "0", "--threads", "2"] + list(args)
-    r = run([os.path.join(qdir, "build", "trainer"), "--load", wfile, "--save", out, "--log",
-             os.path.join(work, "q.csv")] + common)
-    # memory truth: the trainer's peak RSS within its arena + 64 MiB (the quantizing load streams in chunks)
-    m = re.search(r"planned arena (\d+) bytes .*measured peak RSS (\d+) bytes", r.stdout)
-    arena, peak = (int(m.group(1)), int(m.group(2))) if m else (0, -1)
-    print("planned arena %d bytes, measured peak RSS %d bytes" % (arena, peak))
-    ok &= 0 <= peak <= arena + (64 << 20)
+    qtrainer = os.path.join(qdir, "build", "trainer")
+    r = run(probed([qtrainer, "--load", wfile, "--save", out, "--log", os.path.join(work, "q.csv")] + common))
+    # memory truth: the trainer's peak RSS within its arena + baseline + 3 MiB (the quantizing load streams in
+    # chunks; e2e.py's memory_truth)
+    problem = memory_truth(qtrainer, r.stdout, text_bytes(common))
+    if problem:
+        print("FAIL: " + problem)
+    ok &= problem is None
     got = read_st(out)
     deq, nweights = dict(w), 0
     for b in plan["buffers"]:

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """e2e.py: end-to-end checks of generated CPU trainers (CTest label e2e).
 Standard library only. Subcommands:
+  memtruth TRAINER OUTPUT_FILE [DATA_BYTES]  memory_truth of a run whose stdout is in OUTPUT_FILE (for the
+                                              shell scripts: tests/optstate/run.sh, tests/basew/run.sh)
   build MEMPLAN MODEL.yaml DIR [--compile-option=V...] [cmake args]  compile MODEL into DIR, build DIR/build/trainer
                                               with -Wall -Wextra -Werror
   train TRAINER MARGIN [trainer args]        train; the mean loss of the last 10 steps must
@@ -18,7 +20,7 @@ Standard library only. Subcommands:
                                               naming the problem before the first step
   lean TRAINER DIR [trainer args]            --load and --resume stream: their peak RSS is the run's
                                               without them, within a quarter of the checkpoint's size
-                                              (a whole-file read adds all of it), and <= arena + 64 MiB
+                                              (a whole-file read adds all of it), and memory_truth
   shuffle TRAINER [trainer args]             shuffling: reproducible from --seed, another seed or
                                               --no-shuffle gives other batches (losses)
   noalloc TRAINER LIBALLOC [trainer args]    no allocation inside the training loop
@@ -42,8 +44,7 @@ Standard library only. Subcommands:
   same TRAINER_A TRAINER_B RTOL [args]       the same training (args) through two trainers of one model
                                               planned two ways: per-step and eval losses within RTOL
                                               (relative); A with --lr x 1.001 must differ by more
-                                              (the check can fail); each trainer's measured peak RSS
-                                              within its planned arena + 64 MiB
+                                              (the check can fail); each trainer's memory_truth
   blas TRAINER [trainer args]                the BLAS header line: with the library made to load its
                                               generic Prescott kernel as if it had detected it (test hook
                                               MEMPLAN_TEST_CORETYPE_AS_DETECTED), the trainer runs the best
@@ -87,6 +88,62 @@ def refused(cmd, msgs):
         print("       expected exit 1, no step run, stderr with: %s%s"
               % (" | ".join(msgs), "\n       but it ran a step" if stepped else ""))
     return ok
+
+
+# Memory truth, one rule for every test that runs a trainer: its peak RSS is at most its planned arena + its
+# baseline + RSS_SLACK (+ the data it holds). The baseline is the peak RSS of `TRAINER --help` (the binary,
+# OpenBLAS and the C runtime, before any setup); both figures come through tests/e2e/rss_probe.c (a child of
+# Python would report Python's peak as its own). Measured 2026-12-02 (2 cores, 2 threads and 1, the gpt2-mini
+# trainer on --text runtime/memplan_kernels.h, mlp on its blobs): baseline 4.9 MiB and 4.8 MiB; peak - arena -
+# baseline 0.87 MiB (2 and 30 steps, with eval) and 0.83 MiB: OpenBLAS's per-thread buffers, the tokens, the
+# stacks. RSS_SLACK is 3 MiB. Planted once: a 48 MiB buffer malloc'd and touched at the trainer's setup (beside
+# alloc_arena); e2e_fused_loss_same_gpt2-mini printed "peak RSS ... over the arena ... + baseline ... + 3 MiB"
+# (the old rule, arena + 64 MiB, passed it).
+RSS_SLACK = 3 << 20
+_baselines = {}
+
+
+def rss_probe():
+    probe = os.environ.get("MEMPLAN_RSS_PROBE")
+    if not probe or not os.access(probe, os.X_OK):
+        sys.exit("MEMPLAN_RSS_PROBE names no rss_probe binary (tests/e2e/rss_probe.c; CTest sets it)")
+    return probe
+
+
+def probed(cmd):
+    """cmd run through rss_probe: the trainer's own peak RSS report is then its own."""
+    return [rss_probe()] + list(cmd)
+
+
+def rss_baseline(trainer):
+    if trainer not in _baselines:
+        r = subprocess.run([rss_probe(), trainer, "--help"], capture_output=True, text=True)
+        m = re.search(r"rss_probe: peak RSS (\d+) bytes", r.stderr)
+        if r.returncode != 0 or not m:
+            sys.exit("%s --help: exit %d, no baseline:\n%s" % (trainer, r.returncode, r.stderr))
+        _baselines[trainer] = int(m.group(1))
+    return _baselines[trainer]
+
+
+def memory_truth(trainer, out, data=0):
+    """The problem with the trainer's run whose stdout is out (its "planned arena ... measured peak RSS" line),
+    or None; data: bytes of training data the run holds beyond the slack (text: 3 x the file's size, read and
+    tokenized to 16-bit ids)."""
+    m = re.search(r"planned arena (\d+) bytes .*measured peak RSS (\d+) bytes", out)
+    if not m:
+        return "%s: no 'planned arena ... measured peak RSS' line in its output" % trainer
+    arena, peak, base = int(m.group(1)), int(m.group(2)), rss_baseline(trainer)
+    if os.environ.get("MEMPLAN_SANITIZED") == "ON":  # ASan's shadow and quarantine: only the old, loose rule
+        print("%s: peak RSS %d bytes, arena %d (ASan build: within the arena + 64 MiB)" % (trainer, peak, arena))
+        return None if peak <= arena + (64 << 20) else "%s: peak RSS %d over the arena %d + 64 MiB" % (
+            trainer, peak, arena)
+    over = peak - arena - base - data
+    print("%s: peak RSS %d bytes = arena %d + baseline %d + data %d + %.2f MiB (slack %.0f MiB)"
+          % (trainer, peak, arena, base, data, over / 2**20, RSS_SLACK / 2**20))
+    if over > RSS_SLACK:
+        return "%s: peak RSS %d over the arena %d + baseline %d + data %d + %d MiB" % (
+            trainer, peak, arena, base, data, RSS_SLACK >> 20)
+    return None
 
 
 def must(cmd, **kw):
@@ -144,10 +201,23 @@ def read_safetensors(path):
             for k, v in header.items()}, meta
 
 
+def plan_roles(trainer):
+    """{name: role} of the tensors a checkpoint of TRAINER holds, from its plan.json (DIR/build/trainer:
+    DIR/plan.json): role "param" (trained or frozen), "state" (running statistics), "optimizer_state"."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(trainer))), "plan.json")) as f:
+        plan = json.load(f)
+    return {b["name"]: b["role"] for b in plan["buffers"] if b["role"] in ("param", "state", "optimizer_state")}
+
+
 def roundtrip(trainer, d, *args):
     """A checkpoint resumed for no step saves the same bytes (metadata, optimizer
     state); --load takes its weights and running state, and a save after it the
-    same ones (its optimizer state starts at zero, its step at 0)."""
+    same ones (its optimizer state starts at zero, its step at 0). Checked by name
+    and role from plan.json, with counts: every parameter and running statistic
+    comes back bit for bit, every optimizer-state tensor (trained: not zero) is
+    zero after --load. Planted once: the loader skipping every '*.running_mean'
+    (bn-mlp): this printed "FAIL state bn1.running_mean: --load did not bring it
+    back" (the old check took any tensor that came back zero for optimizer state)."""
     p1, p2, p3 = (os.path.join(d, "rt%d.safetensors" % k) for k in (1, 2, 3))
     must([trainer, "--steps", "3", "--save", p1, "--eval-batches", "0"] + list(args))
     must([trainer, "--resume", p1, "--save", p2, "--eval-batches", "0"] + list(args))
@@ -156,15 +226,29 @@ def roundtrip(trainer, d, *args):
         same = f1.read() == f2.read()
     print("save -> resume -> save: %s" % ("identical" if same else "DIFFERENT"))
     (t1, m1), (t3, m3) = read_safetensors(p1), read_safetensors(p3)
-    # the weights and running state come back; the optimizer state (trained: not zero) starts at zero
-    weights = sorted(k for k in t1 if k in t3 and t1[k] == t3[k])
-    opt = sorted(set(t1) - set(weights))
-    wsame = set(t1) == set(t3) and all(not any(t3[k][2]) and any(t1[k][2]) for k in opt)
-    print("save -> load -> save: %d weights and running state %s; step %s -> %s; %d optimizer-state tensors"
-          % (len(weights), "identical" if wsame else "DIFFERENT", m1["step"], m3["step"], len(opt)))
+    roles = plan_roles(trainer)
+    bad = []
+    if set(t1) != set(roles) or set(t3) != set(roles):
+        bad.append("the files hold %s and %s, the plan's checkpoint tensors %s (extra %s, missing %s)"
+                   % (len(t1), len(t3), len(roles), sorted(set(t1) ^ set(roles))[:5], sorted(set(roles) - set(t3))[:5]))
+    count = {"param": 0, "state": 0, "optimizer_state": 0}
+    for k, role in sorted(roles.items()):
+        if k not in t1 or k not in t3:
+            continue
+        if role != "optimizer_state" and t1[k] != t3[k]:
+            bad.append("%s %s: --load did not bring it back" % (role, k))
+        elif role == "optimizer_state" and (any(t3[k][2]) or not any(t1[k][2]) or t1[k][:2] != t3[k][:2]):
+            bad.append("optimizer_state %s: %s" % (k, "not zero after --load" if any(t3[k][2])
+                                                   else "zero after 3 steps (the check cannot see a reset)"))
+        else:
+            count[role] += 1
+    for m in bad:
+        print("  FAIL " + m)
+    print("save -> load -> save: %d parameters, %d running statistics identical; %d optimizer-state tensors zeroed; "
+          "step %s -> %s" % (count["param"], count["state"], count["optimizer_state"], m1["step"], m3["step"]))
     fresh = m3["step"] == "0" and m3["optimizer_step"] == "0" and m1["step"] == "3"
     leftovers = [f for f in os.listdir(d) if ".tmp." in f]
-    return 0 if same and wsame and fresh and weights and not leftovers else 1
+    return 0 if same and not bad and count["param"] and fresh and not leftovers else 1
 
 
 def log_rows(path):
@@ -331,9 +415,12 @@ def lean(trainer, d, *args):
     must([trainer, "--save", ck] + args)
     size = os.path.getsize(ck)
 
+    problems = []
+
     def rss(extra):
-        out = must([trainer] + args + extra).stdout
+        out = must(probed([trainer] + args + extra)).stdout
         m = re.search(r"planned arena (\d+) bytes .*measured peak RSS (\d+) bytes", out)
+        problems.append(memory_truth(trainer, out, text_bytes(args)))
         return int(m.group(1)), int(m.group(2))
 
     arena, base = rss([])
@@ -341,8 +428,24 @@ def lean(trainer, d, *args):
     _, res = rss(["--resume", ck, "--steps", "4"])
     print("checkpoint %d bytes, arena %d; peak RSS: from --seed %d, --load %+d, --resume %+d"
           % (size, arena, base, load - base, res - base))
-    ok = load - base < size // 4 and res - base < size // 4 and load <= arena + (64 << 20)
+    problems = [p for p in problems if p]
+    for p in problems:
+        print("FAIL: " + p)
+    ok = load - base < size // 4 and res - base < size // 4 and not problems
     return 0 if ok else 1
+
+
+def memtruth(trainer, output_file, data=0):
+    with open(output_file) as f:
+        problem = memory_truth(trainer, f.read(), int(data))
+    if problem:
+        print("FAIL: " + problem)
+    return 1 if problem else 0
+
+
+def text_bytes(args):
+    """The data bytes memory_truth allows a run with these options: 3 x each --text/--val file's size."""
+    return sum(3 * os.path.getsize(args[i + 1]) for i, a in enumerate(args[:-1]) if a in ("--text", "--val"))
 
 
 def shuffle(trainer, *args):
@@ -373,9 +476,8 @@ def same(a, b, rtol, *args):
     rss = []
 
     def run_logged(trainer, extra, log):
-        r = must([trainer, "--log", log] + list(args) + extra)
-        m = re.search(r"planned arena (\d+) bytes .*measured peak RSS (\d+) bytes", r.stdout + r.stderr)
-        rss.append((trainer, int(m.group(1)), int(m.group(2))) if m else (trainer, 0, -1))
+        r = must(probed([trainer, "--log", log] + list(args) + extra))
+        rss.append(memory_truth(trainer, r.stdout, text_bytes(list(args))))
         with open(log) as f:
             return [float(row["loss"]) for row in csv.DictReader(f)], eval_losses(r.stdout)
 
@@ -399,10 +501,7 @@ def same(a, b, rtol, *args):
             problems.append("lr x 1.001 changed the losses by only %.3g: the check cannot fail" % p)
         if not la[-1] < la[0] - 0.5:
             problems.append("the loss did not fall (%.4f -> %.4f)" % (la[0], la[-1]))
-    for trainer, arena, peak in rss:
-        print("%s: planned arena %d bytes, measured peak RSS %d bytes" % (trainer, arena, peak))
-        if not 0 < peak <= arena + (64 << 20):
-            problems.append("%s: peak RSS %d is not within the arena %d + 64 MiB" % (trainer, peak, arena))
+    problems += [p for p in rss if p]
     for m in problems:
         print("FAIL: " + m)
     return 1 if problems else 0
@@ -966,5 +1065,5 @@ if __name__ == "__main__":
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
           "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas,
-          "nonfinite": nonfinite}[cmd]
+          "nonfinite": nonfinite, "memtruth": memtruth}[cmd]
     sys.exit(fn(*rest) or 0)

@@ -10,7 +10,8 @@
       every step's loss agrees to RTOL
   compare.py held_out REF.csv RUN.csv FRACTION
       RUN's last evaluation (the eval_loss of its last logged evaluation, on
-      held-out data) is within FRACTION of REF's
+      held-out data) is within FRACTION of REF's, and RUN differs from REF
+      (a logged loss and the eval: a silent fall back to fp32 fails)
   compare.py equal A.safetensors B.safetensors
       the weights are bit-identical
 """
@@ -91,6 +92,16 @@ def held_out(ref_csv, run_csv, fraction):
     print(f"held-out eval loss: {ma:.6f} (reference) vs {mb:.6f}: {100 * d:.3f}% (at most {100 * fraction:.2f}%)")
     if d > fraction:
         fail(f"{100 * d:.3f}% > {100 * fraction:.2f}%")
+    # the control: the run must not be fp32 itself (a format that fell back to fp32 silently would pass
+    # the margin). Same seed, data and threads: fp32 twice logs the same losses (e2e_determinism), so a
+    # half-precision run differs in a logged loss or in its final eval. Planted by hand: fp32's own CSV
+    # given as the run (a bf16 plan that trained in fp32) printed "FAIL: the run logs fp32's losses bit for
+    # bit"; the 0.1% margin alone passed it.
+    la, lb = losses(ref_csv), losses(run_csv)
+    differ = sum(x != y for x, y in zip(la, lb))
+    print(f"differs from fp32: {differ} of {len(la)} logged losses, eval {'differs' if mb != ma else 'EQUAL'}")
+    if not differ and mb == ma:
+        fail("the run logs fp32's losses bit for bit: not the precision it was planned with")
 
 
 def equal(a_st, b_st):

@@ -19,6 +19,8 @@
 #     auto 0.001%; 0.1% is 50x the largest. Planted in rt_f32_to_bf16, a
 #     cast that keeps no mantissa bit (saved activations stored as powers of
 #     two) moved bf16's held-out loss by 0.47%: caught by 0.1%, not by 2%;
+#     and each must differ from fp32 (compare.py held_out: a logged loss or
+#     the eval), so a format that silently trained in fp32 fails;
 #  3. a forced overflow (the trainer's test hook --force-overflow) skips the
 #     step, halves the scale and leaves the weights untouched.
 set -eu

@@ -71,6 +71,15 @@ FLOOR = 4 * EPS32       # ... but never below 4 float32 ulps (relative)
 KINK_RMS, KINK_ELEM = 8.0, 4.0  # a ReLU input within 8 rms or 4 own yardstick deviations of 0 is a branch point
 MAX_BRANCHES, MAX_SITES = 16, 6
 NOISY_REL = 1e-3
+# AdamW's worst-element floor, in units of lr x steps. AdamW divides by the root of its second moment, so an
+# element whose gradient float32 gets a little wrong can move by up to the update's own relative error; the
+# floor was TOL_FACTOR * NOISY_REL (1e-2: 5e-5 at lr 1e-3 over 5 steps), 15-250x the errors seen, and it
+# hid a 20x regression. Measured 2026-12-02 (Zen kernel, the 5-step runs): the largest worst-element error
+# of a non-noisy weight over reference_gpt2-mini_adamw, reference_layernorm_lm, reference_mlp_adamw and
+# reference_bn_mlp was 3.24e-6 at lr 1e-3 (6.5e-4 lr steps; mlp-adamw's 1.0e-6), 3.04e-7 at lr 1e-2
+# (bn-mlp). 3e-3 lr steps (1.5e-5 at lr 1e-3) is 4.6x the largest; reference_frozen_lm and the
+# *_detects_wrong_lr tests pass under it too. The other AdamW models were not rerun for this figure.
+ADAMW_FLOOR = 3e-3
 
 
 def run_trainer(a, init, final, log):
@@ -249,8 +258,8 @@ def compare(plan, a, b, got, got_w, out, got_eval=None):
     lr_steps = plan["optimizer"]["lr"] * a.steps
     bound = 2.0 * lr_steps  # AdamW moves an element at most lr per step
     # AdamW's update errs by about its gradient's relative error, which is
-    # NOISY_REL at most in the yardstick and TOL_FACTOR times that allowed.
-    floor = FLOOR if plan["optimizer"]["type"] != "adamw" else max(FLOOR, TOL_FACTOR * NOISY_REL * lr_steps)
+    # NOISY_REL at most in the yardstick; allowed: ADAMW_FLOOR lr steps, a few times the measured worst.
+    floor = FLOOR if plan["optimizer"]["type"] != "adamw" else max(FLOOR, ADAMW_FLOOR * lr_steps)
     n_noisy = worst_noisy = 0
     ws, noisy_all = b.weights(plan)
     for name, w in ws[torch.float64].items():
