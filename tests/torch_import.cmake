@@ -48,3 +48,29 @@ memplan_torch_import(gpt ${ti_mod}:GPT --input idx=[B,T]:i32 --input targets=[B,
 # "step 1: loss 1.978691220 vs 1.868951355  rel err 5.87e-02 (tolerance 2.4e-07)  FAIL".
 memplan_torch_import(mobilenet ${ti_mod}:MobileNetV2ish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
                      --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# torchvision's own VisionTransformer, shrunk by its kwargs (32x32 images, 8x8 patches, 2 layers of width 32,
+# 2 heads): the class token read in forward (get_attr, expand, torch.cat: class_token), the position
+# embedding added (get_attr: position_embedding + add), nn.MultiheadAttention (batch_first, need_weights=False:
+# its packed in_proj a linear, attention non-causal, out_proj a linear), x[:, 0]; AdamW with weight decay
+# (the class token, memplan's [C], not decayed). PLANTED
+memplan_torch_import(vit torchvision.models.vision_transformer:VisionTransformer
+                     --kwargs image_size=32,patch_size=8,num_layers=2,num_heads=2,hidden_dim=32,mlp_dim=64,num_classes=10
+                     --input x=[B,3,32,32]:f32 --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
+                     --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# torchvision's resnet18(num_classes=10) at 32x32, batch 2: its stem (7x7 stride 2, max pooling with padding),
+# basic blocks with downsampling shortcuts, BatchNorm's running statistics back into the module. PLANTED
+memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=10 --input x=[B,3,32,32]:f32
+                     --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
+                     --optimizer sgd:lr=0.02,momentum=0.9,weight_decay=1e-4)
+# ConvNeXt's channel-last norms (tests/torch_import/modules.py:ConvNeXtish, torchvision's Permute and
+# LayerNorm2d): permute to NHWC, nn.LayerNorm over C and back (each permute memplan's transposes, one per
+# swap), and F.layer_norm with an nn.LayerNorm's weight and bias. PLANTED
+memplan_torch_import(convnext_norm ${ti_mod}:ConvNeXtish --input x=[B,3,8,8]:f32 --input targets=[B]:i32
+                     --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# torchvision's DenseNet shrunk by its kwargs (one dense block of 8 layers, growth 4): each layer's
+# torch.cat of all the features before it, up to 9 tensors, more than memplan's concat takes (6): the
+# import chains concats, each of the previous result and the next 5. PLANTED
+memplan_torch_import(densenet torchvision.models.densenet:DenseNet
+                     --kwargs "growth_rate=4,block_config=(8,),num_init_features=8,bn_size=2,num_classes=10"
+                     --input x=[B,3,16,16]:f32 --input targets=[B]:i32 --dims B=4 --loss cross_entropy:targets
+                     --optimizer adamw:lr=3e-3,weight_decay=0.05)
