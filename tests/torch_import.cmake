@@ -59,9 +59,9 @@ memplan_torch_import(vit torchvision.models.vision_transformer:VisionTransformer
                      --optimizer adamw:lr=3e-3,weight_decay=0.05)
 # torchvision's resnet18(num_classes=10) at 32x32, batch 2: its stem (7x7 stride 2, max pooling with padding),
 # basic blocks with downsampling shortcuts, BatchNorm's running statistics back into the module. PLANTED
-memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=10 --input x=[B,3,32,32]:f32
+memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=10 --input x=[B,3,64,64]:f32
                      --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
-                     --optimizer sgd:lr=0.02,momentum=0.9,weight_decay=1e-4)
+                     --optimizer sgd:lr=0.01,momentum=0.9,weight_decay=1e-4)
 # ConvNeXt's channel-last norms (tests/torch_import/modules.py:ConvNeXtish, torchvision's Permute and
 # LayerNorm2d): permute to NHWC, nn.LayerNorm over C and back (each permute memplan's transposes, one per
 # swap), and F.layer_norm with an nn.LayerNorm's weight and bias. PLANTED
@@ -73,4 +73,4 @@ memplan_torch_import(convnext_norm ${ti_mod}:ConvNeXtish --input x=[B,3,8,8]:f32
 memplan_torch_import(densenet torchvision.models.densenet:DenseNet
                      --kwargs "growth_rate=4,block_config=(8,),num_init_features=8,bn_size=2,num_classes=10"
                      --input x=[B,3,16,16]:f32 --input targets=[B]:i32 --dims B=4 --loss cross_entropy:targets
-                     --optimizer adamw:lr=3e-3,weight_decay=0.05)
+                     --optimizer sgd:lr=0.05,momentum=0.9,weight_decay=1e-4)
