@@ -61,7 +61,7 @@ memplan_torch_import(vit torchvision.models.vision_transformer:VisionTransformer
 # basic blocks with downsampling shortcuts, BatchNorm's running statistics back into the module. PLANTED
 memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=10 --input x=[B,3,64,64]:f32
                      --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
-                     --optimizer sgd:lr=0.01,momentum=0.9,weight_decay=1e-4)
+                     --optimizer sgd:lr=0.01,momentum=0.9,weight_decay=1e-4 --steps 3)
 # ConvNeXt's channel-last norms (tests/torch_import/modules.py:ConvNeXtish, torchvision's Permute and
 # LayerNorm2d): permute to NHWC, nn.LayerNorm over C and back (each permute memplan's transposes, one per
 # swap), and F.layer_norm with an nn.LayerNorm's weight and bias. PLANTED

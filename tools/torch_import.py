@@ -667,9 +667,9 @@ class Importer:
                  operator.getitem: "getitem", F.layer_norm: "unsupported"}
         if t is operator.getitem and a and isinstance(a[0], torch.fx.Node) and a[0].op == "call_module" and \
                 isinstance(self.modules[a[0].target], torch.nn.MultiheadAttention):
-            if a[1] != 0:
-                return self.reject(node, "the attention weights (need_weights=False returns None)")
             x = self.arg(node, a[0])
+            if x is not None and a[1] != 0:
+                return self.reject(node, "the attention weights (need_weights=False returns None)")
             if x is not None:
                 self.value[node] = x
             return None
