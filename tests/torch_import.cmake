@@ -52,7 +52,9 @@ memplan_torch_import(mobilenet ${ti_mod}:MobileNetV2ish --input x=[B,3,16,16]:f3
 # 2 heads): the class token read in forward (get_attr, expand, torch.cat: class_token), the position
 # embedding added (get_attr: position_embedding + add), nn.MultiheadAttention (batch_first, need_weights=False:
 # its packed in_proj a linear, attention non-causal, out_proj a linear), x[:, 0]; AdamW with weight decay
-# (the class token, memplan's [C], not decayed). PLANTED
+# (the class token, memplan's [C], not decayed). torchvision zero-initializes the head: step 1's loss is log 10
+# whatever the body computes, the steps after are not. Planted once: the MultiheadAttention mapped with
+# causal: true printed "step 2: loss 2.338437800 vs 2.318633505  rel err 8.54e-03 (tolerance 2.4e-07)  FAIL".
 memplan_torch_import(vit torchvision.models.vision_transformer:VisionTransformer
                      --kwargs image_size=32,patch_size=8,num_layers=2,num_heads=2,hidden_dim=32,mlp_dim=64,num_classes=10
                      --input x=[B,3,32,32]:f32 --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
