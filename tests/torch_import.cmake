@@ -66,12 +66,17 @@ memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=1
                      --optimizer sgd:lr=0.01,momentum=0.9,weight_decay=1e-4 --steps 3)
 # ConvNeXt's channel-last norms (tests/torch_import/modules.py:ConvNeXtish, torchvision's Permute and
 # LayerNorm2d): permute to NHWC, nn.LayerNorm over C and back (each permute memplan's transposes, one per
-# swap), and F.layer_norm with an nn.LayerNorm's weight and bias. PLANTED
+# swap), and F.layer_norm with an nn.LayerNorm's weight and bias. Planted once: the permute to channel-last
+# swapping H and W too (one transpose more) printed
+#   "step 1: loss 1.806458350 vs 1.833892844  rel err 1.50e-02 (tolerance 2.4e-07)  FAIL".
 memplan_torch_import(convnext_norm ${ti_mod}:ConvNeXtish --input x=[B,3,8,8]:f32 --input targets=[B]:i32
                      --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
 # torchvision's DenseNet shrunk by its kwargs (one dense block of 8 layers, growth 4): each layer's
 # torch.cat of all the features before it, up to 9 tensors, more than memplan's concat takes (6): the
-# import chains concats, each of the previous result and the next 5. PLANTED
+# import chains concats, each of the previous result and the next 5. SGD: with AdamW (lr 3e-3) float32 drifted
+# 4e-5 from float64 by step 2, its eval loss 1.8e-4 (tolerance 3e-4: too near). Planted once: the chained
+# concats taking the previous result last printed
+#   "step 1: loss 2.193628550 vs 2.068921976  rel err 6.03e-02 (tolerance 3.2e-07)  FAIL".
 memplan_torch_import(densenet torchvision.models.densenet:DenseNet
                      --kwargs "growth_rate=4,block_config=(8,),num_init_features=8,bn_size=2,num_classes=10"
                      --input x=[B,3,16,16]:f32 --input targets=[B]:i32 --dims B=4 --loss cross_entropy:targets
