@@ -273,10 +273,11 @@ class Importer:
             if node.op == "call_function" and node.target in (torch.nn.functional.softmax, torch.softmax) or \
                     node.op == "call_method" and node.target == "softmax":
                 match_attention(self, node)
-            if node.op == "get_attr" and self.param_use(node) is not None:
+            use = self.param_use(node) if node.op == "get_attr" else None
+            if use is not None:
                 self.absorbed[node] = None  # read by the op its pattern makes (param_use)
-                if node.users and next(iter(node.users)).target == "expand":
-                    self.absorbed[next(iter(node.users))] = None
+                if use == "class_token":
+                    self.absorbed[next(iter(node.users))] = None  # its expand
         for node in gm.graph.nodes:
             if node in self.absorbed:
                 if self.absorbed[node] is not None:
@@ -395,6 +396,7 @@ class Importer:
     def layer_norm(self, node):
         """F.layer_norm over the last dim with an nn.LayerNorm's own weight and bias (torchvision's LayerNorm2d
         calls it in its forward): memplan's layernorm, the module's parameters its own."""
+        import torch
         import torch.fx
         v = dict(zip(("input", "normalized_shape", "weight", "bias", "eps"), node.args))
         v.update(node.kwargs)
@@ -402,8 +404,9 @@ class Importer:
         pw = self.param_of(w) if isinstance(w, torch.fx.Node) else None
         pb = self.param_of(b) if isinstance(b, torch.fx.Node) else None
         ns = v.get("normalized_shape")
-        if pw is None or (b is not None and (pb is None or pb[0] is not pw[0])) or \
-                not isinstance(ns, (tuple, list)) or len(ns) != 1:
+        if pw is None or not isinstance(pw[0], torch.nn.LayerNorm) or pw[1] != "weight" or \
+                (b is not None and (pb is None or pb[0] is not pw[0] or pb[1] != "bias")) or \
+                not isinstance(ns, (tuple, list)) or len(ns) != 1 or tuple(ns) != tuple(pw[0].normalized_shape):
             return self.reject(node, "F.layer_norm over one dim with an nn.LayerNorm's weight and bias is memplan's "
                                "layernorm; not this one")
         x = self.arg(node, v.get("input"))
