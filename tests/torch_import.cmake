@@ -48,3 +48,40 @@ memplan_torch_import(gpt ${ti_mod}:GPT --input idx=[B,T]:i32 --input targets=[B,
 # "step 1: loss 1.978691220 vs 1.868951355  rel err 5.87e-02 (tolerance 2.4e-07)  FAIL".
 memplan_torch_import(mobilenet ${ti_mod}:MobileNetV2ish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
                      --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# torchvision's own VisionTransformer, shrunk by its kwargs (32x32 images, 8x8 patches, 2 layers of width 32,
+# 2 heads): the class token read in forward (get_attr, expand, torch.cat: class_token), the position
+# embedding added (get_attr: position_embedding + add), nn.MultiheadAttention (batch_first, need_weights=False:
+# its packed in_proj a linear, attention non-causal, out_proj a linear), x[:, 0]; AdamW with weight decay
+# (the class token, memplan's [C], not decayed). torchvision zero-initializes the head: step 1's loss is log 10
+# whatever the body computes, the steps after are not. Planted once: the MultiheadAttention mapped with
+# causal: true printed "step 2: loss 2.338437800 vs 2.318633505  rel err 8.54e-03 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(vit torchvision.models.vision_transformer:VisionTransformer
+                     --kwargs image_size=32,patch_size=8,num_layers=2,num_heads=2,hidden_dim=32,mlp_dim=64,num_classes=10
+                     --input x=[B,3,32,32]:f32 --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
+                     --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# torchvision's resnet18(num_classes=10) at 32x32, batch 2: its stem (7x7 stride 2, max pooling with padding),
+# basic blocks with downsampling shortcuts, BatchNorm's running statistics back into the module. 64x64, not
+# 32x32: there layer4's BatchNorms see 2 values each and float32 is 1.7e-3 off float64 before any step. 3 steps:
+# batch 2 is chaotic, by step 4 the float32 yardstick is 1.3e-2 off. Planted once: the stem's max pooling
+# written without its padding printed "step 1: loss 2.403323410 vs 2.403483052  rel err 6.64e-05 (tolerance
+# 4.4e-06)  FAIL".
+memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=10 --input x=[B,3,64,64]:f32
+                     --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
+                     --optimizer sgd:lr=0.01,momentum=0.9,weight_decay=1e-4 --steps 3)
+# ConvNeXt's channel-last norms (tests/torch_import/modules.py:ConvNeXtish, torchvision's Permute and
+# LayerNorm2d): permute to NHWC, nn.LayerNorm over C and back (each permute memplan's transposes, one per
+# swap), and F.layer_norm with an nn.LayerNorm's weight and bias. Planted once: the permute to channel-last
+# swapping H and W too (one transpose more) printed
+#   "step 1: loss 1.806458350 vs 1.833892844  rel err 1.50e-02 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(convnext_norm ${ti_mod}:ConvNeXtish --input x=[B,3,8,8]:f32 --input targets=[B]:i32
+                     --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# torchvision's DenseNet shrunk by its kwargs (one dense block of 8 layers, growth 4): each layer's
+# torch.cat of all the features before it, up to 9 tensors, more than memplan's concat takes (6): the
+# import chains concats, each of the previous result and the next 5. SGD: with AdamW (lr 3e-3) float32 drifted
+# 4e-5 from float64 by step 2, its eval loss 1.8e-4 (tolerance 3e-4: too near). Planted once: the chained
+# concats taking the previous result last printed
+#   "step 1: loss 2.193628550 vs 2.068921976  rel err 6.03e-02 (tolerance 3.2e-07)  FAIL".
+memplan_torch_import(densenet torchvision.models.densenet:DenseNet
+                     --kwargs "growth_rate=4,block_config=(8,),num_init_features=8,bn_size=2,num_classes=10"
+                     --input x=[B,3,16,16]:f32 --input targets=[B]:i32 --dims B=4 --loss cross_entropy:targets
+                     --optimizer sgd:lr=0.05,momentum=0.9,weight_decay=1e-4)

@@ -273,6 +273,11 @@ class Importer:
             if node.op == "call_function" and node.target in (torch.nn.functional.softmax, torch.softmax) or \
                     node.op == "call_method" and node.target == "softmax":
                 match_attention(self, node)
+            use = self.param_use(node) if node.op == "get_attr" else None
+            if use is not None:
+                self.absorbed[node] = None  # read by the op its pattern makes (param_use)
+                if use == "class_token":
+                    self.absorbed[next(iter(node.users))] = None  # its expand
         for node in gm.graph.nodes:
             if node in self.absorbed:
                 if self.absorbed[node] is not None:
@@ -311,6 +316,8 @@ class Importer:
         known = (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d, nn.LayerNorm, nn.Embedding, nn.Hardtanh,
                  nn.ReLU6, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax,
                  nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)
+        if t is nn.MultiheadAttention:
+            return self.mha(node, mod)
         if t not in known:  # listed even when its input was refused too
             return self.reject(node, "no memplan op for %s" % t.__name__)
         pos = t is nn.Embedding and node.args and self.is_arange(node.args[0])
@@ -386,6 +393,129 @@ class Importer:
     def concrete(self, shape):
         return [self.dims[d] if isinstance(d, str) else d for d in shape]
 
+    def layer_norm(self, node):
+        """F.layer_norm over the last dim with an nn.LayerNorm's own weight and bias (torchvision's LayerNorm2d
+        calls it in its forward): memplan's layernorm, the module's parameters its own."""
+        import torch
+        import torch.fx
+        v = dict(zip(("input", "normalized_shape", "weight", "bias", "eps"), node.args))
+        v.update(node.kwargs)
+        w, b = v.get("weight"), v.get("bias")
+        pw = self.param_of(w) if isinstance(w, torch.fx.Node) else None
+        pb = self.param_of(b) if isinstance(b, torch.fx.Node) else None
+        ns = v.get("normalized_shape")
+        if pw is None or not isinstance(pw[0], torch.nn.LayerNorm) or pw[1] != "weight" or \
+                (b is not None and (pb is None or pb[0] is not pw[0] or pb[1] != "bias")) or \
+                not isinstance(ns, (tuple, list)) or len(ns) != 1 or tuple(ns) != tuple(pw[0].normalized_shape):
+            return self.reject(node, "F.layer_norm over one dim with an nn.LayerNorm's weight and bias is memplan's "
+                               "layernorm; not this one")
+        x = self.arg(node, v.get("input"))
+        if x is None:
+            return None
+        keys = {"eps": float(v.get("eps", 1e-5))}
+        if b is None:
+            keys["bias"] = False
+        name = self.emit(node, "layernorm", keys, [x], self.layer_name(self.sd_name(pw[0], "")[:-1] or node.name))
+        self.own(name, pw[0], ("weight",) + (("bias",) if b is not None else ()))
+        return name
+
+    def permute(self, node):
+        """x.permute(dims) as memplan's transposes, one per swap that sorts the dims into place (ConvNeXt's
+        channel-last (0, 2, 3, 1) is two; a swap is one transpose)."""
+        a = node.args
+        dims = list(a[1] if len(a) == 2 and isinstance(a[1], (tuple, list)) else a[1:] or node.kwargs.get("dims"))
+        x = self.arg(node, a[0])
+        if x is None:
+            return None
+        n = len(dims)
+        dims = [d % n for d in dims]
+        cur, swaps = list(range(n)), []
+        for i in range(n):  # cur[i]: the input dim now at i; bring dims[i] there
+            j = cur.index(dims[i])
+            if j != i:
+                cur[i], cur[j] = cur[j], cur[i]
+                swaps.append((i, j))
+        if not swaps:
+            self.value[node] = x
+            return None
+        for k, (i, j) in enumerate(swaps):
+            x = self.emit(node, "transpose", {"dim0": i, "dim1": j}, [x],
+                          self.layer_name(node.name if k == len(swaps) - 1 else "%s_%d" % (node.name, k)))
+        return x
+
+    def mha(self, node, mod):
+        """nn.MultiheadAttention as torchvision's ViT calls it, self-attention of batch_first [B, T, C] with no
+        mask and need_weights=False: the packed in_proj (q, k, v rows in thirds, heads contiguous in each, as
+        memplan's attention reads its [B, T, 3C] input) a linear, attention non-causal (scale 1/sqrt(hd)),
+        out_proj a linear. The node's value is the output; its getitem 0 reads it."""
+        names = ("query", "key", "value", "key_padding_mask", "need_weights", "attn_mask", "average_attn_weights",
+                 "is_causal")
+        v = dict(zip(names, node.args))
+        v.update(node.kwargs)
+        q = v.get("query")
+        why = [w for w, bad in (
+            ("query, key and value are not one tensor (self-attention)", not (q is v.get("key") is v.get("value"))),
+            ("batch_first=False", not mod.batch_first),
+            ("need_weights=True (the default: pass need_weights=False)", v.get("need_weights", True)),
+            ("a mask", v.get("attn_mask") is not None or v.get("key_padding_mask") is not None or v.get("is_causal")),
+            ("attention dropout %g" % mod.dropout, mod.dropout != 0),
+            ("separate q, k, v projections (kdim/vdim)", not mod._qkv_same_embed_dim),
+            ("add_bias_kv or add_zero_attn", mod.bias_k is not None or mod.add_zero_attn),
+            ("in_proj and out_proj disagree on a bias", (mod.in_proj_bias is None) != (mod.out_proj.bias is None)),
+        ) if bad]
+        if why:
+            return self.reject(node, "memplan maps self-attention without masks or dropout: not " + "; ".join(why))
+        x = self.arg(node, q)
+        if x is None:
+            return None
+        path, bias = node.target, mod.in_proj_bias is not None
+        qkv = self.emit(node, "linear", {"out": 3 * mod.embed_dim, "bias": bias}, [x], self.layer_name(path + ".qkv"))
+        self.own(qkv, mod, (("weight", "in_proj_weight"), ("bias", "in_proj_bias")))
+        att = self.emit(node, "attention", {"heads": mod.num_heads, "causal": False}, [qkv],
+                        self.layer_name(path + ".attention"))
+        out = self.emit(node, "linear", {"out": mod.embed_dim, "bias": bias}, [att], self.layer_name(path + ".proj"))
+        self.own(out, mod.out_proj, ("weight", "bias"))
+        return out
+
+    def param_of(self, node):
+        """(module, attribute, tensor) of a get_attr node reading a parameter, else None."""
+        import torch
+        if node.op != "get_attr":
+            return None
+        path, _, attr = node.target.rpartition(".")
+        mod = self.modules.get(path)
+        t = getattr(mod, attr, None) if mod is not None else None
+        return (mod, attr, t) if isinstance(t, torch.nn.Parameter) else None
+
+    def param_use(self, node):
+        """How a parameter read directly in forward maps, as torchvision's ViT reads them: 'class_token' for a
+        [1, 1, C] one expanded to the batch and concatenated first along dim 1 (memplan's class_token), 'position'
+        for a [1, T, C] one added to a [B, T, C] tensor (position_embedding + add), 'norm' for the weight and bias
+        F.layer_norm reads of an nn.LayerNorm (torchvision's LayerNorm2d); None otherwise."""
+        import torch
+        import torch.nn.functional as F
+        p = self.param_of(node)
+        if p is None or len(node.users) != 1:
+            return None
+        t, u = p[2], next(iter(node.users))
+        if t.dim() == 3 and t.shape[:2] == (1, 1) and u.op == "call_method" and u.target == "expand" and \
+                len(u.users) == 1:
+            c = next(iter(u.users))
+            dim = c.args[1] if len(c.args) > 1 else c.kwargs.get("dim", 0)
+            if c.op == "call_function" and c.target is torch.cat and len(c.args[0]) == 2 and c.args[0][0] is u and \
+                    dim in (1, -2) and self.shape(c.args[0][1]) is not None and len(self.shape(c.args[0][1])) == 3:
+                return "class_token"
+        if t.dim() == 3 and t.shape[0] == 1 and u.op == "call_function" and u.target in (operator.add, torch.add) \
+                and len(u.args) == 2 and not u.kwargs:
+            other = u.args[1] if u.args[0] is node else u.args[0]
+            osh = self.shape(other) if isinstance(other, torch.fx.Node) else None
+            if osh is not None and len(osh) == 3 and tuple(osh[1:]) == tuple(t.shape[1:]):
+                return "position"
+        if u.op == "call_function" and u.target is F.layer_norm and isinstance(p[0], torch.nn.LayerNorm) and \
+                p[1] in ("weight", "bias"):
+            return "norm"
+        return None
+
     def const(self, node):
         """The tensor a get_attr node reads (a buffer, or a constant fx made of a value computed while tracing)."""
         import torch.fx
@@ -409,9 +539,12 @@ class Importer:
                 return (n + "." if n else "") + attr
         return attr
 
-    def own(self, lname, mod, attrs):
+    def own(self, lname, mod, attrs, shape=None):
+        """The module's parameters as the layer's: attrs are names, or (memplan's, the module's) pairs; shape,
+        memplan's shape where it drops torch's leading 1s (class_token's [C] of [1, 1, C])."""
         for a in attrs:
-            t = getattr(mod, a, None)
+            a, theirs = (a, a) if isinstance(a, str) else a
+            t = getattr(mod, theirs, None)
             if t is None:
                 continue
             key = "%s.%s" % (lname, a)
@@ -422,7 +555,7 @@ class Importer:
                         keys[a] = self.owner[id(t)]
                 continue
             self.owner[id(t)] = key
-            self.params[key] = (self.sd_name(mod, a), t)
+            self.params[key] = (self.sd_name(mod, theirs), t if shape is None else t.detach().reshape(shape))
 
     def simple(self, node, op, mod, ins, keys=None):
         """Element-wise and shape ops whose attributes come from a module or a call."""
@@ -497,6 +630,17 @@ class Importer:
         if fn:
             if len(a) != 2 or kw.get("alpha", 1) != 1:
                 return self.reject(node, "%s with alpha or more arguments" % fn)
+            pos = next((x for x in a if isinstance(x, torch.fx.Node) and self.absorbed.get(x, 0) is None and
+                        self.param_use(x) == "position"), None)
+            if pos is not None:  # x + pos_embedding [1, T, C]: position_embedding [T, C] of x's [B, T], added
+                x = self.arg(node, a[1] if a[0] is pos else a[0])
+                if x is None:
+                    return None
+                mod, attr, t = self.param_of(pos)
+                pe = self.emit(pos, "position_embedding", {"max": t.shape[1], "dim": t.shape[2]}, [x],
+                               self.layer_name(pos.target))
+                self.own(pe, mod, (("weight", attr),), shape=tuple(t.shape[1:]))
+                return self.emit(node, fn, {}, [x, pe])
             ins = [self.value.get(x) if isinstance(x, torch.fx.Node) else None for x in a]
             if any(x in self.rejected for x in a if isinstance(x, torch.fx.Node)) and \
                     all(isinstance(x, torch.fx.Node) for x in a):  # listed already, unless it has its own fault
@@ -524,17 +668,47 @@ class Importer:
                  "transpose": "transpose", torch.transpose: "transpose", F.adaptive_avg_pool2d: "adaptive",
                  F.max_pool2d: "maxpool2d", F.avg_pool2d: "avgpool2d", torch.cat: "concat",
                  operator.getitem: "getitem", F.layer_norm: "unsupported"}
+        if t is operator.getitem and a and isinstance(a[0], torch.fx.Node) and a[0].op == "call_module" and \
+                isinstance(self.modules[a[0].target], torch.nn.MultiheadAttention):
+            x = self.arg(node, a[0])
+            if x is not None and a[1] != 0:
+                return self.reject(node, "the attention weights (need_weights=False returns None)")
+            if x is not None:
+                self.value[node] = x
+            return None
+        if t is F.layer_norm:
+            return self.layer_norm(node)
+        if t in ("permute", torch.permute):
+            return self.permute(node)
         op = unary.get(t, "unsupported") if not isinstance(t, str) or t in unary else "unsupported"
         if op == "unsupported":
             return self.reject(node, "no memplan op for it")
         if op == "concat":
             xs = a[0] if a else kw.get("tensors")
+            cls = xs[0] if len(xs) == 2 else None
+            if cls in self.absorbed and cls.args[0] in self.absorbed:  # cat([class_token.expand(B, -1, -1), x], 1)
+                x = self.arg(node, xs[1])
+                if x is None:
+                    return None
+                mod, attr, t = self.param_of(cls.args[0])
+                name = self.emit(node, "class_token", {}, [x], self.layer_name(cls.args[0].target))
+                self.own(name, mod, (("weight", attr),), shape=(t.shape[2],))
+                return name
             ins = [self.arg(node, x) for x in xs]
             if None in ins:
                 return None
-            if not 2 <= len(ins) <= 6:
-                return self.reject(node, "torch.cat of %d tensors: memplan's concat takes 2 to 6" % len(ins))
-            return self.emit(node, "concat", {"axis": a[1] if len(a) > 1 else kw.get("dim", 0)}, ins)
+            if len(ins) == 1:
+                self.value[node] = ins[0]
+                return None
+            # memplan's concat takes 2 to 6 (its kernels' slots): more (DenseNet's features) chain, each
+            # concat taking the previous one's result and the next 5
+            axis = a[1] if len(a) > 1 else kw.get("dim", 0)
+            x, rest = ins[0], ins[1:]
+            while rest:
+                part, rest = rest[:5], rest[5:]
+                x = self.emit(node, "concat", {"axis": axis}, [x] + part,
+                              self.layer_name(node.name if not rest else "%s_part" % node.name))
+            return x
         x = self.arg(node, a[0]) if a else None
         if x is None:
             return None
@@ -1045,7 +1219,7 @@ def load_into(module, checkpoint, name_map):
     for n, torch_name in names.items():
         t = sd[torch_name]
         for k in alias[(t.data_ptr(), tuple(t.shape))]:
-            new[k] = got[n].to(t.dtype)
+            new[k] = got[n].to(t.dtype).reshape(t.shape)  # class_token: memplan [C], torch [1, 1, C]
     steps = int(meta.get("step", "0") or 0)
     for k, v in sd.items():
         if k.endswith("num_batches_tracked"):

@@ -6,7 +6,8 @@ others what it misses (README "From PyTorch" quotes the figure).
 
 Each model of torchvision.models.list_models(module=torchvision.models) (or the NAMEs) is imported by
 this tool's own import (the same code `memplan import-torch torchvision.models:NAME` runs) with
-x=[B,3,S,S] (inception_v3: 299) and cross_entropy targets into a temporary folder, then removed. Prints a
+x=[B,3,S,S] (inception_v3: 299; a ViT: S rounded down to whole patches, its
+image_size) and cross_entropy targets into a temporary folder, then removed. Prints a
 line per model, `ok` or the error's first lines (the unsupported ops, counted by kind), and the total."""
 import argparse
 import collections
@@ -43,6 +44,11 @@ def main():
                 "--input", "targets=[B]:i32", "--dims", "B=%d" % a.batch, "--loss", "cross_entropy:targets"]
         if name == "inception_v3":
             args += ["--kwargs", "aux_logits=False,init_weights=False"]
+        if name.startswith("vit_"):  # a ViT asserts its image_size: the size rounded down to whole patches
+            patch = int(name.rsplit("_", 1)[1])
+            size = size // patch * patch
+            args[5] = "x=[B,3,%d,%d]:f32" % (size, size)
+            args += ["--kwargs", "image_size=%d" % size]
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

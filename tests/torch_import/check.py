@@ -98,8 +98,11 @@ def main():
     runs = {}
     for dt in (torch.float64, torch.float32):
         m = fresh(dt)
-        decay = [p for p in m.parameters() if p.dim() >= 2]  # memplan decays matrices and kernels only
-        rest = [p for p in m.parameters() if p.dim() < 2]
+        # memplan decays the parameters of rank >= 2 in its own shapes (a ViT class token [1, 1, C] is its [C])
+        dec = set(nm["names"][b["name"]] for b in plan["buffers"] if b.get("weight_decay") and b["name"] in
+                  nm["names"])
+        decay = [p for k, p in m.named_parameters() if k in dec]
+        rest = [p for k, p in m.named_parameters() if k not in dec]
         groups = [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": rest, "weight_decay": 0.0}]
         opt = (torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"]) if o["type"] == "adamw"
                else torch.optim.SGD(groups, lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"]))

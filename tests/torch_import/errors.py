@@ -58,6 +58,11 @@ def main():
           "Hardswish (gate) at gate: no memplan op for Hardswish", "bad.py:14: y = self.gate(self.fc(x))",
           "tanh at (top level): no memplan op for it", "bad.py:15: return torch.tanh(y) * 2.0",
           "mul at (top level): mul with a Python number"], {}),
+        ("nn.MultiheadAttention returning its weights", [BAD + ":Attn", "--input", "x=[B,4,8]:f32", "--input",
+                                                          "y=[B,4,8]:f32", "--dims", "B=2", "--loss", "mse:y"],
+         ["1 node(s) have no memplan op; nothing written:", "MultiheadAttention (att) at att: memplan maps "
+          "self-attention without masks or dropout: not need_weights=True (the default: pass need_weights=False)",
+          "bad.py:49: y, _ = self.att(x, x, x)"], {}),
         ("data-dependent control flow", [BAD + ":DataDependent"] + IO8,
          ["torch.fx cannot trace the module (data-dependent control flow",
           "bad.py:24: if x.sum() > 0:"], {}),
