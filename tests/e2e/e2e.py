@@ -9,7 +9,8 @@ Standard library only. Subcommands:
                                               be below the first step's loss by MARGIN
   determinism TRAINER [trainer args]         two runs, identical per-step losses
   roundtrip TRAINER DIR [trainer args]       --save, --resume for 0 steps, --save gives the same bytes;
-                                              --load reads the same weights and running state
+                                              --load reads the same weights and running state,
+                                              tensor by tensor by name and role (plan.json)
   resume TRAINER DIR [trainer args]          4 steps with --save-every 2, and --resume from the step-2
                                               checkpoint: steps 3, 4 and the final checkpoint bit for
                                               bit the same; --load of it (weights only) differs

@@ -26,7 +26,12 @@ def sh(cmd, **kw):
 
 
 def copy_tree(source, dst):
-    files = sh(["git", "-C", source, "ls-files", "-co", "--exclude-standard", "-z"]).stdout.split("\0")
+    r = sh(["git", "-C", source, "ls-files", "-co", "--exclude-standard", "-z"])
+    if r.returncode:  # not a git checkout: every file but the build trees
+        files = [os.path.relpath(os.path.join(d, f), source) for d, dirs, fs in os.walk(source)
+                 for f in fs if not os.path.relpath(d, source).split(os.sep)[0].startswith(("build", ".git"))]
+    else:
+        files = r.stdout.split("\0")
     for f in filter(None, files):
         s, d = os.path.join(source, f), os.path.join(dst, f)
         if not os.path.isfile(s):
