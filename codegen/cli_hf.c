@@ -667,8 +667,10 @@ static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t 
     int64_t groups = (numel + u->group - 1) / u->group;
     if (!u->absmax || strcmp(u->absmax->dtype, "F32") || hf_numel(u->absmax) != groups ||
         u->absmax->end - u->absmax->begin != 4 * groups || X->in->data0 + u->absmax->end > X->in->size)
-      hf_fail(X->ck, "tensor '%s' is stored as %s: it needs '%s', F32 with %lld values (one per %lld elements)", mp,
-              i8 ? "int8" : "NF4", an, (long long)groups, (long long)u->group);
+      hf_fail(X->ck,
+              "tensor '%s' is stored as %s: it needs '%s', F32 with %lld values (one per %lld "
+              "elements), as the trainer's --save writes it",
+              mp, i8 ? "int8" : "NF4", an, (long long)groups, (long long)u->group);
   }
   if (u->rank == 2) {
     char *base = ar_strdup(X->ar, mp);
