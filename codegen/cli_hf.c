@@ -660,6 +660,11 @@ static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t 
   u->cols = u->rank == 2 ? pb->shape.d[1] : 1;
   u->wrows = pb->shape.d[0];
   u->rows = rows ? rows : u->wrows;
+  if ((i8 || nf4) && pb->dtype != (i8 ? DT_I8 : DT_NF4))
+    hf_fail(X->ck,
+            "tensor '%s' is stored as %s (%s), but the plan stores it as %s: give the plan of the run that "
+            "saved the checkpoint",
+            mp, i8 ? "int8" : "NF4", w->dtype, dtype_name(pb->dtype));
   if (i8 || nf4) {
     const char *an = ar_printf(X->ar, "%s.absmax", mp);
     u->absmax = st_find(X->in, an);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """story.py MEMPLAN SOURCE_DIR WORKDIR [--seed N]: the fine-tuning story of
-README's "Fine-tune: pretrain, export, import, LoRA on an NF4 base, merge",
+README's "End to end: pretrain, export, import, QLoRA, merge",
 command for command as a user runs it (exit statuses 0, each output there):
 
 1. pretrain llama-mini (B 4, T 32 by --set; 30 steps) on the GPL-3 text;
@@ -18,7 +18,9 @@ command for command as a user runs it (exit statuses 0, each output there):
 
 Also: the LoRA run trained (its held-out loss fell from the start's), while
 its base stayed bit-identical (every frozen tensor of its checkpoint, the NF4
-codes and their absmax, equals step 4's start).
+codes and their absmax, equals step 4's start); export-hf of an NF4 weight
+without its absmax, or of the NF4 base with the fp32 run's plan, exits 1
+naming the tensor and writes nothing.
 
 The tolerance of step 6: the trainer computes in float32 with the base
 dequantized from NF4 and the adapters as their own ops; the merged folder
@@ -154,6 +156,21 @@ def main():
     check(r.returncode == 1 and "tensor 'h1.up.weight' is stored as NF4: it needs 'h1.up.weight.absmax', F32 with "
           "2752 values" in r.stderr and not [f for f in os.listdir(work) if f.startswith("hf-bad")],
           "an NF4 weight without its absmax: exit %d, %s" % (r.returncode, r.stderr.strip()))
+    # the base alone (NF4 codes, no adapters) with the fp32 run's plan: exit 1, the plan's storage named
+    hdr, off, blobs = {}, 0, []
+    for k in base:
+        b = s1[k][1].tobytes()
+        hdr[k] = {"dtype": s1[k][0], "shape": list(s1[k][1].shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    open(W("base-only.safetensors"), "wb").write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+    r = subprocess.run([memplan, "export-hf", W("pre"), W("base-only.safetensors"), "-o", W("hf-bad")],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and "tensor 'emb.weight' is stored as NF4 (U8), but the plan stores it as f32: give the "
+          "plan of the run that saved the checkpoint" in r.stderr and not os.path.exists(W("hf-bad")),
+          "an NF4 checkpoint with the fp32 plan: exit %d, %s" % (r.returncode, r.stderr.strip()))
     # 6. Hugging Face's equations on the merged folder, the trainer's held-out batches
     cfg = json.load(open(W("hf-tuned", "config.json")))
     w = hf_llama.st_read(W("hf-tuned", "model.safetensors"))
