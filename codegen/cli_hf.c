@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "hf.h"
+#include "memplan_kernels.h" /* RT_NF4_TABLE, RT_NF4_BLOCK */
 
 /* ---- config.json ---- */
 
@@ -595,7 +596,11 @@ typedef struct {
   const char *hf;    /* HF's name */
   const StTensor *w; /* the memplan parameter it comes from */
   int64_t row0, rows, cols;
+  int64_t wrows;           /* the whole parameter's rows (its plan shape's first dim) */
+  int rank;                /* the parameter's rank in the plan */
   const StTensor *la, *lb; /* LoRA A [r, in], B [out, r] of it (--merge), or NULL */
+  const StTensor *absmax;  /* a frozen weight stored as int8 (I8) or NF4 (U8): its <param>.absmax, else NULL */
+  int64_t group;           /* elements per absmax: the row (int8) or RT_NF4_BLOCK */
 } XOut;
 
 static const StTensor *st_find(const HfIn *in, const char *name) {
@@ -629,31 +634,75 @@ typedef struct {
 static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t rows) {
   const StTensor *w = st_find(X->in, mp);
   if (!w) hf_fail(X->ck, "no tensor '%s': not a checkpoint of %s (%s)", mp, X->model, X->plan);
-  int64_t es = hf_dtype_bytes(w->dtype);
+  /* --base-weights int8 and nf4 store a frozen weight as I8 codes (its shape) or U8 pairs of NF4 codes
+   * ([ceil(numel / 2)]) with an F32 <param>.absmax (README, "Frozen weights' storage") */
+  bool i8 = !strcmp(w->dtype, "I8"), nf4 = !strcmp(w->dtype, "U8");
+  int64_t es = i8 || nf4 ? 1 : hf_dtype_bytes(w->dtype);
   if (!es || w->end - w->begin != es * hf_numel(w) || X->in->data0 + w->end > X->in->size || w->rank > 2)
     hf_fail(X->ck, "tensor '%s': dtype %s, rank %d or data_offsets do not hold it within the file", mp, w->dtype,
             w->rank);
   const PlanBuffer *pb = NULL;
   for (int b = 0; b < X->p->nbuf && !pb; b++)
     if (X->p->buf[b].role == ROLE_PARAM && !strcmp(X->p->buf[b].name, mp)) pb = &X->p->buf[b];
-  bool same = pb && pb->shape.rank == w->rank;
-  for (int d = 0; same && d < w->rank; d++) same = pb->shape.d[d] == w->shape[d];
-  if (!same || row0 + rows > w->shape[0]) {
+  int64_t numel = 1;
+  for (int d = 0; pb && d < pb->shape.rank; d++) numel *= pb->shape.d[d];
+  bool same = pb && (nf4 ? w->rank == 1 && w->shape[0] == (numel + 1) / 2 : pb->shape.rank == w->rank);
+  for (int d = 0; same && !nf4 && d < w->rank; d++) same = pb->shape.d[d] == w->shape[d];
+  if (!same || pb->shape.rank > 2 || row0 + rows > pb->shape.d[0]) {
     char got[96], need[96];
     shape_str(got, sizeof got, w->rank, w->shape);
     shape_str(need, sizeof need, pb ? pb->shape.rank : 0, pb ? pb->shape.d : w->shape);
-    hf_fail(X->ck, "tensor '%s' has shape %s; the plan's is %s (%s)", mp, got, pb ? need : "absent", X->plan);
+    hf_fail(X->ck, "tensor '%s' has shape %s; the plan's is %s%s (%s)", mp, got, pb ? need : "absent",
+            nf4 ? " (as NF4: U8 [ceil(numel / 2)])" : "", X->plan);
   }
   XOut *u = &X->x[X->n++];
-  u->hf = ar_strdup(X->ar, hf), u->w = w, u->row0 = row0;
-  u->cols = w->rank == 2 ? w->shape[1] : 1;
-  u->rows = rows ? rows : w->shape[0];
-  if (w->rank == 2) {
+  u->hf = ar_strdup(X->ar, hf), u->w = w, u->row0 = row0, u->rank = pb->shape.rank;
+  u->cols = u->rank == 2 ? pb->shape.d[1] : 1;
+  u->wrows = pb->shape.d[0];
+  u->rows = rows ? rows : u->wrows;
+  if ((i8 || nf4) && pb->dtype != (i8 ? DT_I8 : DT_NF4))
+    hf_fail(X->ck,
+            "tensor '%s' is stored as %s (%s), but the plan stores it as %s: give the plan of the run that "
+            "saved the checkpoint",
+            mp, i8 ? "int8" : "NF4", w->dtype, dtype_name(pb->dtype));
+  if (i8 || nf4) {
+    const char *an = ar_printf(X->ar, "%s.absmax", mp);
+    u->absmax = st_find(X->in, an);
+    u->group = i8 ? pb->shape.d[pb->shape.rank - 1] : RT_NF4_BLOCK;
+    int64_t groups = (numel + u->group - 1) / u->group;
+    if (!u->absmax || strcmp(u->absmax->dtype, "F32") || hf_numel(u->absmax) != groups ||
+        u->absmax->end - u->absmax->begin != 4 * groups || X->in->data0 + u->absmax->end > X->in->size)
+      hf_fail(X->ck,
+              "tensor '%s' is stored as %s: it needs '%s', F32 with %lld values (one per %lld "
+              "elements), as the trainer's --save writes it",
+              mp, i8 ? "int8" : "NF4", an, (long long)groups, (long long)u->group);
+  }
+  if (u->rank == 2) {
     char *base = ar_strdup(X->ar, mp);
     base[strlen(base) - 7] = 0; /* ".weight" */
     u->la = st_find(X->in, ar_printf(X->ar, "%s.lora_A", base));
     u->lb = st_find(X->in, ar_printf(X->ar, "%s.lora_B", base));
   }
+}
+
+/* count elements of u's weight from element at, as floats; int8 and NF4 codes dequantized with the trainer's
+ * float operations (runtime/cpu.c's rt_i8_to_f32 and rt_nf4_to_f32), so the export is the weights it computed
+ * with. raw: 4 count bytes of scratch; am: count floats. */
+static void x_read(const HfIn *in, const XOut *u, int64_t at, int64_t count, float *dst, unsigned char *raw,
+                   float *am) {
+  if (!u->absmax) {
+    hf_read_f32(in, u->w, at, count, dst, raw);
+    return;
+  }
+  static const float nf4[16] = RT_NF4_TABLE;
+  int64_t g0 = at / u->group, b0 = at / 2;
+  hf_read_f32(in, u->absmax, g0, (at + count - 1) / u->group - g0 + 1, am, raw);
+  bool i8 = !strcmp(u->w->dtype, "I8");
+  if (i8) hf_read_raw(in, u->w, at, count, raw);
+  else hf_read_raw(in, u->w, b0, (at + count - 1) / 2 - b0 + 1, raw);
+  for (int64_t i = at; i < at + count; i++)
+    dst[i - at] = i8 ? (float)(int8_t)raw[i - at] * (am[i / u->group - g0] / 127.0f)
+                     : nf4[(raw[i / 2 - b0] >> (i % 2 ? 0 : 4)) & 15] * am[i / u->group - g0];
 }
 
 int export_main(int argc, char **argv) {
@@ -779,10 +828,10 @@ int export_main(int argc, char **argv) {
   for (int j = 0; j < nx; j++) { /* adapters: A [r, cols], B [rows of the whole weight, r] */
     XOut *u = &x[j];
     if (!u->la != !u->lb) hf_fail(ck, "'%s' has only one of lora_A and lora_B", u->w->name);
-    if (u->la && (u->la->rank != 2 || u->lb->rank != 2 || u->la->shape[1] != u->cols ||
-                  u->lb->shape[0] != u->w->shape[0] || u->lb->shape[1] != u->la->shape[0]))
+    if (u->la && (u->la->rank != 2 || u->lb->rank != 2 || u->la->shape[1] != u->cols || u->lb->shape[0] != u->wrows ||
+                  u->lb->shape[1] != u->la->shape[0]))
       hf_fail(ck, "the adapters of '%s' do not fit it: lora_A must be [r, %lld], lora_B [%lld, r]", u->w->name,
-              (long long)u->cols, (long long)u->w->shape[0]);
+              (long long)u->cols, (long long)u->wrows);
   }
   /* config.json */
   text_printf(&cfg, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", ARCH[family],
@@ -815,7 +864,7 @@ int export_main(int argc, char **argv) {
   for (int j = 0; j < nx; j++) {
     int64_t count = x[j].rows * x[j].cols;
     text_printf(&h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld", x[j].hf, (long long)x[j].rows);
-    if (x[j].w->rank == 2) text_printf(&h, ",%lld", (long long)x[j].cols);
+    if (x[j].rank == 2) text_printf(&h, ",%lld", (long long)x[j].cols);
     text_printf(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)at, (long long)(at + 4 * count));
     at += 4 * count;
   }
@@ -838,13 +887,14 @@ int export_main(int argc, char **argv) {
   for (int j = 0; j < nx; j++) maxc = x[j].cols > maxc ? x[j].cols : maxc;
   float *row = malloc(sizeof(float) * (size_t)(maxc > CHUNK ? maxc : CHUNK)), *brow = malloc(sizeof(float) * 4096);
   unsigned char *raw = malloc(4 * (size_t)(maxc > CHUNK ? maxc : CHUNK));
-  if (!row || !brow || !raw) hf_fail(ck, "out of memory");
+  float *am = malloc(sizeof(float) * (size_t)(maxc > CHUNK ? maxc : CHUNK));
+  if (!row || !brow || !raw || !am) hf_fail(ck, "out of memory");
   for (int j = 0; j < nx && ok; j++) {
     const XOut *u = &x[j];
     if (!u->la) {
       for (int64_t a = 0, n = u->rows * u->cols; a < n && ok; a += CHUNK) {
         int64_t c = n - a < CHUNK ? n - a : CHUNK;
-        hf_read_f32(&in, u->w, u->row0 * u->cols + a, c, row, raw);
+        x_read(&in, u, u->row0 * u->cols + a, c, row, raw, am);
         ok = fwrite(row, sizeof(float), (size_t)c, f) == (size_t)c;
       }
       continue;
@@ -856,7 +906,7 @@ int export_main(int argc, char **argv) {
     if (!A || !araw) hf_fail(ck, "out of memory for the adapters of '%s'", u->w->name);
     hf_read_f32(&in, u->la, 0, r * u->cols, A, araw);
     for (int64_t o = u->row0; o < u->row0 + u->rows && ok; o++) {
-      hf_read_f32(&in, u->w, o * u->cols, u->cols, row, raw);
+      x_read(&in, u, o * u->cols, u->cols, row, raw, am);
       hf_read_f32(&in, u->lb, o * r, r, brow, raw);
       for (int64_t k = 0; k < r; k++) {
         double b = scale * brow[k];
@@ -872,7 +922,7 @@ int export_main(int argc, char **argv) {
   printf("memplan export-hf: %s -> %s/config.json, %s/model.safetensors: %s, %d tensors (F32)%s\n", ck, out, out,
          ARCH[family], nx, nlora ? ", LoRA adapters merged" : "");
   fclose(in.f);
-  free(x), free(row), free(brow), free(raw);
+  free(x), free(row), free(brow), free(raw), free(am);
   text_free(&cfg), text_free(&h);
   ar_free(&ar);
   return EXIT_OK;

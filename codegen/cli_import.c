@@ -148,12 +148,15 @@ static void to_f32(float *dst, const unsigned char *p, int64_t n, const char *dt
   }
 }
 
+void hf_read_raw(const HfIn *in, const StTensor *t, int64_t at, int64_t n, unsigned char *raw) {
+  if (fseeko(in->f, (off_t)(in->data0 + t->begin + at), SEEK_SET) != 0 || fread(raw, 1, (size_t)n, in->f) != (size_t)n)
+    hf_fail(in->path, "cannot read tensor '%s': %s", t->name, ferror(in->f) ? strerror(errno) : "the file is short");
+}
+
 /* count elements of t from element `at`, as floats. */
 void hf_read_f32(const HfIn *in, const StTensor *t, int64_t at, int64_t count, float *dst, unsigned char *raw) {
   int64_t es = hf_dtype_bytes(t->dtype);
-  if (fseeko(in->f, (off_t)(in->data0 + t->begin + at * es), SEEK_SET) != 0 ||
-      fread(raw, (size_t)es, (size_t)count, in->f) != (size_t)count)
-    hf_fail(in->path, "cannot read tensor '%s': %s", t->name, ferror(in->f) ? strerror(errno) : "the file is short");
+  hf_read_raw(in, t, at * es, count * es, raw);
   to_f32(dst, raw, count, t->dtype);
 }
 

@@ -25,6 +25,8 @@ _Noreturn void hf_fail(const char *path, const char *fmt, ...) __attribute__((fo
 HfIn hf_open(Arena *ar, const char *path);
 int64_t hf_dtype_bytes(const char *dt); /* F32 4, F16 and BF16 2, else 0 */
 int64_t hf_numel(const StTensor *t);
+/* n bytes of t's data from byte at, into raw (a short file: an error naming t). */
+void hf_read_raw(const HfIn *in, const StTensor *t, int64_t at, int64_t n, unsigned char *raw);
 /* count elements of t from element at, as floats (raw: 4 count bytes of scratch). */
 void hf_read_f32(const HfIn *in, const StTensor *t, int64_t at, int64_t count, float *dst, unsigned char *raw);
 

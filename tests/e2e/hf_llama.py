@@ -162,9 +162,12 @@ def inv_freq(cfg, hd, dtype):
 
 
 def hf_loss(cfg, w, tokens, targets, dtype, interleaved=False):
-    """Hugging Face's Llama-family forward (modeling_llama.py's equations) and its mean cross-entropy."""
+    """Hugging Face's Llama-family forward (modeling_llama.py's equations) and its mean cross-entropy; the dims
+    from config.json's fields (tests/e2e/story.py uses it on llama-mini's)."""
     t = {k: torch.tensor(v, dtype=dtype) for k, v in w.items()}
     Bn, Tn = tokens.shape
+    C, NH, KVH, L = (cfg[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads",
+                                      "num_hidden_layers"))
     hd = C // NH
     eps = cfg["rms_norm_eps"]
 
