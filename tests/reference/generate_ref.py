@@ -17,7 +17,7 @@ whose margin exceeds --tie. Measured (2026-12-02): plan_torch's float32
 logits minus float64's on one eval batch of random tokens with these random
 weights (logits up to ~55): at most 2.1e-3 (gpt2-mini), 5.1e-3 (llama-mini);
 --tie 0.015 is 3x the larger. The least top-2 margin over the 64 steps is
-printed (0.072 gpt2-mini, 0.0043 llama-mini: every token matched anyway).
+printed (0.0037 gpt2-mini, 0.0043 llama-mini: every token matched anyway).
 
 Planted once (2026-12-02): the trainer reading the logits of position w-2
 instead of the window's last, w-1: "FAIL first difference at token 0:
