@@ -1937,8 +1937,7 @@ static void gen_setup(Gen *g, const Run *r, const Opts *o) {
   } else if (o->prompt)
     die("--prompt: %s has no tokenizer and %lld tokens, too few for bytes (V >= 256): give --prompt-tokens FILE",
         m->model, (long long)m->vocab);
-  else if (g->bpe && bpe_eot(g->bpe) >= 0) { /* as llm.c: a new document */
-    p.ids = xmalloc(sizeof(uint32_t), "prompt");
+  else if (g->bpe && bpe_eot(g->bpe) >= 0) { /* as llm.c: a new document */ p.ids = xmalloc(sizeof(uint32_t), "prompt");
     p.ids[0] = (uint32_t)bpe_eot(g->bpe), p.n = 1;
   } else
     die("--generate: give --prompt TEXT or --prompt-tokens FILE (only a model with a tokenizer starts from "
@@ -2581,8 +2580,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
            (double)(m->samples_per_step * tr_ranks) * (double)ran / t_total, m->vocab ? "tok" : "samples");
   }
   if (o.profile && ran) prof_report(m, ran, t_steps / (double)ran);
-  if (o.generate && tr_rank == 0 && !(o.sample_every && ran && o.steps % o.sample_every == 0))
-    generate(&r, &o, &gen);
+  if (o.generate && tr_rank == 0 && !(o.sample_every && ran && o.steps % o.sample_every == 0)) generate(&r, &o, &gen);
   if (o.save && tr_rank == 0) { /* every rank holds all parameters after the step */
     write_checkpoint(o.save, &r, &o, &ls, rs.step + ran);
   }
