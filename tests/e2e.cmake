@@ -235,8 +235,9 @@ memplan_reference(reference_mlp_cosine_detects_constant mlp-cosine --perturb-sch
 # gpt2-mini (memplan import-hf gpt2 --plan), loaded by its trainer: the first
 # loss against HF's GPT-2 math in PyTorch; padding, the cut wpe, the errors;
 # then the same model as a GPT2LMHeadModel folder through import-hf DIR, its
-# model.yaml built and run (tests/e2e/hf_import.py; about 25 s, most of it
-# building that trainer)
+# model.yaml built and run, and greedy --generate from the imported weights
+# against HF's math, 64 tokens (tests/e2e/hf_import.py; about 25 s, most of it
+# building that trainer; the generation adds ~2 s)
 add_test(NAME e2e_hf_import_gpt2
          COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/hf_import.py $<TARGET_FILE:memplan> ${e2e_dir}/gpt2-mini
                  ${e2e_dir}/hf-import)
