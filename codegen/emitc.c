@@ -634,13 +634,15 @@ static void op_table(Emit *E, Text *t) {
   text_printf(t, "};\n\n");
 }
 
-/* A classification model's eval logits, for the trainer's accuracy: the
- * eval plan's last op is its loss, a loss fed class labels (cross_entropy),
- * reading f32 logits [..., K] and targets the trainer fills (TR_IN_LABELS).
+/* A classification model's eval logits, for the trainer's accuracy, or a
+ * language model's, for its --generate: the eval plan's last op is its loss,
+ * a loss fed class labels (cross_entropy), reading f32 logits [..., K] and
+ * targets the trainer fills (TR_IN_LABELS, or TR_IN_NEXT: K is V).
  * Being the last op, nothing runs after it, and the logits, an input of it,
  * are live at its position: no buffer shares their bytes until eval()
  * returns (verify_plan checks the packing). Returns the logits' buffer and
- * sets *classes to K; -1 when the model is not one. */
+ * sets *classes to K; -1 when the model is not one (or a language model with
+ * attention that is not causal, which cannot generate). */
 static int eval_logits(const Emit *E, int64_t *classes) {
   const Plan *p = E->p;
   const PlanOp *o = p->neval ? &p->eval[p->neval - 1] : NULL;
@@ -648,10 +650,14 @@ static int eval_logits(const Emit *E, int64_t *classes) {
       o->out[0] != p->eval_loss_buf || o->in[0] < 0 || o->in[1] < 0)
     return -1;
   const PlanBuffer *lg = &p->buf[o->in[0]], *tg = &p->buf[o->in[1]];
-  if (lg->dtype != DT_F32 || lg->shape.rank < 2 || !E->kind[o->in[1]] || strcmp(E->kind[o->in[1]], "TR_IN_LABELS"))
+  if (lg->dtype != DT_F32 || lg->shape.rank < 2 || !E->kind[o->in[1]] ||
+      (strcmp(E->kind[o->in[1]], "TR_IN_LABELS") && strcmp(E->kind[o->in[1]], "TR_IN_NEXT")))
     return -1;
   int64_t k = lg->shape.d[lg->shape.rank - 1];
   if (k < 1 || shape_numel(&lg->shape) != k * shape_numel(&tg->shape)) return -1;
+  /* a language model generates only when every position sees no later one: attention's dims end in causal */
+  for (int i = 0; !strcmp(E->kind[o->in[1]], "TR_IN_NEXT") && i < p->neval; i++)
+    if (p->eval[i].op == OP_ATTENTION && !p->eval[i].dim[5]) return -1;
   *classes = k;
   return o->in[0];
 }

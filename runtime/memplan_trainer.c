@@ -1198,6 +1198,17 @@ static const char help_text[] =
     "                    end the run)\n"
     "  --cuda-graph      CUDA trainer: capture the step into a CUDA graph once, replay it\n"
     "                    every step (plans without micro-batches or loss scaling)\n"
+    "  --generate N      generate N tokens after training (or alone: --load FILE --generate N,\n"
+    "                    no data, no steps) from the eval plan's logits, llm.c's loop: each\n"
+    "                    token recomputes the last T tokens; text with a tokenizer or V = 256\n"
+    "  --prompt TEXT     the prompt, tokenized as --text (default: <|endoftext|> with a\n"
+    "                    tokenizer); at most T tokens\n"
+    "  --prompt-tokens FILE  the prompt as token ids, --data's format\n"
+    "  --temperature X   sampling temperature, >= 0 (default 1; 0: greedy, the first maximum)\n"
+    "  --top-k K         sample among the K most likely tokens (default 0: all; 1: greedy)\n"
+    "  --top-p P         sample among the fewest most likely tokens holding P of the mass,\n"
+    "                    in (0, 1] (default 1); draws from --seed\n"
+    "  --sample-every K  also generate after every K-th training step\n"
     "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
     "                    inside the training loop (tests/alloc_count.c)\n"
     "  --help            this text\n"
@@ -1255,6 +1266,10 @@ typedef struct {
   int64_t save_every, keep;
   int shuffle;
   int steps_given, seed_given, lr_given, schedule_given, warmup_given, loss_scale_given, shuffle_given;
+  /* generation (--generate): tokens per sample, the prompt, sampling */
+  int64_t generate, top_k, sample_every;
+  double temperature, top_p;
+  const char *prompt, *prompt_tokens;
 } Opts;
 
 static int64_t opt_int(const char *s, const char *name, int64_t min, int64_t max) {
@@ -1293,6 +1308,24 @@ static double opt_clip(const char *s) {
   char *e;
   double v = strtod(s, &e);
   if (e == s || *e || !isfinite(v) || !(v >= 0)) die("--clip '%s': expected a finite number >= 0", s);
+  return v;
+}
+
+/* --temperature: a finite number >= 0 (0: greedy). */
+static double opt_temperature(const char *s) {
+  char *e;
+  double v = strtod(s, &e);
+  if (e == s || *e || !isfinite(v) || !(v >= 0))
+    die("--temperature '%s': expected a finite number >= 0 (0: greedy, 1: the model's distribution)", s);
+  return v;
+}
+
+/* --top-p: a number in (0, 1] (1: no nucleus cut). */
+static double opt_top_p(const char *s) {
+  char *e;
+  double v = strtod(s, &e);
+  if (e == s || *e || !(v > 0 && v <= 1))
+    die("--top-p '%s': expected a number in (0, 1] (the probability mass kept; 1: all of it)", s);
   return v;
 }
 
@@ -1347,6 +1380,13 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_SHUFFLE,
     O_NO_SHUFFLE,
     O_NO_BLAS_SELECT,
+    O_GENERATE,
+    O_PROMPT,
+    O_PROMPT_TOKENS,
+    O_TEMPERATURE,
+    O_TOP_K,
+    O_TOP_P,
+    O_SAMPLE_EVERY,
     O_HELP
   };
   // clang-format off
@@ -1361,7 +1401,9 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {"kill-rank", 1, 0, O_KILL_RANK}, {"hang-rank", 1, 0, O_HANG_RANK},
       {"resume", 1, 0, O_RESUME}, {"save-every", 1, 0, O_SAVE_EVERY},
       {"keep", 1, 0, O_KEEP}, {"shuffle", 1, 0, O_SHUFFLE}, {"no-shuffle", 0, 0, O_NO_SHUFFLE},
-      {"no-blas-select", 0, 0, O_NO_BLAS_SELECT}, {0, 0, 0, 0}};
+      {"no-blas-select", 0, 0, O_NO_BLAS_SELECT}, {"generate", 1, 0, O_GENERATE}, {"prompt", 1, 0, O_PROMPT},
+      {"prompt-tokens", 1, 0, O_PROMPT_TOKENS}, {"temperature", 1, 0, O_TEMPERATURE}, {"top-k", 1, 0, O_TOP_K},
+      {"top-p", 1, 0, O_TOP_P}, {"sample-every", 1, 0, O_SAMPLE_EVERY}, {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
             .seed = 1337,
@@ -1377,6 +1419,8 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
             .kill_rank = -1,
             .keep = 3,
             .shuffle = 1,
+            .temperature = 1.0,
+            .top_p = 1.0,
 #ifdef _OPENMP
             .threads = omp_get_max_threads()
 #else
@@ -1418,6 +1462,13 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_NO_SHUFFLE: o.shuffle = 0, o.shuffle_given = 1; break;
     case O_FINAL: o.final_fraction = opt_fraction(optarg, "--final-fraction"), o.final_fraction_given = 1; break;
     case O_CLIP: o.clip = opt_clip(optarg), o.clip_given = 1; break;
+    case O_GENERATE: o.generate = opt_int(optarg, "--generate", 1, INT32_MAX); break;
+    case O_PROMPT: o.prompt = optarg; break;
+    case O_PROMPT_TOKENS: o.prompt_tokens = optarg; break;
+    case O_TEMPERATURE: o.temperature = opt_temperature(optarg); break;
+    case O_TOP_K: o.top_k = opt_int(optarg, "--top-k", 0, INT64_MAX); break;
+    case O_TOP_P: o.top_p = opt_top_p(optarg); break;
+    case O_SAMPLE_EVERY: o.sample_every = opt_int(optarg, "--sample-every", 1, INT64_MAX); break;
     case O_COMM_TIMEOUT: o.comm_timeout = opt_int(optarg, "--comm-timeout", 0, INT32_MAX); break;
     case O_KILL_RANK:
     case O_HANG_RANK: {
@@ -1462,7 +1513,22 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
   if (o.load && o.resume)
     die("--load starts a new run from a file's weights, --resume continues the run a checkpoint saved: give one");
   if (o.npy && (o.text || o.data || o.val)) die("--npy DIR gives every input: not with --text, --data or --val");
-  if (m->vocab && !o.text && !o.data && !o.npy)
+  if ((o.prompt || o.prompt_tokens || o.sample_every) && !o.generate)
+    die("--prompt, --prompt-tokens and --sample-every go with --generate N (the tokens to generate)");
+  if (o.prompt && o.prompt_tokens) die("give --prompt TEXT or --prompt-tokens FILE, not both");
+  if (o.generate && !m->vocab) die("--generate: %s is not a language model (it reads no tokens)", m->model);
+  if (o.generate && m->eval_logits_offset < 0)
+    die("--generate reads the eval plan's whole logits of a causal model, and %s has none: a fused classifier "
+        "loss (linear_cross_entropy: use cross_entropy on the logits in its YAML to generate) or an attention "
+        "that is not causal (each token would see the ones after it)",
+        m->model);
+  /* standalone generation: --load CKPT --generate N trains nothing */
+  int standalone = o.generate && !o.text && !o.data && !o.npy;
+  if (standalone && o.steps_given && o.steps > 0)
+    die("--steps %lld: training reads tokens: give --text FILE or --data FILE (or --steps 0 to only generate)",
+        (long long)o.steps);
+  if (standalone) o.steps = 0, o.eval_batches = 0;
+  if (m->vocab && !o.text && !o.data && !o.npy && !standalone)
     die("%s reads tokens: give --text FILE, --data FILE or --npy DIR", m->model);
   if (!m->vocab && (o.text || o.data || o.val))
     die("%s reads no tokens: --text, --data and --val do not apply (--npy DIR gives its inputs; without it, it "
@@ -1745,11 +1811,188 @@ static void warm_up(Run *r) {
   s.pos = 0;
   if (r->npy) { /* the test set's first batch; without evaluations, the zeroed inputs */
     if (npy_test.n) fill_npy_rows(r->arena, m->eval_in, m->neval_in, &npy_test, 0);
-  } else if (m->vocab) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
-  else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
+  } else if (m->vocab) { /* standalone generation has no data: the zeroed inputs */
+    if (s.n) fill_token_batch(r->arena, m->eval_in, m->neval_in, &s, 0, 1);
+  } else fill_blob_batch(r->arena, m->eval_in, m->neval_in, TR_EVAL_SAMPLE0, m->classes);
   put_inputs(r, m->eval_in, m->neval_in);
   m->eval(r->dev);
   if (m->device) m->device->sync();
+}
+
+// ----------------------------------------------------------------------------
+// generation (--generate): llm.c's sampling loop over the eval plan. Each new
+// token runs the eval forward on the last T tokens (row 0 of its [B, T]
+// tokens input; the other rows and the targets zero: attention is causal, so
+// position w-1 sees only the window) and samples from the logits at the
+// window's last position, which the plan keeps whole until eval() returns
+// (TrModel.eval_logits_offset). Planned buffers only: the context, weights
+// and order below are allocated at setup, nothing per token.
+
+typedef struct {
+  int32_t *ctx; /* the prompt, then the generated tokens (prompt + N) */
+  int64_t nprompt;
+  double *prob;       /* V: the candidates' weights */
+  int32_t *order;     /* V: token ids by logit, best first (top-k, top-p) */
+  Bpe *bpe;           /* the plan's tokenizer (decoding), or NULL */
+  const TrInput *tok; /* the eval plan's tokens input */
+  int64_t calls;      /* generations so far: each its own random stream */
+} Gen;
+
+/* Whether token x ranks before y: the larger logit, the lower id on ties
+ * (so the first is torch.argmax's first maximum). */
+static int ranks_before(const float *lg, int32_t x, int32_t y) { return lg[x] > lg[y] || (lg[x] == lg[y] && x < y); }
+
+static void sift(int32_t *a, int64_t i, int64_t n, const float *lg) {
+  for (int64_t c; (c = 2 * i + 1) < n; i = c) {
+    if (c + 1 < n && ranks_before(lg, a[c], a[c + 1])) c++; /* the worse child */
+    if (!ranks_before(lg, a[i], a[c])) return;
+    int32_t t = a[i];
+    a[i] = a[c], a[c] = t;
+  }
+}
+
+/* order[0, V): every id, best first (heapsort: no allocation, unlike qsort). */
+static void sort_by_logit(int32_t *order, int64_t V, const float *lg) {
+  for (int64_t j = 0; j < V; j++) order[j] = (int32_t)j;
+  for (int64_t i = V / 2 - 1; i >= 0; i--) sift(order, i, V, lg);
+  for (int64_t n = V - 1; n > 0; n--) {
+    int32_t t = order[0];
+    order[0] = order[n], order[n] = t;
+    sift(order, 0, n, lg);
+  }
+}
+
+/* The next token from logits lg[V]: greedy (the first maximum) at
+ * temperature 0 or top-k 1; else softmax(lg / temperature) over the top-k
+ * tokens (0: all), cut to the fewest best whose mass reaches top-p of it,
+ * renormalized, sampled with one uniform draw (as HF's sampling). */
+static int32_t pick_token(const float *lg, int64_t V, const Opts *o, Rng *rng, Gen *g, int64_t at) {
+  int64_t best = 0;
+  for (int64_t j = 0; j < V; j++) {
+    if (!isfinite(lg[j]))
+      die("--generate: the logit of token %lld is %g at generated token %lld: the weights are not finite "
+          "(a diverged run?)",
+          (long long)j, (double)lg[j], (long long)at + 1);
+    if (lg[j] > lg[best]) best = j;
+  }
+  if (o->temperature == 0 || o->top_k == 1) return (int32_t)best;
+  int sorted = o->top_k > 0 || o->top_p < 1;
+  int64_t n = o->top_k > 0 && o->top_k < V ? o->top_k : V;
+  if (sorted) sort_by_logit(g->order, V, lg);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t id = sorted ? g->order[i] : i;
+    sum += g->prob[i] = exp(((double)lg[id] - (double)lg[best]) / o->temperature);
+  }
+  if (o->top_p < 1) {
+    double c = 0.0;
+    for (int64_t i = 0; i < n; i++)
+      if ((c += g->prob[i]) >= o->top_p * sum) {
+        n = i + 1, sum = c;
+        break;
+      }
+  }
+  double u = rng_uniform(rng) * sum, c = 0.0;
+  int64_t i = 0;
+  while (i < n - 1 && u >= (c += g->prob[i])) i++;
+  return sorted ? g->order[i] : (int32_t)i;
+}
+
+/* A token as text (the tokenizer's bytes, or the byte itself for V = 256
+ * without one); 0 when the model's tokens are printed as ids. */
+static int put_token(const Gen *g, int64_t V, int32_t t) {
+  size_t len = 1;
+  unsigned char byte = (unsigned char)t;
+  const unsigned char *b = g->bpe ? bpe_token_bytes(g->bpe, (uint32_t)t, &len) : V == 256 ? &byte : NULL;
+  if (b) fwrite(b, 1, len, stdout);
+  return b != NULL || g->bpe;
+}
+
+/* Setup: the prompt (--prompt TEXT tokenized as --text, --prompt-tokens FILE
+ * in --data's format, or <|endoftext|> alone with a tokenizer) and the
+ * buffers. The prompt must fit the eval plan's context T. */
+static void gen_setup(Gen *g, const Run *r, const Opts *o) {
+  const TrModel *m = r->m;
+  for (int k = 0; k < m->neval_in; k++)
+    if (m->eval_in[k].kind == TR_IN_TOKENS) g->tok = &m->eval_in[k];
+  if (!g->tok) die("--generate: the eval plan of %s has no tokens input", m->model);
+  int64_t T = g->tok->cols, V = m->eval_logits_classes;
+  if (m->tokenizer) {
+    char err[1024];
+    if (!(g->bpe = bpe_load(m->tokenizer, err, sizeof err)))
+      die("%s (the model's tokenizer, from its YAML's tokenizer: entry)", err);
+  }
+  BpeTokens p = {0};
+  const char *what = "--prompt";
+  if (o->prompt_tokens) {
+    Stream st = load_tokens(o->prompt_tokens, 0, m->vocab, NULL);
+    p.ids = xmalloc((size_t)(st.n + 1) * sizeof(uint32_t), "prompt");
+    for (int64_t i = 0; i < st.n; i++) p.ids[i] = st.tok[i];
+    p.n = (size_t)st.n, what = "--prompt-tokens";
+    free(st.tok);
+  } else if (o->prompt && g->bpe) bpe_encode(g->bpe, (const unsigned char *)o->prompt, strlen(o->prompt), 1, &p);
+  else if (o->prompt && m->vocab >= 256) {
+    p.n = strlen(o->prompt);
+    p.ids = xmalloc(p.n * sizeof(uint32_t) + 1, "prompt");
+    for (size_t i = 0; i < p.n; i++) p.ids[i] = (unsigned char)o->prompt[i];
+  } else if (o->prompt)
+    die("--prompt: %s has no tokenizer and %lld tokens, too few for bytes (V >= 256): give --prompt-tokens FILE",
+        m->model, (long long)m->vocab);
+  else if (g->bpe && bpe_eot(g->bpe) >= 0) { /* as llm.c: a new document */ p.ids = xmalloc(sizeof(uint32_t), "prompt");
+    p.ids[0] = (uint32_t)bpe_eot(g->bpe), p.n = 1;
+  } else
+    die("--generate: give --prompt TEXT or --prompt-tokens FILE (only a model with a tokenizer starts from "
+        "<|endoftext|> without one)");
+  if (!p.n) die("%s: the prompt is empty: give at least one token", what);
+  if ((int64_t)p.n > T)
+    die("%s: %zu tokens, longer than the generation context of %s, T = %lld tokens: give a shorter prompt "
+        "(or compile with a larger T)",
+        what, p.n, m->model, (long long)T);
+  for (size_t i = 0; i < p.n; i++)
+    if ((int64_t)p.ids[i] >= V)
+      die("%s: token %u at position %zu is out of range: the model's vocabulary has %lld entries", what, p.ids[i], i,
+          (long long)V);
+  g->nprompt = (int64_t)p.n;
+  g->ctx = xmalloc((size_t)(g->nprompt + o->generate) * sizeof(int32_t), "generation context");
+  for (int64_t i = 0; i < g->nprompt; i++) g->ctx[i] = (int32_t)p.ids[i];
+  free(p.ids);
+  g->prob = xmalloc((size_t)V * sizeof(double), "generation");
+  g->order = xmalloc((size_t)V * sizeof(int32_t), "generation");
+}
+
+/* One generation: --generate N tokens after the prompt, printed as they come. */
+static void generate(Run *r, const Opts *o, Gen *g) {
+  const TrModel *m = r->m;
+  int64_t T = g->tok->cols, V = m->eval_logits_classes, n = g->nprompt;
+  Rng rng = {.s = key3(6, (uint64_t)o->seed, (uint64_t)g->calls++)};
+  if (o->temperature == 0 || o->top_k == 1) printf("generate: %lld tokens, greedy\n", (long long)o->generate);
+  else
+    printf("generate: %lld tokens, temperature %g, top-k %lld, top-p %g, seed %lld\n", (long long)o->generate,
+           o->temperature, (long long)o->top_k, o->top_p, (long long)o->seed);
+  int text = 1;
+  for (int64_t i = 0; i < n; i++) text = put_token(g, V, g->ctx[i]);
+  fflush(stdout);
+  double t0 = now_s();
+  for (int64_t i = 0; i < o->generate; i++) {
+    int64_t w = n < T ? n : T;
+    for (int k = 0; k < m->neval_in; k++)
+      memset(r->arena + m->eval_in[k].offset, 0, 4 * (size_t)(m->eval_in[k].rows * m->eval_in[k].cols));
+    memcpy(r->arena + g->tok->offset, g->ctx + n - w, 4 * (size_t)w);
+    put_inputs(r, m->eval_in, m->neval_in);
+    m->eval(r->dev);
+    int64_t at = m->eval_logits_offset + 4 * V * (w - 1);
+    if (m->device) m->device->download(r->arena, r->dev, at, 4 * V);
+    int32_t t = pick_token((const float *)(r->arena + at), V, o, &rng, g, i);
+    g->ctx[n++] = t;
+    if (text) put_token(g, V, t), fflush(stdout);
+  }
+  double dt = now_s() - t0;
+  if (text) printf("\n");
+  printf("generated ids:");
+  for (int64_t i = g->nprompt; i < n; i++) printf(" %d", g->ctx[i]);
+  printf("\ngenerate: %lld tokens in %.3f s, %.1f tok/s (each token recomputes its last %lld-token window)\n",
+         (long long)o->generate, dt, (double)o->generate / dt, (long long)T);
+  fflush(stdout);
 }
 
 static void check_window(const Stream *s, const TrInput *in, int micro) {
@@ -2158,7 +2401,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
       die("--npy %s: %lld training samples are too few: one batch reads %lld", o.npy, (long long)npy_train.n,
           (long long)w);
     if (o.eval_batches) load_npy_set(&npy_test, o.npy, "test", m->eval_in, m->neval_in, m);
-  } else if (m->vocab) {
+  } else if (m->vocab && (o.text || o.data)) {
     r.train = load_tokens(o.text ? o.text : o.data, o.text != NULL, m->vocab, m->tokenizer);
     r.val = o.val ? load_tokens(o.val, o.text != NULL, m->vocab, m->tokenizer) : r.train;
     check_window(&r.train, &m->train_in[0], m->accumulation * tr_ranks);
@@ -2167,7 +2410,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   /* a window holds every rank's micro-batches (memplan_trainer.h) */
   int64_t wrows = (int64_t)m->accumulation * tr_ranks * m->train_in[0].rows;
   if (o.npy) order_init(&r.order, npy_train.n, wrows, o.shuffle, (uint64_t)o.seed);
-  else if (m->vocab) { /* windows of ranks x micro x B x T tokens and the one after them */
+  else if (m->vocab && r.train.n) { /* windows of ranks x micro x B x T tokens and the one after them */
     int64_t w = wrows * m->train_in[0].cols;
     order_init(&r.order, (r.train.n - 1) / w, 1, o.shuffle, (uint64_t)o.seed);
   }
@@ -2242,6 +2485,8 @@ int tr_main(int argc, char **argv, const TrModel *m) {
   printf("arena: planned %lld bytes (%s); peak RSS after setup %s\n", (long long)m->arena_bytes,
          fmt_bytes(b1, sizeof b1, m->arena_bytes), fmt_bytes(b2, sizeof b2, peak_rss()));
   fflush(stdout);
+  Gen gen = {0};
+  if (o.generate) gen_setup(&gen, &r, &o);
   warm_up(&r);
   if (m->device) m->device->report(m, "after setup");
 
@@ -2305,6 +2550,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     if (log)
       fprintf(log, "%lld,%.9g,%.4f,%.9g,%.9g,%.17g,%.9g\n", (long long)step, (double)loss, 1e3 * dt, ev.loss,
               ev.accuracy, lr, gnorm);
+    if (o.sample_every && step % o.sample_every == 0 && tr_rank == 0) generate(&r, &o, &gen);
     if (base && step % o.save_every == 0) /* rank 0 only: base is NULL elsewhere */ {
       long a0 = alloc_count ? alloc_count() : 0;
       char *path = ckpt_name(base, step);
@@ -2335,6 +2581,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
            (double)(m->samples_per_step * tr_ranks) * (double)ran / t_total, m->vocab ? "tok" : "samples");
   }
   if (o.profile && ran) prof_report(m, ran, t_steps / (double)ran);
+  if (o.generate && tr_rank == 0 && !(o.sample_every && ran && o.steps % o.sample_every == 0)) generate(&r, &o, &gen);
   if (o.save && tr_rank == 0) { /* every rank holds all parameters after the step */
     write_checkpoint(o.save, &r, &o, &ls, rs.step + ran);
   }
@@ -2357,6 +2604,8 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     free(set->a);
   }
   free(prof_time);
+  free(gen.ctx), free(gen.prob), free(gen.order);
+  if (gen.bpe) bpe_free(gen.bpe);
   free(r.order.perm);
   free(base);
   free(ck.t);

@@ -235,7 +235,8 @@ struct TrModel {
   const TrOp *ops; /* the training schedule, for --profile */
   int nops;
   int64_t loss_offset, eval_loss_offset; /* the scalar losses (f32) */
-  /* A classification model's eval logits (f32, [rows, eval_logits_classes],
+  /* A classification model's or a language model's (V classes, for --generate)
+   * eval logits (f32, [rows, eval_logits_classes],
    * rows = the eval labels' rows * cols), intact when eval() returns: the
    * plan's last eval op reads them; -1 for other models. */
   int64_t eval_logits_offset, eval_logits_classes;

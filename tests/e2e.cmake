@@ -253,8 +253,9 @@ memplan_reference(reference_mlp_cosine_detects_constant mlp-cosine --perturb-sch
 # gpt2-mini (memplan import-hf gpt2 --plan), loaded by its trainer: the first
 # loss against HF's GPT-2 math in PyTorch; padding, the cut wpe, the errors;
 # then the same model as a GPT2LMHeadModel folder through import-hf DIR, its
-# model.yaml built and run (tests/e2e/hf_import.py; about 25 s, most of it
-# building that trainer)
+# model.yaml built and run, and greedy --generate from the imported weights
+# against HF's math, 64 tokens (tests/e2e/hf_import.py; about 25 s, most of it
+# building that trainer; the generation adds ~2 s)
 add_test(NAME e2e_hf_import_gpt2
          COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/e2e/hf_import.py $<TARGET_FILE:memplan> ${e2e_dir}/gpt2-mini
                  ${e2e_dir}/hf-import)
@@ -367,3 +368,37 @@ memplan_e2e(e2e_shuffle_gpt2-mini gpt2-mini shuffle ${mini} --text ${e2e_text} -
 # run's memory_truth (arena + baseline + 3 MiB). Planted once: 48 MiB malloc'd and touched beside
 # alloc_arena; this printed "peak RSS 67457024 over the arena 11169536 + baseline 5029888 + ... + 3 MiB".
 memplan_e2e(e2e_lean_load_gpt2-mini gpt2-mini lean ${mini} ${e2e_dir}/lean-mini --text ${e2e_text} --threads 2)
+
+# Generation (--generate: llm.c's loop, each token recomputing the last T
+# tokens through the eval plan). e2e_generate_gpt2-mini: --sample-every while
+# training allocates nothing (--check-alloc), --load alone: --top-k 1 equals
+# greedy, a fixed --seed samples the same tokens twice and another seed
+# others, peak RSS within memory_truth's bound, and the bad options (a prompt longer
+# than T, --top-p outside (0, 1], --temperature negative or NaN, --top-k < 0)
+# exit 1 with their message (about 6 s). Planted once (2026-12-02): the
+# sampling stream keyed by the clock instead of --seed, and --top-p accepting
+# 0: "FAIL --seed 5 sampled other tokens the second time", "FAIL 1 bad inputs
+# not refused as expected" (--top-p '0' ran: exit 0), exit 1.
+if(NOT MEMPLAN_SANITIZE) # LD_PRELOAD's counting allocator
+  memplan_e2e(e2e_generate_gpt2-mini gpt2-mini generate ${mini} ${e2e_dir}/generate $<TARGET_FILE:alloc_count>
+              --text ${e2e_text} --threads 2)
+endif()
+# A language model whose attention is not causal cannot generate (each token
+# would see the ones after it): gqa-lm's non-causal mix layer. Planted once
+# (2026-12-02, the emitter's causal check removed): it generated, exit 0.
+add_test(NAME e2e_generate_noncausal
+         COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 1 "attention that is not causal"
+                 ${e2e_dir}/gqa-lm/build/trainer --generate 4 --prompt ab)
+set_tests_properties(e2e_generate_noncausal PROPERTIES LABELS e2e TIMEOUT 30 FIXTURES_REQUIRED trainer_gqa-lm)
+# Greedy 64 tokens against PyTorch in float64 (tests/reference/generate_ref.py)
+# from one weights file, random weights the script writes: gpt2-mini (T = 64:
+# the window slides past the 7-token prompt) and llama-mini at B = 1 (its
+# eval batch; the YAML's B = 8 makes each token 8 forwards: 2 min here).
+memplan_e2e_build(llama-mini-b1 ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --set=B=1)
+foreach(m gpt2-mini llama-mini-b1)
+  add_test(NAME reference_generate_${m}
+           COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/reference/generate_ref.py --trainer ${e2e_dir}/${m}/build/trainer
+                   --plan ${e2e_dir}/${m}/plan.json --workdir ${e2e_dir}/ref-generate-${m})
+  set_tests_properties(reference_generate_${m} PROPERTIES LABELS reference TIMEOUT 180 SKIP_RETURN_CODE 77
+                       FIXTURES_REQUIRED trainer_${m})
+endforeach()

@@ -41,9 +41,10 @@ static void test_trainers(const Plan *p) {
 }
 
 /* A classification model's eval logits, which the trainer reads for accuracy
- * after eval() returns: the eval plan ends with the loss reading them, no op
- * after their writer writes any of their bytes, and both trainers' model
- * tables carry their offset and classes; -1 for a token model. */
+ * after eval() returns, or a token model's, for --generate: the eval plan ends
+ * with the loss reading them, no op after their writer writes any of their
+ * bytes, and both trainers' model tables carry their offset and classes (V);
+ * -1 for other models. */
 static void test_eval_logits(const Plan *p, bool classifier) {
   Text c = {0}, cu = {0};
   CHECK(emit_trainer(p, &emit_backend_c, &c) == 0);
@@ -248,13 +249,15 @@ static void test_plan_model(const char *mlp, const char *models_dir) {
   ar_free(&ar);
 }
 
-/* A token model's cross_entropy reads targets shifted from its tokens: no accuracy. */
+/* A token model's cross_entropy reads targets shifted from its tokens: no
+ * accuracy (the trainer reads labels only of kind TR_IN_LABELS), but its
+ * logits for --generate. */
 static void test_token_model(const char *yaml) {
   Arena ar = {0};
   PlanRequest rq = request(yaml);
   PlanOutcome r = plan_model(&ar, &rq);
   CHECK(r.status == PLAN_OK && r.plan);
-  if (r.plan) test_eval_logits(r.plan, false);
+  if (r.plan) test_eval_logits(r.plan, true);
   ar_free(&ar);
 }
 

@@ -25,6 +25,9 @@ Standard library only. Subcommands:
   shuffle TRAINER [trainer args]             shuffling: reproducible from --seed, another seed or
                                               --no-shuffle gives other batches (losses)
   noalloc TRAINER LIBALLOC [trainer args]    no allocation inside the training loop
+  generate TRAINER DIR LIBALLOC [args]       --generate: --sample-every while training without allocating;
+                                              alone (--load): top-k 1 = greedy, --seed reproducible, peak
+                                              RSS <= arena + 64 MiB, bad options exit 1 with their message
   errors TRAINER DIR [trainer args]          bad data, weights, options and --save paths: exit 1 before
                                               the first step, stderr naming the problem
   nonfinite TRAINER DIR LR [trainer args]    a step at LR that makes the weights non-finite: exit 1,
@@ -513,6 +516,73 @@ def noalloc(trainer, lib, *args):
     r = run([trainer, "--check-alloc", "--profile", "--eval-every", "2"] + list(args), env=env)
     print(r.stdout[-600:] + r.stderr)
     return 0 if r.returncode == 0 and "allocations inside the training loop: 0" in r.stdout else 1
+
+
+def gen_ids(out):
+    m = re.findall(r"^generated ids:(.*)$", out, re.M)
+    return [[int(t) for t in x.split()] for x in m]
+
+
+def generate(trainer, d, lib, *args):
+    """--generate (llm.c's sampling loop over the eval plan): samples while
+    training with --sample-every, allocation-free (--check-alloc); then alone
+    from the saved weights (--load, no data): --top-k 1 equals greedy; a
+    fixed --seed samples the same tokens twice, another seed others; its
+    peak RSS within memory_truth's bound; the bad options exit 1 naming the
+    problem. (Greedy against PyTorch: tests/reference/generate_ref.py.)"""
+    args, problems = list(args), []
+    w = os.path.join(d, "gen.safetensors")
+    env = dict(os.environ, LD_PRELOAD=os.path.abspath(lib))
+    r = run([trainer, "--steps", "4", "--eval-batches", "0", "--sample-every", "2", "--generate", "8", "--prompt",
+             "int ", "--check-alloc", "--save", w] + args, env=env, errors="replace")
+    print(r.stdout[-1500:] + r.stderr)
+    if r.returncode != 0 or "allocations inside the training loop: 0" not in r.stdout:
+        problems.append("--sample-every 2 over 4 steps: exit %d, allocations in the loop" % r.returncode)
+    if [len(x) for x in gen_ids(r.stdout)] != [8, 8]:
+        problems.append("--sample-every 2 over 4 steps: expected 2 samples of 8 tokens, got %s" % gen_ids(r.stdout))
+    alone = [trainer, "--load", w, "--generate", "40", "--threads", "1"]
+
+    def ids(extra):
+        out = must(probed(alone + ["--prompt", "static "] + extra), errors="replace").stdout
+        return gen_ids(out)[0], out
+
+    greedy, out = ids(["--temperature", "0"])
+    top1, _ = ids(["--top-k", "1", "--seed", "9"])
+    s1, _ = ids(["--seed", "5", "--top-k", "40", "--top-p", "0.9"])
+    s2, _ = ids(["--seed", "5", "--top-k", "40", "--top-p", "0.9"])
+    s3, _ = ids(["--seed", "6", "--top-k", "40", "--top-p", "0.9"])
+    print("greedy %s\ntop-k 1 %s\nseed 5 %s\nseed 5 %s\nseed 6 %s" % (greedy, top1, s1, s2, s3))
+    if top1 != greedy:
+        problems.append("--top-k 1 differs from --temperature 0")
+    if s1 != s2:
+        problems.append("--seed 5 sampled other tokens the second time")
+    if s1 == s3:
+        problems.append("--seed 6 sampled the tokens of --seed 5")
+    if s1 == greedy:
+        problems.append("sampling at temperature 1 gave the greedy tokens")
+    problem = memory_truth(trainer, out)  # generation alone
+    if problem:
+        problems.append(problem)
+    bad = 0
+    for extra, msgs in [
+            (["--prompt", "x" * 1000], ["--prompt: 1000 tokens, longer than the generation context", "T = "]),
+            (["--prompt", "static ", "--top-p", "0"], ["--top-p '0': expected a number in (0, 1]"]),
+            (["--prompt", "static ", "--top-p", "1.5"], ["--top-p '1.5': expected a number in (0, 1]"]),
+            (["--prompt", "static ", "--top-p", "nan"], ["--top-p 'nan': expected a number in (0, 1]"]),
+            (["--prompt", "static ", "--temperature", "-1"], ["--temperature '-1': expected a finite number >= 0"]),
+            (["--prompt", "static ", "--temperature", "nan"], ["--temperature 'nan': expected a finite number >= 0"]),
+            (["--prompt", "static ", "--top-k", "-1"], ["--top-k '-1': expected an integer >= 0"]),
+            (["--prompt", ""], ["--prompt: the prompt is empty"]),
+            (["--prompt-tokens", os.path.join(d, "absent.bin")], ["cannot open token file", "absent.bin"]),
+            (["--prompt", "static ", "--steps", "3"], ["--steps 3: training reads tokens: give --text FILE or --data FILE"])]:
+        bad += not refused(alone + extra, msgs)
+    bad += not refused([trainer, "--load", w, "--prompt", "x"], ["--prompt, --prompt-tokens and --sample-every go "
+                                                                 "with --generate N"])
+    if bad:
+        problems.append("%d bad inputs not refused as expected" % bad)
+    for p in problems:
+        print("FAIL " + p)
+    return 1 if problems else 0
 
 
 def write_safetensors(path, tensors, header_extra=b"", poison=None):
@@ -1058,7 +1128,7 @@ def portable(d):
 
 if __name__ == "__main__":
     cmd, rest = sys.argv[1], sys.argv[2:]
-    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "resume_errors", "lean", "nonfinite"):
+    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "resume_errors", "lean", "nonfinite", "generate"):
         os.makedirs(rest[1], exist_ok=True)
     if cmd == "clipnorm":
         os.makedirs(rest[2], exist_ok=True)
@@ -1066,5 +1136,5 @@ if __name__ == "__main__":
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
           "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas,
-          "nonfinite": nonfinite, "memtruth": memtruth}[cmd]
+          "nonfinite": nonfinite, "memtruth": memtruth, "generate": generate}[cmd]
     sys.exit(fn(*rest) or 0)

@@ -292,8 +292,10 @@ def _dropout(x, op, step, seed, mb=0):
     return x * (keep.to(x.dtype) * scale)
 
 
-def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, state=None, step=None, seed=1337):
-    """Interprets the forward ops of a schedule; returns the loss tensor.
+def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, state=None, step=None, seed=1337,
+            out=None):
+    """Interprets the forward ops of a schedule; returns the loss tensor (or
+    buffer `out`'s, e.g. the logits for generation).
     relu_mask(op position, input) -> bool mask, when given, decides which
     elements each relu passes (the reference test forces the branches that
     float32 rounding may take at its kink). state (make_state) holds the
@@ -382,7 +384,7 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
         else:
             raise ValueError("plan_torch: no torch version of op %s" % k)
         env[o] = y.reshape(shape)
-    return env[plan["loss_buffer" if sched_key == "schedule" else "eval_loss_buffer"]]
+    return env[out if out is not None else plan["loss_buffer" if sched_key == "schedule" else "eval_loss_buffer"]]
 
 
 def make_optimizer(plan, params, lr):
