@@ -337,5 +337,6 @@ set_tests_properties(e2e_resume_errors_gpt2-mini PROPERTIES FIXTURES_REQUIRED "t
 memplan_e2e(e2e_shuffle_gpt2-mini gpt2-mini shuffle ${mini} --text ${e2e_text} --threads 2)
 # --load and --resume stream each tensor to its arena offset: no whole-file copy in peak RSS; each
 # run's memory_truth (arena + baseline + 4 MiB). Planted once: 48 MiB malloc'd and touched beside
-# alloc_arena; this printed "peak RSS 67457024 over the arena 11169536 + baseline 5029888 + ... + 3 MiB" (the slack then 3 MiB).
+# alloc_arena; this printed "peak RSS 67457024 over the arena 11169536 + baseline 5029888 + ... + 3 MiB"
+# (the slack was 3 MiB then).
 memplan_e2e(e2e_lean_load_gpt2-mini gpt2-mini lean ${mini} ${e2e_dir}/lean-mini --text ${e2e_text} --threads 2)
