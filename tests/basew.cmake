@@ -5,7 +5,7 @@ memplan_compile_error(error_bad_base_weights STATUS 2 MODEL ${MEMPLAN_SOURCE_DIR
   EXPECT "error: --base-weights nf2: choose fp32, bf16, int8, nf4 or auto" ARGS --base-weights nf2)
 # NF4 vs bf16 frozen weights (llama-mini, B=2, T=64, embedding and projections
 # frozen): the held-out loss after 200 steps within 1.5%, peak RSS within the
-# arena + baseline + 3 MiB + the text (e2e.py memtruth) (two trainers built, two runs; about a minute: label accuracy).
+# arena + baseline + 4 MiB + the text (e2e.py memtruth) (two trainers built, two runs; about a minute: label accuracy).
 # Measured 2026-12-01 over --seed 11-13 and the Zen and Prescott OpenBLAS
 # kernels (AMD EPYC, 2 threads; `sh tests/basew/run.sh build/bin/memplan
 # /tmp/basew "11 12 13" "Zen Prescott"`), |eval(nf4) / eval(bf16) - 1|:

@@ -12,7 +12,7 @@ memplan_compile_error(error_opt_state_sgd MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp
   ARGS --opt-state 8bit)
 # gpt2-mini and llama-mini, 200 steps each with fp32, bf16 and 8-bit moments
 # (six trainers built): within 1% of fp32's loss, peak RSS within the arena +
-# baseline + 3 MiB + the text (e2e.py memtruth), an 8-bit run's weights saved and loaded back. Minutes: label accuracy.
+# baseline + 4 MiB + the text (e2e.py memtruth), an 8-bit run's weights saved and loaded back. Minutes: label accuracy.
 add_test(NAME opt_state_accuracy
          COMMAND sh ${MEMPLAN_TEST_DIR}/optstate/run.sh $<TARGET_FILE:memplan> ${MEMPLAN_PYTHON3}
                  ${CMAKE_CURRENT_BINARY_DIR}/optstate)

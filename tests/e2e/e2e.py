@@ -100,10 +100,11 @@ def refused(cmd, msgs):
 # Python would report Python's peak as its own). Measured 2026-12-02 (2 cores, 2 threads and 1, the gpt2-mini
 # trainer on --text runtime/memplan_kernels.h, mlp on its blobs): baseline 4.9 MiB and 4.8 MiB; peak - arena -
 # baseline 0.87 MiB (2 and 30 steps, with eval) and 0.83 MiB: OpenBLAS's per-thread buffers, the tokens, the
-# stacks. RSS_SLACK is 3 MiB. Planted once: a 48 MiB buffer malloc'd and touched at the trainer's setup (beside
-# alloc_arena); e2e_fused_loss_same_gpt2-mini printed "peak RSS ... over the arena ... + baseline ... + 3 MiB"
-# (the old rule, arena + 64 MiB, passed it).
-RSS_SLACK = 3 << 20
+# stacks; basew_accuracy's llama-mini runs (200 steps, 64 eval batches, beyond their text) 1.32 and 1.40 MiB.
+# RSS_SLACK is 4 MiB, about 3x the largest. Planted once: a 48 MiB buffer malloc'd and touched at the trainer's
+# setup (beside alloc_arena); e2e_fused_loss_same_gpt2-mini printed "peak RSS 67522560 over the arena 11169536
+# + baseline 5083136 + data 137523 + 3 MiB" (the old rule, arena + 64 MiB, passed it).
+RSS_SLACK = 4 << 20
 _baselines = {}
 
 
