@@ -51,6 +51,24 @@ add_test(NAME llama_1b_budget_16g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/
                                           --fused-loss off --opt-state fp32)
 set_tests_properties(llama_1b_budget_16g PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "does not fit the budget .*Smallest budget that fits: --budget [0-9]+ \\(19.05 GiB\\)")
+# issue 27's goals: rank-16 LoRA of Llama-3.2-1B on every projection plans at
+# 4G with a bf16 base and at 2G with an NF4 base (exit 0, the plan verified;
+# smallest budgets 3.53 and 1.88 GiB), SmolLM2-135M's at 1G (auto: fp32 base,
+# smallest 736 MiB). Planted once: chain.c's selective option dropping every
+# cheap op's output again (a LoRA sum's two terms then stay live for its
+# recompute): the 1B tests printed "exit status 1, expected 0 ... Smallest
+# budget that fits: --budget 4440396032 (4.14 GiB)" and "... 2663917056
+# (2.48 GiB)".
+set(memplan_lora_1b ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --lora-rank 16 --lora-alpha 32
+                    --lora-targets qkv,attn.proj,gate,up,down)
+add_test(NAME llama_1b_lora_bf16_4g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 0 "plan verified"
+                                            $<TARGET_FILE:memplan> compile ${memplan_lora_1b} --base-weights bf16 --budget 4G)
+add_test(NAME llama_1b_lora_nf4_2g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 0 "plan verified"
+                                           $<TARGET_FILE:memplan> compile ${memplan_lora_1b} --base-weights nf4 --budget 2G)
+add_test(NAME smollm2_lora_1g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 0 "plan verified"
+                                      $<TARGET_FILE:memplan> compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml
+                                      --lora-rank 16 --lora-alpha 32 --lora-targets qkv,attn.proj,gate,up,down --budget 1G)
+set_tests_properties(llama_1b_lora_bf16_4g llama_1b_lora_nf4_2g smollm2_lora_1g PROPERTIES LABELS e2e)
 
 # gradient clipping's price: the report puts the plan that keeps every gradient
 # for the norm beside the same request planned without clipping (mlp-clip: the
