@@ -298,6 +298,18 @@ add_test(NAME ckpt_exact_llama_mini
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
                  ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_llama 60M)
 set_tests_properties(ckpt_exact_llama_mini PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+# llama-mini with LoRA on every projection (tests/reference/llama-mini-lora.yaml):
+# the base and the moments fp32 as the plan keeping everything has them (a
+# budget's auto would take NF4 and bf16): at 26M one half-block recomputes
+# from its input and six are selective, which keep each LoRA sum (base +
+# scaled B product) rather than its two terms (chain.c). Planted once: emitc.c
+# leaving out the recompute of the LoRA scale op; this test printed "FAIL:
+# losses differ" (from step 3 on).
+add_test(NAME ckpt_exact_llama_mini_lora
+         COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_TEST_DIR}/reference/llama-mini-lora.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_lora
+                 opts:--budget=26M,--base-weights=fp32,--opt-state=fp32)
+set_tests_properties(ckpt_exact_llama_mini_lora PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
 # a tiny ViT at 195K recomputes its patch stages (transposes, and the reshape
 # in place in t3's buffer: patches@2 replayed in t3@2's), the class token and
 # the first blocks
