@@ -119,7 +119,7 @@ static void lowered(const Plan *p, FILE *out) {
   int n = 0;
   int64_t bytes = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if ((p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) && p->buf[b].role != ROLE_OPT_STATE) {
+    if (plan_buf_half_saved(&p->buf[b])) {
       n++;
       bytes += p->buf[b].bytes;
     }
@@ -130,7 +130,7 @@ static void lowered(const Plan *p, FILE *out) {
   int col = 0;
   for (int b = 0; b < p->nbuf; b++) { /* every one, wrapped: "h0.fc@bf16" without its suffix */
     const char *name = p->buf[b].name, *at = strrchr(name, '@');
-    if ((p->buf[b].dtype != DT_BF16 && p->buf[b].dtype != DT_F16) || p->buf[b].role == ROLE_OPT_STATE) continue;
+    if (!plan_buf_half_saved(&p->buf[b])) continue;
     int len = at ? (int)(at - name) : (int)strlen(name);
     if (col && col + 1 + len > 100) {
       fprintf(out, "\n");

@@ -15,8 +15,16 @@ bool chain_keeps(const Graph *g, const Step *plain, const Stage *s, KeepOption k
   if (!plain->saved[t]) return false;
   /* the selective option drops what cheap ops (OpInfo.cheap: element-wise
    * and normalization) make, as Megatron-LM's selective recompute and
-   * PyTorch's default partitioner do */
-  return k == KEEP_ALL || !op_info(g->ops[g->t[t].producer].kind)->cheap;
+   * PyTorch's default partitioner do; except where recomputing it would hold
+   * more than it takes: inputs that backward does not read otherwise stay
+   * live for the recompute (a LoRA sum y = x W^T + s x A^T B^T: both terms,
+   * twice the sum's bytes) */
+  const Op *o = &g->ops[g->t[t].producer];
+  if (k == KEEP_ALL || !op_info(o->kind)->cheap) return true;
+  int64_t held = 0;
+  for (int i = 0; i < o->nin; i++)
+    if (o->in[i] >= 0 && g->t[o->in[i]].kind == TK_ACT && !plain->saved[o->in[i]]) held += tbytes(g, o->in[i]);
+  return held > tbytes(g, t);
 }
 
 /* Positions after which exactly one activation is live into later ops. */

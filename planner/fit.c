@@ -57,8 +57,8 @@ static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const
   p->precision = prec_name(o->precision);
   if (o->precision == PREC_AUTO) { /* what auto chose: bf16 where anything was lowered */
     p->precision = "fp32";
-    for (int b = 0; b < p->nbuf; b++) /* saved activations only: bf16 optimizer state is --opt-state's */
-      if (p->buf[b].dtype == DT_BF16 && p->buf[b].role != ROLE_OPT_STATE) p->precision = "bf16";
+    for (int b = 0; b < p->nbuf; b++) /* saved activations only (plan_buf_half_saved) */
+      if (p->buf[b].dtype == DT_BF16 && plan_buf_half_saved(&p->buf[b])) p->precision = "bf16";
   }
   p->loss_scaling = o->precision == PREC_FP16;
   p->opt_state = g->opt.kind == OPT_ADAMW ? optprec_name(o->opt_state) : "fp32";

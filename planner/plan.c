@@ -13,6 +13,10 @@ const char *plan_role_name(Role r) {
   return r < ROLE_COUNT ? n[r] : "?";
 }
 
+bool plan_buf_half_saved(const PlanBuffer *b) {
+  return (b->dtype == DT_BF16 || b->dtype == DT_F16) && b->role != ROLE_OPT_STATE && b->role != ROLE_PARAM;
+}
+
 const char *plan_phase_name(Phase p) {
   static const char *const n[PHASE_COUNT] = {"forward", "backward", "update", "recompute"};
   return p < PHASE_COUNT ? n[p] : "?";

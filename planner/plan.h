@@ -227,5 +227,8 @@ typedef struct Plan {
 
 const char *plan_role_name(Role r);   /* "param", "grad", "optimizer_state", ... */
 const char *plan_phase_name(Phase p); /* "forward", "backward", "update", "recompute" */
+/* A saved activation stored in half precision (--precision): bf16/fp16 moments
+ * (--opt-state) and frozen weights (--base-weights) are their own levers. */
+bool plan_buf_half_saved(const PlanBuffer *b);
 
 #endif

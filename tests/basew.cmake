@@ -21,3 +21,18 @@ add_test(NAME basew_accuracy COMMAND sh ${MEMPLAN_TEST_DIR}/basew/run.sh $<TARGE
                                      ${CMAKE_CURRENT_BINARY_DIR}/basew 11 default)
 set_tests_properties(basew_accuracy PROPERTIES LABELS accuracy TIMEOUT 900 ENVIRONMENT MEMPLAN_BASEW_MARGIN=0.015
   PASS_REGULAR_EXPRESSION "largest \\|nf4 / bf16 - 1\\| [0-9.]+ \\(margin 0.015\\)")
+# A bf16 base is not a saved activation in half precision: the report lists
+# none under --precision fp32, and --precision auto keeping everything in fp32
+# writes plan.json "precision": "fp32" (exit 0 both). Planted once:
+# plan.c's plan_buf_half_saved counting frozen weights again; this test printed
+# "precision fp32: 31 saved activations stored in half precision" and "FAIL:
+# frozen weights listed".
+add_test(NAME basew_bf16_not_half_activations
+         COMMAND sh -c "out=$(mktemp -d) && trap 'rm -rf $out' EXIT &&
+           \"$0\" compile \"$1\" --base-weights bf16 > $out/fp32 || { echo 'FAIL: exit status' $?; exit 1; }
+           \"$0\" compile \"$1\" --base-weights bf16 --precision auto -o $out/plan > $out/auto || exit 1
+           if grep 'stored in half precision' $out/fp32; then echo 'FAIL: frozen weights listed'; exit 1; fi
+           grep -q '\"precision\": \"fp32\"' $out/plan/plan.json || { echo 'FAIL: auto says bf16'; exit 1; }
+           grep -q 'frozen weights bf16' $out/fp32 && echo ok"
+         $<TARGET_FILE:memplan> ${MEMPLAN_TEST_DIR}/reference/llama-mini-lora.yaml)
+set_tests_properties(basew_bf16_not_half_activations PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "^ok")
