@@ -23,22 +23,23 @@ import time
 
 memplan, models = sys.argv[1:3]
 GOAL = 2.0
-# (model, options, previous CPU seconds, previous smallest budget when it did not fit)
+# (model, options, previous CPU seconds, previous smallest budget when it did not fit; the five that did not
+# fit when this was written fit since the moments are lowered by --opt-state auto: 2026-12-02)
 CASES = [
-    ("gpt2-124m", ["--budget", "1.5G"], 4.24, 2256384256),
-    ("gpt2-124m", ["--budget", "2G"], 4.09, 2256384256),
+    ("gpt2-124m", ["--budget", "1.5G"], 4.24, None),
+    ("gpt2-124m", ["--budget", "2G"], 4.09, None),
     ("gpt2-124m", ["--budget", "3G"], 1.73, None),
     ("gpt2-124m", ["--budget", "4G"], 0.57, None),
     ("gpt2-124m", ["--budget", "8G"], 0.01, None),
-    ("gpt2-124m", ["--budget", "1.5G", "--precision", "auto"], 7.56, 2258260224),
+    ("gpt2-124m", ["--budget", "1.5G", "--precision", "auto"], 7.56, None),
     ("gpt2-124m", ["--budget", "3G", "--precision", "auto"], 2.91, None),
     ("gpt2-124m", ["--budget", "4G", "--precision", "auto"], 0.76, None),
     ("smollm2-135m", ["--budget", "4G"], 7.60, None),
     ("smollm2-135m", ["--budget", "8G"], 2.07, None),
-    ("llama-3.2-1b", ["--budget", "16G"], 5.94, 20452270336),
+    ("llama-3.2-1b", ["--budget", "16G"], 5.94, None),
     ("llama-3.2-1b", ["--budget", "24G"], 0.85, None),
     ("resnet-50", ["--budget", "1G"], 0.86, None),
-    ("vit-b16", ["--budget", "1G"], 8.43, 1397800448),
+    ("vit-b16", ["--budget", "1G"], 8.43, None),
     ("vit-b16", ["--budget", "2G"], 0.63, None),
 ]
 
