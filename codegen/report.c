@@ -119,7 +119,8 @@ static void lowered(const Plan *p, FILE *out) {
   int n = 0;
   int64_t bytes = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if ((p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) && p->buf[b].role != ROLE_OPT_STATE) {
+    if ((p->buf[b].dtype == DT_BF16 || p->buf[b].dtype == DT_F16) && p->buf[b].role != ROLE_OPT_STATE &&
+        p->buf[b].role != ROLE_PARAM) {
       n++;
       bytes += p->buf[b].bytes;
     }
@@ -130,7 +131,9 @@ static void lowered(const Plan *p, FILE *out) {
   int col = 0;
   for (int b = 0; b < p->nbuf; b++) { /* every one, wrapped: "h0.fc@bf16" without its suffix */
     const char *name = p->buf[b].name, *at = strrchr(name, '@');
-    if ((p->buf[b].dtype != DT_BF16 && p->buf[b].dtype != DT_F16) || p->buf[b].role == ROLE_OPT_STATE) continue;
+    if ((p->buf[b].dtype != DT_BF16 && p->buf[b].dtype != DT_F16) || p->buf[b].role == ROLE_OPT_STATE ||
+        p->buf[b].role == ROLE_PARAM)
+      continue;
     int len = at ? (int)(at - name) : (int)strlen(name);
     if (col && col + 1 + len > 100) {
       fprintf(out, "\n");
@@ -175,6 +178,20 @@ static void base_weights(const Plan *p, FILE *out) {
   fprintf(out, "\nfrozen weights %s: %s (fp32: %s), dequantized to fp32 right before each use\n", p->base_weights,
           b(x, bytes), b(y, 4 * p->frozen_count));
   if (p->base_weights_tried) fprintf(out, "  --base-weights auto: %s\n", p->base_weights_tried);
+}
+
+/* Trainable weights' storage (--param-precision): their bytes and fp32's. */
+static void param_precision(const Plan *p, FILE *out) {
+  if (!p->param_precision || !strcmp(p->param_precision, "fp32")) return;
+  int64_t bytes = 0, numel = 0;
+  for (int b = 0; b < p->nbuf; b++)
+    if (p->buf[b].role == ROLE_PARAM && !p->buf[b].frozen) bytes += p->buf[b].bytes, numel += shape_numel(&p->buf[b].shape);
+  char x[32], y[32];
+  fprintf(out,
+          "\ntrainable weights %s: %s (fp32: %s), updated in fp32 and stored back with stochastic rounding; "
+          "parameters under 4096 elements fp32\n",
+          p->param_precision, b(x, bytes), b(y, 4 * numel));
+  if (p->param_precision_tried) fprintf(out, "  --param-precision auto: %s\n", p->param_precision_tried);
 }
 
 /* Seconds as s, ms or us, three significant digits. */
@@ -406,6 +423,7 @@ void report_plan(const Plan *p, FILE *out) {
   levers(p, out);
   opt_state(p, out);
   base_weights(p, out);
+  param_precision(p, out);
   masks(p, out);
   fused_loss(p, out);
   lowered(p, out);
