@@ -48,7 +48,7 @@ set_tests_properties(llama_1b_budget_24g PROPERTIES LABELS e2e
   PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified")
 # (the loss unfused: 19.05 GiB; fused, the default, 17.54 GiB)
 add_test(NAME llama_1b_budget_16g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 16G
-                                          --fused-loss off --opt-state fp32)
+                                          --fused-loss off --opt-state fp32 --param-precision fp32)
 set_tests_properties(llama_1b_budget_16g PROPERTIES LABELS errors
   PASS_REGULAR_EXPRESSION "does not fit the budget .*Smallest budget that fits: --budget [0-9]+ \\(19.05 GiB\\)")
 
