@@ -408,6 +408,35 @@ def same(a, b, rtol, *args):
     return 1 if problems else 0
 
 
+def lowered(a, b, rtol, *args):
+    """B trains A's model with its weights stored in lower precision
+    (--param-precision bf16): every step's loss within rtol of A's, relative,
+    yet not all equal to A's (a silent fall back to fp32 would be), B's loss
+    falls, and B's peak RSS stays within its arena + 64 MiB."""
+    def run_logged(trainer, log):
+        r = must([trainer, "--log", log] + list(args))
+        m = re.search(r"planned arena (\d+) bytes .*measured peak RSS (\d+) bytes", r.stdout + r.stderr)
+        with open(log) as f:
+            return [float(row["loss"]) for row in csv.DictReader(f)], (int(m.group(1)), int(m.group(2))) if m else (0, -1)
+    la, _ = run_logged(a, a + ".lowered.csv")
+    lb, (arena, peak) = run_logged(b, b + ".lowered.csv")
+    d = max(abs(p - q) / abs(q) for p, q in zip(lb, la)) if la and len(la) == len(lb) else math.inf
+    print("fp32:  %s\nlower: %s\nworst relative difference %.3g (tolerance %s); arena %d, peak RSS %d"
+          % (la, lb, d, rtol, arena, peak))
+    problems = []
+    if not d <= float(rtol):
+        problems.append("the losses differ by more than %s" % rtol)
+    if la == lb:
+        problems.append("the same losses as fp32: the weights were not lowered")
+    if not (lb and lb[-1] < lb[0] - 0.5):
+        problems.append("the loss did not fall")
+    if not 0 < peak <= arena + (64 << 20):
+        problems.append("peak RSS %d is not within the arena %d + 64 MiB" % (peak, arena))
+    for m in problems:
+        print("FAIL: " + m)
+    return 1 if problems else 0
+
+
 def noalloc(trainer, lib, *args):
     env = dict(os.environ, LD_PRELOAD=os.path.abspath(lib))
     r = run([trainer, "--check-alloc", "--profile", "--eval-every", "2"] + list(args), env=env)
@@ -966,5 +995,5 @@ if __name__ == "__main__":
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
           "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas,
-          "nonfinite": nonfinite}[cmd]
+          "nonfinite": nonfinite, "lowered": lowered}[cmd]
     sys.exit(fn(*rest) or 0)
