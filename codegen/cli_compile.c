@@ -402,7 +402,8 @@ static void over_budget(const Options *o, const Graph *g, int64_t min_arena) {
   if (g && g->opt.kind == OPT_ADAMW && o->opt_state == OPTS_AUTO && !o->zero_given && o->ranks <= 1)
     fprintf(stderr, "  (AdamW's moments tried in fp32, bf16 and 8 bits: the smallest budget is 8-bit's)\n");
   if (g && o->param_prec == PP_AUTO && paramprec_any(g) && !o->zero_given && o->ranks <= 1)
-    fprintf(stderr, "  (trainable weights tried in fp32 and bf16 (--param-precision): the smallest budget is bf16's)\n");
+    fprintf(stderr,
+            "  (trainable weights tried in fp32 and bf16 (--param-precision): the smallest budget is bf16's)\n");
 }
 
 /* What compile prints and writes for the planner's outcome; the exit status. */

@@ -185,7 +185,8 @@ static void param_precision(const Plan *p, FILE *out) {
   if (!p->param_precision || !strcmp(p->param_precision, "fp32")) return;
   int64_t bytes = 0, numel = 0;
   for (int b = 0; b < p->nbuf; b++)
-    if (p->buf[b].role == ROLE_PARAM && !p->buf[b].frozen) bytes += p->buf[b].bytes, numel += shape_numel(&p->buf[b].shape);
+    if (p->buf[b].role == ROLE_PARAM && !p->buf[b].frozen)
+      bytes += p->buf[b].bytes, numel += shape_numel(&p->buf[b].shape);
   char x[32], y[32];
   fprintf(out,
           "\ntrainable weights %s: %s (fp32: %s), updated in fp32 and stored back with stochastic rounding; "
