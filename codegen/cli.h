@@ -55,6 +55,7 @@ typedef struct {
   int64_t loss_chunk;   /* --fused-loss: LOSS_AUTO (default), LOSS_FUSED (on), LOSS_UNFUSED (off) */
   OptPrec opt_state;    /* --opt-state (compile only) */
   BaseFmt base_weights; /* --base-weights (compile only) */
+  ParamPrec param_prec; /* --param-precision (compile only) */
   int ranks;            /* --ranks N (default 1) */
   int zero;             /* --zero 0, 1, 2; -1: auto (the default) */
   bool zero_given;

@@ -76,6 +76,9 @@ const char compile_help_levers[] =
     "                         fp32 forbids it, bf16 or 8bit force a format\n"
     "    frozen weights       lowered after the optimizer state, only when nothing fits at fp32\n"
     "                         (then bf16, int8, nf4); --base-weights fp32 forbids it, others force it\n"
+    "    trainable weights    --param-precision P: auto (default), fp32 or bf16 (weights of 4096+\n"
+    "                         elements; fp32 updates stored back with stochastic rounding); auto\n"
+    "                         lowers them last, only when nothing fits at fp32 after the two above\n"
     "  Exit 1 also when the model does not fit the budget (the error names the smallest that does);\n"
     "  3 when the plan fails verification.\n";
 
@@ -135,7 +138,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"zero", required_argument, 0, 'Z'},              {"freeze", required_argument, 0, 'f'},
       {"lora-rank", required_argument, 0, 1001},        {"lora-alpha", required_argument, 0, 1002},
       {"lora-targets", required_argument, 0, 1003},     {"base-weights", required_argument, 0, 'W'},
-      {0, 0, 0, 0}};
+      {"param-precision", required_argument, 0, 1004},  {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -149,6 +152,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
                  .loss_chunk = sweep ? LOSS_UNFUSED : LOSS_AUTO,
                  .opt_state = sweep ? OPTS_FP32 : OPTS_AUTO,
                  .base_weights = sweep ? BW_FP32 : BW_AUTO,
+                 .param_prec = sweep ? PP_FP32 : PP_AUTO,
                  .ranks = 1,
                  .zero = -1};
   int c;
@@ -262,6 +266,13 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       o->base_weights = (BaseFmt)k;
       break;
     }
+    case 1004: {
+      int k = 0;
+      while (k < PP_COUNT && strcmp(optarg, paramprec_name((ParamPrec)k))) k++;
+      if (k == PP_COUNT) cli_usage_error(cmd, "--param-precision %s: choose fp32, bf16 or auto", optarg);
+      o->param_prec = (ParamPrec)k;
+      break;
+    }
     case 'M': {
       char *end;
       errno = 0;
@@ -324,6 +335,7 @@ PlanRequest cli_request(const Options *o) {
                                .loss_chunk = o->loss_chunk,
                                .opt_state = o->opt_state,
                                .base_weights = o->base_weights,
+                               .param_prec = o->param_prec,
                                .no_recompute = o->no_recompute,
                                .ranks = o->ranks > 1 || o->zero_given ? o->ranks : 0,
                                .zero = o->ranks > 1 || o->zero_given ? o->zero : 0}};
@@ -389,6 +401,9 @@ static void over_budget(const Options *o, const Graph *g, int64_t min_arena) {
             "  bf16 stores saved activations in half precision)\n");
   if (g && g->opt.kind == OPT_ADAMW && o->opt_state == OPTS_AUTO && !o->zero_given && o->ranks <= 1)
     fprintf(stderr, "  (AdamW's moments tried in fp32, bf16 and 8 bits: the smallest budget is 8-bit's)\n");
+  if (g && o->param_prec == PP_AUTO && paramprec_any(g) && !o->zero_given && o->ranks <= 1)
+    fprintf(stderr,
+            "  (trainable weights tried in fp32 and bf16 (--param-precision): the smallest budget is bf16's)\n");
 }
 
 /* What compile prints and writes for the planner's outcome; the exit status. */

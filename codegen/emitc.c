@@ -337,6 +337,11 @@ static void call(Emit *E, Text *t, const PlanOp *o, bool train) {
     text_printf(t, ")");
     return;
   }
+  if (o->op == OP_CAST && E->p->buf[o->out[0]].role == ROLE_PARAM) { /* a bf16 parameter's update stored back */
+    text_printf(t, "%sf32_to_bf16_sr(%s, %s, %lld, tr_op_key(t, 0, 0x%016llxull))", rt, E->id[o->out[0]],
+                E->id[o->in[0]], (long long)o->dim[0], (unsigned long long)layer_hash(o->layer));
+    return;
+  }
   if (o->op == OP_CAST) {
     DType from = E->p->buf[o->in[0]].dtype, to = E->p->buf[o->out[0]].dtype;
     const char *half = from == DT_BF16 || to == DT_BF16 ? "bf16" : "f16";

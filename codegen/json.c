@@ -70,6 +70,9 @@ static void header(const Plan *p, Text *t) {
   /* frozen weights' storage (planner/basew.h); absent: fp32 */
   if (p->base_weights && strcmp(p->base_weights, "fp32"))
     text_printf(t, "  \"base_weights\": \"%s\",\n", p->base_weights);
+  /* trainable weights' storage (--param-precision, planner/basew.h); absent: fp32 */
+  if (p->param_precision && strcmp(p->param_precision, "fp32"))
+    text_printf(t, "  \"param_precision\": \"%s\",\n", p->param_precision);
   if (p->noclip_arena) /* gradient clipping's price: the same request planned without it */
     text_printf(t,
                 "  \"noclip\": {\"fits\": %s, \"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, "

@@ -177,6 +177,21 @@ static void base_weights(const Plan *p, FILE *out) {
   if (p->base_weights_tried) fprintf(out, "  --base-weights auto: %s\n", p->base_weights_tried);
 }
 
+/* Trainable weights' storage (--param-precision): their bytes and fp32's. */
+static void param_precision(const Plan *p, FILE *out) {
+  if (!p->param_precision || !strcmp(p->param_precision, "fp32")) return;
+  int64_t bytes = 0, numel = 0;
+  for (int b = 0; b < p->nbuf; b++)
+    if (p->buf[b].role == ROLE_PARAM && !p->buf[b].frozen)
+      bytes += p->buf[b].bytes, numel += shape_numel(&p->buf[b].shape);
+  char x[32], y[32];
+  fprintf(out,
+          "\ntrainable weights %s: %s (fp32: %s), updated in fp32 and stored back with stochastic rounding; "
+          "parameters under 4096 elements fp32\n",
+          p->param_precision, b(x, bytes), b(y, 4 * numel));
+  if (p->param_precision_tried) fprintf(out, "  --param-precision auto: %s\n", p->param_precision_tried);
+}
+
 /* Seconds as s, ms or us, three significant digits. */
 static const char *secs(char *buf, double s) {
   if (s >= 1) snprintf(buf, 32, "%.3g s", s);
@@ -406,6 +421,7 @@ void report_plan(const Plan *p, FILE *out) {
   levers(p, out);
   opt_state(p, out);
   base_weights(p, out);
+  param_precision(p, out);
   masks(p, out);
   fused_loss(p, out);
   lowered(p, out);

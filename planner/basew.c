@@ -8,6 +8,21 @@ const char *basew_name(BaseFmt f) {
   return f < BW_COUNT ? n[f] : "?";
 }
 
+const char *paramprec_name(ParamPrec p) {
+  static const char *const n[PP_COUNT] = {"fp32", "bf16", "auto"};
+  return p < PP_COUNT ? n[p] : "?";
+}
+
+static bool pp_lowers(const Graph *g, int t) {
+  return g->t[t].kind == TK_PARAM && !g->t[t].frozen && shape_numel(&g->t[t].shape) >= BW_PARAM_MIN;
+}
+
+bool paramprec_any(const Graph *g) {
+  for (int t = 0; t < g->nt; t++)
+    if (pp_lowers(g, t)) return true;
+  return false;
+}
+
 bool basew_any(const Graph *g) {
   for (int t = 0; t < g->nt; t++)
     if (g->t[t].kind == TK_PARAM && g->t[t].frozen) return true;
@@ -44,11 +59,25 @@ static int absmax_of(Lower *L, int w, BaseFmt f) {
   return L->t.n - 1;
 }
 
-/* ins with a dequantizing cast before every read of a lowered weight. */
+/* A cast from step tensor in to out for instruction x. */
+static Instr cast_of(const Instr *x, int in, int out) {
+  Instr c = {OP_CAST, x->phase, -1, x->name, 1, 1, {0}, {0}, {0}, -1, 0};
+  for (int j = 0; j < PLAN_MAX_IO; j++) c.in[j] = c.out[j] = -1;
+  c.in[0] = in, c.out[0] = out;
+  return c;
+}
+
+/* ins with a dequantizing cast before every read of a lowered weight; an
+ * update of a lowered (trainable) weight runs on its fp32 copy, stored back
+ * by a cast into the weight (stochastic rounding) right after. */
 static Instr *rewire(Lower *L, const Instr *ins, int n, int *count) {
   VEC(Instr) out = {0};
   for (int i = 0; i < n; i++) {
     Instr x = ins[i];
+    bool upd = (x.kind == OP_ADAMW || x.kind == OP_SGD) && x.out[0] >= 0 && x.out[0] < L->n;
+    int w0 = upd ? x.out[0] : -1;
+    if (upd && L->scale[w0] == -2) upd = false;
+    if (upd) x.in[x.nin++] = w0; /* read through the cast below, written back after */
     for (int k = 0; k < x.nin; k++) {
       int w = x.in[k];
       if (w < 0 || w >= L->n || L->scale[w] == -2) continue;
@@ -57,28 +86,30 @@ static Instr *rewire(Lower *L, const Instr *ins, int n, int *count) {
       f.dtype = DT_F32;
       f.role = ROLE_ACTIVATION;
       VEC_PUSH(L->ar, L->t, f);
-      Instr c = {OP_CAST, x.phase, -1, x.name, 1, 1, {0}, {0}, {0}, -1, 0};
-      for (int j = 0; j < PLAN_MAX_IO; j++) c.in[j] = c.out[j] = -1;
-      c.in[0] = w, c.out[0] = L->t.n - 1;
+      Instr c = cast_of(&x, w, L->t.n - 1);
       if (L->scale[w] >= 0) c.in[1] = L->scale[w], c.nin = 2;
       VEC_PUSH(L->ar, out, c);
       x.in[k] = c.out[0];
     }
+    if (upd) x.out[0] = x.in[--x.nin], x.in[x.nin] = -1;
     VEC_PUSH(L->ar, out, x);
+    if (upd) VEC_PUSH(L->ar, out, cast_of(&x, x.out[0], w0));
   }
   *count = out.n;
   return out.v;
 }
 
-Step *basew_lower(Arena *ar, const Graph *g, const Step *s, BaseFmt f) {
-  if (f == BW_FP32 || f == BW_AUTO || !basew_any(g)) return (Step *)s;
+Step *basew_lower(Arena *ar, const Graph *g, const Step *s, BaseFmt f, ParamPrec pp) {
+  if (f == BW_AUTO) f = BW_FP32;
+  if ((f == BW_FP32 || !basew_any(g)) && (pp != PP_BF16 || !paramprec_any(g))) return (Step *)s;
   static const DType dt[] = {DT_F32, DT_BF16, DT_I8, DT_NF4};
   Lower L = {ar, {0}, NULL, s->nt};
   for (int t = 0; t < s->nt; t++) VEC_PUSH(ar, L.t, s->t[t]);
   L.scale = ar_alloc(ar, sizeof(int) * (size_t)(s->nt + 1));
   for (int t = 0; t < s->nt; t++) L.scale[t] = -2;
   for (int t = 0; t < g->nt && t < s->nt; t++) {
-    if (g->t[t].kind != TK_PARAM || !g->t[t].frozen || s->t[t].role != ROLE_PARAM) continue;
+    if (pp == PP_BF16 && pp_lowers(g, t) && s->t[t].role == ROLE_PARAM) L.t.v[t].dtype = DT_BF16, L.scale[t] = -1;
+    if (f == BW_FP32 || g->t[t].kind != TK_PARAM || !g->t[t].frozen || s->t[t].role != ROLE_PARAM) continue;
     L.t.v[t].dtype = dt[f];
     L.scale[t] = f == BW_BF16 ? -1 : absmax_of(&L, t, f);
   }

@@ -119,6 +119,54 @@ static FitResult fit_base(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanR
   return best;
 }
 
+/* --param-precision: bf16 given is fitted as asked (trainable weights of at
+ * least BW_PARAM_MIN elements, one process); auto fits fp32 and then bf16,
+ * each with --base-weights' and --opt-state's own choice, and takes the
+ * first that fits: the last lever pulled, only when nothing fits at fp32 in
+ * any format of the frozen weights and the moments. */
+static FitResult fit_params(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
+                            const char **error) {
+  ParamPrec want = rq->fit.param_prec;
+  PlanRequest r = *rq;
+  if (!paramprec_any(*g) || rq->fit.ranks >= 1) {
+    if (want == PP_BF16) {
+      *error = rq->fit.ranks >= 1 ? "--param-precision bf16 with --ranks/--zero: data-parallel plans keep "
+                                    "parameters in fp32; leave out --param-precision"
+                                  : ar_printf(ar,
+                                              "--param-precision bf16: %s has no trainable weight of %d "
+                                              "elements or more (smaller ones stay fp32); leave out "
+                                              "--param-precision",
+                                              rq->model, BW_PARAM_MIN);
+      return (FitResult){0};
+    }
+    want = PP_FP32;
+  }
+  if (want != PP_AUTO) {
+    r.fit.param_prec = want;
+    return fit_base(ar, src, &r, chosen, g, error);
+  }
+  Graph *g0 = *g;
+  FitResult best = {0};
+  int64_t least = 0;
+  const char *tried = "";
+  for (ParamPrec f = PP_FP32; f <= PP_BF16; f++) {
+    r.fit.param_prec = f;
+    Graph *gf = g0;
+    PlanRequest rc;
+    FitResult x = fit_base(ar, src, &r, &rc, &gf, error);
+    if (*error) return x;
+    if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;
+    tried = ar_printf(ar, "%s%s%s %s", tried, *tried ? "; " : "", paramprec_name(f), x.plan ? "fits" : "does not fit");
+    if (x.plan) {
+      best = x, *chosen = rc, *g = gf;
+      break;
+    }
+  }
+  if (!best.plan) best.min_arena = least;
+  else if (strcmp(best.plan->param_precision, "fp32")) best.plan->param_precision_tried = tried;
+  return best;
+}
+
 PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   PlanOutcome out = {0};
   double t0 = mp_now();
@@ -164,7 +212,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
       r.fit.zero = z;
       Graph *gz = g;
       PlanRequest rc;
-      FitResult f = fit_base(ar, src, &r, &rc, &gz, &out.message);
+      FitResult f = fit_params(ar, src, &r, &rc, &gz, &out.message);
       if (out.message) break;
       zero_arena[z] = f.plan ? f.plan->arena_bytes : f.min_arena;
       if (!f.plan) {
@@ -180,7 +228,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
       if (!f.plan->extra_flops && f.plan->accumulation_steps == 1) break; /* keeps everything: done */
     }
     fit = best, g = bg;
-  } else fit = fit_base(ar, src, rq, &chosen, &g, &out.message);
+  } else fit = fit_params(ar, src, rq, &chosen, &g, &out.message);
   /* gradient clipping's price: the same request planned without it (the
    * updates fused into backward again); about the compile time of the first.
    * None under --no-fuse: that plan keeps every gradient anyway */
@@ -192,7 +240,8 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     Graph *g0 = load_build(src, rq->ov, rq->nov);
     const char *msg = NULL;
     q.fit.base_weights = chosen.fit.base_weights;
-    nc = fit_base(ar, src, &q, &qc, &g0, &msg);
+    q.fit.param_prec = chosen.fit.param_prec;
+    nc = fit_params(ar, src, &q, &qc, &g0, &msg);
     out.noclip_min_arena = nc.plan ? nc.plan->arena_bytes : nc.min_arena;
     out.noclip_fits = nc.plan != NULL;
   }

@@ -35,7 +35,7 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
   Step *s = ad_build(ar, g, o->fuse && !accum && !scaled && !clip, a);
   if (o->masks == MASKS_REGEN) s = ad_regen_stats(ar, s);
   s = opt_state_lower(ar, s, o->opt_state);
-  s = basew_lower(ar, g, s, o->base_weights);
+  s = basew_lower(ar, g, s, o->base_weights, o->param_prec);
   s->accumulation = accum ? o->accumulation : 1;
   DType dt = o->precision == PREC_AUTO ? DT_BF16 : prec_dtype(o->precision);
   if (half) s = prec_lower(ar, s, half, dt); /* the copy keeps accumulation */
@@ -63,6 +63,7 @@ static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const
   p->loss_scaling = o->precision == PREC_FP16;
   p->opt_state = g->opt.kind == OPT_ADAMW ? optprec_name(o->opt_state) : "fp32";
   p->base_weights = basew_name(basew_any(g) ? o->base_weights : BW_FP32);
+  p->param_precision = paramprec_name(paramprec_any(g) && o->param_prec == PP_BF16 ? PP_BF16 : PP_FP32);
   p->dropout_masks = masks_name(g, o->masks);
   for (int i = 0; i < g->nops; i++) /* the fused loss: its chunk (dims N V K R) */
     if (g->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {

@@ -45,6 +45,7 @@ typedef struct {
   int64_t loss_chunk;   /* the classifier loss: LOSS_UNFUSED (0), rows per chunk fused, LOSS_FUSED or LOSS_AUTO */
   OptPrec opt_state;    /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
   BaseFmt base_weights; /* frozen weights' storage: fp32, bf16, int8 or nf4 (not auto: the driver picks) */
+  ParamPrec param_prec; /* trainable weights' storage: fp32 or bf16 (not auto: the driver picks) */
   bool no_recompute;    /* --no-recompute: keep every activation, never checkpoint */
   bool ignore_clip;     /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
   int ranks, zero;      /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero

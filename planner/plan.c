@@ -99,6 +99,13 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
       o->dim[0] = shape_numel(&B->s->t[x->op].shape), o->dim[1] = B->s->ranks, o->dim[2] = x->bucket, o->ndim = 3;
       continue;
     }
+    if (x->kind == OP_CAST) { /* a storage precision change: memory traffic, no model FLOPs (also an
+                                 update's, planner/basew.h) */
+      const Shape *sh = &B->s->t[x->in[0]].shape;
+      o->dim[0] = shape_numel(sh), o->ndim = 1;
+      if (x->nin > 1) o->dim[1] = sh->rank ? sh->d[sh->rank - 1] : 1, o->ndim = 2; /* dequantizing: the row */
+      continue;
+    }
     if (x->phase == PHASE_UPDATE) {
       o->dim[0] = shape_numel(&B->s->t[x->op].shape), o->ndim = 1;
       o->flops = 10 * o->dim[0];
@@ -106,12 +113,6 @@ static PlanOp *schedule_ops(Builder *B, const Graph *g, const Instr *ins, int n,
         o->dim[1] = B->s->ranks, o->ndim = 2;
         o->flops = 10 * comm_shard(o->dim[0], B->s->ranks);
       }
-      continue;
-    }
-    if (x->kind == OP_CAST) { /* a storage precision change: memory traffic, no model FLOPs */
-      const Shape *sh = &B->s->t[x->in[0]].shape;
-      o->dim[0] = shape_numel(sh), o->ndim = 1;
-      if (x->nin > 1) o->dim[1] = sh->rank ? sh->d[sh->rank - 1] : 1, o->ndim = 2; /* dequantizing: the row */
       continue;
     }
     const Op *fo = &g->ops[x->op];

@@ -192,6 +192,10 @@ typedef struct Plan {
    * the user chose, or nothing is frozen) */
   const char *base_weights;
   const char *base_weights_tried;
+  /* trainable weights' storage (--param-precision, planner/basew.h): "fp32"
+   * or "bf16"; param_precision_tried: what auto compared (NULL: not asked) */
+  const char *param_precision;
+  const char *param_precision_tried;
   const char *assign_method;
   bool assign_optimal;
   /* gradient clipping (opt.clip_grad_norm > 0) keeps every gradient until

@@ -2198,6 +2198,16 @@ static float from_f16(uint16_t h) {
 void rt_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = to_bf16(src[i]);
 }
+static uint16_t to_bf16_sr(float f, uint64_t bits) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+  if ((x & 0x7fffffffu) == 0x7f800000u) return (uint16_t)(x >> 16);         /* inf */
+  return (uint16_t)((x + (uint32_t)(bits & 0xffffu)) >> 16);
+}
+void rt_f32_to_bf16_sr(uint16_t *dst, const float *src, int64_t n, uint64_t key) {
+  for (int64_t i = 0; i < n; i++) dst[i] = to_bf16_sr(src[i], rt_mix64(key ^ (uint64_t)i));
+}
 void rt_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = from_bf16(src[i]);
 }

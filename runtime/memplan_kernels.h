@@ -436,8 +436,17 @@ RT_QMAP_FN float rt_qmap(int is_signed, int code) {
   X(void, f32_to_f16, (uint16_t *dst, const float *src, int64_t n))  \
   X(void, f16_to_f32, (float *dst, const uint16_t *src, int64_t n)) \
   X(void, i8_to_f32, (float *dst, const int8_t *src, const float *absmax, int64_t n, int64_t cols)) \
-  X(void, nf4_to_f32, (float *dst, const uint8_t *src, const float *absmax, int64_t n))
+  X(void, nf4_to_f32, (float *dst, const uint8_t *src, const float *absmax, int64_t n)) \
+  X(void, f32_to_bf16_sr, (uint16_t *dst, const float *src, int64_t n, uint64_t key))
 // clang-format on
+
+/* f32_to_bf16_sr: a bf16 parameter's update stored back (--param-precision,
+ * planner/basew.h) with stochastic rounding: element i's fp32 bits u plus
+ * r = mix64(key ^ i) & 0xffff (16 random bits; mix64 as dropout's), the sum's
+ * high 16 bits: rounded away from zero with probability (u & 0xffff) / 2^16,
+ * so the result's mean is x (unbiased). NaN stays a quiet NaN, inf stays inf.
+ * key: tr_op_key(t, 0, the parameter's hash), so a run and its --resume draw
+ * the same bits. */
 
 /* Frozen weights' storage (--base-weights, planner/basew.h), dequantized by
  * the casts above: int8 is code * absmax[row] / 127 (a row: cols elements);

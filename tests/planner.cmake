@@ -49,7 +49,7 @@ set_tests_properties(llama_1b_budget_24g PROPERTIES LABELS e2e
 # (the loss unfused: 19.05 GiB; fused, the default, 17.54 GiB)
 memplan_compile_error(llama_1b_budget_16g MODEL ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml
   EXPECT "does not fit the budget " "Smallest budget that fits: --budget [0-9]+ \\(19.05 GiB\\)"
-  ARGS --budget 16G --fused-loss off --opt-state fp32)
+  ARGS --budget 16G --fused-loss off --opt-state fp32 --param-precision fp32)
 # issue 27's goals: rank-16 LoRA of Llama-3.2-1B on every projection plans at
 # 4G with a bf16 base and at 2G with an NF4 base (exit 0, the plan verified;
 # smallest budgets 3.53 and 1.88 GiB), SmolLM2-135M's at 1G (auto: fp32 base,

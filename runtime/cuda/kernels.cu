@@ -2231,6 +2231,14 @@ static __device__ float from_f16(uint16_t h) {
 static __global__ void f32_to_bf16_kernel(uint16_t *dst, const float *src, int64_t n) {
   GRID_STRIDE(i, n) dst[i] = to_bf16(src[i]);
 }
+// rt_f32_to_bf16_sr (memplan_kernels.h): fp32 bits plus 16 random bits, the high half
+static __global__ void f32_to_bf16_sr_kernel(uint16_t *dst, const float *src, int64_t n, uint64_t key) {
+  GRID_STRIDE(i, n) {
+    uint32_t x = __float_as_uint(src[i]);
+    if ((x & 0x7fffffffu) >= 0x7f800000u) dst[i] = to_bf16(src[i]); // NaN, inf: as nearest
+    else dst[i] = (uint16_t)((x + (uint32_t)(mix64_dev(key ^ (uint64_t)i) & 0xffffu)) >> 16);
+  }
+}
 static __global__ void bf16_to_f32_kernel(float *dst, const uint16_t *src, int64_t n) {
   GRID_STRIDE(i, n) dst[i] = from_bf16(src[i]);
 }
@@ -2253,6 +2261,12 @@ void rt_cuda_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) { CAST_LAUN
 void rt_cuda_bf16_to_f32(float *dst, const uint16_t *src, int64_t n) { CAST_LAUNCH(bf16_to_f32_kernel, dst, src, n); }
 void rt_cuda_f32_to_f16(uint16_t *dst, const float *src, int64_t n) { CAST_LAUNCH(f32_to_f16_kernel, dst, src, n); }
 void rt_cuda_f16_to_f32(float *dst, const uint16_t *src, int64_t n) { CAST_LAUNCH(f16_to_f32_kernel, dst, src, n); }
+void rt_cuda_f32_to_bf16_sr(uint16_t *dst, const float *src, int64_t n, uint64_t key) {
+  need_ctx();
+  if (n <= 0) return;
+  f32_to_bf16_sr_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst, src, n, key);
+  LAUNCH_CHECK();
+}
 
 // frozen weights (--base-weights): cpu.c's dequantization, the same float operations
 static __global__ void i8_to_f32_kernel(float *dst, const int8_t *src, const float *absmax, int64_t n, int64_t cols) {

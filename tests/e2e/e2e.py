@@ -512,6 +512,31 @@ def same(a, b, rtol, *args):
     return 1 if problems else 0
 
 
+def lowered(a, b, rtol, *args):
+    """B trains A's model with its weights stored in lower precision
+    (--param-precision bf16): every step's loss within rtol of A's, relative,
+    yet not all equal to A's (a silent fall back to fp32 would be), B's loss
+    falls, and B's peak RSS is within memory_truth's bound."""
+    def run_logged(trainer, log):
+        r = must(probed([trainer, "--log", log] + list(args)))
+        with open(log) as f:
+            return [float(row["loss"]) for row in csv.DictReader(f)], r.stdout
+    la, _ = run_logged(a, a + ".lowered.csv")
+    lb, out = run_logged(b, b + ".lowered.csv")
+    d = max(abs(p - q) / abs(q) for p, q in zip(lb, la)) if la and len(la) == len(lb) else math.inf
+    print("fp32:  %s\nlower: %s\nworst relative difference %.3g (tolerance %s)" % (la, lb, d, rtol))
+    problems = [m for m in [memory_truth(b, out, text_bytes(list(args)))] if m]
+    if not d <= float(rtol):
+        problems.append("the losses differ by more than %s" % rtol)
+    if la == lb:
+        problems.append("the same losses as fp32: the weights were not lowered")
+    if not (lb and lb[-1] < lb[0] - 0.5):
+        problems.append("the loss did not fall")
+    for m in problems:
+        print("FAIL: " + m)
+    return 1 if problems else 0
+
+
 def noalloc(trainer, lib, *args):
     env = dict(os.environ, LD_PRELOAD=os.path.abspath(lib))
     r = run([trainer, "--check-alloc", "--profile", "--eval-every", "2"] + list(args), env=env)
@@ -1137,5 +1162,5 @@ if __name__ == "__main__":
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
           "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas,
-          "nonfinite": nonfinite, "memtruth": memtruth, "generate": generate}[cmd]
+          "nonfinite": nonfinite, "memtruth": memtruth, "generate": generate, "lowered": lowered}[cmd]
     sys.exit(fn(*rest) or 0)

@@ -1258,6 +1258,31 @@ static double ref_decode(uint16_t h, int M, int Emin, int Emax) {
   return h >> 15 ? -v : v;
 }
 
+/* rt_f32_to_bf16_sr's formula (memplan_kernels.h) in double: |x| between the
+ * bf16 values a (toward zero) and b (the next; past the largest finite one,
+ * 2^128, where round to nearest goes to inf too), b when r / 2^16 >= 1 -
+ * (|x| - a) / (b - a), r the low 16 bits of splitmix64's output of key ^ i.
+ * Planted once (2026-12-02): cpu.c adding 0x7fff instead of r: cuda_refs'
+ * row "f32_to_bf16_sr: bits, stochastic rounding" 12440 mismatch FAIL. */
+static int ref_bf16_sr_ok(float x, uint16_t got, uint64_t key, int64_t i) {
+  if (isnan(x)) return (got & 0x7fc0) == 0x7fc0;
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+  if (isinf(x)) return got == lo;
+  uint64_t z = (key ^ (uint64_t)i) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  uint32_t la = (uint32_t)lo << 16, lb = (uint32_t)hi << 16;
+  float fa, fb;
+  memcpy(&fa, &la, 4);
+  memcpy(&fb, &lb, 4);
+  double a = fabs((double)fa), b = isinf(fb) ? 0x1p128 : fabs((double)fb);
+  double frac = (fabs((double)x) - a) / (b - a);
+  return got == ((double)(z & 0xffff) / 65536.0 >= 1.0 - frac ? hi : lo);
+}
+
 /* One table row for a conversion: bit patterns (or floats) equal to the
  * reference's, NaN for NaN. */
 static void cast_row(const char *what, int64_t n, int64_t bad, int64_t first) {
@@ -1319,6 +1344,15 @@ static void case_casts(int M, int Emin, int Emax, const char *name) {
   }
   snprintf(what, sizeof what, "%s_to_f32: exact widening", name);
   cast_row(what, N, bad, first);
+  if (is_bf16) { /* a bf16 parameter's update stored back (--param-precision) */
+    uint64_t key = 0x243f6a8885a308d3ull;
+    UT(f32_to_bf16_sr)(dh, dx, N, key);
+    ut_get(h, dh, N * sizeof(uint16_t));
+    bad = 0, first = -1;
+    for (int64_t i = 0; i < N; i++)
+      if (!ref_bf16_sr_ok(x[i], h[i], key, i) && !bad++) first = i;
+    cast_row("f32_to_bf16_sr: bits, stochastic rounding (the key's random bits)", N, bad, first);
+  }
   release_all();
 }
 

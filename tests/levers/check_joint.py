@@ -117,7 +117,9 @@ norc, _ = compile_("norecompute-32M", "--budget", "32M", "--no-recompute")
 check(norc["totals"]["extra_flops"] == 0 and all(l["extra_flops"] == 0 for l in norc["levers"]),
       "--no-recompute recomputed")
 check(norc["totals"]["micro_batch"] == 4, f"--no-recompute at 32M: {norc['totals']['micro_batch']}")
-_, r = compile_("none-24M", "--budget", "24M", "--no-recompute", "--no-micro-batch", ok=False)
+# (fp32 weights: bf16 ones, --param-precision's auto, would fit below the fp32 plan's keep arena)
+_, r = compile_("none-24M", "--budget", "24M", "--no-recompute", "--no-micro-batch", "--param-precision", "fp32",
+                ok=False)
 keep = whole["levers"][0]["keep_arena_bytes"]  # the whole batch keeping everything: the only plan left
 check(r.returncode == 1 and "with recomputation and micro-batches forbidden" in r.stderr
       and f"Smallest budget that fits: --budget {keep} " in r.stderr, f"both forbidden (want {keep}): {r.stderr}")
