@@ -46,9 +46,12 @@ typedef enum {
   OP_MATMUL,
   OP_ADD,
   OP_MUL,
+  OP_SCALE_CHANNELS, /* [N, C, ...] times one value per (n, c): squeeze-excitation's gate */
   OP_RELU,
   OP_RELU6,
   OP_SIGMOID,
+  OP_HARDSWISH, /* MobileNetV3's activations */
+  OP_HARDSIGMOID,
   OP_GELU,
   OP_SILU,
   OP_LAYERNORM,

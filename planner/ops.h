@@ -20,9 +20,12 @@
  *   matmul         a b              out                 dout a b                   da db            Bt M K N
  *   add            a b              out                 dout                       da db            n
  *   mul            a b              out                 dout a b                   da db            n
+ *   scale_channels x s              out                 dout x s                   dx ds            NC S
  *   relu           x                out                 dout out                   dx               n
  *   relu6          x                out                 dout out                   dx               n
  *   sigmoid        x                out                 dout out                   dx               n
+ *   hardswish      x                out                 dout x                     dx               n
+ *   hardsigmoid    x                out                 dout x                     dx               n
  *   gelu           x                out                 dout x                     dx               n approximate
  *   silu           x                out                 dout x                     dx               n
  *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C (eps)

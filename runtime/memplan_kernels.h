@@ -86,6 +86,14 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, mul_backward,                                                                                                \
     (float *da, float *db, const float *dout, const float *a, const float *b, int64_t n, int acc_da, int acc_db))      \
                                                                                                                        \
+  /* scale_channels (squeeze-excitation's gate): out[p, i] = x[p, i] * s[p] over NC planes p of S elements.            \
+   * alias-safe (out, x). */                                                                                           \
+  X(void, scale_channels_forward, (float *out, const float *x, const float *s, int64_t NC, int64_t S))                 \
+  /* dx (+)= dout * s[p]; ds[p] (+)= sum_i dout[p, i] x[p, i], a plane's ds before its dx. alias-safe (dx, dout) when  \
+   * acc_dx = 0. */                                                                                                    \
+  X(void, scale_channels_backward, (float *dx, float *ds, const float *dout, const float *x, const float *s,           \
+                                    int64_t NC, int64_t S, int acc_dx, int acc_ds))                                    \
+                                                                                                                       \
   /* relu: out = max(x, 0). alias-safe (out, x). */                                                                    \
   X(void, relu_forward, (float *out, const float *x, int64_t n))                                                       \
   /* dx (+)= dout * (out > 0); uses the output. alias-safe (dx, dout). */                                              \
@@ -99,6 +107,15 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, sigmoid_forward, (float *out, const float *x, int64_t n))                                                    \
   /* dx (+)= dout * out (1 - out); uses the output. alias-safe (dx, dout). */                                          \
   X(void, sigmoid_backward, (float *dx, const float *dout, const float *out, int64_t n, int acc))                      \
+  /* hardswish (MobileNetV3's): out = x relu6(x + 3) / 6. alias-safe (out, x). */                                     \
+  X(void, hardswish_forward, (float *out, const float *x, int64_t n))                                                  \
+  /* dx (+)= dout * (0 if x < -3, x / 3 + 0.5 if x <= 3, else 1), torch's gradient; uses the input.                    \
+   * alias-safe (dx, dout). */                                                                                         \
+  X(void, hardswish_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                      \
+  /* hardsigmoid: out = relu6(x + 3) / 6. alias-safe (out, x). */                                                      \
+  X(void, hardsigmoid_forward, (float *out, const float *x, int64_t n))                                                \
+  /* dx (+)= dout / 6 where -3 < x < 3 (torch's: none at the kinks); uses the input. alias-safe (dx, dout). */         \
+  X(void, hardsigmoid_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                    \
                                                                                                                        \
   /* gelu: approximate = 1, the tanh approximation (GPT-2):                                                            \
    * 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))); approximate = 0, exact (PyTorch's default):                       \

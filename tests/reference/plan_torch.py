@@ -326,6 +326,13 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = F.relu6(a[0])
         elif k == "sigmoid":
             y = torch.sigmoid(a[0])
+        elif k == "hardswish":
+            y = F.hardswish(a[0])
+        elif k == "hardsigmoid":
+            y = F.hardsigmoid(a[0])
+        elif k == "scale_channels":  # x [N, C, ...] times s [N, C] (or [N, C, 1, 1]), broadcast
+            x = a[0]
+            y = x * a[1].reshape(x.shape[:2] + (1,) * (x.dim() - 2))
         elif k == "gelu":
             y = F.gelu(a[0], approximate="tanh" if d[1] else "none")  # dims: n, approximate
         elif k == "silu":
