@@ -48,3 +48,11 @@ memplan_torch_import(gpt ${ti_mod}:GPT --input idx=[B,T]:i32 --input targets=[B,
 # "step 1: loss 1.978691220 vs 1.868951355  rel err 5.87e-02 (tolerance 2.4e-07)  FAIL".
 memplan_torch_import(mobilenet ${ti_mod}:MobileNetV2ish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
                      --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# torchvision's MobileNetV3 blocks shrunk (tests/torch_import/modules.py:MobileNetV3ish): nn.Hardswish and
+# F.hardswish (hardswish), squeeze-excitation as torchvision.ops.SqueezeExcitation (a Hardsigmoid gate of
+# [N, C, 1, 1] times the [N, C, H, W] input: scale_channels), x.mean([2, 3], keepdim=True) and
+# torch.mean(dim=(-2, -1)) (global_avgpool, + a reshape for keepdim), torch.cat of the two. Measured per-step
+# loss errors 1e-8 to 6e-8, eval 3e-8. Planted once: the tool writing sigmoid for nn.Hardsigmoid printed
+# "step 1: loss 2.355980870 vs 2.354033423  rel err 8.27e-04 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(mobilenet_v3 ${ti_mod}:MobileNetV3ish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
+                     --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)

@@ -310,7 +310,7 @@ class Importer:
         t = type(mod)
         known = (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d, nn.LayerNorm, nn.Embedding, nn.Hardtanh,
                  nn.ReLU6, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax,
-                 nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)
+                 nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Hardswish, nn.Hardsigmoid)
         if t not in known:  # listed even when its input was refused too
             return self.reject(node, "no memplan op for %s" % t.__name__)
         pos = t is nn.Embedding and node.args and self.is_arange(node.args[0])
@@ -370,9 +370,10 @@ class Importer:
             self.own(name, mod, ("weight",))
         elif t in (nn.Hardtanh, nn.ReLU6) and (mod.min_val, mod.max_val) == (0.0, 6.0):
             self.emit(node, "relu6", {}, ins)
-        elif t in (nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax):
+        elif t in (nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax,
+                   nn.Hardswish, nn.Hardsigmoid):
             self.simple(node, {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.SiLU: "silu", nn.GELU: "gelu",
-                               nn.Identity: None,
+                               nn.Identity: None, nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid",
                                nn.Dropout: "dropout", nn.Flatten: "flatten", nn.Softmax: "softmax"}[t], mod, ins)
         elif t in (nn.MaxPool2d, nn.AvgPool2d):
             self.pool(node, "maxpool2d" if t is nn.MaxPool2d else "avgpool2d", mod.kernel_size, mod.stride,
@@ -505,9 +506,15 @@ class Importer:
             if None in ins:
                 return self.reject(node, "%s with a Python number or an untracked tensor: memplan's %s takes two "
                                    "tensors" % (fn, fn))
-            if self.shape(a[0]) != self.shape(a[1]):
-                return self.reject(node, "%s of shapes %s and %s: memplan's %s takes equal shapes (no broadcasting)"
-                                   % (fn, self.shape(a[0]), self.shape(a[1]), fn))
+            sa, sb = self.shape(a[0]), self.shape(a[1])
+            if fn == "mul" and sa != sb and len(sa) == len(sb) >= 3:  # squeeze-excitation: x * s[N, C, 1, 1]
+                for x, s, sx, ss in ((ins[0], ins[1], sa, sb), (ins[1], ins[0], sb, sa)):
+                    if sx[:2] == ss[:2] and all(v == 1 for v in ss[2:]):
+                        return self.emit(node, "scale_channels", {}, [x, s])
+            if sa != sb:
+                return self.reject(node, "%s of shapes %s and %s: memplan's %s takes equal shapes (no broadcasting%s)"
+                                   % (fn, sa, sb, fn, "; scale_channels: x [N, C, ...] times s [N, C, 1, 1]"
+                                      if fn == "mul" else ""))
             return self.emit(node, fn, {}, ins)
         if t in (F.relu6, F.hardtanh):
             lo, hi = (0.0, 6.0) if t is F.relu6 else (a[1] if len(a) > 1 else kw.get("min_val", -1.0),
@@ -518,6 +525,7 @@ class Importer:
             return None if x is None else self.emit(node, "relu6", {}, [x])
         unary = {F.relu: "relu", torch.relu: "relu", "relu": "relu", F.gelu: "gelu", F.silu: "silu",
                  torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", "sigmoid": "sigmoid",
+                 F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", "mean": "mean", torch.mean: "mean",
                  torch.flatten: "flatten", "flatten": "flatten", F.softmax: "softmax", torch.softmax: "softmax",
                  "softmax": "softmax", F.dropout: "dropout", "contiguous": None,
                  "view": "reshape", "reshape": "reshape", torch.reshape: "reshape",
@@ -567,6 +575,18 @@ class Importer:
             return self.emit(node, "select", {"axis": ints[0][0], "index": ints[0][1]}, ins)
         if op == "adaptive":
             return self.adaptive(node, a[1] if len(a) > 1 else kw.get("output_size"), ins)
+        if op == "mean":  # over the planes of [N, C, H, W] (MNASNet's x.mean([2, 3])): global_avgpool
+            dims = a[1] if len(a) > 1 else kw.get("dim")
+            keep = a[2] if len(a) > 2 else kw.get("keepdim", False)
+            dims = sorted(d % len(ish) for d in (dims if isinstance(dims, (tuple, list)) else [dims])) \
+                if dims is not None and len(ish) else None
+            if len(ish) != 4 or dims != [2, 3] or kw.get("dtype") is not None:
+                return self.reject(node, "mean over dims %s of a %d-d tensor: memplan averages the planes of "
+                                   "[N, C, H, W] (dims 2 and 3: global_avgpool)" % (dims, len(ish)))
+            if not keep:
+                return self.emit(node, "global_avgpool", {}, ins)
+            g = self.emit(node, "global_avgpool", {}, ins, name=self.layer_name(node.name + "_gap"))
+            return self.emit(node, "reshape", {"shape": self.dim_expr(shp)}, [g])
         if op in ("maxpool2d", "avgpool2d"):
             names = ["kernel_size", "stride", "padding"] + (["dilation", "ceil_mode"] if op == "maxpool2d" else
                                                             ["ceil_mode", "count_include_pad", "divisor_override"])
