@@ -79,6 +79,7 @@ typedef enum {
   OP_AVGPOOL2D,
   OP_GLOBAL_AVGPOOL,
   OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
+  OP_STOCHASTIC_DEPTH, /* random: whole rows (or the batch) zeroed, from its mode_arg key */
   OP_SCALE,   /* x times a constant (LoRA's alpha / rank) */
   OP_ADAMW,   /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,

@@ -1006,6 +1006,27 @@ static void dropout_build(BuildCtx *c) {
   build_output(c, 1, "mask", vec_shape(c, shape_numel(x) / 32 + (shape_numel(x) % 32 != 0), NULL), DT_I32);
 }
 
+/* ---- stochastic_depth (torchvision.ops.StochasticDepth): out = x * keep / (1 - p), keep one draw per row of
+ * the first dim ("row") or one for the batch ("batch"), dropout's hash of (key, row); nothing stored ---- */
+
+static const char *const sd_mode[] = {"row", "batch", NULL};
+static void sd_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Attr *p = build_attr(c, "p");
+  if (!(p->f >= 0 && p->f < 1))
+    build_error(c, "p", "'p' (the probability of dropping a row) must be in [0, 1), not %s", p->s);
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, *in_shape(c, 0), DT_F32);
+}
+/* N S batch: rows of S elements, batch mode (one draw for all rows) */
+static void sd_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->rank ? x->d[0] : 1;
+  d[1] = d[0] ? out_numel(g, op) / d[0] : 0;
+  d[2] = op->attr[1].i;
+  *n = 3;
+}
+
 /* ---- the table ---- */
 
 /* An entry groups related fields on a line. */
@@ -1431,6 +1452,19 @@ static const OpInfo table[OP_COUNT] = {
             .grad_to = {true},
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
             .mode_arg = true, .regen_stats = true,
+        },
+    [OP_STOCHASTIC_DEPTH] =
+        {
+            .name = "stochastic_depth",
+            .attrs = {{"p", ATTR_FLOAT, .required = true}, {"mode", ATTR_ENUM, .dflt = 0, .choices = sd_mode}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = sd_build, .dims = sd_dims, .flops = numel_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+            .mode_arg = true,
         },
     [OP_SCALE] =
         {

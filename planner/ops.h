@@ -50,6 +50,8 @@
  *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
  *   global_avgpool x                out                 dout                       dx               NC HW
  *   dropout        x                out mask            dout mask                  dx               n (p) [mode key]
+ *   stoch._depth   x                out                 dout                       dx               N S batch (p) [..]
+ *   (stoch._depth: stochastic_depth; [..]: [mode key] as dropout)
  *   scale          x                out                 dout                       dx               n (factor)
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n

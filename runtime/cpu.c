@@ -2188,6 +2188,41 @@ void rt_dropout_backward(float *dx, const float *dout, const int32_t *mask, int6
 }
 
 // ----------------------------------------------------------------------------
+// stochastic_depth: dropout's hash of (key, row), one draw per row (or row 0's for the batch)
+
+static void sd_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *a = ctx;
+  int64_t S = a->d[0], batch = a->d[1];
+  uint64_t key = (uint64_t)a->d[2];
+  uint32_t th = (uint32_t)a->d[3];
+  for (int64_t r = lo; r < hi; r++) {
+    float f = dropout_keep(key, batch ? 0 : r, th) ? a->f[0] : 0.0f, *out = a->o[0] + r * S;
+    const float *x = a->i[0] + r * S;
+    for (int64_t j = 0; j < S; j++) out[j] = a->acc[0] ? out[j] + x[j] * f : x[j] * f;
+  }
+}
+
+void rt_stochastic_depth_forward(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, int mode,
+                                 uint64_t key) {
+  if (mode == RT_MODE_EVAL) {
+    if (out != x) memcpy(out, x, sizeof(float) * (size_t)(N * S));
+    return;
+  }
+  RtArgs a = {.o = {out}, .i = {x}, .d = {S, batch, (int64_t)key, dropout_threshold(p)},
+              .f = {(float)(1.0 / (1.0 - (double)p))}};
+  rt_par(sd_task, &a, N, rt_chunks(N * S >= RT_PAR_MIN));
+}
+
+void rt_stochastic_depth_backward(float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p, int mode,
+                                  uint64_t key, int acc) {
+  (void)mode;
+  if (!dx) return;
+  RtArgs a = {.o = {dx}, .i = {dout}, .d = {S, batch, (int64_t)key, dropout_threshold(p)},
+              .f = {(float)(1.0 / (1.0 - (double)p))}, .acc = {acc}};
+  rt_par(sd_task, &a, N, rt_chunks(N * S >= RT_PAR_MIN));
+}
+
+// ----------------------------------------------------------------------------
 // optimizers
 
 static void adamw_task(const void *ctx, int64_t lo, int64_t hi) {

@@ -353,6 +353,14 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
    * (the plan chose not to store it). alias-safe (dx, dout) when acc = 0. */                                          \
   X(void, dropout_backward,                                                                                            \
     (float *dx, const float *dout, const int32_t *mask, int64_t n, float p, int mode, uint64_t key, int acc))          \
+  /* stochastic_depth (torchvision's): out = x * keep(r) / (1 - p) over N rows r of S elements, keep(r) dropout's      \
+   * test of mix64(key ^ r) (batch = 1: row 0's draw for every row); eval: out = x. Nothing stored: backward           \
+   * redraws. alias-safe (out, x). */                                                                                  \
+  X(void, stochastic_depth_forward,                                                                                    \
+    (float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, int mode, uint64_t key))                \
+  /* dx (+)= dout * keep(r) / (1 - p), the forward's draws from the same key. alias-safe (dx, dout). */                \
+  X(void, stochastic_depth_backward,                                                                                   \
+    (float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p, int mode, uint64_t key, int acc))     \
                                                                                                                        \
   /* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;                                    \
    * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).                                         \

@@ -978,6 +978,20 @@ static void bwd_dropout(float *const *din, const float *dout, float *const *in, 
   free(mask);
 }
 
+// stochastic_depth (x); d = N S batch key, f = p: dropout's draw per row (row 0's for the batch).
+static void ref_sd(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0] * c->d[1]; i++)
+    out[i] = dropout_keep_d((uint64_t)c->d[3], c->d[2] ? 0 : i / c->d[1], c->f) ? in[0][i] / (1.0 - (double)c->f)
+                                                                                : 0.0;
+}
+static void fwd_sd(float *out, float *const *in, const Case *c) {
+  rt_stochastic_depth_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->f, RT_MODE_TRAIN, (uint64_t)c->d[3]);
+}
+static void bwd_sd(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_stochastic_depth_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->f, RT_MODE_TRAIN, (uint64_t)c->d[3], acc);
+}
+
 // ----------------------------------------------------------------------------
 // linear_cross_entropy: d = N V K R; inputs x W [b]; targets in ids. Forward
 // runs the eval path (statistics NULL); backward runs the training forward
@@ -1724,6 +1738,18 @@ static void alias_shape(void) {
                      .ref = ref_dropout,
                      .fwd = fwd_dropout,
                      .bwd = bwd_dropout});
+  // 12 rows of 5 at p = 0.5 (key 0x5eed drops 6 of them), and the batch mode (this key keeps the batch).
+  // Planted once: cpu.c drawing row r + 1's keep printed "FAIL stochastic_depth row forward max rel err 1.02e+02".
+  for (int batch = 0; batch <= 1; batch++)
+    run_case(&(Case){.name = batch ? "stochastic_depth batch" : "stochastic_depth row",
+                     .nin = 1,
+                     .in_n = {60},
+                     .out_n = 60,
+                     .d = {12, 5, batch, 0x5eed},
+                     .f = 0.5f,
+                     .ref = ref_sd,
+                     .fwd = fwd_sd,
+                     .bwd = bwd_sd});
 }
 
 // ----------------------------------------------------------------------------

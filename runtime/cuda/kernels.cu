@@ -2219,6 +2219,49 @@ void rt_cuda_dropout_backward(float *dx, const float *dout, const int32_t *mask,
   dropout_launch(dx, NULL, dout, mask, n, p, mode, key, 1, acc);
 }
 
+// stochastic_depth: dropout's hash of (key, row), one draw per row (row 0's for the batch); refused under a
+// CUDA graph as dropout is
+
+static __global__ void sd_kernel(float *out, const float *x, int64_t S, int64_t batch, float scale, uint32_t th,
+                                 uint64_t key, int acc, int64_t n) {
+  GRID_STRIDE(i, n) {
+    int64_t r = batch ? 0 : i / S;
+    float g = __fmul_rn(x[i], (mix64_dev(key ^ (uint64_t)r) >> 40) >= th ? scale : 0.0f);
+    out[i] = acc ? __fadd_rn(out[i], g) : g;
+  }
+}
+
+static void sd_launch(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, uint64_t key,
+                      int acc) {
+  need_ctx();
+  RT_CHECK(!ctx.capturing,
+           "stochastic_depth's random key changes every step and a CUDA graph would replay the captured "
+           "one: train this model without --cuda-graph");
+  int64_t n = N * S;
+  if (n <= 0 || !out) return;
+  float scale = (float)(1.0 / (1.0 - (double)p));
+  uint32_t th = (uint32_t)ceil((double)p * 16777216.0);
+  sd_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, S, batch, scale, th, key, acc, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_stochastic_depth_forward(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p,
+                                      int mode, uint64_t key) {
+  if (mode == RT_MODE_EVAL) {
+    need_ctx();
+    if (out != x && N * S > 0)
+      CUDA_CHECK(cudaMemcpyAsync(out, x, sizeof(float) * (size_t)(N * S), cudaMemcpyDeviceToDevice, ctx.stream));
+    return;
+  }
+  sd_launch(out, x, N, S, batch, p, key, 0);
+}
+
+void rt_cuda_stochastic_depth_backward(float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p,
+                                       int mode, uint64_t key, int acc) {
+  (void)mode;
+  sd_launch(dx, dout, N, S, batch, p, key, acc);
+}
+
 // ----------------------------------------------------------------------------
 // optimizers: cpu.c's float operations in cpu.c's order, the scalars rounded
 // on the host exactly as cpu.c rounds them. The _rn intrinsics forbid nvcc's

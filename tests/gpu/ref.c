@@ -945,6 +945,22 @@ void ref_dropout_backward(float *dx, const float *dout, const int32_t *mask, int
   store(dx, g, n, acc);
 }
 
+void ref_stochastic_depth_forward(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, int mode,
+                                  uint64_t key) {
+  double *o = dnew(N * S);
+  for (int64_t i = 0; i < N * S; i++)
+    o[i] = mode == RT_MODE_EVAL ? x[i] : ref_keep(key, batch ? 0 : i / S, p) ? x[i] / (1.0 - (double)p) : 0.0;
+  store(out, o, N * S, 0);
+}
+
+void ref_stochastic_depth_backward(float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p, int mode,
+                                   uint64_t key, int acc) {
+  (void)mode;
+  double *g = dnew(N * S);
+  for (int64_t i = 0; i < N * S; i++) g[i] = ref_keep(key, batch ? 0 : i / S, p) ? dout[i] / (1.0 - (double)p) : 0.0;
+  store(dx, g, N * S, acc);
+}
+
 // ----------------------------------------------------------------------------
 // optimizers
 

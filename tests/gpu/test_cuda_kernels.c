@@ -1077,6 +1077,32 @@ static void check_mask(const Ids *m, const char *what) {
   printf("%-58s %9lld %9s  %s\n", what, (long long)bad, "words", bad ? "FAIL" : "ok");
 }
 
+/* N rows of S, row and batch modes: train, the backward's redraw (in place too), eval's copy. Planted once in
+ * cpu.c: the forward drawing row r + 1's keep printed "stochastic_depth_forward N=256 S=3136 batch=0 2.86e+00 1.00e+02 FAIL". */
+static void case_stochastic_depth(int64_t N, int64_t S, float p, uint64_t key) {
+  int64_t n = N * S;
+  for (int batch = 0; batch <= 1; batch++) {
+    Ten x = ten_rand(n, 2), out = ten_fill(n, NAN), e = ten_fill(n, NAN);
+    ref_stochastic_depth_forward(out.ref, x.ref, N, S, batch, p, RT_MODE_TRAIN, key);
+    UT(stochastic_depth_forward)(out.ut, x.ut, N, S, batch, p, RT_MODE_TRAIN, key);
+    check(&out, TOL, "stochastic_depth_forward N=%lld S=%lld batch=%d", LL(N), LL(S), batch);
+    for (int acc = 0; acc <= 1; acc++) {
+      Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+      ref_stochastic_depth_backward(dx.ref, g.ref, N, S, batch, p, RT_MODE_TRAIN, key, acc);
+      UT(stochastic_depth_backward)(dx.ut, g.ut, N, S, batch, p, RT_MODE_TRAIN, key, acc);
+      check(&dx, TOL, "stochastic_depth_backward acc=%d batch=%d", acc, batch);
+    }
+    Ten g = ten_rand(n, 1); /* in place: dx = dout */
+    ref_stochastic_depth_backward(g.ref, g.ref, N, S, batch, p, RT_MODE_TRAIN, key, 0);
+    UT(stochastic_depth_backward)(g.ut, g.ut, N, S, batch, p, RT_MODE_TRAIN, key, 0);
+    check(&g, TOL, "stochastic_depth_backward in place (dx=dout)");
+    ref_stochastic_depth_forward(e.ref, x.ref, N, S, batch, p, RT_MODE_EVAL, 0);
+    UT(stochastic_depth_forward)(e.ut, x.ut, N, S, batch, p, RT_MODE_EVAL, 0);
+    check(&e, TOL, "stochastic_depth_forward eval (out = x)");
+    release_all();
+  }
+}
+
 static void case_dropout(int64_t n, float p, uint64_t key) {
   int64_t words = (n + 31) / 32;
   Ids mask = {words, host_alloc((size_t)words * sizeof(int32_t)), ut_alloc((size_t)words * sizeof(int32_t))};
@@ -1694,6 +1720,7 @@ int main(int argc, char **argv) {
   RUN("dropout", case_dropout(quick ? 1000 : 100003, 0.1f, 0x1234567890abcdefull));
   RUN("dropout", case_dropout(77, 0.5f, 42)); // a partial last mask word
   RUN("dropout", case_dropout(64, 0.0f, 7));  // p = 0 keeps everything
+  RUN("stochastic_depth", case_stochastic_depth(quick ? 16 : 256, quick ? 50 : 3136, 0.3f, 0x1234567890abcdefull));
   RUN("adamw", case_adamw(10007));
   RUN("sgd", case_sgd(10007));
   RUN("adamw_bf16", case_adamw_bf16(10007));
