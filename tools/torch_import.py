@@ -486,6 +486,27 @@ class Importer:
         k = H // size[0]
         return self.emit(node, "avgpool2d", {"kernel": k, "stride": k, "padding": 0}, ins)
 
+    def stochastic_depth(self, node):
+        """torchvision.ops.stochastic_depth(input, p, mode, training), fx-wrapped: a call inside a StochasticDepth
+        module (traced in eval, so its training argument is False) trains with the module's p and mode; a call
+        elsewhere with training=False is the identity; p = 0 too."""
+        a, kw = node.args, node.kwargs
+        v = dict(zip(("input", "p", "mode", "training"), a))
+        v.update(kw)
+        mod = self.modules.get(node.meta.get("memplan_path", ""))
+        if type(mod).__name__ == "StochasticDepth":
+            v.update(p=mod.p, mode=mod.mode, training=True)
+        x = self.arg(node, v["input"])
+        if x is None:
+            return None
+        if not v.get("training", True) or v["p"] == 0:
+            self.value[node] = x
+            return None
+        if v["mode"] not in ("row", "batch") or not 0 <= v["p"] < 1:
+            return self.reject(node, "stochastic_depth with mode %r, p %r: memplan's takes row or batch, p in "
+                               "[0, 1)" % (v["mode"], v["p"]))
+        return self.emit(node, "stochastic_depth", {"p": float(v["p"]), "mode": v["mode"]}, [x])
+
     def call_fn(self, node):
         import torch
         import torch.nn.functional as F
@@ -516,6 +537,8 @@ class Importer:
                                    % (fn, sa, sb, fn, "; scale_channels: x [N, C, ...] times s [N, C, 1, 1]"
                                       if fn == "mul" else ""))
             return self.emit(node, fn, {}, ins)
+        if getattr(t, "__name__", "") == "stochastic_depth" and getattr(t, "__module__", "").startswith("torchvision"):
+            return self.stochastic_depth(node)
         if t in (F.relu6, F.hardtanh):
             lo, hi = (0.0, 6.0) if t is F.relu6 else (a[1] if len(a) > 1 else kw.get("min_val", -1.0),
                                                       a[2] if len(a) > 2 else kw.get("max_val", 1.0))
