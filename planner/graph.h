@@ -78,10 +78,10 @@ typedef enum {
   OP_MAXPOOL2D,   /* pooling over [N, C, H, W] */
   OP_AVGPOOL2D,
   OP_GLOBAL_AVGPOOL,
-  OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
+  OP_DROPOUT,          /* random: a counter-based mask from its mode_arg key */
   OP_STOCHASTIC_DEPTH, /* random: whole rows (or the batch) zeroed, from its mode_arg key */
-  OP_SCALE,   /* x times a constant (LoRA's alpha / rank) */
-  OP_ADAMW,   /* optimizer updates: only in the step, never in the YAML graph */
+  OP_SCALE,            /* x times a constant (LoRA's alpha / rank) */
+  OP_ADAMW,            /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */

@@ -171,7 +171,8 @@ static void scale_channels_build(BuildCtx *c) {
   for (int i = 2; ok && i < s->rank; i++) ok = s->d[i] == 1;
   if (!ok) {
     Arena *tmp = build_scratch(c);
-    build_error(c, NULL, "'%s' is %s %s; scale_channels needs one factor per (N, C) of '%s' %s %s: [N, C] or "
+    build_error(c, NULL,
+                "'%s' is %s %s; scale_channels needs one factor per (N, C) of '%s' %s %s: [N, C] or "
                 "[N, C, 1, 1]",
                 build_input(c, 1)->name, shape_sym_str(tmp, s), shape_val_str(tmp, s), build_input(c, 0)->name,
                 shape_sym_str(tmp, x), shape_val_str(tmp, x));

@@ -2208,7 +2208,9 @@ void rt_stochastic_depth_forward(float *out, const float *x, int64_t N, int64_t 
     if (out != x) memcpy(out, x, sizeof(float) * (size_t)(N * S));
     return;
   }
-  RtArgs a = {.o = {out}, .i = {x}, .d = {S, batch, (int64_t)key, dropout_threshold(p)},
+  RtArgs a = {.o = {out},
+              .i = {x},
+              .d = {S, batch, (int64_t)key, dropout_threshold(p)},
               .f = {(float)(1.0 / (1.0 - (double)p))}};
   rt_par(sd_task, &a, N, rt_chunks(N * S >= RT_PAR_MIN));
 }
@@ -2217,8 +2219,11 @@ void rt_stochastic_depth_backward(float *dx, const float *dout, int64_t N, int64
                                   uint64_t key, int acc) {
   (void)mode;
   if (!dx) return;
-  RtArgs a = {.o = {dx}, .i = {dout}, .d = {S, batch, (int64_t)key, dropout_threshold(p)},
-              .f = {(float)(1.0 / (1.0 - (double)p))}, .acc = {acc}};
+  RtArgs a = {.o = {dx},
+              .i = {dout},
+              .d = {S, batch, (int64_t)key, dropout_threshold(p)},
+              .f = {(float)(1.0 / (1.0 - (double)p))},
+              .acc = {acc}};
   rt_par(sd_task, &a, N, rt_chunks(N * S >= RT_PAR_MIN));
 }
 

@@ -91,8 +91,9 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, scale_channels_forward, (float *out, const float *x, const float *s, int64_t NC, int64_t S))                 \
   /* dx (+)= dout * s[p]; ds[p] (+)= sum_i dout[p, i] x[p, i], a plane's ds before its dx. alias-safe (dx, dout) when  \
    * acc_dx = 0. */                                                                                                    \
-  X(void, scale_channels_backward, (float *dx, float *ds, const float *dout, const float *x, const float *s,           \
-                                    int64_t NC, int64_t S, int acc_dx, int acc_ds))                                    \
+  X(void, scale_channels_backward,                                                                                     \
+    (float *dx, float *ds, const float *dout, const float *x, const float *s, int64_t NC, int64_t S, int acc_dx,       \
+     int acc_ds))                                                                                                      \
                                                                                                                        \
   /* relu: out = max(x, 0). alias-safe (out, x). */                                                                    \
   X(void, relu_forward, (float *out, const float *x, int64_t n))                                                       \
@@ -107,7 +108,7 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, sigmoid_forward, (float *out, const float *x, int64_t n))                                                    \
   /* dx (+)= dout * out (1 - out); uses the output. alias-safe (dx, dout). */                                          \
   X(void, sigmoid_backward, (float *dx, const float *dout, const float *out, int64_t n, int acc))                      \
-  /* hardswish (MobileNetV3's): out = x relu6(x + 3) / 6. alias-safe (out, x). */                                     \
+  /* hardswish (MobileNetV3's): out = x relu6(x + 3) / 6. alias-safe (out, x). */                                      \
   X(void, hardswish_forward, (float *out, const float *x, int64_t n))                                                  \
   /* dx (+)= dout * (0 if x < -3, x / 3 + 0.5 if x <= 3, else 1), torch's gradient; uses the input.                    \
    * alias-safe (dx, dout). */                                                                                         \

@@ -981,8 +981,7 @@ static void bwd_dropout(float *const *din, const float *dout, float *const *in, 
 // stochastic_depth (x); d = N S batch key, f = p: dropout's draw per row (row 0's for the batch).
 static void ref_sd(double *out, double *const *in, const Case *c) {
   for (int64_t i = 0; i < c->d[0] * c->d[1]; i++)
-    out[i] = dropout_keep_d((uint64_t)c->d[3], c->d[2] ? 0 : i / c->d[1], c->f) ? in[0][i] / (1.0 - (double)c->f)
-                                                                                : 0.0;
+    out[i] = dropout_keep_d((uint64_t)c->d[3], c->d[2] ? 0 : i / c->d[1], c->f) ? in[0][i] / (1.0 - (double)c->f) : 0.0;
 }
 static void fwd_sd(float *out, float *const *in, const Case *c) {
   rt_stochastic_depth_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->f, RT_MODE_TRAIN, (uint64_t)c->d[3]);

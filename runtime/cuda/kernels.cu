@@ -498,8 +498,7 @@ static __global__ void hardsigmoid_backward_kernel(float *dx, const float *dout,
   }
 }
 
-static __global__ void scale_channels_forward_kernel(float *out, const float *x, const float *s, int64_t S,
-                                                     int64_t n) {
+static __global__ void scale_channels_forward_kernel(float *out, const float *x, const float *s, int64_t S, int64_t n) {
   GRID_STRIDE(i, n) out[i] = x[i] * s[i / S];
 }
 
@@ -2231,8 +2230,7 @@ static __global__ void sd_kernel(float *out, const float *x, int64_t S, int64_t 
   }
 }
 
-static void sd_launch(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, uint64_t key,
-                      int acc) {
+static void sd_launch(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, uint64_t key, int acc) {
   need_ctx();
   RT_CHECK(!ctx.capturing,
            "stochastic_depth's random key changes every step and a CUDA graph would replay the captured "

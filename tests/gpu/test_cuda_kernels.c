@@ -499,8 +499,8 @@ static void case_scale_channels(int64_t NC, int64_t S) {
     Ten g = ten_rand(n, 1), dx = ten_grad(n, k[0] > 0), ds = ten_grad(NC, k[1] > 0);
     ref_scale_channels_backward(k[0] < 0 ? NULL : dx.ref, k[1] < 0 ? NULL : ds.ref, g.ref, x.ref, s.ref, NC, S,
                                 k[0] > 0, k[1] > 0);
-    UT(scale_channels_backward)(k[0] < 0 ? NULL : dx.ut, k[1] < 0 ? NULL : ds.ut, g.ut, x.ut, s.ut, NC, S, k[0] > 0,
-                                k[1] > 0);
+    UT(scale_channels_backward)
+    (k[0] < 0 ? NULL : dx.ut, k[1] < 0 ? NULL : ds.ut, g.ut, x.ut, s.ut, NC, S, k[0] > 0, k[1] > 0);
     if (k[0] >= 0) check(&dx, TOL, "scale_channels_backward dx acc=%d", k[0]);
     if (k[1] >= 0) check(&ds, TOL, "scale_channels_backward ds acc=%d", k[1]);
   }
@@ -1078,7 +1078,8 @@ static void check_mask(const Ids *m, const char *what) {
 }
 
 /* N rows of S, row and batch modes: train, the backward's redraw (in place too), eval's copy. Planted once in
- * cpu.c: the forward drawing row r + 1's keep printed "stochastic_depth_forward N=256 S=3136 batch=0 2.86e+00 1.00e+02 FAIL". */
+ * cpu.c: the forward drawing row r + 1's keep printed "stochastic_depth_forward N=256 S=3136 batch=0 2.86e+00 1.00e+02
+ * FAIL". */
 static void case_stochastic_depth(int64_t N, int64_t S, float p, uint64_t key) {
   int64_t n = N * S;
   for (int batch = 0; batch <= 1; batch++) {
