@@ -46,9 +46,12 @@ typedef enum {
   OP_MATMUL,
   OP_ADD,
   OP_MUL,
+  OP_SCALE_CHANNELS, /* [N, C, ...] times one value per (n, c): squeeze-excitation's gate */
   OP_RELU,
   OP_RELU6,
   OP_SIGMOID,
+  OP_HARDSWISH, /* MobileNetV3's activations */
+  OP_HARDSIGMOID,
   OP_GELU,
   OP_SILU,
   OP_LAYERNORM,
@@ -75,9 +78,10 @@ typedef enum {
   OP_MAXPOOL2D,   /* pooling over [N, C, H, W] */
   OP_AVGPOOL2D,
   OP_GLOBAL_AVGPOOL,
-  OP_DROPOUT, /* random: a counter-based mask from its mode_arg key */
-  OP_SCALE,   /* x times a constant (LoRA's alpha / rank) */
-  OP_ADAMW,   /* optimizer updates: only in the step, never in the YAML graph */
+  OP_DROPOUT,          /* random: a counter-based mask from its mode_arg key */
+  OP_STOCHASTIC_DEPTH, /* random: whole rows (or the batch) zeroed, from its mode_arg key */
+  OP_SCALE,            /* x times a constant (LoRA's alpha / rank) */
+  OP_ADAMW,            /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */

@@ -158,6 +158,36 @@ static void add_build(BuildCtx *c) {
   build_data(c, 1, 1);
   build_output(c, 0, NULL, *in_shape(c, 0), DT_F32);
 }
+/* scale_channels: x [N, C, ...] times s [N, C] or [N, C, 1, ...], one factor per (n, c): torch's broadcasting
+ * `x * s` of squeeze-excitation. Its own op, not a broadcasting mul: s's gradient is a sum over each plane, and
+ * mul stays one elementwise kernel with its alias rules. */
+static void scale_channels_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_float(c, 1);
+  need_rank(c, 0, 3);
+  if (build_input_id(c, 0) == build_input_id(c, 1)) build_error(c, NULL, "scale_channels of a tensor by itself");
+  const Shape *x = in_shape(c, 0), *s = in_shape(c, 1);
+  bool ok = s->rank >= 2 && s->rank <= x->rank && s->d[0] == x->d[0] && s->d[1] == x->d[1];
+  for (int i = 2; ok && i < s->rank; i++) ok = s->d[i] == 1;
+  if (!ok) {
+    Arena *tmp = build_scratch(c);
+    build_error(c, NULL,
+                "'%s' is %s %s; scale_channels needs one factor per (N, C) of '%s' %s %s: [N, C] or "
+                "[N, C, 1, 1]",
+                build_input(c, 1)->name, shape_sym_str(tmp, s), shape_val_str(tmp, s), build_input(c, 0)->name,
+                shape_sym_str(tmp, x), shape_val_str(tmp, x));
+  }
+  build_data(c, 0, 0);
+  build_data(c, 1, 1);
+  build_output(c, 0, NULL, *x, DT_F32);
+}
+/* NC S: the planes and their size */
+static void scale_channels_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0] * x->d[1];
+  d[1] = d[0] ? out_numel(g, op) / d[0] : 0;
+  *n = 2;
+}
 static void unary_build(BuildCtx *c) {
   need_float(c, 0);
   build_data(c, 0, 0);
@@ -977,6 +1007,27 @@ static void dropout_build(BuildCtx *c) {
   build_output(c, 1, "mask", vec_shape(c, shape_numel(x) / 32 + (shape_numel(x) % 32 != 0), NULL), DT_I32);
 }
 
+/* ---- stochastic_depth (torchvision.ops.StochasticDepth): out = x * keep / (1 - p), keep one draw per row of
+ * the first dim ("row") or one for the batch ("batch"), dropout's hash of (key, row); nothing stored ---- */
+
+static const char *const sd_mode[] = {"row", "batch", NULL};
+static void sd_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Attr *p = build_attr(c, "p");
+  if (!(p->f >= 0 && p->f < 1))
+    build_error(c, "p", "'p' (the probability of dropping a row) must be in [0, 1), not %s", p->s);
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, *in_shape(c, 0), DT_F32);
+}
+/* N S batch: rows of S elements, batch mode (one draw for all rows) */
+static void sd_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->rank ? x->d[0] : 1;
+  d[1] = d[0] ? out_numel(g, op) / d[0] : 0;
+  d[2] = op->attr[1].i;
+  *n = 3;
+}
+
 /* ---- the table ---- */
 
 /* An entry groups related fields on a line. */
@@ -1034,6 +1085,18 @@ static const OpInfo table[OP_COUNT] = {
             .grad_to = {true, true},
             .inplace_fwd = SLOT(0) | SLOT(1), .inplace_bwd = {SLOT(0), SLOT(0)},
         },
+    [OP_SCALE_CHANNELS] =
+        {
+            .name = "scale_channels",
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 1,
+            .build = scale_channels_build, .dims = scale_channels_dims, .flops = mul_flops,
+            .cheap = true, .half_bin = SLOT(1) | SLOT(2), /* x, s */
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .bin_for = {0, SLOT(1), SLOT(0)}, /* x for ds, s for dx */
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
     [OP_RELU] =
         {
             .name = "relu",
@@ -1063,6 +1126,28 @@ static const OpInfo table[OP_COUNT] = {
             .build = unary_build, .dims = numel_dims, .flops = silu_flops,
             .cheap = true, .half_bin = SLOT(1), /* out */
             .nbin = 2, .bin = {REF_DOUT, REF_OUT(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_HARDSWISH] =
+        {
+            .name = "hardswish",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = mul_flops,
+            .cheap = true, .half_bin = SLOT(1), /* x */
+            .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_HARDSIGMOID] =
+        {
+            .name = "hardsigmoid",
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = unary_build, .dims = numel_dims, .flops = numel_flops,
+            .cheap = true, .half_bin = SLOT(1), /* x: the kinks are x = +-3, not a rounded output's 0 and 1 */
+            .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
             .nbout = 1, .bout = {REF_GIN(0)},
             .grad_to = {true},
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
@@ -1368,6 +1453,19 @@ static const OpInfo table[OP_COUNT] = {
             .grad_to = {true},
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
             .mode_arg = true, .regen_stats = true,
+        },
+    [OP_STOCHASTIC_DEPTH] =
+        {
+            .name = "stochastic_depth",
+            .attrs = {{"p", ATTR_FLOAT, .required = true}, {"mode", ATTR_ENUM, .dflt = 0, .choices = sd_mode}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = sd_build, .dims = sd_dims, .flops = numel_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+            .mode_arg = true,
         },
     [OP_SCALE] =
         {

@@ -20,9 +20,12 @@
  *   matmul         a b              out                 dout a b                   da db            Bt M K N
  *   add            a b              out                 dout                       da db            n
  *   mul            a b              out                 dout a b                   da db            n
+ *   scale_channels x s              out                 dout x s                   dx ds            NC S
  *   relu           x                out                 dout out                   dx               n
  *   relu6          x                out                 dout out                   dx               n
  *   sigmoid        x                out                 dout out                   dx               n
+ *   hardswish      x                out                 dout x                     dx               n
+ *   hardsigmoid    x                out                 dout x                     dx               n
  *   gelu           x                out                 dout x                     dx               n approximate
  *   silu           x                out                 dout x                     dx               n
  *   layernorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C (eps)
@@ -47,6 +50,8 @@
  *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
  *   global_avgpool x                out                 dout                       dx               NC HW
  *   dropout        x                out mask            dout mask                  dx               n (p) [mode key]
+ *   stoch._depth   x                out                 dout                       dx               N S batch (p) [..]
+ *   (stoch._depth: stochastic_depth; [..]: [mode key] as dropout)
  *   scale          x                out                 dout                       dx               n (factor)
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n

@@ -703,6 +703,61 @@ void rt_sigmoid_backward(float *dx, const float *dout, const float *out, int64_t
   rt_par(sigmoid_backward_task, &(AddTask){dx, dout, out, acc}, n, rt_chunks(n >= RT_PAR_MIN));
 }
 
+static inline float hardsigmoid1(float x) { return x <= -3.0f ? 0.0f : x >= 3.0f ? 1.0f : x / 6.0f + 0.5f; }
+
+static void hardswish_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *x = c->a;
+  for (int64_t i = lo; i < hi; i++) out[i] = x[i] * hardsigmoid1(x[i]);
+}
+
+void rt_hardswish_forward(float *out, const float *x, int64_t n) {
+  rt_par(hardswish_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* dx (a.out) (+)= dout (a) hardswish'(x (b)), torch's: 0 below -3, x / 3 + 0.5 up to 3, 1 above. */
+static void hardswish_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *dx = c->out;
+  const float *dout = c->a, *x = c->b;
+  for (int64_t i = lo; i < hi; i++) {
+    float xi = x[i];
+    float g = xi < -3.0f ? 0.0f : xi <= 3.0f ? dout[i] * (xi / 3.0f + 0.5f) : dout[i];
+    dx[i] = c->acc ? dx[i] + g : g;
+  }
+}
+
+void rt_hardswish_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  rt_par(hardswish_backward_task, &(AddTask){dx, dout, x, acc}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+static void hardsigmoid_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *out = c->out;
+  const float *x = c->a;
+  for (int64_t i = lo; i < hi; i++) out[i] = hardsigmoid1(x[i]);
+}
+
+void rt_hardsigmoid_forward(float *out, const float *x, int64_t n) {
+  rt_par(hardsigmoid_task, &(AddTask){out, x, NULL, 0}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
+/* dx (a.out) (+)= dout (a) / 6 where -3 < x (b) < 3. */
+static void hardsigmoid_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const AddTask *c = ctx;
+  float *dx = c->out;
+  const float *dout = c->a, *x = c->b;
+  for (int64_t i = lo; i < hi; i++) {
+    float g = x[i] > -3.0f && x[i] < 3.0f ? dout[i] / 6.0f : 0.0f;
+    dx[i] = c->acc ? dx[i] + g : g;
+  }
+}
+
+void rt_hardsigmoid_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  rt_par(hardsigmoid_backward_task, &(AddTask){dx, dout, x, acc}, n, rt_chunks(n >= RT_PAR_MIN));
+}
+
 /* Arguments of a parallel loop: the kernels below unpack them by name. */
 typedef struct {
   float *o[3];
@@ -713,6 +768,51 @@ typedef struct {
   float f[8];
   double *part;
 } RtArgs;
+
+// ----------------------------------------------------------------------------
+// scale_channels: planes of S elements, each times its own factor; parallel over planes
+
+static void scale_channels_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *a = ctx;
+  int64_t S = a->d[0];
+  for (int64_t p = lo; p < hi; p++) {
+    float f = a->i[1][p], *out = a->o[0] + p * S;
+    const float *x = a->i[0] + p * S;
+    for (int64_t j = 0; j < S; j++) out[j] = x[j] * f;
+  }
+}
+
+void rt_scale_channels_forward(float *out, const float *x, const float *s, int64_t NC, int64_t S) {
+  RtArgs a = {.o = {out}, .i = {x, s}, .d = {S}};
+  rt_par(scale_channels_task, &a, NC, rt_chunks(NC * S >= RT_PAR_MIN));
+}
+
+/* Per plane: ds first (a double sum of dout x), then dx, which may overwrite dout. */
+static void scale_channels_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *a = ctx;
+  int64_t S = a->d[0];
+  float *dx = a->o[0], *ds = a->o[1];
+  const float *dout = a->i[0], *x = a->i[1], *s = a->i[2];
+  for (int64_t p = lo; p < hi; p++) {
+    const float *g = dout + p * S;
+    if (ds) {
+      double sum = 0.0;
+      for (int64_t j = 0; j < S; j++) sum += (double)g[j] * x[p * S + j];
+      ds[p] = a->acc[1] ? ds[p] + (float)sum : (float)sum;
+    }
+    if (dx) {
+      float f = s[p], *d = dx + p * S;
+      for (int64_t j = 0; j < S; j++) d[j] = a->acc[0] ? d[j] + g[j] * f : g[j] * f;
+    }
+  }
+}
+
+void rt_scale_channels_backward(float *dx, float *ds, const float *dout, const float *x, const float *s, int64_t NC,
+                                int64_t S, int acc_dx, int acc_ds) {
+  if (!dx && !ds) return;
+  RtArgs a = {.o = {dx, ds}, .i = {dout, x, s}, .d = {S}, .acc = {acc_dx, acc_ds}};
+  rt_par(scale_channels_backward_task, &a, NC, rt_chunks(NC * S >= RT_PAR_MIN));
+}
 
 // ----------------------------------------------------------------------------
 // layernorm: out = (x - mean) * rstd * w (+ b), rstd = 1 / sqrt(var + eps) per row
@@ -2085,6 +2185,46 @@ void rt_dropout_backward(float *dx, const float *dout, const int32_t *mask, int6
   DropoutTask t = {dx, NULL, dout, mask, n, (float)(1.0 / (1.0 - (double)p)), dropout_threshold(p), key, acc};
   int64_t words = (n + 31) / 32;
   rt_par(dropout_backward_task, &t, words, rt_chunks(n >= RT_PAR_MIN));
+}
+
+// ----------------------------------------------------------------------------
+// stochastic_depth: dropout's hash of (key, row), one draw per row (or row 0's for the batch)
+
+static void sd_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *a = ctx;
+  int64_t S = a->d[0], batch = a->d[1];
+  uint64_t key = (uint64_t)a->d[2];
+  uint32_t th = (uint32_t)a->d[3];
+  for (int64_t r = lo; r < hi; r++) {
+    float f = dropout_keep(key, batch ? 0 : r, th) ? a->f[0] : 0.0f, *out = a->o[0] + r * S;
+    const float *x = a->i[0] + r * S;
+    for (int64_t j = 0; j < S; j++) out[j] = a->acc[0] ? out[j] + x[j] * f : x[j] * f;
+  }
+}
+
+void rt_stochastic_depth_forward(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, int mode,
+                                 uint64_t key) {
+  if (mode == RT_MODE_EVAL) {
+    if (out != x) memcpy(out, x, sizeof(float) * (size_t)(N * S));
+    return;
+  }
+  RtArgs a = {.o = {out},
+              .i = {x},
+              .d = {S, batch, (int64_t)key, dropout_threshold(p)},
+              .f = {(float)(1.0 / (1.0 - (double)p))}};
+  rt_par(sd_task, &a, N, rt_chunks(N * S >= RT_PAR_MIN));
+}
+
+void rt_stochastic_depth_backward(float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p, int mode,
+                                  uint64_t key, int acc) {
+  (void)mode;
+  if (!dx) return;
+  RtArgs a = {.o = {dx},
+              .i = {dout},
+              .d = {S, batch, (int64_t)key, dropout_threshold(p)},
+              .f = {(float)(1.0 / (1.0 - (double)p))},
+              .acc = {acc}};
+  rt_par(sd_task, &a, N, rt_chunks(N * S >= RT_PAR_MIN));
 }
 
 // ----------------------------------------------------------------------------

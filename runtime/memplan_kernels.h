@@ -86,6 +86,15 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, mul_backward,                                                                                                \
     (float *da, float *db, const float *dout, const float *a, const float *b, int64_t n, int acc_da, int acc_db))      \
                                                                                                                        \
+  /* scale_channels (squeeze-excitation's gate): out[p, i] = x[p, i] * s[p] over NC planes p of S elements.            \
+   * alias-safe (out, x). */                                                                                           \
+  X(void, scale_channels_forward, (float *out, const float *x, const float *s, int64_t NC, int64_t S))                 \
+  /* dx (+)= dout * s[p]; ds[p] (+)= sum_i dout[p, i] x[p, i], a plane's ds before its dx. alias-safe (dx, dout) when  \
+   * acc_dx = 0. */                                                                                                    \
+  X(void, scale_channels_backward,                                                                                     \
+    (float *dx, float *ds, const float *dout, const float *x, const float *s, int64_t NC, int64_t S, int acc_dx,       \
+     int acc_ds))                                                                                                      \
+                                                                                                                       \
   /* relu: out = max(x, 0). alias-safe (out, x). */                                                                    \
   X(void, relu_forward, (float *out, const float *x, int64_t n))                                                       \
   /* dx (+)= dout * (out > 0); uses the output. alias-safe (dx, dout). */                                              \
@@ -99,6 +108,15 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, sigmoid_forward, (float *out, const float *x, int64_t n))                                                    \
   /* dx (+)= dout * out (1 - out); uses the output. alias-safe (dx, dout). */                                          \
   X(void, sigmoid_backward, (float *dx, const float *dout, const float *out, int64_t n, int acc))                      \
+  /* hardswish (MobileNetV3's): out = x relu6(x + 3) / 6. alias-safe (out, x). */                                      \
+  X(void, hardswish_forward, (float *out, const float *x, int64_t n))                                                  \
+  /* dx (+)= dout * (0 if x < -3, x / 3 + 0.5 if x <= 3, else 1), torch's gradient; uses the input.                    \
+   * alias-safe (dx, dout). */                                                                                         \
+  X(void, hardswish_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                      \
+  /* hardsigmoid: out = relu6(x + 3) / 6. alias-safe (out, x). */                                                      \
+  X(void, hardsigmoid_forward, (float *out, const float *x, int64_t n))                                                \
+  /* dx (+)= dout / 6 where -3 < x < 3 (torch's: none at the kinks); uses the input. alias-safe (dx, dout). */         \
+  X(void, hardsigmoid_backward, (float *dx, const float *dout, const float *x, int64_t n, int acc))                    \
                                                                                                                        \
   /* gelu: approximate = 1, the tanh approximation (GPT-2):                                                            \
    * 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))); approximate = 0, exact (PyTorch's default):                       \
@@ -336,6 +354,14 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
    * (the plan chose not to store it). alias-safe (dx, dout) when acc = 0. */                                          \
   X(void, dropout_backward,                                                                                            \
     (float *dx, const float *dout, const int32_t *mask, int64_t n, float p, int mode, uint64_t key, int acc))          \
+  /* stochastic_depth (torchvision's): out = x * keep(r) / (1 - p) over N rows r of S elements, keep(r) dropout's      \
+   * test of mix64(key ^ r) (batch = 1: row 0's draw for every row); eval: out = x. Nothing stored: backward           \
+   * redraws. alias-safe (out, x). */                                                                                  \
+  X(void, stochastic_depth_forward,                                                                                    \
+    (float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, int mode, uint64_t key))                \
+  /* dx (+)= dout * keep(r) / (1 - p), the forward's draws from the same key. alias-safe (dx, dout). */                \
+  X(void, stochastic_depth_backward,                                                                                   \
+    (float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p, int mode, uint64_t key, int acc))     \
                                                                                                                        \
   /* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;                                    \
    * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).                                         \

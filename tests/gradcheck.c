@@ -331,6 +331,36 @@ static void bwd_sigmoid(float *const *din, const float *dout, float *const *in, 
   free(out);
 }
 
+static double ref_hardsigmoid1(double x) { return fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0; }
+static void ref_hardswish(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = in[0][i] * ref_hardsigmoid1(in[0][i]);
+}
+static void fwd_hardswish(float *out, float *const *in, const Case *c) { rt_hardswish_forward(out, in[0], c->d[0]); }
+static void bwd_hardswish(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_hardswish_backward(din[0], dout, in[0], c->d[0], acc);
+}
+
+static void ref_hardsigmoid(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0]; i++) out[i] = ref_hardsigmoid1(in[0][i]);
+}
+static void fwd_hardsigmoid(float *out, float *const *in, const Case *c) {
+  rt_hardsigmoid_forward(out, in[0], c->d[0]);
+}
+static void bwd_hardsigmoid(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_hardsigmoid_backward(din[0], dout, in[0], c->d[0], acc);
+}
+
+/* d = NC, S: x [NC, S], s [NC] */
+static void ref_scale_channels(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0] * c->d[1]; i++) out[i] = in[0][i] * in[1][i / c->d[1]];
+}
+static void fwd_scale_channels(float *out, float *const *in, const Case *c) {
+  rt_scale_channels_forward(out, in[0], in[1], c->d[0], c->d[1]);
+}
+static void bwd_scale_channels(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_scale_channels_backward(din[0], din[1], dout, in[0], in[1], c->d[0], c->d[1], acc, acc);
+}
+
 /* d = n, approximate (1 tanh, 0 exact erf). */
 static double gelu_d(double x, int64_t approximate) {
   const double s = sqrt(2.0 / acos(-1.0));
@@ -948,6 +978,19 @@ static void bwd_dropout(float *const *din, const float *dout, float *const *in, 
   free(mask);
 }
 
+// stochastic_depth (x); d = N S batch key, f = p: dropout's draw per row (row 0's for the batch).
+static void ref_sd(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0] * c->d[1]; i++)
+    out[i] = dropout_keep_d((uint64_t)c->d[3], c->d[2] ? 0 : i / c->d[1], c->f) ? in[0][i] / (1.0 - (double)c->f) : 0.0;
+}
+static void fwd_sd(float *out, float *const *in, const Case *c) {
+  rt_stochastic_depth_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->f, RT_MODE_TRAIN, (uint64_t)c->d[3]);
+}
+static void bwd_sd(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_stochastic_depth_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->f, RT_MODE_TRAIN, (uint64_t)c->d[3], acc);
+}
+
 // ----------------------------------------------------------------------------
 // linear_cross_entropy: d = N V K R; inputs x W [b]; targets in ids. Forward
 // runs the eval path (statistics NULL); backward runs the training forward
@@ -1119,6 +1162,39 @@ static void gradchecks(void) {
                    .ref = ref_sigmoid,
                    .fwd = fwd_sigmoid,
                    .bwd = bwd_sigmoid});
+  // To +-5: both flat sides and the ramp (no input within the step of the kinks -3, 3). Planted once: backward
+  // with x / 6 + 0.5 for x / 3 + 0.5 printed "FAIL hardswish d0 acc=0 max rel err
+  // 1.85e+00".
+  run_case(&(Case){.name = "hardswish",
+                   .nin = 1,
+                   .in_n = {19},
+                   .amp = {5.0f},
+                   .out_n = 19,
+                   .d = {19},
+                   .ref = ref_hardswish,
+                   .fwd = fwd_hardswish,
+                   .bwd = bwd_hardswish});
+  // Planted once: backward without the / 6 printed "FAIL hardsigmoid d0 acc=0 max rel err 5.00e+00".
+  run_case(&(Case){.name = "hardsigmoid",
+                   .nin = 1,
+                   .in_n = {19},
+                   .amp = {5.0f},
+                   .out_n = 19,
+                   .d = {19},
+                   .ref = ref_hardsigmoid,
+                   .fwd = fwd_hardsigmoid,
+                   .bwd = bwd_hardsigmoid});
+  // 6 planes of 5. Planted once: ds summing dout alone (no x) printed "FAIL scale_channels d1 acc=0 max
+  // rel err 8.48e+00".
+  run_case(&(Case){.name = "scale_channels",
+                   .nin = 2,
+                   .in_n = {30, 6},
+                   .amp = {2.0f, 2.0f},
+                   .out_n = 30,
+                   .d = {6, 5},
+                   .ref = ref_scale_channels,
+                   .fwd = fwd_scale_channels,
+                   .bwd = bwd_scale_channels});
   run_case(&(Case){.name = "gelu",
                    .nin = 1,
                    .in_n = {40},
@@ -1661,6 +1737,18 @@ static void alias_shape(void) {
                      .ref = ref_dropout,
                      .fwd = fwd_dropout,
                      .bwd = bwd_dropout});
+  // 12 rows of 5 at p = 0.5 (key 0x5eed drops 6 of them), and the batch mode (this key keeps the batch).
+  // Planted once: cpu.c drawing row r + 1's keep printed "FAIL stochastic_depth row forward max rel err 1.02e+02".
+  for (int batch = 0; batch <= 1; batch++)
+    run_case(&(Case){.name = batch ? "stochastic_depth batch" : "stochastic_depth row",
+                     .nin = 1,
+                     .in_n = {60},
+                     .out_n = 60,
+                     .d = {12, 5, batch, 0x5eed},
+                     .f = 0.5f,
+                     .ref = ref_sd,
+                     .fwd = fwd_sd,
+                     .bwd = bwd_sd});
 }
 
 // ----------------------------------------------------------------------------

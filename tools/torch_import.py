@@ -315,7 +315,7 @@ class Importer:
         t = type(mod)
         known = (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d, nn.LayerNorm, nn.Embedding, nn.Hardtanh,
                  nn.ReLU6, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax,
-                 nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)
+                 nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Hardswish, nn.Hardsigmoid)
         if t is nn.MultiheadAttention:
             return self.mha(node, mod)
         if t not in known:  # listed even when its input was refused too
@@ -377,9 +377,10 @@ class Importer:
             self.own(name, mod, ("weight",))
         elif t in (nn.Hardtanh, nn.ReLU6) and (mod.min_val, mod.max_val) == (0.0, 6.0):
             self.emit(node, "relu6", {}, ins)
-        elif t in (nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax):
+        elif t in (nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.Identity, nn.Dropout, nn.Flatten, nn.Softmax,
+                   nn.Hardswish, nn.Hardsigmoid):
             self.simple(node, {nn.ReLU: "relu", nn.Sigmoid: "sigmoid", nn.SiLU: "silu", nn.GELU: "gelu",
-                               nn.Identity: None,
+                               nn.Identity: None, nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid",
                                nn.Dropout: "dropout", nn.Flatten: "flatten", nn.Softmax: "softmax"}[t], mod, ins)
         elif t in (nn.MaxPool2d, nn.AvgPool2d):
             self.pool(node, "maxpool2d" if t is nn.MaxPool2d else "avgpool2d", mod.kernel_size, mod.stride,
@@ -618,6 +619,27 @@ class Importer:
         k = H // size[0]
         return self.emit(node, "avgpool2d", {"kernel": k, "stride": k, "padding": 0}, ins)
 
+    def stochastic_depth(self, node):
+        """torchvision.ops.stochastic_depth(input, p, mode, training), fx-wrapped: a call inside a StochasticDepth
+        module (traced in eval, so its training argument is False) trains with the module's p and mode; a call
+        elsewhere with training=False is the identity; p = 0 too."""
+        a, kw = node.args, node.kwargs
+        v = dict(zip(("input", "p", "mode", "training"), a))
+        v.update(kw)
+        mod = self.modules.get(node.meta.get("memplan_path", ""))
+        if type(mod).__name__ == "StochasticDepth":
+            v.update(p=mod.p, mode=mod.mode, training=True)
+        x = self.arg(node, v["input"])
+        if x is None:
+            return None
+        if not v.get("training", True) or v["p"] == 0:
+            self.value[node] = x
+            return None
+        if v["mode"] not in ("row", "batch") or not 0 <= v["p"] < 1:
+            return self.reject(node, "stochastic_depth with mode %r, p %r: memplan's takes row or batch, p in "
+                               "[0, 1)" % (v["mode"], v["p"]))
+        return self.emit(node, "stochastic_depth", {"p": float(v["p"]), "mode": v["mode"]}, [x])
+
     def call_fn(self, node):
         import torch
         import torch.nn.functional as F
@@ -649,10 +671,18 @@ class Importer:
             if None in ins:
                 return self.reject(node, "%s with a Python number or an untracked tensor: memplan's %s takes two "
                                    "tensors" % (fn, fn))
-            if self.shape(a[0]) != self.shape(a[1]):
-                return self.reject(node, "%s of shapes %s and %s: memplan's %s takes equal shapes (no broadcasting)"
-                                   % (fn, self.shape(a[0]), self.shape(a[1]), fn))
+            sa, sb = self.shape(a[0]), self.shape(a[1])
+            if fn == "mul" and sa != sb and len(sa) == len(sb) >= 3:  # squeeze-excitation: x * s[N, C, 1, 1]
+                for x, s, sx, ss in ((ins[0], ins[1], sa, sb), (ins[1], ins[0], sb, sa)):
+                    if sx[:2] == ss[:2] and all(v == 1 for v in ss[2:]):
+                        return self.emit(node, "scale_channels", {}, [x, s])
+            if sa != sb:
+                return self.reject(node, "%s of shapes %s and %s: memplan's %s takes equal shapes (no broadcasting%s)"
+                                   % (fn, sa, sb, fn, "; scale_channels: x [N, C, ...] times s [N, C, 1, 1]"
+                                      if fn == "mul" else ""))
             return self.emit(node, fn, {}, ins)
+        if getattr(t, "__name__", "") == "stochastic_depth" and getattr(t, "__module__", "").startswith("torchvision"):
+            return self.stochastic_depth(node)
         if t in (F.relu6, F.hardtanh):
             lo, hi = (0.0, 6.0) if t is F.relu6 else (a[1] if len(a) > 1 else kw.get("min_val", -1.0),
                                                       a[2] if len(a) > 2 else kw.get("max_val", 1.0))
@@ -662,6 +692,7 @@ class Importer:
             return None if x is None else self.emit(node, "relu6", {}, [x])
         unary = {F.relu: "relu", torch.relu: "relu", "relu": "relu", F.gelu: "gelu", F.silu: "silu",
                  torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", "sigmoid": "sigmoid",
+                 F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", "mean": "mean", torch.mean: "mean",
                  torch.flatten: "flatten", "flatten": "flatten", F.softmax: "softmax", torch.softmax: "softmax",
                  "softmax": "softmax", F.dropout: "dropout", "contiguous": None,
                  "view": "reshape", "reshape": "reshape", torch.reshape: "reshape",
@@ -741,6 +772,18 @@ class Importer:
             return self.emit(node, "select", {"axis": ints[0][0], "index": ints[0][1]}, ins)
         if op == "adaptive":
             return self.adaptive(node, a[1] if len(a) > 1 else kw.get("output_size"), ins)
+        if op == "mean":  # over the planes of [N, C, H, W] (MNASNet's x.mean([2, 3])): global_avgpool
+            dims = a[1] if len(a) > 1 else kw.get("dim")
+            keep = a[2] if len(a) > 2 else kw.get("keepdim", False)
+            dims = sorted(d % len(ish) for d in (dims if isinstance(dims, (tuple, list)) else [dims])) \
+                if dims is not None and len(ish) else None
+            if len(ish) != 4 or dims != [2, 3] or kw.get("dtype") is not None:
+                return self.reject(node, "mean over dims %s of a %d-d tensor: memplan averages the planes of "
+                                   "[N, C, H, W] (dims 2 and 3: global_avgpool)" % (dims, len(ish)))
+            if not keep:
+                return self.emit(node, "global_avgpool", {}, ins)
+            g = self.emit(node, "global_avgpool", {}, ins, name=self.layer_name(node.name + "_gap"))
+            return self.emit(node, "reshape", {"shape": self.dim_expr(shp)}, [g])
         if op in ("maxpool2d", "avgpool2d"):
             names = ["kernel_size", "stride", "padding"] + (["dilation", "ceil_mode"] if op == "maxpool2d" else
                                                             ["ceil_mode", "count_include_pad", "divisor_override"])

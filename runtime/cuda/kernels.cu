@@ -473,6 +473,53 @@ static __global__ void sigmoid_backward_kernel(float *dx, const float *dout, con
   }
 }
 
+static __device__ float hardsigmoid1(float x) { return x <= -3.0f ? 0.0f : x >= 3.0f ? 1.0f : x / 6.0f + 0.5f; }
+
+static __global__ void hardswish_forward_kernel(float *out, const float *x, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = x[i] * hardsigmoid1(x[i]);
+}
+
+static __global__ void hardswish_backward_kernel(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float xi = x[i];
+    float g = xi < -3.0f ? 0.0f : xi <= 3.0f ? dout[i] * (xi / 3.0f + 0.5f) : dout[i];
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+static __global__ void hardsigmoid_forward_kernel(float *out, const float *x, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = hardsigmoid1(x[i]);
+}
+
+static __global__ void hardsigmoid_backward_kernel(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float g = x[i] > -3.0f && x[i] < 3.0f ? dout[i] / 6.0f : 0.0f;
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+static __global__ void scale_channels_forward_kernel(float *out, const float *x, const float *s, int64_t S, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = x[i] * s[i / S];
+}
+
+/* one thread per plane, summed in double; before dx, which may overwrite dout */
+static __global__ void scale_channels_ds_kernel(float *ds, const float *dout, const float *x, int64_t NC, int64_t S,
+                                                int acc) {
+  GRID_STRIDE(p, NC) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < S; j++) sum += (double)dout[p * S + j] * x[p * S + j];
+    ds[p] = acc ? ds[p] + (float)sum : (float)sum;
+  }
+}
+
+static __global__ void scale_channels_dx_kernel(float *dx, const float *dout, const float *s, int64_t S, int64_t n,
+                                                int acc) {
+  GRID_STRIDE(i, n) {
+    float g = dout[i] * s[i / S];
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
 static __global__ void relu_backward_kernel(float *dx, const float *dout, const float *out, int64_t n, int acc) {
   GRID_STRIDE(i, n) {
     float g = out[i] > 0.0f ? dout[i] : 0.0f;
@@ -609,6 +656,57 @@ void rt_cuda_sigmoid_backward(float *dx, const float *dout, const float *out, in
   if (n <= 0 || !dx) return;
   sigmoid_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, out, n, acc);
   LAUNCH_CHECK();
+}
+
+void rt_cuda_hardswish_forward(float *out, const float *x, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  hardswish_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_hardswish_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  hardswish_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_hardsigmoid_forward(float *out, const float *x, int64_t n) {
+  need_ctx();
+  if (n <= 0) return;
+  hardsigmoid_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_hardsigmoid_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  need_ctx();
+  if (n <= 0 || !dx) return;
+  hardsigmoid_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, x, n, acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_scale_channels_forward(float *out, const float *x, const float *s, int64_t NC, int64_t S) {
+  need_ctx();
+  int64_t n = NC * S;
+  if (n <= 0) return;
+  scale_channels_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, s, S, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_scale_channels_backward(float *dx, float *ds, const float *dout, const float *x, const float *s,
+                                     int64_t NC, int64_t S, int acc_dx, int acc_ds) {
+  need_ctx();
+  int64_t n = NC * S;
+  if (n <= 0) return;
+  if (ds) {
+    scale_channels_ds_kernel<<<grid_for(NC, 128), 128, 0, ctx.stream>>>(ds, dout, x, NC, S, acc_ds);
+    LAUNCH_CHECK();
+  }
+  if (dx) {
+    scale_channels_dx_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, s, S, n, acc_dx);
+    LAUNCH_CHECK();
+  }
 }
 
 void rt_cuda_gelu_forward(float *out, const float *x, int64_t n, int approximate) {
@@ -2118,6 +2216,48 @@ void rt_cuda_dropout_forward(float *out, int32_t *mask, const float *x, int64_t 
 void rt_cuda_dropout_backward(float *dx, const float *dout, const int32_t *mask, int64_t n, float p, int mode,
                               uint64_t key, int acc) {
   dropout_launch(dx, NULL, dout, mask, n, p, mode, key, 1, acc);
+}
+
+// stochastic_depth: dropout's hash of (key, row), one draw per row (row 0's for the batch); refused under a
+// CUDA graph as dropout is
+
+static __global__ void sd_kernel(float *out, const float *x, int64_t S, int64_t batch, float scale, uint32_t th,
+                                 uint64_t key, int acc, int64_t n) {
+  GRID_STRIDE(i, n) {
+    int64_t r = batch ? 0 : i / S;
+    float g = __fmul_rn(x[i], (mix64_dev(key ^ (uint64_t)r) >> 40) >= th ? scale : 0.0f);
+    out[i] = acc ? __fadd_rn(out[i], g) : g;
+  }
+}
+
+static void sd_launch(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, uint64_t key, int acc) {
+  need_ctx();
+  RT_CHECK(!ctx.capturing,
+           "stochastic_depth's random key changes every step and a CUDA graph would replay the captured "
+           "one: train this model without --cuda-graph");
+  int64_t n = N * S;
+  if (n <= 0 || !out) return;
+  float scale = (float)(1.0 / (1.0 - (double)p));
+  uint32_t th = (uint32_t)ceil((double)p * 16777216.0);
+  sd_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, S, batch, scale, th, key, acc, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_stochastic_depth_forward(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p,
+                                      int mode, uint64_t key) {
+  if (mode == RT_MODE_EVAL) {
+    need_ctx();
+    if (out != x && N * S > 0)
+      CUDA_CHECK(cudaMemcpyAsync(out, x, sizeof(float) * (size_t)(N * S), cudaMemcpyDeviceToDevice, ctx.stream));
+    return;
+  }
+  sd_launch(out, x, N, S, batch, p, key, 0);
+}
+
+void rt_cuda_stochastic_depth_backward(float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p,
+                                       int mode, uint64_t key, int acc) {
+  (void)mode;
+  sd_launch(dx, dout, N, S, batch, p, key, acc);
 }
 
 // ----------------------------------------------------------------------------

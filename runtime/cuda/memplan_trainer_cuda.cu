@@ -154,15 +154,16 @@ extern "C" void tr_cuda_all_gather(float *p, int64_t n) {
 }
 
 static unsigned char *cuda_open(const TrModel *m, int graph) {
-  /* A graph replays the kernel arguments of its capture, dropout's random key
-   * among them: every step would draw the first one's masks. */
+  /* A graph replays the kernel arguments of its capture, dropout's and
+   * stochastic_depth's random keys among them: every step would draw the
+   * first one's masks. */
   for (int i = 0; graph && i < m->nops; i++)
-    if (!strcmp(m->ops[i].kind, "dropout")) {
+    if (!strcmp(m->ops[i].kind, "dropout") || !strcmp(m->ops[i].kind, "stochastic_depth")) {
       fflush(stdout);
       fprintf(stderr,
-              "trainer: error: --cuda-graph replays one captured step, and dropout (layer %s) draws new masks every "
+              "trainer: error: --cuda-graph replays one captured step, and %s (layer %s) draws new masks every "
               "step from a key passed to its kernels: train this model without --cuda-graph\n",
-              m->ops[i].layer);
+              m->ops[i].kind, m->ops[i].layer);
       exit(1);
     }
   int n = rt_cuda_device_count();

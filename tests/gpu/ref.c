@@ -151,6 +151,51 @@ void ref_sigmoid_backward(float *dx, const float *dout, const float *out, int64_
   store(dx, g, n, acc);
 }
 
+void ref_hardswish_forward(float *out, const float *x, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) {
+    double v = x[i];
+    o[i] = v * fmin(fmax(v + 3.0, 0.0), 6.0) / 6.0;
+  }
+  store(out, o, n, 0);
+}
+
+void ref_hardswish_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) g[i] = x[i] < -3.0f ? 0.0 : x[i] <= 3.0f ? dout[i] * (x[i] / 3.0 + 0.5) : dout[i];
+  store(dx, g, n, acc);
+}
+
+void ref_hardsigmoid_forward(float *out, const float *x, int64_t n) {
+  double *o = dnew(n);
+  for (int64_t i = 0; i < n; i++) o[i] = fmin(fmax(x[i] + 3.0, 0.0), 6.0) / 6.0;
+  store(out, o, n, 0);
+}
+
+void ref_hardsigmoid_backward(float *dx, const float *dout, const float *x, int64_t n, int acc) {
+  double *g = dnew(n);
+  for (int64_t i = 0; i < n; i++) g[i] = x[i] > -3.0f && x[i] < 3.0f ? dout[i] / 6.0 : 0.0;
+  store(dx, g, n, acc);
+}
+
+void ref_scale_channels_forward(float *out, const float *x, const float *s, int64_t NC, int64_t S) {
+  double *o = dnew(NC * S);
+  for (int64_t i = 0; i < NC * S; i++) o[i] = (double)x[i] * s[i / S];
+  store(out, o, NC * S, 0);
+}
+
+/* ds is computed before dx is stored, so dx may be dout. */
+void ref_scale_channels_backward(float *dx, float *ds, const float *dout, const float *x, const float *s, int64_t NC,
+                                 int64_t S, int acc_dx, int acc_ds) {
+  double *gx = dnew(NC * S), *gs = dnew(NC);
+  for (int64_t i = 0; i < NC * S; i++) {
+    gx[i] = (double)dout[i] * s[i / S];
+    gs[i / S] += (double)dout[i] * x[i];
+  }
+  store(ds, gs, NC, acc_ds);
+  store(dx, gx, NC * S, acc_dx);
+}
+
 static const double SQRT_2_OVER_PI = 0.79788456080286535588;
 
 static const double SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794;
@@ -898,6 +943,22 @@ void ref_dropout_backward(float *dx, const float *dout, const int32_t *mask, int
     g[i] = kept ? dout[i] / (1.0 - (double)p) : 0.0;
   }
   store(dx, g, n, acc);
+}
+
+void ref_stochastic_depth_forward(float *out, const float *x, int64_t N, int64_t S, int64_t batch, float p, int mode,
+                                  uint64_t key) {
+  double *o = dnew(N * S);
+  for (int64_t i = 0; i < N * S; i++)
+    o[i] = mode == RT_MODE_EVAL ? x[i] : ref_keep(key, batch ? 0 : i / S, p) ? x[i] / (1.0 - (double)p) : 0.0;
+  store(out, o, N * S, 0);
+}
+
+void ref_stochastic_depth_backward(float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p, int mode,
+                                   uint64_t key, int acc) {
+  (void)mode;
+  double *g = dnew(N * S);
+  for (int64_t i = 0; i < N * S; i++) g[i] = ref_keep(key, batch ? 0 : i / S, p) ? dout[i] / (1.0 - (double)p) : 0.0;
+  store(dx, g, N * S, acc);
 }
 
 // ----------------------------------------------------------------------------

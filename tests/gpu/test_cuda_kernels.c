@@ -451,6 +451,70 @@ static void case_sigmoid(int64_t n) {
   }
 }
 
+/* Inputs to +-6: both flat sides and the ramp, and the kinks -3 and 3 exactly (torch's gradients there:
+ * hardswish's ramp slope at both ends, -0.5 and 1.5; hardsigmoid's none). Planted once in cpu.c: hardswish's
+ * slope x / 6 + 0.5 printed "hardswish_backward acc=0 ... FAIL", hardsigmoid's without / 6 "hardsigmoid_backward
+ * acc=0 8.33e-01 5.00e+00 FAIL". */
+static void case_hardswish_hardsigmoid(int64_t n) {
+  for (int sig = 0; sig <= 1; sig++) {
+    Ten x = ten_rand(n, 6), out = ten_fill(n, NAN);
+    x.ref[0] = -3.0f;
+    x.ref[1] = 3.0f;
+    ut_put(x.ut, x.ref, (size_t)n * sizeof(float));
+    const char *nm = sig ? "hardsigmoid" : "hardswish";
+    if (sig) {
+      ref_hardsigmoid_forward(out.ref, x.ref, n);
+      UT(hardsigmoid_forward)(out.ut, x.ut, n);
+    } else {
+      ref_hardswish_forward(out.ref, x.ref, n);
+      UT(hardswish_forward)(out.ut, x.ut, n);
+    }
+    check(&out, TOL, "%s_forward n=%lld", nm, LL(n));
+    for (int acc = 0; acc <= 1; acc++) {
+      Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+      if (sig) {
+        ref_hardsigmoid_backward(dx.ref, g.ref, x.ref, n, acc);
+        UT(hardsigmoid_backward)(dx.ut, g.ut, x.ut, n, acc);
+      } else {
+        ref_hardswish_backward(dx.ref, g.ref, x.ref, n, acc);
+        UT(hardswish_backward)(dx.ut, g.ut, x.ut, n, acc);
+      }
+      check(&dx, TOL, "%s_backward acc=%d", nm, acc);
+    }
+    release_all();
+  }
+}
+
+/* NC planes of S: every acc pattern (-1 a NULL gradient), then dx in place of dout beside ds. Planted once in
+ * cpu.c: ds summing dout alone printed "scale_channels_backward ds acc=0 1.54e+01 8.96e+00 FAIL". */
+static void case_scale_channels(int64_t NC, int64_t S) {
+  int64_t n = NC * S;
+  Ten x = ten_rand(n, 2), s = ten_rand(NC, 2), out = ten_fill(n, NAN);
+  ref_scale_channels_forward(out.ref, x.ref, s.ref, NC, S);
+  UT(scale_channels_forward)(out.ut, x.ut, s.ut, NC, S);
+  check(&out, TOL, "scale_channels_forward NC=%lld S=%lld", LL(NC), LL(S));
+  static const int pat[][2] = {{0, 0}, {1, 1}, {0, 1}, {-1, 0}, {1, -1}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *k = pat[p];
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, k[0] > 0), ds = ten_grad(NC, k[1] > 0);
+    ref_scale_channels_backward(k[0] < 0 ? NULL : dx.ref, k[1] < 0 ? NULL : ds.ref, g.ref, x.ref, s.ref, NC, S,
+                                k[0] > 0, k[1] > 0);
+    UT(scale_channels_backward)
+    (k[0] < 0 ? NULL : dx.ut, k[1] < 0 ? NULL : ds.ut, g.ut, x.ut, s.ut, NC, S, k[0] > 0, k[1] > 0);
+    if (k[0] >= 0) check(&dx, TOL, "scale_channels_backward dx acc=%d", k[0]);
+    if (k[1] >= 0) check(&ds, TOL, "scale_channels_backward ds acc=%d", k[1]);
+  }
+  Ten g = ten_rand(n, 1), ds = ten_grad(NC, 0); // dx aliases dout, ds reads the same dout
+  ref_scale_channels_backward(g.ref, ds.ref, g.ref, x.ref, s.ref, NC, S, 0, 0);
+  UT(scale_channels_backward)(g.ut, ds.ut, g.ut, x.ut, s.ut, NC, S, 0, 0);
+  check(&g, TOL, "scale_channels_backward in place dx=dout");
+  check(&ds, TOL, "scale_channels_backward ds beside dx=dout");
+  ref_scale_channels_forward(x.ref, x.ref, s.ref, NC, S); // in place: out = x
+  UT(scale_channels_forward)(x.ut, x.ut, s.ut, NC, S);
+  check(&x, TOL, "scale_channels_forward in place (out=x)");
+  release_all();
+}
+
 /* Inputs to +-12, and four at +-100 where exp(-x) overflows float (the
  * kernels clamp it): silu(-100) ~ 0, silu(100) = 100. */
 static void case_silu(int64_t n) {
@@ -1011,6 +1075,33 @@ static void check_mask(const Ids *m, const char *what) {
   failures += bad != 0;
   checks++;
   printf("%-58s %9lld %9s  %s\n", what, (long long)bad, "words", bad ? "FAIL" : "ok");
+}
+
+/* N rows of S, row and batch modes: train, the backward's redraw (in place too), eval's copy. Planted once in
+ * cpu.c: the forward drawing row r + 1's keep printed "stochastic_depth_forward N=256 S=3136 batch=0 2.86e+00 1.00e+02
+ * FAIL". */
+static void case_stochastic_depth(int64_t N, int64_t S, float p, uint64_t key) {
+  int64_t n = N * S;
+  for (int batch = 0; batch <= 1; batch++) {
+    Ten x = ten_rand(n, 2), out = ten_fill(n, NAN), e = ten_fill(n, NAN);
+    ref_stochastic_depth_forward(out.ref, x.ref, N, S, batch, p, RT_MODE_TRAIN, key);
+    UT(stochastic_depth_forward)(out.ut, x.ut, N, S, batch, p, RT_MODE_TRAIN, key);
+    check(&out, TOL, "stochastic_depth_forward N=%lld S=%lld batch=%d", LL(N), LL(S), batch);
+    for (int acc = 0; acc <= 1; acc++) {
+      Ten g = ten_rand(n, 1), dx = ten_grad(n, acc);
+      ref_stochastic_depth_backward(dx.ref, g.ref, N, S, batch, p, RT_MODE_TRAIN, key, acc);
+      UT(stochastic_depth_backward)(dx.ut, g.ut, N, S, batch, p, RT_MODE_TRAIN, key, acc);
+      check(&dx, TOL, "stochastic_depth_backward acc=%d batch=%d", acc, batch);
+    }
+    Ten g = ten_rand(n, 1); /* in place: dx = dout */
+    ref_stochastic_depth_backward(g.ref, g.ref, N, S, batch, p, RT_MODE_TRAIN, key, 0);
+    UT(stochastic_depth_backward)(g.ut, g.ut, N, S, batch, p, RT_MODE_TRAIN, key, 0);
+    check(&g, TOL, "stochastic_depth_backward in place (dx=dout)");
+    ref_stochastic_depth_forward(e.ref, x.ref, N, S, batch, p, RT_MODE_EVAL, 0);
+    UT(stochastic_depth_forward)(e.ut, x.ut, N, S, batch, p, RT_MODE_EVAL, 0);
+    check(&e, TOL, "stochastic_depth_forward eval (out = x)");
+    release_all();
+  }
 }
 
 static void case_dropout(int64_t n, float p, uint64_t key) {
@@ -1589,6 +1680,9 @@ int main(int argc, char **argv) {
   RUN("scale", case_scale(quick ? 1000 : 100003));
   RUN("relu6", case_relu6(quick ? 1000 : 100003));
   RUN("sigmoid", case_sigmoid(quick ? 1000 : 100003));
+  RUN("hardswish", case_hardswish_hardsigmoid(quick ? 1000 : 100003));
+  RUN("scale_channels", case_scale_channels(24, 49));
+  RUN("scale_channels", case_scale_channels(quick ? 6 : 300, quick ? 100 : 3136));
   RUN("layernorm", case_layernorm(67, 129, 1e-5f, 1));
   if (!quick) RUN("layernorm", case_layernorm(512, 768, 1e-5f, 1));
   RUN("layernorm", case_layernorm(67, 129, 0.5f, 0)); // eps ~ var (1.33): an eps ignored shows; b, db NULL
@@ -1661,6 +1755,7 @@ int main(int argc, char **argv) {
   RUN("dropout", case_dropout(quick ? 1000 : 100003, 0.1f, 0x1234567890abcdefull));
   RUN("dropout", case_dropout(77, 0.5f, 42)); // a partial last mask word
   RUN("dropout", case_dropout(64, 0.0f, 7));  // p = 0 keeps everything
+  RUN("stochastic_depth", case_stochastic_depth(quick ? 16 : 256, quick ? 50 : 3136, 0.3f, 0x1234567890abcdefull));
   RUN("adamw", case_adamw(10007));
   RUN("sgd", case_sgd(10007));
   RUN("adamw_bf16", case_adamw_bf16(10007));

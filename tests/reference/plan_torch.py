@@ -328,6 +328,13 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = F.relu6(a[0])
         elif k == "sigmoid":
             y = torch.sigmoid(a[0])
+        elif k == "hardswish":
+            y = F.hardswish(a[0])
+        elif k == "hardsigmoid":
+            y = F.hardsigmoid(a[0])
+        elif k == "scale_channels":  # x [N, C, ...] times s [N, C] (or [N, C, 1, 1]), broadcast
+            x = a[0]
+            y = x * a[1].reshape(x.shape[:2] + (1,) * (x.dim() - 2))
         elif k == "gelu":
             y = F.gelu(a[0], approximate="tanh" if d[1] else "none")  # dims: n, approximate
         elif k == "silu":
@@ -381,6 +388,15 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = a[0].mean((2, 3))
         elif k == "dropout":
             y = a[0] if step is None or sched_key != "schedule" else _dropout(a[0], op, step, seed)
+        elif k == "stochastic_depth":  # dims: N S batch; the trainer's draw per row (row 0's for the batch)
+            x = a[0]
+            if step is not None and sched_key == "schedule":
+                p = op["floats"][0]
+                keep = dropout_mask(op_key(seed, step, 0, op["layer"]), d[0], p)
+                keep = keep[:1].expand(d[0]) if d[2] else keep
+                scale = torch.tensor(1.0 / (1.0 - float(np.float32(p))), dtype=torch.float64).to(x.dtype)
+                x = x * (keep.to(x.dtype) * scale).reshape((d[0],) + (1,) * (x.dim() - 1))
+            y = x
         else:
             raise ValueError("plan_torch: no torch version of op %s" % k)
         env[o] = y.reshape(shape)

@@ -55,7 +55,7 @@ def main():
          ["--input y=[2, 5]: mse's targets must have the output's shape [2, 4]"], {}),
         ("unsupported nodes, all of them", [BAD + ":Unsupported"] + IO8[:2] + ["--input", "y=[B,8]:f32"] + IO8[4:],
          ["3 node(s) have no memplan op; nothing written:",
-          "Hardswish (gate) at gate: no memplan op for Hardswish", "bad.py:14: y = self.gate(self.fc(x))",
+          "ELU (gate) at gate: no memplan op for ELU", "bad.py:14: y = self.gate(self.fc(x))",
           "tanh at (top level): no memplan op for it", "bad.py:15: return torch.tanh(y) * 2.0",
           "mul at (top level): mul with a Python number"], {}),
         ("nn.MultiheadAttention returning its weights", [BAD + ":Attn", "--input", "x=[B,4,8]:f32", "--input",

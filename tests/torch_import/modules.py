@@ -199,3 +199,48 @@ class ConvNeXtish(nn.Module):
     def forward(self, x):
         x = self.stem(x)
         return self.head(self.down(x + self.block(x)))
+
+
+class SqueezeExcitation(nn.Module):
+    """torchvision.ops.SqueezeExcitation as MobileNetV3 builds it: adaptive pooling to 1x1, a 1x1 conv down,
+    ReLU, a 1x1 conv up, Hardsigmoid, and the input scaled by it (x * s, s [N, C, 1, 1] broadcast)."""
+
+    def __init__(self, c, squeeze):
+        super().__init__()
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Conv2d(c, squeeze, 1)
+        self.fc2 = nn.Conv2d(squeeze, c, 1)
+        self.activation, self.scale_activation = nn.ReLU(), nn.Hardsigmoid()
+
+    def forward(self, x):
+        scale = self.scale_activation(self.fc2(self.activation(self.fc1(self.avgpool(x)))))
+        return scale * x
+
+
+class MobileNetV3ish(nn.Module):
+    """torchvision's MobileNetV3 blocks shrunk: a Hardswish stem, an inverted residual with squeeze-excitation
+    (Hardsigmoid gate) and Hardswish, F.hardswish on the head, then MNASNet's x.mean([2, 3]) (keepdim once, as
+    a flatten follows) and torch.mean over the planes again, a linear classifier."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.Hardswish())
+        self.expand = nn.Sequential(nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16), nn.Hardswish())
+        self.dw = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), nn.BatchNorm2d(16),
+                                nn.Hardswish())
+        self.se = SqueezeExcitation(16, 8)
+        self.project = nn.Sequential(nn.Conv2d(16, 8, 1, bias=False), nn.BatchNorm2d(8))
+        self.head = nn.Conv2d(8, 12, 1)
+        self.classifier = nn.Linear(24, num_classes)
+        for m in self.modules():  # gains of 3 and a wide SE: the hardswish ramp and the gate both in play
+            if isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 3.0)
+        nn.init.normal_(self.se.fc2.weight, 0.0, 1.0)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.project(self.se(self.dw(self.expand(x))))
+        x = F.hardswish(self.head(x))
+        a = torch.flatten(x.mean([2, 3], keepdim=True), 1)
+        b = torch.mean(F.hardsigmoid(x), dim=(-2, -1))
+        return self.classifier(torch.cat([a, b], 1))
