@@ -9,7 +9,7 @@
  * - int8: per-row absmax: codes round(127 x / absmax) as i8, and one f32
  *   absmax per row (the last dim's elements) in "<param>.absmax";
  * - nf4: QLoRA's NormalFloat: 4-bit codes (two a byte, the even element in
- *   the low nibble) of the nearest of 16 values (runtime/memplan_kernels.h,
+ *   the high nibble) of the nearest of 16 values (runtime/memplan_kernels.h,
  *   RT_NF4) to x / absmax, with one f32 absmax per BW_NF4_BLOCK elements in
  *   "<param>.absmax" (bitsandbytes' block of 64; no double quantization).
  * The absmax tensors are frozen parameters of their own (role param, f32), so
