@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """check.py: a module through the PyTorch front door and back, against PyTorch.
 
-  check.py MEMPLAN WORKDIR SPEC [import-torch options...] [--steps N]
+  check.py MEMPLAN WORKDIR SPEC [import-torch options...] [--steps N] [--floor-ulps N]
 
 1. `memplan import-torch SPEC OPTIONS -o WORKDIR/import`
 2. `memplan compile WORKDIR/import/model.yaml -o WORKDIR/trainer`, built (CPU) with its own CMake
@@ -56,6 +56,11 @@ def main():
     if "--steps" in opts:
         i = opts.index("--steps")
         steps = int(opts[i + 1])
+        del opts[i:i + 2]
+    if "--floor-ulps" in opts:  # a model whose float32 sums move by more ulps with the BLAS kernel (measured)
+        global FLOOR
+        i = opts.index("--floor-ulps")
+        FLOOR = float(opts[i + 1]) * EPS32
         del opts[i:i + 2]
     if "--text" in opts:  # token inputs: the trainer's --text FILE (bytes as tokens)
         i = opts.index("--text")
