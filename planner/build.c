@@ -19,6 +19,7 @@
 
 struct GraphBuilder {
   Arena *ar;
+  const ShapeRule *rules; /* per OpKind */
   VEC(Tensor) t;
   VEC(Op) ops;
   int64_t total_bytes; /* of all tensors so far */
@@ -36,9 +37,10 @@ struct BuildCtx {
   int nin;
 };
 
-GraphBuilder *gb_new(Arena *ar) {
+GraphBuilder *gb_new(Arena *ar, const ShapeRule *rules) {
   GraphBuilder *gb = ar_alloc(ar, sizeof(GraphBuilder));
   gb->ar = ar;
+  gb->rules = rules;
   return gb;
 }
 
@@ -153,7 +155,8 @@ static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opn
   for (int i = 0; i < MAX_OP_OUT; i++) c.op.out[i] = -1;
   memcpy(c.op.attr, attr, sizeof c.op.attr);
   int before = gb->ops.n;
-  oi->build(&c);
+  MP_ASSERT(gb->rules[k]); /* the loader names only ops with a rule */
+  gb->rules[k](&c);
   if (oi->composite) { /* its parts are in: the last one's output is the layer's */
     MP_ASSERT(gb->ops.n > before);
     return gb->ops.v[gb->ops.n - 1].out[0];

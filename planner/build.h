@@ -1,6 +1,6 @@
 /* build.h: building a Graph from layers, independent of where they come
  * from. The loader (load.c) parses a layer's inputs and attributes and calls
- * gb_layer; the op's shape rule (ops.c) runs through the BuildCtx API below
+ * gb_layer; the op's shape rule (rules.c) runs through the BuildCtx API below
  * to check its inputs and add its parameters and outputs. The builder owns
  * the tensor and op tables, the size limits, parameter sharing and the
  * init schemes; it knows nothing of YAML. */
@@ -11,8 +11,12 @@
 
 typedef struct GraphBuilder GraphBuilder;
 typedef struct BuildCtx BuildCtx;
+/* An op's shape rule (rules.h): checks the inputs, creates parameters and outputs. */
+typedef void (*ShapeRule)(BuildCtx *c);
 
-GraphBuilder *gb_new(Arena *ar);
+/* rules[k]: op k's shape rule (rules.h's shape_rules; the builder is below
+ * the rules and calls them through this table only). */
+GraphBuilder *gb_new(Arena *ar, const ShapeRule *rules);
 /* Adds a tensor (a graph input); checks the size limits. Returns its id. */
 int gb_tensor(GraphBuilder *gb, Tensor t);
 const Tensor *gb_get(const GraphBuilder *gb, int t);
@@ -51,7 +55,7 @@ Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dim
  * g itself is not changed (the budget pass plans either graph). */
 const Graph *gb_fuse_loss(Arena *ar, const Graph *g, int64_t chunk);
 
-/* ---- the shape rules' side (ops.c) ---- */
+/* ---- the shape rules' side (rules.c) ---- */
 
 const Tensor *build_input(BuildCtx *c, int k); /* the layer's k-th input */
 int build_input_id(BuildCtx *c, int k);        /* its tensor id */

@@ -31,6 +31,7 @@
 #include "load.h"
 #include "memplan_bpe.h"
 #include "ops.h"
+#include "rules.h"
 
 /* Limits: each keeps a pass linear (or bounded) in the file's size (build.c
  * keeps sizes and FLOP counts inside 64 bits). */
@@ -949,7 +950,7 @@ Graph *load_build(ModelSrc *src, const DimOverride *ov, int nov) {
   L->ov = ov;
   L->nov = nov;
   L->tune = src->tune;
-  L->gb = gb_new(src->ar);
+  L->gb = gb_new(src->ar, shape_rules);
   /* a user error inside frees the document (the source is done: load_free
    * is then a no-op) before going on to the caller's catcher (tests,
    * fuzzers) or exiting */

@@ -1,12 +1,14 @@
 /* ops.h: the op table. Each op is one entry (ops.c, designated
  * initializers) that says everything the compiler knows about it: its YAML
- * name and attributes (types, defaults), its shape rule and the parameters
- * it creates (build), its kernels' size arguments and FLOPs, its cost class
+ * name and attributes (types, defaults), its kernels' size arguments and
+ * FLOPs, its cost class
  * and workspace, which forward tensors its backward reads, whether the
  * selective checkpointing option recomputes it, which backward inputs may be
  * stored in bf16/fp16, which outputs may overwrite an input, and what the
  * trainer feeds a graph input it reads. The passes read these fields and
- * never switch on the op kind for policy. README "Adding an op" is the recipe.
+ * never switch on the op kind for policy. Its shape rule, which creates its
+ * parameters and outputs, is above the builder: rules.h. README "Adding an
+ * op" is the recipe.
  *
  * Kernels: rt_<name>_forward(outs..., ins..., dims..., floats...) and
  * rt_<name>_backward(outs..., ins..., dims..., floats..., [scale for losses],
@@ -63,7 +65,6 @@
 #ifndef MEMPLAN_OPS_H
 #define MEMPLAN_OPS_H
 
-#include "build.h"
 #include "graph.h"
 
 /* References from a backward slot to forward tensors. */
@@ -111,10 +112,8 @@ typedef struct {
   int min_inputs, max_inputs;
   int nin, nout; /* forward slots */
   int nstats;    /* trailing forward outputs only backward reads (NULL in eval) */
-  /* The shape rule (build.h's API): checks the inputs, creates parameters
-   * and outputs. A composite op (causal_self_attention) adds other ops
-   * instead and never appears in a Graph. */
-  void (*build)(BuildCtx *c);
+  /* A composite op (causal_self_attention): its shape rule (rules.c) adds
+   * other ops instead, and it never appears in a Graph. */
   bool composite;
   /* Kernel size arguments, in the kernel's order; the forward kernel takes
    * the first fwd_ndim of them (0: all). */
@@ -179,10 +178,6 @@ const OpInfo *op_info(OpKind k);
 int64_t op_run_flops(const Graph *g, const Op *o, bool backward, const int *bout);
 /* A collective of a plan for N ranks (allreduce, reduce_scatter, all_gather). */
 static inline bool op_is_comm(OpKind k) { return k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER || k == OP_ALL_GATHER; }
-/* The op whose YAML name is s, or -1. */
-int op_lookup(const char *s);
-/* The closest YAML op name to s, for "did you mean". */
-const char *op_suggest(const char *s);
 /* The index of key in the op's attribute list, or -1. */
 int op_attr_index(OpKind k, const char *key);
 /* Every attribute of op k at its default (not given: s is NULL), at loc. */

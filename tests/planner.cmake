@@ -404,3 +404,18 @@ add_test(NAME plan_base_weights_auto_llama_mini
                  ${CMAKE_CURRENT_BINARY_DIR}/plan_base_weights_auto)
 set_tests_properties(plan_base_weights_auto_llama_mini PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "frozen weights int8: 2.93 MiB \\(fp32: 11.56 MiB\\).*--base-weights auto: fp32 does not fit. bf16 does not fit. int8 fits.*\"base_weights\": \"int8\"")
+
+# The planner's and the runtime's files depend one way: no circle of
+# #include lines and calls between files (nm of the objects: a file's
+# undefined symbols against the ones the others define). deps.py prints the
+# circle, each edge with its includes and calls. Planted once: the op table
+# reading the shape rules again (ops.c's op_info asserting on shape_rules[k],
+# with #include "rules.h"); this printed "FAIL: a circle: planner/build.c ->
+# planner/ops.c -> planner/rules.c -> planner/build.c", the edges' symbols
+# under it ("planner/ops.c -> planner/rules.c: uses shape_rules").
+add_test(NAME deps_no_circle
+         COMMAND python3 ${MEMPLAN_TEST_DIR}/scripts/deps.py --src ${MEMPLAN_SOURCE_DIR}
+                 --build ${CMAKE_BINARY_DIR} --dir planner --dir runtime --inc planner --inc runtime
+                 --inc runtime/cuda --nm ${CMAKE_NM} $<TARGET_OBJECTS:memplan_planner> $<TARGET_OBJECTS:memplan_rt_cpu>
+                 "$<$<TARGET_EXISTS:memplan_rt_cuda>:$<TARGET_OBJECTS:memplan_rt_cuda>>")
+set_tests_properties(deps_no_circle PROPERTIES LABELS unit)

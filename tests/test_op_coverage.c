@@ -25,22 +25,22 @@
  *    file there as error_<name>, which checks the exact message.
  *
  * What applies to which op:
- * - ops written in YAML (OpInfo.build): all five;
+ * - ops written in YAML (a shape rule, rules.h): all five;
  * - composite ops (OpInfo.composite, causal_self_attention): 2 as a layer
  *   `op: <op>` in a reference model's file (plans hold its parts, never it),
  *   4 and 5; its parts carry the kernels;
- * - optimizer updates (no .build, kernel rt_<op>_update: adamw, sgd): 1 as a
+ * - optimizer updates (no shape rule, kernel rt_<op>_update: adamw, sgd): 1 as a
  *   check of the update against hand-computed steps (a function of
  *   gradcheck.c that main() reaches calls rt_<op>_update; an update has no
  *   gradient), 2 as plan_torch.py comparing the optimizer type with "<op>"
  *   and a reference model that names it (`type: <op>`), and 3; not 4 and 5
  *   (they are not layers and have no attributes);
- * - cast (no .build; kernels rt_f32_to_<h> and rt_<h>_to_f32 for each 2-byte
+ * - cast (no shape rule; kernels rt_f32_to_<h> and rt_<h>_to_f32 for each 2-byte
  *   dtype <h>): 3 only. A cast has no gradient and gradcheck.c tests no
  *   conversions (the CPU build of test_cuda_kernels.c, CTest cuda_refs,
  *   checks cpu.c's bit for bit); the reference tests run fp32 plans, which
  *   hold no casts (precision_and_microbatch covers storage precision).
- * - collectives (allreduce, reduce_scatter, all_gather: no .build, no
+ * - collectives (allreduce, reduce_scatter, all_gather: no shape rule, no
  *   kernels; the trainers' MPI and NCCL calls of a plan for N ranks): none
  *   of the five. tests/mpi.cmake (label mpi) trains plans holding each of
  *   them against one process at N times the batch.
@@ -68,6 +68,7 @@
 #include "graph.h"
 #include "load.h"
 #include "ops.h"
+#include "rules.h"
 
 static Arena ar;
 static const char *srcdir;
@@ -665,7 +666,7 @@ typedef struct {
   const char *name;
   const char *key[MAX_ATTR];
   int nkeys;
-  bool yaml;      /* written as a layer (OpInfo.build) */
+  bool yaml;      /* written as a layer (it has a shape rule) */
   bool composite; /* lowers to other ops; no kernels */
   bool cast;      /* OP_CAST: conversion kernels per 2-byte dtype */
   bool comm;      /* a collective (op_is_comm): no kernels */
@@ -675,7 +676,7 @@ typedef struct {
 static OpRec op_rec(OpKind k) {
   const OpInfo *oi = op_info(k);
   OpRec o = {.name = oi->name,
-             .yaml = oi->build != NULL,
+             .yaml = shape_rules[k] != NULL,
              .composite = oi->composite,
              .cast = k == OP_CAST,
              .comm = op_is_comm(k),
