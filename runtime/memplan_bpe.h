@@ -16,8 +16,15 @@
 
 typedef struct Bpe Bpe;
 
-/* DIR/encoder.json and DIR/vocab.bpe; NULL on failure with a message in err
- * (the file, line:col, what is wrong and what to do). */
+/* DIR/encoder.json and DIR/vocab.bpe, or a Hugging Face tokenizer.json of
+ * the byte-level BPE kind: the path itself when it is a file, else
+ * DIR/tokenizer.json when DIR has no encoder.json. tokenizer.json: model.type
+ * "BPE" (vocab, merges as "a b" or [a, b], ignore_merges), added_tokens (in
+ * the vocabulary, never matched in text: like <|endoftext|> here), no
+ * normalizer, pre_tokenizer ByteLevel (GPT-2's regex) or Sequence [Split by
+ * GPT-2's or Llama 3's regex, ByteLevel], decoder ByteLevel; anything else is
+ * refused, naming it. NULL on failure with a message in err (the file,
+ * line:col, what is wrong and what to do). */
 Bpe *bpe_load(const char *dir, char *err, size_t errcap);
 void bpe_free(Bpe *b);
 int bpe_vocab_size(const Bpe *b); /* the largest id + 1 */
@@ -32,6 +39,9 @@ typedef struct {
  * piece that more text could change and returns the bytes consumed: call it
  * again with the rest followed by the next block. Returns n when final. */
 size_t bpe_encode(Bpe *b, const unsigned char *text, size_t n, int final, BpeTokens *out);
+/* The length of the pre-tokenizer's piece at text[0] (n > 0), as bpe_encode
+ * splits; 0 when more text could change it (only unless final). */
+size_t bpe_next_piece(const Bpe *b, const unsigned char *text, size_t n, int final);
 /* The bytes of token id (length in *len); NULL when the vocabulary has no such id. */
 const unsigned char *bpe_token_bytes(const Bpe *b, uint32_t id, size_t *len);
 #endif

@@ -3,7 +3,9 @@
  * whole (memplan tokenize streams 1 MiB blocks; the trainer may too), bytes
  * that are not UTF-8 tokenize byte-wise and decode back, and a 1.5 MB piece
  * (one word) merges in O(n log n), not GPT-2's O(n^2).
- *   test_bpe VOCAB_DIR CORPUS */
+ *   test_bpe VOCAB_DIR CORPUS
+ *   test_bpe --split TOKENIZER FILE: the pre-tokenizer's pieces of FILE, fed in blocks of 1 to 7 bytes as
+ *     memplan tokenize streams, one line per piece: its length in bytes (tests/bpe/tokenizer_json.sh) */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,8 +54,27 @@ static int decodes_to(Bpe *b, const BpeTokens *t, const unsigned char *s, size_t
   return at == n;
 }
 
+static int split(const char *tokenizer, const char *file) {
+  char err[1024];
+  Bpe *b = bpe_load(tokenizer, err, sizeof err);
+  if (!b) return fprintf(stderr, "%s\n", err), 1;
+  size_t n = 0, done = 0, have = 0;
+  unsigned char *s = slurp(file, &n);
+  if (!s) return fprintf(stderr, "cannot read %s\n", file), 1;
+  for (size_t block = 1; done < n; block = block % 7 + 1) {
+    have = have + block < n - done ? have + block : n - done;
+    int final = done + have == n;
+    size_t len;
+    while (have && (len = bpe_next_piece(b, s + done, have, final)) > 0) printf("%zu\n", len), done += len, have -= len;
+  }
+  free(s);
+  bpe_free(b);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3) return fprintf(stderr, "usage: test_bpe VOCAB_DIR CORPUS\n"), 2;
+  if (argc == 4 && !strcmp(argv[1], "--split")) return split(argv[2], argv[3]);
+  if (argc != 3) return fprintf(stderr, "usage: test_bpe VOCAB_DIR CORPUS | --split TOKENIZER FILE\n"), 2;
   char err[1024];
   Bpe *b = bpe_load(argv[1], err, sizeof err);
   if (!b) return fprintf(stderr, "%s\n", err), 1;
