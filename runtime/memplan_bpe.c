@@ -223,7 +223,7 @@ typedef struct {
   uint32_t rank, pos, left, right, merged;
 } HeapItem;
 
-enum { PRE_GPT2, PRE_LLAMA3 }; /* the pre-tokenizer's regex */
+enum { PRE_GPT2, PRE_LLAMA3, PRE_DIGITS }; /* the pre-tokenizer: a regex; PRE_DIGITS: each number, then GPT-2's */
 
 struct Bpe {
   int nvocab, eot;
@@ -626,25 +626,28 @@ static bool is_null(const MjVal *v) { return !v || v->kind == MJ_NULL; }
 
 #define TJ_HOW                                                                                                      \
   "memplan reads byte-level BPE tokenizers: model.type \"BPE\", pre_tokenizer ByteLevel, or a Sequence of a Split " \
-  "by GPT-2's or Llama 3's regex and ByteLevel (GPT-2, Llama 3, SmolLM2)"
+  "by GPT-2's or Llama 3's regex and ByteLevel, or of Digits (individual) and ByteLevel (GPT-2, Llama 3, SmolLM2)"
 
-/* The pre-tokenizer: ByteLevel (GPT-2's regex), or Sequence [Split(regex), ByteLevel without its regex]. */
+/* The pre-tokenizer: ByteLevel (GPT-2's regex), Sequence [Split(regex), ByteLevel without its regex], or
+ * Sequence [Digits(individual_digits), ByteLevel] (SmolLM2's, StarCoder's). */
 static int tj_pretok(Loader *L, const MjVal *p) {
   if (is_null(p)) return tj_err(L, 0, "no pre_tokenizer: %s", TJ_HOW);
   const char *type = str_of(p, "type");
   if (!type) return tj_err(L, p->off, "pre_tokenizer has no \"type\"; %s", TJ_HOW);
   const MjVal *split = NULL, *bl = p;
+  bool digits = false;
   if (!strcmp(type, "Sequence")) {
     const MjVal *seq = mj_get(p, "pretokenizers");
-    if (!seq || seq->kind != MJ_ARR || seq->n != 2 || !str_of(&seq->u.items[0], "type") ||
-        strcmp(str_of(&seq->u.items[0], "type"), "Split") || !str_of(&seq->u.items[1], "type") ||
-        strcmp(str_of(&seq->u.items[1], "type"), "ByteLevel")) {
+    const char *t0 = seq && seq->kind == MJ_ARR && seq->n == 2 ? str_of(&seq->u.items[0], "type") : NULL;
+    const char *t1 = t0 ? str_of(&seq->u.items[1], "type") : NULL;
+    digits = t0 && !strcmp(t0, "Digits") && is_true(&seq->u.items[0], "individual_digits");
+    if (!t1 || strcmp(t1, "ByteLevel") || (!digits && strcmp(t0, "Split"))) {
       const MjVal *first = seq && seq->kind == MJ_ARR && seq->n ? &seq->u.items[0] : p;
       const char *t = str_of(first, "type");
       return tj_err(L, first->off, "pre_tokenizer Sequence of %s%s%s is not supported; %s", t ? "'" : "",
                     t ? t : "other than a Split and a ByteLevel", t ? "', ..." : "", TJ_HOW);
     }
-    split = &seq->u.items[0], bl = &seq->u.items[1];
+    split = digits ? NULL : &seq->u.items[0], bl = &seq->u.items[1];
   } else if (strcmp(type, "ByteLevel"))
     return tj_err(L, p->off, "pre_tokenizer '%s' is not supported; %s", type, TJ_HOW);
   if (is_true(bl, "add_prefix_space"))
@@ -653,7 +656,7 @@ static int tj_pretok(Loader *L, const MjVal *p) {
   bool use_regex = !ur || ur->kind != MJ_BOOL || ur->b; /* its default: true */
   if (!split) {
     if (!use_regex) return tj_err(L, bl->off, "ByteLevel without its regex and no Split: the text is never split");
-    L->b->pretok = PRE_GPT2;
+    L->b->pretok = digits ? PRE_DIGITS : PRE_GPT2;
     return 0;
   }
   if (use_regex) return tj_err(L, bl->off, "a Split followed by ByteLevel's own regex: two splits, not supported");
@@ -1026,14 +1029,15 @@ static bool in_table(const uint32_t (*t)[2], size_t n, uint32_t cp) {
 #define IN(t, cp) in_table(t, sizeof t / sizeof t[0], cp)
 
 /* The class of the character at s[i] and its length; C_END at the end of
- * final text, C_MORE where more text is needed to know. */
-static int class_at(const unsigned char *s, size_t i, size_t n, int final, size_t *len) {
+ * final text (and at a number with digits: Digits' split ends the text the
+ * regex sees there), C_MORE where more text is needed to know. */
+static int class_at(const unsigned char *s, size_t i, size_t n, int final, bool digits, size_t *len) {
   if (i >= n) return final ? C_END : C_MORE;
   unsigned c = s[i];
   *len = 1;
   if (c < 0x80) {
     if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return C_LETTER;
-    if (c >= '0' && c <= '9') return C_NUMBER;
+    if (c >= '0' && c <= '9') return digits ? C_END : C_NUMBER;
     if (c == ' ' || (c >= '\t' && c <= '\r')) return C_SPACE;
     return C_OTHER;
   }
@@ -1046,16 +1050,16 @@ static int class_at(const unsigned char *s, size_t i, size_t n, int final, size_
   *len = l;
   if (cp == UINT32_MAX) return C_OTHER;
   if (IN(bpe_letter, cp)) return C_LETTER;
-  if (IN(bpe_number, cp)) return C_NUMBER;
+  if (IN(bpe_number, cp)) return digits ? C_END : C_NUMBER;
   if (IN(bpe_space, cp)) return C_SPACE;
   return C_OTHER;
 }
 
 /* The end of the run of class c from j; 0 when more text is needed. */
-static size_t run_end(const unsigned char *s, size_t j, size_t n, int final, int c) {
+static size_t run_end(const unsigned char *s, size_t j, size_t n, int final, bool digits, int c) {
   for (;;) {
     size_t l;
-    int k = class_at(s, j, n, final, &l);
+    int k = class_at(s, j, n, final, digits, &l);
     if (k == C_MORE) return 0;
     if (k != c) return j;
     j += l;
@@ -1063,7 +1067,13 @@ static size_t run_end(const unsigned char *s, size_t j, size_t n, int final, int
 }
 
 /* The length of the piece at s[i] (i < n); 0 when more text is needed. */
-static size_t piece_at(const unsigned char *s, size_t i, size_t n, int final) {
+static size_t piece_at(const unsigned char *s, size_t i, size_t n, int final, bool digits) {
+  if (digits) { /* Digits(individual_digits) before the regex: each number a piece of its own */
+    size_t l;
+    int c = class_at(s, i, n, final, false, &l);
+    if (c == C_MORE) return 0;
+    if (c == C_NUMBER) return l;
+  }
   if (s[i] == '\'') { /* 's|'t|'re|'ve|'m|'ll|'d */
     if (i + 1 >= n && !final) return 0;
     unsigned c1 = i + 1 < n ? s[i + 1] : 0;
@@ -1075,25 +1085,25 @@ static size_t piece_at(const unsigned char *s, size_t i, size_t n, int final) {
     }
   }
   size_t l0, l1;
-  int c0 = class_at(s, i, n, final, &l0);
+  int c0 = class_at(s, i, n, final, digits, &l0);
   if (c0 == C_MORE) return 0;
   if (s[i] == ' ') { /* ' ?' then a run of letters, numbers or others */
-    int c1 = class_at(s, i + 1, n, final, &l1);
+    int c1 = class_at(s, i + 1, n, final, digits, &l1);
     if (c1 == C_MORE) return 0;
     if (c1 == C_LETTER || c1 == C_NUMBER || c1 == C_OTHER) {
-      size_t e = run_end(s, i + 1 + l1, n, final, c1);
+      size_t e = run_end(s, i + 1 + l1, n, final, digits, c1);
       return e ? e - i : 0;
     }
   }
   if (c0 != C_SPACE) {
-    size_t e = run_end(s, i + l0, n, final, c0);
+    size_t e = run_end(s, i + l0, n, final, digits, c0);
     return e ? e - i : 0;
   }
   /* \s+(?!\S)|\s+ : all the spaces at the end of the text, else all but the last before a non-space, else one */
   size_t j = i, last = i;
   for (;;) {
     size_t l;
-    int k = class_at(s, j, n, final, &l);
+    int k = class_at(s, j, n, final, digits, &l);
     if (k == C_MORE) return 0;
     if (k != C_SPACE) {
       if (k == C_END) return j - i;
@@ -1139,25 +1149,25 @@ static size_t piece_llama3(const unsigned char *s, size_t i, size_t n, int final
     }
   }
   size_t l0 = 1, l1 = 1;
-  int c0 = class_at(s, i, n, final, &l0);
+  int c0 = class_at(s, i, n, final, false, &l0);
   if (c0 == C_MORE) return 0;
   if (c0 == C_LETTER) {
-    size_t e = run_end(s, i + l0, n, final, C_LETTER);
+    size_t e = run_end(s, i + l0, n, final, false, C_LETTER);
     return e ? e - i : 0;
   }
   bool crlf = s[i] == '\r' || s[i] == '\n';
   if (c0 != C_NUMBER && !crlf) { /* [^\r\n\p{L}\p{N}]\p{L}+ */
-    int c1 = class_at(s, i + l0, n, final, &l1);
+    int c1 = class_at(s, i + l0, n, final, false, &l1);
     if (c1 == C_MORE) return 0;
     if (c1 == C_LETTER) {
-      size_t e = run_end(s, i + l0 + l1, n, final, C_LETTER);
+      size_t e = run_end(s, i + l0 + l1, n, final, false, C_LETTER);
       return e ? e - i : 0;
     }
   }
   if (c0 == C_NUMBER) { /* one to three */
     size_t j = i + l0;
     for (int k = 0; k < 2; k++) {
-      int c = class_at(s, j, n, final, &l1);
+      int c = class_at(s, j, n, final, false, &l1);
       if (c == C_MORE) return 0;
       if (c != C_NUMBER) break;
       j += l1;
@@ -1166,12 +1176,12 @@ static size_t piece_llama3(const unsigned char *s, size_t i, size_t n, int final
   }
   size_t start = c0 == C_OTHER ? i : SIZE_MAX; /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
   if (s[i] == ' ') {
-    int c1 = class_at(s, i + 1, n, final, &l1);
+    int c1 = class_at(s, i + 1, n, final, false, &l1);
     if (c1 == C_MORE) return 0;
     if (c1 == C_OTHER) start = i + 1;
   }
   if (start != SIZE_MAX) {
-    size_t e = run_end(s, start, n, final, C_OTHER);
+    size_t e = run_end(s, start, n, final, false, C_OTHER);
     e = e ? crlf_end(s, e, n, final) : 0;
     return e ? e - i : 0;
   }
@@ -1180,7 +1190,7 @@ static size_t piece_llama3(const unsigned char *s, size_t i, size_t n, int final
   size_t j = i, last = i, nl = 0;
   for (;;) {
     size_t l;
-    int k = class_at(s, j, n, final, &l);
+    int k = class_at(s, j, n, final, false, &l);
     if (k == C_MORE) return 0;
     if (k != C_SPACE) {
       if (nl) return nl - i;
@@ -1194,13 +1204,16 @@ static size_t piece_llama3(const unsigned char *s, size_t i, size_t n, int final
 }
 
 size_t bpe_next_piece(const Bpe *b, const unsigned char *text, size_t n, int final) {
-  return n == 0 ? 0 : b->pretok == PRE_LLAMA3 ? piece_llama3(text, 0, n, final) : piece_at(text, 0, n, final);
+  if (n == 0) return 0;
+  return b->pretok == PRE_LLAMA3 ? piece_llama3(text, 0, n, final)
+                                 : piece_at(text, 0, n, final, b->pretok == PRE_DIGITS);
 }
 
 size_t bpe_encode(Bpe *b, const unsigned char *text, size_t n, int final, BpeTokens *out) {
   size_t i = 0;
   while (i < n) {
-    size_t len = b->pretok == PRE_LLAMA3 ? piece_llama3(text, i, n, final) : piece_at(text, i, n, final);
+    size_t len = b->pretok == PRE_LLAMA3 ? piece_llama3(text, i, n, final)
+                                         : piece_at(text, i, n, final, b->pretok == PRE_DIGITS);
     if (!len) break;
     encode_piece(b, text + i, len, out);
     i += len;

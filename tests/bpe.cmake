@@ -49,12 +49,14 @@ add_test(NAME bpe_trainer_text COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/trainer_text.s
 set_tests_properties(bpe_trainer_text PROPERTIES LABELS e2e TIMEOUT 300 FIXTURES_REQUIRED gpt2_vocab)
 # Hugging Face tokenizer.json (tests/bpe/tokenizer_json.sh): GPT-2's files converted (merges as strings, and as
 # pairs with a Split by GPT-2's regex) give the encoder.json path's tokens on bpe_vs_js's files; Llama 3's
-# pre-tokenizer splits as node's regex engine does (hand-written cases and the files, fed 1..7 bytes at a time);
+# pre-tokenizer and SmolLM2's (Digits, then GPT-2's regex) split as node's regex engine does (hand-written cases
+# and the files, fed 1..7 bytes at a time);
 # decode(encode(x)) == x; broken or unsupported files (not JSON, truncated, a merge of an unknown token, WordPiece,
 # Unigram, a normalizer, Metaspace, another regex, byte_fallback) exit 1 naming the file, line:col and fault;
 # a model's tokenizer: may name one. ~6 s CPU. Planted once: Llama 3's numbers taken four at a time -> "first
 # difference at piece 21 (byte 48): node b'123', memplan b'1234'"; model.merges ranked in reverse -> "want.bin
-# got.bin differ: byte 9, line 1 ... FAIL: --vocab strings.json: tokens differ from encoder.json's".
+# got.bin differ: byte 9, line 1 ... FAIL: --vocab strings.json: tokens differ from encoder.json's"; ASCII digits
+# no boundary under Digits -> "first difference at piece 37 (byte 66): node b' ', memplan b' 12'".
 add_test(NAME bpe_tokenizer_json COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/tokenizer_json.sh $<TARGET_FILE:memplan>
          $<TARGET_FILE:test_bpe> ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/bpe_tokenizer_json
          ${MEMPLAN_SOURCE_DIR}/README.md ${memplan_bpe_corpus})

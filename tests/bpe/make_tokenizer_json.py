@@ -7,6 +7,7 @@
                 [Split(GPT-2's regex), ByteLevel(use_regex false)]
   llama3-bytes  the 256 byte tokens, no merges, Llama 3's pre_tokenizer (Split(Llama 3's regex) +
                 ByteLevel) and ignore_merges: each token is one byte, for checking the split
+  digits-bytes  the same with SmolLM2's pre_tokenizer, Sequence [Digits(individual_digits), ByteLevel]
 """
 import json
 import sys
@@ -58,6 +59,9 @@ def main():
         tok = tokenizer(vocab, merges, byte_level(GPT2_RE if pairs else None), [(50256, "<|endoftext|>")])
     elif kind == "llama3-bytes":
         tok = tokenizer({c: b for b, c in byte_chars().items()}, [], byte_level(LLAMA3_RE), ignore_merges=True)
+    elif kind == "digits-bytes":
+        pre = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, byte_level()]}
+        tok = tokenizer({c: b for b, c in byte_chars().items()}, [], pre)
     else:
         sys.exit("make_tokenizer_json.py: unknown kind " + kind)
     with open(out, "w", encoding="utf-8") as f:

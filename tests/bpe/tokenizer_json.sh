@@ -5,8 +5,8 @@
 #   ByteLevel, and as [a, b] pairs with a Split by GPT-2's regex: the FILEs' tokens are byte-identical to the
 #   encoder.json path's (itself checked against the npm package's encoder by bpe_vs_js), decode(encode(x)) == x;
 #   --vocab names the file or a folder holding it.
-# - Llama 3's pre-tokenizer: test_bpe --split's pieces (fed in blocks of 1..7 bytes) equal node's regex engine's
-#   (split_llama3.js) on hand-written cases (contractions in any case, digits in threes, newlines, non-ASCII
+# - Llama 3's pre-tokenizer, and SmolLM2's (Digits, then GPT-2's regex): test_bpe --split's pieces (fed in blocks
+#   of 1..7 bytes) equal node's regex engine's (split_ref.js) on hand-written cases (contractions in any case, digits in threes, newlines, non-ASCII
 #   letters) and the FILEs; decode(encode(x)) == x, bytes that are not UTF-8 included.
 # - Broken and unsupported files: exit status 1, the message naming the file (line:col) and the fault, no
 #   output file left.
@@ -24,6 +24,7 @@ mk() { python3 "$here/make_tokenizer_json.py" "$@" || fail "make_tokenizer_json.
 mk gpt2-strings strings.json "$vocab"
 mk gpt2-pairs pairs.json "$vocab"
 mk llama3-bytes llama3.json
+mk digits-bytes digits.json
 mkdir -p folder && cp strings.json folder/tokenizer.json
 
 "$memplan" tokenize --vocab "$vocab" corpus.txt -o want.bin >/dev/null || fail "tokenize with encoder.json: exit $?"
@@ -36,14 +37,15 @@ done
 echo "ok: GPT-2 as tokenizer.json (strings, pairs + Split, a folder): $(( ($(wc -c <want.bin) - 1024) / 2 )) tokens \
 equal to encoder.json's, decoded back"
 
-# Llama 3's split against node's regex engine
-printf "He'S 'll 'LL 're 'Ve I'M don't x'd 'ſ 'ſtop '\n1234567 ١٢٣٤٥ 12 3 a1b22c333d4444\r\n\r\n  \n  x\t\ty \
+# Llama 3's and SmolLM2's splits against node's regex engine
+printf "He'S 'll 'LL 're 'Ve I'M don't x'd 'ſ 'ſtop '\n1234567 ١٢٣٤٥ 12 3 a1b22c333d4444 x 1 \r\n\r\n  \n  x\t\ty \
 !!!\n\n(hello ((hi \"quoted\" --flag naïve café Ωmega 東京タワー Привет мир   \n\n end   " >cases.txt
 cat cases.txt corpus.txt >split.txt
-node "$here/split_llama3.js" split.txt >want.txt || fail "split_llama3.js: exit $?"
-"$test_bpe" --split llama3.json split.txt >got.txt || fail "test_bpe --split: exit $?"
-if ! cmp -s want.txt got.txt; then
-  python3 - split.txt want.txt got.txt <<'PY'
+for kind in llama3 digits; do
+  node "$here/split_ref.js" $kind split.txt >want.txt || fail "split_ref.js $kind: exit $?"
+  "$test_bpe" --split $kind.json split.txt >got.txt || fail "test_bpe --split $kind.json: exit $?"
+  if ! cmp -s want.txt got.txt; then
+    python3 - split.txt want.txt got.txt <<'PY'
 import sys
 s = open(sys.argv[1], "rb").read()
 a, b = ([int(x) for x in open(p).read().split()] for p in sys.argv[2:4])
@@ -53,13 +55,17 @@ while k < min(len(a), len(b)) and a[k] == b[k]:
 print("first difference at piece %d (byte %d): node %r, memplan %r" % (k, at, s[at:at + (a[k] if k < len(a) else 0)],
       s[at:at + (b[k] if k < len(b) else 0)]))
 PY
-  fail "Llama 3 pieces differ from node's regex"
-fi
+    fail "$kind pieces differ from node's regex"
+  fi
+  echo "ok: $kind's split: $(wc -l <want.txt) pieces equal to node's"
+done
 head -c 4000 /dev/urandom >rnd.bin && cat cases.txt rnd.bin >mixed.txt
-"$memplan" tokenize --vocab llama3.json mixed.txt -o mixed.bin >/dev/null || fail "tokenize (Llama 3): exit $?"
-"$memplan" tokenize --vocab llama3.json --decode mixed.bin -o mixed.back >/dev/null || fail "--decode (Llama 3)"
-cmp mixed.txt mixed.back || fail "Llama 3: decode(encode(x)) != x"
-echo "ok: Llama 3's split: $(wc -l <want.txt) pieces equal to node's; decode(encode(x)) == x"
+for kind in llama3 digits; do
+  "$memplan" tokenize --vocab $kind.json mixed.txt -o mixed.bin >/dev/null || fail "tokenize ($kind): exit $?"
+  "$memplan" tokenize --vocab $kind.json --decode mixed.bin -o mixed.back >/dev/null || fail "--decode ($kind)"
+  cmp mixed.txt mixed.back || fail "$kind: decode(encode(x)) != x (random bytes included)"
+done
+echo "ok: Llama 3's and SmolLM2's: decode(encode(x)) == x, random bytes included"
 
 # broken and unsupported files
 printf 'Hello, world.\n' >in.txt
