@@ -17,7 +17,7 @@
  * 3. CUDA comparison: tests/gpu/test_cuda_kernels.c calls UT(<kernel>) for
  *    each of the op's kernels in a function that also calls a ref_*
  *    reference (tests/gpu/ref.c) and that main() reaches.
- * 4. README row: a row of README.md's "### Ops" table names `<op>` in its
+ * 4. Op table row: a row of docs/model-format.md's "## Ops" table names `<op>` in its
  *    first cell.
  * 5. Error test (ops with attributes): a .yaml file of tests/errors whose
  *    "# expect:" error points into a layer `op: <op>` and names one of the
@@ -645,9 +645,9 @@ static void read_tree(Tree *t) {
   t->kernels->code = read_src(t->kernels->rel, &t->kernels->n);
   blank_comments_and_literals(t->kernels->code, t->kernels->n);
   t->torch = python_code(read_src("tests/reference/plan_torch.py", NULL));
-  char *readme = read_src("README.md", NULL), *s = strstr(readme, "\n### Ops\n");
-  if (!s) die("no \"### Ops\" section in", "README.md");
-  s += strlen("\n### Ops\n");
+  char *readme = read_src("docs/model-format.md", NULL), *s = strstr(readme, "\n## Ops\n");
+  if (!s) die("no \"## Ops\" section in", "docs/model-format.md");
+  s += strlen("\n## Ops\n");
   char *e = strstr(s, "\n#");
   if (e) e[1] = 0;
   t->readme = s;
@@ -705,7 +705,7 @@ static int kernels(const OpRec *o, const char **k) {
 }
 
 enum { GRAD, REF, CUDA, README, ERRORS, NITEMS };
-static const char *const item_label[NITEMS] = {"gradient check", "PyTorch reference", "CUDA comparison", "README row",
+static const char *const item_label[NITEMS] = {"gradient check", "PyTorch reference", "CUDA comparison", "op table row",
                                                "error test"};
 
 typedef struct {
@@ -818,13 +818,13 @@ static Item item_readme(const Tree *t, const OpRec *o) {
     if (*l != '|') continue;
     const char *e = strchr(l + 1, '|'), *h = strstr(l + 1, tick);
     if (e && h && h < e) {
-      it.found = "README.md";
+      it.found = "docs/model-format.md";
       return it;
     }
   }
   it.missing = ar_printf(&ar,
-                         "README.md's \"### Ops\" table has no row naming %s; add | %s | inputs | keys | output | "
-                         "parameters |",
+                         "docs/model-format.md's \"## Ops\" table has no row naming %s; add | %s | inputs | keys | "
+                         "output | parameters |",
                          tick, tick);
   return it;
 }
@@ -924,7 +924,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < t.notes.n; i++) printf("note: %s\n", t.notes.v[i]);
   printf(
       "items: 1 gradient check (tests/gradcheck.c), 2 PyTorch reference (plan_torch.py, a reference test's "
-      "model), 3 CUDA comparison (tests/gpu/test_cuda_kernels.c), 4 README row, 5 error test (tests/errors)\n");
+      "model), 3 CUDA comparison (tests/gpu/test_cuda_kernels.c), 4 op table row (docs/model-format.md), 5 error "
+      "test (tests/errors)\n");
   int failing = 0, nops = 0;
   for (int k = 0; k < OP_COUNT; k++) {
     OpRec o = op_rec((OpKind)k);

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""Run the README's shown commands and compare their output with what it shows.
+"""Run the commands README.md and docs/*.md show, compare their output with what they show, check their links.
 
 usage: check_readme.py README BUILD_BIN_DIR WORKDIR
 
-A fenced code block in README is checked when it holds `$ command` lines
+The pages are README and every .md file under the docs/ folder beside it
+(README first, then the docs pages in path order). A fenced code block of a
+page is checked when it holds `$ command` lines
 (cram style): each `$ ` line is a command, and the lines after it, up to the
 next `$ ` line or the end of the block, are its output (stdout and stderr
 together, as a terminal shows them). Every shown line must equal a line of
@@ -22,8 +24,8 @@ A block is skipped only with a marker as the last non-blank line before its
 opening fence: `<!-- readme-check: skip (the reason) -->`; the reason is
 required and printed.
 
-Commands run with bash, one after another in README order (a later block may
-read what an earlier one wrote), in WORKDIR (emptied first), which stands in
+Commands run with bash, one after another in page order (a later block, or a
+later page, may read what an earlier one wrote), in WORKDIR (emptied first), which stands in
 for the repository root: it links every top-level entry of the repository
 except `out` and `build`, `out/` is a new empty folder there, and `build/bin`
 links to BUILD_BIN_DIR. So `build/bin/memplan` is the binary under test,
@@ -31,8 +33,16 @@ links to BUILD_BIN_DIR. So `build/bin/memplan` is the binary under test,
 command writes (`-o out/...`, `-o timeline.svg`) lands in WORKDIR, never in
 the source tree. A command written twice runs once.
 
-Each mismatch is printed as a unified diff whose `-` side numbers are
-README.md's lines; the exit status is 1 if any block failed.
+Links: every relative link of a page (`[text](path)`, `![alt](path)`,
+`<img src="path">`, `<a href="path">`, outside code) must name a file or
+folder of the repository, and its `#anchor`, if any, a heading of that page
+(GitHub's anchor: the heading lowercased, punctuation dropped, spaces as
+`-`, `-1`, `-2` for repeats) or an `id`/`name` attribute in it. Links with a
+scheme (`https:`) are not fetched.
+
+Each mismatch is printed as a unified diff whose `-` side numbers are the
+page's lines; each broken link with its page and line; the exit status is 1
+if any block or link failed.
 """
 import difflib
 import os
@@ -228,6 +238,86 @@ def diff(path, cmd_line, cmd, shown_first_line, shown, actual):
 
 MARK = '.readme-check-workdir'
 
+SCHEME = re.compile(r'^[A-Za-z][A-Za-z0-9+.-]*:')
+MD_LINK = re.compile(r'!?\[(?:[^\]\\]|\\.)*\]\(\s*(?:<(?P<angle>[^>]*)>|(?P<plain>[^)\s]+))(?:\s+"[^"]*")?\s*\)')
+HTML_LINK = re.compile(r'<(?:img|a)\b[^>]*?\b(?:src|href)\s*=\s*"(?P<target>[^"]*)"', re.I)
+HTML_ANCHOR = re.compile(r'<a\b[^>]*?\b(?:id|name)\s*=\s*"(?P<id>[^"]*)"', re.I)
+CODE_SPAN = re.compile(r'(`+)(?:(?!\1).)+?\1')
+
+
+def pages(readme):
+    """README, then every .md file under docs/ beside it, in path order."""
+    docs = os.path.join(os.path.dirname(readme), 'docs')
+    found = []
+    for root, dirs, files in os.walk(docs):
+        dirs.sort()
+        found += [os.path.join(root, f) for f in sorted(files) if f.endswith('.md')]
+    return [readme] + found
+
+
+def prose(file):
+    """(line_no, text) of the lines outside fenced code blocks, inline code blanked."""
+    with open(file, encoding='utf-8') as f:
+        lines = f.read().split('\n')
+    fence = None
+    for no, text in enumerate(lines, 1):
+        m = FENCE.match(text)
+        if fence is None and m:
+            fence = m.group('fence')
+            continue
+        if fence is not None:
+            if re.match(r'^ *' + re.escape(fence[0]) + '{%d,} *$' % len(fence), text):
+                fence = None
+            continue
+        yield no, CODE_SPAN.sub(lambda c: ' ' * len(c.group(0)), text)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading's text."""
+    text = re.sub(r'\[([^\]]*)\]\([^)]*\)', r'\1', heading.strip().lower())
+    return re.sub(r'[^\w\- ]', '', text).replace(' ', '-')
+
+
+def anchors(file, cache={}):
+    if file not in cache:
+        found, seen = set(), {}
+        with open(file, encoding='utf-8') as f:
+            raw = f.read().split('\n')
+        for no, text in prose(file):
+            h = re.match(r'^ {0,3}#{1,6} +(.*?)(?: +#+)? *$', text)
+            if h:
+                base = slug(raw[no - 1].lstrip(' #').rstrip(' #'))
+                n = seen.get(base, 0)
+                seen[base] = n + 1
+                found.add(base if n == 0 else f'{base}-{n}')
+            found.update(m.group('id') for m in HTML_ANCHOR.finditer(text))
+        cache[file] = found
+    return cache[file]
+
+
+def check_links(file, name, repo):
+    """Messages for the broken relative links of one page."""
+    broken = []
+    real_repo = os.path.realpath(repo)
+    for no, text in prose(file):
+        targets = [m.group('angle') if m.group('angle') is not None else m.group('plain')
+                   for m in MD_LINK.finditer(text)]
+        targets += [m.group('target') for m in HTML_LINK.finditer(text)]
+        for target in targets:
+            if SCHEME.match(target):
+                continue
+            path, _, anchor = target.partition('#')
+            dest = os.path.normpath(os.path.join(os.path.dirname(file), path)) if path else file
+            real = os.path.realpath(dest)
+            if real != real_repo and not real.startswith(real_repo + os.sep):
+                broken.append(f'{name}:{no}: link `{target}` leaves the repository')
+            elif not os.path.exists(dest):
+                broken.append(f'{name}:{no}: link `{target}`: no such file ({os.path.relpath(dest, repo)})')
+            elif anchor and dest.endswith('.md') and anchor not in anchors(dest):
+                broken.append(f'{name}:{no}: link `{target}`: {os.path.relpath(dest, repo)} has no heading '
+                              f'or anchor `#{anchor}`')
+    return broken
+
 
 def make_workdir(repo, bindir, workdir):
     """WORKDIR as the repository root's stand-in (see the top)."""
@@ -276,7 +366,6 @@ def main(argv):
     readme, bindir, workdir = argv[1:]
     readme = os.path.abspath(readme)
     repo = os.path.dirname(readme)
-    name = os.path.relpath(readme, repo)
     if not os.access(os.path.join(bindir, 'memplan'), os.X_OK):
         sys.stderr.write(f'check_readme: no memplan in {bindir}\n')
         return 2
@@ -284,10 +373,18 @@ def main(argv):
     cache = {}
     checked_blocks = checked_cmds = skipped_blocks = skipped_cmds = 0
     failures = []
+    files = pages(readme)
+    names = [os.path.relpath(f, repo) for f in files]
+    links = 0
     try:
+        for file, name in zip(files, names):
+            for msg in check_links(file, name, repo):
+                failures.append(msg)
+                print(f'FAIL  {msg}')
+        links = len(failures)
         make_workdir(repo, bindir, os.path.abspath(workdir))
-        all_blocks = list(blocks(readme, name))
-        for start, skip, body in all_blocks:
+        all_blocks = [(name, b) for file, name in zip(files, names) for b in blocks(file, name)]
+        for name, (start, skip, body) in all_blocks:
             if not any(t.startswith('$ ') for _, t in body):
                 if skip:
                     raise ReadmeError(f'{name}:{start}: skip marker on a block without `$ ` commands')
@@ -323,11 +420,16 @@ def main(argv):
     except ReadmeError as e:
         print(f'check_readme: {e}')
         return 1
-    print(f'{checked_cmds} commands in {checked_blocks} blocks checked, {skipped_cmds} commands in '
-          f'{skipped_blocks} blocks skipped, {len(failures)} failed ({time.monotonic() - t_all:.1f} s)')
+    print(f'{len(files)} pages: {checked_cmds} commands in {checked_blocks} blocks checked, {skipped_cmds} '
+          f'commands in {skipped_blocks} blocks skipped, {len(failures) - links} failed; {links} broken links '
+          f'({time.monotonic() - t_all:.1f} s)')
+    if links:
+        print('\nThese links name no file or heading of the repository; fix them:\n')
+        print('\n'.join(failures[:links]))
+    if len(failures) > links:
+        print('\nThese pages no longer show what these commands print; update them (or the program):\n')
+        print('\n\n'.join(failures[links:]))
     if failures:
-        print(f'\n{name} no longer shows what these commands print; update it (or the program):\n')
-        print('\n\n'.join(failures))
         return 1
     return 0
 
