@@ -20,7 +20,10 @@ add_executable(test_bpe ${MEMPLAN_TEST_DIR}/test_bpe.c ${MEMPLAN_SOURCE_DIR}/run
                         ${MEMPLAN_SOURCE_DIR}/runtime/memplan_json.c)
 target_include_directories(test_bpe PRIVATE ${MEMPLAN_SOURCE_DIR}/runtime)
 target_compile_options(test_bpe PRIVATE ${MEMPLAN_WARNINGS})
-add_test(NAME bpe_stream COMMAND test_bpe ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR}/README.md)
+# The corpus: the manual (README.md and docs/*.md, about 170 KB), concatenated at test time.
+add_test(NAME bpe_stream COMMAND sh -c "cat \"$2\"/README.md \"$2\"/docs/*.md > \"$3\" && \"$0\" \"$1\" \"$3\""
+                             $<TARGET_FILE:test_bpe> ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR}
+                             ${CMAKE_CURRENT_BINARY_DIR}/bpe_stream_corpus.txt)
 set_tests_properties(bpe_stream PROPERTIES LABELS unit TIMEOUT 60 FIXTURES_REQUIRED gpt2_vocab)
 # Broken vocabularies and token files: exit 1 (2 for usage), the message
 # naming the file, line:col and fault, nothing written (tests/bpe/bad_input.sh).
