@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "decode.h"
 #include "emit.h"
 #include "ops.h"
 
@@ -80,8 +81,16 @@ static void arena(const Plan *p, FILE *out) {
   fprintf(out, "  arena        %12s  (%+.2f%% over the lower bound; %s%s)\n", b(x, p->arena_bytes), gap,
           p->assign_method ? p->assign_method : "-", p->assign_optimal ? ", optimal" : "");
   fprintf(out, "  train / eval %12s / %s\n", b(x, p->train_peak_bytes), b(y, p->eval_peak_bytes));
+  if (p->gen_context) {
+    int layers = 0;
+    for (int i = 0; i < p->neval; i++) layers += p->eval[i].op == OP_ATTENTION;
+    fprintf(out, "  KV cache     %12s  (generation, context %lld: %d layers of K and V above the arena;\n"
+            "                              the trainer allocates %s)\n", b(x, p->kv_cache_bytes),
+            (long long)p->gen_context, layers, b(y, plan_alloc_bytes(p)));
+  }
   if (p->budget_bytes)
-    fprintf(out, "  budget       %12s  (headroom %s)\n", b(x, p->budget_bytes), b(y, p->budget_bytes - p->arena_bytes));
+    fprintf(out, "  budget       %12s  (headroom %s)\n", b(x, p->budget_bytes),
+            b(y, p->budget_bytes - plan_alloc_bytes(p)));
   if (p->unfused_lower_bound > p->lower_bound_bytes)
     fprintf(out,
             "  fused updates: each parameter is updated as soon as its gradient is complete; running all\n"
