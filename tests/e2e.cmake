@@ -412,10 +412,13 @@ endforeach()
 # memory_truth's bound; a prompt longer than the cache and --kv-check without it refused (a few seconds).
 # Measured 2026-12-02 (seeds 1-3, 20 steps of training, sampling 100 tokens after "static ", OpenBLAS's
 # Prescott and Zen kernels, 1 and 2 threads): the largest difference 1.91e-6 (gpt2-mini, logits up to 4.3)
-# and 4.77e-6 (llama-mini, up to 5.6); 1.5e-5 is 3x the larger. Planted once each: rope turning row r by
-# position pos + r + 1 printed "FAIL cached logits differ from the recompute by 0.0787 > 1.5e-5"
-# (llama-mini); attention reading the cache's positions 0..pos+r-1 (the newest left out) printed
-# "FAIL cached logits differ from the recompute by 1.28 > 1.5e-5" (gpt2-mini).
+# and 4.77e-6 (llama-mini, up to 5.6); 1.5e-5 is 3x the larger. Planted once each (2026-12-02, in the
+# trainer folders' generate.c): rope turning every row of a prefill by position pos (row r's offset dropped):
+# "FAIL cached logits differ from the recompute by 0.00508 > 1.5e-5" (llama-mini; reference_generate_llama-
+# mini-b1: "FAIL first difference at token 0: trainer 100, torch 237 (margin 9.06)"); attention over the
+# cache's positions 0..pos+r-1 (the newest left out): "... by 0.0124 > 1.5e-5" (gpt2-mini;
+# reference_generate_gpt2-mini-kv: "first difference at token 1: trainer 39, torch 14 (margin 1.18)").
+# (Turning every position by one more, pos + r + 1, passed both: rope's q . k sees only the difference.)
 foreach(m gpt2-mini-kv llama-mini-b1)
   memplan_e2e(e2e_kvcache_${m} ${m} kvcache ${e2e_dir}/${m}/build/trainer ${e2e_dir}/kvcache-${m} 1.5e-5
               --text ${e2e_text} --threads 2)
