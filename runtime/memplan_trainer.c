@@ -1932,7 +1932,7 @@ static void gen_setup(Gen *g, const Run *r, const Opts *o) {
     if (m->eval_in[k].kind == TR_IN_TOKENS) g->tok = &m->eval_in[k];
   if (!g->tok) die("--generate: the eval plan of %s has no tokens input", m->model);
   int64_t T = g->tok->cols, V = m->eval_logits_classes;
-  g->cached = m->decode_run && m->ndecode && !o->no_kv_cache && !m->device;
+  g->cached = m->decode_run && m->ndecode && !o->no_kv_cache;
   g->context = g->cached ? m->gen_context : T;
   if (o->kv_check && !g->cached)
     die("--kv-check compares the KV cache with a recompute, and %s", o->no_kv_cache ? "--no-kv-cache turns the "
@@ -2005,16 +2005,15 @@ static int64_t recompute(Run *r, const Gen *g, int64_t n) {
  * one token a step at position n - 1; once the cache is full, the last
  * window prefilled again each token (llm.c's sliding window). */
 static int64_t decode_next(Run *r, const Gen *g, int64_t n, int64_t i) {
+  const TrModel *m = r->m;
   int32_t *tok = (int32_t *)(r->arena + g->tok->offset);
-  if (i == 0 || n > g->context) {
-    int64_t w = n < g->context ? n : g->context;
-    memcpy(tok, g->ctx + n - w, 4 * (size_t)w);
-    r->m->decode_run(r->m, r->arena, w, 0);
-  } else {
-    tok[0] = g->ctx[n - 1];
-    r->m->decode_run(r->m, r->arena, 1, n - 1);
-  }
-  return r->m->eval_logits_offset;
+  int prefill = i == 0 || n > g->context;
+  int64_t w = prefill ? (n < g->context ? n : g->context) : 1; /* rows: the window, or the newest token */
+  memcpy(tok, g->ctx + n - w, 4 * (size_t)w);
+  if (m->device) m->device->upload(r->dev, r->arena, g->tok->offset, 4 * w);
+  m->decode_run(m, r->dev, w, prefill ? 0 : n - 1);
+  if (m->device) m->device->download(r->arena, r->dev, m->eval_logits_offset, 4 * m->eval_logits_classes);
+  return m->eval_logits_offset;
 }
 
 /* One generation: --generate N tokens after the prompt, printed as they come. */

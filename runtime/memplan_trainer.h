@@ -320,7 +320,7 @@ struct TrModel {
    * schedule as decode ops; gen_context positions; the caches at
    * kv_cache_offset (kv_cache_bytes, inside arena_bytes). ndecode 0: no
    * cache, --generate recomputes each window (llm.c's loop). decode_run
-   * (generate.c's tr_decode; NULL on a device) runs them on the eval
+   * (generate.c's tr_decode, or tr_cuda_decode on the device) runs them on the eval
    * tokens' first n entries at positions pos.., leaving the last row's
    * logits at eval_logits_offset. */
   const TrDecodeOp *decode;
@@ -360,6 +360,8 @@ void tr_cuda_all_gather(float *p, int64_t n);
 /* Generation's prefill (n rows from position 0) and decode (one row at
  * position pos) on the CPU (generate.c): TrModel.decode_run. */
 void tr_decode(const TrModel *m, unsigned char *arena, int64_t n, int64_t pos);
+/* The same on the device (cuda/generate_cuda.cu), in the device arena; trainer.cu's decode_run. */
+void tr_cuda_decode(const TrModel *m, unsigned char *arena, int64_t n, int64_t pos);
 
 /* The CUDA trainer's device (memplan_trainer_cuda.cu; trainer.cu only). */
 extern const TrDevice tr_cuda_device;
