@@ -443,6 +443,14 @@ add_test(NAME gen_context_budget_fits COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/che
          --gen-context 64 --budget 10.7M)
 add_test(NAME gen_context_usage COMMAND ${kv_err} --status 2 --expect "--gen-context wants the positions"
          $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --gen-context 0)
+# A plan.json whose cache was edited (131072 bytes: gpt2-mini's 2 layers x 2 x 4 x 32 x 64 x 4) is refused by
+# verify_plan when read back (memplan show), exit 1. Planted once (2026-12-02, verify.c's KV cache check
+# removed): "FAIL: ... exit status 0, expected 1".
+add_test(NAME gen_context_plan_edited COMMAND sh -c "sed 's/\"kv_cache_bytes\": 131072/\"kv_cache_bytes\": 131000/' \
+         \"$0\" > \"$1\" && exec sh \"$2\" 1 'fails verification: KV cache of 131000 bytes' \"$3\" show \"$1\" -o \"$1.svg\""
+         ${e2e_dir}/gpt2-mini-kv/plan.json ${e2e_dir}/gpt2-mini-kv-edited.json
+         ${MEMPLAN_TEST_DIR}/scripts/check_status.sh $<TARGET_FILE:memplan>)
+set_tests_properties(gen_context_plan_edited PROPERTIES LABELS e2e TIMEOUT 30 FIXTURES_REQUIRED trainer_gpt2-mini-kv)
 set_tests_properties(gen_context_over_positions gen_context_not_lm gen_context_over_budget gen_context_usage
                      gen_context_budget_fits
                      PROPERTIES LABELS e2e TIMEOUT 30)
