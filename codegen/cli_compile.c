@@ -327,6 +327,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
 static bool dumping(const Options *o, const char *pass) { return o->dump && !strcmp(o->dump, pass); }
 
 PlanRequest cli_request(const Options *o) {
+  /* generation samples from whole logits: no fused loss unless asked */
+  int64_t chunk = o->gen_context && o->loss_chunk == LOSS_AUTO ? LOSS_UNFUSED : o->loss_chunk;
   return (PlanRequest){.model = o->model,
                        .ov = o->ov,
                        .nov = o->nov,
@@ -348,9 +350,7 @@ PlanRequest cli_request(const Options *o) {
                                .precision = o->precision,
                                .guard = o->guard ? 64 : 0,
                                .masks = o->masks,
-                               /* generation samples from whole logits: no fused loss unless asked */
-                               .loss_chunk = o->gen_context && o->loss_chunk == LOSS_AUTO ? LOSS_UNFUSED
-                                                                                          : o->loss_chunk,
+                               .loss_chunk = chunk,
                                .opt_state = o->opt_state,
                                .base_weights = o->base_weights,
                                .param_prec = o->param_prec,

@@ -683,10 +683,17 @@ static int decode_table(Emit *E, Text *t) {
     static const struct {
       OpKind op;
       const char *kind;
-    } kinds[] = {{OP_EMBEDDING, "EMBEDDING"}, {OP_POS_EMBEDDING, "POSITION"}, {OP_ADD, "ADD"},
-                 {OP_MUL, "MUL"},             {OP_GELU, "GELU"},              {OP_SILU, "SILU"},
-                 {OP_LAYERNORM, "LAYERNORM"}, {OP_RMSNORM, "RMSNORM"},        {OP_LINEAR, "LINEAR"},
-                 {OP_ROPE, "ROPE"},           {OP_ATTENTION, "ATTENTION"}};
+    } kinds[] = {{OP_EMBEDDING, "EMBEDDING"},
+                 {OP_POS_EMBEDDING, "POSITION"},
+                 {OP_ADD, "ADD"},
+                 {OP_MUL, "MUL"},
+                 {OP_GELU, "GELU"},
+                 {OP_SILU, "SILU"},
+                 {OP_LAYERNORM, "LAYERNORM"},
+                 {OP_RMSNORM, "RMSNORM"},
+                 {OP_LINEAR, "LINEAR"},
+                 {OP_ROPE, "ROPE"},
+                 {OP_ATTENTION, "ATTENTION"}};
     const char *kind = NULL;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
       if (kinds[k].op == o->op) kind = kinds[k].kind;

@@ -86,11 +86,12 @@ static void arena(const Plan *p, FILE *out) {
     const PlanOp *a = NULL;
     for (int i = 0; i < p->neval; i++)
       if (p->eval[i].op == OP_ATTENTION) layers++, a = a ? a : &p->eval[i];
-    fprintf(out, "  KV cache     %12s  (generation: %d layers x 2 x %lld kv_heads x %lld head_dim x %lld positions\n"
+    fprintf(out,
+            "  KV cache     %12s  (generation: %d layers x 2 x %lld kv_heads x %lld head_dim x %lld positions\n"
             "                              x 4 B%s, above the arena; the trainer allocates %s)\n",
             b(x, p->kv_cache_bytes), layers, (long long)a->dim[4], (long long)(a->dim[2] / a->dim[3]),
-            (long long)p->gen_context, (int64_t)layers * decode_layer_bytes(a, p->gen_context) == p->kv_cache_bytes
-                                             ? "" : " (the first layer's)",
+            (long long)p->gen_context,
+            (int64_t)layers * decode_layer_bytes(a, p->gen_context) == p->kv_cache_bytes ? "" : " (the first layer's)",
             b(y, plan_alloc_bytes(p)));
   }
   if (p->budget_bytes)

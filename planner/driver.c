@@ -188,9 +188,11 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     if (rq->budget <= kv) {
       char a[32], b[32];
       out.status = PLAN_BAD_REQUEST;
-      out.message = ar_printf(ar, "--gen-context %lld: the KV cache alone (%s) fills the budget of %s: give a "
-                                  "smaller --gen-context or a larger --budget", (long long)rq->gen_context,
-                              mp_fmt_bytes(a, sizeof a, kv - rq->fit.align), mp_fmt_bytes(b, sizeof b, rq->budget));
+      out.message = ar_printf(ar,
+                              "--gen-context %lld: the KV cache alone (%s) fills the budget of %s: give a "
+                              "smaller --gen-context or a larger --budget",
+                              (long long)rq->gen_context, mp_fmt_bytes(a, sizeof a, kv - rq->fit.align),
+                              mp_fmt_bytes(b, sizeof b, rq->budget));
       load_free(src);
       return out;
     }

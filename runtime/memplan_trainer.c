@@ -1936,8 +1936,10 @@ static void gen_setup(Gen *g, const Run *r, const Opts *o) {
   g->context = g->cached ? m->gen_context : T;
   if (o->kv_check && !g->cached)
     die("--kv-check compares the KV cache with a recompute, and %s", o->no_kv_cache ? "--no-kv-cache turns the "
-        "cache off" : m->ndecode ? "this backend has no decode kernels" : "this plan has none: compile with "
-        "--gen-context N");
+                                                                                      "cache off"
+                                                                     : m->ndecode ? "this backend has no decode kernels"
+                                                                                  : "this plan has none: compile with "
+                                                                                    "--gen-context N");
   if (m->tokenizer) {
     char err[1024];
     if (!(g->bpe = bpe_load(m->tokenizer, err, sizeof err)))
@@ -2049,16 +2051,19 @@ static void generate(Run *r, const Opts *o, Gen *g) {
   printf("generated ids:");
   for (int64_t i = g->nprompt; i < n; i++) printf(" %d", g->ctx[i]);
   if (g->cached)
-    printf("\ngenerate: %lld tokens in %.3f s, %.1f tok/s (KV cache of %lld positions, %lld bytes: the %lld-token "
-           "prompt prefilled in %.3f s, then %.2f decode tok/s)\n",
-           (long long)o->generate, dt, (double)o->generate / dt, (long long)g->context, (long long)m->kv_cache_bytes,
-           (long long)g->nprompt, t1 - t0, o->generate > 1 ? (double)(o->generate - 1) / (dt - (t1 - t0)) : 0.0);
+    printf(
+        "\ngenerate: %lld tokens in %.3f s, %.1f tok/s (KV cache of %lld positions, %lld bytes: the %lld-token "
+        "prompt prefilled in %.3f s, then %.2f decode tok/s)\n",
+        (long long)o->generate, dt, (double)o->generate / dt, (long long)g->context, (long long)m->kv_cache_bytes,
+        (long long)g->nprompt, t1 - t0, o->generate > 1 ? (double)(o->generate - 1) / (dt - (t1 - t0)) : 0.0);
   else
     printf("\ngenerate: %lld tokens in %.3f s, %.1f tok/s (each token recomputes its last %lld-token window)\n",
            (long long)o->generate, dt, (double)o->generate / dt, (long long)T);
   if (g->check)
-    printf("kv-check: cached logits against the recompute of each window: max |difference| %.3g, max |logit| "
-           "%.3g, over %lld tokens\n", diff, big, (long long)o->generate);
+    printf(
+        "kv-check: cached logits against the recompute of each window: max |difference| %.3g, max |logit| "
+        "%.3g, over %lld tokens\n",
+        diff, big, (long long)o->generate);
   fflush(stdout);
 }
 

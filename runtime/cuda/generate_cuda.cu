@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define DEC_CHECK(call)                                                                                        \
-  do {                                                                                                         \
-    cudaError_t e_ = (call);                                                                                   \
-    if (e_ != cudaSuccess) {                                                                                   \
-      fprintf(stderr, "generate_cuda.cu:%d: %s: %s\n", __LINE__, #call, cudaGetErrorString(e_));               \
-      exit(1);                                                                                                 \
-    }                                                                                                          \
+#define DEC_CHECK(call)                                                                          \
+  do {                                                                                           \
+    cudaError_t e_ = (call);                                                                     \
+    if (e_ != cudaSuccess) {                                                                     \
+      fprintf(stderr, "generate_cuda.cu:%d: %s: %s\n", __LINE__, #call, cudaGetErrorString(e_)); \
+      exit(1);                                                                                   \
+    }                                                                                            \
   } while (0)
 
 static cudaStream_t dec_stream(void) { return (cudaStream_t)rt_cuda_stream(); }
@@ -120,7 +120,7 @@ extern "C" void tr_cuda_decode(const TrModel *m, unsigned char *arena, int64_t n
       int64_t all = n * (o->d[0] + 2 * o->d[1]) * o->d[2];
       if (out != x) DEC_CHECK(cudaMemcpyAsync(out, x, (size_t)all * sizeof(float), cudaMemcpyDeviceToDevice, st));
       dec_rope<<<blocks(n * (o->d[2] / 2)), 256, 0, st>>>(out, n, pos, o->d[0], o->d[1], o->d[2], o->f[0], o->f[1],
-                                                           o->f[2], o->f[3], o->f[4]);
+                                                          o->f[2], o->f[3], o->f[4]);
       DEC_CHECK(cudaGetLastError());
       break;
     }
@@ -132,8 +132,7 @@ extern "C" void tr_cuda_decode(const TrModel *m, unsigned char *arena, int64_t n
       size_t shared = (size_t)m->gen_context * sizeof(float); /* the longest row of scores */
       if (shared > 48 * 1024)
         DEC_CHECK(cudaFuncSetAttribute(dec_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-      dec_attention<<<(unsigned)(n * o->d[0]), DEC_THREADS, shared, st>>>(out, x, K, V, pos, o->d[0], o->d[1],
-                                                                          o->d[2]);
+      dec_attention<<<(unsigned)(n * o->d[0]), DEC_THREADS, shared, st>>>(out, x, K, V, pos, o->d[0], o->d[1], o->d[2]);
       DEC_CHECK(cudaGetLastError());
       break;
     }
