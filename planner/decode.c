@@ -86,7 +86,10 @@ const char *plan_decode(Arena *ar, Plan *p, int64_t ctx) {
                          "(compile without --precision, --base-weights or --param-precision below fp32)",
                          p->buf[b].name, o->layer, dtype_name(p->buf[b].dtype));
     }
-    if (o->op == OP_EMBEDDING && !rows) rows = shape_numel(&p->buf[o->in[0]].shape);
+    if (o->op == OP_EMBEDDING && !rows) { /* the tokens [B, T]: T positions a window */
+      const Shape *t = &p->buf[o->in[0]].shape;
+      rows = t->d[t->rank - 1];
+    }
     if (o->op == OP_POS_EMBEDDING && ctx > p->buf[o->in[0]].shape.d[0])
       return ar_printf(ar,
                        "--gen-context %lld is larger than the %lld positions of %s's learned position "
@@ -107,8 +110,9 @@ const char *plan_decode(Arena *ar, Plan *p, int64_t ctx) {
     return ar_printf(ar, "--gen-context: %s has no token embedding, causal attention and linear logits to decode", m);
   if (ctx > rows)
     return ar_printf(ar,
-                     "--gen-context %lld is more than the %lld rows (B x T) of %s's eval plan, where the prompt's "
-                     "prefill runs: give --gen-context %lld or less, or a larger --set T=...",
+                     "--gen-context %lld is more than the T = %lld positions of %s's eval plan (its window: the "
+                     "prefill runs in its rows, and --kv-check's recompute over it): give --gen-context %lld or less, "
+                     "or a larger --set T=...",
                      (long long)ctx, (long long)rows, m, (long long)rows);
   int64_t off = mp_align_up(p->arena_bytes, p->align);
   if (p->budget_bytes && off + cache > p->budget_bytes) {

@@ -1992,7 +1992,7 @@ static void gen_setup(Gen *g, const Run *r, const Opts *o) {
  * forward over the window (llm.c's loop): their offset in the arena. */
 static int64_t recompute(Run *r, const Gen *g, int64_t n) {
   const TrModel *m = r->m;
-  int64_t T = g->tok->cols, w = n < T ? n : T;
+  int64_t w = n < g->context ? n : g->context; /* T, or the cache's positions (at most T) */
   for (int k = 0; k < m->neval_in; k++)
     memset(r->arena + m->eval_in[k].offset, 0, 4 * (size_t)(m->eval_in[k].rows * m->eval_in[k].cols));
   memcpy(r->arena + g->tok->offset, g->ctx + n - w, 4 * (size_t)w);

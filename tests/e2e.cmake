@@ -424,12 +424,14 @@ foreach(m gpt2-mini-kv llama-mini-b1)
               --text ${e2e_text} --threads 2)
 endforeach()
 # --gen-context's user errors (planner/decode.c), exit 1 and no folder: more positions than GPT-2's learned
-# position embedding has (T = 64), a model that is no language model, a cache over the budget (the arena is
-# 6.70 MiB, its caches 128 KiB); exit 2: a context that is no positive integer.
+# position embedding has (T = 64) or than llama-mini's window (rope: T = 128), a model that is no language
+# model, a cache alone over the budget; exit 2: a context that is no positive integer.
 set(kv_err sh ${MEMPLAN_TEST_DIR}/scripts/check_error.sh)
 add_test(NAME gen_context_over_positions COMMAND ${kv_err} --expect "--gen-context 65 is larger than the 64 positions"
          --expect "give --gen-context 64 or less" $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml
          --gen-context 65)
+add_test(NAME gen_context_over_T COMMAND ${kv_err} --expect "--gen-context 129 is more than the T = 128 positions"
+         $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --gen-context 129)
 add_test(NAME gen_context_not_lm COMMAND ${kv_err} --expect "mlp is not a language model" $<TARGET_FILE:memplan>
          ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --gen-context 8)
 add_test(NAME gen_context_over_budget COMMAND ${kv_err} --expect "the KV cache alone \\(128.00 KiB\\) fills the budget"
@@ -451,9 +453,8 @@ add_test(NAME gen_context_plan_edited COMMAND sh -c "sed 's/\"kv_cache_bytes\": 
          ${e2e_dir}/gpt2-mini-kv/plan.json ${e2e_dir}/gpt2-mini-kv-edited.json
          ${MEMPLAN_TEST_DIR}/scripts/check_status.sh $<TARGET_FILE:memplan>)
 set_tests_properties(gen_context_plan_edited PROPERTIES LABELS e2e TIMEOUT 30 FIXTURES_REQUIRED trainer_gpt2-mini-kv)
-set_tests_properties(gen_context_over_positions gen_context_not_lm gen_context_over_budget gen_context_usage
-                     gen_context_budget_fits
-                     PROPERTIES LABELS e2e TIMEOUT 30)
+set_tests_properties(gen_context_over_positions gen_context_over_T gen_context_not_lm gen_context_over_budget
+                     gen_context_usage gen_context_budget_fits PROPERTIES LABELS e2e TIMEOUT 30)
 # trainable weights stored bf16 (--param-precision, planner/basew.h): llama-mini
 # 20 steps against the fp32 trainer. Measured 2026-12-02 (AMD EPYC, 2 threads,
 # seeds 11-13 under OpenBLAS's Zen and Prescott kernels): the worst step's
