@@ -68,6 +68,7 @@ typedef struct {
   int64_t lora_rank; /* --lora-rank, --lora-alpha, --lora-targets (0, 0, NULL: the YAML's) */
   double lora_alpha;
   const char *lora_targets;
+  int64_t gen_context; /* --gen-context N: generation's KV cache positions (0: none) */
 } Options;
 
 /* Parses compile's options, or with sweep set, the subset sweep takes

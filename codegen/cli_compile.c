@@ -58,9 +58,13 @@ const char compile_help[] =
     "      --guard           canary bytes after every buffer, checked by the CPU trainer after\n"
     "                        every op (names the op that wrote out of bounds); costs memory\n"
     "      --no-recompute    forbid recomputation (checkpointing): keep every activation\n"
-    "      --no-micro-batch  forbid micro-batches: run the whole batch in one pass\n"
-    "  -h, --help            this help\n";
-const char compile_help_levers[] =
+    "      --no-micro-batch  forbid micro-batches: run the whole batch in one pass\n";
+const char compile_help_levers[] = /* the first lines: compile_help's last options (C17's 4095 characters) */
+    "      --gen-context N   plan generation's KV cache for N positions (a causal language model; the\n"
+    "                        model's T at most with learned positions): the trainer's --generate then\n"
+    "                        prefills the prompt once and decodes one token a step from the cache, which\n"
+    "                        sits above the arena and counts against --budget (default: no cache)\n"
+    "  -h, --help            this help\n"
     "  Levers: under --budget the planner considers every configuration of the levers left free\n"
     "  and keeps the plan with the least estimated step time (each op's roofline under the cost\n"
     "  model, recomputation, casts and every micro-batch's ops included) whose arena fits; the\n"
@@ -138,7 +142,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"zero", required_argument, 0, 'Z'},              {"freeze", required_argument, 0, 'f'},
       {"lora-rank", required_argument, 0, 1001},        {"lora-alpha", required_argument, 0, 1002},
       {"lora-targets", required_argument, 0, 1003},     {"base-weights", required_argument, 0, 'W'},
-      {"param-precision", required_argument, 0, 1004},  {0, 0, 0, 0}};
+      {"param-precision", required_argument, 0, 1004},  {"gen-context", required_argument, 0, 1005},
+      {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
       {"time-limit", required_argument, 0, 't'}, {"no-fuse-updates", no_argument, 0, 'F'},
@@ -192,6 +197,16 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
         cli_usage_error(cmd, "--lora-targets wants comma-separated layer names or globs (e.g. gate,up,down)");
       o->lora_targets = optarg;
       break;
+    case 1005: {
+      char *end;
+      errno = 0;
+      long long n = strtoll(optarg, &end, 10);
+      if (!*optarg || *end || errno || n <= 0)
+        cli_usage_error(cmd, "--gen-context wants the positions generation's KV cache holds (e.g. 1024), got '%s'",
+                        optarg);
+      o->gen_context = n;
+      break;
+    }
     case 'a': o->align = parse_size(cmd, optarg, "--align"); break;
     case 't': {
       char *end;
@@ -312,6 +327,8 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
 static bool dumping(const Options *o, const char *pass) { return o->dump && !strcmp(o->dump, pass); }
 
 PlanRequest cli_request(const Options *o) {
+  /* generation samples from whole logits: no fused loss unless asked */
+  int64_t chunk = o->gen_context && o->loss_chunk == LOSS_AUTO ? LOSS_UNFUSED : o->loss_chunk;
   return (PlanRequest){.model = o->model,
                        .ov = o->ov,
                        .nov = o->nov,
@@ -321,6 +338,7 @@ PlanRequest cli_request(const Options *o) {
                                 .lora_alpha = o->lora_alpha,
                                 .lora_targets = o->lora_targets},
                        .budget = o->budget,
+                       .gen_context = o->gen_context,
                        .micro_batch = o->micro_batch,
                        .no_micro_batch = o->no_micro_batch,
                        .fit = {.fuse = !o->no_fuse,
@@ -332,7 +350,7 @@ PlanRequest cli_request(const Options *o) {
                                .precision = o->precision,
                                .guard = o->guard ? 64 : 0,
                                .masks = o->masks,
-                               .loss_chunk = o->loss_chunk,
+                               .loss_chunk = chunk,
                                .opt_state = o->opt_state,
                                .base_weights = o->base_weights,
                                .param_prec = o->param_prec,

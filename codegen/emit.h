@@ -52,6 +52,7 @@ typedef struct {
   const char *hooks;       /* the model table's backend fields (set_threads, device) */
   const char *sqnorm_all;  /* gradient clipping: NULL: grad_sqnorm returns each gradient's sum; else the
                               expression that returns the total, after the calls */
+  const char *decode;      /* generation's decode (TrModel.decode_run): "tr_decode" (generate.c), or "NULL" */
   const char *comm;        /* collectives' prefix (plans for N ranks): "tr_" (memplan_trainer.h, MPI),
                               "tr_cuda_" (NCCL) */
 } EmitBackend;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode.h"
 #include "emit.h"
 #include "ops.h"
 
@@ -667,7 +668,59 @@ static int eval_logits(const Emit *E, int64_t *classes) {
   return o->in[0];
 }
 
-static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval, int nopt) {
+/* Generation's decode ops (memplan_trainer.h's TrDecodeOp): the eval
+ * schedule but its loss, each on the eval buffers' offsets; the logits'
+ * linear on the last row only; attention with its layer's KV cache, the
+ * caches in eval order from the plan's kv_cache_offset (planner/decode.h).
+ * Empty without --gen-context. */
+static int decode_table(Emit *E, Text *t) {
+  const Plan *p = E->p;
+  int n = 0;
+  int64_t cache = p->kv_cache_offset;
+  text_printf(t, "static const TrDecodeOp DECODE[] = {\n");
+  for (int i = 0; p->gen_context && i < p->neval - 1; i++) {
+    const PlanOp *o = &p->eval[i];
+    static const struct {
+      OpKind op;
+      const char *kind;
+    } kinds[] = {{OP_EMBEDDING, "EMBEDDING"},
+                 {OP_POS_EMBEDDING, "POSITION"},
+                 {OP_ADD, "ADD"},
+                 {OP_MUL, "MUL"},
+                 {OP_GELU, "GELU"},
+                 {OP_SILU, "SILU"},
+                 {OP_LAYERNORM, "LAYERNORM"},
+                 {OP_RMSNORM, "RMSNORM"},
+                 {OP_LINEAR, "LINEAR"},
+                 {OP_ROPE, "ROPE"},
+                 {OP_ATTENTION, "ATTENTION"}};
+    const char *kind = NULL;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+      if (kinds[k].op == o->op) kind = kinds[k].kind;
+    if (o->op == OP_LINEAR && o->out[0] == p->eval[p->neval - 1].in[0]) kind = "LOGITS";
+    int64_t d[3] = {0, 0, 0}, at = -1, in[3] = {-1, -1, -1};
+    if (o->op == OP_GELU) d[0] = o->dim[1];
+    if (o->op == OP_LINEAR) d[0] = o->dim[1];
+    if (o->op == OP_ROPE) d[0] = o->dim[2], d[1] = o->dim[3], d[2] = o->dim[4];
+    if (o->op == OP_ATTENTION) {
+      d[0] = o->dim[3], d[1] = o->dim[4], d[2] = o->dim[2] / o->dim[3], at = cache;
+      cache += decode_layer_bytes(o, p->gen_context);
+    }
+    for (int k = 0; k < o->nin && k < 3; k++) in[k] = o->in[k] < 0 ? -1 : p->buf[o->in[k]].offset;
+    const PlanBuffer *out = &p->buf[o->out[0]];
+    text_printf(t, "    {TR_DEC_%s, %lld, {%lld, %lld, %lld}, %lld, {%lld, %lld, %lld}, {", kind,
+                (long long)out->offset, (long long)in[0], (long long)in[1], (long long)in[2],
+                (long long)out->shape.d[out->shape.rank - 1], (long long)d[0], (long long)d[1], (long long)d[2]);
+    for (int k = 0; k < 5; k++) text_printf(t, "%s%s", k ? ", " : "", fmt_double(E, k < o->nfarg ? o->farg[k] : 0));
+    text_printf(t, "}, %lld}, // %s\n", (long long)at, comment_safe(E, o->layer));
+    n++;
+  }
+  if (!n) text_printf(t, "    {0, 0, {0, 0, 0}, 0, {0, 0, 0}, {0, 0, 0, 0, 0}, 0},\n");
+  text_printf(t, "};\n\n");
+  return n;
+}
+
+static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval, int nopt, int ndecode) {
   const Plan *p = E->p;
   int nparams = 0;
   int64_t samples = 0;
@@ -683,7 +736,7 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval, in
   /* fields in declaration order: C++20 designated initializers (trainer.cu) need it */
   text_printf(t, "static const TrModel MODEL = {\n    .model = ");
   c_string(t, p->model);
-  text_printf(t, ",\n    .arena_bytes = %lld,\n", (long long)p->arena_bytes);
+  text_printf(t, ",\n    .arena_bytes = %lld,\n", (long long)plan_alloc_bytes(p)); /* with generation's caches */
   text_printf(t, "    .params = PARAMS, .nparams = %d, .states = STATES, .nstates = %d,\n", nparams, nstates);
   text_printf(t, "    .train_in = TRAIN_INPUTS, .eval_in = EVAL_INPUTS, .ntrain_in = %d, .neval_in = %d,\n", ntrain,
               neval);
@@ -722,7 +775,12 @@ static void model_table(Emit *E, Text *t, int nstates, int ntrain, int neval, in
   text_printf(t, ",\n    .tokenizer = ");
   if (p->tokenizer) c_string(t, p->tokenizer);
   else text_printf(t, "NULL");
-  text_printf(t, ",\n};\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
+  text_printf(t,
+              ",\n    .decode = DECODE, .ndecode = %d, .gen_context = %lld, .kv_cache_offset = %lld, "
+              ".kv_cache_bytes = %lld,\n    .decode_run = %s,\n};",
+              ndecode, (long long)p->gen_context, (long long)p->kv_cache_offset, (long long)p->kv_cache_bytes,
+              ndecode ? E->be->decode : "NULL");
+  text_printf(t, "\n\nint main(int argc, char **argv) { return tr_main(argc, argv, &MODEL); }\n");
 }
 
 // ----------------------------------------------------------------------------
@@ -738,7 +796,7 @@ static const char mpi_target[] =
     "  find_package(MPI COMPONENTS C)\n"
     "endif()\n"
     "if(TARGET trainer AND MPI_C_FOUND)\n"
-    "  add_executable(trainer_mpi trainer.c memplan_trainer.c memplan_json.c cpu.c cpu_blas.c)\n"
+    "  add_executable(trainer_mpi trainer.c memplan_trainer.c memplan_json.c cpu.c cpu_blas.c generate.c)\n"
     "  target_compile_definitions(trainer_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI)\n"
     "  target_compile_options(trainer_mpi PRIVATE -Wall -Wextra -O3 -fno-math-errno -fno-trapping-math "
     "-ffp-contract=off)\n"
@@ -762,7 +820,7 @@ static const char cuda_mpi_target[] =
     "endif()\n"
     "if(TARGET trainer_cuda AND MPI_C_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)\n"
     "  add_executable(trainer_cuda_mpi trainer.cu memplan_trainer.c memplan_json.c memplan_trainer_cuda.cu "
-    "kernels.cu)\n"
+    "kernels.cu generate_cuda.cu)\n"
     "  target_compile_definitions(trainer_cuda_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI MEMPLAN_NCCL)\n"
     "  target_compile_options(trainer_cuda_mpi PRIVATE $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra -O3 -ffp-contract=off>\n"
     "                        $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -O3 -Xcompiler=-Wall,-Wextra>)\n"
@@ -810,7 +868,7 @@ static void cmake(Emit *E, Text *t) {
       "  find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas)\n"
       "endif()\n"
       "if(TRAINER_CPU AND BLAS_FOUND AND OpenMP_C_FOUND)\n"
-      "  add_executable(trainer trainer.c memplan_trainer.c memplan_json.c cpu.c cpu_blas.c)\n"
+      "  add_executable(trainer trainer.c memplan_trainer.c memplan_json.c cpu.c cpu_blas.c generate.c)\n"
       "  target_compile_definitions(trainer PRIVATE _POSIX_C_SOURCE=200809L)\n"
       "  target_compile_options(trainer PRIVATE -Wall -Wextra -O3 -fno-math-errno -fno-trapping-math "
       "-ffp-contract=off)\n"
@@ -835,7 +893,8 @@ static void cmake(Emit *E, Text *t) {
       "  enable_language(CUDA)\n"
       "  find_package(CUDAToolkit REQUIRED)\n"
       "  # memplan_trainer.c is the same C program as the CPU trainer's, without OpenMP\n"
-      "  add_executable(trainer_cuda trainer.cu memplan_trainer.c memplan_json.c memplan_trainer_cuda.cu kernels.cu)\n"
+      "  add_executable(trainer_cuda trainer.cu memplan_trainer.c memplan_json.c memplan_trainer_cuda.cu kernels.cu\n"
+      "                 generate_cuda.cu)\n"
       "  # C++20 for trainer.cu's designated initializers (nvcc 12 or later), set directly: CMake\n"
       "  # before 3.26 does not know nvcc's CUDA 20 dialect\n"
       "  target_compile_definitions(trainer_cuda PRIVATE _POSIX_C_SOURCE=200809L)\n"
@@ -871,6 +930,7 @@ const EmitBackend emit_backend_c = {
     .unscale_all = NULL,
     .hooks = ".set_threads = rt_set_threads, .blas = rt_blas_select, .device = NULL",
     .sqnorm_all = NULL,
+    .decode = "tr_decode",
     .comm = "tr_",
 };
 
@@ -908,7 +968,8 @@ int emit_trainer(const Plan *p, const EmitBackend *be, Text *out) {
   int ntrain = input_table(&E, out, "TRAIN_INPUTS", SCHED_TRAIN);
   int neval = input_table(&E, out, "EVAL_INPUTS", SCHED_EVAL);
   op_table(&E, out);
-  model_table(&E, out, nstates, ntrain, neval, nopt);
+  int ndecode = decode_table(&E, out);
+  model_table(&E, out, nstates, ntrain, neval, nopt, ndecode);
   ar_free(&E.ar);
   return 0;
 }

@@ -1,5 +1,6 @@
 /* json.c: plan.json, exactly the Plan (format "memplan_plan": 1). Names are
  * stable once published: extend, never rename. */
+#include "decode.h"
 #include "emit.h"
 #include "ops.h"
 
@@ -79,6 +80,23 @@ static void header(const Plan *p, Text *t) {
                 "\"extra_flops\": %lld, \"accumulation_steps\": %d},\n",
                 p->noclip_fits ? "true" : "false", (long long)p->noclip_arena, (long long)p->noclip_lower_bound,
                 (long long)p->noclip_extra_flops, p->noclip_accumulation);
+  if (p->gen_context) { /* generation's KV caches (--gen-context, planner/decode.h); absent: none */
+    text_printf(t,
+                "  \"generation\": {\"context\": %lld, \"kv_cache_offset\": %lld, \"kv_cache_bytes\": %lld, "
+                "\"alloc_bytes\": %lld, \"layers\": [",
+                (long long)p->gen_context, (long long)p->kv_cache_offset, (long long)p->kv_cache_bytes,
+                (long long)plan_alloc_bytes(p));
+    int n = 0;
+    for (int i = 0; i < p->neval; i++) {
+      const PlanOp *a = &p->eval[i];
+      if (a->op != OP_ATTENTION) continue;
+      text_printf(t, "%s\n    {\"layer\": ", n++ ? "," : "");
+      text_json_str(t, a->layer);
+      text_printf(t, ", \"kv_heads\": %lld, \"head_dim\": %lld, \"bytes\": %lld}", (long long)a->dim[4],
+                  (long long)(a->dim[2] / a->dim[3]), (long long)decode_layer_bytes(a, p->gen_context));
+    }
+    text_printf(t, "]},\n");
+  }
 }
 
 static void totals(const Plan *p, Text *t) {

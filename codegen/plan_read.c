@@ -157,6 +157,13 @@ static void read_header(Arena *ar, const MjVal *root, Plan *p) {
     p->noclip_extra_flops = get_int(nc, "extra_flops", 0, INT64_MAX);
     p->noclip_accumulation = (int)get_int(nc, "accumulation_steps", 1, INT32_MAX);
   }
+  const MjVal *gen = find(root, "generation"); /* --gen-context's KV caches; absent: none */
+  if (gen) {
+    want(gen, MJ_OBJ, "\"generation\"");
+    p->gen_context = get_int(gen, "context", 1, 16384);
+    p->kv_cache_offset = get_int(gen, "kv_cache_offset", 0, PLAN_MAX_VALUE);
+    p->kv_cache_bytes = get_int(gen, "kv_cache_bytes", 0, PLAN_MAX_VALUE);
+  }
   p->budget_bytes = get_int(root, "budget_bytes", 0, PLAN_MAX_VALUE);
   p->align = get_int(root, "align", 1, (int64_t)1 << 30);
   static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16"};

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "decode.h"
 #include "emit.h"
 #include "ops.h"
 
@@ -80,8 +81,22 @@ static void arena(const Plan *p, FILE *out) {
   fprintf(out, "  arena        %12s  (%+.2f%% over the lower bound; %s%s)\n", b(x, p->arena_bytes), gap,
           p->assign_method ? p->assign_method : "-", p->assign_optimal ? ", optimal" : "");
   fprintf(out, "  train / eval %12s / %s\n", b(x, p->train_peak_bytes), b(y, p->eval_peak_bytes));
+  if (p->gen_context) { /* per layer 2 x kv_heads x head_dim x context x 4 bytes (plan.json: each layer's) */
+    int layers = 0;
+    const PlanOp *a = NULL;
+    for (int i = 0; i < p->neval; i++)
+      if (p->eval[i].op == OP_ATTENTION) layers++, a = a ? a : &p->eval[i];
+    fprintf(out,
+            "  KV cache     %12s  (generation: %d layers x 2 x %lld kv_heads x %lld head_dim x %lld positions\n"
+            "                              x 4 B%s, above the arena; the trainer allocates %s)\n",
+            b(x, p->kv_cache_bytes), layers, (long long)a->dim[4], (long long)(a->dim[2] / a->dim[3]),
+            (long long)p->gen_context,
+            (int64_t)layers * decode_layer_bytes(a, p->gen_context) == p->kv_cache_bytes ? "" : " (the first layer's)",
+            b(y, plan_alloc_bytes(p)));
+  }
   if (p->budget_bytes)
-    fprintf(out, "  budget       %12s  (headroom %s)\n", b(x, p->budget_bytes), b(y, p->budget_bytes - p->arena_bytes));
+    fprintf(out, "  budget       %12s  (headroom %s)\n", b(x, p->budget_bytes),
+            b(y, p->budget_bytes - plan_alloc_bytes(p)));
   if (p->unfused_lower_bound > p->lower_bound_bytes)
     fprintf(out,
             "  fused updates: each parameter is updated as soon as its gradient is complete; running all\n"

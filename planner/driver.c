@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "build.h"
+#include "decode.h"
 #include "levers.h"
 #include "verify.h"
 
@@ -180,6 +181,23 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     load_free(src);
     return out;
   }
+  /* generation's caches sit above the arena: the levers fit the arena into what they leave of the budget */
+  int64_t kv = rq->gen_context ? decode_graph_bytes(g, rq->gen_context) + rq->fit.align : 0;
+  PlanRequest lessk = *rq;
+  if (kv && rq->budget) {
+    if (rq->budget <= kv) {
+      char a[32], b[32];
+      out.status = PLAN_BAD_REQUEST;
+      out.message = ar_printf(ar,
+                              "--gen-context %lld: the KV cache alone (%s) fills the budget of %s: give a "
+                              "smaller --gen-context or a larger --budget",
+                              (long long)rq->gen_context, mp_fmt_bytes(a, sizeof a, kv - rq->fit.align),
+                              mp_fmt_bytes(b, sizeof b, rq->budget));
+      load_free(src);
+      return out;
+    }
+    lessk.budget -= kv, rq = &lessk;
+  }
   /* levers: keep everything, recompute, micro-batches (one fit each, the
    * checkpointing DP solved once per fit); g becomes the chosen plan's graph */
   PlanRequest chosen = *rq;
@@ -252,13 +270,13 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   }
   if (!fit.plan) {
     out.status = PLAN_OVER_BUDGET;
-    out.min_arena = fit.min_arena;
+    out.min_arena = fit.min_arena ? fit.min_arena + kv : 0; /* the smallest budget with the caches */
     return out;
   }
   /* the plan's last fields: the budget, what fusing the updates saved, the
    * time the passes above took (verification, below, is not counted) */
   Plan *p = fit.plan;
-  p->budget_bytes = rq->budget;
+  p->budget_bytes = rq->budget ? rq->budget + (rq == &lessk ? kv : 0) : 0;
   /* with collectives, updates run per bucket: the unfused bound does not compare */
   p->unfused_lower_bound =
       p->data_parallel ? 0 : fit_unfused_lower_bound(ar, fit.graph ? fit.graph : g, &chosen.fit, fit.step, p);
@@ -272,6 +290,10 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     p->noclip_accumulation = nc.plan ? nc.plan->accumulation_steps : 1;
   }
   p->compile_seconds = mp_now() - t0;
+  if (rq->gen_context && (out.message = plan_decode(ar, p, rq->gen_context))) {
+    out.status = PLAN_BAD_REQUEST;
+    return out;
+  }
   /* verify: the last pass; the plan is complete and nothing edits it after */
   out.message = verify_plan(p);
   out.status = out.message ? PLAN_UNVERIFIED : PLAN_OK;

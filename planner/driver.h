@@ -15,6 +15,7 @@ typedef struct {
   int64_t micro_batch; /* --micro-batch: micro-batches of this many rows; 0: the levers decide */
   bool no_micro_batch; /* --no-micro-batch: the whole batch in one pass (unless micro_batch forces one) */
   FitOptions fit;      /* for every plan the levers try (they set the accumulation) */
+  int64_t gen_context; /* --gen-context: generation's KV cache positions (planner/decode.h); 0: none */
   bool graph_only;     /* stop once the model is loaded (--dump=graph) */
   bool no_least;       /* when nothing fits, skip the search for the smallest budget that would (min_arena 0):
                         * the driver tries a lower optimizer-state precision next */

@@ -227,6 +227,11 @@ typedef struct Plan {
   int64_t bucket_bytes;    /* a bucket closes once its gradients reach this many bytes */
   int64_t comm_bytes;      /* bytes of the tensors the step's collectives carry */
   int64_t comm_wire_bytes; /* bytes each rank sends per step (ring algorithms) */
+  /* generation (--gen-context N, planner/decode.h): N positions of K and V
+   * for each attention op of the eval schedule, in eval order, each
+   * decode_layer_bytes, from kv_cache_offset (above arena_bytes) on; the
+   * trainer allocates plan_alloc_bytes. 0: no cache (llm.c's recompute) */
+  int64_t gen_context, kv_cache_offset, kv_cache_bytes;
 } Plan;
 
 const char *plan_role_name(Role r);   /* "param", "grad", "optimizer_state", ... */

@@ -412,6 +412,18 @@ const char *verify_plan(const Plan *p) {
              (long long)p->budget_bytes);
     return msg;
   }
+  if (p->gen_context) { /* generation's caches (decode.h): above the arena, one per eval attention op */
+    int64_t kv = 0;
+    for (int i = 0; i < p->neval; i++)
+      if (p->eval[i].op == OP_ATTENTION)
+        kv += 2 * p->eval[i].dim[4] * (p->eval[i].dim[2] / p->eval[i].dim[3]) * p->gen_context * 4;
+    if (kv != p->kv_cache_bytes || p->kv_cache_offset < p->arena_bytes || p->kv_cache_offset % p->align ||
+        (p->budget_bytes > 0 && p->kv_cache_offset + kv > p->budget_bytes)) {
+      snprintf(msg, sizeof msg, "KV cache of %lld bytes at %lld: %lld expected, above the arena, aligned, in budget",
+               (long long)p->kv_cache_bytes, (long long)p->kv_cache_offset, (long long)kv);
+      return msg;
+    }
+  }
   if (p->lower_bound_bytes > p->arena_bytes) {
     snprintf(msg, sizeof msg, "arena %lld below the lower bound %lld (impossible)", (long long)p->arena_bytes,
              (long long)p->lower_bound_bytes);

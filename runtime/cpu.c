@@ -175,6 +175,8 @@ static void rt_par(RtTask fn, const void *ctx, int64_t n, int64_t chunks) {
 /* Chunks for a loop of n iterations: RT_CHUNKS per thread when par holds. */
 static int64_t rt_chunks(int par) { return par ? (int64_t)RT_CHUNKS * rt_nt : 1; }
 
+void rt_parallel(RtTask fn, const void *ctx, int64_t n) { rt_par(fn, ctx, n, rt_chunks(1)); }
+
 void rt_set_threads(int n) {
   if (n < 1) n = 1;
   if (n > RT_MAX_THREADS) n = RT_MAX_THREADS;
@@ -209,6 +211,11 @@ static int blas_dim(int64_t d) {
  * needs no memset. */
 static void gemm1(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
                   int64_t ldb, float *C, int64_t ldc, int acc) {
+  if (m == 1 && !ta) { /* one row (generation's decode): a matrix-vector product, W read once */
+    cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, blas_dim(tb ? n : k), blas_dim(tb ? k : n), 1.0f, B,
+                blas_dim(ldb), A, 1, acc ? 1.0f : 0.0f, C, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_dim(m), blas_dim(n),
               blas_dim(k), 1.0f, A, blas_dim(lda), B, blas_dim(ldb), acc ? 1.0f : 0.0f, C, blas_dim(ldc));
 }

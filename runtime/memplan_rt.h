@@ -22,6 +22,8 @@ MEMPLAN_CASTS(RT_DECLARE)
 
 /* Number of threads the CPU backend uses (its thread pool); set once at start. */
 void rt_set_threads(int n);
+/* fn(ctx, lo, hi) over [0, n) in chunks on that pool (generate.c's kernels); not reentrant. */
+void rt_parallel(void (*fn)(const void *ctx, int64_t lo, int64_t hi), const void *ctx, int64_t n);
 
 /* The BLAS library and kernel, first thing in main (cpu_blas.c): when the
  * library detected a kernel older than the best this CPU runs, and neither

@@ -1199,8 +1199,9 @@ static const char help_text[] =
     "  --cuda-graph      CUDA trainer: capture the step into a CUDA graph once, replay it\n"
     "                    every step (plans without micro-batches or loss scaling)\n"
     "  --generate N      generate N tokens after training (or alone: --load FILE --generate N,\n"
-    "                    no data, no steps) from the eval plan's logits, llm.c's loop: each\n"
-    "                    token recomputes the last T tokens; text with a tokenizer or V = 256\n"
+    "                    no data, no steps) from the eval plan's logits: from the plan's KV\n"
+    "                    cache (--gen-context), else llm.c's loop, each token recomputing the\n"
+    "                    last T tokens; text with a tokenizer or V = 256\n"
     "  --prompt TEXT     the prompt, tokenized as --text (default: <|endoftext|> with a\n"
     "                    tokenizer); at most T tokens\n"
     "  --prompt-tokens FILE  the prompt as token ids, --data's format\n"
@@ -1209,6 +1210,11 @@ static const char help_text[] =
     "  --top-p P         sample among the fewest most likely tokens holding P of the mass,\n"
     "                    in (0, 1] (default 1); draws from --seed\n"
     "  --sample-every K  also generate after every K-th training step\n"
+    "  --no-kv-cache     a plan with a KV cache (memplan compile --gen-context N) prefills the\n"
+    "                    prompt once and decodes one token a step from the cache; this option\n"
+    "                    recomputes each window instead, as without a cache\n"
+    "  --kv-check        both: each token's cached logits against the window's recompute, the\n"
+    "                    largest difference printed (a test of the cache)\n"
     "  --check-alloc     fail unless a preloaded counting allocator saw no allocation\n"
     "                    inside the training loop (tests/alloc_count.c)\n"
     "  --help            this text\n"
@@ -1270,6 +1276,7 @@ typedef struct {
   int64_t generate, top_k, sample_every;
   double temperature, top_p;
   const char *prompt, *prompt_tokens;
+  int no_kv_cache, kv_check; /* --no-kv-cache: recompute each window; --kv-check: both, compared */
 } Opts;
 
 static int64_t opt_int(const char *s, const char *name, int64_t min, int64_t max) {
@@ -1387,6 +1394,8 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     O_TOP_K,
     O_TOP_P,
     O_SAMPLE_EVERY,
+    O_NO_KV_CACHE,
+    O_KV_CHECK,
     O_HELP
   };
   // clang-format off
@@ -1403,7 +1412,8 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
       {"keep", 1, 0, O_KEEP}, {"shuffle", 1, 0, O_SHUFFLE}, {"no-shuffle", 0, 0, O_NO_SHUFFLE},
       {"no-blas-select", 0, 0, O_NO_BLAS_SELECT}, {"generate", 1, 0, O_GENERATE}, {"prompt", 1, 0, O_PROMPT},
       {"prompt-tokens", 1, 0, O_PROMPT_TOKENS}, {"temperature", 1, 0, O_TEMPERATURE}, {"top-k", 1, 0, O_TOP_K},
-      {"top-p", 1, 0, O_TOP_P}, {"sample-every", 1, 0, O_SAMPLE_EVERY}, {0, 0, 0, 0}};
+      {"top-p", 1, 0, O_TOP_P}, {"sample-every", 1, 0, O_SAMPLE_EVERY},
+      {"no-kv-cache", 0, 0, O_NO_KV_CACHE}, {"kv-check", 0, 0, O_KV_CHECK}, {0, 0, 0, 0}};
   // clang-format on
   Opts o = {.steps = 100,
             .seed = 1337,
@@ -1469,6 +1479,8 @@ static Opts parse_opts(int argc, char **argv, const TrModel *m) {
     case O_TOP_K: o.top_k = opt_int(optarg, "--top-k", 0, INT64_MAX); break;
     case O_TOP_P: o.top_p = opt_top_p(optarg); break;
     case O_SAMPLE_EVERY: o.sample_every = opt_int(optarg, "--sample-every", 1, INT64_MAX); break;
+    case O_NO_KV_CACHE: o.no_kv_cache = 1; break;
+    case O_KV_CHECK: o.kv_check = 1; break;
     case O_COMM_TIMEOUT: o.comm_timeout = opt_int(optarg, "--comm-timeout", 0, INT32_MAX); break;
     case O_KILL_RANK:
     case O_HANG_RANK: {
@@ -1836,6 +1848,9 @@ typedef struct {
   Bpe *bpe;           /* the plan's tokenizer (decoding), or NULL */
   const TrInput *tok; /* the eval plan's tokens input */
   int64_t calls;      /* generations so far: each its own random stream */
+  int64_t context;    /* the window: the KV cache's positions (cached), else T */
+  int cached;         /* decode from the plan's KV cache (TrModel.decode_run; generate.c) */
+  float *check;       /* --kv-check: the cached logits of the token (V) */
 } Gen;
 
 /* Whether token x ranks before y: the larger logit, the lower id on ties
@@ -1917,6 +1932,14 @@ static void gen_setup(Gen *g, const Run *r, const Opts *o) {
     if (m->eval_in[k].kind == TR_IN_TOKENS) g->tok = &m->eval_in[k];
   if (!g->tok) die("--generate: the eval plan of %s has no tokens input", m->model);
   int64_t T = g->tok->cols, V = m->eval_logits_classes;
+  g->cached = m->decode_run && m->ndecode && !o->no_kv_cache;
+  g->context = g->cached ? m->gen_context : T;
+  if (o->kv_check && !g->cached)
+    die("--kv-check compares the KV cache with a recompute, and %s", o->no_kv_cache ? "--no-kv-cache turns the "
+                                                                                      "cache off"
+                                                                     : m->ndecode ? "this backend has no decode kernels"
+                                                                                  : "this plan has none: compile with "
+                                                                                    "--gen-context N");
   if (m->tokenizer) {
     char err[1024];
     if (!(g->bpe = bpe_load(m->tokenizer, err, sizeof err)))
@@ -1944,6 +1967,10 @@ static void gen_setup(Gen *g, const Run *r, const Opts *o) {
     die("--generate: give --prompt TEXT or --prompt-tokens FILE (only a model with a tokenizer starts from "
         "<|endoftext|> without one)");
   if (!p.n) die("%s: the prompt is empty: give at least one token", what);
+  if ((int64_t)p.n > g->context && g->cached)
+    die("%s: %zu tokens, longer than the generation context of %s, %lld tokens (memplan compile --gen-context): "
+        "give a shorter prompt (or compile with a larger --gen-context)",
+        what, p.n, m->model, (long long)g->context);
   if ((int64_t)p.n > T)
     die("%s: %zu tokens, longer than the generation context of %s, T = %lld tokens: give a shorter prompt "
         "(or compile with a larger T)",
@@ -1958,6 +1985,37 @@ static void gen_setup(Gen *g, const Run *r, const Opts *o) {
   free(p.ids);
   g->prob = xmalloc((size_t)V * sizeof(double), "generation");
   g->order = xmalloc((size_t)V * sizeof(int32_t), "generation");
+  if (o->kv_check) g->check = xmalloc((size_t)V * sizeof(float), "--kv-check");
+}
+
+/* The logits of the next token after ctx[0, n), from the eval plan's
+ * forward over the window (llm.c's loop): their offset in the arena. */
+static int64_t recompute(Run *r, const Gen *g, int64_t n) {
+  const TrModel *m = r->m;
+  int64_t w = n < g->context ? n : g->context; /* T, or the cache's positions (at most T) */
+  for (int k = 0; k < m->neval_in; k++)
+    memset(r->arena + m->eval_in[k].offset, 0, 4 * (size_t)(m->eval_in[k].rows * m->eval_in[k].cols));
+  memcpy(r->arena + g->tok->offset, g->ctx + n - w, 4 * (size_t)w);
+  put_inputs(r, m->eval_in, m->neval_in);
+  m->eval(r->dev);
+  int64_t at = m->eval_logits_offset + 4 * m->eval_logits_classes * (w - 1);
+  if (m->device) m->device->download(r->arena, r->dev, at, 4 * m->eval_logits_classes);
+  return at;
+}
+
+/* The same from the KV cache: the prompt prefilled in one pass (i = 0), then
+ * one token a step at position n - 1; once the cache is full, the last
+ * window prefilled again each token (llm.c's sliding window). */
+static int64_t decode_next(Run *r, const Gen *g, int64_t n, int64_t i) {
+  const TrModel *m = r->m;
+  int32_t *tok = (int32_t *)(r->arena + g->tok->offset);
+  int prefill = i == 0 || n > g->context;
+  int64_t w = prefill ? (n < g->context ? n : g->context) : 1; /* rows: the window, or the newest token */
+  memcpy(tok, g->ctx + n - w, 4 * (size_t)w);
+  if (m->device) m->device->upload(r->dev, r->arena, g->tok->offset, 4 * w);
+  m->decode_run(m, r->dev, w, prefill ? 0 : n - 1);
+  if (m->device) m->device->download(r->arena, r->dev, m->eval_logits_offset, 4 * m->eval_logits_classes);
+  return m->eval_logits_offset;
 }
 
 /* One generation: --generate N tokens after the prompt, printed as they come. */
@@ -1972,16 +2030,18 @@ static void generate(Run *r, const Opts *o, Gen *g) {
   int text = 1;
   for (int64_t i = 0; i < n; i++) text = put_token(g, V, g->ctx[i]);
   fflush(stdout);
-  double t0 = now_s();
+  double t0 = now_s(), t1 = t0, diff = 0.0, big = 0.0;
   for (int64_t i = 0; i < o->generate; i++) {
-    int64_t w = n < T ? n : T;
-    for (int k = 0; k < m->neval_in; k++)
-      memset(r->arena + m->eval_in[k].offset, 0, 4 * (size_t)(m->eval_in[k].rows * m->eval_in[k].cols));
-    memcpy(r->arena + g->tok->offset, g->ctx + n - w, 4 * (size_t)w);
-    put_inputs(r, m->eval_in, m->neval_in);
-    m->eval(r->dev);
-    int64_t at = m->eval_logits_offset + 4 * V * (w - 1);
-    if (m->device) m->device->download(r->arena, r->dev, at, 4 * V);
+    int64_t at = g->cached ? decode_next(r, g, n, i) : recompute(r, g, n);
+    if (i == 0) t1 = now_s();
+    if (g->check) { /* the cached logits against the window's recompute */
+      memcpy(g->check, r->arena + at, 4 * (size_t)V);
+      at = recompute(r, g, n);
+      for (int64_t j = 0; j < V; j++) {
+        double a = g->check[j], b = ((const float *)(r->arena + at))[j];
+        diff = fabs(a - b) > diff ? fabs(a - b) : diff, big = fabs(b) > big ? fabs(b) : big;
+      }
+    }
     int32_t t = pick_token((const float *)(r->arena + at), V, o, &rng, g, i);
     g->ctx[n++] = t;
     if (text) put_token(g, V, t), fflush(stdout);
@@ -1990,8 +2050,20 @@ static void generate(Run *r, const Opts *o, Gen *g) {
   if (text) printf("\n");
   printf("generated ids:");
   for (int64_t i = g->nprompt; i < n; i++) printf(" %d", g->ctx[i]);
-  printf("\ngenerate: %lld tokens in %.3f s, %.1f tok/s (each token recomputes its last %lld-token window)\n",
-         (long long)o->generate, dt, (double)o->generate / dt, (long long)T);
+  if (g->cached)
+    printf(
+        "\ngenerate: %lld tokens in %.3f s, %.1f tok/s (KV cache of %lld positions, %lld bytes: the %lld-token "
+        "prompt prefilled in %.3f s, then %.2f decode tok/s)\n",
+        (long long)o->generate, dt, (double)o->generate / dt, (long long)g->context, (long long)m->kv_cache_bytes,
+        (long long)g->nprompt, t1 - t0, o->generate > 1 ? (double)(o->generate - 1) / (dt - (t1 - t0)) : 0.0);
+  else
+    printf("\ngenerate: %lld tokens in %.3f s, %.1f tok/s (each token recomputes its last %lld-token window)\n",
+           (long long)o->generate, dt, (double)o->generate / dt, (long long)T);
+  if (g->check)
+    printf(
+        "kv-check: cached logits against the recompute of each window: max |difference| %.3g, max |logit| "
+        "%.3g, over %lld tokens\n",
+        diff, big, (long long)o->generate);
   fflush(stdout);
 }
 

@@ -193,6 +193,32 @@ typedef struct {
   int64_t shape[6];
 } TrOptState;
 
+/* One op of generation's decode (memplan compile --gen-context, planner/
+ * decode.h; runtime/generate.c runs them): an eval op run on n rows at
+ * positions pos..pos+n-1, in the first n rows of its eval buffers. */
+enum {
+  TR_DEC_EMBEDDING, /* in: tokens, W */
+  TR_DEC_POSITION,  /* in: W; row r is W's row pos + r */
+  TR_DEC_ADD,
+  TR_DEC_MUL,
+  TR_DEC_GELU, /* d[0]: approximate */
+  TR_DEC_SILU,
+  TR_DEC_LAYERNORM, /* in: x, w, b; f[0]: eps */
+  TR_DEC_RMSNORM,   /* in: x, w; f[0]: eps */
+  TR_DEC_LINEAR,    /* in: x, W, b; d[0]: K (in), cols: N (out) */
+  TR_DEC_LOGITS,    /* the same, for the last row only (its logits left in row 0) */
+  TR_DEC_ROPE,      /* in place of qkv rows; d: heads, kv_heads, head_dim; f: theta and Llama 3's scaling */
+  TR_DEC_ATTENTION  /* qkv rows: K and V into the cache at `cache`, then causal attention over it; d as rope */
+};
+typedef struct {
+  int kind;
+  int64_t out, in[3]; /* arena offsets; -1: none */
+  int64_t cols;       /* the output's floats per row */
+  int64_t d[3];
+  float f[5];
+  int64_t cache; /* attention: K [context, kv_heads * head_dim] f32 at cache, V after it */
+} TrDecodeOp;
+
 typedef struct TrModel TrModel;
 
 /* A device backend (the CUDA trainer's: memplan_trainer_cuda.cu); NULL for
@@ -290,6 +316,17 @@ struct TrModel {
   /* --text's tokenizer: a GPT-2 BPE vocabulary folder (encoder.json,
    * vocab.bpe; the YAML's tokenizer:, memplan_bpe.c); NULL: bytes are tokens. */
   const char *tokenizer;
+  /* Generation from a KV cache (memplan compile --gen-context N): the eval
+   * schedule as decode ops; gen_context positions; the caches at
+   * kv_cache_offset (kv_cache_bytes, inside arena_bytes). ndecode 0: no
+   * cache, --generate recomputes each window (llm.c's loop). decode_run
+   * (generate.c's tr_decode, or tr_cuda_decode on the device) runs them on the eval
+   * tokens' first n entries at positions pos.., leaving the last row's
+   * logits at eval_logits_offset. */
+  const TrDecodeOp *decode;
+  int ndecode;
+  int64_t gen_context, kv_cache_offset, kv_cache_bytes;
+  void (*decode_run)(const TrModel *m, unsigned char *arena, int64_t n, int64_t pos);
 };
 
 /* Data parallelism: this process's rank and the number of ranks (0 and 1
@@ -319,6 +356,12 @@ void tr_bcast(void *p, int64_t bytes);
 void tr_cuda_allreduce(float *g, int64_t n);
 void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n, int accumulate);
 void tr_cuda_all_gather(float *p, int64_t n);
+
+/* Generation's prefill (n rows from position 0) and decode (one row at
+ * position pos) on the CPU (generate.c): TrModel.decode_run. */
+void tr_decode(const TrModel *m, unsigned char *arena, int64_t n, int64_t pos);
+/* The same on the device (cuda/generate_cuda.cu), in the device arena; trainer.cu's decode_run. */
+void tr_cuda_decode(const TrModel *m, unsigned char *arena, int64_t n, int64_t pos);
 
 /* The CUDA trainer's device (memplan_trainer_cuda.cu; trainer.cu only). */
 extern const TrDevice tr_cuda_device;

@@ -48,6 +48,9 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
            "dropout \\(layer drop1\\).*train this model without --cuda-graph"
            ${cuda_trainer_dir}/pool-dropout/build/trainer_cuda --cuda-graph --steps 1)
   set_tests_properties(cuda_graph_refuses_dropout PROPERTIES LABELS "e2e;cuda" FIXTURES_REQUIRED cuda_trainers)
+  # generation's KV cache (--gen-context): the DECODE table (rope's floats, attention's cache offsets) in
+  # C++, and generate_cuda.cu's decode kernels (trainer.cu's decode_run)
+  memplan_cuda_trainer(llama-mini-kv ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --set=B=1 --gen-context=128)
   memplan_cuda_trainer(gpt2-mini-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --precision=bf16)
   # the fused classifier loss (rt_cuda_linear_cross_entropy_*), tied and without a bias, and written in YAML with one
   memplan_cuda_trainer(gpt2-mini-fused-loss ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --fused-loss=64)

@@ -395,14 +395,66 @@ set_tests_properties(e2e_generate_noncausal PROPERTIES LABELS e2e TIMEOUT 30 FIX
 # from one weights file, random weights the script writes: gpt2-mini (T = 64:
 # the window slides past the 7-token prompt) and llama-mini at B = 1 (its
 # eval batch; the YAML's B = 8 makes each token 8 forwards: 2 min here).
-memplan_e2e_build(llama-mini-b1 ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --set=B=1)
-foreach(m gpt2-mini llama-mini-b1)
+# llama-mini-b1 and gpt2-mini-kv plan a KV cache of T positions (--gen-context): their greedy tokens are the
+# cached decode's (prefill, then one token a step; past T the last window prefilled again), gpt2-mini's the
+# recompute's (no cache).
+memplan_e2e_build(llama-mini-b1 ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --set=B=1 --gen-context=128)
+memplan_e2e_build(gpt2-mini-kv ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --set=B=1 --gen-context=64)
+foreach(m gpt2-mini llama-mini-b1 gpt2-mini-kv)
   add_test(NAME reference_generate_${m}
            COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/reference/generate_ref.py --trainer ${e2e_dir}/${m}/build/trainer
                    --plan ${e2e_dir}/${m}/plan.json --workdir ${e2e_dir}/ref-generate-${m})
   set_tests_properties(reference_generate_${m} PROPERTIES LABELS reference TIMEOUT 180 SKIP_RETURN_CODE 77
                        FIXTURES_REQUIRED trainer_${m})
 endforeach()
+# Generation from the KV cache (runtime/generate.c), e2e.py kvcache: each of 100 tokens' cached logits
+# against the eval plan's recompute of its window (--kv-check), at most 1.5e-5 apart; peak RSS within
+# memory_truth's bound; a prompt longer than the cache and --kv-check without it refused (a few seconds).
+# Measured 2026-12-02 (seeds 1-3, 20 steps of training, sampling 100 tokens after "static ", OpenBLAS's
+# Prescott and Zen kernels, 1 and 2 threads): the largest difference 1.91e-6 (gpt2-mini, logits up to 4.3)
+# and 4.77e-6 (llama-mini, up to 5.6); 1.5e-5 is 3x the larger. Planted once each (2026-12-02, in the
+# trainer folders' generate.c): rope turning every row of a prefill by position pos (row r's offset dropped):
+# "FAIL cached logits differ from the recompute by 0.00508 > 1.5e-5" (llama-mini; reference_generate_llama-
+# mini-b1: "FAIL first difference at token 0: trainer 100, torch 237 (margin 9.06)"); attention over the
+# cache's positions 0..pos+r-1 (the newest left out): "... by 0.0124 > 1.5e-5" (gpt2-mini;
+# reference_generate_gpt2-mini-kv: "first difference at token 1: trainer 39, torch 14 (margin 1.18)").
+# (Turning every position by one more, pos + r + 1, passed both: rope's q . k sees only the difference.)
+foreach(m gpt2-mini-kv llama-mini-b1)
+  memplan_e2e(e2e_kvcache_${m} ${m} kvcache ${e2e_dir}/${m}/build/trainer ${e2e_dir}/kvcache-${m} 1.5e-5
+              --text ${e2e_text} --threads 2)
+endforeach()
+# --gen-context's user errors (planner/decode.c), exit 1 and no folder: more positions than GPT-2's learned
+# position embedding has (T = 64) or than llama-mini's window (rope: T = 128), a model that is no language
+# model, a cache alone over the budget; exit 2: a context that is no positive integer.
+set(kv_err sh ${MEMPLAN_TEST_DIR}/scripts/check_error.sh)
+add_test(NAME gen_context_over_positions COMMAND ${kv_err} --expect "--gen-context 65 is larger than the 64 positions"
+         --expect "give --gen-context 64 or less" $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml
+         --gen-context 65)
+add_test(NAME gen_context_over_T COMMAND ${kv_err} --expect "--gen-context 129 is more than the T = 128 positions"
+         $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml --gen-context 129)
+add_test(NAME gen_context_not_lm COMMAND ${kv_err} --expect "mlp is not a language model" $<TARGET_FILE:memplan>
+         ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml --gen-context 8)
+add_test(NAME gen_context_over_budget COMMAND ${kv_err} --expect "the KV cache alone \\(128.00 KiB\\) fills the budget"
+         $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --gen-context 64 --budget 100K)
+# ... and under a budget the levers fit the arena into what the caches leave: 10.7 MiB less 128 KiB plans
+# (10.53 MiB, recomputing; keeping everything takes 10.65). Planted once (2026-12-02), the budget passed to
+# the levers whole: "exit status 1, expected 0 ... the KV cache (128.00 KiB) beside the training plan's
+# arena (10.65 MiB) is over the budget of 10.70 MiB".
+add_test(NAME gen_context_budget_fits COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 0
+         "KV cache +128.00 KiB" $<TARGET_FILE:memplan> compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml
+         --gen-context 64 --budget 10.7M)
+add_test(NAME gen_context_usage COMMAND ${kv_err} --status 2 --expect "--gen-context wants the positions"
+         $<TARGET_FILE:memplan> ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --gen-context 0)
+# A plan.json whose cache was edited (131072 bytes: gpt2-mini's 2 layers x 2 x 4 x 32 x 64 x 4) is refused by
+# verify_plan when read back (memplan show), exit 1. Planted once (2026-12-02, verify.c's KV cache check
+# removed): "FAIL: ... exit status 0, expected 1".
+add_test(NAME gen_context_plan_edited COMMAND sh -c "sed 's/\"kv_cache_bytes\": 131072/\"kv_cache_bytes\": 131000/' \
+         \"$0\" > \"$1\" && exec sh \"$2\" 1 'fails verification: KV cache of 131000 bytes' \"$3\" show \"$1\" -o \"$1.svg\""
+         ${e2e_dir}/gpt2-mini-kv/plan.json ${e2e_dir}/gpt2-mini-kv-edited.json
+         ${MEMPLAN_TEST_DIR}/scripts/check_status.sh $<TARGET_FILE:memplan>)
+set_tests_properties(gen_context_plan_edited PROPERTIES LABELS e2e TIMEOUT 30 FIXTURES_REQUIRED trainer_gpt2-mini-kv)
+set_tests_properties(gen_context_over_positions gen_context_over_T gen_context_not_lm gen_context_over_budget
+                     gen_context_usage gen_context_budget_fits PROPERTIES LABELS e2e TIMEOUT 30)
 # trainable weights stored bf16 (--param-precision, planner/basew.h): llama-mini
 # 20 steps against the fp32 trainer. Measured 2026-12-02 (AMD EPYC, 2 threads,
 # seeds 11-13 under OpenBLAS's Zen and Prescott kernels): the worst step's

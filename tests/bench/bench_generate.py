@@ -1,25 +1,31 @@
 #!/usr/bin/python3
 """bench_generate.py: decode tokens/s of GPT-2 124M (seeded weights), the
-trainer's --generate against a PyTorch KV-cache loop, in the same run, on the
-same weights, prompt and threads (CTest label bench; not pass/fail on time).
+trainer's --generate from its planned KV cache and llm.c-style (recomputing
+the window) against a PyTorch KV-cache loop, in the same run, on the same
+weights, prompt and threads (CTest label bench; not pass/fail on time).
 
-  memplan  `memplan compile models/gpt2-124m.yaml --set B=1 --set T=CTX`, built
-           Release (TRAINER_NATIVE on); weights from --seed (--steps 0 --save);
-           `trainer --load W --generate N --prompt-tokens P --temperature 0`:
-           llm.c's loop, each token one eval forward of the whole [1, CTX]
-           window (there is no KV cache yet); its own tok/s line;
+  memplan  `memplan compile models/gpt2-124m.yaml --set B=1 --set T=CTX
+           --gen-context CTX`, built Release (TRAINER_NATIVE on); weights from
+           --seed (--steps 0 --save); `trainer --load W --generate N
+           --prompt-tokens P --temperature 0`: the prompt prefilled in one
+           pass, then one token a step from the cache (runtime/generate.c);
+           with --no-kv-cache, llm.c's loop, each token one eval forward of
+           the whole [1, CTX] window; their own tok/s lines;
   torch    float32 eager, torch.no_grad, torch.set_num_threads(TH): the prompt
            in one pass (prefill), then one token a step reading and appending
            to a KV cache ([L][NH][ctx][hd] keys and values), greedy; the same N
            tokens timed from the prefill on, as the trainer times its loop.
-Prints both rates, their ratio and the KV cache's bytes (2 x L x NH x CTX x
-hd x 4), and whether the two greedy continuations agree (they should: the
-same weights, float32 both; a difference at a near-tie is rounding).
+Prints the rates (overall, and decode alone: the tokens after the first,
+timed after the prefill), the ratios, the KV cache's bytes in plan.json
+against PyTorch's cache (2 x L x NH x CTX x hd x 4), and whether the greedy
+continuations agree (they should: the same weights, float32 all; a
+difference at a near-tie is rounding).
 
-Measured 2026-12-02 on the 2-core machine under load (other engineers'
-builds; real 3m46 s for user 33 s), --ctx 128 --generate 16 --threads 2:
-memplan 0.50 tok/s, PyTorch KV cache 0.97 tok/s, ratio 0.515; continuations
-equal. The KV cache would hold 9.0 MiB at context 128 (72 MiB at 1024).
+Measured 2026-12-02 on the 2-core machine under load (load average 14),
+--ctx 128 --generate 16 --threads 2: the cache 5.10 tok/s overall (5.46
+decoding, prefill 0.42 s), recomputing 0.50, PyTorch's KV cache 1.45 (1.44
+decoding): 3.5x; the caches 9,437,184 bytes both; all three greedy
+continuations equal.
 
   bench_generate.py --memplan build/bin/memplan --model models/gpt2-124m.yaml --workdir /tmp/bg \\
       [--ctx 128] [--generate 32] [--threads 2]
@@ -76,9 +82,9 @@ def torch_kv_generate(torch, F, w, dims, prompt, n):
 
     with torch.no_grad():
         t0 = time.perf_counter()
-        out, pos = [], 0
+        out, pos, prefill = [], 0, 0.0
         ids = torch.tensor(prompt)
-        for _ in range(n):
+        for i in range(n):
             if pos + len(ids) > ctx:
                 sys.exit("the prompt and the tokens exceed the context")
             logits = block_forward(embed(ids, pos), pos)
@@ -86,7 +92,9 @@ def torch_kv_generate(torch, F, w, dims, prompt, n):
             t = int(torch.argmax(logits))
             out.append(t)
             ids = torch.tensor([t])
-        return out, time.perf_counter() - t0
+            if i == 0:
+                prefill = time.perf_counter() - t0
+        return out, time.perf_counter() - t0, prefill, (K.numel() + V.numel()) * K.element_size()
 
 
 def main():
@@ -112,7 +120,7 @@ def main():
     torch.set_num_threads(a.threads)
     os.makedirs(a.workdir, exist_ok=True)
     d = os.path.join(a.workdir, "gpt2-124m")
-    run([a.memplan, "compile", a.model, "--set", "B=1", "--set", "T=%d" % a.ctx, "-o", d])
+    run([a.memplan, "compile", a.model, "--set", "B=1", "--set", "T=%d" % a.ctx, "--gen-context", str(a.ctx), "-o", d])
     b = os.path.join(d, "build")
     run(["cmake", "-S", d, "-B", b, "-DCMAKE_BUILD_TYPE=Release", "-DTRAINER_NATIVE=ON", "-DTRAINER_CUDA=OFF"])
     run(["cmake", "--build", b, "--target", "trainer", "-j", str(a.threads)])
@@ -124,26 +132,41 @@ def main():
     with open(pf, "wb") as f:
         f.write(struct.pack("<256i", 20240520, 1, len(prompt), *([0] * 253)))
         f.write(struct.pack("<%dH" % len(prompt), *prompt))
-    out = run([trainer, "--load", w, "--generate", str(a.generate), "--prompt-tokens", pf, "--temperature", "0",
-               "--threads", str(a.threads)])
+    gen = [trainer, "--load", w, "--generate", str(a.generate), "--prompt-tokens", pf, "--temperature", "0",
+           "--threads", str(a.threads)]
+    out = run(gen)
     mine = [int(t) for t in re.search(r"^generated ids:(.*)$", out, re.M).group(1).split()]
     rate = float(re.search(r"^generate: \d+ tokens in [0-9.]+ s, ([0-9.]+) tok/s", out, re.M).group(1))
+    m = re.search(r"prefilled in ([0-9.]+) s, then ([0-9.]+) decode tok/s", out)
+    if not m:
+        sys.exit("the trainer did not decode from a KV cache:\n" + out[-2000:])
+    prefill, drate = float(m.group(1)), float(m.group(2))
+    out = run(gen + ["--no-kv-cache"])
+    recomputed = [int(t) for t in re.search(r"^generated ids:(.*)$", out, re.M).group(1).split()]
+    rrate = float(re.search(r"^generate: \d+ tokens in [0-9.]+ s, ([0-9.]+) tok/s", out, re.M).group(1))
 
     plan = __import__("json").load(open(os.path.join(d, "plan.json")))
     dims = {x["name"]: x["value"] for x in plan["dims"]} if isinstance(plan["dims"], list) else plan["dims"]
     weights = {k: torch.from_numpy(v) for k, v in safetensors_io.load(w).items()}
-    theirs, secs = torch_kv_generate(torch, F, weights, dims, prompt, a.generate)
-    trate = a.generate / secs
-    cache = 2 * dims["L"] * dims["NH"] * a.ctx * (dims["C"] // dims["NH"]) * 4
+    theirs, secs, tprefill, cache = torch_kv_generate(torch, F, weights, dims, prompt, a.generate)
+    trate, tdrate = a.generate / secs, (a.generate - 1) / (secs - tprefill)
+    planned = plan["generation"]["kv_cache_bytes"]
     print("\nGPT-2 124M, context %d, a %d-token prompt, %d tokens, %d threads:" % (a.ctx, a.prompt_len, a.generate,
                                                                                 a.threads))
-    print("  memplan trainer (eval plan, recomputes the window): %8.2f tok/s" % rate)
-    print("  PyTorch eager with a KV cache (%.1f MiB):           %8.2f tok/s" % (cache / 2**20, trate))
-    print("  ratio memplan / PyTorch: %.3f" % (rate / trate))
-    agree = sum(1 for x, y in zip(mine, theirs) if x == y)
-    first = next((i for i, (x, y) in enumerate(zip(mine, theirs)) if x != y), None)
-    print("  greedy continuations: %s" % ("equal" if first is None else "first difference at token %d (%d of %d "
-                                          "equal)" % (first, agree, a.generate)))
+    print("                                         overall tok/s   decode tok/s   prefill s")
+    print("  memplan, planned KV cache              %10.2f     %10.2f     %7.3f" % (rate, drate, prefill))
+    print("  memplan, llm.c's recompute (no cache)  %10.2f     %10.2f" % (rrate, rrate))
+    print("  PyTorch eager with a KV cache          %10.2f     %10.2f     %7.3f" % (trate, tdrate, tprefill))
+    print("  ratio memplan cached / PyTorch: %.3f overall, %.3f decode; recompute / PyTorch %.3f"
+          % (rate / trate, drate / tdrate, rrate / trate))
+    print("  KV cache: plan.json %d bytes, PyTorch's %d bytes: %s" % (planned, cache,
+                                                                      "equal" if planned == cache else "DIFFERENT"))
+    for name, ids in (("cached", mine), ("recompute", recomputed)):
+        agree = sum(1 for x, y in zip(ids, theirs) if x == y)
+        first = next((i for i, (x, y) in enumerate(zip(ids, theirs)) if x != y), None)
+        print("  greedy continuations, memplan %s vs PyTorch: %s" % (
+            name, "equal" if first is None else "first difference at token %d (%d of %d equal)"
+            % (first, agree, a.generate)))
     return 0
 
 

@@ -611,6 +611,48 @@ def generate(trainer, d, lib, *args):
     return 1 if problems else 0
 
 
+def kvcache(trainer, d, tol, *args):
+    """Generation from the plan's KV cache (memplan compile --gen-context):
+    weights trained briefly and saved, then generation alone from them with
+    --kv-check, which also recomputes each token's window through the eval
+    plan (llm.c's loop, no cache) and prints the largest logit difference:
+    it must be at most tol (tests/e2e.cmake has the measurements). 100
+    tokens after a 7-token prompt pass the context (64 or 128 here), so the
+    cache slides (the last window prefilled again) too. Peak RSS within
+    memory_truth's bound (the arena and the caches are the trainer's planned
+    allocation); a prompt longer than the cache and --kv-check without the
+    cache exit 1 with their message."""
+    args, problems = list(args), []
+    w = os.path.join(d, "kv.safetensors")
+    must([trainer, "--steps", "20", "--eval-batches", "0", "--save", w] + args)
+    alone = [trainer, "--load", w, "--threads", "2"]
+    out = must(probed(alone + ["--generate", "100", "--prompt", "static ", "--kv-check", "--seed", "3"]),
+               errors="replace").stdout
+    print(out[-700:])
+    m = re.search(r"kv-check: .*max \|difference\| (\S+), max \|logit\| (\S+), over 100 tokens", out)
+    if not m or "KV cache of" not in out:
+        problems.append("no 'kv-check' line, or the generation did not use the KV cache")
+    elif not float(m.group(1)) <= float(tol):
+        problems.append("cached logits differ from the recompute by %s > %s" % (m.group(1), tol))
+    else:
+        print("ok: cached logits within %s of the recompute (max |logit| %s)" % (tol, m.group(2)))
+    problem = memory_truth(trainer, out)
+    if problem:
+        problems.append(problem)
+    bad = 0
+    for extra, msgs in [
+            (["--generate", "4", "--prompt", "x" * 1000],
+             ["--prompt: 1000 tokens, longer than the generation context", "--gen-context"]),
+            (["--generate", "4", "--prompt", "x", "--kv-check", "--no-kv-cache"],
+             ["--kv-check compares the KV cache with a recompute, and --no-kv-cache turns the cache off"])]:
+        bad += not refused(alone + extra, msgs)
+    if bad:
+        problems.append("%d bad inputs not refused as expected" % bad)
+    for p in problems:
+        print("FAIL " + p)
+    return 1 if problems else 0
+
+
 def write_safetensors(path, tensors, header_extra=b"", poison=None):
     """poison: (name, k, value): element k of tensor name is value, the rest 0.5."""
     header, data, off = {}, b"", 0
@@ -999,7 +1041,7 @@ def compile_flags(build_dir):
     flags = {}
     for e in entries:
         base = os.path.basename(e["file"])
-        if base in ("trainer.c", "memplan_trainer.c", "memplan_json.c", "cpu.c", "cpu_blas.c"):
+        if base in ("trainer.c", "memplan_trainer.c", "memplan_json.c", "cpu.c", "cpu_blas.c", "generate.c"):
             flags[base] = e["arguments"] if "arguments" in e else shlex.split(e["command"])
     return flags
 
@@ -1126,9 +1168,9 @@ def portable(d):
     if not cached or cached.group(1) != "OFF":
         problems.append("the tested build has TRAINER_NATIVE=%s" % (cached.group(1) if cached else "unset"))
     flags = compile_flags(os.path.join(d, "build"))
-    if len(flags) != 5:
+    if len(flags) != 6:
         problems.append("compile_commands.json has %s, expected trainer.c, memplan_trainer.c, memplan_json.c, cpu.c, "
-                        "cpu_blas.c"
+                        "cpu_blas.c, generate.c"
                         % sorted(flags))
     for src, argv in sorted(flags.items()):
         print("%s: %s" % (src, " ".join(argv)))
@@ -1154,7 +1196,8 @@ def portable(d):
 
 if __name__ == "__main__":
     cmd, rest = sys.argv[1], sys.argv[2:]
-    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "resume_errors", "lean", "nonfinite", "generate"):
+    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "resume_errors", "lean", "nonfinite", "generate",
+               "kvcache"):
         os.makedirs(rest[1], exist_ok=True)
     if cmd == "clipnorm":
         os.makedirs(rest[2], exist_ok=True)
@@ -1162,5 +1205,6 @@ if __name__ == "__main__":
           "noalloc": noalloc, "errors": errors, "npy": npy, "mnist": mnist, "portable": portable,
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
           "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas,
-          "nonfinite": nonfinite, "memtruth": memtruth, "generate": generate, "lowered": lowered}[cmd]
+          "nonfinite": nonfinite, "memtruth": memtruth, "generate": generate, "lowered": lowered,
+          "kvcache": kvcache}[cmd]
     sys.exit(fn(*rest) or 0)
