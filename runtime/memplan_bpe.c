@@ -1084,7 +1084,7 @@ static size_t piece_at(const unsigned char *s, size_t i, size_t n, int final, bo
       if (c2 == (c1 == 'l' ? 'l' : 'e')) return 3;
     }
   }
-  size_t l0, l1;
+  size_t l0 = 0, l1 = 0; /* set on every path; gcc -O3 in the trainer folder cannot see it */
   int c0 = class_at(s, i, n, final, digits, &l0);
   if (c0 == C_MORE) return 0;
   if (s[i] == ' ') { /* ' ?' then a run of letters, numbers or others */
