@@ -153,7 +153,7 @@ memplan_compile_error(error_freeze_cli_no_match MODEL ${MEMPLAN_SOURCE_DIR}/mode
   EXPECT "mlp.yaml: error: --freeze 'h\\*.weight' matches no parameter of the model"
   ARGS --freeze fc1.weight --freeze h*.weight)
 memplan_compile_error(error_lora_cli_target MODEL ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml
-  EXPECT "llama-mini.yaml: error: --lora-targets: lora target 'o_proj' matches no linear layer"
+  EXPECT "llama-mini.yaml: error: --lora-targets: lora target 'o_proj' matches no linear layer. PEFT's 'o_proj' is memplan's 'attn.proj'"
   ARGS --lora-rank 4 --lora-targets gate,o_proj)
 memplan_compile_error(error_lora_cli_everything_frozen MODEL ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml
   EXPECT "every parameter is frozen: nothing to train"
