@@ -77,6 +77,9 @@ memplan_e2e_build(frozen-lm-fused ${MEMPLAN_TEST_DIR}/reference/frozen-lm.yaml -
 # LoRA (the YAML's lora: section) on llama-mini
 memplan_e2e_build(llama-mini-lora ${MEMPLAN_TEST_DIR}/reference/llama-mini-lora.yaml)
 memplan_e2e_build(lora-dropout-lm ${MEMPLAN_TEST_DIR}/reference/lora-dropout-lm.yaml)
+# ... with PEFT's usual Llama targets: separate q, k and v adapters (2 layers, for time)
+memplan_e2e_build(llama-mini-lora-peft ${MEMPLAN_TEST_DIR}/reference/llama-mini-lora.yaml
+                  --lora-targets=q,k,v,attn.proj,gate,up,down --set=L=2)
 # frozen weights stored as nf4, int8 and bf16 (--base-weights, planner/basew.h)
 foreach(f nf4 int8 bf16)
   memplan_e2e_build(frozen-lm-${f} ${MEMPLAN_TEST_DIR}/reference/frozen-lm.yaml --freeze=logits.weight --base-weights=${f})
@@ -219,6 +222,8 @@ memplan_reference(reference_frozen_lm_fused frozen-lm-fused --text ${e2e_text})
 # steps this printed "step 2: loss 5.231847290 vs 4.816717068 rel err 8.62e-02
 # (tolerance 8.2e-07) FAIL" and every lora_B FAIL)
 memplan_reference(reference_llama_mini_lora llama-mini-lora --text ${e2e_text} --steps 10 --module llama_ref)
+# PEFT's separate q_proj, k_proj, v_proj adapters (llama_ref.py cuts the packed weight and adapts each)
+memplan_reference(reference_llama_mini_lora_peft llama-mini-lora-peft --text ${e2e_text} --steps 10 --module llama_ref)
 # LoRA's dropout (the trainer's masks) and a layer kept trainable, through plan_torch's interpreter;
 # and torch drawing the masks with another seed must not match
 memplan_reference(reference_lora_dropout_lm lora-dropout-lm --text ${e2e_text})
