@@ -156,15 +156,15 @@ static int lora_branch(GraphBuilder *gb, int x, const char *name, int64_t K, con
  * matches, their outputs concatenated (every block must be matched then).
  * Returns the adapted output, which the layer's readers get instead of the
  * linear's, or the linear's own when no target matches. */
-static int lora_adapter(GraphBuilder *gb, const Op *lin, const char *layer, Loc loc, int nparts, const char *const *parts,
-                        const int64_t *rows) {
+static int lora_adapter(GraphBuilder *gb, const Op *lin, const char *layer, Loc loc, int nparts,
+                        const char *const *parts, const int64_t *rows) {
   const LoraSpec *L = gb->lora;
   const Tensor *w = gb_get(gb, lin->in[1]);
   int64_t N = w->shape.d[0], K = w->shape.d[1];
   const char *name = lin->name, *Ks = w->shape.sym[1];
   bool *wh = gb->hit, *ph = gb->hit + L->ntargets, whole = lora_hits(gb, name, wh, NULL);
   int first = -1, missing = -1, target = -1; /* the first block matched and the first not, by which target */
-  for (int p = 0; p < nparts; p++) { /* a target matching the whole linear ("attn.*") adapts it whole */
+  for (int p = 0; p < nparts; p++) {         /* a target matching the whole linear ("attn.*") adapts it whole */
     bool any = lora_hits(gb, parts[p], ph, wh);
     for (int i = 0; i < L->ntargets && target < 0; i++)
       if (ph[i]) target = i;
@@ -186,8 +186,9 @@ static int lora_adapter(GraphBuilder *gb, const Op *lin, const char *layer, Loc 
   int t, br[MAX_LIN_PARTS];
   if (whole) t = lora_branch(gb, lin->in[0], name, K, Ks, N, w->shape.sym[0], layer, loc);
   else {
-    for (int p = 0; p < nparts; p++) br[p] = lora_branch(gb, lin->in[0], parts[p], K, Ks, rows[p], ar_printf(gb->ar, "%lld", (long long)rows[p]),
-                                              layer, loc);
+    for (int p = 0; p < nparts; p++)
+      br[p] = lora_branch(gb, lin->in[0], parts[p], K, Ks, rows[p], ar_printf(gb->ar, "%lld", (long long)rows[p]),
+                          layer, loc);
     Attr a[MAX_ATTR];
     op_attr_defaults(OP_CONCAT, a, loc);
     a[op_attr_index(OP_CONCAT, "axis")].i = -1;

@@ -772,16 +772,19 @@ static void lora_check(Loader *L, const LoraSpec *l) {
                                         {"down_proj", "down"}};
   for (int i = 0; i < l->ntargets; i++) {
     if (l->matched[i]) continue;
-    const char *t = l->targets[i], *hint =
-        "linear layers are named like 'h0.gate' and 'h0.attn.qkv' (memplan compile --dump=graph lists them); a "
-        "target matches a whole name or its tail after a '.'";
+    const char
+        *t = l->targets[i],
+        *hint =
+            "linear layers are named like 'h0.gate' and 'h0.attn.qkv' (memplan compile --dump=graph lists them); a "
+            "target matches a whole name or its tail after a '.'";
     for (size_t k = 0; k < sizeof peft / sizeof peft[0]; k++)
       if (!strcmp(t, peft[k][0])) hint = ar_printf(L->ar, "PEFT's '%s' is memplan's '%s'", t, peft[k][1]);
     if (!strcmp(t, "q") || !strcmp(t, "k") || !strcmp(t, "v"))
-      hint = "q, k and v are the row blocks of a causal_self_attention's packed projection (LAYER.attn.q of "
-             "LAYER.attn.qkv), and this model has none";
-    diag_error(l->tloc[i], "%slora target '%s' matches no linear layer; %s", l->tloc[i].line ? "" : "--lora-targets: ",
-               t, hint);
+      hint =
+          "q, k and v are the row blocks of a causal_self_attention's packed projection (LAYER.attn.q of "
+          "LAYER.attn.qkv), and this model has none";
+    diag_error(l->tloc[i], "%slora target '%s' matches no linear layer; %s",
+               l->tloc[i].line ? "" : "--lora-targets: ", t, hint);
   }
 }
 
