@@ -599,6 +599,7 @@ typedef struct {
   int64_t wrows;           /* the whole parameter's rows (its plan shape's first dim) */
   int rank;                /* the parameter's rank in the plan */
   const StTensor *la, *lb; /* LoRA A [r, in], B [out, r] of it (--merge), or NULL */
+  bool lpart;              /* la, lb are the row block's own (B [rows, r]: PEFT's q_proj), not the whole weight's */
   const StTensor *absmax;  /* a frozen weight stored as int8 (I8) or NF4 (U8): its <param>.absmax, else NULL */
   int64_t group;           /* elements per absmax: the row (int8) or RT_NF4_BLOCK */
 } XOut;
@@ -630,8 +631,9 @@ typedef struct {
   const Plan *p;
 } XCtx;
 
-/* HF's tensor hf: rows [row0, row0 + rows) of the parameter mp (rows 0: all), with its adapters. */
-static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t rows) {
+/* HF's tensor hf: rows [row0, row0 + rows) of the parameter mp (rows 0: all), with its adapters: the whole
+ * weight's, or those of the row block named part (NULL: none), "h0.attn.q" of "h0.attn.qkv.weight". */
+static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t rows, const char *part) {
   const StTensor *w = st_find(X->in, mp);
   if (!w) hf_fail(X->ck, "no tensor '%s': not a checkpoint of %s (%s)", mp, X->model, X->plan);
   /* --base-weights int8 and nf4 store a frozen weight as I8 codes (its shape) or U8 pairs of NF4 codes
@@ -682,6 +684,12 @@ static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t 
     base[strlen(base) - 7] = 0; /* ".weight" */
     u->la = st_find(X->in, ar_printf(X->ar, "%s.lora_A", base));
     u->lb = st_find(X->in, ar_printf(X->ar, "%s.lora_B", base));
+    const StTensor *pa = part ? st_find(X->in, ar_printf(X->ar, "%s.lora_A", part)) : NULL;
+    const StTensor *pb2 = part ? st_find(X->in, ar_printf(X->ar, "%s.lora_B", part)) : NULL;
+    if ((pa || pb2) && (u->la || u->lb))
+      hf_fail(X->ck, "'%s' has adapters of its own and of its row block '%s': a LoRA run makes one or the other",
+              mp, part);
+    if (pa || pb2) u->la = pa, u->lb = pb2, u->lpart = true;
   }
 }
 
@@ -789,33 +797,34 @@ int export_main(int argc, char **argv) {
   if (nlora) scale = lora_scale(&ar, plan_path);
   Text cfg = {0};
   XCtx X = {&ar, &in, x, 0, ck, plan_path, p->model, p};
-  xadd(&X, "model.embed_tokens.weight", "emb.weight", 0, 0);
+  xadd(&X, "model.embed_tokens.weight", "emb.weight", 0, 0, NULL);
   char hf[160];
   for (int64_t l = 0; l < L; l++) {
     const char *qkv = "qkv";
     snprintf(hf, sizeof hf, "model.layers.%lld.input_layernorm.weight", (long long)l);
-    xadd(&X, hf, ar_printf(&ar, "h%lld.norm1.weight", (long long)l), 0, 0);
+    xadd(&X, hf, ar_printf(&ar, "h%lld.norm1.weight", (long long)l), 0, 0, NULL);
     for (int b = 0; b < 1 + qkv_bias; b++)
       for (int i = 0; i < 3; i++) {
         snprintf(hf, sizeof hf, "model.layers.%lld.self_attn.%c_proj.%s", (long long)l, qkv[i], b ? "bias" : "weight");
         xadd(&X, hf, ar_printf(&ar, "h%lld.attn.qkv.%s", (long long)l, b ? "bias" : "weight"),
-             i == 0 ? 0 : (NH + (i - 1) * KVH) * hd, (i ? KVH : NH) * hd);
+             i == 0 ? 0 : (NH + (i - 1) * KVH) * hd, (i ? KVH : NH) * hd,
+             b ? NULL : ar_printf(&ar, "h%lld.attn.%c", (long long)l, qkv[i]));
       }
     for (int b = 0; b < 1 + proj_bias; b++) {
       snprintf(hf, sizeof hf, "model.layers.%lld.self_attn.o_proj.%s", (long long)l, b ? "bias" : "weight");
-      xadd(&X, hf, ar_printf(&ar, "h%lld.attn.proj.%s", (long long)l, b ? "bias" : "weight"), 0, 0);
+      xadd(&X, hf, ar_printf(&ar, "h%lld.attn.proj.%s", (long long)l, b ? "bias" : "weight"), 0, 0, NULL);
     }
     snprintf(hf, sizeof hf, "model.layers.%lld.post_attention_layernorm.weight", (long long)l);
-    xadd(&X, hf, ar_printf(&ar, "h%lld.norm2.weight", (long long)l), 0, 0);
+    xadd(&X, hf, ar_printf(&ar, "h%lld.norm2.weight", (long long)l), 0, 0, NULL);
     const char *mlp[3] = {"gate", "up", "down"};
     for (int i = 0; i < 3; i++) {
       snprintf(hf, sizeof hf, "model.layers.%lld.mlp.%s_proj.weight", (long long)l, mlp[i]);
-      xadd(&X, hf, ar_printf(&ar, "h%lld.%s.weight", (long long)l, mlp[i]), 0, 0);
+      xadd(&X, hf, ar_printf(&ar, "h%lld.%s.weight", (long long)l, mlp[i]), 0, 0, NULL);
       if (i == 0) F = x[X.n - 1].rows;
     }
   }
-  xadd(&X, "model.norm.weight", "norm.weight", 0, 0);
-  if (head) xadd(&X, "lm_head.weight", "logits.weight", 0, 0);
+  xadd(&X, "model.norm.weight", "norm.weight", 0, 0, NULL);
+  if (head) xadd(&X, "lm_head.weight", "logits.weight", 0, 0, NULL);
   nx = X.n;
   for (int i = 0; i < in.n; i++) { /* every adapter belongs to an exported weight */
     const char *n = in.t[i].name, *dot = strstr(n, ".lora_A");
@@ -827,11 +836,13 @@ int export_main(int argc, char **argv) {
   }
   for (int j = 0; j < nx; j++) { /* adapters: A [r, cols], B [rows of the whole weight, r] */
     XOut *u = &x[j];
-    if (!u->la != !u->lb) hf_fail(ck, "'%s' has only one of lora_A and lora_B", u->w->name);
-    if (u->la && (u->la->rank != 2 || u->lb->rank != 2 || u->la->shape[1] != u->cols || u->lb->shape[0] != u->wrows ||
+    const char *of = u->lpart ? u->hf : u->w->name;
+    int64_t brows = u->lpart ? u->rows : u->wrows;
+    if (!u->la != !u->lb) hf_fail(ck, "the adapters of '%s' have only one of lora_A and lora_B", of);
+    if (u->la && (u->la->rank != 2 || u->lb->rank != 2 || u->la->shape[1] != u->cols || u->lb->shape[0] != brows ||
                   u->lb->shape[1] != u->la->shape[0]))
-      hf_fail(ck, "the adapters of '%s' do not fit it: lora_A must be [r, %lld], lora_B [%lld, r]", u->w->name,
-              (long long)u->cols, (long long)u->wrows);
+      hf_fail(ck, "the adapters of '%s' do not fit it: lora_A must be [r, %lld], lora_B [%lld, r]", of,
+              (long long)u->cols, (long long)brows);
   }
   /* config.json */
   text_printf(&cfg, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", ARCH[family],
@@ -907,7 +918,7 @@ int export_main(int argc, char **argv) {
     hf_read_f32(&in, u->la, 0, r * u->cols, A, araw);
     for (int64_t o = u->row0; o < u->row0 + u->rows && ok; o++) {
       x_read(&in, u, o * u->cols, u->cols, row, raw, am);
-      hf_read_f32(&in, u->lb, o * r, r, brow, raw);
+      hf_read_f32(&in, u->lb, (u->lpart ? o - u->row0 : o) * r, r, brow, raw);
       for (int64_t k = 0; k < r; k++) {
         double b = scale * brow[k];
         for (int64_t c = 0; c < u->cols; c++) row[c] += (float)(b * A[k * u->cols + c]);

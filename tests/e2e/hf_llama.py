@@ -258,13 +258,18 @@ def train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, chec
     A0, B0 = g.normal(0, 0.3, (R, C)), g.normal(0, 0.3, (F, R))
     A1, B1 = g.normal(0, 0.3, (R, C)), g.normal(0, 0.3, ((NH + 2 * KVH) * (C // NH), R))
     m.update({"h0.gate.lora_A": A0, "h0.gate.lora_B": B0, "h1.attn.qkv.lora_A": A1, "h1.attn.qkv.lora_B": B1})
+    # ... and PEFT's separate q, k, v adapters on layer 0's packed projection (LoRA targets q, k, v)
+    hd = C // NH
+    blocks = {"q": (0, NH * hd), "k": (NH * hd, KVH * hd), "v": ((NH + KVH) * hd, KVH * hd)}
+    for b, (r0, n) in blocks.items():
+        m["h0.attn.%s.lora_A" % b], m["h0.attn.%s.lora_B" % b] = g.normal(0, 0.3, (R, C)), g.normal(0, 0.3, (n, R))
     lck, lplan = os.path.join(work, "lora.safetensors"), os.path.join(work, "lora-plan.json")
     st_write(lck, m)
     plan = json.load(open(os.path.join(pdir, "plan.json")))
     plan["lora"] = {"rank": R, "alpha": ALPHA}
     json.dump(plan, open(lplan, "w"))
     r = run([memplan, "export-hf", lplan, lck, "-o", os.path.join(work, "lora-nomerge")])
-    check(r.returncode == 1 and "holds LoRA adapters (2" in r.stderr and "give --merge" in r.stderr
+    check(r.returncode == 1 and "holds LoRA adapters (5" in r.stderr and "give --merge" in r.stderr
           and not os.path.exists(os.path.join(work, "lora-nomerge")), "adapters without --merge: exit %d, %s"
           % (r.returncode, r.stderr.strip()))
     mo = os.path.join(work, "lora-merged")
@@ -275,11 +280,23 @@ def train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, chec
     want = {"model.layers.0.mlp.gate_proj.weight": m["h0.gate.weight"] + s * B0 @ A0,
             "model.layers.1.self_attn.k_proj.weight": qkv1[NH * (C // NH):(NH + KVH) * (C // NH)],
             "model.layers.0.mlp.up_proj.weight": m["h0.up.weight"]}
+    for b, (r0, n) in blocks.items():
+        want["model.layers.0.self_attn.%s_proj.weight" % b] = (m["h0.attn.qkv.weight"][r0:r0 + n]
+                                                               + s * m["h0.attn.%s.lora_B" % b] @ m["h0.attn.%s.lora_A" % b])
     err = max(float(np.abs(mw[k] - v).max() / np.abs(v).max()) for k, v in want.items()) if mw else 1.0
     # export-hf adds the R terms to the float32 weight one by one in float: R + 1 roundings of at most half
     # an ulp (2^-24 relative) of the largest element; measured 1.0e-7 (qwen2) and llama's in the log
-    check(err <= (R + 1) * EPS32, "--merge: W + (alpha/r) B A in gate_proj and the k rows of layer 1's qkv, "
-          "the rest unchanged (max rel err %.2e): %s" % (err, (r.stdout + r.stderr).strip()))
+    check(err <= (R + 1) * EPS32, "--merge: W + (alpha/r) B A in gate_proj, the k rows of layer 1's qkv and layer "
+          "0's q, k and v with their own adapters, the rest unchanged (max rel err %.2e): %s"
+          % (err, (r.stdout + r.stderr).strip()))
+    # a block's adapters beside the whole packed weight's: no LoRA run makes both (planted once: export-hf
+    # without this check; the test printed "FAIL: ... exit 0")
+    m["h0.attn.qkv.lora_A"], m["h0.attn.qkv.lora_B"] = A1, B1
+    st_write(lck, m)
+    r = run([memplan, "export-hf", lplan, lck, "-o", os.path.join(work, "lora-both"), "--merge"])
+    check(r.returncode == 1 and "'h0.attn.qkv.weight' has adapters of its own and of its row block 'h0.attn.q'"
+          in r.stderr and not os.path.exists(os.path.join(work, "lora-both")),
+          "packed and block adapters together: exit %d, %s" % (r.returncode, r.stderr.strip()))
     r = run([memplan, "export-hf", pdir, lck, "-o", os.path.join(work, "lora-noplan"), "--merge"])
     check(r.returncode == 1 and "no \"lora\"" in r.stderr, "--merge without the plan's lora: exit %d, %s"
           % (r.returncode, r.stderr.strip()))
