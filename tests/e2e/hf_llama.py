@@ -259,6 +259,8 @@ def train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, chec
     A1, B1 = g.normal(0, 0.3, (R, C)), g.normal(0, 0.3, ((NH + 2 * KVH) * (C // NH), R))
     m.update({"h0.gate.lora_A": A0, "h0.gate.lora_B": B0, "h1.attn.qkv.lora_A": A1, "h1.attn.qkv.lora_B": B1})
     # ... and PEFT's separate q, k, v adapters on layer 0's packed projection (LoRA targets q, k, v)
+    # (planted once: export-hf ignoring a row block's adapters; the test printed "FAIL: --merge: ... (max rel
+    # err 1.00e+00): ... adapter 'h0.attn.k.lora_A' belongs to no weight export-hf writes")
     hd = C // NH
     blocks = {"q": (0, NH * hd), "k": (NH * hd, KVH * hd), "v": ((NH + KVH) * hd, KVH * hd)}
     for b, (r0, n) in blocks.items():
