@@ -687,8 +687,8 @@ static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t 
     const StTensor *pa = part ? st_find(X->in, ar_printf(X->ar, "%s.lora_A", part)) : NULL;
     const StTensor *pb2 = part ? st_find(X->in, ar_printf(X->ar, "%s.lora_B", part)) : NULL;
     if ((pa || pb2) && (u->la || u->lb))
-      hf_fail(X->ck, "'%s' has adapters of its own and of its row block '%s': a LoRA run makes one or the other",
-              mp, part);
+      hf_fail(X->ck, "'%s' has adapters of its own and of its row block '%s': a LoRA run makes one or the other", mp,
+              part);
     if (pa || pb2) u->la = pa, u->lb = pb2, u->lpart = true;
   }
 }
@@ -830,7 +830,8 @@ int export_main(int argc, char **argv) {
     const char *n = in.t[i].name, *dot = strstr(n, ".lora_A");
     bool found = !dot;
     for (int j = 0; j < nx && !found; j++)
-      found = x[j].la == &in.t[i] ||
+      found = (x[j].la && strlen(x[j].la->name) == (size_t)(dot - n) + 7 &&
+               !strncmp(x[j].la->name, n, (size_t)(dot - n) + 7)) ||
               (strlen(x[j].w->name) == (size_t)(dot - n) + 7 && !strncmp(x[j].w->name, n, (size_t)(dot - n)));
     if (!found) hf_fail(ck, "adapter '%s' belongs to no weight export-hf writes: cannot merge it", n);
   }

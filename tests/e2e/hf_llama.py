@@ -292,7 +292,7 @@ def train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, chec
           "0's q, k and v with their own adapters, the rest unchanged (max rel err %.2e): %s"
           % (err, (r.stdout + r.stderr).strip()))
     # a block's adapters beside the whole packed weight's: no LoRA run makes both (planted once: export-hf
-    # without this check; the test printed "FAIL: ... exit 0")
+    # without this check; the test printed "FAIL: packed and block adapters together: exit 0,")
     m["h0.attn.qkv.lora_A"], m["h0.attn.qkv.lora_B"] = A1, B1
     st_write(lck, m)
     r = run([memplan, "export-hf", lplan, lck, "-o", os.path.join(work, "lora-both"), "--merge"])

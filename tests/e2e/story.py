@@ -114,7 +114,7 @@ def main():
     check(same and len(params) == len(imp), "export-hf then import-hf gives the %d pretrained tensors back, bit for "
           "bit" % len(imp))
     # 4. LoRA on an NF4 base, from the imported weights, on other text
-    lora = ["--lora-rank", "4", "--lora-alpha", "8", "--lora-targets", "qkv,attn.proj,gate,up,down"]
+    lora = ["--lora-rank", "4", "--lora-alpha", "8", "--lora-targets", "q,k,v,attn.proj,gate,up,down"]  # PEFT's usual
     user([memplan, "compile", W("imported", "model.yaml")] + lora + ["--base-weights", "nf4", "-o", W("tuned")],
          W("tuned", "plan.json"))
     check(json.load(open(W("tuned", "plan.json"))).get("base_weights") == "nf4", "the plan stores its base as nf4")
