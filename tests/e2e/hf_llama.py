@@ -271,9 +271,9 @@ def train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, chec
     plan["lora"] = {"rank": R, "alpha": ALPHA}
     json.dump(plan, open(lplan, "w"))
     r = run([memplan, "export-hf", lplan, lck, "-o", os.path.join(work, "lora-nomerge")])
-    check(r.returncode == 1 and "holds LoRA adapters (5" in r.stderr and "give --merge" in r.stderr
-          and not os.path.exists(os.path.join(work, "lora-nomerge")), "adapters without --merge: exit %d, %s"
-          % (r.returncode, r.stderr.strip()))
+    check(r.returncode == 1 and "'h1.attn.qkv.weight' has one adapter over q, k and v" in r.stderr
+          and "give --merge" in r.stderr and not os.path.exists(os.path.join(work, "lora-nomerge")),
+          "a packed qkv adapter without --merge (no PEFT form): exit %d, %s" % (r.returncode, r.stderr.strip()))
     mo = os.path.join(work, "lora-merged")
     r = run([memplan, "export-hf", lplan, lck, "-o", mo, "--merge"])
     mw = st_read(os.path.join(mo, "model.safetensors")) if r.returncode == 0 else {}
@@ -302,6 +302,58 @@ def train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, chec
     r = run([memplan, "export-hf", pdir, lck, "-o", os.path.join(work, "lora-noplan"), "--merge"])
     check(r.returncode == 1 and "no \"lora\"" in r.stderr, "--merge without the plan's lora: exit %d, %s"
           % (r.returncode, r.stderr.strip()))
+    peft_round_trip(memplan, work, st_read(ck), lplan, check)
+
+
+def peft_round_trip(memplan, work, m, lplan, check):
+    """Without --merge, PEFT's adapters (q, k, v, gate on every layer) beside the base; import-hf maps them back.
+    (Planted once: import-hf naming q_proj's adapters hN.attn.k; the test printed "FAIL: import-hf maps PEFT's
+    adapters back bit for bit ...".)"""
+    g, R = np.random.default_rng(7), 4
+    hd = C // NH
+    rows = {"q": NH * hd, "k": KVH * hd, "v": KVH * hd, "gate": F}
+    ad = {}
+    for l in range(L):
+        for b, n in rows.items():
+            p = "h%d.%s" % (l, b if b == "gate" else "attn." + b)
+            ad[p + ".lora_A"], ad[p + ".lora_B"] = g.normal(0, 0.3, (R, C)), g.normal(0, 0.3, (n, R))
+    ck = os.path.join(work, "peft.safetensors")
+    st_write(ck, dict(m, **ad))
+    ad = {k: v for k, v in st_read(ck).items() if ".lora_" in k}  # as float32 holds them
+    out, imp = os.path.join(work, "peft-hf"), os.path.join(work, "peft-imported")
+    r = run([memplan, "export-hf", lplan, ck, "-o", out])
+    ok = r.returncode == 0 and os.path.exists(os.path.join(out, "adapter_model.safetensors"))
+    acfg = json.load(open(os.path.join(out, "adapter_config.json"))) if ok else {}
+    aw = st_read(os.path.join(out, "adapter_model.safetensors")) if ok else {}
+    hfname = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "gate": "mlp.gate_proj"}
+    want = {"base_model.model.model.layers.%d.%s.lora_%s.weight" % (l, hfname[b], AB):
+            ad["h%d.%s.lora_%s" % (l, b if b == "gate" else "attn." + b, AB)]
+            for l in range(L) for b in rows for AB in "AB"}
+    check(ok and acfg.get("r") == R and acfg.get("lora_alpha") == 8 and acfg.get("peft_type") == "LORA"
+          and sorted(acfg.get("target_modules", [])) == ["gate_proj", "k_proj", "q_proj", "v_proj"]
+          and set(aw) == set(want) and all(np.array_equal(aw[k], v) for k, v in want.items()),
+          "export-hf without --merge writes PEFT's adapter_config.json and adapter_model.safetensors (%d tensors, "
+          "PEFT's names, the adapters exactly): %s" % (len(aw), (r.stdout + r.stderr).strip()))
+    r = run([memplan, "import-hf", out, "-o", imp, "--set", "B=%d" % B, "--set", "T=%d" % T])
+    iw = st_read(os.path.join(imp, "weights.safetensors")) if r.returncode == 0 else {}
+    check(all(k in iw and np.array_equal(iw[k], v) for k, v in ad.items()),
+          "import-hf maps PEFT's adapters back bit for bit (%d of %d): %s"
+          % (sum(k in iw and np.array_equal(iw[k], v) for k, v in ad.items()), len(ad), (r.stdout + r.stderr).strip()))
+    r = run([memplan, "compile", os.path.join(imp, "model.yaml"), "-o", os.path.join(work, "peft-plan")])
+    plan = json.load(open(os.path.join(work, "peft-plan", "plan.json"))) if r.returncode == 0 else {"buffers": []}
+    shapes = {b["name"]: b["shape"] for b in plan["buffers"] if b["role"] == "param" and ".lora_" in b["name"]}
+    check(plan.get("lora", {}).get("rank") == R and shapes == {k: list(v.shape) for k, v in ad.items()},
+          "the imported model.yaml's lora section plans those adapters, no more (%d): %s"
+          % (len(shapes), (r.stdout + r.stderr).strip()[-300:]))
+    # a PEFT adapter on q_proj alone (PEFT's q_proj, v_proj config drops k): refused, nothing written
+    w = st_read(os.path.join(out, "adapter_model.safetensors"))
+    bad = os.path.join(work, "peft-bad")
+    shutil.copytree(out, bad)
+    st_write(os.path.join(bad, "adapter_model.safetensors"), {k: v for k, v in w.items() if "k_proj" not in k})
+    r = run([memplan, "import-hf", bad, "-o", os.path.join(work, "peft-bad-imported")])
+    check(r.returncode == 1 and "self_attn.k_proj has adapters on 0 of its" in r.stderr
+          and not os.path.exists(os.path.join(work, "peft-bad-imported")),
+          "PEFT adapters on q_proj and v_proj only: exit %d, %s" % (r.returncode, r.stderr.strip()))
 
 
 def sharded_and_errors(memplan, work, cfg, w, out, check):
