@@ -480,12 +480,12 @@ static const char *model_yaml(Text *y, const Model *m, const char *dir) {
   return y->s;
 }
 
-/* A PEFT LoRA adapter beside the model (adapter_config.json, adapter_model.safetensors, as export-hf writes it
+/* A PEFT LoRA adapter in DIR/adapter/ (adapter_config.json, adapter_model.safetensors, as export-hf writes it
  * or PEFT's save_pretrained): its tensors under memplan's names appended to o, and model.yaml's lora section
  * into y. PEFT's module names map as the README's LoRA targets: q_proj -> hN.attn.q, o_proj -> hN.attn.proj,
  * gate_proj -> hN.gate, lm_head -> logits; every layer must have the same modules adapted. */
 static void peft_import(Arena *ar, const char *dir, const Model *m, Out *o, int *nout, Text *y) {
-  const char *cp = ar_printf(ar, "%s/adapter_config.json", dir);
+  const char *cp = ar_printf(ar, "%s/adapter/adapter_config.json", dir);
   Cfg c = read_json(ar, cp, false);
   if (c.n < 0) return;
   const char *type = cfg_str(&c, "peft_type"), *bias = cfg_str(&c, "bias");
@@ -500,7 +500,7 @@ static void peft_import(Arena *ar, const char *dir, const Model *m, Out *o, int 
   double alpha = cfg_num(&c, "lora_alpha", (double)r, 1e-30, 1e30, false);
   double dropout = cfg_num(&c, "lora_dropout", 0, 0, 0.999999, false);
   HfIn *in = ar_alloc(ar, sizeof(HfIn));
-  *in = hf_open(ar, ar_printf(ar, "%s/adapter_model.safetensors", dir));
+  *in = hf_open(ar, ar_printf(ar, "%s/adapter/adapter_model.safetensors", dir));
   static const char *const mods[][2] = {{"self_attn.q_proj", "attn.q"}, {"self_attn.k_proj", "attn.k"},
                                         {"self_attn.v_proj", "attn.v"}, {"self_attn.o_proj", "attn.proj"},
                                         {"mlp.gate_proj", "gate"},      {"mlp.up_proj", "up"},
@@ -552,21 +552,23 @@ static void peft_import(Arena *ar, const char *dir, const Model *m, Out *o, int 
   text_printf(y, "]}   # PEFT's adapter_config.json\n");
 }
 
-static char *pending_dir; /* the temporary folder until it is renamed: removed on any exit */
-static void remove_pending_dir(void) {
-  if (!pending_dir) return;
-  DIR *d = opendir(pending_dir);
+static char *pending_dir;                            /* the temporary folder until it is renamed: removed on any exit */
+static void remove_dir(const char *dir, int depth) { /* its files, and export-hf's adapter/ folder */
+  DIR *d = opendir(dir);
   if (d) {
     struct dirent *e;
     while ((e = readdir(d))) {
       if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
       char p[4200];
-      snprintf(p, sizeof p, "%s/%s", pending_dir, e->d_name);
-      unlink(p);
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+      if (unlink(p) != 0 && depth < 1) remove_dir(p, depth + 1);
     }
     closedir(d);
   }
-  rmdir(pending_dir);
+  rmdir(dir);
+}
+static void remove_pending_dir(void) {
+  if (pending_dir) remove_dir(pending_dir, 0);
 }
 
 static bool close_synced(FILE *f) {
@@ -661,7 +663,8 @@ const char export_help[] =
     "  and model.safetensors (HF's names, F32), the name map of import-hf reversed.\n"
     "      --merge     fold LoRA adapters L.lora_A [r, in], L.lora_B [out, r] into L.weight:\n"
     "                  W + (alpha / r) B A, alpha and r from plan.json's \"lora\"; without it the\n"
-    "                  adapters are written as PEFT's (adapter_config.json, adapter_model.safetensors)\n"
+    "                  adapters are written as PEFT's in HFDIR/adapter/ (adapter_config.json,\n"
+    "                  adapter_model.safetensors)\n"
     "  -o, --output HFDIR  the folder to write\n"
     "  -h, --help    this help\n";
 
@@ -1069,11 +1072,12 @@ int export_main(int argc, char **argv) {
     free(A), free(araw);
   }
   ok = f && close_synced(f) && ok;
-  if (ok && ah.n) {
-    f = fopen(ar_printf(&ar, "%s/adapter_config.json", tmp), "wb");
+  if (ok && ah.n) { /* in HFDIR/adapter/: HFDIR itself stays a plain model folder for from_pretrained */
+    ok = mkdir(ar_printf(&ar, "%s/adapter", tmp), 0777) == 0;
+    f = ok ? fopen(ar_printf(&ar, "%s/adapter/adapter_config.json", tmp), "wb") : NULL;
     ok = f && fwrite(acfg.s, 1, acfg.n, f) == acfg.n;
     ok = f && close_synced(f) && ok;
-    f = ok ? fopen(ar_printf(&ar, "%s/adapter_model.safetensors", tmp), "wb") : NULL;
+    f = ok ? fopen(ar_printf(&ar, "%s/adapter/adapter_model.safetensors", tmp), "wb") : NULL;
     ok = f && peft_write(f, &in, x, nx, &ah);
     ok = f && close_synced(f) && ok;
   }
@@ -1083,8 +1087,8 @@ int export_main(int argc, char **argv) {
          ARCH[family], nx,
          !nlora  ? ""
          : merge ? ", LoRA adapters merged"
-                 : "; adapter_config.json, "
-                   "adapter_model.safetensors: PEFT's LoRA adapters");
+                 : "; adapter/adapter_config.json, "
+                   "adapter/adapter_model.safetensors: PEFT's LoRA adapters");
   fclose(in.f);
   free(x), free(row), free(brow), free(raw), free(am);
   text_free(&cfg), text_free(&h), text_free(&ah), text_free(&acfg);

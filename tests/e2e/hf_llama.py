@@ -308,7 +308,7 @@ def train_and_export(memplan, work, cfg, trainer, pdir, out, text, compare, chec
 def peft_round_trip(memplan, work, m, lplan, check):
     """Without --merge, PEFT's adapters (q, k, v, gate on every layer) beside the base; import-hf maps them back.
     (Planted once: import-hf naming q_proj's adapters hN.attn.k; the test printed "FAIL: import-hf maps PEFT's
-    adapters back bit for bit ...".)"""
+    adapters back bit for bit (12 of 16)".)"""
     g, R = np.random.default_rng(7), 4
     hd = C // NH
     rows = {"q": NH * hd, "k": KVH * hd, "v": KVH * hd, "gate": F}
@@ -322,9 +322,9 @@ def peft_round_trip(memplan, work, m, lplan, check):
     ad = {k: v for k, v in st_read(ck).items() if ".lora_" in k}  # as float32 holds them
     out, imp = os.path.join(work, "peft-hf"), os.path.join(work, "peft-imported")
     r = run([memplan, "export-hf", lplan, ck, "-o", out])
-    ok = r.returncode == 0 and os.path.exists(os.path.join(out, "adapter_model.safetensors"))
-    acfg = json.load(open(os.path.join(out, "adapter_config.json"))) if ok else {}
-    aw = st_read(os.path.join(out, "adapter_model.safetensors")) if ok else {}
+    ok = r.returncode == 0 and os.path.exists(os.path.join(out, "adapter", "adapter_model.safetensors"))
+    acfg = json.load(open(os.path.join(out, "adapter", "adapter_config.json"))) if ok else {}
+    aw = st_read(os.path.join(out, "adapter", "adapter_model.safetensors")) if ok else {}
     hfname = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "gate": "mlp.gate_proj"}
     want = {"base_model.model.model.layers.%d.%s.lora_%s.weight" % (l, hfname[b], AB):
             ad["h%d.%s.lora_%s" % (l, b if b == "gate" else "attn." + b, AB)]
@@ -332,7 +332,8 @@ def peft_round_trip(memplan, work, m, lplan, check):
     check(ok and acfg.get("r") == R and acfg.get("lora_alpha") == 8 and acfg.get("peft_type") == "LORA"
           and sorted(acfg.get("target_modules", [])) == ["gate_proj", "k_proj", "q_proj", "v_proj"]
           and set(aw) == set(want) and all(np.array_equal(aw[k], v) for k, v in want.items()),
-          "export-hf without --merge writes PEFT's adapter_config.json and adapter_model.safetensors (%d tensors, "
+          "export-hf without --merge writes PEFT's adapter/adapter_config.json and adapter_model.safetensors (%d "
+          "tensors, "
           "PEFT's names, the adapters exactly): %s" % (len(aw), (r.stdout + r.stderr).strip()))
     r = run([memplan, "import-hf", out, "-o", imp, "--set", "B=%d" % B, "--set", "T=%d" % T])
     iw = st_read(os.path.join(imp, "weights.safetensors")) if r.returncode == 0 else {}
@@ -346,10 +347,12 @@ def peft_round_trip(memplan, work, m, lplan, check):
           "the imported model.yaml's lora section plans those adapters, no more (%d): %s"
           % (len(shapes), (r.stdout + r.stderr).strip()[-300:]))
     # a PEFT adapter on q_proj alone (PEFT's q_proj, v_proj config drops k): refused, nothing written
-    w = st_read(os.path.join(out, "adapter_model.safetensors"))
+    w = st_read(os.path.join(out, "adapter", "adapter_model.safetensors"))
     bad = os.path.join(work, "peft-bad")
+    shutil.rmtree(bad, ignore_errors=True)
     shutil.copytree(out, bad)
-    st_write(os.path.join(bad, "adapter_model.safetensors"), {k: v for k, v in w.items() if "k_proj" not in k})
+    st_write(os.path.join(bad, "adapter", "adapter_model.safetensors"),
+             {k: v for k, v in w.items() if "k_proj" not in k})
     r = run([memplan, "import-hf", bad, "-o", os.path.join(work, "peft-bad-imported")])
     check(r.returncode == 1 and "self_attn.k_proj has adapters on 0 of its" in r.stderr
           and not os.path.exists(os.path.join(work, "peft-bad-imported")),
