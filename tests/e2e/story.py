@@ -137,9 +137,9 @@ def main():
     bmax = max(float(np.abs(s1[k][1]).max()) for k in s1 if k.endswith(".lora_B"))
     check(bmax > 0, "the adapters trained (max |lora_B| %.3g, zero at the start)" % bmax)
     # held-out loss at the start (LoRA's B is zero: the NF4 base alone) against after 20 steps; measured 3.891
-    # -> 3.743 (--seed 1337), see tests/e2e.cmake for the other seeds and kernels
-    check(got < start_eval - 0.05, "the LoRA run trained: held-out loss %.6f at its start, %.6f after 20 steps "
-          "(must fall by 0.05)" % (start_eval, got))
+    # -> 3.794 (--seed 1337, PEFT's targets), see tests/e2e.cmake for the other seeds and kernels
+    check(got < start_eval - 0.03, "the LoRA run trained: held-out loss %.6f at its start, %.6f after 20 steps "
+          "(must fall by 0.03)" % (start_eval, got))
     # 5. export-hf --merge
     user([memplan, "export-hf", W("tuned"), W("tuned.safetensors"), "-o", W("hf-tuned"), "--merge"],
          W("hf-tuned", "config.json"), W("hf-tuned", "model.safetensors"))
