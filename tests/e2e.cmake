@@ -345,6 +345,9 @@ set_tests_properties(e2e_lora_load_base PROPERTIES LABELS e2e TIMEOUT 120
 # LoRA: the adapters' optimizer state is resumed, the frozen base saved as weights
 memplan_e2e(e2e_resume_llama-mini-lora llama-mini-lora resume ${e2e_dir}/llama-mini-lora/build/trainer
             ${e2e_dir}/resume-lora --text ${e2e_text} --threads 2)
+# ... and PEFT's separate q, k, v adapters (the row blocks' parameters and their AdamW state)
+memplan_e2e(e2e_resume_llama-mini-lora-peft llama-mini-lora-peft resume
+            ${e2e_dir}/llama-mini-lora-peft/build/trainer ${e2e_dir}/resume-lora-peft --text ${e2e_text} --threads 2)
 # frozen weights are saved and resumed as weights, without optimizer state
 memplan_e2e(e2e_resume_frozen-lm frozen-lm resume ${e2e_dir}/frozen-lm/build/trainer ${e2e_dir}/resume-frozen
             --text ${e2e_text} --threads 2)
