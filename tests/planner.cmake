@@ -70,8 +70,9 @@ add_test(NAME smollm2_lora_1g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_statu
 # The same with PEFT's usual Llama targets (separate q, k and v adapters, README "Fine-tuning"): it plans
 # at 4G (bf16 base) with PEFT's print_trainable_parameters count for Llama-3.2-1B at r 16 on q, k, v, o,
 # gate, up and down, 11,272,192 (16 layers x 16 x ((2048 + 2048) + 2 (2048 + 512) + (2048 + 2048) +
-# 3 (2048 + 8192))), and at 2G (NF4 base). (Planted once: ops.c giving the k block C rows instead of
-# KVH hd: the bf16 test printed "no match for /11,272,192 trainable/ in stdout" with 11,796,480.)
+# 3 (2048 + 8192))), and at 2G (NF4 base). (Planted once: build.c giving q, k, v targets the packed
+# adapter over all three: the bf16 test printed "no match for /11,272,192 trainable/ in stdout", the
+# report saying 10,223,616 trainable.)
 set(memplan_lora_1b_peft ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --lora-rank 16 --lora-alpha 32
                          --lora-targets q,k,v,attn.proj,gate,up,down)
 add_test(NAME llama_1b_lora_peft_bf16_4g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 0 "11,272,192 trainable"
