@@ -496,6 +496,11 @@ static void peft_import(Arena *ar, const char *dir, const Model *m, Out *o, int 
     hf_fail(cp,
             "use_rslora, use_dora, fan_in_fan_out or a bias other than \"none\": memplan's LoRA is "
             "PEFT's plain lora.Linear");
+  for (int i = 0; i < c.n; i++) /* per-module ranks or scales, whole modules trained beside: not one LoRA */
+    if (!strncmp(c.f[i].key, "rank_pattern/", 13) || !strncmp(c.f[i].key, "alpha_pattern/", 14) ||
+        (!strncmp(c.f[i].key, "modules_to_save", 15) && c.f[i].kind != JF_NULL))
+      hf_fail(cp, "\"%s\": memplan's LoRA has one rank and alpha for every adapter and trains nothing else",
+              c.f[i].key);
   int64_t r = (int64_t)cfg_num(&c, "r", -1, 1, 1 << 20, true);
   double alpha = cfg_num(&c, "lora_alpha", (double)r, 1e-30, 1e30, false);
   double dropout = cfg_num(&c, "lora_dropout", 0, 0, 0.999999, false);

@@ -357,6 +357,14 @@ def peft_round_trip(memplan, work, m, lplan, check):
     check(r.returncode == 1 and "self_attn.k_proj has adapters on 0 of its" in r.stderr
           and not os.path.exists(os.path.join(work, "peft-bad-imported")),
           "PEFT adapters on q_proj and v_proj only: exit %d, %s" % (r.returncode, r.stderr.strip()))
+    # per-module ranks (PEFT's rank_pattern): not one LoRA of one rank; refused, nothing written
+    shutil.rmtree(bad)
+    shutil.copytree(out, bad)
+    json.dump(dict(acfg, rank_pattern={"q_proj": 8}), open(os.path.join(bad, "adapter", "adapter_config.json"), "w"))
+    r = run([memplan, "import-hf", bad, "-o", os.path.join(work, "peft-bad-imported")])
+    check(r.returncode == 1 and "\"rank_pattern/q_proj\": memplan's LoRA has one rank" in r.stderr
+          and not os.path.exists(os.path.join(work, "peft-bad-imported")),
+          "a PEFT rank_pattern: exit %d, %s" % (r.returncode, r.stderr.strip()))
 
 
 def sharded_and_errors(memplan, work, cfg, w, out, check):
