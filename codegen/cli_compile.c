@@ -28,7 +28,7 @@ const char compile_help[] =
     "                        --freeze 'h*.attn.*' --freeze wte.weight: no gradient, no optimizer state\n"
     "      --lora-rank R     LoRA adapters of rank R (the model's lora: section, or a new one with\n"
     "      --lora-alpha A    --lora-targets), scaled by A / R (default A = R), on the linear layers\n"
-    "      --lora-targets T  whose names match T's comma-separated globs (gate,up,down,qkv,attn.proj)\n"
+    "      --lora-targets T  whose names match T's comma-separated globs (gate,up,down,attn.proj,q,k,v)\n"
     "  -d, --dump=PASS       print a pass's result instead of the report: graph, step, live, plan\n"
     "      --align N         buffer alignment in bytes, a power of two (default 256)\n"
     "      --time-limit S    seconds the offset search may take (default 0.5)\n"

@@ -295,7 +295,7 @@ static void add_out(Out *o, int *k, const char *name, int nsrc, Src *a, Src *b, 
 }
 
 static Out *map_tensors(const Model *m, const Srcs *S, int *nout) {
-  Out *o = calloc((size_t)(12 * m->L + 8), sizeof(Out));
+  Out *o = calloc((size_t)(26 * m->L + 10), sizeof(Out)); /* and PEFT's adapters: 14 a layer, 2 on lm_head */
   if (!o) hf_fail(S->dir, "out of memory");
   int k = 0;
   int64_t C = m->C, hd = C / m->NH, Q = m->NH * hd, KV = m->KVH * hd;
@@ -480,21 +480,100 @@ static const char *model_yaml(Text *y, const Model *m, const char *dir) {
   return y->s;
 }
 
-static char *pending_dir; /* the temporary folder until it is renamed: removed on any exit */
-static void remove_pending_dir(void) {
-  if (!pending_dir) return;
-  DIR *d = opendir(pending_dir);
+/* A PEFT LoRA adapter in DIR/adapter/ (adapter_config.json, adapter_model.safetensors, as export-hf writes it
+ * or PEFT's save_pretrained): its tensors under memplan's names appended to o, and model.yaml's lora section
+ * into y. PEFT's module names map as the README's LoRA targets: q_proj -> hN.attn.q, o_proj -> hN.attn.proj,
+ * gate_proj -> hN.gate, lm_head -> logits; every layer must have the same modules adapted. */
+static void peft_import(Arena *ar, const char *dir, const Model *m, Out *o, int *nout, Text *y) {
+  const char *cp = ar_printf(ar, "%s/adapter/adapter_config.json", dir);
+  Cfg c = read_json(ar, cp, false);
+  if (c.n < 0) return;
+  const char *type = cfg_str(&c, "peft_type"), *bias = cfg_str(&c, "bias");
+  if (!type || strcmp(type, "LORA"))
+    hf_fail(cp, "\"peft_type\" %s: memplan imports LoRA adapters (\"LORA\")", type ? type : "absent");
+  if (cfg_bool(&c, "use_rslora", false) || cfg_bool(&c, "use_dora", false) || cfg_bool(&c, "fan_in_fan_out", false) ||
+      (bias && strcmp(bias, "none")))
+    hf_fail(cp,
+            "use_rslora, use_dora, fan_in_fan_out or a bias other than \"none\": memplan's LoRA is "
+            "PEFT's plain lora.Linear");
+  for (int i = 0; i < c.n; i++) /* per-module ranks or scales, whole modules trained beside: not one LoRA */
+    if (!strncmp(c.f[i].key, "rank_pattern/", 13) || !strncmp(c.f[i].key, "alpha_pattern/", 14) ||
+        (!strncmp(c.f[i].key, "modules_to_save", 15) && c.f[i].kind != JF_NULL))
+      hf_fail(cp, "\"%s\": memplan's LoRA has one rank and alpha for every adapter and trains nothing else",
+              c.f[i].key);
+  int64_t r = (int64_t)cfg_num(&c, "r", -1, 1, 1 << 20, true);
+  double alpha = cfg_num(&c, "lora_alpha", (double)r, 1e-30, 1e30, false);
+  double dropout = cfg_num(&c, "lora_dropout", 0, 0, 0.999999, false);
+  HfIn *in = ar_alloc(ar, sizeof(HfIn));
+  *in = hf_open(ar, ar_printf(ar, "%s/adapter/adapter_model.safetensors", dir));
+  static const char *const mods[][2] = {{"self_attn.q_proj", "attn.q"}, {"self_attn.k_proj", "attn.k"},
+                                        {"self_attn.v_proj", "attn.v"}, {"self_attn.o_proj", "attn.proj"},
+                                        {"mlp.gate_proj", "gate"},      {"mlp.up_proj", "up"},
+                                        {"mlp.down_proj", "down"}};
+  enum { NMOD = 7 };
+  int count[NMOD + 1] = {0}; /* adapters per module (lm_head last) */
+  for (int i = 0; i < in->n; i++) {
+    const StTensor *t = &in->t[i];
+    const char *n = t->name, *pre = "base_model.model.";
+    char AB = 0, mp[64] = "";
+    size_t len = strlen(n);
+    if (len > 14 && (!strcmp(n + len - 14, ".lora_A.weight") || !strcmp(n + len - 14, ".lora_B.weight")))
+      AB = n[len - 8];
+    const char *mod = !strncmp(n, pre, strlen(pre)) ? n + strlen(pre) : n;
+    long long l = -1;
+    int used = 0, k = -1;
+    if (AB && sscanf(mod, "model.layers.%lld.%n", &l, &used) == 1 && used && l >= 0 && l < m->L)
+      for (int j = 0; j < NMOD && k < 0; j++)
+        if (!strncmp(mod + used, mods[j][0], strlen(mods[j][0])) && mod + used + strlen(mods[j][0]) == n + len - 14)
+          k = j, snprintf(mp, sizeof mp, "h%lld.%s.lora_%c", l, mods[j][1], AB);
+    if (AB && !strncmp(mod, "lm_head.lora_", 13) && !m->tied) k = NMOD, snprintf(mp, sizeof mp, "logits.lora_%c", AB);
+    if (k < 0)
+      hf_fail(in->path,
+              "tensor '%s' is not a LoRA adapter of a %s module memplan has (q_proj, k_proj, v_proj, o_proj, "
+              "gate_proj, up_proj, down_proj of layers 0..%lld, lm_head when untied)",
+              n, ARCH[m->family], (long long)m->L - 1);
+    if (t->rank != 2 || t->shape[AB == 'A' ? 0 : 1] != r)
+      hf_fail(in->path, "tensor '%s' must be %s (r %lld from adapter_config.json)", n,
+              AB == 'A' ? "[r, in]" : "[out, r]", (long long)r);
+    if (!hf_dtype_bytes(t->dtype) || t->end - t->begin != hf_dtype_bytes(t->dtype) * hf_numel(t) ||
+        in->data0 + t->end > in->size)
+      hf_fail(in->path, "tensor '%s': dtype %s or data_offsets do not hold it within the file", n, t->dtype);
+    count[k]++;
+    Src *s = ar_alloc(ar, sizeof(Src));
+    *s = (Src){n, in, t, true};
+    add_out(o, nout, mp, 1, s, NULL, NULL);
+  }
+  bool qkv = count[0] || count[1] || count[2];
+  for (int k = 0; k <= NMOD; k++)
+    if ((count[k] && count[k] != 2 * (k == NMOD ? 1 : m->L)) || (qkv && k < 3 && !count[k]))
+      hf_fail(in->path,
+              "%s has adapters on %d of its %lld modules%s: memplan adapts every layer a target matches, and q, k "
+              "and v together",
+              k == NMOD ? "lm_head" : mods[k][0], count[k] / 2, (long long)(k == NMOD ? 1 : m->L),
+              k < 3 ? " (or q_proj, k_proj, v_proj are not all adapted)" : "");
+  text_printf(y, "lora: {rank: %lld, alpha: %.17g, dropout: %.17g, targets: [", (long long)r, alpha, dropout);
+  for (int k = 0, first = 1; k <= NMOD; k++)
+    if (count[k]) text_printf(y, "%s%s", first ? "" : ", ", k == NMOD ? "logits" : mods[k][1]), first = 0;
+  text_printf(y, "]}   # PEFT's adapter_config.json\n");
+}
+
+static char *pending_dir;                            /* the temporary folder until it is renamed: removed on any exit */
+static void remove_dir(const char *dir, int depth) { /* its files, and export-hf's adapter/ folder */
+  DIR *d = opendir(dir);
   if (d) {
     struct dirent *e;
     while ((e = readdir(d))) {
       if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
       char p[4200];
-      snprintf(p, sizeof p, "%s/%s", pending_dir, e->d_name);
-      unlink(p);
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+      if (unlink(p) != 0 && depth < 1) remove_dir(p, depth + 1);
     }
     closedir(d);
   }
-  rmdir(pending_dir);
+  rmdir(dir);
+}
+static void remove_pending_dir(void) {
+  if (pending_dir) remove_dir(pending_dir, 0);
 }
 
 static bool close_synced(FILE *f) {
@@ -555,6 +634,7 @@ int import_dir_main(const char *dir, const char *out, const char *const set[2]) 
   Out *outs = m.family == FAM_GPT2 ? NULL : map_tensors(&m, &S, &nout);
   Text y = {0};
   model_yaml(&y, &m, dir);
+  if (m.family != FAM_GPT2) peft_import(&ar, dir, &m, outs, &nout, &y);
   /* atomically: a temporary folder beside OUT, each file synced, renamed */
   char *tmp = ar_printf(&ar, "%s.tmp.%ld", out, (long)getpid());
   if (mkdir(tmp, 0777) != 0) hf_fail(out, "cannot create %s: %s", tmp, strerror(errno));
@@ -587,8 +667,9 @@ const char export_help[] =
     "  Qwen2ForCausalLM or MistralForCausalLM, from the plan's dims, eps, theta and rope scaling)\n"
     "  and model.safetensors (HF's names, F32), the name map of import-hf reversed.\n"
     "      --merge     fold LoRA adapters L.lora_A [r, in], L.lora_B [out, r] into L.weight:\n"
-    "                  W + (alpha / r) B A, alpha and r from plan.json's \"lora\"; without it a\n"
-    "                  checkpoint with adapters is refused (no PEFT adapter folder is written)\n"
+    "                  W + (alpha / r) B A, alpha and r from plan.json's \"lora\"; without it the\n"
+    "                  adapters are written as PEFT's in HFDIR/adapter/ (adapter_config.json,\n"
+    "                  adapter_model.safetensors)\n"
     "  -o, --output HFDIR  the folder to write\n"
     "  -h, --help    this help\n";
 
@@ -599,6 +680,7 @@ typedef struct {
   int64_t wrows;           /* the whole parameter's rows (its plan shape's first dim) */
   int rank;                /* the parameter's rank in the plan */
   const StTensor *la, *lb; /* LoRA A [r, in], B [out, r] of it (--merge), or NULL */
+  bool lpart;              /* la, lb are the row block's own (B [rows, r]: PEFT's q_proj), not the whole weight's */
   const StTensor *absmax;  /* a frozen weight stored as int8 (I8) or NF4 (U8): its <param>.absmax, else NULL */
   int64_t group;           /* elements per absmax: the row (int8) or RT_NF4_BLOCK */
 } XOut;
@@ -630,8 +712,9 @@ typedef struct {
   const Plan *p;
 } XCtx;
 
-/* HF's tensor hf: rows [row0, row0 + rows) of the parameter mp (rows 0: all), with its adapters. */
-static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t rows) {
+/* HF's tensor hf: rows [row0, row0 + rows) of the parameter mp (rows 0: all), with its adapters: the whole
+ * weight's, or those of the row block named part (NULL: none), "h0.attn.q" of "h0.attn.qkv.weight". */
+static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t rows, const char *part) {
   const StTensor *w = st_find(X->in, mp);
   if (!w) hf_fail(X->ck, "no tensor '%s': not a checkpoint of %s (%s)", mp, X->model, X->plan);
   /* --base-weights int8 and nf4 store a frozen weight as I8 codes (its shape) or U8 pairs of NF4 codes
@@ -682,6 +765,12 @@ static void xadd(XCtx *X, const char *hf, const char *mp, int64_t row0, int64_t 
     base[strlen(base) - 7] = 0; /* ".weight" */
     u->la = st_find(X->in, ar_printf(X->ar, "%s.lora_A", base));
     u->lb = st_find(X->in, ar_printf(X->ar, "%s.lora_B", base));
+    const StTensor *pa = part ? st_find(X->in, ar_printf(X->ar, "%s.lora_A", part)) : NULL;
+    const StTensor *pb2 = part ? st_find(X->in, ar_printf(X->ar, "%s.lora_B", part)) : NULL;
+    if ((pa || pb2) && (u->la || u->lb))
+      hf_fail(X->ck, "'%s' has adapters of its own and of its row block '%s': a LoRA run makes one or the other", mp,
+              part);
+    if (pa || pb2) u->la = pa, u->lb = pb2, u->lpart = true;
   }
 }
 
@@ -703,6 +792,74 @@ static void x_read(const HfIn *in, const XOut *u, int64_t at, int64_t count, flo
   for (int64_t i = at; i < at + count; i++)
     dst[i - at] = i8 ? (float)(int8_t)raw[i - at] * (am[i / u->group - g0] / 127.0f)
                      : nf4[(raw[i / 2 - b0] >> (i % 2 ? 0 : 4)) & 15] * am[i / u->group - g0];
+}
+
+/* PEFT's name of an adapter of HF's weight "model.layers.0.self_attn.q_proj.weight": "base_model.model.model.
+ * layers.0.self_attn.q_proj.lora_A.weight" (AB: 'A' or 'B'). */
+static const char *peft_name(Arena *ar, const char *hf, char AB) {
+  return ar_printf(ar, "base_model.model.%.*s.lora_%c.weight", (int)(strlen(hf) - 7), hf, AB);
+}
+
+/* Without --merge: the adapters as PEFT writes them (its LoraConfig in adapter_config.json, lora_A [r, in] and
+ * lora_B [out, r] of each adapted module in adapter_model.safetensors, F32): the header into h, the config into
+ * cfg. A packed qkv adapter has no PEFT form for a Llama (its q_proj, k_proj and v_proj are apart). */
+static void peft_adapters(Arena *ar, const XOut *x, int nx, const Plan *p, const char *ck, Text *h, Text *cfg) {
+  text_printf(h, "{\"__metadata__\":{\"format\":\"pt\",\"source\":\"memplan export-hf\"}");
+  text_printf(cfg, "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": \"CAUSAL_LM\",\n  \"r\": %lld,\n",
+              (long long)p->lora_rank);
+  text_printf(cfg, "  \"lora_alpha\": %.17g,\n  \"lora_dropout\": %.17g,\n", p->lora_alpha, p->lora_dropout);
+  text_printf(cfg,
+              "  \"bias\": \"none\",\n  \"fan_in_fan_out\": false,\n  \"use_rslora\": false,\n"
+              "  \"use_dora\": false,\n  \"inference_mode\": true,\n  \"target_modules\": [");
+  int64_t at = 0;
+  int nt = 0;
+  const char *seen[16];
+  for (int j = 0; j < nx; j++) {
+    const XOut *u = &x[j];
+    if (!u->la) continue;
+    if (!u->lpart && u->rows != u->wrows)
+      hf_fail(ck,
+              "'%s' has one adapter over q, k and v (LoRA target qkv), which PEFT cannot write for a Llama: give "
+              "--merge, or fine-tune with the targets q, k, v (PEFT's q_proj, k_proj, v_proj)",
+              u->w->name);
+    int64_t r = u->la->shape[0], n[2][2] = {{r, u->cols}, {u->lpart ? u->rows : u->wrows, r}};
+    for (int k = 0; k < 2; k++) {
+      text_printf(h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%lld,%lld]}",
+                  peft_name(ar, u->hf, "AB"[k]), (long long)n[k][0], (long long)n[k][1], (long long)at,
+                  (long long)(at + 4 * n[k][0] * n[k][1]));
+      at += 4 * n[k][0] * n[k][1];
+    }
+    const char *dot = strrchr(u->hf, '.'), *m = dot - 1; /* the module: "q_proj" of "...self_attn.q_proj.weight" */
+    while (m > u->hf && m[-1] != '.') m--;
+    const char *mod = ar_printf(ar, "%.*s", (int)(dot - m), m);
+    bool dup = false;
+    for (int i = 0; i < nt; i++) dup |= !strcmp(seen[i], mod);
+    if (!dup && nt < 16) text_printf(cfg, "%s\"%s\"", nt ? ", " : "", mod), seen[nt++] = mod;
+  }
+  text_printf(h, "}");
+  while (h->n % 8) text_printf(h, " ");
+  text_printf(cfg, "],\n  \"base_model_name_or_path\": null\n}\n");
+}
+
+/* adapter_model.safetensors: the header h, then each adapter's A and B (peft_adapters' order). */
+static bool peft_write(FILE *f, const HfIn *in, const XOut *x, int nx, const Text *h) {
+  unsigned char len8[8];
+  for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h->n >> (8 * k));
+  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h->s, 1, h->n, f) == h->n;
+  float *buf = malloc(sizeof(float) * CHUNK);
+  unsigned char *raw = malloc(4 * (size_t)CHUNK);
+  if (!buf || !raw) hf_fail(in->path, "out of memory");
+  for (int j = 0; j < nx && ok; j++)
+    for (int k = 0; k < 2 && x[j].la && ok; k++) {
+      const StTensor *t = k ? x[j].lb : x[j].la;
+      for (int64_t a = 0, n = hf_numel(t); a < n && ok; a += CHUNK) {
+        int64_t c = n - a < CHUNK ? n - a : CHUNK;
+        hf_read_f32(in, t, a, c, buf, raw);
+        ok = fwrite(buf, sizeof(float), (size_t)c, f) == (size_t)c;
+      }
+    }
+  free(buf), free(raw);
+  return ok;
 }
 
 int export_main(int argc, char **argv) {
@@ -781,58 +938,61 @@ int export_main(int argc, char **argv) {
   if (!x) hf_fail(ck, "out of memory");
   int nx = 0, nlora = 0;
   for (int i = 0; i < in.n; i++) nlora += strstr(in.t[i].name, ".lora_A") != NULL;
-  if (nlora && !merge)
-    hf_fail(ck,
-            "holds LoRA adapters (%d, e.g. from a fine-tuning run): give --merge to fold them into the "
-            "weights (export-hf writes no PEFT adapter folder)",
-            nlora);
-  if (nlora) scale = lora_scale(&ar, plan_path);
+  if (nlora && merge) scale = lora_scale(&ar, plan_path);
+  if (nlora && !merge && !p->lora_rank)
+    hf_fail(plan_path, "no \"lora\": {\"rank\", \"alpha\"}: a checkpoint with adapters needs the plan of its LoRA run");
   Text cfg = {0};
   XCtx X = {&ar, &in, x, 0, ck, plan_path, p->model, p};
-  xadd(&X, "model.embed_tokens.weight", "emb.weight", 0, 0);
+  xadd(&X, "model.embed_tokens.weight", "emb.weight", 0, 0, NULL);
   char hf[160];
   for (int64_t l = 0; l < L; l++) {
     const char *qkv = "qkv";
     snprintf(hf, sizeof hf, "model.layers.%lld.input_layernorm.weight", (long long)l);
-    xadd(&X, hf, ar_printf(&ar, "h%lld.norm1.weight", (long long)l), 0, 0);
+    xadd(&X, hf, ar_printf(&ar, "h%lld.norm1.weight", (long long)l), 0, 0, NULL);
     for (int b = 0; b < 1 + qkv_bias; b++)
       for (int i = 0; i < 3; i++) {
         snprintf(hf, sizeof hf, "model.layers.%lld.self_attn.%c_proj.%s", (long long)l, qkv[i], b ? "bias" : "weight");
         xadd(&X, hf, ar_printf(&ar, "h%lld.attn.qkv.%s", (long long)l, b ? "bias" : "weight"),
-             i == 0 ? 0 : (NH + (i - 1) * KVH) * hd, (i ? KVH : NH) * hd);
+             i == 0 ? 0 : (NH + (i - 1) * KVH) * hd, (i ? KVH : NH) * hd,
+             b ? NULL : ar_printf(&ar, "h%lld.attn.%c", (long long)l, qkv[i]));
       }
     for (int b = 0; b < 1 + proj_bias; b++) {
       snprintf(hf, sizeof hf, "model.layers.%lld.self_attn.o_proj.%s", (long long)l, b ? "bias" : "weight");
-      xadd(&X, hf, ar_printf(&ar, "h%lld.attn.proj.%s", (long long)l, b ? "bias" : "weight"), 0, 0);
+      xadd(&X, hf, ar_printf(&ar, "h%lld.attn.proj.%s", (long long)l, b ? "bias" : "weight"), 0, 0, NULL);
     }
     snprintf(hf, sizeof hf, "model.layers.%lld.post_attention_layernorm.weight", (long long)l);
-    xadd(&X, hf, ar_printf(&ar, "h%lld.norm2.weight", (long long)l), 0, 0);
+    xadd(&X, hf, ar_printf(&ar, "h%lld.norm2.weight", (long long)l), 0, 0, NULL);
     const char *mlp[3] = {"gate", "up", "down"};
     for (int i = 0; i < 3; i++) {
       snprintf(hf, sizeof hf, "model.layers.%lld.mlp.%s_proj.weight", (long long)l, mlp[i]);
-      xadd(&X, hf, ar_printf(&ar, "h%lld.%s.weight", (long long)l, mlp[i]), 0, 0);
+      xadd(&X, hf, ar_printf(&ar, "h%lld.%s.weight", (long long)l, mlp[i]), 0, 0, NULL);
       if (i == 0) F = x[X.n - 1].rows;
     }
   }
-  xadd(&X, "model.norm.weight", "norm.weight", 0, 0);
-  if (head) xadd(&X, "lm_head.weight", "logits.weight", 0, 0);
+  xadd(&X, "model.norm.weight", "norm.weight", 0, 0, NULL);
+  if (head) xadd(&X, "lm_head.weight", "logits.weight", 0, 0, NULL);
   nx = X.n;
   for (int i = 0; i < in.n; i++) { /* every adapter belongs to an exported weight */
     const char *n = in.t[i].name, *dot = strstr(n, ".lora_A");
     bool found = !dot;
     for (int j = 0; j < nx && !found; j++)
-      found = x[j].la == &in.t[i] ||
+      found = (x[j].la && strlen(x[j].la->name) == (size_t)(dot - n) + 7 &&
+               !strncmp(x[j].la->name, n, (size_t)(dot - n) + 7)) ||
               (strlen(x[j].w->name) == (size_t)(dot - n) + 7 && !strncmp(x[j].w->name, n, (size_t)(dot - n)));
     if (!found) hf_fail(ck, "adapter '%s' belongs to no weight export-hf writes: cannot merge it", n);
   }
   for (int j = 0; j < nx; j++) { /* adapters: A [r, cols], B [rows of the whole weight, r] */
     XOut *u = &x[j];
-    if (!u->la != !u->lb) hf_fail(ck, "'%s' has only one of lora_A and lora_B", u->w->name);
-    if (u->la && (u->la->rank != 2 || u->lb->rank != 2 || u->la->shape[1] != u->cols || u->lb->shape[0] != u->wrows ||
+    const char *of = u->lpart ? u->hf : u->w->name;
+    int64_t brows = u->lpart ? u->rows : u->wrows;
+    if (!u->la != !u->lb) hf_fail(ck, "the adapters of '%s' have only one of lora_A and lora_B", of);
+    if (u->la && (u->la->rank != 2 || u->lb->rank != 2 || u->la->shape[1] != u->cols || u->lb->shape[0] != brows ||
                   u->lb->shape[1] != u->la->shape[0]))
-      hf_fail(ck, "the adapters of '%s' do not fit it: lora_A must be [r, %lld], lora_B [%lld, r]", u->w->name,
-              (long long)u->cols, (long long)u->wrows);
+      hf_fail(ck, "the adapters of '%s' do not fit it: lora_A must be [r, %lld], lora_B [%lld, r]", of,
+              (long long)u->cols, (long long)brows);
   }
+  Text ah = {0}, acfg = {0}; /* without --merge: PEFT's adapter_model.safetensors header, adapter_config.json */
+  if (nlora && !merge) peft_adapters(&ar, x, nx, p, ck, &ah, &acfg);
   /* config.json */
   text_printf(&cfg, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", ARCH[family],
               family == FAM_QWEN2     ? "qwen2"
@@ -891,7 +1051,7 @@ int export_main(int argc, char **argv) {
   if (!row || !brow || !raw || !am) hf_fail(ck, "out of memory");
   for (int j = 0; j < nx && ok; j++) {
     const XOut *u = &x[j];
-    if (!u->la) {
+    if (!u->la || !merge) {
       for (int64_t a = 0, n = u->rows * u->cols; a < n && ok; a += CHUNK) {
         int64_t c = n - a < CHUNK ? n - a : CHUNK;
         x_read(&in, u, u->row0 * u->cols + a, c, row, raw, am);
@@ -907,7 +1067,7 @@ int export_main(int argc, char **argv) {
     hf_read_f32(&in, u->la, 0, r * u->cols, A, araw);
     for (int64_t o = u->row0; o < u->row0 + u->rows && ok; o++) {
       x_read(&in, u, o * u->cols, u->cols, row, raw, am);
-      hf_read_f32(&in, u->lb, o * r, r, brow, raw);
+      hf_read_f32(&in, u->lb, (u->lpart ? o - u->row0 : o) * r, r, brow, raw);
       for (int64_t k = 0; k < r; k++) {
         double b = scale * brow[k];
         for (int64_t c = 0; c < u->cols; c++) row[c] += (float)(b * A[k * u->cols + c]);
@@ -917,13 +1077,26 @@ int export_main(int argc, char **argv) {
     free(A), free(araw);
   }
   ok = f && close_synced(f) && ok;
+  if (ok && ah.n) { /* in HFDIR/adapter/: HFDIR itself stays a plain model folder for from_pretrained */
+    ok = mkdir(ar_printf(&ar, "%s/adapter", tmp), 0777) == 0;
+    f = ok ? fopen(ar_printf(&ar, "%s/adapter/adapter_config.json", tmp), "wb") : NULL;
+    ok = f && fwrite(acfg.s, 1, acfg.n, f) == acfg.n;
+    ok = f && close_synced(f) && ok;
+    f = ok ? fopen(ar_printf(&ar, "%s/adapter/adapter_model.safetensors", tmp), "wb") : NULL;
+    ok = f && peft_write(f, &in, x, nx, &ah);
+    ok = f && close_synced(f) && ok;
+  }
   if (!ok || rename(tmp, out) != 0) hf_fail(out, "cannot write: %s", strerror(errno));
   pending_dir = NULL;
   printf("memplan export-hf: %s -> %s/config.json, %s/model.safetensors: %s, %d tensors (F32)%s\n", ck, out, out,
-         ARCH[family], nx, nlora ? ", LoRA adapters merged" : "");
+         ARCH[family], nx,
+         !nlora  ? ""
+         : merge ? ", LoRA adapters merged"
+                 : "; adapter/adapter_config.json, "
+                   "adapter/adapter_model.safetensors: PEFT's LoRA adapters");
   fclose(in.f);
   free(x), free(row), free(brow), free(raw), free(am);
-  text_free(&cfg), text_free(&h);
+  text_free(&cfg), text_free(&h), text_free(&ah), text_free(&acfg);
   ar_free(&ar);
   return EXIT_OK;
 }

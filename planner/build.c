@@ -25,6 +25,11 @@ struct GraphBuilder {
   int64_t total_bytes; /* of all tensors so far */
   LoraSpec *lora;      /* NULL: no adapters */
   bool in_adapter;     /* building one: its own linears get none */
+  bool *hit;           /* LoRA: per target, whether it matches a linear's name, then a block's (lora_hits) */
+  /* build_parts: the next linear's row blocks ("h0.attn.q", its rows), for LoRA on each */
+  int nparts;
+  const char *part[MAX_LIN_PARTS];
+  int64_t part_rows[MAX_LIN_PARTS];
 };
 
 struct BuildCtx {
@@ -80,18 +85,30 @@ static void check_scratch(GraphBuilder *gb, const BuildCtx *c) {
   gb->total_bytes += bytes;
 }
 
-void gb_set_lora(GraphBuilder *gb, LoraSpec *l) { gb->lora = l; }
+void gb_set_lora(GraphBuilder *gb, LoraSpec *l) {
+  gb->lora = l;
+  gb->hit = l ? ar_alloc(gb->ar, 2 * sizeof(bool) * (size_t)l->ntargets) : NULL;
+}
 
-/* Does a LoRA target match the linear op `name`? Marks the targets that do. */
-static bool lora_target(GraphBuilder *gb, const char *name) {
-  if (!gb->lora || gb->in_adapter) return false;
+void build_parts(BuildCtx *c, int n, const char *const *names, const int64_t *rows) {
+  MP_ASSERT(n <= MAX_LIN_PARTS);
+  c->gb->nparts = n;
+  for (int i = 0; i < n; i++)
+    c->gb->part[i] = ar_printf(c->gb->ar, "%s.%s", c->layer, names[i]), c->gb->part_rows[i] = rows[i];
+}
+
+/* Which targets match the linear (or row block) `name`, in hit[]: the whole
+ * name or a tail from a '.', as PEFT's target_modules; those in skip[] (if
+ * any) do not count. Marks the targets that match. */
+static bool lora_hits(GraphBuilder *gb, const char *name, bool *hit, const bool *skip) {
   bool any = false;
-  for (int i = 0; i < gb->lora->ntargets; i++) /* the whole name or a tail from a '.', as PEFT's target_modules */
-    for (const char *p = name; p; p = strchr(p, '.') ? strchr(p, '.') + 1 : NULL)
-      if (!fnmatch(gb->lora->targets[i], p, 0)) {
-        gb->lora->matched[i] = any = true;
-        break;
-      }
+  for (int i = 0; i < gb->lora->ntargets; i++) {
+    hit[i] = false;
+    for (const char *p = name; p && !hit[i] && !(skip && skip[i]); p = strchr(p, '.') ? strchr(p, '.') + 1 : NULL)
+      hit[i] = !fnmatch(gb->lora->targets[i], p, 0);
+    any |= hit[i];
+    gb->lora->matched[i] |= hit[i];
+  }
   return any;
 }
 
@@ -106,22 +123,20 @@ static int adapter_param(GraphBuilder *gb, const char *name, int64_t d0, const c
   return gb_tensor(gb, t);
 }
 
-/* LoRA on the linear `lin` just built (build.h, LoraSpec); returns the
- * adapted output, which the layer's readers get instead of the linear's. */
-static int lora_adapter(GraphBuilder *gb, const Op *lin, const char *layer, Loc loc) {
+/* One adapter "<name>.lora_A" [r, K], "<name>.lora_B" [N, r] on x: B(A(dropout(x))), not yet scaled. */
+static int lora_branch(GraphBuilder *gb, int x, const char *name, int64_t K, const char *Ks, int64_t N, const char *Ns,
+                       const char *layer, Loc loc) {
   const LoraSpec *L = gb->lora;
-  const Tensor *w = gb_get(gb, lin->in[1]);
-  int64_t N = w->shape.d[0], K = w->shape.d[1], r = L->rank;
+  int64_t r = L->rank;
   if (r > N || r > K)
     diag_error(L->rank_loc, "lora rank %lld is larger than layer '%s' (in %lld, out %lld); use a rank of at most %lld",
-               (long long)r, lin->name, (long long)K, (long long)N, (long long)(N < K ? N : K));
-  const char *rs = ar_printf(gb->ar, "%lld", (long long)r), *name = lin->name;
+               (long long)r, name, (long long)K, (long long)N, (long long)(N < K ? N : K));
+  const char *rs = ar_printf(gb->ar, "%lld", (long long)r);
   const char *A = ar_printf(gb->ar, "%s.lora_A", name), *B = ar_printf(gb->ar, "%s.lora_B", name);
-  adapter_param(gb, A, r, rs, K, w->shape.sym[1], (Init){INIT_UNIFORM, 1.0 / sqrt((double)K)}, loc);
-  adapter_param(gb, B, N, w->shape.sym[0], r, rs, (Init){INIT_ZEROS, 0}, loc);
-  gb->in_adapter = true;
+  adapter_param(gb, A, r, rs, K, Ks, (Init){INIT_UNIFORM, 1.0 / sqrt((double)K)}, loc);
+  adapter_param(gb, B, N, Ns, r, rs, (Init){INIT_ZEROS, 0}, loc);
   Attr a[MAX_ATTR];
-  int t = lin->in[0];
+  int t = x;
   if (L->dropout > 0) {
     op_attr_defaults(OP_DROPOUT, a, loc);
     a[op_attr_index(OP_DROPOUT, "p")].f = L->dropout;
@@ -132,11 +147,58 @@ static int lora_adapter(GraphBuilder *gb, const Op *lin, const char *layer, Loc 
   a[op_attr_index(OP_LINEAR, "out")] = (Attr){.i = r, .s = rs, .loc = loc};
   a[op_attr_index(OP_LINEAR, "weight")].s = A;
   t = add_op(gb, OP_LINEAR, layer, ar_printf(gb->ar, "%s.lora_a", name), loc, &t, 1, a);
-  a[op_attr_index(OP_LINEAR, "out")] = (Attr){.i = N, .s = w->shape.sym[0], .loc = loc};
+  a[op_attr_index(OP_LINEAR, "out")] = (Attr){.i = N, .s = Ns, .loc = loc};
   a[op_attr_index(OP_LINEAR, "weight")].s = B;
-  t = add_op(gb, OP_LINEAR, layer, ar_printf(gb->ar, "%s.lora_b", name), loc, &t, 1, a);
+  return add_op(gb, OP_LINEAR, layer, ar_printf(gb->ar, "%s.lora_b", name), loc, &t, 1, a);
+}
+
+/* LoRA on the linear `lin` just built (build.h, LoraSpec), whose row blocks
+ * are parts[0..nparts) (build_parts; none: one block): one adapter over the
+ * whole linear when a target matches its name, else one per block a target
+ * matches, their outputs concatenated (every block must be matched then).
+ * Returns the adapted output, which the layer's readers get instead of the
+ * linear's, or the linear's own when no target matches. */
+static int lora_adapter(GraphBuilder *gb, const Op *lin, const char *layer, Loc loc, int nparts,
+                        const char *const *parts, const int64_t *rows) {
+  const LoraSpec *L = gb->lora;
+  const Tensor *w = gb_get(gb, lin->in[1]);
+  int64_t N = w->shape.d[0], K = w->shape.d[1];
+  const char *name = lin->name, *Ks = w->shape.sym[1];
+  bool *wh = gb->hit, *ph = gb->hit + L->ntargets, whole = lora_hits(gb, name, wh, NULL);
+  int first = -1, missing = -1, target = -1; /* the first block matched and the first not, by which target */
+  for (int p = 0; p < nparts; p++) {         /* a target matching the whole linear ("attn.*") adapts it whole */
+    bool any = lora_hits(gb, parts[p], ph, wh);
+    for (int i = 0; i < L->ntargets && target < 0; i++)
+      if (ph[i]) target = i;
+    if (any && first < 0) first = p;
+    if (!any && missing < 0) missing = p;
+  }
+  if (first >= 0 && whole)
+    diag_error(L->tloc[target],
+               "lora target '%s' adapts '%s', a row block of '%s', which another target adapts whole; target "
+               "either the packed linear or its blocks",
+               L->targets[target], parts[first], name);
+  if (first >= 0 && missing >= 0)
+    diag_error(L->tloc[target],
+               "lora target '%s' adapts '%s' but no target adapts '%s': '%s' packs them in one linear, and "
+               "memplan adapts its blocks all together (target each of them) or the whole linear (target it)",
+               L->targets[target], parts[first], parts[missing], name);
+  if (!whole && first < 0) return lin->out[0];
+  gb->in_adapter = true;
+  int t, br[MAX_LIN_PARTS];
+  if (whole) t = lora_branch(gb, lin->in[0], name, K, Ks, N, w->shape.sym[0], layer, loc);
+  else {
+    for (int p = 0; p < nparts; p++)
+      br[p] = lora_branch(gb, lin->in[0], parts[p], K, Ks, rows[p], ar_printf(gb->ar, "%lld", (long long)rows[p]),
+                          layer, loc);
+    Attr a[MAX_ATTR];
+    op_attr_defaults(OP_CONCAT, a, loc);
+    a[op_attr_index(OP_CONCAT, "axis")].i = -1;
+    t = add_op(gb, OP_CONCAT, layer, ar_printf(gb->ar, "%s.lora_concat", name), loc, br, nparts, a);
+  }
+  Attr a[MAX_ATTR];
   op_attr_defaults(OP_SCALE, a, loc);
-  a[op_attr_index(OP_SCALE, "factor")].f = L->alpha / (double)r;
+  a[op_attr_index(OP_SCALE, "factor")].f = L->alpha / (double)L->rank;
   t = add_op(gb, OP_SCALE, layer, ar_printf(gb->ar, "%s.lora_scale", name), loc, &t, 1, a);
   op_attr_defaults(OP_ADD, a, loc);
   int in[2] = {lin->out[0], t};
@@ -154,7 +216,13 @@ static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opn
   for (int i = 0; i < MAX_OP_IN; i++) c.op.in[i] = -1;
   for (int i = 0; i < MAX_OP_OUT; i++) c.op.out[i] = -1;
   memcpy(c.op.attr, attr, sizeof c.op.attr);
-  int before = gb->ops.n;
+  int before = gb->ops.n, nparts = 0;
+  const char *parts[MAX_LIN_PARTS];
+  int64_t rows[MAX_LIN_PARTS];
+  if (k == OP_LINEAR) { /* build_parts' blocks are this linear's */
+    nparts = gb->nparts, gb->nparts = 0;
+    memcpy(parts, gb->part, sizeof parts), memcpy(rows, gb->part_rows, sizeof rows);
+  }
   MP_ASSERT(gb->rules[k]); /* the loader names only ops with a rule */
   gb->rules[k](&c);
   if (oi->composite) { /* its parts are in: the last one's output is the layer's */
@@ -163,7 +231,8 @@ static int add_op(GraphBuilder *gb, OpKind k, const char *layer, const char *opn
   }
   if (oi->scratch) check_scratch(gb, &c);
   VEC_PUSH(gb->ar, gb->ops, c.op);
-  return k == OP_LINEAR && lora_target(gb, opname) ? lora_adapter(gb, &c.op, layer, loc) : c.op.out[0];
+  if (k != OP_LINEAR || !gb->lora || gb->in_adapter) return c.op.out[0];
+  return lora_adapter(gb, &c.op, layer, loc, nparts, parts, rows);
 }
 
 int gb_layer(GraphBuilder *gb, OpKind k, const char *name, Loc loc, const int *in, int nin, const Attr *attr) {

@@ -30,14 +30,20 @@ int gb_layer(GraphBuilder *gb, OpKind k, const char *name, Loc loc, const int *i
  * after a '.', as PEFT's target_modules: "gate", "attn.proj"). Each matched linear L (x -> y, weight [out, in])
  * gets parameters L.lora_A [rank, in] (PEFT's Kaiming-uniform, a = sqrt 5:
  * U(+-1/sqrt(in))) and L.lora_B [out, rank] (zeros), both adapters, and
- * ordinary ops: y + scale(linear(linear(dropout(x), A), B), alpha / rank). */
+ * ordinary ops: y + scale(linear(linear(dropout(x), A), B), alpha / rank).
+ * A packed linear's row blocks (build_parts: causal_self_attention's
+ * "h0.attn.q", ".k", ".v" of "h0.attn.qkv") are targets of their own: each
+ * gets its adapter P.lora_A [rank, in], P.lora_B [rows, rank] (PEFT's on
+ * separate q_proj, k_proj, v_proj), the branches concatenated before the
+ * scale; all blocks or none, and not with the whole linear's adapter. */
 typedef struct {
   int64_t rank;
   double alpha, dropout;
   const char *const *targets;
   int ntargets;
-  bool *matched; /* per target: set when it matched a linear */
-  Loc rank_loc;  /* for "rank larger than a layer's dims" */
+  bool *matched;   /* per target: set when it matched a linear */
+  const Loc *tloc; /* per target: where it was given */
+  Loc rank_loc;    /* for "rank larger than a layer's dims" */
 } LoraSpec;
 /* Adapters for the linears built from now on (l outlives the builder). */
 void gb_set_lora(GraphBuilder *gb, LoraSpec *l);
@@ -72,6 +78,10 @@ void build_param(BuildCtx *c, int slot, const char *suffix, const char *share_ke
 void build_state(BuildCtx *c, int slot, const char *suffix, Shape shape, Init init);
 void build_data(BuildCtx *c, int slot, int k); /* input k to forward slot `slot` */
 void build_output(BuildCtx *c, int slot, const char *suffix, Shape shape, DType dt);
+/* The next linear this composite builds is n projections side by side:
+ * rows[i] output rows each, named "<layer>.<names[i]>" for LoRA's targets. */
+#define MAX_LIN_PARTS 3
+void build_parts(BuildCtx *c, int n, const char *const *names, const int64_t *rows);
 /* Composite ops: adds op k named "<layer>.<suffix>" reading tensors `in`
  * with attributes `attr` (declaration order of k); returns its output. */
 int build_sub(BuildCtx *c, OpKind k, const char *suffix, const int *in, int nin, const Attr *attr);

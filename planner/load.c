@@ -742,38 +742,50 @@ static LoraSpec *load_lora(Loader *L, Node *m) {
     if (l->dropout < 0 || l->dropout >= 1) diag_error(loc_of(L, n), "'dropout' must be in [0, 1), not %g", l->dropout);
   }
   VEC(const char *) t = {0};
+  VEC(Loc) tl = {0};
   if (tu && tu->lora_targets) {
     char *s = ar_strdup(L->ar, tu->lora_targets);
-    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) VEC_PUSH(L->ar, t, tok);
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+      VEC_PUSH(L->ar, t, tok);
+      VEC_PUSH(L->ar, tl, cl);
+    }
   } else if (m && (n = get(L, m, "targets"))) {
     expect(L, n, YAML_SEQUENCE_NODE, "'targets' (a list of linear layer name patterns)");
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++)
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
       VEC_PUSH(L->ar, t, scalar(L, node(L, *it), "a lora target"));
+      VEC_PUSH(L->ar, tl, loc_of(L, node(L, *it)));
+    }
   }
   if (!t.n)
     diag_error(m ? loc_of(L, m) : cl,
                "lora needs targets: the linear layers to adapt ('targets: [gate, up]'"
                " in 'lora', or --lora-targets gate,up)");
-  l->targets = t.v, l->ntargets = t.n;
+  l->targets = t.v, l->ntargets = t.n, l->tloc = tl.v;
   l->matched = ar_alloc(L->ar, sizeof(bool) * (size_t)t.n);
   return l;
 }
 
 /* Every target matched a linear; errors name the first that did not. */
-static void lora_check(Loader *L, const LoraSpec *l, Node *m) {
-  Node *tn = m ? get(L, m, "targets") : NULL;
+static void lora_check(Loader *L, const LoraSpec *l) {
+  /* PEFT's Llama target_modules and memplan's layer names (README, "Fine-tuning") */
+  static const char *const peft[][2] = {{"q_proj", "q"},         {"k_proj", "k"},       {"v_proj", "v"},
+                                        {"o_proj", "attn.proj"}, {"gate_proj", "gate"}, {"up_proj", "up"},
+                                        {"down_proj", "down"}};
   for (int i = 0; i < l->ntargets; i++) {
     if (l->matched[i]) continue;
-    bool cli = L->tune && L->tune->lora_targets;
-    Loc at = cli || !tn ? (Loc){L->path, 0, 0} : loc_of(L, node(L, tn->data.sequence.items.start[i]));
-    const char *t = l->targets[i];
-    bool qkv = !strcmp(t, "q") || !strcmp(t, "k") || !strcmp(t, "v") || !strcmp(t, "q_proj") || !strcmp(t, "k_proj") ||
-               !strcmp(t, "v_proj");
-    diag_error(at, "%slora target '%s' matches no linear layer; %s", cli ? "--lora-targets: " : "", t,
-               qkv ? "memplan packs q, k and v in one linear per attention layer (LAYER.attn.qkv): target 'qkv' "
-                     "(one adapter over q|k|v)"
-                   : "linear layers are named like 'h0.gate' and 'h0.attn.qkv' (memplan compile --dump=graph lists "
-                     "them); a target matches a whole name or its tail after a '.'");
+    const char
+        *t = l->targets[i],
+        *hint =
+            "linear layers are named like 'h0.gate' and 'h0.attn.qkv' (memplan compile --dump=graph lists them); a "
+            "target matches a whole name or its tail after a '.'";
+    for (size_t k = 0; k < sizeof peft / sizeof peft[0]; k++)
+      if (!strcmp(t, peft[k][0])) hint = ar_printf(L->ar, "PEFT's '%s' is memplan's '%s'", t, peft[k][1]);
+    if (!strcmp(t, "q") || !strcmp(t, "k") || !strcmp(t, "v"))
+      hint =
+          "q, k and v are the row blocks of a causal_self_attention's packed projection (LAYER.attn.q of "
+          "LAYER.attn.qkv), and this model has none";
+    diag_error(l->tloc[i], "%slora target '%s' matches no linear layer; %s",
+               l->tloc[i].line ? "" : "--lora-targets: ", t, hint);
   }
 }
 
@@ -832,7 +844,7 @@ static Graph *load_doc(Loader *L) {
   Graph *g =
       gb_finish(L->gb, ar_strdup(L->ar, model), L->path, L->dims.v, L->dims.n, opt, L->gpt2_init, loc_of(L, layers));
   if (lora) {
-    lora_check(L, lora, get(L, root, "lora"));
+    lora_check(L, lora);
     g->lora_rank = lora->rank, g->lora_alpha = lora->alpha, g->lora_dropout = lora->dropout;
   }
   freeze(L, g, get(L, root, "freeze"), loc_of(L, layers));

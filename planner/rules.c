@@ -226,6 +226,8 @@ static void csa_build(BuildCtx *c) {
   core[op_attr_index(OP_ATTENTION, "heads")] = *build_attr(c, "heads");
   core[op_attr_index(OP_ATTENTION, "kv_heads")] = *build_attr(c, "kv_heads");
   int t = build_input_id(c, 0);
+  static const char *const QKV[3] = {"q", "k", "v"}; /* LoRA's targets: PEFT's q_proj, k_proj, v_proj */
+  build_parts(c, 3, QKV, (int64_t[3]){Cqkv - 2 * KVH * (C / NH), KVH * (C / NH), KVH * (C / NH)});
   t = build_sub(c, OP_LINEAR, "qkv", &t, 1, lin);
   if (attr_i(c, "rope")) { /* rotary embeddings on q and k, in place in the qkv buffer */
     Attr rot[MAX_ATTR];

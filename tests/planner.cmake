@@ -67,7 +67,20 @@ add_test(NAME llama_1b_lora_nf4_2g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_
 add_test(NAME smollm2_lora_1g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 0 "plan verified"
                                       $<TARGET_FILE:memplan> compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml
                                       --lora-rank 16 --lora-alpha 32 --lora-targets qkv,attn.proj,gate,up,down --budget 1G)
-set_tests_properties(llama_1b_lora_bf16_4g llama_1b_lora_nf4_2g smollm2_lora_1g PROPERTIES LABELS e2e)
+# The same with PEFT's usual Llama targets (separate q, k and v adapters, README "Fine-tuning"): it plans
+# at 4G (bf16 base) with PEFT's print_trainable_parameters count for Llama-3.2-1B at r 16 on q, k, v, o,
+# gate, up and down, 11,272,192 (16 layers x 16 x ((2048 + 2048) + 2 (2048 + 512) + (2048 + 2048) +
+# 3 (2048 + 8192))), and at 2G (NF4 base). (Planted once: build.c giving q, k, v targets the packed
+# adapter over all three: the bf16 test printed "no match for /11,272,192 trainable/ in stdout", the
+# report saying 10,223,616 trainable.)
+set(memplan_lora_1b_peft ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --lora-rank 16 --lora-alpha 32
+                         --lora-targets q,k,v,attn.proj,gate,up,down)
+add_test(NAME llama_1b_lora_peft_bf16_4g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 0 "11,272,192 trainable"
+                                       $<TARGET_FILE:memplan> compile ${memplan_lora_1b_peft} --base-weights bf16 --budget 4G)
+add_test(NAME llama_1b_lora_peft_nf4_2g COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 0 "plan verified"
+                                        $<TARGET_FILE:memplan> compile ${memplan_lora_1b_peft} --base-weights nf4 --budget 2G)
+set_tests_properties(llama_1b_lora_bf16_4g llama_1b_lora_nf4_2g smollm2_lora_1g llama_1b_lora_peft_bf16_4g
+                     llama_1b_lora_peft_nf4_2g PROPERTIES LABELS e2e)
 
 # gradient clipping's price: the report puts the plan that keeps every gradient
 # for the norm beside the same request planned without clipping (mlp-clip: the
@@ -153,7 +166,7 @@ memplan_compile_error(error_freeze_cli_no_match MODEL ${MEMPLAN_SOURCE_DIR}/mode
   EXPECT "mlp.yaml: error: --freeze 'h\\*.weight' matches no parameter of the model"
   ARGS --freeze fc1.weight --freeze h*.weight)
 memplan_compile_error(error_lora_cli_target MODEL ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml
-  EXPECT "llama-mini.yaml: error: --lora-targets: lora target 'o_proj' matches no linear layer"
+  EXPECT "llama-mini.yaml: error: --lora-targets: lora target 'o_proj' matches no linear layer. PEFT's 'o_proj' is memplan's 'attn.proj'"
   ARGS --lora-rank 4 --lora-targets gate,o_proj)
 memplan_compile_error(error_lora_cli_everything_frozen MODEL ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml
   EXPECT "every parameter is frozen: nothing to train"

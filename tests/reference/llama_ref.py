@@ -12,7 +12,10 @@ that is how memplan stores it (causal_self_attention's qkv linear).
 
 LoRA (plan.json "lora"): a linear L with adapters L.lora_A, L.lora_B runs
 PEFT's lora.Linear forward, base(x) + lora_B(lora_A(dropout(x))) * scaling
-with scaling = alpha / rank (dropout 0 here)."""
+with scaling = alpha / rank (dropout 0 here). Adapters hN.attn.q.lora_A,
+.lora_B (and k, v) are PEFT's on separate q_proj, k_proj and v_proj: the
+packed matrix is cut into the three projections first, each one a
+lora.Linear of its own."""
 import torch
 import torch.nn.functional as F
 
@@ -45,9 +48,9 @@ class LlamaRef(torch.nn.Module):
         assert not lora or lora["dropout"] == 0, "llama_ref: LoRA dropout is not written here"
         self.scaling = lora["alpha"] / lora["rank"] if lora else None
 
-    def linear(self, x, name):
-        """F.linear with L.weight, plus PEFT's LoRA term where L has adapters."""
-        y = F.linear(x, self.w[name + ".weight"])
+    def linear(self, x, name, weight=None):
+        """F.linear with L.weight (or weight), plus PEFT's LoRA term where L has adapters."""
+        y = F.linear(x, self.w[name + ".weight"] if weight is None else weight)
         if name + ".lora_A" in self.w:
             y = y + F.linear(F.linear(x, self.w[name + ".lora_A"]), self.w[name + ".lora_B"]) * self.scaling
         return y
@@ -56,8 +59,12 @@ class LlamaRef(torch.nn.Module):
         B, T, _ = x.shape
         NH, KVH = self.d["NH"], self.d["KVH"]
         hd = self.d["C"] // NH
-        qkv = self.linear(x, p + ".qkv")
-        q, k, v = qkv.split([NH * hd, KVH * hd, KVH * hd], dim=-1)
+        sizes = [NH * hd, KVH * hd, KVH * hd]
+        if p + ".q.lora_A" in self.w:  # q_proj, k_proj, v_proj, each with its own adapter
+            wq, wk, wv = self.w[p + ".qkv.weight"].split(sizes, dim=0)
+            q, k, v = (self.linear(x, p + "." + n, wn) for n, wn in (("q", wq), ("k", wk), ("v", wv)))
+        else:
+            q, k, v = self.linear(x, p + ".qkv").split(sizes, dim=-1)
         q = q.view(B, T, NH, hd).transpose(1, 2)
         k = k.view(B, T, KVH, hd).transpose(1, 2)
         v = v.view(B, T, KVH, hd).transpose(1, 2)
