@@ -167,6 +167,47 @@ static FitResult fit_params(Arena *ar, ModelSrc *src, const PlanRequest *rq, Pla
   return best;
 }
 
+/* Could --head-grad deferred change g's step: a classifier + cross_entropy
+ * pair that fuses, whose weight another op reads (tied), in one process? */
+static bool head_tied(Arena *ar, const Graph *g, const FitOptions *o) {
+  const Graph *f = o->loss_chunk == LOSS_UNFUSED || o->ranks >= 1 ? NULL : gb_fuse_loss(ar, g, 0);
+  int w = -1, readers = 0;
+  for (int i = 0; f && i < f->nops; i++)
+    if (f->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) w = f->ops[i].in[1];
+  for (int i = 0; w >= 0 && i < f->nops; i++)
+    for (int k = 0; k < f->ops[i].nin; k++) readers += f->ops[i].in[k] == w;
+  return readers > 1 && !f->t[w].frozen;
+}
+
+/* --head-grad: deferred given is planned as asked (headgrad.h: a step it
+ * does not apply to is unchanged); auto plans the tied classifier's gradient
+ * kept, with every format's own auto, and defers it only when nothing fits
+ * so: the outermost lever, pulled last, so that a plan that fits without it
+ * stays as it was. Deferral changes no number, only FLOPs (a recompute). */
+static FitResult fit_heads(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
+                           const char **error) {
+  PlanRequest r = *rq;
+  bool tied = head_tied(ar, *g, &rq->fit);
+  if (rq->fit.head_grad != HG_AUTO || !tied) {
+    if (rq->fit.head_grad == HG_AUTO) r.fit.head_grad = HG_KEPT;
+    return fit_params(ar, src, &r, chosen, g, error);
+  }
+  Graph *g0 = *g;
+  r.fit.head_grad = HG_KEPT;
+  FitResult kept = fit_params(ar, src, &r, chosen, g, error);
+  if (kept.plan || *error) return kept;
+  r.fit.head_grad = HG_DEFERRED;
+  Graph *gd = g0;
+  PlanRequest rc;
+  FitResult x = fit_params(ar, src, &r, &rc, &gd, error);
+  if (*error) return x;
+  if (x.plan) {
+    *chosen = rc, *g = gd;
+    x.plan->head_grad_tried = "kept does not fit; deferred fits";
+  } else if (kept.min_arena && (!x.min_arena || kept.min_arena < x.min_arena)) x.min_arena = kept.min_arena;
+  return x;
+}
+
 PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   PlanOutcome out = {0};
   double t0 = mp_now();
@@ -212,7 +253,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
       r.fit.zero = z;
       Graph *gz = g;
       PlanRequest rc;
-      FitResult f = fit_params(ar, src, &r, &rc, &gz, &out.message);
+      FitResult f = fit_heads(ar, src, &r, &rc, &gz, &out.message);
       if (out.message) break;
       zero_arena[z] = f.plan ? f.plan->arena_bytes : f.min_arena;
       if (!f.plan) {
@@ -228,7 +269,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
       if (!f.plan->extra_flops && f.plan->accumulation_steps == 1) break; /* keeps everything: done */
     }
     fit = best, g = bg;
-  } else fit = fit_params(ar, src, rq, &chosen, &g, &out.message);
+  } else fit = fit_heads(ar, src, rq, &chosen, &g, &out.message);
   /* gradient clipping's price: the same request planned without it (the
    * updates fused into backward again); about the compile time of the first.
    * None under --no-fuse: that plan keeps every gradient anyway */
@@ -241,7 +282,8 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     const char *msg = NULL;
     q.fit.base_weights = chosen.fit.base_weights;
     q.fit.param_prec = chosen.fit.param_prec;
-    nc = fit_params(ar, src, &q, &qc, &g0, &msg);
+    q.fit.head_grad = chosen.fit.head_grad;
+    nc = fit_heads(ar, src, &q, &qc, &g0, &msg);
     out.noclip_min_arena = nc.plan ? nc.plan->arena_bytes : nc.min_arena;
     out.noclip_fits = nc.plan != NULL;
   }
