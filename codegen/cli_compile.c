@@ -418,6 +418,12 @@ static void over_budget(const Options *o, const Graph *g, int64_t min_arena) {
   if (g && o->param_prec == PP_AUTO && paramprec_any(g) && !o->zero_given && o->ranks <= 1)
     fprintf(stderr,
             "  (trainable weights tried in fp32 and bf16 (--param-precision): the smallest budget is bf16's)\n");
+  Arena ar = {0};
+  if (g && o->head_grad == HG_AUTO && o->loss_chunk != LOSS_UNFUSED && o->ranks <= 1 && !o->zero_given &&
+      headgrad_tied(&ar, g))
+    fprintf(stderr, "  (the tied classifier's gradient tried kept and deferred (--head-grad): the smallest budget "
+                    "is the lesser)\n");
+  ar_free(&ar);
 }
 
 /* What compile prints and writes for the planner's outcome; the exit status. */

@@ -175,18 +175,6 @@ static FitResult fit_params(Arena *ar, ModelSrc *src, const PlanRequest *rq, Pla
   return x;
 }
 
-/* Could --head-grad deferred change g's step: a classifier + cross_entropy
- * pair that fuses, whose weight another op reads (tied), in one process? */
-static bool head_tied(Arena *ar, const Graph *g, const FitOptions *o) {
-  const Graph *f = o->loss_chunk == LOSS_UNFUSED || o->ranks >= 1 ? NULL : gb_fuse_loss(ar, g, 0);
-  int w = -1, readers = 0;
-  for (int i = 0; f && i < f->nops; i++)
-    if (f->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) w = f->ops[i].in[1];
-  for (int i = 0; w >= 0 && i < f->nops; i++)
-    for (int k = 0; k < f->ops[i].nin; k++) readers += f->ops[i].in[k] == w;
-  return readers > 1 && !f->t[w].frozen;
-}
-
 /* --head-grad: deferred given is planned as asked (headgrad.h: a step it
  * does not apply to is unchanged); auto plans the tied classifier's gradient
  * kept, with every format's own auto, and defers it only when nothing fits
@@ -195,7 +183,7 @@ static bool head_tied(Arena *ar, const Graph *g, const FitOptions *o) {
 static FitResult fit_heads(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
                            const char **error) {
   PlanRequest r = *rq;
-  bool tied = head_tied(ar, *g, &rq->fit);
+  bool tied = rq->fit.loss_chunk != LOSS_UNFUSED && rq->fit.ranks < 1 && headgrad_tied(ar, *g);
   if (rq->fit.head_grad == HG_DEFERRED && !tied) {
     *error = ar_printf(ar,
                        "--head-grad deferred: %s has no fused classifier loss whose weight another layer shares "

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "build.h"
 #include "ops.h"
 
 const char *headgrad_name(HeadGrad h) {
@@ -38,6 +39,16 @@ static bool find(const Step *s, int *f, int *b, int *e) {
   for (int i = *e + 1; *e >= 0 && i < s->ntrain; i++)
     for (int k = 0; k < s->train[i].nout; k++) later += s->train[i].out[k] == gw && s->train[i].phase != PHASE_UPDATE;
   return *f >= 0 && *e >= 0 && !later;
+}
+
+bool headgrad_tied(Arena *ar, const Graph *g) {
+  const Graph *f = gb_fuse_loss(ar, g, 0);
+  int w = -1, readers = 0;
+  for (int i = 0; f && i < f->nops; i++)
+    if (f->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) w = f->ops[i].in[1];
+  for (int i = 0; w >= 0 && i < f->nops; i++)
+    for (int k = 0; k < f->ops[i].nin; k++) readers += f->ops[i].in[k] == w;
+  return readers > 1 && !f->t[w].frozen;
 }
 
 bool headgrad_applies(const Step *s) {

@@ -33,6 +33,10 @@ const char *headgrad_name(HeadGrad h); /* "kept", "deferred", "auto" */
  * itself where deferral does not apply. s is not changed. */
 Step *headgrad_defer(Arena *ar, const Graph *g, const Step *s);
 
+/* Does g have a classifier + cross_entropy pair that fuses (gb_fuse_loss)
+ * whose trainable weight another op reads (tied)? */
+bool headgrad_tied(Arena *ar, const Graph *g);
+
 /* Does deferral change the step (a tied fused loss, fused updates)? */
 bool headgrad_applies(const Step *s);
 

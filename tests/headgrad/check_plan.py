@@ -10,7 +10,8 @@ fused in chunks of 64 rows; milliseconds each):
   plan.json says head_grad deferred, the report has the deferral line;
 - auto (V = 8192; moments and weights pinned fp32, so only this lever moves): at the
   smallest budget kept meets, kept; one byte under, deferred, with the
-  report's "--head-grad auto: kept does not fit; deferred fits";
+  report's "--head-grad auto: kept does not fit; deferred fits"; over budget,
+  the error names deferred's smaller budget and says both were tried;
 - bad requests exit 1 (2: a bad option value) with the message and write
   nothing.
 Planted once (2026-12-02): fit_heads never trying deferred under auto
@@ -91,6 +92,11 @@ if m:
     check(ra.returncode == 0 and pa.get("head_grad") == "deferred",
           "one byte under kept's smallest: exit %d, %s" % (ra.returncode, pa and pa.get("head_grad")))
     check("--head-grad auto: kept does not fit; deferred fits" in ra.stdout, "auto's report line")
+    r, _, _ = compile_("least-auto", "--budget", "1K", *pin)
+    m = re.search(r"Smallest budget that fits: --budget (\d+)", r.stderr)
+    check(r.returncode == 1 and m is not None and int(m.group(1)) < least and
+          "gradient tried kept and deferred (--head-grad)" in r.stderr,
+          "auto at 1K: exit 1, a smallest budget under kept's, the note on --head-grad")
 
 for rc, args, model, msg in [
         (2, ["--head-grad", "late"], "gpt2-mini.yaml", "--head-grad late: choose kept, deferred or auto"),
