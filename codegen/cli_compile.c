@@ -421,8 +421,9 @@ static void over_budget(const Options *o, const Graph *g, int64_t min_arena) {
   Arena ar = {0};
   if (g && o->head_grad == HG_AUTO && o->loss_chunk != LOSS_UNFUSED && o->ranks <= 1 && !o->zero_given &&
       headgrad_tied(&ar, g))
-    fprintf(stderr, "  (the tied classifier's gradient tried kept and deferred (--head-grad): the smallest budget "
-                    "is the lesser)\n");
+    fprintf(stderr,
+            "  (the tied classifier's gradient tried kept and deferred (--head-grad): the smallest budget "
+            "is the lesser)\n");
   ar_free(&ar);
 }
 

@@ -189,9 +189,9 @@ static FitResult fit_heads(Arena *ar, ModelSrc *src, const PlanRequest *rq, Plan
                        "--head-grad deferred: %s has no fused classifier loss whose weight another layer shares "
                        "(a head tied to the embedding: weight: emb.weight)%s; leave out --head-grad",
                        rq->model,
-                       rq->fit.ranks >= 1                       ? ", or plans for --ranks/--zero"
+                       rq->fit.ranks >= 1                   ? ", or plans for --ranks/--zero"
                        : rq->fit.loss_chunk == LOSS_UNFUSED ? " with --fused-loss off"
-                                                              : "");
+                                                            : "");
     return (FitResult){0};
   }
   if (rq->fit.head_grad != HG_AUTO || !tied) {

@@ -19,8 +19,8 @@ static bool find(const Step *s, int *f, int *b, int *e) {
   if (!s->fused || s->data_parallel || s->accumulation > 1) return false;
   *b = -1;
   for (int i = 0; i < s->ntrain && *b < 0; i++)
-    if (s->train[i].kind == OP_LINEAR_CROSS_ENTROPY && s->train[i].phase == PHASE_BACKWARD &&
-        s->train[i].in[1] >= 0 && s->train[i].out[1] >= 0 && !s->train[i].acc[1])
+    if (s->train[i].kind == OP_LINEAR_CROSS_ENTROPY && s->train[i].phase == PHASE_BACKWARD && s->train[i].in[1] >= 0 &&
+        s->train[i].out[1] >= 0 && !s->train[i].acc[1])
       *b = i;
   if (*b < 0) return false;
   int sdw = s->train[*b].in[1], gw = s->train[*b].out[1];
@@ -58,8 +58,8 @@ bool headgrad_applies(const Step *s) {
 
 bool headgrad_deferred(const Step *s) {
   for (int i = 0; i < s->ntrain; i++)
-    if (s->train[i].kind == OP_LINEAR_CROSS_ENTROPY && s->train[i].phase == PHASE_RECOMPUTE &&
-        s->train[i].out[0] < 0 && s->train[i].out[2] >= 0)
+    if (s->train[i].kind == OP_LINEAR_CROSS_ENTROPY && s->train[i].phase == PHASE_RECOMPUTE && s->train[i].out[0] < 0 &&
+        s->train[i].out[2] >= 0)
       return true;
   return false;
 }
@@ -93,9 +93,9 @@ Step *headgrad_defer(Arena *ar, const Graph *g, const Step *s) {
   int n = 0;
   for (int i = 0; i < s->ntrain; i++) {
     Instr x = s->train[i];
-    if (i == f) x.out[2] = -1;             /* no dW statistic */
-    if (i == b) x.in[1] = x.out[1] = -1;   /* nor its scaling into the gradient */
-    if (i == e) out->train[n++] = D;       /* the gradient's first write, then e's accumulation */
+    if (i == f) x.out[2] = -1;           /* no dW statistic */
+    if (i == b) x.in[1] = x.out[1] = -1; /* nor its scaling into the gradient */
+    if (i == e) out->train[n++] = D;     /* the gradient's first write, then e's accumulation */
     out->train[n++] = x;
   }
   out->recompute_flops += op_run_flops(g, &g->ops[F->op], false, D.out);
