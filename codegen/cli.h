@@ -56,6 +56,7 @@ typedef struct {
   OptPrec opt_state;    /* --opt-state (compile only) */
   BaseFmt base_weights; /* --base-weights (compile only) */
   ParamPrec param_prec; /* --param-precision (compile only) */
+  HeadGrad head_grad;   /* --head-grad (compile only) */
   int ranks;            /* --ranks N (default 1) */
   int zero;             /* --zero 0, 1, 2; -1: auto (the default) */
   bool zero_given;

@@ -83,6 +83,10 @@ const char compile_help_levers[] = /* the first lines: compile_help's last optio
     "    trainable weights    --param-precision P: auto (default), fp32 or bf16 (weights of 4096+\n"
     "                         elements; fp32 updates stored back with stochastic rounding); auto\n"
     "                         lowers them last, only when nothing fits at fp32 after the two above\n"
+    "    tied head gradient   --head-grad auto (default), kept or deferred: a fused loss whose\n"
+    "                         weight the embedding shares makes its gradient right before the\n"
+    "                         embedding's backward (a recompute) instead of keeping it from forward;\n"
+    "                         the same numbers; auto defers only when nothing fits kept\n"
     "  Exit 1 also when the model does not fit the budget (the error names the smallest that does);\n"
     "  3 when the plan fails verification.\n";
 
@@ -143,6 +147,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       {"lora-rank", required_argument, 0, 1001},        {"lora-alpha", required_argument, 0, 1002},
       {"lora-targets", required_argument, 0, 1003},     {"base-weights", required_argument, 0, 'W'},
       {"param-precision", required_argument, 0, 1004},  {"gen-context", required_argument, 0, 1005},
+      {"head-grad", required_argument, 0, 1006},
       {0, 0, 0, 0}};
   static const struct option sweep_lo[] = {
       {"set", required_argument, 0, 's'},        {"align", required_argument, 0, 'a'},
@@ -158,6 +163,7 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
                  .opt_state = sweep ? OPTS_FP32 : OPTS_AUTO,
                  .base_weights = sweep ? BW_FP32 : BW_AUTO,
                  .param_prec = sweep ? PP_FP32 : PP_AUTO,
+                 .head_grad = sweep ? HG_KEPT : HG_AUTO,
                  .ranks = 1,
                  .zero = -1};
   int c;
@@ -288,6 +294,13 @@ void cli_parse_options(int argc, char **argv, bool sweep, Options *o) {
       o->param_prec = (ParamPrec)k;
       break;
     }
+    case 1006: {
+      int k = 0;
+      while (k < HG_COUNT && strcmp(optarg, headgrad_name((HeadGrad)k))) k++;
+      if (k == HG_COUNT) cli_usage_error(cmd, "--head-grad %s: choose kept, deferred or auto", optarg);
+      o->head_grad = (HeadGrad)k;
+      break;
+    }
     case 'M': {
       char *end;
       errno = 0;
@@ -354,6 +367,7 @@ PlanRequest cli_request(const Options *o) {
                                .opt_state = o->opt_state,
                                .base_weights = o->base_weights,
                                .param_prec = o->param_prec,
+                               .head_grad = o->head_grad,
                                .no_recompute = o->no_recompute,
                                .ranks = o->ranks > 1 || o->zero_given ? o->ranks : 0,
                                .zero = o->ranks > 1 || o->zero_given ? o->zero : 0}};
@@ -422,6 +436,13 @@ static void over_budget(const Options *o, const Graph *g, int64_t min_arena) {
   if (g && o->param_prec == PP_AUTO && paramprec_any(g) && !o->zero_given && o->ranks <= 1)
     fprintf(stderr,
             "  (trainable weights tried in fp32 and bf16 (--param-precision): the smallest budget is bf16's)\n");
+  Arena ar = {0};
+  if (g && o->head_grad == HG_AUTO && o->loss_chunk != LOSS_UNFUSED && o->ranks <= 1 && !o->zero_given &&
+      headgrad_tied(&ar, g))
+    fprintf(stderr,
+            "  (the tied classifier's gradient tried kept and deferred (--head-grad): the smallest budget "
+            "is the lesser)\n");
+  ar_free(&ar);
 }
 
 /* What compile prints and writes for the planner's outcome; the exit status. */

@@ -74,6 +74,8 @@ static void header(const Plan *p, Text *t) {
   /* trainable weights' storage (--param-precision, planner/basew.h); absent: fp32 */
   if (p->param_precision && strcmp(p->param_precision, "fp32"))
     text_printf(t, "  \"param_precision\": \"%s\",\n", p->param_precision);
+  /* the fused loss's tied weight gradient (--head-grad, planner/headgrad.h); absent: kept */
+  if (p->head_grad && strcmp(p->head_grad, "kept")) text_printf(t, "  \"head_grad\": \"%s\",\n", p->head_grad);
   if (p->noclip_arena) /* gradient clipping's price: the same request planned without it */
     text_printf(t,
                 "  \"noclip\": {\"fits\": %s, \"arena_bytes\": %lld, \"lower_bound_bytes\": %lld, "

@@ -186,6 +186,8 @@ static void read_header(Arena *ar, const MjVal *root, Plan *p) {
   p->base_weights = find(root, "base_weights") ? BASE[get_enum(root, "base_weights", BASE, 4)] : "fp32";
   static const char *const PARAMS[] = {"fp32", "bf16"}; /* --param-precision; absent: fp32 */
   p->param_precision = find(root, "param_precision") ? PARAMS[get_enum(root, "param_precision", PARAMS, 2)] : "fp32";
+  static const char *const HEADS[] = {"kept", "deferred"}; /* --head-grad; absent: kept */
+  p->head_grad = find(root, "head_grad") ? HEADS[get_enum(root, "head_grad", HEADS, 2)] : "kept";
   /* written since the stages were added; older plans had neither */
   p->guard_bytes = find(root, "guard_bytes") ? get_int(root, "guard_bytes", 0, (int64_t)1 << 20) : 0;
 }

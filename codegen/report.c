@@ -317,6 +317,17 @@ static void fused_loss(const Plan *p, FILE *out) {
           "\nfused loss: linear + cross_entropy in chunks of %lld of %lld rows (logits scratch %s); gradients "
           "computed in forward, kept for backward: %s\n",
           (long long)p->loss_chunk, (long long)rows, b(x, scratch), b(y, stats));
+  if (!p->head_grad || strcmp(p->head_grad, "deferred")) return;
+  const PlanOp *d = NULL; /* planner/headgrad.h: the recompute that writes the tied weight's gradient */
+  for (int i = 0; i < p->nsched; i++)
+    if (p->sched[i].op == OP_LINEAR_CROSS_ENTROPY && p->sched[i].phase == PHASE_RECOMPUTE) d = &p->sched[i];
+  if (!d) return;
+  fprintf(out,
+          "  tied weight's gradient deferred (--head-grad): not kept from forward (%s); the chunks recomputed "
+          "right before %s's backward write it (%.3g GFLOP), from the classifier's input kept (%s)\n",
+          b(x, p->buf[d->out[2]].bytes), d + 1 < p->sched + p->nsched ? d[1].layer : "the embedding",
+          (double)d->flops / 1e9, b(y, p->buf[d->in[0]].bytes));
+  if (p->head_grad_tried) fprintf(out, "  --head-grad auto: %s\n", p->head_grad_tried);
 }
 
 /* Gradient clipping: its price against the same request planned without it

@@ -74,6 +74,46 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   return best;
 }
 
+typedef FitResult FitFn(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
+                        const char **error);
+
+/* The auto loop of a lever that changes the numbers (--base-weights,
+ * --param-precision) or the FLOPs (--head-grad): its formats 0 .. n-1 in
+ * order, each set by set() and the levers inside it fitted by inner, the
+ * first that fits taken (*chosen, *g: inner's). *tried: what auto saw, for
+ * the report; NULL when format 0 fits. None fits: the least arena of all. */
+static FitResult fit_formats(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
+                             const char **error, int n, void (*set)(PlanRequest *, int), const char *(*name)(int),
+                             FitFn *inner, const char **tried) {
+  PlanRequest r = *rq;
+  Graph *g0 = *g;
+  int64_t least = 0;
+  const char *seen = "";
+  *tried = NULL;
+  for (int f = 0; f < n; f++) {
+    set(&r, f);
+    Graph *gf = g0;
+    PlanRequest rc;
+    FitResult x = inner(ar, src, &r, &rc, &gf, error);
+    if (*error) return x;
+    if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;
+    seen = ar_printf(ar, "%s%s%s %s", seen, *seen ? "; " : "", name(f), x.plan ? "fits" : "does not fit");
+    if (x.plan) {
+      *chosen = rc, *g = gf;
+      if (f) *tried = seen;
+      return x;
+    }
+  }
+  return (FitResult){.min_arena = least};
+}
+
+static void set_base(PlanRequest *r, int f) { r->fit.base_weights = (BaseFmt)f; }
+static const char *base_name(int f) { return basew_name((BaseFmt)f); }
+static void set_params(PlanRequest *r, int f) { r->fit.param_prec = (ParamPrec)f; }
+static const char *params_name(int f) { return paramprec_name((ParamPrec)f); }
+static void set_head(PlanRequest *r, int f) { r->fit.head_grad = (HeadGrad)f; }
+static const char *head_name(int f) { return headgrad_name((HeadGrad)f); }
+
 /* --base-weights: a format given is fitted as asked (frozen weights only);
  * auto fits fp32, bf16, int8 and nf4 in that order (each with --opt-state's
  * own choice) and takes the first that fits: like the moments' format it
@@ -98,26 +138,10 @@ static FitResult fit_base(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanR
     r.fit.base_weights = want;
     return fit_opt_state(ar, src, &r, chosen, g, error);
   }
-  Graph *g0 = *g;
-  FitResult best = {0};
-  int64_t least = 0;
-  const char *tried = "";
-  for (BaseFmt f = BW_FP32; f <= BW_NF4; f++) {
-    r.fit.base_weights = f;
-    Graph *gf = g0;
-    PlanRequest rc;
-    FitResult x = fit_opt_state(ar, src, &r, &rc, &gf, error);
-    if (*error) return x;
-    if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;
-    tried = ar_printf(ar, "%s%s%s %s", tried, *tried ? "; " : "", basew_name(f), x.plan ? "fits" : "does not fit");
-    if (x.plan) {
-      best = x, *chosen = rc, *g = gf;
-      break;
-    }
-  }
-  if (!best.plan) best.min_arena = least;
-  else if (strcmp(best.plan->base_weights, "fp32")) best.plan->base_weights_tried = tried;
-  return best;
+  const char *tried;
+  FitResult x = fit_formats(ar, src, &r, chosen, g, error, BW_NF4 + 1, set_base, base_name, fit_opt_state, &tried);
+  if (x.plan) x.plan->base_weights_tried = tried; /* a format lowered: why */
+  return x;
 }
 
 /* --param-precision: bf16 given is fitted as asked (trainable weights of at
@@ -146,26 +170,39 @@ static FitResult fit_params(Arena *ar, ModelSrc *src, const PlanRequest *rq, Pla
     r.fit.param_prec = want;
     return fit_base(ar, src, &r, chosen, g, error);
   }
-  Graph *g0 = *g;
-  FitResult best = {0};
-  int64_t least = 0;
-  const char *tried = "";
-  for (ParamPrec f = PP_FP32; f <= PP_BF16; f++) {
-    r.fit.param_prec = f;
-    Graph *gf = g0;
-    PlanRequest rc;
-    FitResult x = fit_base(ar, src, &r, &rc, &gf, error);
-    if (*error) return x;
-    if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;
-    tried = ar_printf(ar, "%s%s%s %s", tried, *tried ? "; " : "", paramprec_name(f), x.plan ? "fits" : "does not fit");
-    if (x.plan) {
-      best = x, *chosen = rc, *g = gf;
-      break;
-    }
+  const char *tried;
+  FitResult x = fit_formats(ar, src, &r, chosen, g, error, PP_BF16 + 1, set_params, params_name, fit_base, &tried);
+  if (x.plan) x.plan->param_precision_tried = tried;
+  return x;
+}
+
+/* --head-grad: deferred given is planned as asked (headgrad.h: a step it
+ * does not apply to is unchanged); auto plans the tied classifier's gradient
+ * kept, with every format's own auto, and defers it only when nothing fits
+ * so: the outermost lever, pulled last, so that a plan that fits without it
+ * stays as it was. Deferral changes no number, only FLOPs (a recompute). */
+static FitResult fit_heads(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
+                           const char **error) {
+  PlanRequest r = *rq;
+  bool tied = rq->fit.loss_chunk != LOSS_UNFUSED && rq->fit.ranks < 1 && headgrad_tied(ar, *g);
+  if (rq->fit.head_grad == HG_DEFERRED && !tied) {
+    *error = ar_printf(ar,
+                       "--head-grad deferred: %s has no fused classifier loss whose weight another layer shares "
+                       "(a head tied to the embedding: weight: emb.weight)%s; leave out --head-grad",
+                       rq->model,
+                       rq->fit.ranks >= 1                   ? ", or plans for --ranks/--zero"
+                       : rq->fit.loss_chunk == LOSS_UNFUSED ? " with --fused-loss off"
+                                                            : "");
+    return (FitResult){0};
   }
-  if (!best.plan) best.min_arena = least;
-  else if (strcmp(best.plan->param_precision, "fp32")) best.plan->param_precision_tried = tried;
-  return best;
+  if (rq->fit.head_grad != HG_AUTO || !tied) {
+    if (rq->fit.head_grad == HG_AUTO) r.fit.head_grad = HG_KEPT;
+    return fit_params(ar, src, &r, chosen, g, error);
+  }
+  const char *tried;
+  FitResult x = fit_formats(ar, src, &r, chosen, g, error, HG_DEFERRED + 1, set_head, head_name, fit_params, &tried);
+  if (x.plan) x.plan->head_grad_tried = tried;
+  return x;
 }
 
 PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
@@ -230,7 +267,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
       r.fit.zero = z;
       Graph *gz = g;
       PlanRequest rc;
-      FitResult f = fit_params(ar, src, &r, &rc, &gz, &out.message);
+      FitResult f = fit_heads(ar, src, &r, &rc, &gz, &out.message);
       if (out.message) break;
       zero_arena[z] = f.plan ? f.plan->arena_bytes : f.min_arena;
       if (!f.plan) {
@@ -246,7 +283,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
       if (!f.plan->extra_flops && f.plan->accumulation_steps == 1) break; /* keeps everything: done */
     }
     fit = best, g = bg;
-  } else fit = fit_params(ar, src, rq, &chosen, &g, &out.message);
+  } else fit = fit_heads(ar, src, rq, &chosen, &g, &out.message);
   /* gradient clipping's price: the same request planned without it (the
    * updates fused into backward again); about the compile time of the first.
    * None under --no-fuse: that plan keeps every gradient anyway */
@@ -259,7 +296,8 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     const char *msg = NULL;
     q.fit.base_weights = chosen.fit.base_weights;
     q.fit.param_prec = chosen.fit.param_prec;
-    nc = fit_params(ar, src, &q, &qc, &g0, &msg);
+    q.fit.head_grad = chosen.fit.head_grad;
+    nc = fit_heads(ar, src, &q, &qc, &g0, &msg);
     out.noclip_min_arena = nc.plan ? nc.plan->arena_bytes : nc.min_arena;
     out.noclip_fits = nc.plan != NULL;
   }

@@ -34,6 +34,7 @@ static Step *build_step(Arena *ar, const Graph *g, const FitOptions *o, const Ac
   bool clip = g->opt.clip_grad_norm > 0 && !o->ignore_clip;
   Step *s = ad_build(ar, g, o->fuse && !accum && !scaled && !clip, a);
   if (o->masks == MASKS_REGEN) s = ad_regen_stats(ar, s);
+  if (o->head_grad == HG_DEFERRED) s = headgrad_defer(ar, g, s);
   s = opt_state_lower(ar, s, o->opt_state);
   s = basew_lower(ar, g, s, o->base_weights, o->param_prec);
   s->accumulation = accum ? o->accumulation : 1;
@@ -64,6 +65,7 @@ static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const
   p->opt_state = g->opt.kind == OPT_ADAMW ? optprec_name(o->opt_state) : "fp32";
   p->base_weights = basew_name(basew_any(g) ? o->base_weights : BW_FP32);
   p->param_precision = paramprec_name(paramprec_any(g) && o->param_prec == PP_BF16 ? PP_BF16 : PP_FP32);
+  p->head_grad = headgrad_name(headgrad_deferred(s) ? HG_DEFERRED : HG_KEPT);
   p->dropout_masks = masks_name(g, o->masks);
   for (int i = 0; i < g->nops; i++) /* the fused loss: its chunk (dims N V K R) */
     if (g->ops[i].kind == OP_LINEAR_CROSS_ENTROPY) {

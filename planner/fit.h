@@ -11,6 +11,7 @@
 #include "ckpt.h"
 #include "plan.h"
 #include "basew.h"
+#include "headgrad.h"
 #include "optstate.h"
 #include "precision.h"
 
@@ -46,6 +47,7 @@ typedef struct {
   OptPrec opt_state;    /* AdamW's moments: fp32, bf16 or 8bit (not auto: the driver picks) */
   BaseFmt base_weights; /* frozen weights' storage: fp32, bf16, int8 or nf4 (not auto: the driver picks) */
   ParamPrec param_prec; /* trainable weights' storage: fp32 or bf16 (not auto: the driver picks) */
+  HeadGrad head_grad;   /* the fused loss's tied weight gradient: kept or deferred (not auto: the driver picks) */
   bool no_recompute;    /* --no-recompute: keep every activation, never checkpoint */
   bool ignore_clip;     /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
   int ranks, zero;      /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero

@@ -83,9 +83,10 @@ static double step_seconds(const CostModel *cm, const Graph *g, const Step *s, b
     bool gemm = false;
     for (int j = 0; j < x->nin; j++) bytes += (double)st_bytes(s, x->in[j]);
     for (int j = 0; j < x->nout; j++) bytes += (double)st_bytes(s, x->out[j]) * (x->acc[j] ? 2 : 1);
-    if (op_is_comm(x->kind)) { /* a collective (comm.c): its bytes, the network not modelled */
+    if (op_is_comm(x->kind) || x->kind == OP_CAST) { /* a collective (comm.c), a cast: bytes (no network
+                                                        model); a cast has no op, also an update's (basew.h) */
     } else if (x->phase == PHASE_UPDATE) flops = 10.0 * (double)shape_numel(&s->t[x->op].shape);
-    else if (x->kind != OP_CAST) {
+    else {
       const Op *o = &g->ops[x->op];
       flops = (double)op_run_flops(g, o, x->phase == PHASE_BACKWARD, x->out);
       gemm = op_info(o->kind)->gemm;

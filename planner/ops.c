@@ -865,6 +865,12 @@ const OpInfo *op_info(OpKind k) {
 int64_t op_run_flops(const Graph *g, const Op *o, bool backward, const int *bout) {
   const OpInfo *oi = op_info(o->kind);
   int64_t f = oi->flops(g, o, backward);
+  if (!backward && o->kind == OP_LINEAR_CROSS_ENTROPY && bout && bout[0] < 0 && bout[2] >= 0) {
+    int64_t d[MAX_KDIM];
+    int n;
+    lce_dims(g, o, d, &n);
+    return f - FLOPS(4, d[0], d[1], d[2]); /* 2 N K V and the rows' cross-entropy */
+  }
   if (!backward || !oi->bout_split) return f;
   int n = 0, run = 0;
   for (int k = 0; k < oi->nbout; k++)

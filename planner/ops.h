@@ -174,7 +174,10 @@ typedef struct {
 
 const OpInfo *op_info(OpKind k);
 /* FLOPs of one run of graph op o: its forward, or its backward writing the
- * backward outputs `bout` (step tensor ids in slot order, -1: not wanted). */
+ * backward outputs `bout` (step tensor ids in slot order, -1: not wanted).
+ * A forward run of the fused loss that writes dW alone (headgrad.h's
+ * deferred recompute, bout its outputs) counts the logits again only: the
+ * dW product is the one the training forward then skips. */
 int64_t op_run_flops(const Graph *g, const Op *o, bool backward, const int *bout);
 /* A collective of a plan for N ranks (allreduce, reduce_scatter, all_gather). */
 static inline bool op_is_comm(OpKind k) { return k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER || k == OP_ALL_GATHER; }

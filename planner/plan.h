@@ -196,6 +196,10 @@ typedef struct Plan {
    * or "bf16"; param_precision_tried: what auto compared (NULL: not asked) */
   const char *param_precision;
   const char *param_precision_tried;
+  /* the fused loss's tied weight gradient (--head-grad, planner/headgrad.h):
+   * "kept" or "deferred"; head_grad_tried: what auto compared (NULL: not asked) */
+  const char *head_grad;
+  const char *head_grad_tried;
   const char *assign_method;
   bool assign_optimal;
   /* gradient clipping (opt.clip_grad_norm > 0) keeps every gradient until

@@ -1638,6 +1638,7 @@ void rt_linear_cross_entropy_forward(float *loss, float *dx, float *dW, float *d
     if (dW) gemm(1, 0, V, K, n, scratch, xc, dW, r0 > 0);    // [n,V]^T @ [n,K]
     if (db && b) colsum(db, scratch, n, V, r0 > 0);
   }
+  if (!loss) return; /* the deferred head gradient's recompute (planner/headgrad.h): dW only */
   double s = 0.0;
   for (int64_t i = 0; i < N; i++) s += term[i];
   loss[0] = (float)(s / (double)N);

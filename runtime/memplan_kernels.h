@@ -235,7 +235,8 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
    * logits, then the rows' loss terms). Training (dx, dW, db not NULL: the loss's statistics) also writes,            \
    * chunk by chunk, the gradients of the unscaled loss: with g = (softmax(z) - onehot(targets)) / N,                  \
    * dx = g @ W [N,K], dW = g^T @ x [V,K], db = colsum(g) [V] (only when b; db then has V floats). Eval passes         \
-   * NULL for all three and computes the loss only. */                                                                 \
+   * NULL for all three and computes the loss only. loss NULL (planner/headgrad.h's deferred recompute, dx and db      \
+   * NULL too): dW alone, bit for bit what a training forward writes there. */                                         \
   X(void, linear_cross_entropy_forward,                                                                                \
     (float *loss, float *dx, float *dW, float *db, const float *x, const float *W, const float *b,                     \
      const int32_t *targets, float *scratch, int64_t N, int64_t V, int64_t K, int64_t R))                              \

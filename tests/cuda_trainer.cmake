@@ -55,6 +55,9 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
   # the fused classifier loss (rt_cuda_linear_cross_entropy_*), tied and without a bias, and written in YAML with one
   memplan_cuda_trainer(gpt2-mini-fused-loss ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --fused-loss=64)
   memplan_cuda_trainer(fused-lm ${MEMPLAN_TEST_DIR}/reference/fused-lm.yaml)
+  # the tied head's gradient deferred (planner/headgrad.h): the fused loss's forward run with loss NULL
+  memplan_cuda_trainer(gpt2-mini-head-deferred ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --fused-loss=64
+                       --head-grad=deferred)
   # AdamW's moments in bf16 and in 8 bits (u8 codes, f32 scales): rt_cuda_adamw_update_bf16 / _8bit
   memplan_cuda_trainer(gpt2-mini-opt-bf16 ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --opt-state=bf16)
   memplan_cuda_trainer(gpt2-mini-opt-8bit ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml --opt-state=8bit)

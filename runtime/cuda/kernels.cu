@@ -1745,6 +1745,7 @@ void rt_cuda_linear_cross_entropy_forward(float *loss, float *dx, float *dW, flo
     if (dW) gemm(1, 0, V, K, n, scratch, xc, dW, r0 > 0, 1, 0, 0, 0);    // [n,V]^T @ [n,K]
     if (db && b) colsum(db, scratch, n, V, r0 > 0);
   }
+  if (!loss) return; /* the deferred head gradient's recompute (planner/headgrad.h): dW only */
   lce_mean_kernel<<<1, LOSS_BLOCK, 0, ctx.stream>>>(loss, term, N);
   LAUNCH_CHECK();
 }

@@ -537,6 +537,43 @@ def lowered(a, b, rtol, *args):
     return 1 if problems else 0
 
 
+def identical(a, b, d, *args):
+    """B trains A's model with a lever that must change no number (--head-grad
+    deferred, planner/headgrad.h): every step's loss and the final weights bit
+    for bit A's. The controls: B's plan does defer (A's does not), so the two
+    trainers run other schedules, and A at lr x 1.001 gives other weights, so
+    the comparison sees a change in the last bits. B's peak RSS is within
+    memory_truth's bound."""
+    def run_saved(trainer, name, extra=()):
+        out = os.path.join(d, name)
+        r = must(probed([trainer, "--log", out + ".csv", "--save", out + ".safetensors"] + list(args) + list(extra)))
+        with open(out + ".safetensors", "rb") as f:
+            return [l for _, l in log_rows(out + ".csv")], f.read(), r.stdout
+
+    def plan(trainer):
+        return json.load(open(os.path.join(os.path.dirname(os.path.dirname(trainer)), "plan.json")))
+
+    pa, pb = plan(a), plan(b)
+    la, wa, _ = run_saved(a, "a")
+    lb, wb, out = run_saved(b, "b")
+    _, wl, _ = run_saved(a, "a-lr", ["--lr", repr(pa["optimizer"]["lr"] * 1.001)])
+    print("A: %s\nB: %s\nfinal weights: %s (%d bytes)" % (la, lb, "identical" if wa == wb else "DIFFERENT", len(wa)))
+    deferred = [o for o in pb["schedule"] if o["op"] == "linear_cross_entropy" and o["phase"] == "recompute"]
+    problems = [m for m in [memory_truth(b, out, text_bytes(list(args)))] if m]
+    if pb.get("head_grad") != "deferred" or not deferred or pa.get("head_grad", "kept") != "kept":
+        problems.append("B's plan does not defer the head's gradient (head_grad %s, %d recomputes), or A's does"
+                        % (pb.get("head_grad"), len(deferred)))
+    if not (la and la == lb and wa == wb):
+        problems.append("B's losses or weights are not A's bit for bit")
+    if wl == wa:
+        problems.append("lr x 1.001 gave the same weights: the comparison cannot fail")
+    if not (lb and float(lb[-1]) < float(lb[0]) - 0.5):
+        problems.append("the loss did not fall")
+    for m in problems:
+        print("FAIL: " + m)
+    return 1 if problems else 0
+
+
 def noalloc(trainer, lib, *args):
     env = dict(os.environ, LD_PRELOAD=os.path.abspath(lib))
     r = run([trainer, "--check-alloc", "--profile", "--eval-every", "2"] + list(args), env=env)
@@ -1199,6 +1236,8 @@ if __name__ == "__main__":
     if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "resume_errors", "lean", "nonfinite", "generate",
                "kvcache"):
         os.makedirs(rest[1], exist_ok=True)
+    if cmd == "identical":
+        os.makedirs(rest[2], exist_ok=True)
     if cmd == "clipnorm":
         os.makedirs(rest[2], exist_ok=True)
     fn = {"build": build, "train": train, "determinism": determinism, "roundtrip": roundtrip,
@@ -1206,5 +1245,5 @@ if __name__ == "__main__":
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
           "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas,
           "nonfinite": nonfinite, "memtruth": memtruth, "generate": generate, "lowered": lowered,
-          "kvcache": kvcache}[cmd]
+          "kvcache": kvcache, "identical": identical}[cmd]
     sys.exit(fn(*rest) or 0)
