@@ -935,19 +935,21 @@ static void need_nchw(BuildCtx *c) {
 /* kernel, stride (0: the kernel) and padding, the attributes' order */
 static int64_t pool_stride(const Attr *a) { return a[1].i ? a[1].i : a[0].i; }
 
-/* floor((n + 2 p - k) / s) + 1, torch's output size (ceil_mode false); the
- * padded size must hold one window. */
-static int64_t pool_out(BuildCtx *c, int64_t n, const char *axis, int64_t k, int64_t s, int64_t p) {
+/* floor((n + 2 p - k) / s) + 1, torch's output size; with ceil_mode (maxpool2d) the division rounds up, less
+ * a last window that would start past the input and its left padding (torch's rule). The padded size must hold
+ * one window. */
+static int64_t pool_out(BuildCtx *c, int64_t n, const char *axis, int64_t k, int64_t s, int64_t p, bool ceil) {
   int64_t padded;
   if (!ck_mul(2, p, &padded) || !ck_add(padded, n, &padded) || padded < k)
     build_error(c, "kernel",
                 "kernel = %lld is larger than the padded input: %s + 2 * padding = %lld + 2 * %lld; use a smaller "
                 "kernel or more padding",
                 (long long)k, axis, (long long)n, (long long)p);
-  return (padded - k) / s + 1;
+  int64_t o = (padded - k + (ceil ? s - 1 : 0)) / s + 1;
+  return ceil && (o - 1) * s >= n + p ? o - 1 : o;
 }
 
-static void pool_build(BuildCtx *c) {
+static void pool_build_mode(BuildCtx *c, bool ceil) {
   need_float(c, 0);
   need_nchw(c);
   const Shape *x = in_shape(c, 0);
@@ -955,11 +957,15 @@ static void pool_build(BuildCtx *c) {
   if (p > k / 2)
     build_error(c, "padding", "padding = %lld must be at most half the kernel (%lld), as torch requires", (long long)p,
                 (long long)k);
-  int64_t d[4] = {x->d[0], x->d[1], pool_out(c, x->d[2], "H", k, s, p), pool_out(c, x->d[3], "W", k, s, p)};
+  int64_t d[4] = {x->d[0], x->d[1], pool_out(c, x->d[2], "H", k, s, p, ceil),
+                  pool_out(c, x->d[3], "W", k, s, p, ceil)};
   const char *sym[4] = {x->sym[0], x->sym[1], NULL, NULL};
   build_data(c, 0, 0);
   build_output(c, 0, NULL, build_shape(c, 4, d, sym), DT_F32);
 }
+static void maxpool_build(BuildCtx *c) { pool_build_mode(c, attr_i(c, "ceil_mode")); }
+/* avgpool2d has no ceil_mode: torch's divisor of a window past the padding is not k k */
+static void pool_build(BuildCtx *c) { pool_build_mode(c, false); }
 /* N C H W Ho Wo k s p */
 static void pool_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
@@ -976,6 +982,33 @@ static void pool_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
 static int64_t pool_flops(const Graph *g, const Op *op, bool bwd) {
   (void)bwd;
   return FLOPS(out_numel(g, op), op->attr[0].i, op->attr[0].i);
+}
+
+/* adaptive_avgpool2d: [N, C, H, W] -> [N, C, height, width], output i of a dim of n averaging the inputs
+ * floor(i n / o) .. ceil((i + 1) n / o) - 1 (torch's adaptive windows: of uneven sizes when o does not divide n,
+ * overlapping or repeated when o > n) */
+static void adaptive_pool_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_nchw(c);
+  const Shape *x = in_shape(c, 0);
+  int64_t d[4] = {x->d[0], x->d[1], attr_i(c, "height"), attr_i(c, "width")};
+  const char *sym[4] = {x->sym[0], x->sym[1], attr_sym(c, "height"), attr_sym(c, "width")};
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, build_shape(c, 4, d, sym), DT_F32);
+}
+/* N C H W Ho Wo */
+static void adaptive_pool_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
+  for (int i = 0; i < 4; i++) d[i] = x->d[i];
+  d[4] = y->d[2];
+  d[5] = y->d[3];
+  *n = 6;
+}
+/* an addition per window element: a window spans at most ceil(n / o) + 1 inputs of a dim */
+static int64_t adaptive_pool_flops(const Graph *g, const Op *op, bool bwd) {
+  (void)bwd;
+  const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
+  return FLOPS(out_numel(g, op), x->d[2] / y->d[2] + 2, x->d[3] / y->d[3] + 2);
 }
 
 static void gap_build(BuildCtx *c) {
@@ -1409,9 +1442,9 @@ static const OpInfo table[OP_COUNT] = {
         {
             .name = "maxpool2d",
             .attrs = {{"kernel", ATTR_INT, .required = true}, {"stride", ATTR_INT}, /* absent: kernel */
-                      {"padding", ATTR_INT, .nonneg = true}},
+                      {"padding", ATTR_INT, .nonneg = true}, {"ceil_mode", ATTR_BOOL}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
-            .build = pool_build, .dims = pool_dims, .flops = pool_flops,
+            .build = maxpool_build, .dims = pool_dims, .flops = pool_flops,
             .cheap = true,
             /* backward finds each window's maximum again in x, which the op
              * before usually keeps anyway, instead of saving indices */
@@ -1426,6 +1459,17 @@ static const OpInfo table[OP_COUNT] = {
                       {"padding", ATTR_INT, .nonneg = true}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .build = pool_build, .dims = pool_dims, .flops = pool_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_ADAPTIVE_AVGPOOL2D] =
+        {
+            .name = "adaptive_avgpool2d",
+            .attrs = {{"height", ATTR_INT, .required = true}, {"width", ATTR_INT, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .build = adaptive_pool_build, .dims = adaptive_pool_dims, .flops = adaptive_pool_flops,
             .cheap = true,
             .nbin = 1, .bin = {REF_DOUT},
             .nbout = 1, .bout = {REF_GIN(0)},

@@ -106,3 +106,15 @@ memplan_torch_import(tv_mobilenet_v3_small torchvision.models:mobilenet_v3_small
                      --steps 3 --floor-ulps 32)
 # (--floor-ulps 32: step 1's error was 6.4e-7, 10.7 float32 ulps, under OPENBLAS_CORETYPE=Prescott, and
 # 2.3e-8 under Zen and Haswell; 32 ulps (1.9e-6) is 3x the largest, and the planted silu gave 3.99e-3)
+# VGG's, AlexNet's and SqueezeNet's pooling at small images (tests/torch_import/modules.py:VGGish):
+# nn.MaxPool2d(3, 2, ceil_mode=True) of 10x10 (maxpool2d ceil_mode: 5x5, the floor's 4x4), nn.AdaptiveAvgPool2d((3, 3))
+# of 5x5 and F.adaptive_avg_pool2d to 2x7 (adaptive_avgpool2d: uneven windows, and more columns than inputs).
+# Planted once: PLANTED_VGG
+memplan_torch_import(vggish ${ti_mod}:VGGish --input x=[B,3,10,10]:f32 --input targets=[B]:i32 --dims B=4
+                     --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# torchvision's own squeezenet1_1 (num_classes 10, dropout 0) at 32x32, batch 2, 3 SGD steps: three max poolings
+# with ceil_mode, the Fire modules' torch.cat, the classifier's 1x1 conv and adaptive pooling to 1x1. Skipped (77)
+# without torchvision. Planted once: PLANTED_SQZ
+memplan_torch_import(tv_squeezenet1_1 torchvision.models:squeezenet1_1 --kwargs num_classes=10,dropout=0.0
+                     --input x=[B,3,32,32]:f32 --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
+                     --optimizer sgd:lr=0.01,momentum=0.9 --steps 3)

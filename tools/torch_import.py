@@ -594,14 +594,19 @@ class Importer:
             k, s, p, d = one(k, "kernel"), one(s if s is not None else k, "stride"), one(p, "padding"), one(d, "dil")
         except ValueError as e:
             return self.reject(node, "memplan's %s takes square windows: %s" % (op, e))
-        if d != 1 or ceil or not count_pad or divisor is not None:
-            return self.reject(node, "%s with dilation, ceil_mode, count_include_pad=False or divisor_override" % op)
-        self.emit(node, op, {"kernel": k, "stride": s, "padding": p}, ins)
+        if d != 1 or ceil and op != "maxpool2d" or not count_pad or divisor is not None:
+            return self.reject(node, "%s with dilation, count_include_pad=False or divisor_override (ceil_mode: "
+                               "maxpool2d's only)" % op)
+        keys = {"kernel": k, "stride": s, "padding": p}
+        if ceil:
+            keys["ceil_mode"] = True
+        self.emit(node, op, keys, ins)
 
     def adaptive(self, node, size, ins):
         """Adaptive average pooling: to 1x1 global_avgpool (+ a reshape keeping torch's 1x1 plane); to a size
         that divides the input's evenly, avgpool2d with the quotient as kernel and stride (the same windows);
-        to the input's own size, nothing (VGG's and AlexNet's at their usual image sizes)."""
+        to the input's own size, nothing (VGG's and AlexNet's at their usual image sizes); to any other size
+        adaptive_avgpool2d (torch's uneven windows)."""
         size = size if isinstance(size, (tuple, list)) else (size, size)
         H, W = self.shape(node.args[0])[-2:]
         size = tuple(H if o is None else o for o in size[:1]) + tuple(W if o is None else o for o in size[1:])
@@ -614,8 +619,7 @@ class Importer:
             # torch keeps the 1x1 plane: a reshape that moves no data
             return self.emit(node, "reshape", {"shape": self.dim_expr(self.shape(node))}, [g])
         if H % size[0] or W % size[1] or H // size[0] != W // size[1]:
-            return self.reject(node, "adaptive average pooling of %dx%d to %dx%d: memplan pools to 1x1, or by a "
-                               "square window that divides the input evenly" % (H, W, size[0], size[1]))
+            return self.emit(node, "adaptive_avgpool2d", {"height": size[0], "width": size[1]}, ins)
         k = H // size[0]
         return self.emit(node, "avgpool2d", {"kernel": k, "stride": k, "padding": 0}, ins)
 
