@@ -123,3 +123,10 @@ memplan_torch_import(vggish ${ti_mod}:VGGish --input x=[B,3,10,10]:f32 --input t
 memplan_torch_import(tv_squeezenet1_1 torchvision.models:squeezenet1_1 --kwargs num_classes=10,dropout=0.0
                      --input x=[B,3,33,33]:f32 --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
                      --optimizer sgd:lr=0.01,momentum=0.9 --steps 3)
+# torchvision's own shufflenet_v2_x0_5 (num_classes 10) at 64x64, batch 2, 3 SGD steps: x.chunk(2, dim=1) (a
+# reshape of C to [2, C / 2] and a select per piece), the channel shuffle (view to [B, 2, C / 2, H, W],
+# transpose(1, 2), view back), depthwise convolutions, x.mean([2, 3]). Skipped (77) without torchvision.
+# Planted once: PLANTED_SHUF
+memplan_torch_import(tv_shufflenet_v2_x0_5 torchvision.models:shufflenet_v2_x0_5 --kwargs num_classes=10
+                     --input x=[B,3,64,64]:f32 --input targets=[B]:i32 --dims B=4 --loss cross_entropy:targets
+                     --optimizer sgd:lr=0.001,momentum=0.9 --steps 3)

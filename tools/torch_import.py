@@ -211,6 +211,7 @@ class Importer:
         self.shape_over = {}      # fx node -> memplan's shape where it differs (position_embedding's [B, T, C])
         self.rejected = set()     # nodes refused, and those refused because an input was
         self.absorbed = {}        # fx node -> None (inside a matched pattern) or the pattern's op to emit there
+        self.chunks = {}          # fx node of a chunk -> the dim its reshape splits (its getitems select there)
         self.gm = None
         self.bind = {n: n for n, _, _ in inputs}  # forward argument -> --input name
 
@@ -419,6 +420,23 @@ class Importer:
         name = self.emit(node, "layernorm", keys, [x], self.layer_name(self.sd_name(pw[0], "")[:-1] or node.name))
         self.own(name, pw[0], ("weight",) + (("bias",) if b is not None else ()))
         return name
+
+    def chunk(self, node):
+        """x.chunk(k, dim) (ShuffleNet's channel split) into k equal pieces: a reshape of dim's n to [k, n / k],
+        which moves no data, and a select of each piece a getitem reads (its own layer)."""
+        v = dict(zip(("input", "chunks", "dim"), node.args))
+        v.update(node.kwargs)
+        x = self.arg(node, v.get("input"))
+        if x is None:
+            return None
+        ish, k = self.shape(v["input"]), v.get("chunks")
+        d = v.get("dim", 0) % len(ish) if isinstance(v.get("dim", 0), int) else None
+        if not isinstance(k, int) or d is None or d == 0 or ish[d] % k:
+            return self.reject(node, "chunk(%r, dim=%r) of %s: memplan splits a dim other than the batch in equal "
+                               "pieces" % (k, v.get("dim", 0), list(ish)))
+        self.chunks[node] = d
+        return self.emit(node, "reshape", {"shape": self.dim_expr(list(ish[:d]) + [k, ish[d] // k] +
+                                                                  list(ish[d + 1:]))}, [x])
 
     def permute(self, node):
         """x.permute(dims) as memplan's transposes, one per swap that sorts the dims into place (ConvNeXt's
@@ -648,6 +666,8 @@ class Importer:
         import torch
         import torch.nn.functional as F
         t, a, kw = node.target, node.args, node.kwargs
+        if t in ("chunk", torch.chunk):
+            return self.chunk(node)
         shp = self.shape(node)
         if shp is None:  # sizes, shapes and other non-tensor values: used only by shape ops, which read ShapeProp
             return
@@ -711,6 +731,9 @@ class Importer:
             if x is not None:
                 self.value[node] = x
             return None
+        if t is operator.getitem and a and a[0] in self.chunks:  # one piece of a chunk: select of its reshape
+            x = self.arg(node, a[0])
+            return None if x is None else self.emit(node, "select", {"axis": self.chunks[a[0]], "index": a[1]}, [x])
         if t is F.layer_norm:
             return self.layer_norm(node)
         if t in ("permute", torch.permute):
