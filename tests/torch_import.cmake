@@ -108,7 +108,8 @@ memplan_torch_import(tv_mobilenet_v3_small torchvision.models:mobilenet_v3_small
 # 2.3e-8 under Zen and Haswell; 32 ulps (1.9e-6) is 3x the largest, and the planted silu gave 3.99e-3)
 # VGG's, AlexNet's and SqueezeNet's pooling at small images (tests/torch_import/modules.py:VGGish):
 # nn.MaxPool2d(3, 2, ceil_mode=True) of 10x10 (maxpool2d ceil_mode: 5x5, the floor's 4x4),
-# nn.AdaptiveAvgPool2d((3, 3)) of 5x5 and F.adaptive_avg_pool2d to 2x7 (adaptive_avgpool2d: uneven windows, and more columns than inputs).
+# nn.AdaptiveAvgPool2d((3, 3)) of 5x5 and F.adaptive_avg_pool2d to 2x7 (adaptive_avgpool2d: uneven windows, and
+# more columns than inputs).
 # Measured per-step loss errors 1e-8 to 3e-8. Planted once: the tool writing adaptive_avgpool2d's height and width
 # swapped (2x7 as 7x2: the same features' count) printed
 #   "step 1: loss 2.379491570 vs 2.384639696  rel err 2.16e-03 (tolerance 2.4e-07)  FAIL".
@@ -117,8 +118,8 @@ memplan_torch_import(vggish ${ti_mod}:VGGish --input x=[B,3,10,10]:f32 --input t
 # torchvision's own squeezenet1_1 (num_classes 10, dropout 0) at 33x33, batch 2, 3 SGD steps: three max poolings
 # with ceil_mode, each rounding up (16 to 8, 8 to 4, 4 to 2; at 32x32 or 224x224 every division is exact and
 # ceil_mode changes nothing), the Fire modules' torch.cat, the classifier's 1x1 conv and adaptive pooling to
-# 1x1. Skipped (77) without torchvision. Measured per-step loss errors 2e-8 to 3e-8. Planted once: the tool dropping ceil_mode
-# (the adaptive pooling to 1x1 hides the sizes) printed
+# 1x1. Skipped (77) without torchvision. Measured per-step loss errors 2e-8 to 3e-8. Planted once: the tool
+# dropping ceil_mode (the adaptive pooling to 1x1 hides the sizes) printed
 #   "step 1: loss 2.349635360 vs 2.352481918  rel err 1.21e-03 (tolerance 3.2e-07)  FAIL".
 memplan_torch_import(tv_squeezenet1_1 torchvision.models:squeezenet1_1 --kwargs num_classes=10,dropout=0.0
                      --input x=[B,3,33,33]:f32 --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
