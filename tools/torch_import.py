@@ -612,9 +612,11 @@ class Importer:
             k, s, p, d = one(k, "kernel"), one(s if s is not None else k, "stride"), one(p, "padding"), one(d, "dil")
         except ValueError as e:
             return self.reject(node, "memplan's %s takes square windows: %s" % (op, e))
-        if d != 1 or ceil and op != "maxpool2d" or not count_pad or divisor is not None:
-            return self.reject(node, "%s with dilation, count_include_pad=False or divisor_override (ceil_mode: "
-                               "maxpool2d's only)" % op)
+        why = [w for w, bad in (("dilation %r" % (d,), d != 1), ("count_include_pad=False", not count_pad),
+                                ("ceil_mode (maxpool2d's only: an average's divisor past the input differs)",
+                                 ceil and op != "maxpool2d"), ("divisor_override", divisor is not None)) if bad]
+        if why:
+            return self.reject(node, "memplan's %s takes no %s" % (op, ", ".join(why)))
         keys = {"kernel": k, "stride": s, "padding": p}
         if ceil:
             keys["ceil_mode"] = True
