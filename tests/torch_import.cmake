@@ -130,7 +130,8 @@ memplan_torch_import(tv_squeezenet1_1 torchvision.models:squeezenet1_1 --kwargs 
 # Batch 4, SGD lr 1e-3: at batch 2 (lr 1e-2) the float32 yardstick itself drifted, step 2 2.0e-4 off against a
 # tolerance of 1.7e-4. 2 steps: step 3 was 9.9e-6 off under OPENBLAS_CORETYPE=Prescott against 9.0e-6 (6.0e-6
 # vs 2.0e-5 under Zen). Measured, Zen / Prescott: step 1 1.19e-6 / 3.1e-7 (tolerances 5.0e-6 / 6.0e-6), step 2
-# 2.1e-6 / 4.7e-6 (2.9e-5 / 3.5e-5), eval 7.1e-8 / 3.3e-8 (3.1e-7): at least 4x under. Planted once: the tool selecting the other piece of each chunk printed
+# 2.1e-6 / 4.7e-6 (2.9e-5 / 3.5e-5), eval 7.1e-8 / 3.3e-8 (3.1e-7): at least 4x under. Planted once: the tool
+# selecting the other piece of each chunk printed
 #   "step 1: loss 2.329739810 vs 2.438093388  rel err 4.44e-02 (tolerance 5.0e-06)  FAIL".
 memplan_torch_import(tv_shufflenet_v2_x0_5 torchvision.models:shufflenet_v2_x0_5 --kwargs num_classes=10
                      --input x=[B,3,64,64]:f32 --input targets=[B]:i32 --dims B=4 --loss cross_entropy:targets
