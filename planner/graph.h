@@ -77,6 +77,7 @@ typedef enum {
   OP_SELECT,      /* one index of an axis, the axis dropped */
   OP_MAXPOOL2D,   /* pooling over [N, C, H, W] */
   OP_AVGPOOL2D,
+  OP_ADAPTIVE_AVGPOOL2D, /* torch's adaptive windows: to any output size */
   OP_GLOBAL_AVGPOOL,
   OP_DROPOUT,          /* random: a counter-based mask from its mode_arg key */
   OP_STOCHASTIC_DEPTH, /* random: whole rows (or the batch) zeroed, from its mode_arg key */

@@ -374,6 +374,21 @@ static int64_t pool_flops(const Graph *g, const Op *op, bool bwd) {
   return FLOPS(out_numel(g, op), op->attr[0].i, op->attr[0].i);
 }
 
+/* N C H W Ho Wo */
+static void adaptive_pool_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
+  for (int i = 0; i < 4; i++) d[i] = x->d[i];
+  d[4] = y->d[2];
+  d[5] = y->d[3];
+  *n = 6;
+}
+/* an addition per window element: a window spans at most ceil(n / o) + 1 inputs of a dim */
+static int64_t adaptive_pool_flops(const Graph *g, const Op *op, bool bwd) {
+  (void)bwd;
+  const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
+  return FLOPS(out_numel(g, op), x->d[2] / y->d[2] + 2, x->d[3] / y->d[3] + 2);
+}
+
 /* NC HW */
 static void gap_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   const Shape *x = tshape(g, op->in[0]);
@@ -775,7 +790,7 @@ static const OpInfo table[OP_COUNT] = {
         {
             .name = "maxpool2d",
             .attrs = {{"kernel", ATTR_INT, .required = true}, {"stride", ATTR_INT}, /* absent: kernel */
-                      {"padding", ATTR_INT, .nonneg = true}},
+                      {"padding", ATTR_INT, .nonneg = true}, {"ceil_mode", ATTR_BOOL}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .dims = pool_dims, .flops = pool_flops,
             .cheap = true,
@@ -792,6 +807,17 @@ static const OpInfo table[OP_COUNT] = {
                       {"padding", ATTR_INT, .nonneg = true}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .dims = pool_dims, .flops = pool_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_ADAPTIVE_AVGPOOL2D] =
+        {
+            .name = "adaptive_avgpool2d",
+            .attrs = {{"height", ATTR_INT, .required = true}, {"width", ATTR_INT, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .dims = adaptive_pool_dims, .flops = adaptive_pool_flops,
             .cheap = true,
             .nbin = 1, .bin = {REF_DOUT},
             .nbout = 1, .bout = {REF_GIN(0)},

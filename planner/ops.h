@@ -50,6 +50,7 @@
  *   select         x                out                 dout                       dx               O N I index
  *   maxpool2d      x                out                 dout x                     dx               N C H W Ho Wo k s p
  *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
+ *   adaptive_avgpool2d x            out                 dout                       dx               N C H W Ho Wo
  *   global_avgpool x                out                 dout                       dx               NC HW
  *   dropout        x                out mask            dout mask                  dx               n (p) [mode key]
  *   stoch._depth   x                out                 dout                       dx               N S batch (p) [..]

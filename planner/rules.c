@@ -632,19 +632,21 @@ static void need_nchw(BuildCtx *c) {
   }
 }
 
-/* floor((n + 2 p - k) / s) + 1, torch's output size (ceil_mode false); the
- * padded size must hold one window. */
-static int64_t pool_out(BuildCtx *c, int64_t n, const char *axis, int64_t k, int64_t s, int64_t p) {
+/* floor((n + 2 p - k) / s) + 1, torch's output size; with ceil_mode (maxpool2d) the division rounds up, less
+ * a last window that would start past the input and its left padding (torch's rule). The padded size must hold
+ * one window. */
+static int64_t pool_out(BuildCtx *c, int64_t n, const char *axis, int64_t k, int64_t s, int64_t p, bool ceil) {
   int64_t padded;
   if (!ck_mul(2, p, &padded) || !ck_add(padded, n, &padded) || padded < k)
     build_error(c, "kernel",
                 "kernel = %lld is larger than the padded input: %s + 2 * padding = %lld + 2 * %lld; use a smaller "
                 "kernel or more padding",
                 (long long)k, axis, (long long)n, (long long)p);
-  return (padded - k) / s + 1;
+  int64_t o = (padded - k + (ceil ? s - 1 : 0)) / s + 1;
+  return ceil && (o - 1) * s >= n + p ? o - 1 : o;
 }
 
-static void pool_build(BuildCtx *c) {
+static void pool_build_mode(BuildCtx *c, bool ceil) {
   need_float(c, 0);
   need_nchw(c);
   const Shape *x = in_shape(c, 0);
@@ -652,8 +654,25 @@ static void pool_build(BuildCtx *c) {
   if (p > k / 2)
     build_error(c, "padding", "padding = %lld must be at most half the kernel (%lld), as torch requires", (long long)p,
                 (long long)k);
-  int64_t d[4] = {x->d[0], x->d[1], pool_out(c, x->d[2], "H", k, s, p), pool_out(c, x->d[3], "W", k, s, p)};
+  int64_t d[4] = {x->d[0], x->d[1], pool_out(c, x->d[2], "H", k, s, p, ceil),
+                  pool_out(c, x->d[3], "W", k, s, p, ceil)};
   const char *sym[4] = {x->sym[0], x->sym[1], NULL, NULL};
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, build_shape(c, 4, d, sym), DT_F32);
+}
+static void maxpool_build(BuildCtx *c) { pool_build_mode(c, attr_i(c, "ceil_mode")); }
+/* avgpool2d has no ceil_mode: torch's divisor of a window past the padding is not k k */
+static void pool_build(BuildCtx *c) { pool_build_mode(c, false); }
+
+/* adaptive_avgpool2d: [N, C, H, W] -> [N, C, height, width], output i of a dim of n averaging the inputs
+ * floor(i n / o) .. ceil((i + 1) n / o) - 1 (torch's adaptive windows: of uneven sizes when o does not divide n,
+ * overlapping or repeated when o > n) */
+static void adaptive_pool_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_nchw(c);
+  const Shape *x = in_shape(c, 0);
+  int64_t d[4] = {x->d[0], x->d[1], attr_i(c, "height"), attr_i(c, "width")};
+  const char *sym[4] = {x->sym[0], x->sym[1], attr_sym(c, "height"), attr_sym(c, "width")};
   build_data(c, 0, 0);
   build_output(c, 0, NULL, build_shape(c, 4, d, sym), DT_F32);
 }
@@ -725,8 +744,9 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_CONCAT] = concat_build,
     [OP_CLASS_TOKEN] = class_token_build,
     [OP_SELECT] = select_build,
-    [OP_MAXPOOL2D] = pool_build,
+    [OP_MAXPOOL2D] = maxpool_build,
     [OP_AVGPOOL2D] = pool_build,
+    [OP_ADAPTIVE_AVGPOOL2D] = adaptive_pool_build,
     [OP_GLOBAL_AVGPOOL] = gap_build,
     [OP_DROPOUT] = dropout_build,
     [OP_STOCHASTIC_DEPTH] = sd_build,

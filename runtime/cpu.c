@@ -2089,6 +2089,58 @@ void rt_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, i
   pool_run(avgpool_backward_task, (PoolTask){dx, NULL, dout, H, W, Ho, Wo, k, s, p, acc}, N, C);
 }
 
+/* adaptive_avgpool2d: window o of a dim of n outputs out and n inputs, torch's [floor(o n / out), ceil((o + 1) n /
+ * out)); the outputs whose windows hold input i: [floor(i out / n), ceil((i + 1) out / n)) */
+static inline int64_t adaptive_lo(int64_t o, int64_t n, int64_t out) { return o * n / out; }
+static inline int64_t adaptive_hi(int64_t o, int64_t n, int64_t out) { return ((o + 1) * n + out - 1) / out; }
+
+static void adaptive_pool_task(const void *ctx, int64_t lo, int64_t hi) {
+  const PoolTask *c = ctx;
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const float *x = c->x + pl * c->H * c->W;
+    float *out = c->out + pl * c->Ho * c->Wo;
+    for (int64_t ho = 0; ho < c->Ho; ho++)
+      for (int64_t wo = 0; wo < c->Wo; wo++) {
+        int64_t h0 = adaptive_lo(ho, c->H, c->Ho), h1 = adaptive_hi(ho, c->H, c->Ho);
+        int64_t w0 = adaptive_lo(wo, c->W, c->Wo), w1 = adaptive_hi(wo, c->W, c->Wo);
+        double sum = 0.0;
+        for (int64_t h = h0; h < h1; h++)
+          for (int64_t w = w0; w < w1; w++) sum += x[h * c->W + w];
+        out[ho * c->Wo + wo] = (float)(sum / (double)((h1 - h0) * (w1 - w0)));
+      }
+  }
+}
+
+static void adaptive_pool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const PoolTask *c = ctx;
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const float *dout = c->dout + pl * c->Ho * c->Wo;
+    float *dx = c->out + pl * c->H * c->W;
+    if (!c->acc) memset(dx, 0, sizeof(float) * (size_t)(c->H * c->W));
+    for (int64_t ho = 0; ho < c->Ho; ho++)
+      for (int64_t wo = 0; wo < c->Wo; wo++) {
+        int64_t h0 = adaptive_lo(ho, c->H, c->Ho), h1 = adaptive_hi(ho, c->H, c->Ho);
+        int64_t w0 = adaptive_lo(wo, c->W, c->Wo), w1 = adaptive_hi(wo, c->W, c->Wo);
+        float g = dout[ho * c->Wo + wo] / (float)((h1 - h0) * (w1 - w0));
+        for (int64_t h = h0; h < h1; h++)
+          for (int64_t w = w0; w < w1; w++) dx[h * c->W + w] += g;
+      }
+  }
+}
+
+/* PoolTask's k: the largest window's side, for pool_run's work estimate */
+void rt_adaptive_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                                   int64_t Wo) {
+  pool_run(adaptive_pool_task, (PoolTask){out, x, NULL, H, W, Ho, Wo, H / Ho + W / Wo + 2, 0, 0, 0}, N, C);
+}
+
+void rt_adaptive_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W,
+                                    int64_t Ho, int64_t Wo, int acc) {
+  if (!dx) return;
+  pool_run(adaptive_pool_backward_task, (PoolTask){dx, NULL, dout, H, W, Ho, Wo, H / Ho + W / Wo + 2, 0, 0, acc}, N,
+           C);
+}
+
 static void gap_task(const void *ctx, int64_t lo, int64_t hi) {
   const PoolTask *c = ctx;
   for (int64_t pl = lo; pl < hi; pl++) {

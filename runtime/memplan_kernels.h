@@ -321,7 +321,8 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
                                                                                                                        \
   /* maxpool2d over each of the N*C planes of x[N,C,H,W]: out[N,C,Ho,Wo] is the maximum of the                         \
    * k x k window at (ho s - p, wo s - p); padding is -inf (never chosen). As torch: the first                         \
-   * maximum in row-major window order wins, a NaN propagates. Ho = (H + 2p - k) / s + 1, p <= k/2. */                 \
+   * maximum in row-major window order wins, a NaN propagates. Ho = (H + 2p - k) / s + 1 (rounded up with              \
+   * ceil_mode, the last window starting inside the input or its left padding), p <= k/2. */                           \
   X(void, maxpool2d_forward,                                                                                           \
     (float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t k,        \
      int64_t s, int64_t p))                                                                                            \
@@ -339,6 +340,14 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, avgpool2d_backward,                                                                                          \
     (float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t k,      \
      int64_t s, int64_t p, int acc))                                                                                   \
+  /* adaptive_avgpool2d (torch's AdaptiveAvgPool2d): out[N,C,Ho,Wo] is the mean (summed in double) of the window       \
+   * rows floor(ho H / Ho) .. ceil((ho + 1) H / Ho) - 1 by columns likewise of W, of uneven sizes where Ho does        \
+   * not divide H. */                                                                                                  \
+  X(void, adaptive_avgpool2d_forward,                                                                                  \
+    (float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo))                  \
+  /* dx (+)= sum over the windows holding an element of dout / (its window's size), in row-major output order. */      \
+  X(void, adaptive_avgpool2d_backward,                                                                                 \
+    (float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int acc))       \
   /* global average pooling: out[NC] = mean of each plane x[NC, HW] (summed in double). */                             \
   X(void, global_avgpool_forward, (float *out, const float *x, int64_t NC, int64_t HW))                                \
   /* dx[NC, HW] (+)= dout[NC] / HW. */                                                                                 \

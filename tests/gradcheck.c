@@ -930,6 +930,41 @@ static void case_avgpool(const char *name, int64_t N, int64_t C, int64_t H, int6
   run_case(&c);
 }
 
+/* torch's adaptive windows: [floor(o n / out), ceil((o + 1) n / out)); d = N C H W Ho Wo */
+static void ref_adaptive_pool(double *out, double *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  int64_t H = d[2], W = d[3], Ho = d[4], Wo = d[5];
+  for (int64_t pl = 0; pl < d[0] * d[1]; pl++)
+    for (int64_t i = 0; i < Ho * Wo; i++) {
+      int64_t h0 = (int64_t)floor((double)(i / Wo) * H / Ho), h1 = (int64_t)ceil((double)(i / Wo + 1) * H / Ho);
+      int64_t w0 = (int64_t)floor((double)(i % Wo) * W / Wo), w1 = (int64_t)ceil((double)(i % Wo + 1) * W / Wo);
+      double sum = 0.0;
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) sum += in[0][pl * H * W + h * W + w];
+      out[pl * Ho * Wo + i] = sum / (double)((h1 - h0) * (w1 - w0));
+    }
+}
+static void fwd_adaptive_pool(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  rt_adaptive_avgpool2d_forward(out, in[0], d[0], d[1], d[2], d[3], d[4], d[5]);
+}
+static void bwd_adaptive_pool(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  const int64_t *d = c->d;
+  rt_adaptive_avgpool2d_backward(din[0], dout, d[0], d[1], d[2], d[3], d[4], d[5], acc);
+}
+static void case_adaptive_pool(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
+  Case c = {.name = name,
+            .nin = 1,
+            .in_n = {N * C * H * W},
+            .out_n = N * C * Ho * Wo,
+            .d = {N, C, H, W, Ho, Wo},
+            .ref = ref_adaptive_pool,
+            .fwd = fwd_adaptive_pool,
+            .bwd = bwd_adaptive_pool};
+  run_case(&c);
+}
+
 static void ref_gap(double *out, double *const *in, const Case *c) {
   for (int64_t pl = 0; pl < c->d[0]; pl++) {
     double sum = 0.0;
@@ -1719,6 +1754,23 @@ static void alias_shape(void) {
   case_maxpool("maxpool2d (8x8, k2)", 2, 2, 8, 8, 2, 2, 0);
   case_avgpool("avgpool2d (9x7, k3 s2 p1)", 2, 3, 9, 7, 3, 2, 1); /* padding counted in the divisor */
   case_avgpool("avgpool2d (6x5, k4 s1 p2)", 1, 2, 6, 5, 4, 1, 2);
+  /* ceil_mode's sizes: 6x5 by k3 s2 to 3x2 (floor: 2x2), the last windows past the input's end */
+  Case mc = {.name = "maxpool2d (6x5, k3 s2, ceil_mode)",
+             .nin = 1,
+             .in_n = {2 * 3 * 6 * 5},
+             .amp = {50.0f},
+             .out_n = 2 * 3 * 3 * 2,
+             .d = {2, 3, 6, 5, 3, 2, 3, 2, 0},
+             .ref = ref_maxpool,
+             .fwd = fwd_maxpool,
+             .bwd = bwd_maxpool};
+  run_case(&mc);
+  /* uneven windows (9 to 4: 0-2, 2-4, 4-6, 6-8, overlapping), 7 to 3; and more outputs than inputs (2 to 5: windows
+   * of one and two). Planted once in cpu.c: the windows' end floor((o + 1) n / out) printed "FAIL adaptive_avgpool2d
+   * (9x7 to 4x3) forward max rel err 7.07e+01" and "FAIL adaptive_avgpool2d (2x3 to 5x7) d0 acc=0 max rel err
+   * 2.26e+00". */
+  case_adaptive_pool("adaptive_avgpool2d (9x7 to 4x3)", 2, 3, 9, 7, 4, 3);
+  case_adaptive_pool("adaptive_avgpool2d (2x3 to 5x7)", 1, 2, 2, 3, 5, 7);
   run_case(&(Case){.name = "global_avgpool",
                    .nin = 1,
                    .in_n = {6 * 35},

@@ -211,6 +211,7 @@ class Importer:
         self.shape_over = {}      # fx node -> memplan's shape where it differs (position_embedding's [B, T, C])
         self.rejected = set()     # nodes refused, and those refused because an input was
         self.absorbed = {}        # fx node -> None (inside a matched pattern) or the pattern's op to emit there
+        self.chunks = {}          # fx node of a chunk -> the dim its reshape splits (its getitems select there)
         self.gm = None
         self.bind = {n: n for n, _, _ in inputs}  # forward argument -> --input name
 
@@ -420,6 +421,23 @@ class Importer:
         self.own(name, pw[0], ("weight",) + (("bias",) if b is not None else ()))
         return name
 
+    def chunk(self, node):
+        """x.chunk(k, dim) (ShuffleNet's channel split) into k equal pieces: a reshape of dim's n to [k, n / k],
+        which moves no data, and a select of each piece a getitem reads (its own layer)."""
+        v = dict(zip(("input", "chunks", "dim"), node.args))
+        v.update(node.kwargs)
+        x = self.arg(node, v.get("input"))
+        if x is None:
+            return None
+        ish, k = self.shape(v["input"]), v.get("chunks")
+        d = v.get("dim", 0) % len(ish) if isinstance(v.get("dim", 0), int) else None
+        if not isinstance(k, int) or d is None or d == 0 or ish[d] % k:
+            return self.reject(node, "chunk(%r, dim=%r) of %s: memplan splits a dim other than the batch in equal "
+                               "pieces" % (k, v.get("dim", 0), list(ish)))
+        self.chunks[node] = d
+        return self.emit(node, "reshape", {"shape": self.dim_expr(list(ish[:d]) + [k, ish[d] // k] +
+                                                                  list(ish[d + 1:]))}, [x])
+
     def permute(self, node):
         """x.permute(dims) as memplan's transposes, one per swap that sorts the dims into place (ConvNeXt's
         channel-last (0, 2, 3, 1) is two; a swap is one transpose)."""
@@ -594,14 +612,21 @@ class Importer:
             k, s, p, d = one(k, "kernel"), one(s if s is not None else k, "stride"), one(p, "padding"), one(d, "dil")
         except ValueError as e:
             return self.reject(node, "memplan's %s takes square windows: %s" % (op, e))
-        if d != 1 or ceil or not count_pad or divisor is not None:
-            return self.reject(node, "%s with dilation, ceil_mode, count_include_pad=False or divisor_override" % op)
-        self.emit(node, op, {"kernel": k, "stride": s, "padding": p}, ins)
+        why = [w for w, bad in (("dilation %r" % (d,), d != 1), ("count_include_pad=False", not count_pad),
+                                ("ceil_mode (maxpool2d's only: an average's divisor past the input differs)",
+                                 ceil and op != "maxpool2d"), ("divisor_override", divisor is not None)) if bad]
+        if why:
+            return self.reject(node, "memplan's %s takes no %s" % (op, ", ".join(why)))
+        keys = {"kernel": k, "stride": s, "padding": p}
+        if ceil:
+            keys["ceil_mode"] = True
+        self.emit(node, op, keys, ins)
 
     def adaptive(self, node, size, ins):
         """Adaptive average pooling: to 1x1 global_avgpool (+ a reshape keeping torch's 1x1 plane); to a size
         that divides the input's evenly, avgpool2d with the quotient as kernel and stride (the same windows);
-        to the input's own size, nothing (VGG's and AlexNet's at their usual image sizes)."""
+        to the input's own size, nothing (VGG's and AlexNet's at their usual image sizes); to any other size
+        adaptive_avgpool2d (torch's uneven windows)."""
         size = size if isinstance(size, (tuple, list)) else (size, size)
         H, W = self.shape(node.args[0])[-2:]
         size = tuple(H if o is None else o for o in size[:1]) + tuple(W if o is None else o for o in size[1:])
@@ -614,8 +639,7 @@ class Importer:
             # torch keeps the 1x1 plane: a reshape that moves no data
             return self.emit(node, "reshape", {"shape": self.dim_expr(self.shape(node))}, [g])
         if H % size[0] or W % size[1] or H // size[0] != W // size[1]:
-            return self.reject(node, "adaptive average pooling of %dx%d to %dx%d: memplan pools to 1x1, or by a "
-                               "square window that divides the input evenly" % (H, W, size[0], size[1]))
+            return self.emit(node, "adaptive_avgpool2d", {"height": size[0], "width": size[1]}, ins)
         k = H // size[0]
         return self.emit(node, "avgpool2d", {"kernel": k, "stride": k, "padding": 0}, ins)
 
@@ -644,6 +668,8 @@ class Importer:
         import torch
         import torch.nn.functional as F
         t, a, kw = node.target, node.args, node.kwargs
+        if t in ("chunk", torch.chunk):
+            return self.chunk(node)
         shp = self.shape(node)
         if shp is None:  # sizes, shapes and other non-tensor values: used only by shape ops, which read ShapeProp
             return
@@ -707,6 +733,9 @@ class Importer:
             if x is not None:
                 self.value[node] = x
             return None
+        if t is operator.getitem and a and a[0] in self.chunks:  # one piece of a chunk: select of its reshape
+            x = self.arg(node, a[0])
+            return None if x is None else self.emit(node, "select", {"axis": self.chunks[a[0]], "index": a[1]}, [x])
         if t is F.layer_norm:
             return self.layer_norm(node)
         if t in ("permute", torch.permute):

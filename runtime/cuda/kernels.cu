@@ -2093,6 +2093,41 @@ static __global__ void pool_backward_kernel(float *dx, const float *dout, const 
   }
 }
 
+/* adaptive_avgpool2d: cpu.c's windows and order; backward gathers, per input element, the outputs whose
+ * windows hold it: [floor(i out / n), ceil((i + 1) out / n)) of each dim */
+static __device__ int64_t adaptive_lo_dev(int64_t o, int64_t n, int64_t out) { return o * n / out; }
+static __device__ int64_t adaptive_hi_dev(int64_t o, int64_t n, int64_t out) { return ((o + 1) * n + out - 1) / out; }
+
+static __global__ void adaptive_pool_forward_kernel(float *out, const float *x, PoolDims d, int64_t n) {
+  GRID_STRIDE(i, n) {
+    int64_t pl = i / (d.Ho * d.Wo), r = i % (d.Ho * d.Wo), ho = r / d.Wo, wo = r % d.Wo;
+    const float *xp = x + pl * d.H * d.W;
+    int64_t h0 = adaptive_lo_dev(ho, d.H, d.Ho), h1 = adaptive_hi_dev(ho, d.H, d.Ho);
+    int64_t w0 = adaptive_lo_dev(wo, d.W, d.Wo), w1 = adaptive_hi_dev(wo, d.W, d.Wo);
+    double sum = 0.0;
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t w = w0; w < w1; w++) sum += xp[h * d.W + w];
+    out[i] = (float)(sum / (double)((h1 - h0) * (w1 - w0)));
+  }
+}
+
+static __global__ void adaptive_pool_backward_kernel(float *dx, const float *dout, PoolDims d, int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    int64_t pl = i / (d.H * d.W), r = i % (d.H * d.W), h = r / d.W, w = r % d.W;
+    const float *g = dout + pl * d.Ho * d.Wo;
+    float v = acc ? dx[i] : 0.0f;
+    int64_t hlo = adaptive_lo_dev(h, d.Ho, d.H), hhi = adaptive_hi_dev(h, d.Ho, d.H);
+    int64_t wlo = adaptive_lo_dev(w, d.Wo, d.W), whi = adaptive_hi_dev(w, d.Wo, d.W);
+    for (int64_t ho = hlo; ho < hhi; ho++)
+      for (int64_t wo = wlo; wo < whi; wo++) {
+        int64_t area = (adaptive_hi_dev(ho, d.H, d.Ho) - adaptive_lo_dev(ho, d.H, d.Ho)) *
+                       (adaptive_hi_dev(wo, d.W, d.Wo) - adaptive_lo_dev(wo, d.W, d.Wo));
+        v += g[ho * d.Wo + wo] / (float)area;
+      }
+    dx[i] = v;
+  }
+}
+
 static __global__ void gap_forward_kernel(float *out, const float *x, int64_t NC, int64_t HW) {
   GRID_STRIDE(pl, NC) {
     double sum = 0.0;
@@ -2144,6 +2179,25 @@ void rt_cuda_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t
   if (n <= 0 || !dx) return;
   pool_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, NULL, PoolDims{H, W, Ho, Wo, k, s, p}, n, 0,
                                                                  acc);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_adaptive_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W,
+                                        int64_t Ho, int64_t Wo) {
+  need_ctx();
+  int64_t n = N * C * Ho * Wo;
+  if (n <= 0) return;
+  adaptive_pool_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, PoolDims{H, W, Ho, Wo, 0, 0, 0}, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_adaptive_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W,
+                                         int64_t Ho, int64_t Wo, int acc) {
+  need_ctx();
+  int64_t n = N * C * H * W;
+  if (n <= 0 || !dx) return;
+  adaptive_pool_backward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, PoolDims{H, W, Ho, Wo, 0, 0, 0}, n,
+                                                                          acc);
   LAUNCH_CHECK();
 }
 

@@ -900,6 +900,42 @@ void ref_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, 
   store(dx, g, N * C * H * W, acc);
 }
 
+/* torch's adaptive windows: [floor(o n / out), ceil((o + 1) n / out)) of each dim */
+static void ref_adaptive_window(int64_t o, int64_t n, int64_t out, int64_t *lo, int64_t *hi) {
+  *lo = (int64_t)floor((double)o * (double)n / (double)out);
+  *hi = (int64_t)ceil((double)(o + 1) * (double)n / (double)out);
+}
+
+void ref_adaptive_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                                    int64_t Wo) {
+  double *o = dnew(N * C * Ho * Wo);
+  for (int64_t pl = 0; pl < N * C; pl++)
+    for (int64_t i = 0; i < Ho * Wo; i++) {
+      int64_t h0, h1, w0, w1;
+      ref_adaptive_window(i / Wo, H, Ho, &h0, &h1);
+      ref_adaptive_window(i % Wo, W, Wo, &w0, &w1);
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++)
+          o[pl * Ho * Wo + i] += x[pl * H * W + h * W + w] / (double)((h1 - h0) * (w1 - w0));
+    }
+  store(out, o, N * C * Ho * Wo, 0);
+}
+
+void ref_adaptive_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, int64_t H, int64_t W,
+                                     int64_t Ho, int64_t Wo, int acc) {
+  double *g = dnew(N * C * H * W);
+  for (int64_t pl = 0; pl < N * C; pl++)
+    for (int64_t i = 0; i < Ho * Wo; i++) {
+      int64_t h0, h1, w0, w1;
+      ref_adaptive_window(i / Wo, H, Ho, &h0, &h1);
+      ref_adaptive_window(i % Wo, W, Wo, &w0, &w1);
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++)
+          g[pl * H * W + h * W + w] += dout[pl * Ho * Wo + i] / (double)((h1 - h0) * (w1 - w0));
+    }
+  store(dx, g, N * C * H * W, acc);
+}
+
 void ref_global_avgpool_forward(float *out, const float *x, int64_t NC, int64_t HW) {
   double *o = dnew(NC);
   for (int64_t i = 0; i < NC * HW; i++) o[i / HW] += x[i] / (double)HW;

@@ -1023,9 +1023,16 @@ static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
 // ----------------------------------------------------------------------------
 // cases: pooling and dropout
 
-/* maxpool2d or avgpool2d over [N,C,H,W]: forward, backward acc 0 and 1. */
+/* torch's pooled size, ceil_mode rounding up less a last window past the input and its left padding */
+static int64_t pool_size(int64_t n, int64_t k, int64_t s, int64_t p, int ceil_mode) {
+  int64_t o = (n + 2 * p - k + (ceil_mode ? s - 1 : 0)) / s + 1;
+  return ceil_mode && (o - 1) * s >= n + p ? o - 1 : o;
+}
+
+/* maxpool2d or avgpool2d over [N,C,H,W]: forward, backward acc 0 and 1. is_max 2: maxpool2d with ceil_mode. */
 static void case_pool(int is_max, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p) {
-  int64_t Ho = (H + 2 * p - k) / s + 1, Wo = (W + 2 * p - k) / s + 1, nx = N * C * H * W, ny = N * C * Ho * Wo;
+  int64_t Ho = pool_size(H, k, s, p, is_max == 2), Wo = pool_size(W, k, s, p, is_max == 2);
+  int64_t nx = N * C * H * W, ny = N * C * Ho * Wo;
   const char *name = is_max ? "maxpool2d" : "avgpool2d";
   Ten x = ten_rand(nx, 2), out = ten_fill(ny, NAN);
   if (is_max) {
@@ -1047,6 +1054,25 @@ static void case_pool(int is_max, int64_t N, int64_t C, int64_t H, int64_t W, in
       UT(avgpool2d_backward)(dx.ut, g.ut, N, C, H, W, Ho, Wo, k, s, p, acc);
     }
     check(&dx, TOL, "%s_backward acc=%d", name, acc);
+  }
+  release_all();
+}
+
+/* adaptive_avgpool2d of [N,C,H,W] to Ho x Wo: forward, backward acc 0 and 1. Planted once in cpu.c: the
+ * windows' end floor((o + 1) n / out) (torch's is the ceiling) printed "adaptive_avgpool2d_forward (2,3,9,7) to
+ * 4x3  8.48e-01  3.49e+01  FAIL" and each backward FAIL. */
+static void case_adaptive_pool(int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
+  int64_t nx = N * C * H * W, ny = N * C * Ho * Wo;
+  Ten x = ten_rand(nx, 2), out = ten_fill(ny, NAN);
+  ref_adaptive_avgpool2d_forward(out.ref, x.ref, N, C, H, W, Ho, Wo);
+  UT(adaptive_avgpool2d_forward)(out.ut, x.ut, N, C, H, W, Ho, Wo);
+  check(&out, TOL, "adaptive_avgpool2d_forward (%lld,%lld,%lld,%lld) to %lldx%lld", LL(N), LL(C), LL(H), LL(W),
+        LL(Ho), LL(Wo));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(ny, 1), dx = ten_grad(nx, acc);
+    ref_adaptive_avgpool2d_backward(dx.ref, g.ref, N, C, H, W, Ho, Wo, acc);
+    UT(adaptive_avgpool2d_backward)(dx.ut, g.ut, N, C, H, W, Ho, Wo, acc);
+    check(&dx, TOL, "adaptive_avgpool2d_backward acc=%d", acc);
   }
   release_all();
 }
@@ -1750,6 +1776,10 @@ int main(int argc, char **argv) {
   RUN("maxpool2d", case_pool(1, 1, 2, 6, 5, 4, 1, 2));                      // overlapping windows, padding = kernel/2
   RUN("avgpool2d", case_pool(0, 2, 3, 9, 7, 3, 2, 1));                      // padding counted (count_include_pad)
   RUN("avgpool2d", case_pool(0, 1, 2, 6, 5, 4, 1, 2));
+  RUN("maxpool2d", case_pool(2, 2, 3, 6, 5, 3, 2, 0));                      // ceil_mode: 3x2, not 2x2
+  RUN("maxpool2d", case_pool(2, 1, 2, 5, 7, 2, 3, 1));                      // ceil_mode, 5: a last window dropped
+  RUN("adaptive_avgpool2d", case_adaptive_pool(2, 3, 9, 7, 4, 3));          // uneven, overlapping windows
+  RUN("adaptive_avgpool2d", case_adaptive_pool(1, 2, 2, 3, 7, 7));          // more outputs than inputs (VGG at 64)
   RUN("global_avgpool", case_global_avgpool(24, 49));
   RUN("global_avgpool", case_global_avgpool(3, quick ? 100 : 3136));
   RUN("dropout", case_dropout(quick ? 1000 : 100003, 0.1f, 0x1234567890abcdefull));

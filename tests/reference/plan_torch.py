@@ -380,8 +380,11 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
         elif k == "batchnorm2d":  # dims N C S (S = H W); floats eps, momentum; inputs x w b rmean rvar
             y = F.batch_norm(a[0].reshape(d[0], d[1], d[2]), a[3], a[4], a[1], a[2],
                              training=sched_key == "schedule", momentum=op["floats"][1], eps=op["floats"][0])
-        elif k == "maxpool2d":  # dims: N C H W Ho Wo k s p
-            y = F.max_pool2d(a[0], d[6], d[7], d[8])
+        elif k == "maxpool2d":  # dims: N C H W Ho Wo k s p; ceil_mode where the sizes are not the floor's
+            y = F.max_pool2d(a[0], d[6], d[7], d[8], ceil_mode=(d[4], d[5]) != tuple(
+                (n + 2 * d[8] - d[6]) // d[7] + 1 for n in (d[2], d[3])))
+        elif k == "adaptive_avgpool2d":  # dims: N C H W Ho Wo
+            y = F.adaptive_avg_pool2d(a[0], (d[4], d[5]))
         elif k == "avgpool2d":
             y = F.avg_pool2d(a[0], d[6], d[7], d[8])  # count_include_pad=True, as the kernels
         elif k == "global_avgpool":

@@ -48,3 +48,9 @@ class Attn(nn.Module):
     def forward(self, x):
         y, _ = self.att(x, x, x)  # need_weights=True, the default: the weights memplan does not compute
         return y
+
+
+class Pieces(nn.Module):
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)  # 3 channels: pieces of 2 and 1
+        return torch.flatten(torch.nn.functional.avg_pool2d(x, 2, ceil_mode=True), 1)

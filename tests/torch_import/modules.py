@@ -244,3 +244,24 @@ class MobileNetV3ish(nn.Module):
         a = torch.flatten(x.mean([2, 3], keepdim=True), 1)
         b = torch.mean(F.hardsigmoid(x), dim=(-2, -1))
         return self.classifier(torch.cat([a, b], 1))
+
+
+class VGGish(nn.Module):
+    """VGG's and AlexNet's pooling where the image is small: a max pooling with ceil_mode (SqueezeNet's and
+    GoogLeNet's) over an odd size, then nn.AdaptiveAvgPool2d((3, 3)) of a 5x5 map (windows 0-1, 1-3, 3-4:
+    uneven, overlapping) as VGG's 7x7 of a smaller map, F.adaptive_avg_pool2d to 2x7 (rows 0-2 and 2-4; more
+    columns than there are: windows of one and two), and a linear classifier."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True),
+                                      nn.MaxPool2d(3, 2, ceil_mode=True),
+                                      nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(inplace=True))
+        self.avgpool = nn.AdaptiveAvgPool2d((3, 3))
+        self.classifier = nn.Linear(8 * 3 * 3 + 8 * 2 * 7, num_classes)
+
+    def forward(self, x):
+        x = self.features(x)  # [B, 8, 5, 5] of 10x10: ceil_mode's 5 (floor: 4)
+        a = torch.flatten(self.avgpool(x), 1)
+        b = torch.flatten(F.adaptive_avg_pool2d(x, (2, 7)), 1)
+        return self.classifier(torch.cat([a, b], 1))
