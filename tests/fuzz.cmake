@@ -12,8 +12,9 @@ set_tests_properties(fuzz PROPERTIES LABELS fuzz SKIP_RETURN_CODE 77 TIMEOUT 900
 file(GLOB memplan_seed_plans ${MEMPLAN_TEST_DIR}/fuzz/seeds/*.json)
 foreach(f ${memplan_seed_plans})
   get_filename_component(n ${f} NAME_WE)
-  add_test(NAME fuzz_seed_${n} COMMAND memplan show ${f} --format dot)
-  set_tests_properties(fuzz_seed_${n} PROPERTIES LABELS unit TIMEOUT 20 PASS_REGULAR_EXPRESSION "^digraph plan")
+  add_test(NAME fuzz_seed_${n} COMMAND ${memplan_ok} show ${f} --format dot)
+  set_tests_properties(fuzz_seed_${n} PROPERTIES LABELS unit TIMEOUT 20 PASS_REGULAR_EXPRESSION "^digraph plan"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 endforeach()
 
 # What the fuzzers found, replayed through the command line: each must end
