@@ -1197,7 +1197,8 @@ def portable(d):
 
 if __name__ == "__main__":
     cmd, rest = sys.argv[1], sys.argv[2:]
-    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "tokens", "resume_errors", "lean", "nonfinite", "generate"):
+    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "tokens", "resume_errors", "lean", "nonfinite",
+               "generate"):
         os.makedirs(rest[1], exist_ok=True)
     if cmd == "clipnorm":
         os.makedirs(rest[2], exist_ok=True)

@@ -135,7 +135,8 @@ MUTANTS += [
     # lr schedule position: the resumed run restarts the schedule (warmup, cosine) at its own first step
     dict(name="resume_lr_schedule_restarts", file="runtime/memplan_trainer.c",
          search="    double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step, o.steps);",
-         replace="    double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step - rs.step, o.steps);",
+         replace="    double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step - rs.step, "
+                 "o.steps);",
          tests=["e2e_resume_gpt2-mini"]),
     # loss scale: the resumed run starts at --loss-scale's initial value, not the checkpoint's (halved) scale
     dict(name="resume_loss_scale_not_restored", file="runtime/memplan_trainer.c",
