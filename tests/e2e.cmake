@@ -328,7 +328,7 @@ memplan_e2e(e2e_resume_mlp mlp resume ${mlp} ${e2e_dir}/resume-mlp --threads 2)
 memplan_e2e(e2e_resume_seed_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-seed --text ${e2e_text} --threads 2
             --first-only --seed 5 --lr 2e-3 --schedule cosine --warmup 1)
 # --data: an llm.c token file of the text's bytes trains as --text of it, bit for bit (e2e.py tokens;
-# planted: the tokens read big-endian, mutant token_file_big_endian, exit 1 "token 26624 ... out of range")
+# planted: the tokens read big-endian, mutant token_file_big_endian: caught, the trainer exits 1, out of range)
 memplan_e2e(e2e_tokens_file_gpt2-mini gpt2-mini tokens ${mini} ${e2e_dir}/tokens-file ${e2e_text} --threads 2)
 # LoRA: --load of the base model's weights (llama-mini's own trainer saved them)
 # (planted once: is_adapter() in memplan_trainer.c answering no; this printed

@@ -302,8 +302,8 @@ def tokens(trainer, d, text, *args):
     """--data of an llm.c token file (a 256-int32 header: magic 20240520, version 1, the count; then uint16
     tokens, little-endian) holding TEXT's bytes trains as --text TEXT does (byte tokens: a model of V >= 256
     without a tokenizer): the same losses, bit for bit. The check can fail: the same tokens in reverse order
-    train otherwise. Planted (mutant token_file_big_endian): the tokens read big-endian; this printed
-    "trainer: ...tokens.bin: token 26624 at position 0 is out of range" and FAIL."""
+    train otherwise. Planted (mutant token_file_big_endian, 2026-12-02): the tokens read big-endian, caught
+    here (a text byte b read big-endian is b x 256 + the next, out of V = 256's range: the trainer exits 1)."""
     with open(text, "rb") as f:
         data = f.read()
     shard, rev = os.path.join(d, "tokens.bin"), os.path.join(d, "reversed.bin")
@@ -924,7 +924,7 @@ def npy(trainer, d):
          ["DATA/train/targets.npy: shape (70, 1), but input 'targets' of mlp needs (S,): S samples of shape ()"],
          descr="<i4", shape=(n, 1), values=[0] * n)
     # a per-sample dimension of the right rank but the wrong size (planted, mutant npy_last_dim_unchecked: the
-    # loop over dimensions stopping before the last one; this case then trained reading past the data: FAIL)
+    # loop over dimensions stopping before the last one; caught by this case alone, the only one of mlp's rank)
     case("shape-cols", "train", "x.npy",
          ["DATA/train/x.npy: shape (70, 783), but input 'x' of mlp needs (S, 784): S samples of shape (784,)"],
          descr="<f4", shape=(n, 783), values=[0.5] * (n * 783))
