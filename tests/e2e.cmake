@@ -323,8 +323,9 @@ memplan_e2e(e2e_resume_gpt2-mini-fp16-mb2 gpt2-mini-fp16-mb2 resume ${e2e_dir}/g
 memplan_e2e(e2e_resume_mlp mlp resume ${mlp} ${e2e_dir}/resume-mlp --threads 2)
 # `--resume FILE` alone takes the run's options from the checkpoint: the uninterrupted run alone is given
 # --seed 5 (its shuffled windows), --lr and a cosine schedule, the resumed run none of them (e2e.py resume's
-# --first-only). Planted (mutant resume_seed_not_restored): the checkpoint's seed not taken; this printed
-# other losses for steps 3-4 ("final checkpoints: DIFFERENT") and failed.
+# --first-only). Planted (mutant resume_seed_not_restored, 2026-12-02): the checkpoint's seed not taken; the
+# resumed steps 3-4 printed losses 3.71387005, 2.77142453 (uninterrupted 4.03278828, 4.80543232), "final
+# checkpoints: DIFFERENT": failed. Every other e2e_resume_* test passes the same --seed (or none) to both runs.
 memplan_e2e(e2e_resume_seed_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-seed --text ${e2e_text} --threads 2
             --first-only --seed 5 --lr 2e-3 --schedule cosine --warmup 1)
 # --data: an llm.c token file of the text's bytes trains as --text of it, bit for bit (e2e.py tokens;
