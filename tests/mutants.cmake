@@ -8,7 +8,8 @@
 # load 14-20), the 17 added after them run as two --only batches (about 75 min together under load 12-20;
 # precision_and_microbatch's four 6-11 min each). Three of the 17 had no test that could catch them (read
 # from the suite, not run before the tests were added), each a hole a new test fills: token_file_big_endian
-# (no test trained from a token file: e2e_tokens_file_gpt2-mini), resume_seed_not_restored (every resume test repeated --seed: e2e_resume_seed_gpt2-mini, --first-only) and
+# (no test trained from a token file: e2e_tokens_file_gpt2-mini), resume_seed_not_restored (every resume
+# test repeated --seed: e2e_resume_seed_gpt2-mini, --first-only) and
 # npy_last_dim_unchecked (no .npy of mlp's rank with a wrong dimension: e2e_npy_mlp's shape-cols case).
 # The runner can fail: a mutant that edits only a comment printed "comment_only survived gradcheck passed",
 # one whose search text is gone "gone stale: search text found 0 times", exit status 1.
