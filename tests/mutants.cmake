@@ -3,7 +3,7 @@
 # prints caught / survived per mutant and the total. Labels mutants and mutants-subset, outside the default
 # run (tests/run-all: -LE 'bench|mutants'): each mutant regenerates the trainers its tests use (1-11 min a
 # mutant on the 2-core machine under load), the 30 together about 1.5 hours. Run them all before a release:
-# ctest --test-dir build -L mutants --output-on-failure (README, Tests).
+# ctest --test-dir build -L '^mutants$' --output-on-failure (README, Tests).
 # 2026-12-02: 30 of 30 caught: the first 13 (run.py . /tmp/mutants, about 30 min on the 2-core machine under
 # load 14-20), the 17 added after them run as two --only batches (about 75 min together under load 12-20;
 # precision_and_microbatch's four 6-11 min each). Three of the 17 had no test that could catch them (read
