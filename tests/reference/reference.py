@@ -27,7 +27,7 @@ Two things float32 rounding decides outright, on any machine:
   by more than NOISY_REL of itself moves by rounding, up to lr per step
   either way. These "noisy" elements are held to TOL_FACTOR x float32
   torch's own worst error on its tensor's noisy elements. Measured
-  2026-12-02 (this machine's kernel) on the 14 reference tests that have
+  2026-12-02 (this machine's kernel) on the 15 reference tests that have
   such elements: the trainer's worst was at most 0.31 of that tolerance
   (reference_frozen_lm_fused; gpt2-mini_adamw 0.17, llama_mini 0.14,
   mlp_adamw 0.10, 1.3e-5 to 6.1e-5), so it is over 3x the largest; the
