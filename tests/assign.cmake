@@ -6,13 +6,16 @@ add_test(NAME assign_unit COMMAND test_assign ${MEMPLAN_TEST_DIR}/data)
 set_tests_properties(assign_unit PROPERTIES LABELS unit)
 
 # memplan pack on the README example: optimal height 12
-add_test(NAME pack_example COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/input.12.csv)
+add_test(NAME pack_example COMMAND ${memplan_ok} pack ${MEMPLAN_TEST_DIR}/data/input.12.csv)
 set_tests_properties(pack_example PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "lower bound 12\nheight 12\ngap 0.00 %\n.*optimal yes")
-add_test(NAME pack_reordered_columns COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/pack_reordered.csv)
-set_tests_properties(pack_reordered_columns PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "height 12\n")
-add_test(NAME pack_capacity_fits COMMAND memplan pack ${MEMPLAN_TEST_DIR}/data/input.12.csv --capacity 12)
-set_tests_properties(pack_capacity_fits PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "fits: yes")
+  PASS_REGULAR_EXPRESSION "lower bound 12\nheight 12\ngap 0.00 %\n.*optimal yes"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME pack_reordered_columns COMMAND ${memplan_ok} pack ${MEMPLAN_TEST_DIR}/data/pack_reordered.csv)
+set_tests_properties(pack_reordered_columns PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "height 12\n"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME pack_capacity_fits COMMAND ${memplan_ok} pack ${MEMPLAN_TEST_DIR}/data/input.12.csv --capacity 12)
+set_tests_properties(pack_capacity_fits PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "fits: yes"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # below the lower bound: proven not to fit, exit 1 with the verdict on stderr
 # (stdout's report says "fits: no (proven)")
 add_test(NAME pack_capacity_below_bound COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 1

@@ -19,8 +19,7 @@ memplan_compile_error(error_bad_base_weights STATUS 2 MODEL ${MEMPLAN_SOURCE_DIR
 # the dequantization is e2e_basew_codes_*'s job (bit for bit).
 add_test(NAME basew_accuracy COMMAND sh ${MEMPLAN_TEST_DIR}/basew/run.sh $<TARGET_FILE:memplan>
                                      ${CMAKE_CURRENT_BINARY_DIR}/basew 11 default)
-set_tests_properties(basew_accuracy PROPERTIES LABELS accuracy TIMEOUT 900 ENVIRONMENT MEMPLAN_BASEW_MARGIN=0.015
-  PASS_REGULAR_EXPRESSION "largest \\|nf4 / bf16 - 1\\| [0-9.]+ \\(margin 0.015\\)")
+set_tests_properties(basew_accuracy PROPERTIES LABELS accuracy TIMEOUT 900 ENVIRONMENT MEMPLAN_BASEW_MARGIN=0.015)
 # A bf16 base is not a saved activation in half precision: the report lists
 # none under --precision fp32, and --precision auto keeping everything in fp32
 # writes plan.json "precision": "fp32" (exit 0 both). Planted once:

@@ -73,8 +73,7 @@ if(CMAKE_CUDA_COMPILER AND NOT MEMPLAN_SANITIZE)
                        --micro-batch=2)
   add_test(NAME cuda_trainers COMMAND sh ${MEMPLAN_TEST_DIR}/gpu/compile_trainers.sh $<TARGET_FILE:memplan>
                                       ${cuda_trainer_dir} ${cuda_trainer_configs})
-  set_tests_properties(cuda_trainers PROPERTIES LABELS "e2e;cuda" TIMEOUT 1800 FIXTURES_SETUP cuda_trainers
-                       PASS_REGULAR_EXPRESSION "ok: [0-9]+ CUDA trainers compiled")
+  set_tests_properties(cuda_trainers PROPERTIES LABELS "e2e;cuda" TIMEOUT 1800 FIXTURES_SETUP cuda_trainers)
   # A CUDA graph cannot read the gradient norm back each step: refused before
   # the device is opened.
   add_test(NAME cuda_graph_refuses_clip COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_status.sh 1

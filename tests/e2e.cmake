@@ -334,6 +334,16 @@ memplan_e2e(e2e_resume_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-mini
 memplan_e2e(e2e_resume_gpt2-mini-fp16-mb2 gpt2-mini-fp16-mb2 resume ${e2e_dir}/gpt2-mini-fp16-mb2/build/trainer
             ${e2e_dir}/resume-fp16-mb2 --text ${e2e_text} --threads 2 --force-overflow 1)
 memplan_e2e(e2e_resume_mlp mlp resume ${mlp} ${e2e_dir}/resume-mlp --threads 2)
+# `--resume FILE` alone takes the run's options from the checkpoint: the uninterrupted run alone is given
+# --seed 5 (its shuffled windows), --lr and a cosine schedule, the resumed run none of them (e2e.py resume's
+# --first-only). Planted (mutant resume_seed_not_restored, 2026-12-02): the checkpoint's seed not taken; the
+# resumed steps 3-4 printed losses 3.71387005, 2.77142453 (uninterrupted 4.03278828, 4.80543232), "final
+# checkpoints: DIFFERENT": failed. Every other e2e_resume_* test passes the same --seed (or none) to both runs.
+memplan_e2e(e2e_resume_seed_gpt2-mini gpt2-mini resume ${mini} ${e2e_dir}/resume-seed --text ${e2e_text} --threads 2
+            --first-only --seed 5 --lr 2e-3 --schedule cosine --warmup 1)
+# --data: an llm.c token file of the text's bytes trains as --text of it, bit for bit (e2e.py tokens;
+# planted: the tokens read big-endian, mutant token_file_big_endian: caught, the trainer exits 1, out of range)
+memplan_e2e(e2e_tokens_file_gpt2-mini gpt2-mini tokens ${mini} ${e2e_dir}/tokens-file ${e2e_text} --threads 2)
 # LoRA: --load of the base model's weights (llama-mini's own trainer saved them)
 # (planted once: is_adapter() in memplan_trainer.c answering no; this printed
 # "no tensor 'h0.attn.qkv.lora_A' (the model needs every parameter)" and FAIL)

@@ -12,16 +12,18 @@ set_tests_properties(fuzz PROPERTIES LABELS fuzz SKIP_RETURN_CODE 77 TIMEOUT 900
 file(GLOB memplan_seed_plans ${MEMPLAN_TEST_DIR}/fuzz/seeds/*.json)
 foreach(f ${memplan_seed_plans})
   get_filename_component(n ${f} NAME_WE)
-  add_test(NAME fuzz_seed_${n} COMMAND memplan show ${f} --format dot)
-  set_tests_properties(fuzz_seed_${n} PROPERTIES LABELS unit TIMEOUT 20 PASS_REGULAR_EXPRESSION "^digraph plan")
+  add_test(NAME fuzz_seed_${n} COMMAND ${memplan_ok} show ${f} --format dot)
+  set_tests_properties(fuzz_seed_${n} PROPERTIES LABELS unit TIMEOUT 20 PASS_REGULAR_EXPRESSION "^digraph plan"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 endforeach()
 
 # What the fuzzers found, replayed through the command line: each must end
 # cleanly (a plan, or exit 1 with a user error), never crash or hang.
 add_test(NAME fuzz_regression_many_names
-         COMMAND memplan compile ${MEMPLAN_TEST_DIR}/fuzz/regressions/many_names.yaml)
+         COMMAND ${memplan_ok} compile ${MEMPLAN_TEST_DIR}/fuzz/regressions/many_names.yaml)
 set_tests_properties(fuzz_regression_many_names PROPERTIES LABELS unit TIMEOUT 20
-  PASS_REGULAR_EXPRESSION "plan verified")
+  PASS_REGULAR_EXPRESSION "plan verified"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 memplan_compile_error(fuzz_regression_empty_after_load MODEL ${MEMPLAN_TEST_DIR}/fuzz/regressions/empty_after_load.yaml
   EXPECT "empty_after_load.yaml:1:1: error: empty file")
 set_tests_properties(fuzz_regression_empty_after_load PROPERTIES TIMEOUT 20)
@@ -46,6 +48,7 @@ endforeach()
 # millisecond, and a tiny --timeout made the result depend on the machine's
 # speed (a loaded CI machine under ASan hit the wall-clock backstop first).
 add_test(NAME fuzz_regression_pack_mixed_solutions
-         COMMAND memplan pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/pack_mixed_solutions.csv)
+         COMMAND ${memplan_ok} pack ${MEMPLAN_TEST_DIR}/fuzz/regressions/pack_mixed_solutions.csv)
 set_tests_properties(fuzz_regression_pack_mixed_solutions PROPERTIES LABELS unit TIMEOUT 20
-  PASS_REGULAR_EXPRESSION "height 23\n.*optimal yes")
+  PASS_REGULAR_EXPRESSION "height 23\n.*optimal yes"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")

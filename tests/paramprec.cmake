@@ -4,5 +4,4 @@
 add_test(NAME param_precision_plan
          COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/paramprec/check_plan.py $<TARGET_FILE:memplan>
                  ${MEMPLAN_SOURCE_DIR}/models ${CMAKE_CURRENT_BINARY_DIR}/paramprec_plan)
-set_tests_properties(param_precision_plan PROPERTIES LABELS e2e TIMEOUT 60
-  PASS_REGULAR_EXPRESSION "all param-precision plan checks passed")
+set_tests_properties(param_precision_plan PROPERTIES LABELS e2e TIMEOUT 60)

@@ -10,8 +10,9 @@ set_tests_properties(planner_unit PROPERTIES LABELS unit)
 file(GLOB memplan_models ${MEMPLAN_SOURCE_DIR}/models/*.yaml)
 foreach(m ${memplan_models})
   get_filename_component(name ${m} NAME_WLE) # llama-3.2-1b.yaml: llama-3.2-1b
-  add_test(NAME compile_${name} COMMAND memplan compile ${m})
-  set_tests_properties(compile_${name} PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "plan verified")
+  add_test(NAME compile_${name} COMMAND ${memplan_ok} compile ${m})
+  set_tests_properties(compile_${name} PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "plan verified"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
   foreach(pass graph step live)
     add_test(NAME golden_${name}_${pass}
              COMMAND ${CMAKE_COMMAND} -DMEMPLAN=$<TARGET_FILE:memplan> -DMODEL=${m} -DPASS=${pass}
@@ -23,29 +24,35 @@ foreach(m ${memplan_models})
 endforeach()
 
 # GPT-2 small without vocabulary padding has the published parameter count
-add_test(NAME gpt2_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --set V=50257)
-set_tests_properties(gpt2_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   124,439,808 ")
+add_test(NAME gpt2_param_count COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --set V=50257)
+set_tests_properties(gpt2_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   124,439,808 "
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 
 # the Llama-family models have their published parameter counts (tied embeddings)
-add_test(NAME smollm2_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml)
-set_tests_properties(smollm2_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   134,515,008 ")
-add_test(NAME llama_1b_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml)
-set_tests_properties(llama_1b_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   1,235,814,400 ")
+add_test(NAME smollm2_param_count COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml)
+set_tests_properties(smollm2_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   134,515,008 "
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME llama_1b_param_count COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml)
+set_tests_properties(llama_1b_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   1,235,814,400 "
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # ... and plan under budgets: recomputation, micro-batches, and a budget below
 # what parameters, gradients and AdamW state take (--no-micro-batch where the
 # test is about recomputation: the levers' joint choice would micro-batch)
-add_test(NAME smollm2_budget_8g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml --budget 8G
+add_test(NAME smollm2_budget_8g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml --budget 8G
                                         --no-micro-batch)
 set_tests_properties(smollm2_budget_8g PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified")
-add_test(NAME smollm2_budget_4g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml --budget 4G
+  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME smollm2_budget_4g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/smollm2-135m.yaml --budget 4G
                                        --fused-loss off)
 set_tests_properties(smollm2_budget_4g PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "8 micro-batches of 1 [^\n]*<- chosen.*plan verified")
-add_test(NAME llama_1b_budget_24g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 24G
+  PASS_REGULAR_EXPRESSION "8 micro-batches of 1 [^\n]*<- chosen.*plan verified"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME llama_1b_budget_24g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml --budget 24G
                                           --no-micro-batch)
 set_tests_properties(llama_1b_budget_24g PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified")
+  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*plan verified"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # (the loss unfused: 19.05 GiB; fused, the default, 17.54 GiB)
 memplan_compile_error(llama_1b_budget_16g MODEL ${MEMPLAN_SOURCE_DIR}/models/llama-3.2-1b.yaml
   EXPECT "does not fit the budget " "Smallest budget that fits: --budget [0-9]+ \\(19.05 GiB\\)"
@@ -88,9 +95,10 @@ set_tests_properties(llama_1b_lora_bf16_4g llama_1b_lora_nf4_2g smollm2_lora_1g 
 # the message naming the arena without clipping (weights kept fp32: bf16 ones,
 # --param-precision auto's last resort, would move the smallest budget)
 set(clip_yaml ${MEMPLAN_TEST_DIR}/reference/mlp-clip.yaml)
-add_test(NAME clip_price_report COMMAND memplan compile ${clip_yaml})
+add_test(NAME clip_price_report COMMAND ${memplan_ok} compile ${clip_yaml})
 set_tests_properties(clip_price_report PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "gradient clipping \\(global L2 norm at most 0.25\\): every gradient is kept[^\n]*\n[^\n]*Its price:\n    with clipping     arena   186.00 KiB  lower bound   186.00 KiB    0.00% extra FLOPs\n    without clipping  arena   183.00 KiB  lower bound   183.00 KiB    0.00% extra FLOPs \\(updates fused\\)\n    clipping costs    \\+3.00 KiB arena, \\+3.00 KiB lower bound, \\+0.00% FLOPs")
+  PASS_REGULAR_EXPRESSION "gradient clipping \\(global L2 norm at most 0.25\\): every gradient is kept[^\n]*\n[^\n]*Its price:\n    with clipping     arena   186.00 KiB  lower bound   186.00 KiB    0.00% extra FLOPs\n    without clipping  arena   183.00 KiB  lower bound   183.00 KiB    0.00% extra FLOPs \\(updates fused\\)\n    clipping costs    \\+3.00 KiB arena, \\+3.00 KiB lower bound, \\+0.00% FLOPs"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 memplan_compile_error(clip_price_over_budget MODEL ${clip_yaml}
   EXPECT "Smallest budget that fits: --budget 190464 "
          "Gradient clipping \\(optimizer clip_grad_norm\\) keeps every gradient until the update phase:$"
@@ -114,13 +122,15 @@ memplan_compile_error(budget_batchnorm_no_microbatch MODEL ${MEMPLAN_TEST_DIR}/r
   ARGS --budget 250K --opt-state fp32)
 
 # a budget between the least and the full arena is met by recomputation
-add_test(NAME budget_checkpointing COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --budget 6G
+add_test(NAME budget_checkpointing COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --budget 6G
                                            --no-micro-batch)
 set_tests_properties(budget_checkpointing PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*selective: matrix products kept.*plan verified")
-add_test(NAME sweep_gpt2_mini COMMAND memplan sweep ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml)
+  PASS_REGULAR_EXPRESSION "checkpointing: [0-9.]+% extra FLOPs.*selective: matrix products kept.*plan verified"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME sweep_gpt2_mini COMMAND ${memplan_ok} sweep ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml)
 set_tests_properties(sweep_gpt2_mini PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "all kept \\(no recomputation\\).*R[KSR]*\n")
+  PASS_REGULAR_EXPRESSION "all kept \\(no recomputation\\).*R[KSR]*\n"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 
 # frozen parameters: the memory and FLOPs they no longer cost, from plan.json,
 # exact (tests/scripts/frozen_plan.cmake). Unfrozen llama-mini, for comparison:
@@ -177,10 +187,12 @@ add_test(NAME error_lora_rank_usage COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check
 set_tests_properties(error_lora_rank_usage PROPERTIES LABELS errors)
 memplan_compile_error(error_bad_budget STATUS 2 MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml
   EXPECT "--budget '8Q' is not a size" ARGS --budget 8Q)
-add_test(NAME cli_help COMMAND memplan compile --help)
-set_tests_properties(cli_help PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "--budget SIZE")
-add_test(NAME cli_version COMMAND memplan --version)
-set_tests_properties(cli_version PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "^memplan [0-9]+\\.[0-9]+\\.[0-9]+")
+add_test(NAME cli_help COMMAND ${memplan_ok} compile --help)
+set_tests_properties(cli_help PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "--budget SIZE"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME cli_version COMMAND ${memplan_ok} --version)
+set_tests_properties(cli_version PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "^memplan [0-9]+\\.[0-9]+\\.[0-9]+"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 
 # The house style (issue #13 item 8): every tracked C/CUDA file as clang-format
 # leaves it under .clang-format, no line over 120 columns; skipped (77) only
@@ -257,19 +269,20 @@ memplan_cli(pack_time_limit 0 "^height 12$" pack ${memplan_csv} --time-limit 1)
 memplan_cli(no_command 2 "usage: memplan compile")
 memplan_cli(unknown_command 2 "memplan: error: unknown command 'frob'" frob)
 # sweep has its own help; memplan --help names every option of every command
-add_test(NAME cli_sweep_help COMMAND memplan sweep --help)
+add_test(NAME cli_sweep_help COMMAND ${memplan_ok} sweep --help)
 set_tests_properties(cli_sweep_help PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "memplan sweep MODEL.yaml.*Pareto"
-  FAIL_REGULAR_EXPRESSION "--budget|--output|--dump|--micro-batch|--block")
+  FAIL_REGULAR_EXPRESSION "--budget|--output|--dump|--micro-batch|--block|${memplan_exit_fails}")
 add_test(NAME cli_help_every_option COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/cli_help.sh $<TARGET_FILE:memplan>)
-set_tests_properties(cli_help_every_option PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "cli help: ok")
-add_test(NAME cli_help_top COMMAND memplan --help)
+set_tests_properties(cli_help_every_option PROPERTIES LABELS unit)
+add_test(NAME cli_help_top COMMAND ${memplan_ok} --help)
 set_tests_properties(cli_help_top PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "memplan sweep MODEL.yaml \\[OPTIONS\\].*--timeline.*--capacity N.*exit status: 0 success")
+  PASS_REGULAR_EXPRESSION "memplan sweep MODEL.yaml \\[OPTIONS\\].*--timeline.*--capacity N.*exit status: 0 success"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # compile -o DIR writes all of DIR or nothing (a full disk, simulated with ulimit -f)
 add_test(NAME cli_atomic_output
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/atomic_output.sh $<TARGET_FILE:memplan> ${memplan_mlp}
                  ${CMAKE_CURRENT_BINARY_DIR}/atomic_output)
-set_tests_properties(cli_atomic_output PROPERTIES LABELS errors PASS_REGULAR_EXPRESSION "atomic output: ok")
+set_tests_properties(cli_atomic_output PROPERTIES LABELS errors)
 
 # plan.json is written without a temporary left behind, records --set, and has the plan's parts (version,
 # totals with the arena >= the lower bound, at least 10 buffers, a parameter first, the train and eval
@@ -303,13 +316,13 @@ set_tests_properties(bench_ckpt PROPERTIES LABELS bench)
 add_test(NAME ckpt_exact_gpt2_mini
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
                  ${MEMPLAN_SOURCE_DIR}/models/gpt2-mini.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact 8M 9500K)
-set_tests_properties(ckpt_exact_gpt2_mini PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+set_tests_properties(ckpt_exact_gpt2_mini PROPERTIES LABELS e2e)
 # llama-mini at 60M recomputes every block but the last (rope in place in the
 # qkv buffer, rmsnorm, silu and mul among the replayed ops)
 add_test(NAME ckpt_exact_llama_mini
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
                  ${MEMPLAN_SOURCE_DIR}/models/llama-mini.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_llama 60M)
-set_tests_properties(ckpt_exact_llama_mini PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+set_tests_properties(ckpt_exact_llama_mini PROPERTIES LABELS e2e)
 # llama-mini with LoRA on every projection (tests/reference/llama-mini-lora.yaml):
 # the base and the moments fp32 as the plan keeping everything has them (a
 # budget's auto would take NF4 and bf16): at 26M one half-block recomputes
@@ -321,14 +334,14 @@ add_test(NAME ckpt_exact_llama_mini_lora
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
                  ${MEMPLAN_TEST_DIR}/reference/llama-mini-lora.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_lora
                  opts:--budget=26M,--base-weights=fp32,--opt-state=fp32)
-set_tests_properties(ckpt_exact_llama_mini_lora PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+set_tests_properties(ckpt_exact_llama_mini_lora PROPERTIES LABELS e2e)
 # a tiny ViT at 195K recomputes its patch stages (transposes, and the reshape
 # in place in t3's buffer: patches@2 replayed in t3@2's), the class token and
 # the first blocks
 add_test(NAME ckpt_exact_vit_tiny
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
                  ${MEMPLAN_TEST_DIR}/reference/vit-tiny.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_vit --blobs 195K)
-set_tests_properties(ckpt_exact_vit_tiny PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+set_tests_properties(ckpt_exact_vit_tiny PROPERTIES LABELS e2e)
 
 # batchnorm2d replayed in RT_MODE_RECOMPUTE (280K reruns every block from
 # its checkpoint: 6 recomputed batchnorms): losses, weights and the running
@@ -337,7 +350,7 @@ set_tests_properties(ckpt_exact_vit_tiny PROPERTIES LABELS e2e PASS_REGULAR_EXPR
 add_test(NAME ckpt_exact_bn_mlp
          COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
                  ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_bn --blobs 280K)
-set_tests_properties(ckpt_exact_bn_mlp PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "bit-identical at every budget")
+set_tests_properties(ckpt_exact_bn_mlp PROPERTIES LABELS e2e)
 
 # dropout replays its masks: recomputing it (800K), regenerating the masks in
 # backward instead of storing them (925K: the planner's own choice, keeping
@@ -352,13 +365,13 @@ set_tests_properties(ckpt_exact_dropout_mlp PROPERTIES LABELS e2e
 # no injection through names: a model whose layer names are hostile to C
 add_test(NAME hostile_names COMMAND sh ${MEMPLAN_TEST_DIR}/hostile/run.sh $<TARGET_FILE:memplan>
          ${CMAKE_CURRENT_BINARY_DIR}/hostile)
-set_tests_properties(hostile_names PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "hostile names: ok")
+set_tests_properties(hostile_names PROPERTIES LABELS e2e)
 
 # inputs that are not regular files (FIFO, directory) refused at once by every
 # command; a write over ulimit -f fails cleanly (about 1 s)
 add_test(NAME hostile_inputs COMMAND sh ${MEMPLAN_TEST_DIR}/hostile/inputs.sh $<TARGET_FILE:memplan>
          ${CMAKE_CURRENT_BINARY_DIR}/hostile_inputs)
-set_tests_properties(hostile_inputs PROPERTIES LABELS errors TIMEOUT 120 PASS_REGULAR_EXPRESSION "hostile inputs: ok")
+set_tests_properties(hostile_inputs PROPERTIES LABELS errors TIMEOUT 120)
 memplan_cli(compile_micro_batch_contradiction 2 "--micro-batch 2 and --no-micro-batch contradict each other"
   compile ${memplan_mlp} --micro-batch 2 --no-micro-batch)
 # --fused-loss on a model whose loss is not a classifier + cross_entropy: refused, not ignored
@@ -368,38 +381,42 @@ memplan_cli(compile_fused_loss_no_pair 1 "--fused-loss: mixer-mse has no classif
 # nothing lost: SIGKILL while saving weights leaves the previous file loadable
 add_test(NAME kill_during_save COMMAND sh ${MEMPLAN_TEST_DIR}/crash/kill_save.sh $<TARGET_FILE:memplan>
          ${CMAKE_CURRENT_BINARY_DIR}/kill_save)
-set_tests_properties(kill_during_save PROPERTIES LABELS e2e TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "stayed whole and loadable every time")
+set_tests_properties(kill_during_save PROPERTIES LABELS e2e TIMEOUT 300)
 
 # guard mode: canaries after every buffer catch a planted off-by-one write
 add_test(NAME guard_mode COMMAND sh ${MEMPLAN_TEST_DIR}/crash/guard.sh $<TARGET_FILE:memplan>
          ${CMAKE_CURRENT_BINARY_DIR}/guard)
-set_tests_properties(guard_mode PROPERTIES LABELS e2e TIMEOUT 300 PASS_REGULAR_EXPRESSION "guard mode: ok")
+set_tests_properties(guard_mode PROPERTIES LABELS e2e TIMEOUT 300)
 
 # layernorm `bias: false` creates no bias parameter (a zero-initialized one
 # would train the same in the reference test, so that test cannot tell)
-add_test(NAME layernorm_no_bias COMMAND memplan compile ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml --dump=graph)
+add_test(NAME layernorm_no_bias COMMAND ${memplan_ok} compile ${MEMPLAN_TEST_DIR}/reference/layernorm-lm.yaml --dump=graph)
 set_tests_properties(layernorm_no_bias PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "param lnf\\.weight"
-                     FAIL_REGULAR_EXPRESSION "lnf\\.bias")
+                     FAIL_REGULAR_EXPRESSION "lnf\\.bias|${memplan_exit_fails}")
 
 # The vision models: exact parameter counts (torchvision's resnet50 and
 # vit_b_16) and their plans at the budgets the README's table shows
-add_test(NAME resnet50_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml)
-set_tests_properties(resnet50_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   25,557,032 ")
-add_test(NAME vit_b16_param_count COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml)
-set_tests_properties(vit_b16_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   86,567,656 ")
-add_test(NAME resnet50_budget_1g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
+add_test(NAME resnet50_param_count COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml)
+set_tests_properties(resnet50_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   25,557,032 "
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME vit_b16_param_count COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml)
+set_tests_properties(vit_b16_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPRESSION "parameters   86,567,656 "
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME resnet50_budget_1g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
 set_tests_properties(resnet50_budget_1g PROPERTIES LABELS e2e
-                     PASS_REGULAR_EXPRESSION "fits at 994.60 MiB, 23.28% extra FLOPs; est[^\n]*<- chosen")
-add_test(NAME vit_b16_budget_2g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml --budget 2G
+                     PASS_REGULAR_EXPRESSION "fits at 994.60 MiB, 23.28% extra FLOPs; est[^\n]*<- chosen"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
+add_test(NAME vit_b16_budget_2g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml --budget 2G
                                         --no-micro-batch)
 set_tests_properties(vit_b16_budget_2g PROPERTIES LABELS e2e
-                     PASS_REGULAR_EXPRESSION "fits at 2.00 GiB, 20.65% extra FLOPs; est[^\n]*<- chosen")
+                     PASS_REGULAR_EXPRESSION "fits at 2.00 GiB, 20.65% extra FLOPs; est[^\n]*<- chosen"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # checkpointing stages end at block boundaries, the downsampling blocks (a
 # projection shortcut beside the main path) included
-add_test(NAME resnet50_stages_1g COMMAND memplan compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
+add_test(NAME resnet50_stages_1g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
 set_tests_properties(resnet50_stages_1g PROPERTIES LABELS e2e
-                     PASS_REGULAR_EXPRESSION "layer2_0.conv1 .. layer2_0.add recomputed from its input checkpoint")
+                     PASS_REGULAR_EXPRESSION "layer2_0.conv1 .. layer2_0.add recomputed from its input checkpoint"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 
 # --base-weights (planner/basew.h): only frozen weights are stored quantized
 memplan_compile_error(error_base_weights_no_frozen MODEL ${MEMPLAN_SOURCE_DIR}/models/mlp.yaml

@@ -4,8 +4,9 @@
 # verifier's live set (see the comments in tests/scale/). The timeout is a
 # guard, not a performance claim.
 foreach(m relu_chain linear_chain)
-  add_test(NAME scale_${m} COMMAND memplan compile ${MEMPLAN_TEST_DIR}/scale/${m}.yaml)
-  set_tests_properties(scale_${m} PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan verified")
+  add_test(NAME scale_${m} COMMAND ${memplan_ok} compile ${MEMPLAN_TEST_DIR}/scale/${m}.yaml)
+  set_tests_properties(scale_${m} PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "plan verified"
+  FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 endforeach()
 add_test(NAME scale_big_diagram COMMAND sh ${MEMPLAN_TEST_DIR}/scale/check_big_diagram.sh $<TARGET_FILE:memplan>
                                         ${CMAKE_CURRENT_BINARY_DIR}/scale_big_diagram)

@@ -11,9 +11,12 @@ Standard library only. Subcommands:
   roundtrip TRAINER DIR [trainer args]       --save, --resume for 0 steps, --save gives the same bytes;
                                               --load reads the same weights and running state,
                                               tensor by tensor by name and role (plan.json)
-  resume TRAINER DIR [trainer args]          4 steps with --save-every 2, and --resume from the step-2
-                                              checkpoint: steps 3, 4 and the final checkpoint bit for
-                                              bit the same; --load of it (weights only) differs
+  resume TRAINER DIR [trainer args] [--first-only args]  4 steps with --save-every 2, and --resume from
+                                              the step-2 checkpoint: steps 3, 4 and the final checkpoint
+                                              bit for bit the same; --load of it (weights only) differs;
+                                              args after --first-only: not given to the resumed run
+  tokens TRAINER DIR TEXT [trainer args]     --data of an llm.c token file of TEXT's bytes: the losses
+                                              of --text TEXT, bit for bit; reversed tokens differ
   keep TRAINER DIR [trainer args]            --save-every N keeps the newest --keep K, also on resume
   resume_errors TRAINER DIR OTHER [args]     --resume of another plan's checkpoint (OTHER: a trainer
                                               of the same model, another plan), a weights-only file,
@@ -263,11 +266,17 @@ def log_rows(path):
 
 def resume(trainer, d, *args):
     """2 + 2 steps = 4 steps, bit for bit: the losses of steps 3 and 4 (the log's
-    9 digits and the stdout's) and the whole final checkpoint."""
+    9 digits and the stdout's) and the whole final checkpoint. Options after
+    --first-only go to the uninterrupted run alone: the resumed run must take
+    them from the checkpoint (a user's `trainer --resume FILE`)."""
     args = ["--eval-batches", "0"] + list(args)
+    first = []
+    if "--first-only" in args:
+        k = args.index("--first-only")
+        args, first = args[:k], args[k + 1:]
     full, part = os.path.join(d, "full"), os.path.join(d, "part")
     must([trainer, "--steps", "4", "--save-every", "2", "--keep", "5", "--save", full + ".safetensors", "--log",
-          full + ".csv"] + args)
+          full + ".csv"] + args + first)
     r = must([trainer, "--resume", full + "-step000002.safetensors", "--save", part + ".safetensors", "--log",
               part + ".csv"] + args)
     a, b = log_rows(full + ".csv"), log_rows(part + ".csv")
@@ -279,13 +288,42 @@ def resume(trainer, d, *args):
     print("final checkpoints: %s (%d bytes); step-4 checkpoint %s"
           % ("identical" if x == y else "DIFFERENT", len(x), "identical" if x == z else "DIFFERENT"))
     # ... and the check can fail: the step-2 weights alone (--load: a new run) train otherwise
-    must([trainer, "--steps", "2", "--load", full + "-step000002.safetensors", "--log", part + "-load.csv"] + args)
+    must([trainer, "--steps", "2", "--load", full + "-step000002.safetensors", "--log", part + "-load.csv"] + args
+         + first)
     c = log_rows(part + "-load.csv")
     print("--load of the step-2 checkpoint (weights only): %s" % c)
     differs = [l for _, l in c] != [l for _, l in a[2:]]
     if not differs:
         print("FAIL: a run from the weights alone gives the same losses: the test could not see a lost state")
     return 0 if ok and x == y == z and differs and "resumed from" in r.stdout else 1
+
+
+def tokens(trainer, d, text, *args):
+    """--data of an llm.c token file (a 256-int32 header: magic 20240520, version 1, the count; then uint16
+    tokens, little-endian) holding TEXT's bytes trains as --text TEXT does (byte tokens: a model of V >= 256
+    without a tokenizer): the same losses, bit for bit. The check can fail: the same tokens in reverse order
+    train otherwise. Planted (mutant token_file_big_endian, 2026-12-02): the tokens read big-endian, caught
+    here (a text byte b read big-endian is b x 256 + the next, out of V = 256's range: the trainer exits 1)."""
+    with open(text, "rb") as f:
+        data = f.read()
+    shard, rev = os.path.join(d, "tokens.bin"), os.path.join(d, "reversed.bin")
+    for path, toks in ((shard, data), (rev, data[::-1])):
+        with open(path, "wb") as f:
+            f.write(struct.pack("<256i", *([20240520, 1, len(toks)] + [0] * 253)))
+            f.write(struct.pack("<%dH" % len(toks), *toks))
+    args = ["--steps", "3", "--eval-batches", "0"] + list(args)
+    log = os.path.join(d, "tokens.csv")
+    got = {}
+    for name, data_args in (("--text", ["--text", text]), ("--data", ["--data", shard]), ("reversed", ["--data", rev])):
+        r = subprocess.run([trainer, "--log", log] + data_args + args, capture_output=True, text=True)
+        if r.returncode:
+            print("FAIL %s: exit %d\n%s" % (name, r.returncode, r.stderr))
+            return 1
+        got[name] = log_rows(log)
+        print("%-9s %s" % (name, got[name]))
+    ok = got["--text"] == got["--data"] and len(got["--data"]) == 3 and got["reversed"] != got["--data"]
+    print("token file vs text: %s" % ("the same losses" if ok else "FAIL"))
+    return 0 if ok else 1
 
 
 def keep(trainer, d, *args):
@@ -964,6 +1002,11 @@ def npy(trainer, d):
     case("shape-y", "train", "targets.npy",
          ["DATA/train/targets.npy: shape (70, 1), but input 'targets' of mlp needs (S,): S samples of shape ()"],
          descr="<i4", shape=(n, 1), values=[0] * n)
+    # a per-sample dimension of the right rank but the wrong size (planted, mutant npy_last_dim_unchecked: the
+    # loop over dimensions stopping before the last one; caught by this case alone, the only one of mlp's rank)
+    case("shape-cols", "train", "x.npy",
+         ["DATA/train/x.npy: shape (70, 783), but input 'x' of mlp needs (S, 784): S samples of shape (784,)"],
+         descr="<f4", shape=(n, 783), values=[0.5] * (n * 783))
     case("fortran", "train", "x.npy", ["DATA/train/x.npy: fortran_order is True"],
          descr="<f4", shape=(n, 784), values=px, fortran=True)
     case("truncated", "train", "x.npy",
@@ -1233,8 +1276,8 @@ def portable(d):
 
 if __name__ == "__main__":
     cmd, rest = sys.argv[1], sys.argv[2:]
-    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "resume_errors", "lean", "nonfinite", "generate",
-               "kvcache"):
+    if cmd in ("roundtrip", "errors", "npy", "resume", "keep", "tokens", "resume_errors", "lean", "nonfinite",
+               "generate", "kvcache"):
         os.makedirs(rest[1], exist_ok=True)
     if cmd == "identical":
         os.makedirs(rest[2], exist_ok=True)
@@ -1245,5 +1288,5 @@ if __name__ == "__main__":
           "schedule": schedule, "same": same, "clipnorm": clipnorm, "resume": resume, "keep": keep,
           "resume_errors": resume_errors, "shuffle": shuffle, "lean": lean, "blas": blas,
           "nonfinite": nonfinite, "memtruth": memtruth, "generate": generate, "lowered": lowered,
-          "kvcache": kvcache, "identical": identical}[cmd]
+          "kvcache": kvcache, "identical": identical, "tokens": tokens}[cmd]
     sys.exit(fn(*rest) or 0)

@@ -64,3 +64,93 @@ MUTANTS = [
          replace="  lce_scale(dW, sdW, V * K, 2 * scale, acc_dW);",
          tests=["e2e_fused_loss_same_gpt2-mini"]),
 ]
+# levers (issue 33, one per lever)
+MUTANTS += [
+    # recompute: a batchnorm replayed for backward in training mode updates its running statistics twice
+    dict(name="recompute_in_train_mode", file="codegen/emitc.c",
+         search="o->phase == PHASE_RECOMPUTE ? \"RT_MODE_RECOMPUTE\" : \"RT_MODE_TRAIN\",",
+         replace="o->phase == PHASE_RECOMPUTE ? \"RT_MODE_TRAIN\" : \"RT_MODE_TRAIN\",",
+         tests=["ckpt_exact_bn_mlp"]),
+    # recompute: the replayed op reads the first forward's (stale, reused) buffers, not the replayed inputs
+    dict(name="recompute_reads_stale_input", file="planner/autodiff.c",
+         search="  for (int k = 0; k < oi->nin; k++) f.in[k] = o->in[k] >= 0 ? a->cur[o->in[k]] : -1;",
+         replace="  for (int k = 0; k < oi->nin; k++) f.in[k] = o->in[k] >= 0 ? o->in[k] : -1;",
+         tests=["ckpt_exact_gpt2_mini"]),
+    # precision: bf16 storage rounding toward zero instead of to nearest even
+    dict(name="bf16_cast_toward_zero", file="runtime/cpu.c",
+         search="  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);                /* nearest even */",
+         replace="  return (uint16_t)(x >> 16); /* MUTANT: toward zero */",
+         tests=["precision_and_microbatch"]),
+    # precision: fp16 loss scaling never unapplied (the gradients stay 65536x)
+    dict(name="loss_scale_not_unapplied", file="runtime/memplan_trainer.c",
+         search="  if (m->unscale(arena, (float)(1.0 / ls->scale))) {",
+         replace="  if (m->unscale(arena, (float)(1.0 / 1.0))) {",
+         tests=["precision_and_microbatch"]),
+    # micro-batch: the loss gradient not scaled by 1/k (k micro-batches sum, not average)
+    dict(name="microbatch_not_averaged", file="runtime/memplan_trainer.c",
+         search="    float scale = (float)((m->loss_scaling ? ls.scale : 1.0) / m->accumulation / tr_ranks);",
+         replace="    float scale = (float)((m->loss_scaling ? ls.scale : 1.0) / tr_ranks);",
+         tests=["precision_and_microbatch"]),
+    # micro-batch: the first micro-batch accumulates onto the last step's gradients instead of overwriting them
+    dict(name="microbatch_first_accumulates", file="codegen/emitc.c",
+         search="accum && param_grad ? \"mb > 0\" : \"0\"",
+         replace="accum && param_grad ? \"1\" : \"0\"",
+         tests=["precision_and_microbatch"]),
+    # 8-bit moments: the first moment's block absmax stored at half its value
+    dict(name="adam8bit_m_absmax_halved", file="runtime/cpu.c",
+         search="    A->ms[b] = mmax, A->vs[b] = vmax;",
+         replace="    A->ms[b] = 0.5f * mmax, A->vs[b] = vmax;",
+         tests=["opt_state_accuracy"]),
+    # ZeRO: a rank copies the first shard's slice of the reduced gradient into its own shard
+    dict(name="zero_shard_offset_lost", file="runtime/memplan_trainer.c",
+         search="    if (!accumulate) memcpy(shard, g + lo, (size_t)len * sizeof(float));",
+         replace="    if (!accumulate) memcpy(shard, g, (size_t)len * sizeof(float));",
+         tests=["mpi_equal"]),
+    # param-precision bf16: round to nearest instead of stochastic rounding (small updates vanish)
+    dict(name="param_bf16_nearest_not_stochastic", file="runtime/cpu.c",
+         search="  return (uint16_t)((x + (uint32_t)(bits & 0xffffu)) >> 16);",
+         replace="  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u) + 0 * (uint32_t)bits) >> 16);",
+         tests=["bf16_sr", "e2e_paramprec_llama-mini"], targets=["test_bf16_sr"]),
+]
+# loaders and checkpoint fields (issue 33, one per loader and field)
+MUTANTS += [
+    dict(name="npy_fortran_order_ignored", file="runtime/memplan_trainer.c",
+         search="  if (fortran)\n    die(\"%s: fortran_order is True",
+         replace="  if (0 && fortran)\n    die(\"%s: fortran_order is True",
+         tests=["e2e_npy_mlp"]),
+    dict(name="npy_last_dim_unchecked", file="runtime/memplan_trainer.c",
+         search="  for (int d = 1; ok && d < rank; d++) ok = shape[d] == in->shape[d];",
+         replace="  for (int d = 1; ok && d < rank - 1; d++) ok = shape[d] == in->shape[d];",
+         tests=["e2e_npy_mlp"]),
+    # safetensors: data offsets taken from the file's start, not from the end of the header
+    dict(name="safetensors_offset_without_header", file="runtime/memplan_trainer.c",
+         search="      read_at(fd, arena + c->offset, c->bytes, data0 + e->begin, path, c->name);",
+         replace="      read_at(fd, arena + c->offset, c->bytes, 0 * data0 + e->begin, path, c->name);",
+         tests=["e2e_roundtrip_bn-mlp", "e2e_resume_mlp"]),
+    # token files (llm.c shards): the uint16 tokens read big-endian
+    dict(name="token_file_big_endian", file="runtime/memplan_trainer.c",
+         search="s.tok[i] = (uint16_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8);",
+         replace="s.tok[i] = (uint16_t)(b[1024 + 2 * i] << 8 | b[1024 + 2 * i + 1]);",
+         tests=["e2e_tokens_file_gpt2-mini"]),
+    # lr schedule position: the resumed run restarts the schedule (warmup, cosine) at its own first step
+    dict(name="resume_lr_schedule_restarts", file="runtime/memplan_trainer.c",
+         search="    double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step, o.steps);",
+         replace="    double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step - rs.step, "
+                 "o.steps);",
+         tests=["e2e_resume_gpt2-mini"]),
+    # loss scale: the resumed run starts at --loss-scale's initial value, not the checkpoint's (halved) scale
+    dict(name="resume_loss_scale_not_restored", file="runtime/memplan_trainer.c",
+         search="  rs.ls.scale = meta_num(mt, \"loss_scale\", p, FLT_MAX);",
+         replace="  rs.ls.scale = meta_num(mt, \"loss_scale\", p, FLT_MAX) > 0 ? o->loss_scale : 0;",
+         tests=["e2e_resume_gpt2-mini-fp16-mb2"]),
+    # RNG state: the resumed run keeps its own --seed (the default), not the checkpoint's (shuffle, dropout keys)
+    dict(name="resume_seed_not_restored", file="runtime/memplan_trainer.c",
+         search="  TAKE(o->seed_given, seed, seed, long long, \"%lld\", \"--seed (dropout keys, shuffling)\");",
+         replace="  (void)seed;",
+         tests=["e2e_resume_seed_gpt2-mini"]),
+    # running statistics: each saved from the first one's place (a checkpoint's state tensors all alike)
+    dict(name="ckpt_running_stats_misplaced", file="runtime/memplan_trainer.c",
+         search="          p->name,  p->offset,           p->bytes,",
+         replace="          p->name,  i < m->nparams ? p->offset : m->states[0].offset, p->bytes,",
+         tests=["reference_bn_mlp"]),
+]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tests/mutants/run.py SOURCE WORK [--only NAME,...] [--rotate K --of N] [-j J]: the mutant suite (issue 33).
+"""tests/mutants/run.py SOURCE WORK [--only NAME,...] [--subset K/N] [-j J]: the mutant suite (issue 33).
 
 Copies SOURCE's tracked and unignored files (git ls-files) to WORK/src once, configures WORK/build once, then
 for each mutant of tests/mutants/mutants.py: applies it (an exact, unique text replacement; a missing or
@@ -7,7 +7,9 @@ ambiguous search text is 'stale', counted as a failure of the suite), builds mem
 targets, runs only the mutant's tests (ctest -R, their fixtures with them: trainers are generated again from
 the mutated runtime), and restores the file. A mutant is caught when every test it names fails.
 Prints caught / survived / stale per mutant and the total; exit status 0 only when every mutant ran was
-caught. --rotate K --of N runs every N-th mutant starting at K (a bounded CI subset: K from the date).
+caught. --subset K/N runs every N-th mutant starting at the K-th (0-based, K mod N); K 'commit' picks it
+from SOURCE's commit hash (git rev-parse --short=6 HEAD, as tests/run-all picks its accuracy test), so each
+commit runs another bounded slice and N commits cover every mutant.
 """
 import argparse
 import os
@@ -46,8 +48,7 @@ def main():
     ap.add_argument("source")
     ap.add_argument("work")
     ap.add_argument("--only", default="")
-    ap.add_argument("--rotate", type=int)
-    ap.add_argument("--of", type=int, default=4)
+    ap.add_argument("--subset", default="")
     ap.add_argument("-j", default="2")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
@@ -58,8 +59,15 @@ def main():
         if unknown:
             sys.exit("run.py: no mutant %s (see --list)" % ", ".join(unknown))
         todo = [m for m in MUTANTS if m["name"] in names]
-    if a.rotate is not None:
-        todo = todo[a.rotate % a.of::a.of]
+    if a.subset:
+        k, _, n = a.subset.partition("/")
+        if k == "commit":
+            h = sh(["git", "-C", a.source, "rev-parse", "--short=6", "HEAD"]).stdout.strip()
+            k = str(int(h, 16)) if re.fullmatch(r"[0-9a-f]{6}", h) else "0"
+        if not (k.isdigit() and n.isdigit() and int(n) > 0):
+            sys.exit("run.py: --subset %s: give K/N (0 <= K, 1 <= N) or commit/N" % a.subset)
+        todo = todo[int(k) % int(n)::int(n)]
+        print("subset %d/%s: %s" % (int(k) % int(n), n, ", ".join(m["name"] for m in todo)), flush=True)
     if a.list:
         for m in todo:
             print("%-36s %-28s %s" % (m["name"], m["file"], " ".join(m["tests"])))

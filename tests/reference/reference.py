@@ -25,7 +25,14 @@ Two things float32 rounding decides outright, on any machine:
   one of them in everything.
 - AdamW divides by |g|: an element whose gradient the yardstick gets wrong
   by more than NOISY_REL of itself moves by rounding, up to lr per step
-  either way; it is checked against that bound.
+  either way. These "noisy" elements are held to TOL_FACTOR x float32
+  torch's own worst error on its tensor's noisy elements. Measured
+  2026-12-02 (this machine's kernel) on the 15 reference tests that have
+  such elements: the trainer's worst was at most 0.31 of that tolerance
+  (reference_frozen_lm_fused; gpt2-mini_adamw 0.17, llama_mini 0.14,
+  mlp_adamw 0.10, 1.3e-5 to 6.1e-5), so it is over 3x the largest; the
+  earlier bound, 2 lr x steps (1e-2 at lr 1e-3 over 5 steps), was about
+  600x gpt2-mini's error.
 
 --perturb-lr F runs torch with lr * F and expects the comparison to FAIL (the
 check can catch a wrong update).
@@ -256,11 +263,10 @@ def compare(plan, a, b, got, got_w, out, got_eval=None):
         out.append("  clipping (max norm %g) acted on %d of %d steps" % (plan_torch.clip_of(plan, a.clip), clipped,
                                                                          len(b.norm[torch.float64])))
     lr_steps = plan["optimizer"]["lr"] * a.steps
-    bound = 2.0 * lr_steps  # AdamW moves an element at most lr per step
     # AdamW's update errs by about its gradient's relative error, which is
     # NOISY_REL at most in the yardstick; allowed: ADAMW_FLOOR lr steps, a few times the measured worst.
     floor = FLOOR if plan["optimizer"]["type"] != "adamw" else max(FLOOR, ADAMW_FLOOR * lr_steps)
-    n_noisy = worst_noisy = 0
+    n_noisy = worst_noisy = noisy_ratio = 0
     ws, noisy_all = b.weights(plan)
     for name, w in ws[torch.float64].items():
         scale = np.maximum(1.0, np.abs(w))
@@ -275,15 +281,18 @@ def compare(plan, a, b, got, got_w, out, got_eval=None):
         med_tol = max(FLOOR, TOL_FACTOR * float(np.median(spread[~noisy]))) if (~noisy).any() else FLOOR
         med = float(np.median(err[~noisy])) if (~noisy).any() else 0.0
         ok &= worst <= tol and med <= med_tol
-        if noisy.any():
+        if noisy.any():  # measured like the rest: TOL_FACTOR x float32 torch's own worst on these elements
             n_noisy += int(noisy.sum())
+            ntol = max(floor, TOL_FACTOR * float(spread[noisy].max()))
             worst_noisy = max(worst_noisy, float(err[noisy].max()))
+            noisy_ratio = max(noisy_ratio, float(err[noisy].max()) / ntol)
         out.append("  %-24s worst error %.2e (tolerance %.1e), median %.2e (tolerance %.1e)%s"
                    % (name, worst, tol, med, med_tol, "" if worst <= tol and med <= med_tol else "  FAIL"))
-    ok &= worst_noisy <= bound
+    ok &= noisy_ratio <= 1.0
     if n_noisy:
-        out.append("  %d elements whose gradient float32 gets wrong by over %g of itself: worst error %.2e "
-                   "(bound 2 lr steps = %.0e)" % (n_noisy, NOISY_REL, worst_noisy, bound))
+        out.append("  %d elements whose gradient float32 gets wrong by over %g of itself: worst error %.2e, %.2f of "
+                   "its tolerance (%g x float32 torch's worst on its tensor's such elements)%s"
+                   % (n_noisy, NOISY_REL, worst_noisy, noisy_ratio, TOL_FACTOR, "" if noisy_ratio <= 1 else "  FAIL"))
     return ok
 
 
