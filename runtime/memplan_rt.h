@@ -1,4 +1,4 @@
-/* memplan_rt.h: the kernels a generated trainer calls, CPU backend (cpu.c:
+/* memplan_rt.h: the kernels a generated trainer calls, CPU backend (cpu_*.c:
  * C17, POSIX threads, OpenBLAS). Every kernel of memplan_kernels.h (which
  * holds their contracts and the conventions they share) as rt_<name>, then
  * what only this backend has. The CUDA backend is cuda/memplan_rt_cuda.h.

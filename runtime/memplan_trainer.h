@@ -1,7 +1,7 @@
 /* memplan_trainer.h: what a generated trainer.c hands to the shared trainer
- * program (memplan_trainer.c): the arena's size, tables of its parameters,
+ * program (memplan_trainer.c, trainer_*.c): the arena's size, tables of its parameters,
  * inputs and ops, and the two plan-specific functions, step() and eval().
- * trainer.c is the plan; memplan_trainer.c is everything a plan does not
+ * trainer.c is the plan; the program is everything a plan does not
  * change: options, data, initialization, safetensors, logging, profiling.
  * Running state (batchnorm's statistics) is saved and loaded with the
  * parameters under its plan.json name ("bn1.running_mean", as PyTorch's

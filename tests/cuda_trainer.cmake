@@ -1,7 +1,7 @@
 # The CUDA trainer compiles for every bundled model (label e2e, no GPU needed):
 # memplan compile, then the generated folder's own CMakeLists.txt builds
-# trainer_cuda with nvcc (trainer.cu, kernels.cu, memplan_trainer_cuda.cu, and
-# memplan_trainer.c as C), warnings as errors. Variants cover the paths a
+# trainer_cuda with nvcc (trainer.cu, cuda_*.cu, memplan_trainer_cuda.cu, and
+# the trainer program as C), warnings as errors. Variants cover the paths a
 # plain fp32 plan does not: bf16 casts, and fp16 loss scaling with
 # micro-batches. Running them is tests/gpu/run.sh's job, on a GPU machine.
 # One test, cuda_trainers, compiles them all (tests/gpu/compile_trainers.sh):
