@@ -41,33 +41,26 @@
 /* Longest sequence attention handles: its per-row scratch is T floats on the
  * stack, 64 KiB at this limit (the header's per-call stack budget). */
 #define RT_ATT_MAX_T 16384
-
 /* Columns per task when a gradient sums over rows: each task owns whole
  * columns, so no two threads add into one element and the summation order
  * does not depend on the thread count. */
 #define RT_COL_BLOCK 64
-
 /* Element-wise kernels below this size run on the caller alone: handing out
  * chunks costs more than the loop. */
 #define RT_PAR_MIN 16384
-
 /* Losses sum over a fixed number of parts, added in order: a loss must not
  * depend on the thread count or on timing. */
 #define RT_SUM_PARTS 64
-
 /* Products below this many multiply-adds run on one thread; a split gives
  * blocks of whole multiples of the quantum (SIMD-friendly). */
 #define RT_GEMM_PAR_MIN (1 << 18)
-
 #define RT_GEMM_QUANTUM 16
 
 #define RT_GEMM_CHUNKS 2
 
 static const float RT_SQRT_2_OVER_PI = 0.7978845608028654f; /* M_PI is not C17 */
-
-static const float RT_SQRT1_2 = 0.7071067811865476f; /* 1 / sqrt 2 */
-
-static const float RT_INV_SQRT_2PI = 0.3989422804014327f; /* 1 / sqrt(2 pi) */
+static const float RT_SQRT1_2 = 0.7071067811865476f;        /* 1 / sqrt 2 */
+static const float RT_INV_SQRT_2PI = 0.3989422804014327f;   /* 1 / sqrt(2 pi) */
 
 _Noreturn void rt_fail(const char *file, int line, const char *msg);
 

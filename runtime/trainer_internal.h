@@ -54,15 +54,12 @@
 /* Shared by the files of this family (split_runtime.py): moved here, or declared
  * here and defined in one file. */
 
-#define TR_TOKEN_MAGIC 20240520 /* llm.c's token shard header */
-
+#define TR_TOKEN_MAGIC 20240520            /* llm.c's token shard header */
 #define TR_EVAL_SAMPLE0 ((int64_t)1 << 40) /* synthetic eval samples never meet training ones */
-
 /* Step counts (--steps, --warmup, a checkpoint's step): at most 2^53, which a
  * double (the lr schedule's arithmetic) holds exactly and no step + 1 or sum
  * of two counts can overflow. */
 #define TR_MAX_STEPS ((int64_t)1 << 53)
-
 #define TR_MAX_THREADS 256 /* cpu.c's pool (RT_MAX_THREADS) */
 
 __attribute__((format(printf, 1, 2))) _Noreturn void die(const char *fmt, ...);
@@ -162,7 +159,6 @@ typedef struct {
 /* The checkpoint's metadata: string keys and string values (safetensors'
  * __metadata__ holds strings only). */
 enum { META_MAX = 40, META_KEY = 24, META_VAL = 2048 };
-
 typedef struct {
   int n;
   char key[META_MAX][META_KEY], val[META_MAX][META_VAL];

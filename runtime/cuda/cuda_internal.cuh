@@ -52,19 +52,16 @@ void rt_cuda_fail(const char *file, int line, const char *what, const char *why)
     cudaError_t err_ = (call);                                                                  \
     if (err_ != cudaSuccess) rt_cuda_fail(__FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
   } while (0)
-
 #define CUBLAS_CHECK(call)                                                                                 \
   do {                                                                                                     \
     cublasStatus_t st_ = (call);                                                                           \
     if (st_ != CUBLAS_STATUS_SUCCESS) rt_cuda_fail(__FILE__, __LINE__, #call, cublasGetStatusString(st_)); \
   } while (0)
-
 /* A contract violation by the caller (a size that does not fit, no context). */
 #define RT_CHECK(cond, msg)                                      \
   do {                                                           \
     if (!(cond)) rt_cuda_fail(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
-
 /* Kernel launches report configuration errors here; faults inside a kernel
  * surface at the next synchronizing call. */
 #define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
@@ -104,12 +101,10 @@ static __device__ double warp_sum_d(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
   return v;
 }
-
 static __device__ float warp_sum_f(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
   return v;
 }
-
 static __device__ float warp_max_f(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
   return v;
@@ -126,7 +121,6 @@ static __device__ double block_sum_d(double v, double *sh) {
   __syncthreads();
   return warp_sum_d(lane < nw ? sh[lane] : 0.0);
 }
-
 static __device__ float block_max_f(float v, float *sh) {
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
   v = warp_max_f(v);
@@ -144,7 +138,6 @@ void cuda_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *A, 
 // the group sums are added in group order. A warp reads 4 rows of 8
 // consecutive floats: whole 32-byte sectors.
 #define COL_BLOCK 8
-
 #define ROW_GROUPS 64
 
 /* Adds the ROW_GROUPS partial sums of each column in a fixed order; thread
