@@ -375,7 +375,12 @@ PlanRequest cli_request(const Options *o) {
 
 static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) {
   // Every output is built in memory first, then written all or nothing.
-  enum { NFIXED = 7, MAXF = NFIXED + 16 };
+  enum { NFIXED = 7, MAXF = NFIXED + 64 };
+  if (emitc_nruntime_files > MAXF - NFIXED) {
+    fprintf(stderr, "memplan: internal error: %d runtime files, room for %d (cli_compile.c's MAXF)\n",
+            emitc_nruntime_files, MAXF - NFIXED);
+    return EXIT_INTERNAL;
+  }
   const char *name[MAXF] = {"plan.json", "trainer.c", "trainer.cu",  "CMakeLists.txt",
                             "plan.dot",  "plan.svg",  "timeline.svg"};
   Text out[MAXF] = {{0}};
@@ -392,7 +397,8 @@ static int write_outputs(const Plan *p, const char *dir, const DotOptions *dot) 
   if (rc == EXIT_OK && text_write_folder(dir, name, out, n)) rc = EXIT_USER;
   if (rc == EXIT_OK) {
     printf("\nwrote %s/:", dir);
-    for (int i = 0; i < n; i++) printf(" %s", name[i]);
+    for (int i = 0; i < NFIXED; i++) printf(" %s", name[i]);
+    printf(" + %d runtime files (the trainer program, the CPU and CUDA kernels)", n - NFIXED);
     printf(
         "\n  build and train: cmake -S %s -B %s/build && cmake --build %s/build && %s/build/trainer --help\n"
         "  (build/trainer where OpenBLAS is found, build/trainer_cuda where nvcc is)\n",

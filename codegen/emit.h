@@ -52,7 +52,7 @@ typedef struct {
   const char *hooks;       /* the model table's backend fields (set_threads, device) */
   const char *sqnorm_all;  /* gradient clipping: NULL: grad_sqnorm returns each gradient's sum; else the
                               expression that returns the total, after the calls */
-  const char *decode;      /* generation's decode (TrModel.decode_run): "tr_decode" (generate.c), or "NULL" */
+  const char *decode;      /* generation's decode (TrModel.decode_run): "tr_decode" (cpu_generate.c), or "NULL" */
   const char *comm;        /* collectives' prefix (plans for N ranks): "tr_" (memplan_trainer.h, MPI),
                               "tr_cuda_" (NCCL) */
 } EmitBackend;
@@ -68,9 +68,9 @@ int emit_trainer(const Plan *p, const EmitBackend *be, Text *out);
  * default); an error only when neither can be built. */
 void emit_cmakelists(const Plan *p, Text *out);
 
-/* The runtime files a trainer folder needs (memplan_kernels.h, memplan_rt.h,
- * cpu.c, memplan_trainer.{h,c}, and the CUDA side: memplan_rt_cuda.h, kernels.cu,
- * memplan_trainer_cuda.cu), embedded in memplan at build time from runtime/
+/* The runtime files a trainer folder needs (runtime/CMakeLists.txt lists them: the kernel
+ * headers, cpu_*.c, memplan_trainer.{h,c} and trainer_*.c, and the CUDA side: memplan_rt_cuda.h,
+ * cuda_*.cu, memplan_trainer_cuda.cu), embedded in memplan at build time from runtime/
  * (runtime_files.c, made by codegen/embed.cmake). */
 typedef struct {
   const char *name;

@@ -796,7 +796,7 @@ static const char mpi_target[] =
     "  find_package(MPI COMPONENTS C)\n"
     "endif()\n"
     "if(TARGET trainer AND MPI_C_FOUND)\n"
-    "  add_executable(trainer_mpi trainer.c memplan_trainer.c memplan_json.c cpu.c cpu_blas.c generate.c)\n"
+    "  add_executable(trainer_mpi trainer.c ${TRAINER_PROGRAM} ${TRAINER_CPU_KERNELS})\n"
     "  target_compile_definitions(trainer_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI)\n"
     "  target_compile_options(trainer_mpi PRIVATE -Wall -Wextra -O3 -fno-math-errno -fno-trapping-math "
     "-ffp-contract=off)\n"
@@ -819,8 +819,7 @@ static const char cuda_mpi_target[] =
     "  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})\n"
     "endif()\n"
     "if(TARGET trainer_cuda AND MPI_C_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)\n"
-    "  add_executable(trainer_cuda_mpi trainer.cu memplan_trainer.c memplan_json.c memplan_trainer_cuda.cu "
-    "kernels.cu generate_cuda.cu)\n"
+    "  add_executable(trainer_cuda_mpi trainer.cu ${TRAINER_PROGRAM} ${TRAINER_CUDA_KERNELS})\n"
     "  target_compile_definitions(trainer_cuda_mpi PRIVATE _POSIX_C_SOURCE=200809L MEMPLAN_MPI MEMPLAN_NCCL)\n"
     "  target_compile_options(trainer_cuda_mpi PRIVATE $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra -O3 -ffp-contract=off>\n"
     "                        $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -O3 -Xcompiler=-Wall,-Wextra>)\n"
@@ -834,6 +833,33 @@ static const char cuda_mpi_target[] =
     "elseif(TARGET trainer_cuda)\n"
     "  message(STATUS \"MPI or NCCL not found: not building trainer_cuda_mpi, the data-parallel CUDA trainer\")\n"
     "endif()\n\n";
+
+/* The runtime's sources in this folder (memplan's runtime/, embedded), as CMake lists: the trainer
+ * program (C, both trainers), the CPU kernels, the CUDA kernels. memplan_bpe.c is not one: the token
+ * data's file includes it, so every build of the program has it. */
+static const char *runtime_lists(Emit *E) {
+  static const char *const var[3] = {"TRAINER_PROGRAM", "TRAINER_CPU_KERNELS", "TRAINER_CUDA_KERNELS"};
+  Text t = {0};
+  text_printf(&t, "# The runtime, the same in every folder: the trainer program, the CPU kernels, the CUDA kernels\n");
+  for (int k = 0; k < 3; k++) {
+    text_printf(&t, "set(%s", var[k]);
+    for (int i = 0, col = 0; i < emitc_nruntime_files; i++) {
+      const char *f = emitc_runtime_files[i].name, *dot = strrchr(f, '.');
+      int kind = -1; /* a header, or memplan_bpe.c */
+      if (dot && !strcmp(dot, ".cu")) kind = 2;
+      else if (dot && !strcmp(dot, ".c") && strcmp(f, "memplan_bpe.c")) kind = strncmp(f, "cpu", 3) ? 0 : 1;
+      if (kind != k) continue;
+      if (col > 80) text_printf(&t, "\n   "), col = 0;
+      text_printf(&t, " %s", f);
+      col += (int)strlen(f) + 1;
+    }
+    text_printf(&t, ")\n");
+  }
+  text_printf(&t, "\n");
+  const char *s = ar_strdup(&E->ar, t.s);
+  text_free(&t);
+  return s;
+}
 
 static void cmake(Emit *E, Text *t) {
   text_printf(
@@ -860,7 +886,7 @@ static void cmake(Emit *E, Text *t) {
       "option(TRAINER_WERROR \"warnings are errors (-Wall -Wextra -Werror)\" OFF)\n"
       "option(TRAINER_NATIVE \"tune for this machine's CPU (-march=native; the binary may not run elsewhere)\" OFF)\n"
       "option(TRAINER_CPU \"build the CPU trainer when OpenBLAS and OpenMP are found\" ON)\n"
-      "option(TRAINER_CUDA \"build the CUDA trainer when a CUDA compiler is found\" ON)\n\n"
+      "option(TRAINER_CUDA \"build the CUDA trainer when a CUDA compiler is found\" ON)\n\n%s"
       "if(TRAINER_CPU)\n"
       "  set(BLA_VENDOR OpenBLAS)\n"
       "  find_package(BLAS)\n"
@@ -868,7 +894,7 @@ static void cmake(Emit *E, Text *t) {
       "  find_path(CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas)\n"
       "endif()\n"
       "if(TRAINER_CPU AND BLAS_FOUND AND OpenMP_C_FOUND)\n"
-      "  add_executable(trainer trainer.c memplan_trainer.c memplan_json.c cpu.c cpu_blas.c generate.c)\n"
+      "  add_executable(trainer trainer.c ${TRAINER_PROGRAM} ${TRAINER_CPU_KERNELS})\n"
       "  target_compile_definitions(trainer PRIVATE _POSIX_C_SOURCE=200809L)\n"
       "  target_compile_options(trainer PRIVATE -Wall -Wextra -O3 -fno-math-errno -fno-trapping-math "
       "-ffp-contract=off)\n"
@@ -879,7 +905,7 @@ static void cmake(Emit *E, Text *t) {
       "elseif(TRAINER_CPU)\n"
       "  message(STATUS \"OpenBLAS or OpenMP not found: not building the CPU trainer\")\n"
       "endif()\n\n%s",
-      comment_safe(E, E->p->model), MEMPLAN_VERSION, E->p->data_parallel ? mpi_target : "");
+      comment_safe(E, E->p->model), MEMPLAN_VERSION, runtime_lists(E), E->p->data_parallel ? mpi_target : "");
   text_printf( // a second literal: C17 compilers need only accept 4095 characters in one
       t,
       "if(TRAINER_CUDA)\n"
@@ -892,9 +918,8 @@ static void cmake(Emit *E, Text *t) {
       "  endif()\n"
       "  enable_language(CUDA)\n"
       "  find_package(CUDAToolkit REQUIRED)\n"
-      "  # memplan_trainer.c is the same C program as the CPU trainer's, without OpenMP\n"
-      "  add_executable(trainer_cuda trainer.cu memplan_trainer.c memplan_json.c memplan_trainer_cuda.cu kernels.cu\n"
-      "                 generate_cuda.cu)\n"
+      "  # the trainer program is the same C program as the CPU trainer's, without OpenMP\n"
+      "  add_executable(trainer_cuda trainer.cu ${TRAINER_PROGRAM} ${TRAINER_CUDA_KERNELS})\n"
       "  # C++20 for trainer.cu's designated initializers (nvcc 12 or later), set directly: CMake\n"
       "  # before 3.26 does not know nvcc's CUDA 20 dialect\n"
       "  target_compile_definitions(trainer_cuda PRIVATE _POSIX_C_SOURCE=200809L)\n"

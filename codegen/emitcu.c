@@ -24,6 +24,6 @@ const EmitBackend emit_backend_cuda = {
     .unscale_all = "rt_cuda_all_finite()",
     .hooks = ".set_threads = NULL, .blas = NULL, .device = &tr_cuda_device",
     .sqnorm_all = "rt_cuda_grad_sqnorm_total()",
-    .decode = "tr_cuda_decode", /* cuda/generate_cuda.cu */
+    .decode = "tr_cuda_decode", /* cuda/cuda_generate.cu */
     .comm = "tr_cuda_",
 };

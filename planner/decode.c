@@ -27,7 +27,7 @@ int64_t plan_alloc_bytes(const Plan *p) {
   return p->gen_context ? p->kv_cache_offset + p->kv_cache_bytes : p->arena_bytes;
 }
 
-/* Whether the runtime's decode (runtime/generate.c) runs op o on any rows. */
+/* Whether the runtime's decode (runtime/cpu_generate.c) runs op o on any rows. */
 static bool decodes(OpKind k) {
   switch (k) {
   case OP_EMBEDDING:

@@ -1,11 +1,11 @@
 /* memplan_kernels.h: every kernel a generated trainer calls, declared once
  * with its contract. A backend header expands these lists with its prefix:
- * memplan_rt.h (rt_, cpu.c), cuda/memplan_rt_cuda.h (rt_cuda_, kernels.cu)
+ * memplan_rt.h (rt_, cpu_*.c), cuda/memplan_rt_cuda.h (rt_cuda_, cuda_*.cu)
  * and tests/gpu/ref.h (ref_, the double-precision references of the tests).
  *
  * Adding a kernel is one X(return type, name, (parameters)) entry in a list
  * below, with its contract as a comment, plus its definitions: rt_<name> in
- * cpu.c, rt_cuda_<name> in cuda/kernels.cu and, for MEMPLAN_KERNELS,
+ * the family's cpu_*.c, rt_cuda_<name> in its cuda/cuda_*.cu and, for MEMPLAN_KERNELS,
  * ref_<name> in tests/gpu/ref.c. No other header changes; the compiler checks
  * each definition against the declaration made from the entry. Kernels that
  * only one backend has, or whose contract differs between backends (loss

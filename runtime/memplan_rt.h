@@ -1,4 +1,4 @@
-/* memplan_rt.h: the kernels a generated trainer calls, CPU backend (cpu.c:
+/* memplan_rt.h: the kernels a generated trainer calls, CPU backend (cpu_*.c:
  * C17, POSIX threads, OpenBLAS). Every kernel of memplan_kernels.h (which
  * holds their contracts and the conventions they share) as rt_<name>, then
  * what only this backend has. The CUDA backend is cuda/memplan_rt_cuda.h.
@@ -22,7 +22,7 @@ MEMPLAN_CASTS(RT_DECLARE)
 
 /* Number of threads the CPU backend uses (its thread pool); set once at start. */
 void rt_set_threads(int n);
-/* fn(ctx, lo, hi) over [0, n) in chunks on that pool (generate.c's kernels); not reentrant. */
+/* fn(ctx, lo, hi) over [0, n) in chunks on that pool (cpu_generate.c's kernels); not reentrant. */
 void rt_parallel(void (*fn)(const void *ctx, int64_t lo, int64_t hi), const void *ctx, int64_t n);
 
 /* The BLAS library and kernel, first thing in main (cpu_blas.c): when the

@@ -1,7 +1,7 @@
 /* memplan_trainer.h: what a generated trainer.c hands to the shared trainer
- * program (memplan_trainer.c): the arena's size, tables of its parameters,
+ * program (memplan_trainer.c, trainer_*.c): the arena's size, tables of its parameters,
  * inputs and ops, and the two plan-specific functions, step() and eval().
- * trainer.c is the plan; memplan_trainer.c is everything a plan does not
+ * trainer.c is the plan; the program is everything a plan does not
  * change: options, data, initialization, safetensors, logging, profiling.
  * Running state (batchnorm's statistics) is saved and loaded with the
  * parameters under its plan.json name ("bn1.running_mean", as PyTorch's
@@ -194,7 +194,7 @@ typedef struct {
 } TrOptState;
 
 /* One op of generation's decode (memplan compile --gen-context, planner/
- * decode.h; runtime/generate.c runs them): an eval op run on n rows at
+ * decode.h; runtime/cpu_generate.c runs them): an eval op run on n rows at
  * positions pos..pos+n-1, in the first n rows of its eval buffers. */
 enum {
   TR_DEC_EMBEDDING, /* in: tokens, W */
@@ -320,7 +320,7 @@ struct TrModel {
    * schedule as decode ops; gen_context positions; the caches at
    * kv_cache_offset (kv_cache_bytes, inside arena_bytes). ndecode 0: no
    * cache, --generate recomputes each window (llm.c's loop). decode_run
-   * (generate.c's tr_decode, or tr_cuda_decode on the device) runs them on the eval
+   * (cpu_generate.c's tr_decode, or tr_cuda_decode on the device) runs them on the eval
    * tokens' first n entries at positions pos.., leaving the last row's
    * logits at eval_logits_offset. */
   const TrDecodeOp *decode;
@@ -358,9 +358,9 @@ void tr_cuda_reduce_scatter(float *g, float *shard, int64_t n, int accumulate);
 void tr_cuda_all_gather(float *p, int64_t n);
 
 /* Generation's prefill (n rows from position 0) and decode (one row at
- * position pos) on the CPU (generate.c): TrModel.decode_run. */
+ * position pos) on the CPU (cpu_generate.c): TrModel.decode_run. */
 void tr_decode(const TrModel *m, unsigned char *arena, int64_t n, int64_t pos);
-/* The same on the device (cuda/generate_cuda.cu), in the device arena; trainer.cu's decode_run. */
+/* The same on the device (cuda/cuda_generate.cu), in the device arena; trainer.cu's decode_run. */
 void tr_cuda_decode(const TrModel *m, unsigned char *arena, int64_t n, int64_t pos);
 
 /* The CUDA trainer's device (memplan_trainer_cuda.cu; trainer.cu only). */

@@ -433,13 +433,13 @@ foreach(m gpt2-mini llama-mini-b1 gpt2-mini-kv)
   set_tests_properties(reference_generate_${m} PROPERTIES LABELS reference TIMEOUT 180 SKIP_RETURN_CODE 77
                        FIXTURES_REQUIRED trainer_${m})
 endforeach()
-# Generation from the KV cache (runtime/generate.c), e2e.py kvcache: each of 100 tokens' cached logits
+# Generation from the KV cache (runtime/cpu_generate.c), e2e.py kvcache: each of 100 tokens' cached logits
 # against the eval plan's recompute of its window (--kv-check), at most 1.5e-5 apart; peak RSS within
 # memory_truth's bound; a prompt longer than the cache and --kv-check without it refused (a few seconds).
 # Measured 2026-12-02 (seeds 1-3, 20 steps of training, sampling 100 tokens after "static ", OpenBLAS's
 # Prescott and Zen kernels, 1 and 2 threads): the largest difference 1.91e-6 (gpt2-mini, logits up to 4.3)
 # and 4.77e-6 (llama-mini, up to 5.6); 1.5e-5 is 3x the larger. Planted once each (2026-12-02, in the
-# trainer folders' generate.c): rope turning every row of a prefill by position pos (row r's offset dropped):
+# trainer folders' cpu_generate.c): rope turning every row of a prefill by position pos (row r's offset dropped):
 # "FAIL cached logits differ from the recompute by 0.00508 > 1.5e-5" (llama-mini; reference_generate_llama-
 # mini-b1: "FAIL first difference at token 0: trainer 100, torch 237 (margin 9.06)"); attention over the
 # cache's positions 0..pos+r-1 (the newest left out): "... by 0.0124 > 1.5e-5" (gpt2-mini;

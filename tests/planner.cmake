@@ -199,6 +199,10 @@ set_tests_properties(cli_version PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION 
 # where clang-format is not installed (CI installs it: .ci/setup).
 add_test(NAME format COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_format.sh ${MEMPLAN_SOURCE_DIR})
 set_tests_properties(format PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
+# One concern a file (issue #31): no runtime/ or planner/ file over 800 lines
+# unless tests/scripts/check_file_sizes.sh lists it with its reason.
+add_test(NAME file_sizes COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/check_file_sizes.sh ${MEMPLAN_SOURCE_DIR})
+set_tests_properties(file_sizes PROPERTIES LABELS unit)
 
 # The command line: one scheme of exit statuses for every command (0 success,
 # 1 user error, 2 usage, 3 internal error), each case checked for its status

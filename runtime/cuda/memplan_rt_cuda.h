@@ -1,4 +1,4 @@
-/* memplan_rt_cuda.h: the CUDA backend of the trainer kernels (kernels.cu,
+/* memplan_rt_cuda.h: the CUDA backend of the trainer kernels (cuda_*.cu,
  * cuBLAS, cuBLASLt).
  *
  * Every kernel of memplan_kernels.h exists here as rt_cuda_<name>, with the

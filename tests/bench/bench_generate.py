@@ -8,7 +8,7 @@ weights, prompt and threads (CTest label bench; not pass/fail on time).
            --gen-context CTX`, built Release (TRAINER_NATIVE on); weights from
            --seed (--steps 0 --save); `trainer --load W --generate N
            --prompt-tokens P --temperature 0`: the prompt prefilled in one
-           pass, then one token a step from the cache (runtime/generate.c);
+           pass, then one token a step from the cache (runtime/cpu_generate.c);
            with --no-kv-cache, llm.c's loop, each token one eval forward of
            the whole [1, CTX] window; their own tok/s lines;
   torch    float32 eager, torch.no_grad, torch.set_num_threads(TH): the prompt

@@ -164,7 +164,7 @@ def median_after_first(ms):
 
 
 def gemm_shapes(plan):
-    """The sgemm calls of one training step, as runtime/cpu.c makes them:
+    """The sgemm calls of one training step, as runtime/cpu_matmul.c makes them:
     [(m, n, k, ta, tb, count, label)] for C[m,n] = op(A)[m,k] op(B)[k,n], equal
     shapes merged (label: their layers, block numbers as #). Attention runs its
     own loops, not sgemm, and is not here; conv2d's GEMMs (one per sample and

@@ -6,7 +6,7 @@
 # links for every plan, nothing runs (CTest: tests/cuda_trainer.cmake, no
 # GPU needed). The trainer folders differ only in trainer.c and trainer.cu
 # (the runtime is embedded in memplan, and this checks it): one build folder
-# compiles the runtime (kernels.cu, memplan_trainer_cuda.cu, ...) once, and
+# compiles the runtime (cuda_*.cu, memplan_trainer_cuda.cu, ...) once, and
 # each plan's trainer.cu replaces the last, so nvcc recompiles only that.
 # A data-parallel plan (memplan compile --ranks N, last in the list: its
 # CMakeLists.txt adds trainer_mpi and trainer_cuda_mpi) replaces the

@@ -36,7 +36,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 rm -rf "$DIR"
 mkdir -p "$DIR"
-cp runtime/memplan_trainer.c "$DIR/data.txt" # 35 KB of text: > 8193 tokens for B=8 T=1024
+cat runtime/memplan_trainer.c runtime/trainer_*.c >"$DIR/data.txt" # 118 KB of text: > 8193 tokens for B=8 T=1024
 : >"$DIR/configs.tsv"
 
 # config NAME STEPS TOL START(load|seed) -- memplan options

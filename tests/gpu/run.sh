@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh: the GPU checks, in one call sized for a few minutes.
 #
-# Builds the CUDA backend (runtime/cuda/kernels.cu) and its comparison program
+# Builds the CUDA backend (runtime/cuda/cuda_*.cu) and its comparison program
 # (tests/gpu: test_cuda_kernels.c against the double references of ref.c)
 # with nvcc and cc alone: no CMake, libyaml, Graphviz or OpenBLAS needed,
 # only the CUDA toolkit (nvcc, cuBLAS, compute-sanitizer) and a C compiler.
@@ -82,8 +82,12 @@ echo "arch: $ARCH"
 build() {
   local inc="-Iruntime -Iruntime/cuda -Itests/gpu"
   local cflags="-std=c17 -O2 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror"
-  "$NVCC" -O2 -std=c++17 -arch="$ARCH" --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
-    $inc -c runtime/cuda/kernels.cu -o "$BUILD_DIR/kernels.o" || return 1
+  local objs="" f
+  for f in runtime/cuda/cuda_*.cu; do
+    "$NVCC" -O2 -std=c++17 -arch="$ARCH" --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+      $inc -c "$f" -o "$BUILD_DIR/$(basename "$f" .cu).o" || return 1
+    objs="$objs $BUILD_DIR/$(basename "$f" .cu).o"
+  done
   if [ -n "$CC" ]; then
     "$CC" $cflags $inc -c tests/gpu/test_cuda_kernels.c -o "$BUILD_DIR/test.o" || return 1
     "$CC" $cflags -ffp-contract=off $inc -c tests/gpu/ref.c -o "$BUILD_DIR/ref.o" || return 1
@@ -93,7 +97,8 @@ build() {
     "$NVCC" -O2 -Xcompiler "-std=c17 -ffp-contract=off" $inc \
       -c tests/gpu/ref.c -o "$BUILD_DIR/ref.o" || return 1
   fi
-  "$NVCC" -arch="$ARCH" "$BUILD_DIR/kernels.o" "$BUILD_DIR/test.o" "$BUILD_DIR/ref.o" \
+  # shellcheck disable=SC2086 # one object per file
+  "$NVCC" -arch="$ARCH" $objs "$BUILD_DIR/test.o" "$BUILD_DIR/ref.o" \
     -lcublasLt -lcublas -lm -o "$BUILD_DIR/test_cuda_kernels"
 }
 

@@ -1,4 +1,4 @@
-/* generate.c: generation from a planned KV cache on the CPU (memplan compile
+/* cpu_generate.c: generation from a planned KV cache on the CPU (memplan compile
  * --gen-context N; planner/decode.h). The eval schedule's ops run on n rows
  * at positions pos..pos+n-1 in the first n rows of their eval buffers:
  * prefill is the prompt's rows from position 0 in one pass, decode one row a

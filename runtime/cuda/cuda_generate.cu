@@ -1,5 +1,5 @@
-/* generate_cuda.cu: generation from a planned KV cache on the device, the
- * CUDA twin of generate.c (TrModel.decode_run of trainer.cu): the same
+/* cuda_generate.cu: generation from a planned KV cache on the device, the
+ * CUDA twin of cpu_generate.c (TrModel.decode_run of trainer.cu): the same
  * decode ops, on n rows at positions pos..pos+n-1 in the device arena, the
  * rt_cuda_* kernels for what the eval plan already runs and two kernels of
  * its own: rope at an offset position, and attention of each new row over
@@ -18,7 +18,7 @@
   do {                                                                                           \
     cudaError_t e_ = (call);                                                                     \
     if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "generate_cuda.cu:%d: %s: %s\n", __LINE__, #call, cudaGetErrorString(e_)); \
+      fprintf(stderr, "cuda_generate.cu:%d: %s: %s\n", __LINE__, #call, cudaGetErrorString(e_)); \
       exit(1);                                                                                   \
     }                                                                                            \
   } while (0)
@@ -26,7 +26,7 @@
 static cudaStream_t dec_stream(void) { return (cudaStream_t)rt_cuda_stream(); }
 
 /* One thread per (row, frequency): every q and k head of the row turned by
- * position pos + row (generate.c's rope_task). */
+ * position pos + row (cpu_generate.c's rope_task). */
 __global__ void dec_rope(float *x, int64_t n, int64_t pos, int64_t H, int64_t KV, int64_t hd, float theta, float f1,
                          float f2, float f3, float f4) {
   int64_t h2 = hd / 2, id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
