@@ -654,8 +654,7 @@ static void pool_build_mode(BuildCtx *c, bool ceil) {
   if (p > k / 2)
     build_error(c, "padding", "padding = %lld must be at most half the kernel (%lld), as torch requires", (long long)p,
                 (long long)k);
-  int64_t d[4] = {x->d[0], x->d[1], pool_out(c, x->d[2], "H", k, s, p, ceil),
-                  pool_out(c, x->d[3], "W", k, s, p, ceil)};
+  int64_t d[4] = {x->d[0], x->d[1], pool_out(c, x->d[2], "H", k, s, p, ceil), pool_out(c, x->d[3], "W", k, s, p, ceil)};
   const char *sym[4] = {x->sym[0], x->sym[1], NULL, NULL};
   build_data(c, 0, 0);
   build_output(c, 0, NULL, build_shape(c, 4, d, sym), DT_F32);

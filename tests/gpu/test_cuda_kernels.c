@@ -1066,8 +1066,8 @@ static void case_adaptive_pool(int64_t N, int64_t C, int64_t H, int64_t W, int64
   Ten x = ten_rand(nx, 2), out = ten_fill(ny, NAN);
   ref_adaptive_avgpool2d_forward(out.ref, x.ref, N, C, H, W, Ho, Wo);
   UT(adaptive_avgpool2d_forward)(out.ut, x.ut, N, C, H, W, Ho, Wo);
-  check(&out, TOL, "adaptive_avgpool2d_forward (%lld,%lld,%lld,%lld) to %lldx%lld", LL(N), LL(C), LL(H), LL(W),
-        LL(Ho), LL(Wo));
+  check(&out, TOL, "adaptive_avgpool2d_forward (%lld,%lld,%lld,%lld) to %lldx%lld", LL(N), LL(C), LL(H), LL(W), LL(Ho),
+        LL(Wo));
   for (int acc = 0; acc <= 1; acc++) {
     Ten g = ten_rand(ny, 1), dx = ten_grad(nx, acc);
     ref_adaptive_avgpool2d_backward(dx.ref, g.ref, N, C, H, W, Ho, Wo, acc);
@@ -1776,10 +1776,10 @@ int main(int argc, char **argv) {
   RUN("maxpool2d", case_pool(1, 1, 2, 6, 5, 4, 1, 2));                      // overlapping windows, padding = kernel/2
   RUN("avgpool2d", case_pool(0, 2, 3, 9, 7, 3, 2, 1));                      // padding counted (count_include_pad)
   RUN("avgpool2d", case_pool(0, 1, 2, 6, 5, 4, 1, 2));
-  RUN("maxpool2d", case_pool(2, 2, 3, 6, 5, 3, 2, 0));                      // ceil_mode: 3x2, not 2x2
-  RUN("maxpool2d", case_pool(2, 1, 2, 5, 7, 2, 3, 1));                      // ceil_mode, 5: a last window dropped
-  RUN("adaptive_avgpool2d", case_adaptive_pool(2, 3, 9, 7, 4, 3));          // uneven, overlapping windows
-  RUN("adaptive_avgpool2d", case_adaptive_pool(1, 2, 2, 3, 7, 7));          // more outputs than inputs (VGG at 64)
+  RUN("maxpool2d", case_pool(2, 2, 3, 6, 5, 3, 2, 0));             // ceil_mode: 3x2, not 2x2
+  RUN("maxpool2d", case_pool(2, 1, 2, 5, 7, 2, 3, 1));             // ceil_mode, 5: a last window dropped
+  RUN("adaptive_avgpool2d", case_adaptive_pool(2, 3, 9, 7, 4, 3)); // uneven, overlapping windows
+  RUN("adaptive_avgpool2d", case_adaptive_pool(1, 2, 2, 3, 7, 7)); // more outputs than inputs (VGG at 64)
   RUN("global_avgpool", case_global_avgpool(24, 49));
   RUN("global_avgpool", case_global_avgpool(3, quick ? 100 : 3136));
   RUN("dropout", case_dropout(quick ? 1000 : 100003, 0.1f, 0x1234567890abcdefull));
