@@ -346,7 +346,7 @@ static Out *map_tensors(const Model *m, const Srcs *S, int *nout) {
     size_t len = strlen(n);
     if (!S->s[i].used && !(len > 21 && !strcmp(n + len - 21, ".rotary_emb.inv_freq")))
       hf_fail(S->s[i].in->path,
-              "tensor '%s' is not in the %s name map (README, \"Hugging Face checkpoints\"): "
+              "tensor '%s' is not in the %s name map (docs/fine-tuning.md, \"Hugging Face checkpoints\"): "
               "config.json's model has no such parameter (more layers than num_hidden_layers?)",
               n, ARCH[m->family]);
   }
@@ -923,7 +923,7 @@ int export_main(int argc, char **argv) {
   if (!emb || !L)
     hf_fail(plan_path,
             "model '%s' has no emb.weight or no layers hN: not import-hf's Llama-family "
-            "names (README, \"Hugging Face checkpoints\")",
+            "names (docs/fine-tuning.md, \"Hugging Face checkpoints\")",
             p->model);
   int64_t V = emb->shape.d[0], C = emb->shape.d[1], F = 0, T = 0;
   for (int i = 0; i < p->ndims; i++)

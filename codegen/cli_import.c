@@ -51,7 +51,7 @@ const char import_help[] =
     "                        wte's rows padded with zeros to its V (50257 -> 50304), wpe cut to its\n"
     "                        T rows, every tensor's shape checked against it, none missing\n"
     "  -h, --help            this help\n"
-    "  The name maps are in README.md (\"Hugging Face checkpoints\").\n";
+    "  The name maps are in docs/fine-tuning.md (\"Hugging Face checkpoints\").\n";
 
 /* One output tensor: where it comes from and how. */
 typedef struct {
@@ -281,7 +281,8 @@ static Out *plan_outputs(const HfIn *in, const StTensor *t, int n, const Plan *p
     if (!mp) continue;
     if (!strcmp(mp, "?"))
       hf_fail(in->path,
-              "tensor '%s' is not in the GPT-2 name map (README.md, \"Hugging Face checkpoints\"): not a Hugging Face "
+              "tensor '%s' is not in the GPT-2 name map (docs/fine-tuning.md, \"Hugging Face checkpoints\"): not a "
+              "Hugging Face "
               "GPT-2 checkpoint?",
               t[i].name);
     Out *u = &o[k];

@@ -388,7 +388,7 @@ static void flatten_layer(Loader *L, Node *m, const char *scope, bool frozen) {
   if (op < 0) {
     const char *s = op_suggest(ops);
     if (s) diag_error(loc_of(L, on), "unknown op '%s'; did you mean '%s'?", ops, s);
-    diag_error(loc_of(L, on), "unknown op '%s' (see the README's op table)", ops);
+    diag_error(loc_of(L, on), "unknown op '%s' (see the op table in docs/model-format.md)", ops);
   }
   const char *keys[MAX_ATTR + 1] = {0};
   for (int i = 0; i < MAX_ATTR && op_info(op)->attrs[i].key; i++) keys[i] = op_info(op)->attrs[i].key;

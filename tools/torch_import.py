@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """torch_import.py: a PyTorch nn.Module as a memplan model, and a trainer's
-checkpoint back into the module. `memplan import-torch` runs it (README
+checkpoint back into the module. `memplan import-torch` runs it (docs/pytorch.md
 "From PyTorch"); it needs torch (Debian's python3-torch), nothing else.
 
   torch_import.py import SPEC -o DIR [--kwargs K=V,...] [--input NAME=[dims]:dtype]... [--dims B=2,...]

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """torch_zoo.py: which torchvision classification models `memplan import-torch` imports, and for the
-others what it misses (README "From PyTorch" quotes the figure).
+others what it misses (docs/pytorch.md quotes the figure).
 
   /usr/bin/python3 tools/torch_zoo.py [--size 224] [--batch 2] [NAME...]
 

@@ -1248,8 +1248,12 @@ def portable(d):
     if not cached or cached.group(1) != "OFF":
         problems.append("the tested build has TRAINER_NATIVE=%s" % (cached.group(1) if cached else "unset"))
     flags = compile_flags(os.path.join(d, "build"))
-    # every C file of the folder but memplan_bpe.c (trainer_data.c includes it): the plan, the program, the kernels
-    sources = sorted(f for f in os.listdir(d) if f.endswith(".c") and f != "memplan_bpe.c")
+    # every C file the CPU trainer builds: the plan, the program, the kernels (the folder's CMakeLists.txt lists;
+    # memplan_bpe.c is included by trainer_data.c). Not the folder's *.c: a folder compiled into again keeps files
+    # an older memplan wrote.
+    with open(os.path.join(d, "CMakeLists.txt")) as f:
+        lists = dict(re.findall(r"set\((TRAINER_PROGRAM|TRAINER_CPU_KERNELS)\s+([^)]*)\)", f.read()))
+    sources = sorted(["trainer.c"] + lists.get("TRAINER_PROGRAM", "").split() + lists.get("TRAINER_CPU_KERNELS", "").split())
     if sorted(flags) != sources:
         problems.append("compile_commands.json has %s, expected %s" % (sorted(flags), sources))
     for src, argv in sorted(flags.items()):
