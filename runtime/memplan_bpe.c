@@ -448,7 +448,7 @@ static long find_token(const Loader *L, const unsigned char *s, size_t n) {
   }
 }
 
-/* An error at byte at of encoder.json (line:col counted only then: it scans from the start). */
+/* An error at byte at of encoder.json or tokenizer.json (line:col counted only then: it scans from the start). */
 static int token_err(const Loader *L, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int token_err(const Loader *L, size_t at, const char *fmt, ...) {
   int line, col;
@@ -601,19 +601,6 @@ static const char RE_LLAMA3[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-/* An error at byte `at` of tokenizer.json. */
-static int tj_err(const Loader *L, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int tj_err(const Loader *L, size_t at, const char *fmt, ...) {
-  int line, col;
-  line_col(L->text, at, &line, &col);
-  int k = snprintf(L->err, L->errcap, "%s:%d:%d: ", L->path, line, col);
-  va_list ap;
-  va_start(ap, fmt);
-  if (k >= 0 && (size_t)k < L->errcap) vsnprintf(L->err + k, L->errcap - (size_t)k, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 static const char *str_of(const MjVal *o, const char *key) {
   const MjVal *v = o && o->kind == MJ_OBJ ? mj_get(o, key) : NULL;
   return v && v->kind == MJ_STR ? v->u.s : NULL;
@@ -631,9 +618,9 @@ static bool is_null(const MjVal *v) { return !v || v->kind == MJ_NULL; }
 /* The pre-tokenizer: ByteLevel (GPT-2's regex), Sequence [Split(regex), ByteLevel without its regex], or
  * Sequence [Digits(individual_digits), ByteLevel] (SmolLM2's, StarCoder's). */
 static int tj_pretok(Loader *L, const MjVal *p) {
-  if (is_null(p)) return tj_err(L, 0, "no pre_tokenizer: %s", TJ_HOW);
+  if (is_null(p)) return token_err(L, 0, "no pre_tokenizer: %s", TJ_HOW);
   const char *type = str_of(p, "type");
-  if (!type) return tj_err(L, p->off, "pre_tokenizer has no \"type\"; %s", TJ_HOW);
+  if (!type) return token_err(L, p->off, "pre_tokenizer has no \"type\"; %s", TJ_HOW);
   const MjVal *split = NULL, *bl = p;
   bool digits = false;
   if (!strcmp(type, "Sequence")) {
@@ -644,73 +631,73 @@ static int tj_pretok(Loader *L, const MjVal *p) {
     if (!t1 || strcmp(t1, "ByteLevel") || (!digits && strcmp(t0, "Split"))) {
       const MjVal *first = seq && seq->kind == MJ_ARR && seq->n ? &seq->u.items[0] : p;
       const char *t = str_of(first, "type");
-      return tj_err(L, first->off, "pre_tokenizer Sequence of %s%s%s is not supported; %s", t ? "'" : "",
-                    t ? t : "other than a Split and a ByteLevel", t ? "', ..." : "", TJ_HOW);
+      return token_err(L, first->off, "pre_tokenizer Sequence of %s%s%s is not supported; %s", t ? "'" : "",
+                       t ? t : "other than a Split and a ByteLevel", t ? "', ..." : "", TJ_HOW);
     }
     split = digits ? NULL : &seq->u.items[0], bl = &seq->u.items[1];
   } else if (strcmp(type, "ByteLevel"))
-    return tj_err(L, p->off, "pre_tokenizer '%s' is not supported; %s", type, TJ_HOW);
+    return token_err(L, p->off, "pre_tokenizer '%s' is not supported; %s", type, TJ_HOW);
   if (is_true(bl, "add_prefix_space"))
-    return tj_err(L, bl->off, "ByteLevel's add_prefix_space is true (a space added before the text): not supported");
+    return token_err(L, bl->off, "ByteLevel's add_prefix_space is true (a space added before the text): not supported");
   const MjVal *ur = mj_get(bl, "use_regex");
   bool use_regex = !ur || ur->kind != MJ_BOOL || ur->b; /* its default: true */
   if (!split) {
-    if (!use_regex) return tj_err(L, bl->off, "ByteLevel without its regex and no Split: the text is never split");
+    if (!use_regex) return token_err(L, bl->off, "ByteLevel without its regex and no Split: the text is never split");
     L->b->pretok = digits ? PRE_DIGITS : PRE_GPT2;
     return 0;
   }
-  if (use_regex) return tj_err(L, bl->off, "a Split followed by ByteLevel's own regex: two splits, not supported");
+  if (use_regex) return token_err(L, bl->off, "a Split followed by ByteLevel's own regex: two splits, not supported");
   const MjVal *pat = mj_get(split, "pattern");
   const char *re = str_of(pat, "Regex"), *behavior = str_of(split, "behavior");
-  if (!re) return tj_err(L, split->off, "the Split has no pattern.Regex; %s", TJ_HOW);
+  if (!re) return token_err(L, split->off, "the Split has no pattern.Regex; %s", TJ_HOW);
   if (!behavior || strcmp(behavior, "Isolated") || is_true(split, "invert"))
-    return tj_err(L, split->off, "the Split's behavior is not \"Isolated\" without invert; %s", TJ_HOW);
+    return token_err(L, split->off, "the Split's behavior is not \"Isolated\" without invert; %s", TJ_HOW);
   if (!strcmp(re, RE_GPT2)) L->b->pretok = PRE_GPT2;
   else if (!strcmp(re, RE_LLAMA3)) L->b->pretok = PRE_LLAMA3;
   else
-    return tj_err(L, pat->off,
-                  "the Split's regex %.80s%s is not GPT-2's nor Llama 3's: memplan implements those "
-                  "two",
-                  re, strlen(re) > 80 ? "..." : "");
+    return token_err(L, pat->off,
+                     "the Split's regex %.80s%s is not GPT-2's nor Llama 3's: memplan implements those "
+                     "two",
+                     re, strlen(re) > 80 ? "..." : "");
   return 0;
 }
 
 /* tokenizer.json's checks and vocabulary, before the merges: 0, or -1 with L->err set. */
 static int tj_vocab(Loader *L, const MjVal *root, const MjVal **merges) {
   const MjVal *model = mj_get(root, "model");
-  if (!model || model->kind != MJ_OBJ) return tj_err(L, 0, "no \"model\" object: not a Hugging Face tokenizer.json");
+  if (!model || model->kind != MJ_OBJ) return token_err(L, 0, "no \"model\" object: not a Hugging Face tokenizer.json");
   const char *type = str_of(model, "type");
   if (!type || strcmp(type, "BPE"))
-    return tj_err(L, mj_get(model, "type") ? mj_get(model, "type")->off : model->off, "model.type is %s%s%s; %s",
-                  type ? "'" : "", type ? type : "missing", type ? "'" : "", TJ_HOW);
+    return token_err(L, mj_get(model, "type") ? mj_get(model, "type")->off : model->off, "model.type is %s%s%s; %s",
+                     type ? "'" : "", type ? type : "missing", type ? "'" : "", TJ_HOW);
   if (is_true(model, "byte_fallback"))
-    return tj_err(L, model->off, "model.byte_fallback is true (SentencePiece-style <0x..> tokens); %s", TJ_HOW);
+    return token_err(L, model->off, "model.byte_fallback is true (SentencePiece-style <0x..> tokens); %s", TJ_HOW);
   const char *affix[] = {"continuing_subword_prefix", "end_of_word_suffix"};
   for (int k = 0; k < 2; k++) {
     const char *a = str_of(model, affix[k]);
-    if (a && *a) return tj_err(L, mj_get(model, affix[k])->off, "model.%s is '%s'; %s", affix[k], a, TJ_HOW);
+    if (a && *a) return token_err(L, mj_get(model, affix[k])->off, "model.%s is '%s'; %s", affix[k], a, TJ_HOW);
   }
   const MjVal *drop = mj_get(model, "dropout");
   if (!is_null(drop) && mj_num(drop) > 0)
-    return tj_err(L, drop->off, "model.dropout is set: BPE-dropout makes tokens random; use a file without it");
+    return token_err(L, drop->off, "model.dropout is set: BPE-dropout makes tokens random; use a file without it");
   const MjVal *norm = mj_get(root, "normalizer");
   if (!is_null(norm))
-    return tj_err(L, norm->off,
-                  "normalizer '%s' would change the text before tokenizing: memplan supports none "
-                  "(\"normalizer\": null)",
-                  str_of(norm, "type") ? str_of(norm, "type") : "?");
+    return token_err(L, norm->off,
+                     "normalizer '%s' would change the text before tokenizing: memplan supports none "
+                     "(\"normalizer\": null)",
+                     str_of(norm, "type") ? str_of(norm, "type") : "?");
   const MjVal *dec = mj_get(root, "decoder");
   if (!is_null(dec) && (!str_of(dec, "type") || strcmp(str_of(dec, "type"), "ByteLevel")))
-    return tj_err(L, dec->off, "decoder '%s' is not ByteLevel: memplan decodes tokens to their bytes",
-                  str_of(dec, "type") ? str_of(dec, "type") : "?");
+    return token_err(L, dec->off, "decoder '%s' is not ByteLevel: memplan decodes tokens to their bytes",
+                     str_of(dec, "type") ? str_of(dec, "type") : "?");
   if (tj_pretok(L, mj_get(root, "pre_tokenizer"))) return -1;
   const MjVal *vocab = mj_get(model, "vocab");
-  if (!vocab || vocab->kind != MJ_OBJ) return tj_err(L, model->off, "model has no \"vocab\" object (token -> id)");
+  if (!vocab || vocab->kind != MJ_OBJ) return token_err(L, model->off, "model has no \"vocab\" object (token -> id)");
   for (int k = 0; k < vocab->n; k++) {
     const MjVal *v = &vocab->u.items[k];
     if (v->kind != MJ_NUM || !v->is_int || v->u.i < 0)
-      return tj_err(L, v->off, "model.vocab: %s",
-                    v->kind == MJ_NUM ? "an id that is not an integer 0..65535" : "expected an integer id");
+      return token_err(L, v->off, "model.vocab: %s",
+                       v->kind == MJ_NUM ? "an id that is not an integer 0..65535" : "expected an integer id");
     size_t len = strlen(v->key);
     grow((void **)&L->scratch, &L->cap_scratch, len + 1, 1);
     memcpy(L->scratch, v->key, len);
@@ -721,16 +708,16 @@ static int tj_vocab(Loader *L, const MjVal *root, const MjVal **merges) {
     const MjVal *a = &added->u.items[k], *id = mj_get(a, "id");
     const char *content = str_of(a, "content");
     if (!content || !id || id->kind != MJ_NUM || !id->is_int || id->u.i < 0)
-      return tj_err(L, a->off, "added_tokens[%d]: expected {\"id\": an integer, \"content\": a string}", k);
+      return token_err(L, a->off, "added_tokens[%d]: expected {\"id\": an integer, \"content\": a string}", k);
     size_t len = strlen(content);
     size_t have;
     const unsigned char *t = id->u.i < L->b->nvocab ? bpe_token_bytes(L->b, (uint32_t)id->u.i, &have) : NULL;
     if (t && (have != len || memcmp(t, content, len)))
-      return tj_err(L, a->off, "added token %lld '%s' is another token in model.vocab", (long long)id->u.i, content);
+      return token_err(L, a->off, "added token %lld '%s' is another token in model.vocab", (long long)id->u.i, content);
     if (!t && vocab_put(L, (const unsigned char *)content, (long)len, id->u.i, a->off)) return -1;
   }
   *merges = mj_get(model, "merges");
-  if (!*merges || (*merges)->kind != MJ_ARR) return tj_err(L, model->off, "model has no \"merges\" list");
+  if (!*merges || (*merges)->kind != MJ_ARR) return token_err(L, model->off, "model has no \"merges\" list");
   L->ignore_merges = is_true(model, "ignore_merges");
   return 0;
 }
@@ -749,19 +736,19 @@ static int tj_merges(Loader *L, const MjVal *merges, bool *made) {
       a = m->u.items[0].u.s, na = strlen(a), c = m->u.items[1].u.s, nc = strlen(c);
     }
     if (!a || !na || !nc)
-      return tj_err(L, m->off, "model.merges[%d]: expected a merge, \"a b\" or [\"a\", \"b\"] (two tokens)", k);
+      return token_err(L, m->off, "model.merges[%d]: expected a merge, \"a b\" or [\"a\", \"b\"] (two tokens)", k);
     uint32_t info;
     int r = add_merge(L, (const unsigned char *)a, na, (const unsigned char *)c, nc, (uint32_t)k, made, &info);
     if (r == M_CHAR)
-      return tj_err(L, m->off, "model.merges[%d]: a character U+%04X that stands for no byte in byte-level BPE", k,
-                    (unsigned)info);
+      return token_err(L, m->off, "model.merges[%d]: a character U+%04X that stands for no byte in byte-level BPE", k,
+                       (unsigned)info);
     if (r == M_TWICE)
-      return tj_err(L, m->off, "model.merges[%d] is listed twice (first as model.merges[%u])", k, (unsigned)info);
+      return token_err(L, m->off, "model.merges[%d] is listed twice (first as model.merges[%u])", k, (unsigned)info);
     if (r != M_OK)
-      return tj_err(L, m->off,
-                    "model.merges[%d] (%.*s %.*s): %s is not in model.vocab (a merge of another "
-                    "vocabulary?)",
-                    k, (int)na, a, (int)nc, c, merge_fault[r]);
+      return token_err(L, m->off,
+                       "model.merges[%d] (%.*s %.*s): %s is not in model.vocab (a merge of another "
+                       "vocabulary?)",
+                       k, (int)na, a, (int)nc, c, merge_fault[r]);
   }
   return 0;
 }
@@ -818,11 +805,11 @@ Bpe *bpe_load(const char *dir, char *err, size_t errcap) {
     MjError e;
     MjLimits lim = {16, (int64_t)1 << 30, (int64_t)1 << 26};
     if (mj_parse(&d, (const char *)js, nj, &lim, &e)) {
-      tj_err(&L, (size_t)e.off, "%s; a Hugging Face tokenizer.json is one JSON object", e.msg);
+      token_err(&L, (size_t)e.off, "%s; a Hugging Face tokenizer.json is one JSON object", e.msg);
       goto fail;
     }
     if (d.root->kind != MJ_OBJ) {
-      tj_err(&L, 0, "expected a JSON object: a Hugging Face tokenizer.json");
+      token_err(&L, 0, "expected a JSON object: a Hugging Face tokenizer.json");
       goto fail;
     }
     if (tj_vocab(&L, d.root, &merges)) goto fail;
