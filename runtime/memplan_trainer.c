@@ -447,7 +447,7 @@ int tr_main(int argc, char **argv, const TrModel *m) {
     free(set->a);
   }
   free(prof_time);
-  free(gen.ctx), free(gen.prob), free(gen.order);
+  free(gen.ctx), free(gen.prob), free(gen.order), free(gen.check);
   if (gen.bpe) bpe_free(gen.bpe);
   free(r.order.perm);
   free(base);

@@ -234,9 +234,12 @@ char *ckpt_base(const Opts *o) {
 }
 
 char *ckpt_name(const char *base, int64_t step) {
-  size_t n = strlen(base) + 48;
+  /* base copied, not formatted with %s: gcc under -fsanitize warns the %s argument may be null (inlined into
+   * prune_checkpoints), an error in the sanitized trainers' -Werror build */
+  size_t nb = strlen(base), n = nb + 48;
   char *p = xmalloc(n, "a path");
-  snprintf(p, n, "%s-step%06lld.safetensors", base, (long long)step);
+  memcpy(p, base, nb);
+  snprintf(p + nb, n - nb, "-step%06lld.safetensors", (long long)step);
   return p;
 }
 
