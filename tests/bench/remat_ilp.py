@@ -1,0 +1,264 @@
+"""remat_ilp.py: Checkmate's exact recomputation MILP (Jain et al., MLSys
+2020) over a training step that memplan planned, for bench_remat.py.
+
+The input is a keep-everything plan.json (`memplan compile MODEL
+--no-micro-batch --fused-loss off -o DIR`, no budget): its train schedule,
+its buffers' bytes and live ranges and its ops' FLOPs. Nothing of the
+planner's recomputation is read.
+
+What is modelled (docs/budgets-and-levers.md#the-exact-benchmark):
+- Nodes: the forward ops, one node per forward buffer. Ops that write a
+  buffer in place (a relu into its conv's output) are one node with their
+  FLOPs added: the value in between is never read again, as in the plan.
+  A node's bytes are its buffers'; its op-local scratch (a conv's im2col)
+  is held while it computes.
+- Stages: the keep-all schedule's order. A forward node's stage computes it;
+  every backward op that reads a forward buffer is a stage of its own, where
+  that buffer must be resident (kept or recomputed in that stage); runs of
+  other backward and update ops are one stage each (nothing is recomputed
+  there: it would only wait in memory for the next reader).
+- Memory, at every step of every stage: the forward values resident
+  (Checkmate's U: kept from the previous stage, recomputed in this one, freed
+  after their last reader in the stage unless kept), plus the computing
+  node's scratch, plus what is fixed at that point of the keep-all plan:
+  persistent buffers (parameters, optimizer state, workspace), inputs,
+  gradients and backward temporaries with the live ranges the plan gives
+  them (a forward buffer that a backward op overwrites in place, the logits
+  becoming their gradient, counts as fixed from then on). While a backward
+  stage recomputes, that op's own new outputs and scratch are not yet held.
+- Objective: the FLOPs of every op run, so the optimum's extra FLOPs are
+  the objective less one run of every op.
+Not modelled: backward ops are never recomputed and run in the keep-all
+order (as memplan's); the arena's packing (the budget is a live-bytes peak,
+compared with the plan's `train_peak_bytes`); micro-batches, bf16 storage
+and the fused loss (the bench holds them off in memplan too).
+"""
+import json
+
+
+class Step:
+    pass
+
+
+def load(plan_path):
+    """The model of a keep-all plan.json: forward nodes and stages."""
+    p = json.load(open(plan_path))
+    if p["stages"] or p["totals"]["extra_flops"]:
+        raise SystemExit(f"{plan_path}: not a keep-everything plan (compile it without --budget)")
+    bufs = {b["id"]: b for b in p["buffers"] if b["schedule"] in ("train", "both")}
+    sched = p["schedule"]
+    n = len(sched)
+
+    # forward nodes: one per forward value; an op that writes in place into
+    # the value the previous node computed joins that node (conv + relu),
+    # one that writes into an older value (an add over an input that dies
+    # there) is a node that reuses its bytes when that value is freed there
+    align = p["align"]
+    size = {i: -(-b["bytes"] // align) * align for i, b in bufs.items()}
+    node_of = {}  # buffer id -> the node whose value it holds now
+    nodes = []
+    for op in sched:
+        if op["phase"] != "forward":
+            continue
+        outs = [b for b in op["outputs"] if b >= 0]
+        ins = [b for b in op["inputs"] if b >= 0]
+        olds = {node_of[b] for b in outs if b in node_of}
+        if len(olds) > 1:
+            raise SystemExit(f"{plan_path}: op {op['id']} writes into two forward values")
+        deps = {node_of[b] for b in ins if b in node_of}
+        if olds and olds == {len(nodes) - 1}:
+            k = len(nodes) - 1
+        else:
+            nodes.append({"bufs": [], "flops": 0, "scratch": 0, "deps": set(), "inplace_of": None})
+            k = len(nodes) - 1
+            if olds:
+                nodes[k]["inplace_of"] = olds.pop()
+        nd = nodes[k]
+        for b in outs:
+            node_of[b] = k
+            if b not in nd["bufs"]:
+                nd["bufs"].append(b)
+        nd["flops"] += op["flops"]
+        nd["pos"] = op["id"]
+        nd["name"] = op["layer"]
+        if op.get("scratch") is not None:
+            nd["scratch"] = max(nd["scratch"], size[op["scratch"]])
+        nd["deps"] |= deps - {k}
+    # a value read after the step (the loss) is held to the end: fixed bytes
+    ends = {b for b in node_of if bufs[b]["live"][1] >= len(sched)}
+    for nd in nodes:
+        nd["bytes"] = sum(size[b] for b in nd["bufs"] if b not in ends)
+
+    # where a non-forward op first writes a forward buffer, the value ends
+    overwritten = {}
+    for op in sched:
+        if op["phase"] != "forward":
+            for b in op["outputs"]:
+                if b in node_of and b not in overwritten:
+                    overwritten[b] = op["id"]
+
+    # which forward nodes each later op reads (as the forward value)
+    reads = [set() for _ in range(n)]
+    for op in sched:
+        if op["phase"] == "forward":
+            continue
+        for b in op["inputs"] + [b for b, acc in zip(op["outputs"], op.get("accumulate", [])) if acc]:
+            if b in node_of and op["id"] <= overwritten.get(b, n):
+                reads[op["id"]].add(node_of[b])
+
+    # fixed bytes at each position: everything live that is not a forward value
+    fixed = [0] * n
+    fresh = [0] * n  # of which: begun at that position (an op's new outputs, scratch)
+    for b in bufs.values():
+        if b["schedule"] == "both":
+            continue
+        lo, hi = b["live"]
+        if b["id"] in node_of and b["id"] not in ends:
+            if b["id"] not in overwritten:
+                continue
+            lo = overwritten[b["id"]] + 1
+        for q in range(lo, min(hi, n)):
+            fixed[q] += size[b["id"]]
+        if lo < n and b["id"] not in node_of:
+            fresh[lo] += size[b["id"]]
+
+    persistent = sum(size[i] for i, b in bufs.items() if b["schedule"] == "both")
+
+    # stages
+    stages = []
+    fwd_at = {nd["pos"]: k for k, nd in enumerate(nodes)}
+    q = 0
+    while q < n:
+        if q in fwd_at:
+            k = fwd_at[q]
+            stages.append({"node": k, "reads": set(), "fixed": fixed[q], "pre": fixed[q], "pos": [q]})
+            q += 1
+            continue
+        if sched[q]["phase"] == "forward":  # an in-place writer merged into a later node's stage
+            q += 1
+            continue
+        if reads[q]:
+            stages.append({"node": None, "reads": reads[q], "fixed": fixed[q], "pre": fixed[q] - fresh[q], "pos": [q]})
+            q += 1
+            continue
+        r = q
+        while r < n and r not in fwd_at and sched[r]["phase"] != "forward" and not reads[r]:
+            r += 1
+        stages.append({"node": None, "reads": set(), "fixed": max(fixed[q:r]), "pre": max(fixed[q:r]), "pos": list(range(q, r))})
+        q = r
+    stage_of = {s["node"]: t for t, s in enumerate(stages) if s["node"] is not None}
+    for k, nd in enumerate(nodes):
+        nd["stage"] = stage_of[k]
+        nd["users"] = sorted(j for j, m in enumerate(nodes) if k in m["deps"])
+        nd["readers"] = sorted(t for t, s in enumerate(stages) if k in s["reads"])
+    return {"plan": p, "nodes": nodes, "stages": stages, "persistent": persistent,
+            "step_flops": p["totals"]["step_flops"], "peak": p["totals"]["train_peak_bytes"]}
+
+
+def keep_all_peak(m):
+    """The model's peak when every value is kept until its last reader: must be
+    the plan's train_peak_bytes (the model counts what the planner counts)."""
+    nodes, stages = m["nodes"], m["stages"]
+    last = [max([nd["stage"]] + nd["readers"] + [nodes[j]["stage"] for j in nd["users"]]) for nd in nodes]
+    peak = 0
+    for t, s in enumerate(stages):
+        held = sum(nd["bytes"] for k, nd in enumerate(nodes) if nd["stage"] <= t <= last[k])
+        extra = 0
+        if s["node"] is not None:
+            nd = nodes[s["node"]]
+            extra = nd["scratch"] - (nodes[nd["inplace_of"]]["bytes"] if nd["inplace_of"] is not None else 0)
+        peak = max(peak, m["persistent"] + s["fixed"] + held + extra)
+    return peak
+
+
+def solve(m, budget, time_limit=60, threads=1):
+    """Checkmate's MILP at a live-bytes budget. Returns (extra FLOPs or None
+    when infeasible, proven optimal, seconds)."""
+    import time
+
+    import pulp
+
+    nodes, stages = m["nodes"], m["stages"]
+    T, F = len(stages), len(nodes)
+    st = [nd["stage"] for nd in nodes]
+    cap = budget - m["persistent"]
+    prob = pulp.LpProblem("checkmate", pulp.LpMinimize)
+    # R[t][k]: node k (re)computed in stage t; only where stage t may compute
+    comp = [s["node"] is not None or bool(s["reads"]) for s in stages]
+    # a value is of use up to the last stage that reads it or a node that
+    # reads it (nodes in reverse order: users come later): no variables after
+    useful = [0] * F
+    for k in reversed(range(F)):
+        useful[k] = max([st[k]] + nodes[k]["readers"] + [useful[j] for j in nodes[k]["users"]])
+    R, S = {}, {}
+    for t in range(T):
+        for k in range(F):
+            if st[k] == t:
+                R[t, k] = 1
+            elif st[k] < t <= useful[k] and comp[t]:
+                R[t, k] = pulp.LpVariable(f"R_{t}_{k}", cat="Binary")
+            if st[k] < t <= useful[k]:
+                S[t, k] = pulp.LpVariable(f"S_{t}_{k}", cat="Binary")
+
+    def r(t, k):
+        return R.get((t, k), 0)
+
+    def s(t, k):
+        return S.get((t, k), 0)
+
+    prob += pulp.lpSum(r(t, k) * nodes[k]["flops"] for t in range(T) for k in range(F))
+    for t in range(T):
+        for k in range(F):
+            if isinstance(r(t, k), pulp.LpVariable) or r(t, k) == 1:
+                for d in nodes[k]["deps"]:
+                    prob += r(t, k) <= r(t, d) + s(t, d)
+            if (t + 1, k) in S:
+                prob += S[t + 1, k] <= s(t, k) + r(t, k)
+        for k in stages[t]["reads"]:
+            prob += r(t, k) + s(t, k) >= 1
+    # memory, step by step inside each stage. Checkmate's paper frees a value
+    # with a binary FREE[t,i,k] per edge and step; here a continuous
+    # A[t,i,k] in [0,1] bounds from below whether value i is held at step k
+    # of stage t: present (kept into the stage, or recomputed at a step
+    # before k) and needed (read at step k or after in the stage, by this
+    # stage's backward op, or kept for the next). Only memory constraints
+    # bound A from above, so at any integer R, S the least A is exact
+    # liveness: the same optimum, no extra binaries.
+    for t in range(T):
+        avail = [k for k in range(F) if st[k] <= t]
+        nxt = [s(t + 1, i) if t + 1 < T else 0 for i in range(F)]
+        for k in avail:
+            if (t, k) not in R:
+                continue  # not computed in this stage
+            held = r(t, k) * (nodes[k]["bytes"] + nodes[k]["scratch"])
+            for i in avail:
+                if i >= k and not (t, i) in S:
+                    continue  # not yet computed, not kept
+                pres = ([S[t, i]] if (t, i) in S else []) + ([r(t, i)] if i < k and (t, i) in R else [])
+                if not pres:
+                    continue
+                need = [r(t, j) for j in nodes[i]["users"]
+                        if j >= k and (t, j) in R and not (j == k and nodes[k]["inplace_of"] == i)]
+                need += [nxt[i]] if isinstance(nxt[i], pulp.LpVariable) else []
+                if i in stages[t]["reads"]:
+                    need = [1]
+                if not need:
+                    continue
+                a_v = pulp.LpVariable(f"A_{t}_{i}_{k}", 0, 1)
+                for pv in pres:
+                    for nv in need:
+                        prob += a_v >= pv + nv - 1
+                held = held + a_v * nodes[i]["bytes"]
+            prob += held <= cap - stages[t]["pre"]
+        if stages[t]["node"] is None:  # the backward op (or a run without reads)
+            prob += pulp.lpSum(nodes[i]["bytes"] * (1 if i in stages[t]["reads"] else nxt[i])
+                               for i in avail) <= cap - stages[t]["fixed"]
+    t0 = time.time()
+    prob.solve(pulp.COIN_CMD(msg=False, timeLimit=time_limit, threads=threads))
+    secs = time.time() - t0
+    if prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        # infeasible, or no solution found within the time limit
+        return None, "infeasible" if pulp.LpStatus[prob.status] == "Infeasible" else "no solution in time", secs
+    total = pulp.value(prob.objective)
+    base = sum(nd["flops"] for nd in nodes)
+    return round(total - base), "optimal" if prob.sol_status == pulp.LpSolutionOptimal else "time limit", secs
