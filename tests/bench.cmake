@@ -55,3 +55,21 @@ add_test(NAME bench_generate
                  --model ${MEMPLAN_SOURCE_DIR}/models/gpt2-124m.yaml --workdir ${CMAKE_CURRENT_BINARY_DIR}/bench_generate
                  --ctx 128 --generate 16 --threads 2)
 set_tests_properties(bench_generate PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RETURN_CODE 77)
+# memplan's recomputation against the exact integer program (issue 29;
+# tests/bench/bench_remat.py, docs/budgets-and-levers.md "The exact
+# benchmark"): Checkmate's MILP in PuLP + CBC on the U-Net, DenseNet and
+# random-DAG graphs of tests/bench/remat_graphs.py, at every budget
+# `memplan sweep` reports and 90%..50% of keep-all, at most 60 s a solve.
+# Minutes on 2 cores. Without python3-pulp and coinor-cbc it says how to
+# install them and passes, skipped.
+add_test(NAME bench_remat
+         COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
+                 --workdir ${CMAKE_CURRENT_BINARY_DIR}/bench_remat --time-limit 60)
+set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 3600)
+# The benchmark's graphs (fast, in CI): each generated YAML compiles and
+# verifies keeping everything, and the MILP's memory model counts the plan's
+# own train_peak_bytes (no solver needed). About 2 s.
+add_test(NAME remat_graphs
+         COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
+                 --workdir ${CMAKE_CURRENT_BINARY_DIR}/remat_graphs --check)
+set_tests_properties(remat_graphs PROPERTIES LABELS unit TIMEOUT 120)

@@ -109,8 +109,9 @@ def load(plan_path):
     # fixed bytes at each position: everything live that is not a forward value
     fixed = [0] * n
     fresh = [0] * n  # of which: begun at that position (an op's new outputs, scratch)
+    node_scratch = {op["scratch"] for op in sched if op["phase"] == "forward" and op.get("scratch") is not None}
     for b in bufs.values():
-        if b["schedule"] == "both":
+        if b["schedule"] == "both" or b["id"] in node_scratch:  # a node's scratch comes with the node
             continue
         lo, hi = b["live"]
         if b["id"] in node_of and b["id"] not in ends:
@@ -155,20 +156,34 @@ def load(plan_path):
             "step_flops": p["totals"]["step_flops"], "peak": p["totals"]["train_peak_bytes"]}
 
 
-def keep_all_peak(m):
-    """The model's peak when every value is kept until its last reader: must be
-    the plan's train_peak_bytes (the model counts what the planner counts)."""
-    nodes, stages = m["nodes"], m["stages"]
+def keep_all_profile(m):
+    """Per stage, the bytes the model holds when every value is kept until its
+    last reader, and the most the plan's own live ranges hold over the
+    stage's positions (aligned sizes, persistent buffers included): the two
+    must be equal, stage by stage (the model counts what the planner counts)."""
+    nodes, stages, p = m["nodes"], m["stages"], m["plan"]
     last = [max([nd["stage"]] + nd["readers"] + [nodes[j]["stage"] for j in nd["users"]]) for nd in nodes]
-    peak = 0
+    n = len(p["schedule"])
+    live = [0] * n
+    for b in p["buffers"]:
+        if b["schedule"] == "eval":
+            continue
+        size = -(-b["bytes"] // p["align"]) * p["align"]
+        lo, hi = (0, n) if b["schedule"] == "both" else b["live"]
+        for q in range(lo, min(hi, n)):
+            live[q] += size
+    out = []
     for t, s in enumerate(stages):
         held = sum(nd["bytes"] for k, nd in enumerate(nodes) if nd["stage"] <= t <= last[k])
         extra = 0
         if s["node"] is not None:
             nd = nodes[s["node"]]
             extra = nd["scratch"] - (nodes[nd["inplace_of"]]["bytes"] if nd["inplace_of"] is not None else 0)
-        peak = max(peak, m["persistent"] + s["fixed"] + held + extra)
-    return peak
+            pos = range(nodes[s["node"] - 1]["pos"] + 1 if s["node"] else 0, nd["pos"] + 1)
+        else:
+            pos = s["pos"]
+        out.append((m["persistent"] + s["fixed"] + held + extra, max(live[q] for q in pos)))
+    return out
 
 
 def solve(m, budget, time_limit=60, threads=1):
