@@ -274,6 +274,45 @@ def solve(m, budget, time_limit=60, threads=1):
     if prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         # infeasible, or no solution found within the time limit
         return None, "infeasible" if pulp.LpStatus[prob.status] == "Infeasible" else "no solution in time", secs
-    total = pulp.value(prob.objective)
-    base = sum(nd["flops"] for nd in nodes)
-    return round(total - base), "optimal" if prob.sol_status == pulp.LpSolutionOptimal else "time limit", secs
+    val = {key: round(v.value()) if isinstance(v, pulp.LpVariable) else v for key, v in R.items()}
+    comp_r = [[val.get((t, k), 0) for k in range(F)] for t in range(T)]
+    comp_s = [[round(S[t, k].value()) if (t, k) in S else 0 for k in range(F)] for t in range(T)]
+    extra = replay(m, comp_r, comp_s, budget)
+    status = "optimal" if prob.sol_status == pulp.LpSolutionOptimal else "time limit"
+    return extra, status, secs
+
+
+def replay(m, R, S, budget):
+    """Runs a solution's schedule (R[t][k]: node k computed in stage t, S[t][k]:
+    held into stage t) freeing every value after its last use, independently
+    of the MILP's constraints; checks every read finds its value and the peak
+    is within the budget. Returns the extra FLOPs."""
+    nodes, stages = m["nodes"], m["stages"]
+    T, F = len(stages), len(nodes)
+    peak = 0
+    for t, st in enumerate(stages):
+        nxt = S[t + 1] if t + 1 < T else [0] * F
+        todo = [k for k in range(F) if R[t][k]]
+        held = {i for i in range(F) if S[t][i]}
+        if t and not held <= {i for i in range(F) if S[t - 1][i] or R[t - 1][i]}:
+            raise SystemExit(f"replay: stage {t} holds a value the stage before neither held nor computed")
+
+        def needed(i, after):
+            return nxt[i] or i in st["reads"] or any(j > after and j in todo for j in nodes[i]["users"])
+
+        held = {i for i in held if needed(i, -1)}
+        for k in todo:
+            if not nodes[k]["deps"] <= held:
+                raise SystemExit(f"replay: stage {t} computes {nodes[k]['name']} without its inputs")
+            mem = sum(nodes[i]["bytes"] for i in held) + nodes[k]["bytes"] + nodes[k]["scratch"]
+            i = nodes[k]["inplace_of"]
+            if i is not None and i in held and not needed(i, k):
+                mem -= nodes[i]["bytes"]
+            peak = max(peak, m["persistent"] + st["pre"] + mem)
+            held = {i for i in held | {k} if needed(i, k)}
+        if not st["reads"] <= held:
+            raise SystemExit(f"replay: stage {t}'s backward op reads a value not held")
+        peak = max(peak, m["persistent"] + st["fixed"] + sum(nodes[i]["bytes"] for i in held))
+    if peak > budget:
+        raise SystemExit(f"replay: the MILP's schedule peaks at {peak} bytes, over its budget {budget}")
+    return sum(nodes[k]["flops"] for t in range(T) for k in range(F) if R[t][k]) - sum(nd["flops"] for nd in nodes)
