@@ -10,6 +10,9 @@ built from existing ops only.
   layers whose input is the concat of the stem and every earlier layer's
   output (up to concat's 6 inputs), each conv 3x3 + relu to the growth rate,
   a 1x1 transition conv over the last concat, pooling, linear, cross-entropy.
+- chain.yaml: a plain chain of 12 conv 3x3 + relu blocks (B=8, 32
+  channels, 32x32) with the same head: where the checkpointing DP is exact,
+  the yardstick of the yardstick.
 - random-S.yaml (S = 1, 2, ...): a random layered DAG from seed S: layers of
   1-3 nodes, each node a conv + relu of one earlier node, an add of two or a
   concat of two followed by a 1x1 conv back to the width; every node's
@@ -77,6 +80,15 @@ def densenet(B=8, C=32, HW=32, layers=5):
     return s + TAIL.format(last="trans")
 
 
+def chain(B=8, C=32, HW=32, blocks=12):
+    s = HEAD.format(name="chain", B=B, C=C, HW=HW) + conv("stem", "x")
+    prev = "stem"
+    for i in range(1, blocks + 1):
+        s += conv(f"c{i}conv", prev) + relu(f"c{i}", f"c{i}conv")
+        prev = f"c{i}"
+    return s + TAIL.format(last=prev)
+
+
 def random_dag(seed, B=8, C=32, HW=32, depth=8):
     rnd = random.Random(seed)
     s = HEAD.format(name=f"random-{seed}", B=B, C=C, HW=HW) + conv("stem", "x")
@@ -124,7 +136,7 @@ def layer_count(text):
 
 def write_all(outdir, seeds=3):
     os.makedirs(outdir, exist_ok=True)
-    models = {"unet": unet(), "densenet": densenet()}
+    models = {"unet": unet(), "densenet": densenet(), "chain": chain()}
     for seed in range(1, seeds + 1):
         models[f"random-{seed}"] = random_dag(seed)
     paths = []
