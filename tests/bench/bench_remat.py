@@ -87,11 +87,13 @@ def main():
                          "they must count the same")
         layers = remat_graphs.layer_count(open(path).read())
         print(f"{name}: {layers} layers, {len(model['nodes'])} forward values, {len(model['stages'])} stages; "
-              f"keep-all peak {model['peak'] / MIB:.2f} MiB (the model's: the same), step {model['step_flops'] / 1e9:.2f} GFLOP")
+              f"keep-all peak {model['peak'] / MIB:.2f} MiB (the model's: the same), "
+              f"step {model['step_flops'] / 1e9:.2f} GFLOP")
         if a.check:
             continue
         peak = model["peak"]
-        budgets = sorted(set(sweep_budgets(a.memplan, path) + [int(peak * f / 10) for f in range(9, 4, -1)]), reverse=True)
+        grid = [int(peak * f / 10) for f in range(9, 4, -1)]
+        budgets = sorted(set(sweep_budgets(a.memplan, path) + grid), reverse=True)
         print(f"  {'budget MiB':>10} {'memplan peak':>12} {'memplan extra':>13} {'ILP extra':>10} {'ratio':>7}  ILP")
         S = model["step_flops"]
         for b in budgets:
@@ -116,9 +118,10 @@ def main():
             else:
                 if extra is not None:
                     only_ilp.append(f"{name} {b / MIB:.2f} MiB (+{100 * extra / S:.1f}%)")
-                print(f"  {b / MIB:10.2f} {'no fit':>12} {'-':>13} {ilp} {'':>7}  {how}; memplan's smallest {smallest / MIB:.2f} MiB")
+                print(f"  {b / MIB:10.2f} {'no fit':>12} {'-':>13} {ilp} {'':>7}  {how}; "
+                      f"memplan's smallest {smallest / MIB:.2f} MiB")
     if a.check:
-        print("remat_graphs: every graph compiles, verifies, and the MILP's model counts the plan's peak")
+        print("remat_graphs: every graph compiles and verifies, and the MILP's model counts the plan's live bytes at every stage")
         return 0
     print(f"ILP: Checkmate's MILP in CBC, at most {a.time_limit:g} s a solve; {unproven} of the solves hit it "
           "(their optimum is the best found, so the ratio may be larger)")

@@ -145,7 +145,8 @@ def load(plan_path):
         r = q
         while r < n and r not in fwd_at and sched[r]["phase"] != "forward" and not reads[r]:
             r += 1
-        stages.append({"node": None, "reads": set(), "fixed": max(fixed[q:r]), "pre": max(fixed[q:r]), "pos": list(range(q, r))})
+        most = max(fixed[q:r])
+        stages.append({"node": None, "reads": set(), "fixed": most, "pre": most, "pos": list(range(q, r))})
         q = r
     stage_of = {s["node"]: t for t, s in enumerate(stages) if s["node"] is not None}
     for k, nd in enumerate(nodes):
