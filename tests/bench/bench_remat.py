@@ -121,7 +121,8 @@ def main():
                 print(f"  {b / MIB:10.2f} {'no fit':>12} {'-':>13} {ilp} {'':>7}  {how}; "
                       f"memplan's smallest {smallest / MIB:.2f} MiB")
     if a.check:
-        print("remat_graphs: every graph compiles and verifies, and the MILP's model counts the plan's live bytes at every stage")
+        print("remat_graphs: every graph compiles and verifies, and the MILP's model counts "
+              "the plan's live bytes at every stage")
         return 0
     print(f"ILP: Checkmate's MILP in CBC, at most {a.time_limit:g} s a solve; {unproven} of the solves hit it "
           "(their optimum is the best found, so the ratio may be larger)")
