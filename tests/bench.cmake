@@ -68,7 +68,14 @@ add_test(NAME bench_remat
 set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 3600)
 # The benchmark's graphs (fast, in CI): each generated YAML compiles and
 # verifies keeping everything, and the MILP's memory model counts the plan's
-# own train_peak_bytes (no solver needed). About 2 s.
+# live bytes at every stage of the keep-all schedule (no solver needed).
+# About 2 s here (7 s under load). Planted once each: the model without the
+# convs' scratch failed ("counts 19895808 bytes at stage 0 ..., the plan's
+# live ranges 29332992"), a skip concat naming a missing layer failed
+# (memplan's error, exit 1). bench_remat's replay, planted: the MILP without
+# its dependency constraints ("replay: stage 11 computes d2 without its
+# inputs"), without the held values' bytes ("peaks at 181376512 bytes, over
+# its budget 119069337").
 add_test(NAME remat_graphs
          COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/remat_graphs --check)
