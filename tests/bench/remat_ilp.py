@@ -7,9 +7,11 @@ its buffers' bytes and live ranges and its ops' FLOPs. Nothing of the
 planner's recomputation is read.
 
 What is modelled (docs/budgets-and-levers.md#the-exact-benchmark):
-- Nodes: the forward ops, one node per forward buffer. Ops that write a
-  buffer in place (a relu into its conv's output) are one node with their
-  FLOPs added: the value in between is never read again, as in the plan.
+- Nodes: the forward values. Ops that write a buffer in place right after
+  the op that computed it (a relu into its conv's output) are one node with
+  their FLOPs added: the value in between is never read again, as in the
+  plan; one that writes over an older value that dies there (an add) is a
+  node of its own that reuses those bytes when that value is freed there.
   A node's bytes are its buffers'; its op-local scratch (a conv's im2col)
   is held while it computes.
 - Stages: the keep-all schedule's order. A forward node's stage computes it;
@@ -34,10 +36,6 @@ compared with the plan's `train_peak_bytes`); micro-batches, bf16 storage
 and the fused loss (the bench holds them off in memplan too).
 """
 import json
-
-
-class Step:
-    pass
 
 
 def load(plan_path):
@@ -188,8 +186,10 @@ def keep_all_profile(m):
 
 
 def solve(m, budget, time_limit=60, threads=1):
-    """Checkmate's MILP at a live-bytes budget. Returns (extra FLOPs or None
-    when infeasible, proven optimal, seconds)."""
+    """Checkmate's MILP at a live-bytes budget. Returns (extra FLOPs, or None
+    when there is no solution; "optimal", "time limit" (the best found),
+    "infeasible" or "no solution in time"; seconds). A solution is replayed
+    (replay()) before its FLOPs are returned."""
     import time
 
     import pulp
