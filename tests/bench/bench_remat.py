@@ -1,19 +1,21 @@
 """bench_remat.py --memplan MEMPLAN --workdir DIR [--time-limit S] [--seeds N]
-[--graphs NAME,...] [--check]: memplan's recomputation against the exact
+[--graphs NAME,...] [--json FILE] [--check]: memplan's recomputation against the exact
 integer program (issue 29; docs/budgets-and-levers.md#the-exact-benchmark).
 
 For each generated graph (remat_graphs.py: the U-Net, the DenseNet block,
-random layered DAGs), at each budget `memplan sweep` reports and at 90%..50%
-of the keep-all peak, it compiles with `--budget B --no-micro-batch
---fused-loss off` (recomputation alone) and solves Checkmate's MILP
+a conv chain, random layered DAGs), at each budget `memplan sweep` reports
+and at 90%..50% of the keep-all peak, it compiles with `--budget B
+--no-micro-batch --fused-loss off` and every precision lever at fp32
+(recomputation alone) and solves Checkmate's MILP
 (remat_ilp.py, PuLP + CBC, at most S seconds a solve) at memplan's own
 live-bytes peak, or at B where memplan does not fit. It prints both extra
 FLOPs, their ratio (memplan's step FLOPs over the optimum's) and a last line
-"within X% of the exact optimum at every budget".
+"within X% of the exact optimum at every budget". --json FILE also writes
+every row (bytes and FLOPs, the solver's status and seconds).
 
 --check (the unit test remat_graphs): only generate the graphs, compile and
-verify each keep-all plan, and check the MILP's memory model gives the same
-peak as the plan (no solver needed).
+verify each keep-all plan, and check the MILP's memory model counts the
+plan's live bytes at every stage (no solver needed).
 
 Without PuLP or CBC it prints how to install them and exits 0, skipped.
 """
@@ -60,6 +62,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--graphs", default="")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--json", help="also write every row to this file")
     a = ap.parse_args()
     if not a.check:
         try:
@@ -79,7 +82,7 @@ def main():
         if unknown:
             sys.exit(f"bench_remat: --graphs: no graph {', '.join(unknown)} (the graphs: {', '.join(names)})")
         paths = [p for p in paths if os.path.basename(p)[:-5] in a.graphs.split(",")]
-    worst, worst_at, only_ilp, unproven, rows = 0.0, "", [], 0, 0
+    worst, worst_at, only_ilp, unproven, rows, table = 0.0, "", [], 0, 0, []
     for path in paths:
         name = os.path.basename(path)[:-5]
         compile_plan(a.memplan, path, os.path.join(a.workdir, name, "keep"))
@@ -106,6 +109,10 @@ def main():
             extra, status, secs = remat_ilp.solve(model, at, a.time_limit)
             ilp = f"{100 * extra / S:9.2f}%" if extra is not None else f"{'-':>10}"
             how = f"{status}, {secs:.1f} s"
+            table.append({"graph": name, "budget_bytes": b, "step_flops": S, "memplan_fits": plan is not None,
+                          "memplan_peak_bytes": at if plan else None,
+                          "memplan_extra_flops": plan["totals"]["extra_flops"] if plan else None,
+                          "ilp_extra_flops": extra, "ilp_status": status, "ilp_seconds": round(secs, 1)})
             if status in ("time limit", "no solution in time"):
                 unproven += 1
             if plan:
@@ -131,6 +138,10 @@ def main():
         print("remat_graphs: every graph compiles and verifies, and the MILP's model counts "
               "the plan's live bytes at every stage")
         return 0
+    if a.json:
+        with open(a.json + ".tmp", "w") as f:
+            json.dump({"time_limit_s": a.time_limit, "rows": table}, f, indent=1)
+        os.replace(a.json + ".tmp", a.json)
     print(f"ILP: Checkmate's MILP in CBC, at most {a.time_limit:g} s a solve; {unproven} of the solves hit it "
           "(their ratio is to the best found, the optimum's may be larger)")
     if only_ilp:
