@@ -94,6 +94,7 @@ def random_dag(seed, B=8, C=32, HW=32, depth=8):
     s = HEAD.format(name=f"random-{seed}", B=B, C=C, HW=HW) + conv("stem", "x")
     levels = [["stem"]]
     every = ["stem"]
+    read = set()
     n = 0
     for _ in range(depth):
         level = []
@@ -106,6 +107,7 @@ def random_dag(seed, B=8, C=32, HW=32, depth=8):
 
             kind = rnd.choice(["conv", "conv", "add", "cat"])
             a, b = pick(), pick()
+            read |= {a} if kind == "conv" or a == b else {a, b}
             if kind == "conv" or a == b:
                 s += conv(f"n{n}conv", a) + relu(f"n{n}", f"n{n}conv")
             elif kind == "add":
@@ -117,11 +119,6 @@ def random_dag(seed, B=8, C=32, HW=32, depth=8):
         levels.append(level)
         every += level
     # every node no one reads joins the output, so nothing is dead code
-    read = set()
-    for line in s.splitlines():
-        for key in ("input: ", "inputs: ["):
-            if key in line:
-                read.update(t.strip(" ]}") for t in line.split(key)[1].split("}")[0].rstrip("]").split(","))
     sinks = [t for t in every if t not in read]
     last = sinks[0]
     for i, t in enumerate(sinks[1:]):
