@@ -135,8 +135,8 @@ typedef struct {
   bool *half;
   RematCand *rc; /* whole-graph schedules (remat.h), fastest first; NULL where the chain is cut finely */
   int nrc;
-  double base;   /* seconds of the step keeping everything, under the chain's cost model */
-  Arena trial;   /* the greedy's trial steps */
+  double base; /* seconds of the step keeping everything, under the chain's cost model */
+  Arena trial; /* the greedy's trial steps */
 } Solver;
 
 /* A DAG schedule's stages (one per forward op) for the report: R where the
@@ -556,10 +556,9 @@ static Row sweep_row(Arena *ar, const Plan *p, double time) {
   for (int i = 0; i < p->nstages && n + 2 < (int)sizeof stages; i++) /* lowercase: kept in bf16 */
     stages[n++] = (char)(p->stages[i].half ? p->stages[i].choice - 'A' + 'a' : p->stages[i].choice);
   stages[n] = '\0';
-  const char *line = ar_printf(ar, "%-16lld %16s %8.2f%%  %s\n", (long long)p->arena_bytes,
-                               mp_fmt_bytes(buf, sizeof buf, p->arena_bytes),
-                               100.0 * (double)p->extra_flops / (double)p->step_flops,
-                               n ? stages : "all kept (no recomputation)");
+  const char *line = ar_printf(
+      ar, "%-16lld %16s %8.2f%%  %s\n", (long long)p->arena_bytes, mp_fmt_bytes(buf, sizeof buf, p->arena_bytes),
+      100.0 * (double)p->extra_flops / (double)p->step_flops, n ? stages : "all kept (no recomputation)");
   return (Row){p->arena_bytes, time, line};
 }
 

@@ -345,10 +345,10 @@ static const char *check_buffers(const Plan *p) {
  * that reads it, or a buffer overwritten before a read, is a new value. */
 typedef struct {
   const Plan *p;
-  int *slot;    /* hash of layer names -> forward op index + 1 */
+  int *slot; /* hash of layer names -> forward op index + 1 */
   int nslot;
-  int *val;     /* per buffer: the value it holds now */
-  int *fval;    /* per op: PLAN_MAX_IO input values, then PLAN_MAX_IO output values of its forward run */
+  int *val;  /* per buffer: the value it holds now */
+  int *fval; /* per op: PLAN_MAX_IO input values, then PLAN_MAX_IO output values of its forward run */
   int next;
 } Values;
 
