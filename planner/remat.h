@@ -36,7 +36,7 @@ typedef void (*RematPeak)(void *ctx, const Actions *a, int64_t *peak, double *ar
  * (chain.c) has a stage of more than a quarter of the forward ops and the
  * step saves at most REMAT_MAX_SAVED tensors (the greedy evaluates their
  * square; chains of transformer blocks never come here). */
-enum { REMAT_MAX_SAVED = 96 };
+enum { REMAT_MAX_SAVED = 48 };
 bool remat_wanted(const Step *plain, int nforward, int largest_stage);
 
 /* The Pareto candidates, fastest first (the first keeps everything). */
