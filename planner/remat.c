@@ -64,8 +64,8 @@ static Actions schedule(Rm *r, const bool *keep, int gap, double *rec) {
 }
 
 /* The schedule as a candidate: its actions copied out of the one being built. */
-static RematCand cand(Rm *r, const bool *keep, int gap, int64_t peak, int nkept) {
-  RematCand c = {.peak = peak, .nkept = nkept};
+static RematCand cand(Rm *r, const bool *keep, int gap, int64_t peak) {
+  RematCand c = {.peak = peak};
   c.a = schedule(r, keep, gap, &c.recompute);
   Action *v = ar_alloc(r->ar, sizeof(Action) * (size_t)c.a.n);
   for (int x = 0; x < c.a.n; x++) v[x] = c.a.a[x];
@@ -122,7 +122,7 @@ static void greedy(Rm *r, const Step *plain, int gap, RematPeak peak, void *ctx,
   int64_t pk;
   Actions a = schedule(r, keep, gap, &rec);
   peak(ctx, &a, &pk, &area);
-  RematCand cur = cand(r, keep, gap, pk, nk);
+  RematCand cur = cand(r, keep, gap, pk);
   if (gap == 0) VEC_PUSH(r->ar, *out, cur); /* keep-all: the same for every gap */
   while (nk > 0) {
     int best = -1;
@@ -146,7 +146,7 @@ static void greedy(Rm *r, const Step *plain, int gap, RematPeak peak, void *ctx,
     }
     keep[best] = false;
     nk--;
-    cur = cand(r, keep, gap, best_peak, nk);
+    cur = cand(r, keep, gap, best_peak);
     area = best_area;
     VEC_PUSH(r->ar, *out, cur);
   }

@@ -5,8 +5,8 @@
  * Every forward op is its own stage. A schedule is a keep set K (forward
  * tensors held from forward to their last backward read) and a reuse gap
  * G: backward walks the ops in reverse; before op i's backward, each
- * tensor it reads that is not in K is taken from a recomputed copy made at
- * most G backward ops earlier (reading it again there), or else recomputed,
+ * tensor it reads that is not in K is taken from a recomputed copy last
+ * read at most G backward ops earlier (G: 0, 2, 8, unbounded), or else recomputed,
  * after its own dropped inputs, from the nearest kept or fresh tensors. So
  * a skip read by far-apart consumers (a U-Net's ei, read by di's backward
  * and again by ei's own) is recomputed once for each, not held between. A
@@ -25,7 +25,6 @@ typedef struct {
   Actions a;
   double recompute; /* seconds of recomputation under the cost model */
   int64_t peak;     /* the peak the callback gave */
-  int nkept;        /* |K| */
 } RematCand;
 
 /* The liveness peak and the live bytes summed over positions of the step
