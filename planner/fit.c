@@ -11,6 +11,7 @@
 #include "live.h"
 #include "ops.h"
 #include "plan_build.h"
+#include "remat.h"
 
 /* Saved activations that the precision policy may store in half (NULL:
  * none). bf16 and fp16 store all of them so; auto chooses per stage. */
@@ -132,11 +133,48 @@ typedef struct {
   Chain *chain;
   CkptTable *T;
   bool *half;
+  RematCand *rc; /* whole-graph schedules (remat.h), fastest first; NULL where the chain is cut finely */
+  int nrc;
+  double base; /* seconds of the step keeping everything, under the chain's cost model */
+  Arena trial; /* the greedy's trial steps */
 } Solver;
+
+/* A DAG schedule's stages (one per forward op) for the report: R where the
+ * op runs again, K where it runs once (what it makes that backward reads
+ * is kept). */
+static void describe_dag(Arena *ar, Plan *p, const Graph *g, const Step *plain, const Actions *a) {
+  p->nstages = a->nstages;
+  p->stages = ar_alloc(ar, sizeof(PlanStage) * (size_t)a->nstages);
+  for (int x = 0; x < a->n; x++)
+    if (a->a[x].kind != ACT_BACKWARD) p->stages[a->a[x].stage].runs++;
+  for (int i = 0; i < a->nstages; i++) {
+    PlanStage *ps = &p->stages[i];
+    const Op *o = &g->ops[plain->train[i].op];
+    ps->first_layer = ps->last_layer = o->name;
+    ps->choice = ps->runs > 1 ? 'R' : 'K';
+    for (int k = 0; k < o->nout && ps->runs == 1; k++)
+      if (plain->saved[o->out[k]])
+        ps->kept_bytes += shape_numel(&g->t[o->out[k]].shape) * dtype_size(g->t[o->out[k]].dtype);
+  }
+}
+
+/* RematPeak: the liveness peak of a whole-graph schedule's real step and
+ * its live bytes summed over positions (fp32 under auto, as half_of). */
+static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area) {
+  Solver *S = ctx;
+  ar_reset(&S->trial);
+  Step *s = build_step(&S->trial, S->g, S->o, a, S->o->precision == PREC_AUTO ? NULL : S->half);
+  Live *l = live_build(&S->trial, s, s->train, s->ntrain);
+  int at;
+  *peak = live_peak(l, S->o->align, &at);
+  *area = 0;
+  for (int b = 0; b < l->nb; b++)
+    if (!l->b[b].persistent) *area += (double)l->b[b].bytes * (double)(l->b[b].last - l->b[b].first);
+}
 
 /* The chain and its DP table: solved once per fit, every candidate read from it. */
 static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
-  S->g = g, S->o = o;
+  *S = (Solver){.g = g, .o = o};
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
   if (o->masks == MASKS_REGEN) S->plain = ad_regen_stats(ar, S->plain);
   S->half = o->precision == PREC_FP32 ? NULL : prec_candidates(ar, g, S->plain);
@@ -146,6 +184,18 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
   int64_t n = S->chain->n, M = o->units > 0 ? o->units : 500, cap = ((int64_t)1 << 26) / (n * n) - 1;
   if (M > cap) M = cap;
   S->T = n > 1 && M >= 8 ? ckpt_solve(ar, S->chain, (int)M, ckpt_unit(S->chain, (int)M)) : NULL;
+  int nf = 0, largest = 0;
+  S->base = 0;
+  for (int i = 0; i < S->chain->n; i++) {
+    const Stage *st = &S->chain->s[i];
+    nf += st->last - st->first;
+    if (st->last - st->first > largest) largest = st->last - st->first;
+    S->base += st->f + st->opt[0].b;
+  }
+  S->rc = NULL, S->nrc = 0;
+  if (remat_wanted(S->plain, nf, largest))
+    S->rc = remat_candidates(ar, g, S->plain, cost_model(o->backend), trial_peak, S, &S->nrc);
+  ar_free(&S->trial);
 }
 
 /* The tensors a schedule stores in half: all candidates under a fixed
@@ -153,6 +203,7 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
  * half option. */
 static const bool *half_of(Arena *ar, const Solver *S, const Actions *a) {
   if (S->o->precision != PREC_AUTO || !S->half) return S->half;
+  if (a->ctx != S->chain) return NULL; /* whole-graph schedules keep fp32 under auto */
   const Graph *g = S->g;
   bool *h = ar_alloc(ar, sizeof(bool) * (size_t)(g->nt + 1));
   for (int x = 0; x < a->n; x++) {
@@ -201,15 +252,22 @@ typedef struct {
   int64_t lb;
 } Cand;
 
+/* m >= 0: the DP's schedule at m units (light: its lightest variant);
+ * m < 0: whole-graph schedule -1 - m (S->rc). */
 static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
   Cand c;
-  c.a = ckpt_actions(ar, S->T, m);
-  if (light) c.a = lightest(ar, S->chain, c.a);
+  if (m < 0) {
+    c.a = S->rc[-1 - m].a;
+    c.time = S->base + S->rc[-1 - m].recompute;
+  } else {
+    c.a = ckpt_actions(ar, S->T, m);
+    if (light) c.a = lightest(ar, S->chain, c.a);
+    c.time = schedule_time(S->chain, &c.a);
+  }
   c.step = build_step(ar, S->g, S->o, &c.a, half_of(ar, S, &c.a));
   c.lt = live_build(ar, c.step, c.step->train, c.step->ntrain);
   int at;
   c.lb = live_peak(c.lt, S->o->align, &at);
-  c.time = schedule_time(S->chain, &c.a);
   return c;
 }
 
@@ -217,7 +275,8 @@ static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
 static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c) {
   Plan *p = plan_live(ar, S->g, c->step, c->lt, S->o);
   MP_ASSERT(p->lower_bound_bytes >= c->lb); /* else skipping by the bound could miss a plan that fits */
-  describe(ar, p, S->g, S->plain, S->chain, &c->a);
+  if (c->a.ctx == S->chain) describe(ar, p, S->g, S->plain, S->chain, &c->a);
+  else describe_dag(ar, p, S->g, S->plain, &c->a);
   return p;
 }
 
@@ -311,6 +370,9 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
     if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
     try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped);
   }
+  /* the whole-graph schedules, fastest first (0 keeps everything: planned already) */
+  for (int i = 1; i < S.nrc && S.base + S.rc[i].recompute < best_time; i++)
+    if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
   if (!isfinite(best_time)) least_skipped(&S, &skipped, r, &tmp);
   ar_adopt(ar, &best);
   ar_free(&tmp);
@@ -481,17 +543,32 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   return least;
 }
 
-static void sweep_row(FILE *out, const Plan *p) {
+/* A sweep row: the plan's arena, its time under the cost model, its line. */
+typedef struct {
+  int64_t arena;
+  double time;
+  const char *line;
+} Row;
+
+static Row sweep_row(Arena *ar, const Plan *p, double time) {
   char buf[32], stages[4096];
   int n = 0;
   for (int i = 0; i < p->nstages && n + 2 < (int)sizeof stages; i++) /* lowercase: kept in bf16 */
     stages[n++] = (char)(p->stages[i].half ? p->stages[i].choice - 'A' + 'a' : p->stages[i].choice);
   stages[n] = '\0';
-  fprintf(out, "%-16lld %16s %8.2f%%  %s\n", (long long)p->arena_bytes, mp_fmt_bytes(buf, sizeof buf, p->arena_bytes),
-          100.0 * (double)p->extra_flops / (double)p->step_flops, n ? stages : "all kept (no recomputation)");
+  const char *line = ar_printf(
+      ar, "%-16lld %16s %8.2f%%  %s\n", (long long)p->arena_bytes, mp_fmt_bytes(buf, sizeof buf, p->arena_bytes),
+      100.0 * (double)p->extra_flops / (double)p->step_flops, n ? stages : "all kept (no recomputation)");
+  return (Row){p->arena_bytes, time, line};
 }
 
-/* Prints a Pareto row when it saves at least 1% of the full arena over the
+static int by_time(const void *a, const void *b) {
+  const Row *x = a, *y = b;
+  return x->time != y->time ? (x->time > y->time) - (x->time < y->time) : (x->arena > y->arena) - (x->arena < y->arena);
+}
+
+/* Every schedule's plan, the DP's and the whole-graph ones, fastest first:
+ * prints a Pareto row when it saves at least 1% of the full arena over the
  * last printed one, and always the least-memory row. */
 void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   Solver S;
@@ -499,32 +576,35 @@ void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   Plan *base = fit_plan(ar, g, build_step(ar, g, o, NULL, plain_half(ar, g, o)), o);
   fprintf(out, "%-16s %16s %9s  stages (K keep, S selective, R recompute; k, s, r: kept in bf16)\n", "arena bytes",
           "arena", "extra %");
-  sweep_row(out, base);
-  int64_t best = base->arena_bytes, printed = best, step = base->arena_bytes / 100;
+  VEC(Row) rows = {0};
+  VEC_PUSH(ar, rows, sweep_row(ar, base, S.base));
   double last = NAN;
-  Arena tmp = {0}, keep = {0};
-  Plan *pending = NULL;
-  for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
-    double c = ckpt_cost(S.T, m);
-    if (!isfinite(c)) break;
-    if (c == last) continue;
-    last = c;
+  Arena tmp = {0};
+  for (int m = S.T ? S.T->M : -1; m >= -S.nrc; m--) {
+    if (m == -1) continue; /* whole-graph schedule 0 keeps everything: the base */
+    if (m >= 0) {
+      double c = ckpt_cost(S.T, m);
+      if (!isfinite(c) || c == last) continue; /* c == last: the same schedule as the previous m */
+      last = c;
+    }
     ar_reset(&tmp);
     Step *s;
     double t;
     Plan *p = candidate(&tmp, &S, m, false, &s, &t);
-    if (p->arena_bytes < best) { /* less memory for more compute */
-      best = p->arena_bytes;
-      ar_swap(&tmp, &keep);
-      pending = p;
-      if (printed - best >= step) {
-        sweep_row(out, p);
-        printed = best;
-        pending = NULL;
-      }
+    VEC_PUSH(ar, rows, sweep_row(ar, p, t));
+  }
+  ar_free(&tmp);
+  qsort(rows.v + 1, (size_t)(rows.n - 1), sizeof(Row), by_time);
+  int64_t best = base->arena_bytes, printed = best, step = base->arena_bytes / 100;
+  fputs(rows.v[0].line, out);
+  const Row *pending = NULL;
+  for (int i = 1; i < rows.n; i++) {
+    if (rows.v[i].arena >= best) continue; /* less memory for more compute, or nothing */
+    best = rows.v[i].arena, pending = &rows.v[i];
+    if (printed - best >= step) {
+      fputs(pending->line, out);
+      printed = best, pending = NULL;
     }
   }
-  if (pending) sweep_row(out, pending);
-  ar_free(&tmp);
-  ar_free(&keep);
+  if (pending) fputs(pending->line, out);
 }

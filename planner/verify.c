@@ -330,6 +330,114 @@ static const char *check_buffers(const Plan *p) {
   return NULL;
 }
 
+/* ---- values ---- */
+
+/* Every read sees the value the forward computed. Values are numbered as
+ * the training schedule runs: each buffer starts with one of its own, an
+ * op's outputs get new ones (a cast passes its input's on: precision is not
+ * a value here). A recompute of layer L must read exactly the values L's
+ * forward read (running statistics aside: no output depends on them in
+ * training) and then gives its outputs the forward's numbers; a backward
+ * of L must find in each forward input or output slot it reads (OpInfo.bin)
+ * the value of that slot in L's forward. So a tensor recomputed any number
+ * of times, or read by consumers far apart, is followed through every copy
+ * and every buffer a copy shares; a parameter updated before a recompute
+ * that reads it, or a buffer overwritten before a read, is a new value. */
+typedef struct {
+  const Plan *p;
+  int *slot; /* hash of layer names -> forward op index + 1 */
+  int nslot;
+  int *val;  /* per buffer: the value it holds now */
+  int *fval; /* per op: PLAN_MAX_IO input values, then PLAN_MAX_IO output values of its forward run */
+  int next;
+} Values;
+
+static unsigned name_hash(const char *s) {
+  unsigned h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+/* The forward op of layer name (-1: none), or with add, op k registered as it. */
+static int forward_of(Values *v, const char *name, int add) {
+  unsigned i = name_hash(name) & (unsigned)(v->nslot - 1);
+  for (; v->slot[i]; i = (i + 1) & (unsigned)(v->nslot - 1))
+    if (!strcmp(v->p->sched[v->slot[i] - 1].layer, name)) return v->slot[i] - 1;
+  if (add >= 0) v->slot[i] = add + 1;
+  return -1;
+}
+
+static const char *value_error(const Values *v, int k, int j, const char *what) {
+  const PlanOp *op = &v->p->sched[k];
+  snprintf(msg, sizeof msg,
+           "op %d (%s %s) reads buffer %s (input %d), which does not hold the value %s: a recompute or a read "
+           "out of order",
+           k, op->layer, op->phase == PHASE_BACKWARD ? "backward" : "recompute", v->p->buf[op->in[j]].name, j, what);
+  return msg;
+}
+
+/* Op k's reads against its layer's forward f (its outputs' values set). */
+static const char *check_reads(Values *v, int k, int f) {
+  const PlanOp *op = &v->p->sched[k];
+  const int *fin = &v->fval[(size_t)f * 2 * PLAN_MAX_IO], *fout = fin + PLAN_MAX_IO;
+  const OpInfo *oi = op_info(op->op);
+  for (int j = 0; j < op->nin; j++) {
+    if (op->in[j] < 0 || v->p->buf[op->in[j]].role == ROLE_STATE) continue;
+    int want = 0, r = op->phase == PHASE_BACKWARD ? (j < MAX_BIN ? oi->bin[j] : 0) : REF_IN(j);
+    if (REF_KIND(r) == REF_IN(0)) want = fin[REF_SLOT(r)];
+    else if (REF_KIND(r) == REF_OUT(0)) want = fout[REF_SLOT(r)];
+    if (want && v->val[op->in[j]] != want)
+      return value_error(v, k, j, REF_KIND(r) == REF_IN(0) ? "its forward read" : "its forward computed");
+  }
+  for (int o = 0; o < op->nout; o++)
+    if (op->out[o] >= 0) v->val[op->out[o]] = op->phase == PHASE_RECOMPUTE ? fout[o] : v->next++;
+  return NULL;
+}
+
+static const char *check_values_in(Values *v) {
+  const Plan *p = v->p;
+  for (int b = 0; b < p->nbuf; b++) v->val[b] = v->next++;
+  for (int k = 0; k < p->nsched; k++) {
+    const PlanOp *op = &p->sched[k];
+    if (op->phase == PHASE_FORWARD && op->op != OP_CAST && !op_is_comm(op->op) && forward_of(v, op->layer, k) < 0) {
+      int *fin = &v->fval[(size_t)k * 2 * PLAN_MAX_IO];
+      for (int j = 0; j < op->nin; j++)
+        fin[j] = op->in[j] < 0 || p->buf[op->in[j]].role == ROLE_STATE ? 0 : v->val[op->in[j]];
+      for (int o = 0; o < op->nout; o++)
+        if (op->out[o] >= 0) fin[PLAN_MAX_IO + o] = v->val[op->out[o]] = v->next++;
+      continue;
+    }
+    if (op->op == OP_CAST) {
+      v->val[op->out[0]] = v->val[op->in[0]];
+      continue;
+    }
+    int f = op->phase == PHASE_RECOMPUTE || op->phase == PHASE_BACKWARD ? forward_of(v, op->layer, -1) : -1;
+    if (op->phase == PHASE_RECOMPUTE && f < 0) {
+      snprintf(msg, sizeof msg, "op %d (%s) recomputes a layer with no forward run before it", k, op->layer);
+      return msg;
+    }
+    if (f >= 0) {
+      const char *e = check_reads(v, k, f);
+      if (e) return e;
+      continue;
+    }
+    for (int o = 0; o < op->nout; o++)
+      if (op->out[o] >= 0) v->val[op->out[o]] = v->next++;
+  }
+  return NULL;
+}
+
+static const char *check_values(const Plan *p) {
+  Values v = {.p = p, .nslot = 16, .next = 1};
+  while (v.nslot < 2 * p->nsched) v.nslot *= 2;
+  v.slot = calloc((size_t)v.nslot, sizeof(int));
+  v.val = calloc((size_t)p->nbuf + 1, sizeof(int));
+  v.fval = calloc((size_t)p->nsched * 2 * PLAN_MAX_IO + 1, sizeof(int));
+  const char *e = v.slot && v.val && v.fval ? check_values_in(&v) : "verifier out of memory";
+  free(v.slot), free(v.val), free(v.fval);
+  return e;
+}
+
 static bool is_comm(OpKind k) { return k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER || k == OP_ALL_GATHER; }
 
 /* The collectives of a plan for N ranks (plan.h): each update reads a
@@ -404,6 +512,7 @@ const char *verify_plan(const Plan *p) {
   if ((e = check_buffers(p))) return e;
   if ((e = check_schedule(p, p->sched, p->nsched, SCHED_TRAIN))) return e;
   if ((e = check_schedule(p, p->eval, p->neval, SCHED_EVAL))) return e;
+  if ((e = check_values(p))) return e;
   if ((e = check_comm(p))) return e;
   if ((e = check_packing(p, SCHED_TRAIN, p->nsched))) return e;
   if ((e = check_packing(p, SCHED_EVAL, p->neval))) return e;

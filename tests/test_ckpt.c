@@ -3,6 +3,10 @@
  *   four keep options), the table equals an exhaustive search of every schedule of the
  *   same model, and replaying the schedule it emits costs what it claims.
  * - Uniform chains: the DP's forward count equals Revolve's closed form.
+ * - Whole-graph recomputation (remat.c): the small U-Net-shaped graph at a
+ *   budget that recomputes its skips more than once verifies, and the
+ *   verifier's value check catches a recompute or a backward read pointed
+ *   at another live buffer of the same size.
  * - The budget pass on bundled models: arena <= budget, extra FLOPs never
  *   rise as the budget grows (fp32), every plan verifies; auto precision
  *   lowers nothing when everything fits.
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "ops.h"
 #include "fit.h"
 #include "load.h"
 #include "verify.h"
@@ -223,6 +228,65 @@ static void test_vit_recompute(const char *models) {
   ar_free(&ar);
 }
 
+/* Another activation buffer of b's size live at position k, -1 when none. */
+static int same_size_live(const Plan *p, int b, int k) {
+  for (int x = 0; x < p->nbuf; x++) {
+    const PlanBuffer *c = &p->buf[x];
+    bool out = false;
+    for (int o = 0; o < p->sched[k].nout; o++) out |= p->sched[k].out[o] == x;
+    if (x != b && !out && c->role == ROLE_ACTIVATION && c->sched == SCHED_TRAIN && c->bytes == p->buf[b].bytes &&
+        c->first <= k && k < c->last)
+      return x;
+  }
+  return -1;
+}
+
+/* Op k's input j pointed at another live buffer of its size: the verifier
+ * must say the value is not the forward's. */
+static void misread(Plan *p, int k, int j) {
+  int other = same_size_live(p, p->sched[k].in[j], k), was = p->sched[k].in[j];
+  CHECK(other >= 0);
+  if (other < 0) return;
+  p->sched[k].in[j] = other;
+  const char *e = verify_plan(p);
+  CHECK(e && strstr(e, "does not hold the value"));
+  if (e) printf("caught: %s\n", e);
+  p->sched[k].in[j] = was;
+}
+
+/* The U-Net-shaped graph (tests/remat) at B=2, C=8, H=16 and 390K: its
+ * encoder's skips e1..e3 are recomputed more than once (for their decoder
+ * block's backward and again for their own), e1 read by d1c's backward and
+ * by e2c's, far apart; the plan verifies. Planted once: check_values
+ * returning NULL at once; both misreads passed ("CHECK failed" twice). */
+static void test_remat_values(const char *models) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/../tests/remat/unet-shaped.yaml", models);
+  FitOptions o = {.fuse = true, .align = 256, .time_limit = 0.1, .backend = BACKEND_CPU, .precision = PREC_FP32};
+  DimOverride ov[] = {{"B", 2}, {"C", 8}, {"H", 16}};
+  Arena ar = {0};
+  Graph *g = load_model(&ar, path, ov, 3);
+  FitResult r = fit_budget(&ar, g, 390 * 1024, &o);
+  CHECK(r.plan != NULL);
+  if (!r.plan) return;
+  Plan *p = r.plan;
+  CHECK(verify_plan(p) == NULL);
+  int rec_e1 = 0, k_rec = -1, k_bwd = -1;
+  for (int k = 0; k < p->nsched; k++) {
+    const PlanOp *x = &p->sched[k];
+    if (x->phase == PHASE_RECOMPUTE && !strcmp(x->layer, "e1")) rec_e1++, k_rec = k_rec < 0 ? k : k_rec;
+    if (x->phase == PHASE_BACKWARD && !strcmp(x->layer, "e2c")) k_bwd = k; /* reads e1 (its input) */
+  }
+  printf("unet-shaped 390K: e1 recomputed %d times, extra %.2f%%\n", rec_e1,
+         100.0 * (double)p->extra_flops / (double)p->step_flops);
+  CHECK(rec_e1 >= 2 && k_rec >= 0 && k_bwd >= 0);
+  if (k_rec >= 0) misread(p, k_rec, 0); /* e1's recompute reads another tensor than e1c's output */
+  for (int j = 0; k_bwd >= 0 && j < p->sched[k_bwd].nin; j++) /* e2c's backward reads another tensor than e1 */
+    if (op_info(OP_CONV2D)->bin[j] == REF_IN(0)) misread(p, k_bwd, j);
+  CHECK(verify_plan(p) == NULL);
+  ar_free(&ar);
+}
+
 int main(int argc, char **argv) {
   const char *models = argc > 1 ? argv[1] : "models";
   test_dp_optimal();
@@ -231,5 +295,6 @@ int main(int argc, char **argv) {
   test_budgets(models, "gpt2-mini", true, PREC_AUTO);
   test_budgets(models, "mlp", false, PREC_FP32); /* parameters and optimizer state dominate */
   test_vit_recompute(models);
+  test_remat_values(models);
   return check_summary("test_ckpt");
 }

@@ -153,4 +153,10 @@ MUTANTS += [
          search="          p->name,  p->offset,           p->bytes,",
          replace="          p->name,  i < m->nparams ? p->offset : m->states[0].offset, p->bytes,",
          tests=["reference_bn_mlp"]),
+    # whole-graph recomputation (planner/remat.c): a recomputed copy reused however far its next read, so a
+    # U-Net's skip is held from its decoder block's backward to its own instead of recomputed for each
+    dict(name="remat_no_second_recompute", file="planner/remat.c",
+         search="  if (r->used[t] >= 0 && now - r->used[t] <= r->gap) {",
+         replace="  if (r->used[t] >= 0) {",
+         tests=["remat_goals_unet"]),
 ]

@@ -9,6 +9,8 @@
 # keeps the loss unfused (--fused-loss off, unless a CONFIG says otherwise):
 # a fused loss sums its gradients in another order, equal within rounding
 # only (e2e_fused_loss_same_gpt2-mini), and this test is about recomputation.
+# CKPT_COMPILE: options for every plan, the one keeping everything too (e.g.
+# "--set B=2 --set H=16": a smaller size of the model's dims).
 set -eu
 memplan=$1 model=$2 work=$3
 shift 3
@@ -25,7 +27,8 @@ fi
 train() { # name [compile options]
   v=$1
   shift
-  "$memplan" compile "$model" --fused-loss off "$@" -o "$work/$v" > "$work/$v.report"
+  # shellcheck disable=SC2086 # CKPT_COMPILE splits at spaces
+  "$memplan" compile "$model" --fused-loss off ${CKPT_COMPILE:-} "$@" -o "$work/$v" > "$work/$v.report"
   if [ ! -d "$work/src" ]; then
     cp -R "$work/$v" "$work/src"
     cmake -S "$work/src" -B "$work/bld" -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=OFF > /dev/null

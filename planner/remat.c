@@ -1,0 +1,173 @@
+/* remat.c: keep sets and recompute schedules over the whole graph. */
+#include "remat.h"
+
+#include <math.h>
+
+#include "ops.h"
+
+typedef struct {
+  Arena *ar;
+  const Graph *g;
+  int nf;          /* forward ops: stage i is forward op i */
+  int *fidx;       /* per graph op: its forward index, -1 */
+  int nb;          /* backward instructions, in the step's order */
+  int *bstage;     /* per backward position: its stage */
+  int *need_first; /* per backward position: its reads in need[need_first[b] .. need_first[b + 1]) */
+  int *need;       /* graph activations the backward reads */
+  double *fcost;   /* per stage: seconds of one forward run */
+  int *first;      /* Actions.stage_first */
+  /* one schedule being built */
+  const bool *keep;
+  int gap;
+  int *used; /* per tensor: the backward position its newest recomputed copy was last read at, -1 none */
+  VEC(Action) a;
+  double rec;
+} Rm;
+
+static bool keeps_all(const void *ctx, int s, int k, int t) {
+  (void)ctx, (void)s, (void)k, (void)t;
+  return true; /* every recompute is an action of its own (ACT_FORWARD) */
+}
+
+static bool is_act(const Graph *g, int t) { return t >= 0 && t < g->nt && g->t[t].kind == TK_ACT; }
+
+/* A copy of t readable at backward position now: kept, reused, or recomputed
+ * (its dropped inputs first). */
+static void ensure(Rm *r, int t, int now) {
+  const Graph *g = r->g;
+  int op = g->t[t].producer, s = op >= 0 ? r->fidx[op] : -1;
+  if (s < 0 || r->keep[t]) return;
+  if (r->used[t] >= 0 && now - r->used[t] <= r->gap) {
+    r->used[t] = now;
+    return;
+  }
+  const Op *o = &g->ops[op];
+  for (int k = 0; k < o->nin; k++)
+    if (is_act(g, o->in[k])) ensure(r, o->in[k], now);
+  VEC_PUSH(r->ar, r->a, ((Action){ACT_FORWARD, s, 0}));
+  r->rec += r->fcost[s];
+  for (int k = 0; k < o->nout; k++) r->used[o->out[k]] = now;
+}
+
+/* The schedule of keep set keep and reuse gap gap. */
+static Actions schedule(Rm *r, const bool *keep, int gap, double *rec) {
+  r->keep = keep, r->gap = gap, r->rec = 0;
+  r->a.n = 0;
+  for (int t = 0; t < r->g->nt; t++) r->used[t] = -1;
+  for (int i = 0; i < r->nf; i++) VEC_PUSH(r->ar, r->a, ((Action){ACT_KEEP, i, 0}));
+  for (int b = 0; b < r->nb; b++) {
+    for (int j = r->need_first[b]; j < r->need_first[b + 1]; j++) ensure(r, r->need[j], b);
+    VEC_PUSH(r->ar, r->a, ((Action){ACT_BACKWARD, r->bstage[b], 0}));
+  }
+  *rec = r->rec;
+  return (Actions){r->a.v, r->a.n, r->first, r->nf, keeps_all, NULL};
+}
+
+/* The schedule as a candidate: its actions copied out of the one being built. */
+static RematCand cand(Rm *r, const bool *keep, int gap, int64_t peak) {
+  RematCand c = {.peak = peak};
+  c.a = schedule(r, keep, gap, &c.recompute);
+  Action *v = ar_alloc(r->ar, sizeof(Action) * (size_t)c.a.n);
+  for (int x = 0; x < c.a.n; x++) v[x] = c.a.a[x];
+  c.a.a = v;
+  return c;
+}
+
+bool remat_wanted(const Step *plain, int nforward, int largest_stage) {
+  int saved = 0;
+  for (int t = 0; t < plain->nt; t++) saved += plain->saved[t];
+  return nforward >= 4 && largest_stage * 4 > nforward && saved <= REMAT_MAX_SAVED;
+}
+
+static void rm_init(Rm *r, Arena *ar, const Graph *g, const Step *plain, const CostModel *cm) {
+  *r = (Rm){.ar = ar, .g = g};
+  r->fidx = ar_alloc(ar, sizeof(int) * (size_t)(g->nops + 1));
+  for (int i = 0; i < g->nops; i++) r->fidx[i] = -1;
+  while (r->nf < plain->ntrain && plain->train[r->nf].phase == PHASE_FORWARD) r->nf++;
+  r->fcost = ar_alloc(ar, sizeof(double) * (size_t)(r->nf + 1));
+  r->first = ar_alloc(ar, sizeof(int) * (size_t)(r->nf + 1));
+  for (int i = 0; i <= r->nf; i++) r->first[i] = i;
+  for (int i = 0; i < r->nf; i++) {
+    r->fidx[plain->train[i].op] = i;
+    r->fcost[i] = cost_op(cm, g, &g->ops[plain->train[i].op], false);
+  }
+  r->bstage = ar_alloc(ar, sizeof(int) * (size_t)(plain->ntrain + 1));
+  r->need_first = ar_alloc(ar, sizeof(int) * (size_t)(plain->ntrain + 2));
+  VEC(int) need = {0};
+  for (int i = r->nf; i < plain->ntrain; i++) {
+    const Instr *x = &plain->train[i];
+    if (x->phase != PHASE_BACKWARD) continue;
+    r->bstage[r->nb] = r->fidx[x->op];
+    r->need_first[r->nb++] = need.n;
+    for (int k = 0; k < x->nin; k++)
+      if (is_act(g, x->in[k]) && plain->saved[x->in[k]]) VEC_PUSH(ar, need, x->in[k]);
+  }
+  r->need_first[r->nb] = need.n;
+  r->need = need.v;
+  r->used = ar_alloc(ar, sizeof(int) * (size_t)(g->nt + 1));
+}
+
+/* Greedy rounds for one gap, every schedule passed pushed to out. */
+typedef VEC(RematCand) Cands;
+
+static void greedy(Rm *r, const Step *plain, int gap, RematPeak peak, void *ctx, Cands *out) {
+  const Graph *g = r->g;
+  bool *keep = ar_alloc(r->ar, sizeof(bool) * (size_t)(g->nt + 1));
+  int nk = 0;
+  for (int t = 0; t < g->nt; t++) {
+    keep[t] = is_act(g, t) && plain->saved[t] && g->t[t].producer >= 0 && r->fidx[g->t[t].producer] >= 0;
+    nk += keep[t];
+  }
+  double area, rec = 0;
+  int64_t pk;
+  Actions a = schedule(r, keep, gap, &rec);
+  peak(ctx, &a, &pk, &area);
+  RematCand cur = cand(r, keep, gap, pk);
+  if (gap == 0) VEC_PUSH(r->ar, *out, cur); /* keep-all: the same for every gap */
+  while (nk > 0) {
+    int best = -1;
+    bool best_lower = false;
+    double best_score = -INFINITY, best_area = 0;
+    int64_t best_peak = 0;
+    for (int t = 0; t < g->nt; t++) {
+      if (!keep[t]) continue;
+      keep[t] = false;
+      double ar2;
+      a = schedule(r, keep, gap, &rec);
+      peak(ctx, &a, &pk, &ar2);
+      keep[t] = true;
+      double dt = fmax(rec - cur.recompute, 1e-12);
+      bool lower = pk < cur.peak;
+      double score = lower ? (double)(cur.peak - pk) / dt : (area - ar2) / dt;
+      if ((lower && !best_lower) || (lower == best_lower && score > best_score)) {
+        best = t, best_lower = lower, best_score = score;
+        best_peak = pk, best_area = ar2;
+      }
+    }
+    keep[best] = false;
+    nk--;
+    cur = cand(r, keep, gap, best_peak);
+    area = best_area;
+    VEC_PUSH(r->ar, *out, cur);
+  }
+}
+
+RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematPeak peak,
+                            void *ctx, int *n) {
+  Rm r;
+  rm_init(&r, ar, g, plain, cm);
+  Cands all = {0};
+  static const int gaps[] = {0, 2, 8, 1 << 30};
+  for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
+  /* fastest first; a candidate stays when no faster one peaks as low */
+  for (int i = 1; i < all.n; i++)
+    for (int j = i; j > 0 && all.v[j].recompute < all.v[j - 1].recompute; j--) {
+      RematCand t = all.v[j];
+      all.v[j] = all.v[j - 1], all.v[j - 1] = t;
+    }
+  int m = 0;
+  for (int i = 0; i < all.n; i++)
+    if (!m || all.v[i].peak < all.v[m - 1].peak) all.v[m++] = all.v[i];
+  *n = m;
+  return all.v;
+}
