@@ -64,3 +64,11 @@ add_test(NAME bpe_tokenizer_json COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/tokenizer_js
          $<TARGET_FILE:test_bpe> ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/bpe_tokenizer_json
          ${MEMPLAN_SOURCE_DIR}/README.md ${memplan_bpe_corpus})
 set_tests_properties(bpe_tokenizer_json PROPERTIES LABELS unit TIMEOUT 120 FIXTURES_REQUIRED gpt2_vocab)
+# Llama 3's vocabulary shape, 128,256 ids above 65535 (tests/bpe/llama3_vocab.sh): memplan tokenize's 32-bit token
+# files (magic 20240801, version 7) hold the same ids as the 16-bit file of the unshifted vocabulary + the shift,
+# --decode gives the text back, --token-bits 16 and an unknown id are refused; a tiny llama with V = 128,256 and
+# `tokenizer:` trains on --text as on the 32-bit file (the same losses, bit for bit) and generates its tokens'
+# decoding, from --prompt as from a 32-bit --prompt-tokens. Builds a trainer.
+add_test(NAME bpe_llama3_vocab COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/llama3_vocab.sh $<TARGET_FILE:memplan>
+         ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/bpe_llama3_vocab)
+set_tests_properties(bpe_llama3_vocab PROPERTIES LABELS e2e TIMEOUT 300 FIXTURES_REQUIRED gpt2_vocab)

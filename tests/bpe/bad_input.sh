@@ -46,9 +46,15 @@ expect no_input 1 "cannot open missing.txt" -- --vocab "$vocab" missing.txt
 expect no_vocab_option 2 "give --vocab DIR" -- in.txt
 "$memplan" tokenize --vocab "$vocab" in.txt -o good.bin >/dev/null || { echo "FAIL: good input"; bad=1; }
 head -c 1030 good.bin >cut.bin
-expect truncated_tokens 1 "cut.bin: header: says 5 tokens, but the file holds 6 bytes of tokens (truncated?)" \
+expect truncated_tokens 1 "cut.bin: header says 5 tokens (1034 bytes) but the file has 1030 bytes (truncated?)" \
   -- --vocab "$vocab" --decode cut.bin
-expect not_tokens 1 "in.txt: header: shorter than llm.c's 1024-byte header" -- --vocab "$vocab" --decode in.txt
+expect not_tokens 1 "in.txt: too short for a token file header (14 of 1024 bytes)" -- --vocab "$vocab" --decode in.txt
+cp good.bin version.bin && printf '\7' | dd of=version.bin bs=1 seek=4 conv=notrunc 2>/dev/null
+expect bad_version 1 "version.bin: unsupported token file version 7 for magic 20240520 (expected 1)" \
+  -- --vocab "$vocab" --decode version.bin
+cp good.bin magic.bin && printf '\0' | dd of=magic.bin bs=1 seek=0 conv=notrunc 2>/dev/null
+expect bad_magic 1 "magic.bin: not a token file: magic 20240384, expected 20240520 (uint16 ids) or 20240801 (uint32" \
+  -- --vocab "$vocab" --decode magic.bin
 cp good.bin badid.bin && printf '\377\377' | dd of=badid.bin bs=1 seek=1026 conv=notrunc 2>/dev/null
 expect unknown_id 1 "badid.bin: token 1: id 65535 is not in the vocabulary (50257 ids)" -- --vocab "$vocab" --decode badid.bin
 exit $bad
