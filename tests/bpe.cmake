@@ -68,7 +68,11 @@ set_tests_properties(bpe_tokenizer_json PROPERTIES LABELS unit TIMEOUT 120 FIXTU
 # files (magic 20240801, version 7) hold the same ids as the 16-bit file of the unshifted vocabulary + the shift,
 # --decode gives the text back, --token-bits 16 and an unknown id are refused; a tiny llama with V = 128,256 and
 # `tokenizer:` trains on --text as on the 32-bit file (the same losses, bit for bit) and generates its tokens'
-# decoding, from --prompt as from a 32-bit --prompt-tokens. Builds a trainer.
+# decoding, from --prompt as from a 32-bit --prompt-tokens. Builds a trainer: 15 s user + 4 s system here (the
+# build most of it; 57-86 s wall on the loaded 2-core machine). Planted (2026-12-02): the trainer's 32-bit ids
+# cut to 16 bits (mutant token_file32_low_half) -> "text.loss data.loss differ: byte 16, line 2 ... FAIL: losses
+# differ" (11.8011932 against 11.7944193 at step 1); generation printing token t & 0xffff's bytes -> "printed
+# b'<|pad_12671|>...', decoded b'The quick brown fox<|pad_27401|>...' FAIL: generation".
 add_test(NAME bpe_llama3_vocab COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/llama3_vocab.sh $<TARGET_FILE:memplan>
          ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/bpe_llama3_vocab)
 set_tests_properties(bpe_llama3_vocab PROPERTIES LABELS e2e TIMEOUT 300 FIXTURES_REQUIRED gpt2_vocab)

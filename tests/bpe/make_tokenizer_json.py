@@ -65,9 +65,9 @@ def main():
         vocab = {t: i + shift for t, i in vocab.items() if t != "<|endoftext|>"}
         specials = ["<|begin_of_text|>", "<|end_of_text|>"] + ["<|reserved_special_token_%d|>" % k
                                                                 for k in range(254)]
-        added = ([(k, "<|pad_%d|>" % k) for k in range(shift)] + [(50256 + shift, "<|endoftext|>")]
-                 + ([(128000 + k, t) for k, t in enumerate(specials)] if shift else []))
+        added = [(50256 + shift, "<|endoftext|>")] + ([(128000 + k, t) for k, t in enumerate(specials)] if shift else [])
         tok = tokenizer(vocab, merges, byte_level(LLAMA3_RE), added, ignore_merges=True)
+        tok["added_tokens"] += [{"id": k, "content": "<|pad_%d|>" % k, "special": True} for k in range(shift)]
         with open(out, "w", encoding="utf-8") as f:  # compact: 78,000 added tokens
             json.dump(tok, f, ensure_ascii=False, separators=(",", ":"))
         return
