@@ -231,6 +231,7 @@ struct Bpe {
   uint32_t *tok_hash; /* tokenizer.json's ignore_merges: the whole piece looked up first (as Loader's), else NULL */
   size_t tok_mask;
   uint32_t *tok_off, *tok_len; /* per id: its bytes in tok_bytes; tok_len UINT32_MAX when no such id */
+  size_t cap_vocab;             /* their capacity in ids */
   unsigned char *tok_bytes;
   size_t ntok_bytes, cap_tok_bytes;
   uint32_t byte_id[256];
@@ -471,9 +472,10 @@ static int vocab_put(Loader *L, const unsigned char *key, long n, long long id, 
                      "id %lld is above the file's size in bytes + 65535 (%lld): memplan keeps a table of every id up "
                      "to the largest (8 bytes an id), so ids may not be this sparse",
                      id, L->max_id);
-  if (id >= b->nvocab) {
-    b->tok_off = bpe_alloc(b->tok_off, (size_t)(id + 1) * sizeof *b->tok_off);
-    b->tok_len = bpe_alloc(b->tok_len, (size_t)(id + 1) * sizeof *b->tok_len);
+  if (id >= b->nvocab) { /* doubling: one realloc an id was quadratic (ASan's realloc always copies) */
+    size_t cap = b->cap_vocab;
+    grow((void **)&b->tok_off, &cap, (size_t)id + 1, sizeof *b->tok_off);
+    grow((void **)&b->tok_len, &b->cap_vocab, (size_t)id + 1, sizeof *b->tok_len);
     for (long long k = b->nvocab; k <= id; k++) b->tok_len[k] = UINT32_MAX;
     b->nvocab = (int)id + 1;
   }
