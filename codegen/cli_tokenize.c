@@ -148,16 +148,16 @@ static int decode_file(Bpe *bpe, const char *in, const char *out) {
   int width = 0;
   if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
     size_t got = fread(header, 1, sizeof header, f);
-    width = bpe_token_header(header, got < sizeof header ? (long long)got : (long long)st.st_size, &count, err,
-                             sizeof err);
+    width =
+        bpe_token_header(header, got < sizeof header ? (long long)got : (long long)st.st_size, &count, err, sizeof err);
   }
   int rc = width ? EXIT_OK : fail("%s: %s", in, err);
   Text t = {0};
   for (long long i = 0; rc == EXIT_OK && i < count; i++) {
     unsigned char b[4] = {0};
-    uint32_t id = fread(b, (size_t)width, 1, f) == 1 ? (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                                                           (uint32_t)b[3] << 24
-                                                     : UINT32_MAX;
+    uint32_t id = fread(b, (size_t)width, 1, f) == 1
+                      ? (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24
+                      : UINT32_MAX;
     size_t len;
     const unsigned char *s = bpe_token_bytes(bpe, id, &len);
     if (!s) rc = fail("%s: token %lld: id %u is not in the vocabulary (%d ids)", in, i, id, bpe_vocab_size(bpe));
@@ -170,9 +170,11 @@ static int decode_file(Bpe *bpe, const char *in, const char *out) {
 }
 
 int tokenize_main(int argc, char **argv) {
-  static const struct option longs[] = {
-      {"vocab", required_argument, 0, 'v'}, {"decode", no_argument, 0, 'd'}, {"token-bits", required_argument, 0, 'b'},
-      {"help", no_argument, 0, 'h'},        {0}};
+  static const struct option longs[] = {{"vocab", required_argument, 0, 'v'},
+                                        {"decode", no_argument, 0, 'd'},
+                                        {"token-bits", required_argument, 0, 'b'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0}};
   const char *vocab = NULL, *out = NULL;
   bool decode = false;
   int bits = 0; /* 0: by the vocabulary */
@@ -189,6 +191,8 @@ int tokenize_main(int argc, char **argv) {
   }
   if (!vocab) cli_usage_error("tokenize", "give --vocab DIR (a folder with encoder.json and vocab.bpe)");
   if (!out) cli_usage_error("tokenize", "give -o OUT");
+  if (decode && bits)
+    cli_usage_error("tokenize", "--token-bits is for encoding: --decode reads the width from the header");
   if (optind != argc - 1) cli_usage_error("tokenize", "give one input file");
   char err[1024];
   Bpe *bpe = bpe_load(vocab, err, sizeof err);
@@ -196,9 +200,10 @@ int tokenize_main(int argc, char **argv) {
   int V = bpe_vocab_size(bpe), rc;
   if (decode) rc = decode_file(bpe, argv[optind], out);
   else if (bits == 16 && V > 65536)
-    rc = fail("--token-bits 16: %s has ids up to %d, above 65535, which 16-bit token files cannot hold: give "
-              "--token-bits 32 or leave it out",
-              vocab, V - 1);
+    rc = fail(
+        "--token-bits 16: %s has ids up to %d, above 65535, which 16-bit token files cannot hold: give "
+        "--token-bits 32 or leave it out",
+        vocab, V - 1);
   else rc = encode_file(bpe, argv[optind], out, bits ? bits : V > 65536 ? 32 : 16);
   bpe_free(bpe);
   return rc;

@@ -231,7 +231,7 @@ struct Bpe {
   uint32_t *tok_hash; /* tokenizer.json's ignore_merges: the whole piece looked up first (as Loader's), else NULL */
   size_t tok_mask;
   uint32_t *tok_off, *tok_len; /* per id: its bytes in tok_bytes; tok_len UINT32_MAX when no such id */
-  size_t cap_vocab;             /* their capacity in ids */
+  size_t cap_vocab;            /* their capacity in ids */
   unsigned char *tok_bytes;
   size_t ntok_bytes, cap_tok_bytes;
   uint32_t byte_id[256];

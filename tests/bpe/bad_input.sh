@@ -44,6 +44,9 @@ grep -qF "the last line has no newline: the file looks truncated" stderr || { ec
 expect no_vocab 1 "nowhere/encoder.json: cannot open" -- --vocab nowhere in.txt
 expect no_input 1 "cannot open missing.txt" -- --vocab "$vocab" missing.txt
 expect no_vocab_option 2 "give --vocab DIR" -- in.txt
+expect token_bits 2 "memplan tokenize: error: --token-bits is 16 or 32, got '24'" -- --vocab "$vocab" --token-bits 24 in.txt
+expect token_bits_decode 2 "--token-bits is for encoding: --decode reads the width from the header" \
+  -- --vocab "$vocab" --token-bits 32 --decode in.txt
 "$memplan" tokenize --vocab "$vocab" in.txt -o good.bin >/dev/null || { echo "FAIL: good input"; bad=1; }
 head -c 1030 good.bin >cut.bin
 expect truncated_tokens 1 "cut.bin: header says 5 tokens (1034 bytes) but the file has 1030 bytes (truncated?)" \
