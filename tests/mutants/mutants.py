@@ -135,7 +135,7 @@ MUTANTS += [
     # 32-bit token files (llm.c's Llama 3 format): the ids cut to their low 16 bits
     dict(name="token_file32_low_half", file="runtime/trainer_data.c",
          search=": get32(b + 1024 + 4 * i);", replace=": (uint16_t)get32(b + 1024 + 4 * i);",
-         tests=["e2e_tokens_file_gpt2-mini", "bpe_llama3_vocab"]),
+         tests=["bpe_llama3_vocab"]),  # e2e_tokens_file's byte ids fit in 16 bits: it cannot see this
     # lr schedule position: the resumed run restarts the schedule (warmup, cosine) at its own first step
     dict(name="resume_lr_schedule_restarts", file="runtime/memplan_trainer.c",
          search="    double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step, o.steps);",
