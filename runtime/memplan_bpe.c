@@ -231,6 +231,7 @@ struct Bpe {
   uint32_t *tok_hash; /* tokenizer.json's ignore_merges: the whole piece looked up first (as Loader's), else NULL */
   size_t tok_mask;
   uint32_t *tok_off, *tok_len; /* per id: its bytes in tok_bytes; tok_len UINT32_MAX when no such id */
+  size_t cap_vocab;            /* their capacity in ids */
   unsigned char *tok_bytes;
   size_t ntok_bytes, cap_tok_bytes;
   uint32_t byte_id[256];
@@ -396,7 +397,7 @@ static int json_string_int_object(const char *path, const unsigned char *s, size
     const MjVal *v = &d.root->u.items[k];
     if (v->kind != MJ_NUM || !v->is_int || v->u.i < 0) {
       at = v->off;
-      what = v->kind == MJ_NUM ? "an id that is not an integer 0..65535" : "expected an integer id";
+      what = v->kind == MJ_NUM ? "an id that is not an integer 0..2147483647" : "expected an integer id";
       free(key);
       goto fail_doc;
     }
@@ -437,6 +438,7 @@ typedef struct {
   unsigned char *scratch; /* a merge's tokens (add_merge), a vocabulary key */
   size_t cap_scratch;
   bool ignore_merges; /* tokenizer.json's model.ignore_merges: a piece that is a token is that token */
+  long long max_id;   /* the file's size + 65535 (< 2^31: files are at most 1 GiB): ids index a table, 8 bytes an id */
 } Loader;
 
 static long find_token(const Loader *L, const unsigned char *s, size_t n) {
@@ -465,10 +467,15 @@ static int token_err(const Loader *L, size_t at, const char *fmt, ...) {
 static int vocab_put(Loader *L, const unsigned char *key, long n, long long id, size_t at) {
   Bpe *b = L->b;
   if (n == 0) return token_err(L, at, "an empty token");
-  if (id > 65535) return token_err(L, at, "id %lld is above 65535: llm.c's token files hold 16-bit ids", id);
-  if (id >= b->nvocab) {
-    b->tok_off = bpe_alloc(b->tok_off, (size_t)(id + 1) * sizeof *b->tok_off);
-    b->tok_len = bpe_alloc(b->tok_len, (size_t)(id + 1) * sizeof *b->tok_len);
+  if (id > L->max_id)
+    return token_err(L, at,
+                     "id %lld is above the file's size in bytes + 65535 (%lld): memplan keeps a table of every id up "
+                     "to the largest (8 bytes an id), so ids may not be this sparse",
+                     id, L->max_id);
+  if (id >= b->nvocab) { /* doubling: one realloc an id was quadratic (ASan's realloc always copies) */
+    size_t cap = b->cap_vocab;
+    grow((void **)&b->tok_off, &cap, (size_t)id + 1, sizeof *b->tok_off);
+    grow((void **)&b->tok_len, &b->cap_vocab, (size_t)id + 1, sizeof *b->tok_len);
     for (long long k = b->nvocab; k <= id; k++) b->tok_len[k] = UINT32_MAX;
     b->nvocab = (int)id + 1;
   }
@@ -697,7 +704,7 @@ static int tj_vocab(Loader *L, const MjVal *root, const MjVal **merges) {
     const MjVal *v = &vocab->u.items[k];
     if (v->kind != MJ_NUM || !v->is_int || v->u.i < 0)
       return token_err(L, v->off, "model.vocab: %s",
-                       v->kind == MJ_NUM ? "an id that is not an integer 0..65535" : "expected an integer id");
+                       v->kind == MJ_NUM ? "an id that is not an integer 0..2147483647" : "expected an integer id");
     size_t len = strlen(v->key);
     grow((void **)&L->scratch, &L->cap_scratch, len + 1, 1);
     memcpy(L->scratch, v->key, len);
@@ -792,7 +799,7 @@ Bpe *bpe_load(const char *dir, char *err, size_t errcap) {
   Bpe *b = bpe_alloc(NULL, sizeof *b);
   memset(b, 0, sizeof *b);
   b->eot = -1;
-  Loader L = {b, jpath, js, NULL, 1, err, errcap, NULL, 0, false};
+  Loader L = {b, jpath, js, NULL, 1, err, errcap, NULL, 0, false, (long long)nj + 65535};
   bool *made = NULL;
   MjDoc d = {0};
   const MjVal *merges = NULL;
@@ -868,6 +875,33 @@ const unsigned char *bpe_token_bytes(const Bpe *b, uint32_t id, size_t *len) {
   if (id >= (uint32_t)b->nvocab || b->tok_len[id] == UINT32_MAX) return NULL;
   *len = b->tok_len[id];
   return b->tok_bytes + b->tok_off[id];
+}
+
+static uint32_t get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int bpe_token_header(const unsigned char *head, long long size, long long *n, char *err, size_t errcap) {
+  if (size < 1024) {
+    set_err(err, errcap, "too short for a token file header (%lld of 1024 bytes)", size);
+    return 0;
+  }
+  uint32_t magic = get32(head), version = get32(head + 4);
+  int width = magic == BPE_TOKENS16_MAGIC ? 2 : magic == BPE_TOKENS32_MAGIC ? 4 : 0;
+  *n = get32(head + 8);
+  if (!width)
+    set_err(err, errcap,
+            "not a token file: magic %u, expected %d (uint16 ids) or %d (uint32 ids) (llm.c's format: 256 int32 "
+            "header, then the ids)",
+            magic, BPE_TOKENS16_MAGIC, BPE_TOKENS32_MAGIC);
+  else if (version != (width == 2 ? 1u : 7u))
+    set_err(err, errcap, "unsupported token file version %u for magic %u (expected %d)", version, magic,
+            width == 2 ? 1 : 7);
+  else if (size != 1024 + width * *n)
+    set_err(err, errcap, "header says %lld tokens (%lld bytes) but the file has %lld bytes%s", *n, 1024 + width * *n,
+            size, size < 1024 + width * *n ? " (truncated?)" : "");
+  else return width;
+  return 0;
 }
 
 /* ------------------------------------------------------------------------ */

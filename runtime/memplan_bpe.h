@@ -44,4 +44,15 @@ size_t bpe_encode(Bpe *b, const unsigned char *text, size_t n, int final, BpeTok
 size_t bpe_next_piece(const Bpe *b, const unsigned char *text, size_t n, int final);
 /* The bytes of token id (length in *len); NULL when the vocabulary has no such id. */
 const unsigned char *bpe_token_bytes(const Bpe *b, uint32_t id, size_t *len);
+
+/* llm.c's token files: a header of 256 little-endian int32 (magic, version,
+ * the token count n, zeros), then n little-endian ids: magic 20240520
+ * version 1 with uint16 ids (GPT-2's, llm.c's default), or magic 20240801
+ * version 7 with uint32 ids (llm.c's for Llama 3), for ids above 65535. */
+#define BPE_TOKENS16_MAGIC 20240520
+#define BPE_TOKENS32_MAGIC 20240801
+/* A token file's header (its first min(size, 1024) bytes) against the
+ * file's size: the bytes an id (2 or 4) with the count in *n, or 0 with
+ * what is wrong in err (to follow "FILE: "). */
+int bpe_token_header(const unsigned char *head, long long size, long long *n, char *err, size_t errcap);
 #endif

@@ -11,7 +11,9 @@
  * - --text FILE: the file's bytes are the tokens (a byte-level model, V >= 256).
  * - --data FILE: an llm.c token shard: a header of 256 little-endian int32
  *   (magic 20240520, version 1, token count n, the rest unused), then n
- *   little-endian uint16 tokens; the file is exactly 1024 + 2n bytes.
+ *   little-endian uint16 tokens, the file exactly 1024 + 2n bytes; or magic
+ *   20240801, version 7 and n uint32 tokens, 1024 + 4n bytes (llm.c's Llama 3
+ *   files, memplan_bpe.h).
  * - Batches of a token model are windows, as llm.c's loader: with W = B*T
  *   (times the micro-batches) the data holds N = (n - 1) / W windows (a pass,
  *   or epoch), window k being tokens [k*W, k*W + W]; inputs are its first W

@@ -1,7 +1,7 @@
 /* trainer_data.c: the trainer program's token streams (--text, --data), the synthetic blobs (trainer_internal.h). */
 #include "trainer_internal.h"
 
-/* GPT-2 BPE for --text (the YAML's tokenizer:): one translation unit with it, so
+/* BPE for --text (the YAML's tokenizer:) and the token files' header: one translation unit with it, so
  * every build of this file (CPU, CUDA, MPI) has it; memplan tokenize shares the file. */
 #include "memplan_bpe.c"
 
@@ -55,49 +55,37 @@ unsigned char *read_file(const char *path, int64_t *size, const char *what) {
   return b;
 }
 
-uint32_t le32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+uint32_t le32(const unsigned char *p) { return get32(p); } /* memplan_bpe.c's */
 
-/* --text: bytes are tokens, or GPT-2 BPE tokens with a tokenizer (the plan's);
- * --data: an llm.c shard (see memplan_trainer.h). */
+/* --text: bytes are tokens, or BPE tokens with a tokenizer (the plan's);
+ * --data: an llm.c token file, 16- or 32-bit ids (memplan_bpe.h). */
 Stream load_tokens(const char *path, int is_text, int64_t vocab, const char *tokenizer) {
   int64_t size;
   unsigned char *b = read_file(path, &size, is_text ? "text" : "token");
   Stream s = {.path = path};
-  if (is_text && tokenizer) { /* GPT-2 BPE, as `memplan tokenize` */
+  if (is_text && tokenizer) { /* BPE, as `memplan tokenize` */
     char err[1024];
     Bpe *bpe = bpe_load(tokenizer, err, sizeof err);
     if (!bpe) free(b), die("%s (the model's tokenizer, from its YAML's tokenizer: entry)", err);
     BpeTokens t = {0};
     bpe_encode(bpe, b, (size_t)size, 1, &t);
     bpe_free(bpe);
-    s.n = (int64_t)t.n;
-    s.tok = xmalloc((size_t)s.n * sizeof(uint16_t) + 1, "tokens");
-    for (int64_t i = 0; i < s.n; i++) s.tok[i] = (uint16_t)t.ids[i];
-    free(t.ids);
+    s.n = (int64_t)t.n, s.tok = t.ids ? t.ids : xmalloc(1, "tokens");
     if (tr_rank == 0)
       printf("text %s: %lld bytes -> %lld tokens (GPT-2 BPE, %s)\n", path, (long long)size, (long long)s.n, tokenizer);
   } else if (is_text) {
     s.n = size;
-    s.tok = xmalloc((size_t)size * sizeof(uint16_t), "tokens");
+    s.tok = xmalloc((size_t)size * sizeof *s.tok, "tokens");
     for (int64_t i = 0; i < size; i++) s.tok[i] = b[i];
   } else {
-    /* the header's fields first, so that the buffer is freed before any
-     * error (a leak checker would report it at exit otherwise) */
-    uint32_t magic = size >= 1024 ? le32(b) : 0, version = size >= 1024 ? le32(b + 4) : 0;
-    s.n = size >= 1024 ? le32(b + 8) : 0;
-    if (size < 1024 || magic != TR_TOKEN_MAGIC || version != 1 || size != 1024 + 2 * s.n) free(b);
-    if (size < 1024) die("%s: too short for a token file header (%lld of 1024 bytes)", path, (long long)size);
-    if (magic != TR_TOKEN_MAGIC)
-      die("%s: not a token file: magic %u, expected %d (llm.c format: 256 int32 header, then uint16 tokens)", path,
-          magic, TR_TOKEN_MAGIC);
-    if (version != 1) die("%s: unsupported token file version %u (expected 1)", path, version);
-    if (size != 1024 + 2 * s.n)
-      die("%s: header says %lld tokens (%lld bytes) but the file has %lld bytes%s", path, (long long)s.n,
-          (long long)(1024 + 2 * s.n), (long long)size, size < 1024 + 2 * s.n ? " (truncated?)" : "");
-    s.tok = xmalloc((size_t)s.n * sizeof(uint16_t), "tokens");
-    for (int64_t i = 0; i < s.n; i++) s.tok[i] = (uint16_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8);
+    char err[512];
+    long long n;
+    int width = bpe_token_header(b, size, &n, err, sizeof err);
+    if (!width) free(b), die("%s: %s", path, err); /* freed first: a leak checker would report it at exit */
+    s.n = n;
+    s.tok = xmalloc((size_t)s.n * sizeof *s.tok + 1, "tokens");
+    for (int64_t i = 0; i < s.n; i++)
+      s.tok[i] = width == 2 ? (uint32_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8) : get32(b + 1024 + 4 * i);
   }
   free(b);
   for (int64_t i = 0; i < s.n; i++)
@@ -117,11 +105,11 @@ Stream load_tokens(const char *path, int is_text, int64_t vocab, const char *tok
 void fill_token_batch(unsigned char *arena, const TrInput *in, int nin, Stream *s, int mb, int micro) {
   int64_t w = in[0].rows * in[0].cols;
   if (mb == 0 && s->pos + w * micro + 1 > s->n) s->pos = 0;
-  const uint16_t *src = s->tok + s->pos + (int64_t)mb * w;
+  const uint32_t *src = s->tok + s->pos + (int64_t)mb * w;
   for (int k = 0; k < nin; k++) {
     int32_t *dst = (int32_t *)(arena + in[k].offset);
     int shift = in[k].kind == TR_IN_NEXT;
-    for (int64_t i = 0; i < w; i++) dst[i] = src[i + shift];
+    for (int64_t i = 0; i < w; i++) dst[i] = (int32_t)src[i + shift];
   }
   if (mb == micro - 1) s->pos += w * micro;
 }
@@ -155,11 +143,11 @@ int64_t order_item(const Order *o, int64_t r) { return o->perm ? o->perm[o->cur 
 void fill_token_train(unsigned char *arena, const TrInput *in, int nin, const Stream *s, const Order *o, int mb,
                       int micro, int rank, int ranks) {
   int64_t w = in[0].rows * in[0].cols;
-  const uint16_t *src = s->tok + order_item(o, 0) * w * micro * ranks + ((int64_t)rank * micro + mb) * w;
+  const uint32_t *src = s->tok + order_item(o, 0) * w * micro * ranks + ((int64_t)rank * micro + mb) * w;
   for (int k = 0; k < nin; k++) {
     int32_t *dst = (int32_t *)(arena + in[k].offset);
     int shift = in[k].kind == TR_IN_NEXT;
-    for (int64_t i = 0; i < w; i++) dst[i] = src[i + shift];
+    for (int64_t i = 0; i < w; i++) dst[i] = (int32_t)src[i + shift];
   }
 }
 

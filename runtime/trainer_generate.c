@@ -106,11 +106,8 @@ void gen_setup(Gen *g, const Run *r, const Opts *o) {
   BpeTokens p = {0};
   const char *what = "--prompt";
   if (o->prompt_tokens) {
-    Stream st = load_tokens(o->prompt_tokens, 0, m->vocab, NULL);
-    p.ids = xmalloc((size_t)(st.n + 1) * sizeof(uint32_t), "prompt");
-    for (int64_t i = 0; i < st.n; i++) p.ids[i] = st.tok[i];
-    p.n = (size_t)st.n, what = "--prompt-tokens";
-    free(st.tok);
+    Stream st = load_tokens(o->prompt_tokens, 0, m->vocab, NULL); /* 16- or 32-bit ids */
+    p.ids = st.tok, p.n = (size_t)st.n, what = "--prompt-tokens";
   } else if (o->prompt && g->bpe) bpe_encode(g->bpe, (const unsigned char *)o->prompt, strlen(o->prompt), 1, &p);
   else if (o->prompt && m->vocab >= 256) {
     p.n = strlen(o->prompt);

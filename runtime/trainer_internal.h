@@ -54,7 +54,6 @@
 /* Shared by the files of this family (split_runtime.py): moved here, or declared
  * here and defined in one file. */
 
-#define TR_TOKEN_MAGIC 20240520            /* llm.c's token shard header */
 #define TR_EVAL_SAMPLE0 ((int64_t)1 << 40) /* synthetic eval samples never meet training ones */
 /* Step counts (--steps, --warmup, a checkpoint's step): at most 2^53, which a
  * double (the lr schedule's arithmetic) holds exactly and no step + 1 or sum
@@ -84,7 +83,7 @@ double rng_normal(Rng *r);
 
 typedef struct {
   const char *path;
-  uint16_t *tok;
+  uint32_t *tok; /* the ids, whatever the file's width */
   int64_t n, pos;
 } Stream;
 

@@ -24,7 +24,7 @@ static const char help_text[] =
     "                    generic one (see below; this exact spelling)\n"
     "  --text FILE       training text: each byte is a token (models with V >= 256)\n"
     "  --data FILE       training tokens, llm.c format: 256 int32 header (20240520, 1, n, ...),\n"
-    "                    then n uint16 tokens\n"
+    "                    then n uint16 tokens; or (20240801, 7, n, ...), then n uint32 tokens\n"
     "  --val FILE        evaluation data, same format (default: the training data)\n"
     "  --npy DIR         every input from NumPy files named after it: DIR/train/<input>.npy\n"
     "                    for training, DIR/test/<input>.npy for evaluation (see below)\n"

@@ -32,7 +32,10 @@ set_tests_properties(bpe_stream PROPERTIES LABELS unit TIMEOUT 60 FIXTURES_REQUI
 add_test(NAME bpe_bad_input COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/bad_input.sh $<TARGET_FILE:memplan> ${memplan_gpt2_vocab}
          ${CMAKE_CURRENT_BINARY_DIR}/bpe_bad_input)
 # Under ASan+UBSan each of its 15 runs loads the vocabulary: 2 min 16 s on the
-# 2-core machine beside CI's other test (18 s user, 67 s system), 60 s timed out
+# 2-core machine beside CI's other test (18 s user, 67 s system), 60 s timed out;
+# the loader's id table grown by doubling, not one realloc an id (ASan's realloc
+# copies: quadratic), 1.0 s user + 0.6 s system, 6.5 s wall (277 s before, the
+# same load; 2026-12-02)
 set_tests_properties(bpe_bad_input PROPERTIES LABELS errors TIMEOUT 400 FIXTURES_REQUIRED gpt2_vocab)
 # GPT-2 BPE: memplan tokenize's MB/s (CPU time, one core) against the npm
 # package gpt-3-encoder's JavaScript encoder on the same 2.6 MB (bpe_vs_js's
@@ -59,8 +62,21 @@ set_tests_properties(bpe_trainer_text PROPERTIES LABELS e2e TIMEOUT 300 FIXTURES
 # a model's tokenizer: may name one. ~6 s CPU. Planted once: Llama 3's numbers taken four at a time -> "first
 # difference at piece 21 (byte 48): node b'123', memplan b'1234'"; model.merges ranked in reverse -> "want.bin
 # got.bin differ: byte 9, line 1 ... FAIL: --vocab strings.json: tokens differ from encoder.json's"; ASCII digits
-# no boundary under Digits -> "first difference at piece 37 (byte 66): node b' ', memplan b' 12'".
+# no boundary under Digits -> "first difference at piece 37 (byte 66): node b' ', memplan b' 12'"; ids 10^8 sparser
+# allowed -> the sparse_id case (an added token at id 30,000,000) failed: "sparse.json:6:3: this token is listed twice".
 add_test(NAME bpe_tokenizer_json COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/tokenizer_json.sh $<TARGET_FILE:memplan>
          $<TARGET_FILE:test_bpe> ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/bpe_tokenizer_json
          ${MEMPLAN_SOURCE_DIR}/README.md ${memplan_bpe_corpus})
 set_tests_properties(bpe_tokenizer_json PROPERTIES LABELS unit TIMEOUT 120 FIXTURES_REQUIRED gpt2_vocab)
+# Llama 3's vocabulary shape, 128,256 ids above 65535 (tests/bpe/llama3_vocab.sh): memplan tokenize's 32-bit token
+# files (magic 20240801, version 7) hold the same ids as the 16-bit file of the unshifted vocabulary + the shift,
+# --decode gives the text back, --token-bits 16 and an unknown id are refused; a tiny llama with V = 128,256 and
+# `tokenizer:` trains on --text as on the 32-bit file (the same losses, bit for bit) and generates its tokens'
+# decoding, from --prompt as from a 32-bit --prompt-tokens. Builds a trainer: 15 s user + 4 s system here (the
+# build most of it; 57-86 s wall on the loaded 2-core machine). Planted (2026-12-02): the trainer's 32-bit ids
+# cut to 16 bits (mutant token_file32_low_half) -> "text.loss data.loss differ: byte 16, line 2 ... FAIL: losses
+# differ" (11.8011932 against 11.7944193 at step 1); generation printing token t & 0xffff's bytes -> "printed
+# b'<|pad_12671|>...', decoded b'The quick brown fox<|pad_27401|>...' FAIL: generation".
+add_test(NAME bpe_llama3_vocab COMMAND sh ${MEMPLAN_TEST_DIR}/bpe/llama3_vocab.sh $<TARGET_FILE:memplan>
+         ${memplan_gpt2_vocab} ${MEMPLAN_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/bpe_llama3_vocab)
+set_tests_properties(bpe_llama3_vocab PROPERTIES LABELS e2e TIMEOUT 300 FIXTURES_REQUIRED gpt2_vocab)

@@ -44,11 +44,20 @@ grep -qF "the last line has no newline: the file looks truncated" stderr || { ec
 expect no_vocab 1 "nowhere/encoder.json: cannot open" -- --vocab nowhere in.txt
 expect no_input 1 "cannot open missing.txt" -- --vocab "$vocab" missing.txt
 expect no_vocab_option 2 "give --vocab DIR" -- in.txt
+expect token_bits 2 "memplan tokenize: error: --token-bits is 16 or 32, got '24'" -- --vocab "$vocab" --token-bits 24 in.txt
+expect token_bits_decode 2 "--token-bits is for encoding: --decode reads the width from the header" \
+  -- --vocab "$vocab" --token-bits 32 --decode in.txt
 "$memplan" tokenize --vocab "$vocab" in.txt -o good.bin >/dev/null || { echo "FAIL: good input"; bad=1; }
 head -c 1030 good.bin >cut.bin
-expect truncated_tokens 1 "cut.bin: header: says 5 tokens, but the file holds 6 bytes of tokens (truncated?)" \
+expect truncated_tokens 1 "cut.bin: header says 5 tokens (1034 bytes) but the file has 1030 bytes (truncated?)" \
   -- --vocab "$vocab" --decode cut.bin
-expect not_tokens 1 "in.txt: header: shorter than llm.c's 1024-byte header" -- --vocab "$vocab" --decode in.txt
+expect not_tokens 1 "in.txt: too short for a token file header (14 of 1024 bytes)" -- --vocab "$vocab" --decode in.txt
+cp good.bin version.bin && printf '\7' | dd of=version.bin bs=1 seek=4 conv=notrunc 2>/dev/null
+expect bad_version 1 "version.bin: unsupported token file version 7 for magic 20240520 (expected 1)" \
+  -- --vocab "$vocab" --decode version.bin
+cp good.bin magic.bin && printf '\0' | dd of=magic.bin bs=1 seek=0 conv=notrunc 2>/dev/null
+expect bad_magic 1 "magic.bin: not a token file: magic 20240384, expected 20240520 (uint16 ids) or 20240801 (uint32" \
+  -- --vocab "$vocab" --decode magic.bin
 cp good.bin badid.bin && printf '\377\377' | dd of=badid.bin bs=1 seek=1026 conv=notrunc 2>/dev/null
 expect unknown_id 1 "badid.bin: token 1: id 65535 is not in the vocabulary (50257 ids)" -- --vocab "$vocab" --decode badid.bin
 exit $bad

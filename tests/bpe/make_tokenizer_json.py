@@ -8,6 +8,10 @@
   llama3-bytes  the 256 byte tokens, no merges, Llama 3's pre_tokenizer (Split(Llama 3's regex) +
                 ByteLevel) and ignore_merges: each token is one byte, for checking the split
   digits-bytes  the same with SmolLM2's pre_tokenizer, Sequence [Digits(individual_digits), ByteLevel]
+  llama3-gpt2   GPT-2's vocabulary and merges (ENCODER_DIR) behind Llama 3's pre_tokenizer, ignore_merges as
+                Llama 3's file has it
+  llama3-big    the same shaped as Llama 3's 128,256 ids: GPT-2's ids + LLAMA3_SHIFT (77,743..127,999), the ids
+                below them reserved added tokens <|pad_K|>, then Llama 3's 256 special tokens at 128,000..128,255
 """
 import json
 import sys
@@ -15,6 +19,9 @@ import sys
 GPT2_RE = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
              r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+LLAMA3_SHIFT = 128000 - 50257  # GPT-2's last id, <|endoftext|> (50256), lands at 127,999
 
 
 def byte_chars():
@@ -50,6 +57,20 @@ def tokenizer(vocab, merges, pre, added=(), ignore_merges=False):
 
 def main():
     kind, out = sys.argv[1], sys.argv[2]
+    if kind.startswith("llama3-") and kind != "llama3-bytes":
+        d = sys.argv[3]
+        vocab = json.load(open(d + "/encoder.json", encoding="utf-8"))
+        merges = [ln.split(" ") for ln in open(d + "/vocab.bpe", encoding="utf-8").read().split("\n")[1:-1]]
+        shift = LLAMA3_SHIFT if kind == "llama3-big" else 0
+        vocab = {t: i + shift for t, i in vocab.items() if t != "<|endoftext|>"}
+        specials = ["<|begin_of_text|>", "<|end_of_text|>"] + ["<|reserved_special_token_%d|>" % k
+                                                                for k in range(254)]
+        added = [(50256 + shift, "<|endoftext|>")] + ([(128000 + k, t) for k, t in enumerate(specials)] if shift else [])
+        tok = tokenizer(vocab, merges, byte_level(LLAMA3_RE), added, ignore_merges=True)
+        tok["added_tokens"] += [{"id": k, "content": "<|pad_%d|>" % k, "special": True} for k in range(shift)]
+        with open(out, "w", encoding="utf-8") as f:  # compact: 78,000 added tokens
+            json.dump(tok, f, ensure_ascii=False, separators=(",", ":"))
+        return
     if kind.startswith("gpt2"):
         d = sys.argv[3]
         vocab = json.load(open(d + "/encoder.json", encoding="utf-8"))

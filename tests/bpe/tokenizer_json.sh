@@ -103,6 +103,8 @@ edit regex.json 't["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"t
 expect unknown_regex regex.json "the Split's regex \\w+ is not GPT-2's nor Llama 3's"
 edit fallback.json 't["model"]["byte_fallback"] = True'
 expect byte_fallback fallback.json "model.byte_fallback is true"
+edit sparse.json 't["added_tokens"][0]["id"] = 30000000'
+expect sparse_id sparse.json "id 30000000 is above the file's size in bytes + 65535 ("
 [ $bad -eq 0 ] || fail "broken tokenizer.json files"
 
 # a model's tokenizer: entry

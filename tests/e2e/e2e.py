@@ -135,8 +135,8 @@ def rss_baseline(trainer):
 
 def memory_truth(trainer, out, data=0):
     """The problem with the trainer's run whose stdout is out (its "planned arena ... measured peak RSS" line),
-    or None; data: bytes of training data the run holds beyond the slack (text: 3 x the file's size, read and
-    tokenized to 16-bit ids)."""
+    or None; data: bytes of training data the run holds beyond the slack (text: 5 x the file's size, read and
+    tokenized to 32-bit ids)."""
     m = re.search(r"planned arena (\d+) bytes .*measured peak RSS (\d+) bytes", out)
     if not m:
         return "%s: no 'planned arena ... measured peak RSS' line in its output" % trainer
@@ -301,28 +301,34 @@ def resume(trainer, d, *args):
 def tokens(trainer, d, text, *args):
     """--data of an llm.c token file (a 256-int32 header: magic 20240520, version 1, the count; then uint16
     tokens, little-endian) holding TEXT's bytes trains as --text TEXT does (byte tokens: a model of V >= 256
-    without a tokenizer): the same losses, bit for bit. The check can fail: the same tokens in reverse order
-    train otherwise. Planted (mutant token_file_big_endian, 2026-12-02): the tokens read big-endian, caught
-    here (a text byte b read big-endian is b x 256 + the next, out of V = 256's range: the trainer exits 1)."""
+    without a tokenizer): the same losses, bit for bit; so does its 32-bit form (magic 20240801, version 7,
+    uint32 tokens: llm.c's Llama 3 files). The check can fail: the same tokens in reverse order train
+    otherwise. Planted (mutant token_file_big_endian, 2026-12-02): the tokens read big-endian, caught here (a
+    text byte b read big-endian is b x 256 + the next, out of V = 256's range: the trainer exits 1); mutant
+    token_file32_low_half (32-bit ids cut to 16 bits) survives here (bytes fit in 16 bits): bpe_llama3_vocab
+    catches it."""
     with open(text, "rb") as f:
         data = f.read()
-    shard, rev = os.path.join(d, "tokens.bin"), os.path.join(d, "reversed.bin")
-    for path, toks in ((shard, data), (rev, data[::-1])):
+    shard, wide, rev = (os.path.join(d, n) for n in ("tokens.bin", "tokens32.bin", "reversed.bin"))
+    for path, toks, magic, version, fmt in ((shard, data, 20240520, 1, "H"), (wide, data, 20240801, 7, "I"),
+                                            (rev, data[::-1], 20240520, 1, "H")):
         with open(path, "wb") as f:
-            f.write(struct.pack("<256i", *([20240520, 1, len(toks)] + [0] * 253)))
-            f.write(struct.pack("<%dH" % len(toks), *toks))
+            f.write(struct.pack("<256i", *([magic, version, len(toks)] + [0] * 253)))
+            f.write(struct.pack("<%d%s" % (len(toks), fmt), *toks))
     args = ["--steps", "3", "--eval-batches", "0"] + list(args)
     log = os.path.join(d, "tokens.csv")
     got = {}
-    for name, data_args in (("--text", ["--text", text]), ("--data", ["--data", shard]), ("reversed", ["--data", rev])):
+    for name, data_args in (("--text", ["--text", text]), ("--data", ["--data", shard]), ("32-bit", ["--data", wide]),
+                            ("reversed", ["--data", rev])):
         r = subprocess.run([trainer, "--log", log] + data_args + args, capture_output=True, text=True)
         if r.returncode:
             print("FAIL %s: exit %d\n%s" % (name, r.returncode, r.stderr))
             return 1
         got[name] = log_rows(log)
         print("%-9s %s" % (name, got[name]))
-    ok = got["--text"] == got["--data"] and len(got["--data"]) == 3 and got["reversed"] != got["--data"]
-    print("token file vs text: %s" % ("the same losses" if ok else "FAIL"))
+    ok = (got["--text"] == got["--data"] == got["32-bit"] and len(got["--data"]) == 3
+          and got["reversed"] != got["--data"])
+    print("token files (16- and 32-bit) vs text: %s" % ("the same losses" if ok else "FAIL"))
     return 0 if ok else 1
 
 
@@ -487,8 +493,8 @@ def memtruth(trainer, output_file, data=0):
 
 
 def text_bytes(args):
-    """The data bytes memory_truth allows a run with these options: 3 x each --text/--val file's size."""
-    return sum(3 * os.path.getsize(args[i + 1]) for i, a in enumerate(args[:-1]) if a in ("--text", "--val"))
+    """The data bytes memory_truth allows a run with these options: 5 x each --text/--val file's size."""
+    return sum(5 * os.path.getsize(args[i + 1]) for i, a in enumerate(args[:-1]) if a in ("--text", "--val"))
 
 
 def shuffle(trainer, *args):
@@ -860,6 +866,20 @@ def errors(trainer, d, *args):
         with open(p, "wb") as f:
             f.write(struct.pack("<256i", *([20240520, 1, 1000] + [0] * 253)) + b"\0\0" * 10)
         cases.append((base + ["--data", p], "truncated"))
+        # 32-bit token files (magic 20240801, version 7): exact texts, ids checked against V = 256
+        for name, head, body, msg in (
+                ("wide-badid.bin", [20240801, 7, 3], struct.pack("<3I", 1, 65536 + 2, 3),
+                 "%s: token 65538 at position 1 is out of range: the model's vocabulary has 256 entries"),
+                ("wide-short.bin", [20240801, 7, 1000], b"\0" * 40,
+                 "%s: header says 1000 tokens (5024 bytes) but the file has 1064 bytes (truncated?)"),
+                ("wide-version.bin", [20240801, 1, 3], b"\0" * 12,
+                 "%s: unsupported token file version 1 for magic 20240801 (expected 7)"),
+                ("wide-magic.bin", [20240802, 7, 3], b"\0" * 12,
+                 "%s: not a token file: magic 20240802, expected 20240520 (uint16 ids) or 20240801 (uint32 ids)")):
+            p = os.path.join(d, name)
+            with open(p, "wb") as f:
+                f.write(struct.pack("<256i", *(head + [0] * 253)) + body)
+            cases.append((base + ["--data", p], [msg % p]))
         cases.append((base + ["--text", d], ["cannot read text file %s: it is a directory" % d]))
         cases.append((base + ["--data", d], ["cannot read token file %s: it is a directory" % d]))
         cases.append((args + ["--val", d], ["cannot read text file %s: it is a directory" % d]))

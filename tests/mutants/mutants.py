@@ -129,9 +129,13 @@ MUTANTS += [
          tests=["e2e_roundtrip_bn-mlp", "e2e_resume_mlp"]),
     # token files (llm.c shards): the uint16 tokens read big-endian
     dict(name="token_file_big_endian", file="runtime/trainer_data.c",
-         search="s.tok[i] = (uint16_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8);",
-         replace="s.tok[i] = (uint16_t)(b[1024 + 2 * i] << 8 | b[1024 + 2 * i + 1]);",
+         search="width == 2 ? (uint32_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8)",
+         replace="width == 2 ? (uint32_t)(b[1024 + 2 * i] << 8 | b[1024 + 2 * i + 1])",
          tests=["e2e_tokens_file_gpt2-mini"]),
+    # 32-bit token files (llm.c's Llama 3 format): the ids cut to their low 16 bits
+    dict(name="token_file32_low_half", file="runtime/trainer_data.c",
+         search=": get32(b + 1024 + 4 * i);", replace=": (uint16_t)get32(b + 1024 + 4 * i);",
+         tests=["bpe_llama3_vocab"]),  # e2e_tokens_file's byte ids fit in 16 bits: it cannot see this
     # lr schedule position: the resumed run restarts the schedule (warmup, cosine) at its own first step
     dict(name="resume_lr_schedule_restarts", file="runtime/memplan_trainer.c",
          search="    double lr = tr_schedule_lr(o.schedule, o.lr, o.warmup, o.final_fraction, step, o.steps);",
