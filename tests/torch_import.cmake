@@ -156,8 +156,11 @@ memplan_torch_import(llama ${ti_mod}:Llama --input idx=[B,T]:i32 --input targets
                      --floor-ulps 24 --text ${MEMPLAN_SOURCE_DIR}/runtime/memplan_kernels.h)
 # Its plan against models/llama-mini.yaml's at the same sizes (tests/torch_import/llama_plan.py): the same
 # forward op for op with each op's dims, the q, k, v linears and their concat folded into llama-mini's one qkv
-# linear. 4 CPU seconds (the import's trace). Planted once: the import leaving out the rope printed
-#   "('concat', [16, 1, 64, 32, 32, 0, 0, 0]) ('linear', [16, 64, 64])  DIFFERS" (and "llama_plan.py: FAIL").
+# linear; and the Llama with torch.repeat_interleave(k, n_rep, dim=1) for repeat_kv imports to the same model.yaml.
+# Planted once: the import leaving out the rope printed
+#   "('concat', [16, 1, 64, 32, 32, 0, 0, 0]) ('linear', [16, 64, 64])  DIFFERS" (and "llama_plan.py: FAIL");
+# once: repeat_interleave matched on dim 2 only printed "llama_plan.py: FAIL: ... exited 1: ... 28 node(s) have
+# no memplan op".
 add_test(NAME torch_import_llama_plan
          COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/torch_import/llama_plan.py $<TARGET_FILE:memplan>
                  ${ti_dir}/llama_plan)
