@@ -949,15 +949,7 @@ def match_attention(imp, sm):
     import operator as op
     import torch
     import torch.nn.functional as F
-
-    def is_fn(n, *fns):
-        return n.op == "call_function" and n.target in fns
-
-    def is_meth(n, *names):
-        return n.op == "call_method" and n.target in names
-
-    def only_user(n):
-        return next(iter(n.users)) if len(n.users) == 1 else None
+    is_fn, is_meth, only_user = _is_fn, _is_meth, _only_user
     inner = set()
     # after: dropout (p = 0 or eval-only), then @ v
     a = only_user(sm)
@@ -989,13 +981,10 @@ def match_attention(imp, sm):
         scale = x.args[1] if x.target is op.mul else 1.0 / x.args[1]
         inner.add(x)
         x = x.args[0]
-    if not is_fn(x, op.matmul, torch.matmul):
+    qk = _scores(x, inner)
+    if qk is None:
         return
-    q, kt = x.args
-    if not (is_meth(kt, "transpose") and tuple(sorted(kt.args[1:])) in ((-2, -1), (2, 3))):
-        return
-    inner |= {x, kt}
-    k = kt.args[0]
+    q, k = qk
 
     def head(n):
         """(split node, index, heads) of transpose(view(getitem(split(qkv), i), [B, T, H, hd]), 1, 2)."""
@@ -1022,16 +1011,8 @@ def match_attention(imp, sm):
     if scale is None or abs(scale - 1.0 / math.sqrt(hd)) > 1e-6 / math.sqrt(hd):
         return
     inner.add(split)
-    # after: transpose(1, 2), contiguous, view [B, T, C]
-    y = only_user(av)
-    if y is None or not (is_meth(y, "transpose") and tuple(sorted(y.args[1:])) == (1, 2)):
-        return
-    inner |= {av, y}
-    y = only_user(y)
-    if y is not None and is_meth(y, "contiguous"):
-        inner.add(y)
-        y = only_user(y)
-    if y is None or not is_meth(y, "view", "reshape") or imp.shape(y) != (B, T, C3 // 3):
+    y = _heads_back(imp, av, inner, (B, T, C3 // 3))
+    if y is None:
         return
     inner.add(sm)
     for n in inner:  # nothing inside may be read from outside
@@ -1045,6 +1026,7 @@ def match_attention(imp, sm):
 
 # ---------------------------------------------------------------------------
 # Llama written in torch ops (Hugging Face's modeling_llama eager path): RMSNorm, RoPE, grouped-query attention
+# (_is_fn, _is_meth and _only_user: match_attention's too)
 
 def _is_fn(n, *fns):
     return n.op == "call_function" and n.target in fns
@@ -1078,6 +1060,36 @@ def _skip_cast(n):
             _is_meth(n, "to") and len(n.args) == 2 and n.args[1] == torch.float32 and not n.kwargs:
         return n.args[0]
     return n
+
+
+def _scores(x, inner):
+    """(q, k) of x = q @ k.transpose(-2, -1) (or (2, 3)), its nodes added to inner; else None."""
+    import operator as op
+    import torch
+    if not _is_fn(x, op.matmul, torch.matmul):
+        return None
+    q, kt = x.args
+    if not (_is_meth(kt, "transpose") and tuple(sorted(kt.args[1:])) in ((-2, -1), (2, 3))):
+        return None
+    inner |= {x, kt}
+    return q, kt.args[0]
+
+
+def _heads_back(imp, av, inner, shape):
+    """The node of attention's heads [B, H, T, hd] (av) back to [B, T, H hd] = shape: transpose(1, 2),
+    contiguous(), view or reshape (match_attention's and match_gqa's end), its nodes but the last added to
+    inner; else None."""
+    y = _only_user(av)
+    if y is None or not (_is_meth(y, "transpose") and tuple(sorted(y.args[1:])) == (1, 2)):
+        return None
+    inner |= {av, y}
+    y = _only_user(y)
+    if y is not None and _is_meth(y, "contiguous"):
+        inner.add(y)
+        y = _only_user(y)
+    if y is None or not _is_meth(y, "view", "reshape") or tuple(imp.shape(y)) != tuple(shape):
+        return None
+    return y
 
 
 def match_llama(imp):
@@ -1299,13 +1311,11 @@ def match_gqa(imp, sm):
     scale = scale if x.target is op.mul else 1.0 / scale
     inner.add(x)
     x = xx
-    if not _is_fn(x, op.matmul, torch.matmul):
+    qk = _scores(x, inner)
+    if qk is None:
         return
-    qr, kt = x.args
-    if not (_is_meth(kt, "transpose") and tuple(sorted(kt.args[1:])) in ((-2, -1), (2, 3))):
-        return
-    inner |= {x, kt}
-    kr, nk = _repeat(imp, kt.args[0], inner)
+    qr, kr0 = qk
+    kr, nk = _repeat(imp, kr0, inner)
     vv, nv = _repeat(imp, vr, inner)
     rq, rk = _rope(imp, qr, inner), _rope(imp, kr, inner)
     hq = _heads(imp, rq[0] if rq else qr, inner)
@@ -1318,15 +1328,8 @@ def match_gqa(imp, sm):
     if abs(scale - 1.0 / math.sqrt(hd)) > 1e-6 / math.sqrt(hd):
         return
     B, T = imp.shape(hq[0])[:2]
-    y = _only_user(av)
-    if y is None or not (_is_meth(y, "transpose") and tuple(sorted(y.args[1:])) == (1, 2)):
-        return
-    inner |= {av, y}
-    y = _only_user(y)
-    if y is not None and _is_meth(y, "contiguous"):
-        inner.add(y)
-        y = _only_user(y)
-    if y is None or not _is_meth(y, "view", "reshape") or tuple(imp.shape(y)) != (B, T, heads * hd):
+    y = _heads_back(imp, av, inner, (B, T, heads * hd))
+    if y is None:
         return
     inner.add(sm)
     for n in inner:  # nothing inside may be read from outside
