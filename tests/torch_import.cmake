@@ -156,7 +156,8 @@ memplan_torch_import(llama ${ti_mod}:Llama --input idx=[B,T]:i32 --input targets
                      --floor-ulps 24 --text ${MEMPLAN_SOURCE_DIR}/runtime/memplan_kernels.h)
 # Its plan against models/llama-mini.yaml's at the same sizes (tests/torch_import/llama_plan.py): the same
 # forward op for op with each op's dims, the q, k, v linears and their concat folded into llama-mini's one qkv
-# linear; and the Llama with torch.repeat_interleave(k, n_rep, dim=1) for repeat_kv imports to the same model.yaml.
+# linear; and the Llama with torch.repeat_interleave(k, n_rep, dim=1) for repeat_kv, its softmax in float32 and
+# back, and transformers 4.28's mask (finfo.min, [B, 1, T, T]) imports to the same model.yaml (4 CPU seconds).
 # Planted once: the import leaving out the rope printed
 #   "('concat', [16, 1, 64, 32, 32, 0, 0, 0]) ('linear', [16, 64, 64])  DIFFERS" (and "llama_plan.py: FAIL");
 # once: repeat_interleave matched on dim 2 only printed "llama_plan.py: FAIL: ... exited 1: ... 28 node(s) have

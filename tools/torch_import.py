@@ -1274,21 +1274,22 @@ def rope_theta(C, S, T, hd):
 def match_gqa(imp, sm):
     """Hugging Face's LlamaAttention (eager): q, k, v from separate projections, each viewed to heads and
     transposed, RoPE on q and k (_rope), k and v repeated to the query heads (_repeat), q @ kᵀ / sqrt(hd)
-    plus the causal mask (a constant: 0 on and below the diagonal, -inf or less than -1e9 above), softmax over
-    the last dim, @ v, transpose(1, 2), contiguous, view/reshape to [B, T, H hd]: memplan's concat of q, k, v
+    plus the causal mask (a constant: 0 on and below the diagonal, -inf or less than -1e9 above, the same for
+    every batch row and head), softmax over the last dim (dtype float32, .to(q.dtype) after it: identities), @ v, transpose(1, 2), contiguous, view/reshape to [B, T, H hd]: memplan's concat of q, k, v
     (its attention's packed input), rope (theta read from the tables, rope_theta) and attention with
     kv_heads. Anything else is left alone and its nodes refused one by one."""
     import math
     import operator as op
     import torch
     inner = {sm}
-    if sm.args[1:] not in ((-1,), ()) or sm.kwargs.get("dim", -1) not in (-1, 3) or sm.kwargs.get("dtype"):
+    if sm.args[1:] not in ((-1,), ()) or sm.kwargs.get("dim", -1) not in (-1, 3) or \
+            sm.kwargs.get("dtype") not in (None, torch.float32):
         return
-    a = _only_user(sm)
-    while a is not None and a.op == "call_module" and isinstance(imp.modules[a.target], torch.nn.Dropout) and \
-            imp.modules[a.target].p == 0:
+    a, prev = _only_user(sm), sm
+    while a is not None and (a.op == "call_module" and isinstance(imp.modules[a.target], torch.nn.Dropout) and
+                             imp.modules[a.target].p == 0 or _skip_cast(a) is prev):  # .to(q.dtype)
         inner.add(a)
-        a = _only_user(a)
+        a, prev = _only_user(a), a
     if a is None or not (_is_fn(a, op.matmul, torch.matmul) and (a.args[0] in inner)):
         return
     av, vr = a, a.args[1]
@@ -1296,10 +1297,12 @@ def match_gqa(imp, sm):
     if _is_fn(x, op.add, torch.add) and len(x.args) == 2:
         for s, m in (x.args, x.args[::-1]):
             M = imp.const(m)
-            if M is not None and M.dim() >= 2 and M.shape[-1] == M.shape[-2] and \
-                    all(d == 1 for d in M.shape[:-2]):
+            if M is not None and M.dim() >= 2 and M.shape[-1] == M.shape[-2]:
                 t = M.shape[-1]
-                M = M.reshape(t, t).double()
+                M = M.reshape(-1, t, t).double()  # one mask for every batch row and head ([B, 1, T, T])
+                if not bool((M == M[0]).all()):
+                    continue
+                M = M[0]
                 up = torch.ones(t, t).triu(1).bool()
                 if bool((M[~up] == 0).all()) and bool((M[up] <= -1e9).all()):
                     inner.add(x)

@@ -3,8 +3,8 @@
 the forward models/llama-mini.yaml plans at the same sizes (--set C=64, L=2, F=172, B=2, T=8: 4 heads, 2 kv
 heads, V 256): op for op, with each op's dims (plan.json's schedule), but for its separate q, k, v projections,
 three linears and a concat where llama-mini's causal_self_attention has one packed linear, and SwiGLU's silu
-run before its up projection; and the same Llama with k and v repeated by torch.repeat_interleave imports to
-the same model.yaml. Exits 77 without torch."""
+run before its up projection; and the same Llama with k and v repeated by torch.repeat_interleave, the softmax
+in float32 and back, and transformers 4.28's mask (finfo.min, [B, 1, T, T]) imports to the same model.yaml. Exits 77 without torch."""
 import json
 import os
 import subprocess
@@ -40,14 +40,15 @@ def main():
     mini = os.path.join(HERE, "..", "..", "models", "llama-mini.yaml")
     run([memplan, "compile", mini, "-o", os.path.join(work, "mini")] +
         sum((["--set", s] for s in ("B=2", "T=8", "C=64", "L=2", "F=172")), []))
-    # k and v repeated by torch.repeat_interleave(x, n_rep, dim=1) instead of repeat_kv: the same model.yaml
+    # k and v repeated by torch.repeat_interleave(x, n_rep, dim=1) instead of repeat_kv, the softmax upcast to
+    # float32 and back, a [B, 1, T, T] mask of finfo.min: the same model.yaml
     imp2 = os.path.join(work, "import-interleave")
-    run([memplan, "import-torch", os.path.join(HERE, "modules.py") + ":Llama", "--kwargs", "interleave=True",
+    run([memplan, "import-torch", os.path.join(HERE, "modules.py") + ":Llama", "--kwargs", "interleave=True,upcast=True",
          "--input", "idx=[B,T]:i32", "--input", "targets=[B,T]:i32", "--dims", "B=2,T=8", "--loss",
          "cross_entropy:targets", "-o", imp2])
     with open(os.path.join(imp, "model.yaml")) as f, open(os.path.join(imp2, "model.yaml")) as g:
         same = f.read().split("\n")[1:] == g.read().split("\n")[1:]  # but the first line, the command
-    print("  repeat_interleave: %s" % ("the same model.yaml" if same else "another model.yaml  DIFFERS"))
+    print("  repeat_interleave, upcast softmax, [B, 1, T, T] mask: %s" % ("the same model.yaml" if same else "another model.yaml  DIFFERS"))
     got, want = forward(os.path.join(work, "imported")), forward(os.path.join(work, "mini"))
     # q, k, v: three linears (out H hd, KVH hd, KVH hd) and their concat are llama-mini's one qkv linear
     folded, i = [], 0

@@ -317,10 +317,10 @@ class LlamaAttention(nn.Module):
     q, k, v projections without biases, heads transposed, RoPE by rotate_half, grouped-query heads by
     repeat_kv (or torch.repeat_interleave), scores scaled by 1/sqrt(hd) plus the causal mask, softmax, o_proj."""
 
-    def __init__(self, dim, n_heads, n_kv_heads, max_pos, theta, interleave=False):
+    def __init__(self, dim, n_heads, n_kv_heads, max_pos, theta, interleave=False, upcast=False):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, dim // n_heads
-        self.interleave = interleave
+        self.interleave, self.upcast = interleave, upcast
         self.q_proj = nn.Linear(dim, n_heads * self.head_dim, bias=False)
         self.k_proj = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
         self.v_proj = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
@@ -342,7 +342,10 @@ class LlamaAttention(nn.Module):
             k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
         attn_weights = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
         attn_weights = attn_weights + attention_mask
-        attn_weights = F.softmax(attn_weights, dim=-1)
+        if self.upcast:  # transformers 4.28's softmax in float32 and back
+            attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(q.dtype)
+        else:
+            attn_weights = F.softmax(attn_weights, dim=-1)
         attn_output = torch.matmul(attn_weights, v)
         attn_output = attn_output.transpose(1, 2).contiguous().reshape(bsz, q_len, self.n_heads * self.head_dim)
         return self.o_proj(attn_output)
@@ -361,9 +364,9 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, dim, n_heads, n_kv_heads, hidden, max_pos, theta, eps, interleave):
+    def __init__(self, dim, n_heads, n_kv_heads, hidden, max_pos, theta, eps, interleave, upcast):
         super().__init__()
-        self.self_attn = LlamaAttention(dim, n_heads, n_kv_heads, max_pos, theta, interleave)
+        self.self_attn = LlamaAttention(dim, n_heads, n_kv_heads, max_pos, theta, interleave, upcast)
         self.mlp = LlamaMLP(dim, hidden)
         self.input_layernorm = RMSNorm(dim, eps)
         self.post_attention_layernorm = RMSNorm(dim, eps)
@@ -382,11 +385,12 @@ class Llama(nn.Module):
     embedding and lm_head N(0, 0.02), RMSNorm weights U(0.5, 1.5), not ones."""
 
     def __init__(self, vocab_size=256, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden=172, max_pos=64,
-                 rope_theta=10000.0, eps=1e-5, interleave=False):
+                 rope_theta=10000.0, eps=1e-5, interleave=False, upcast=False):
         super().__init__()
         self.embed_tokens = nn.Embedding(vocab_size, dim)
         self.layers = nn.ModuleList([LlamaDecoderLayer(dim, n_heads, n_kv_heads, hidden, max_pos, rope_theta, eps,
-                                                       interleave) for _ in range(n_layers)])
+                                                       interleave, upcast) for _ in range(n_layers)])
+        self.upcast = upcast
         self.norm = RMSNorm(dim, eps)
         self.lm_head = nn.Linear(dim, vocab_size, bias=False)
         with torch.no_grad():
@@ -399,6 +403,9 @@ class Llama(nn.Module):
     def forward(self, input_ids):
         bsz, seq_len = input_ids.size()
         mask = torch.full((seq_len, seq_len), float("-inf")).triu(1)[None, None, :, :]
+        if self.upcast:  # as transformers 4.28's _make_causal_mask: finfo.min, [B, 1, T, T]
+            mask = torch.full((seq_len, seq_len), torch.finfo(torch.float32).min).triu(1)
+            mask = mask[None, None, :, :].expand(bsz, 1, seq_len, seq_len)
         x = self.embed_tokens(input_ids)
         for layer in self.layers:
             x = layer(x, mask)
