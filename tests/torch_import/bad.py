@@ -57,8 +57,8 @@ class Pieces(nn.Module):
 
 
 def scaled_rope_llama():
-    """tests/torch_import/modules.py's Llama with layer 0's RoPE tables of Llama 3.1's scaled frequencies (the
-    lower half divided by 8): not cos and sin of t theta^(-2i/hd) for any theta, which memplan's rope turns."""
+    """tests/torch_import/modules.py's Llama with layer 0's RoPE tables of Llama 3.1's scaling in spirit (its
+    lower frequencies, the second half, divided by 8): not cos and sin of t theta^(-2i/hd) for any theta, which memplan's rope turns."""
     import os
     import sys
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
