@@ -314,6 +314,26 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   /* the plan's last fields: the budget, what fusing the updates saved, the
    * time the passes above took (verification, below, is not counted) */
   Plan *p = fit.plan;
+  if (rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, "deferred")) {
+    /* deferral needs updates fused into backward (headgrad.h): a forced
+     * --head-grad deferred the plan could not apply is refused, not kept */
+    out.status = PLAN_BAD_REQUEST;
+    out.message =
+        ar_printf(ar,
+                  "--head-grad deferred: the plan that fits %s %s, so its updates wait for the whole backward and "
+                  "the tied classifier's gradient cannot be deferred; %s, or leave out --head-grad",
+                  rq->model,
+                  p->accumulation_steps > 1   ? ar_printf(ar, "runs %d micro-batches", p->accumulation_steps)
+                  : p->loss_scaling           ? "scales the loss (--precision fp16)"
+                  : g->opt.clip_grad_norm > 0 ? "clips the gradient norm (clip_grad_norm)"
+                                              : "does not fuse the updates (--no-fuse)",
+                  p->accumulation_steps > 1
+                      ? "plan the batch in one pass (--no-micro-batch, no --micro-batch, and the budget that needs)"
+                  : p->loss_scaling           ? "give --precision bf16 or fp32"
+                  : g->opt.clip_grad_norm > 0 ? "remove clip_grad_norm from the optimizer"
+                                              : "plan it without --no-fuse");
+    return out;
+  }
   p->budget_bytes = rq->budget ? rq->budget + (rq == &lessk ? kv : 0) : 0;
   /* with collectives, updates run per bucket: the unfused bound does not compare */
   p->unfused_lower_bound =

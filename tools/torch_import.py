@@ -279,9 +279,12 @@ class Importer:
                 self.absorbed[node] = None  # read by the op its pattern makes (param_use)
                 if use == "class_token":
                     self.absorbed[next(iter(node.users))] = None  # its expand
+        match_llama(self)
         for node in gm.graph.nodes:
             if node in self.absorbed:
-                if self.absorbed[node] is not None:
+                if callable(self.absorbed[node]):  # a pattern's op(s), made where its value is (match_llama)
+                    self.absorbed[node](node)
+                elif self.absorbed[node] is not None:
                     qkv, heads, causal = self.absorbed[node]
                     x = self.arg(node, qkv)
                     if x is not None:
@@ -946,15 +949,7 @@ def match_attention(imp, sm):
     import operator as op
     import torch
     import torch.nn.functional as F
-
-    def is_fn(n, *fns):
-        return n.op == "call_function" and n.target in fns
-
-    def is_meth(n, *names):
-        return n.op == "call_method" and n.target in names
-
-    def only_user(n):
-        return next(iter(n.users)) if len(n.users) == 1 else None
+    is_fn, is_meth, only_user = _is_fn, _is_meth, _only_user
     inner = set()
     # after: dropout (p = 0 or eval-only), then @ v
     a = only_user(sm)
@@ -986,13 +981,10 @@ def match_attention(imp, sm):
         scale = x.args[1] if x.target is op.mul else 1.0 / x.args[1]
         inner.add(x)
         x = x.args[0]
-    if not is_fn(x, op.matmul, torch.matmul):
+    qk = _scores(x, inner)
+    if qk is None:
         return
-    q, kt = x.args
-    if not (is_meth(kt, "transpose") and tuple(sorted(kt.args[1:])) in ((-2, -1), (2, 3))):
-        return
-    inner |= {x, kt}
-    k = kt.args[0]
+    q, k = qk
 
     def head(n):
         """(split node, index, heads) of transpose(view(getitem(split(qkv), i), [B, T, H, hd]), 1, 2)."""
@@ -1019,16 +1011,8 @@ def match_attention(imp, sm):
     if scale is None or abs(scale - 1.0 / math.sqrt(hd)) > 1e-6 / math.sqrt(hd):
         return
     inner.add(split)
-    # after: transpose(1, 2), contiguous, view [B, T, C]
-    y = only_user(av)
-    if y is None or not (is_meth(y, "transpose") and tuple(sorted(y.args[1:])) == (1, 2)):
-        return
-    inner |= {av, y}
-    y = only_user(y)
-    if y is not None and is_meth(y, "contiguous"):
-        inner.add(y)
-        y = only_user(y)
-    if y is None or not is_meth(y, "view", "reshape") or imp.shape(y) != (B, T, C3 // 3):
+    y = _heads_back(imp, av, inner, (B, T, C3 // 3))
+    if y is None:
         return
     inner.add(sm)
     for n in inner:  # nothing inside may be read from outside
@@ -1038,6 +1022,345 @@ def match_attention(imp, sm):
         imp.absorbed[n] = None
     imp.absorbed[y] = (qkv, heads, causal)
     del F
+
+
+# ---------------------------------------------------------------------------
+# Llama written in torch ops (Hugging Face's modeling_llama eager path): RMSNorm, RoPE, grouped-query attention
+# (_is_fn, _is_meth and _only_user: match_attention's too)
+
+def _is_fn(n, *fns):
+    return n.op == "call_function" and n.target in fns
+
+
+def _is_meth(n, *names):
+    return n.op == "call_method" and n.target in names
+
+
+def _only_user(n):
+    return next(iter(n.users)) if len(n.users) == 1 else None
+
+
+def _number_operand(n):
+    """(the tensor operand, the number) of a binary call with one Python number, else (None, None)."""
+    import torch.fx
+    a = n.args
+    if len(a) != 2 or n.kwargs:
+        return None, None
+    if isinstance(a[0], torch.fx.Node) and isinstance(a[1], (int, float)) and not isinstance(a[1], bool):
+        return a[0], a[1]
+    if isinstance(a[1], torch.fx.Node) and isinstance(a[0], (int, float)) and not isinstance(a[0], bool):
+        return a[1], a[0]
+    return None, None
+
+
+def _skip_cast(n):
+    """x of x.float(), x.to(torch.float32), x.type_as(y) (identities for a float32 module), else n."""
+    import torch
+    if _is_meth(n, "float") and len(n.args) == 1 or _is_meth(n, "type_as") or \
+            _is_meth(n, "to") and len(n.args) == 2 and n.args[1] == torch.float32 and not n.kwargs:
+        return n.args[0]
+    return n
+
+
+def _scores(x, inner):
+    """(q, k) of x = q @ k.transpose(-2, -1) (or (2, 3)), its nodes added to inner; else None."""
+    import operator as op
+    import torch
+    if not _is_fn(x, op.matmul, torch.matmul):
+        return None
+    q, kt = x.args
+    if not (_is_meth(kt, "transpose") and tuple(sorted(kt.args[1:])) in ((-2, -1), (2, 3))):
+        return None
+    inner |= {x, kt}
+    return q, kt.args[0]
+
+
+def _heads_back(imp, av, inner, shape):
+    """The node of attention's heads [B, H, T, hd] (av) back to [B, T, H hd] = shape: transpose(1, 2),
+    contiguous(), view or reshape (match_attention's and match_gqa's end), its nodes but the last added to
+    inner; else None."""
+    y = _only_user(av)
+    if y is None or not (_is_meth(y, "transpose") and tuple(sorted(y.args[1:])) == (1, 2)):
+        return None
+    inner |= {av, y}
+    y = _only_user(y)
+    if y is not None and _is_meth(y, "contiguous"):
+        inner.add(y)
+        y = _only_user(y)
+    if y is None or not _is_meth(y, "view", "reshape") or tuple(imp.shape(y)) != tuple(shape):
+        return None
+    return y
+
+
+def match_llama(imp):
+    """The Llama patterns, absorbed (imp.absorbed) as match_attention's are, their last node made the op:
+    RMSNorm (match_rmsnorm) and attention with RoPE and grouped-query heads (match_gqa); then the constants
+    (RoPE's cos and sin tables, the causal mask) only matched nodes read."""
+    import torch
+    for node in list(imp.gm.graph.nodes):
+        if node in imp.absorbed:
+            continue
+        if _is_fn(node, torch.rsqrt) or _is_meth(node, "rsqrt"):
+            match_rmsnorm(imp, node)
+        elif _is_fn(node, torch.nn.functional.softmax, torch.softmax) or _is_meth(node, "softmax"):
+            match_gqa(imp, node)
+    for node in imp.gm.graph.nodes:
+        if node.op == "get_attr" and node not in imp.absorbed and imp.param_of(node) is None and node.users and \
+                all(imp.absorbed.get(u, 0) is None for u in node.users):
+            imp.absorbed[node] = None
+
+
+def match_rmsnorm(imp, rs):
+    """Hugging Face's LlamaRMSNorm and Meta's RMSNorm: w * (x * rsqrt(mean(x^2, -1, keepdim) + eps)), either
+    order of each product, x.pow(2) or x * x, casts to float32 and back (identities here) around it; w an
+    nn.Parameter [C] of the module: memplan's rmsnorm (eps, the weight)."""
+    import operator as op
+    import torch
+    inner = {rs}
+    s, eps = _number_operand(rs.args[0]) if _is_fn(rs.args[0], op.add, torch.add) else (None, None)
+    if s is None or not (_is_meth(s, "mean") or _is_fn(s, torch.mean)):
+        return
+    inner |= {rs.args[0], s}
+    dim = s.args[1] if len(s.args) > 1 else s.kwargs.get("dim")
+    dim = dim[0] if isinstance(dim, (tuple, list)) and len(dim) == 1 else dim
+    sq = s.args[0]
+    shape = imp.shape(sq)
+    if shape is None or dim not in (-1, len(shape) - 1) or not (s.args[2:3] == (True,) or s.kwargs.get("keepdim")):
+        return
+    if (_is_meth(sq, "pow") or _is_fn(sq, torch.pow, op.pow)) and sq.args[1:] == (2,):
+        x = sq.args[0]
+    elif _is_fn(sq, op.mul, torch.mul) and len(sq.args) == 2 and sq.args[0] is sq.args[1]:
+        x = sq.args[0]
+    else:
+        return
+    inner.add(sq)
+    n = _only_user(rs)
+    if n is None or not _is_fn(n, op.mul, torch.mul) or set(n.args) != {x, rs}:
+        return
+    inner.add(n)
+    while _only_user(n) is not None and _skip_cast(_only_user(n)) is n:
+        n = _only_user(n)
+        inner.add(n)
+    out = _only_user(n)
+    if out is None or not _is_fn(out, op.mul, torch.mul) or len(out.args) != 2 or n not in out.args:
+        return
+    w = out.args[1] if out.args[0] is n else out.args[0]
+    p = imp.param_of(w) if isinstance(w, torch.fx.Node) else None
+    if p is None or p[2].dim() != 1 or p[2].shape[0] != shape[-1] or len(w.users) != 1:
+        return
+    base = _skip_cast(x)
+    if base is not x and all(u in inner for u in x.users):
+        inner.add(x)
+        x = base
+    for m in inner:  # nothing inside may be read from outside
+        if any(u not in inner and u is not out for u in m.users):
+            return
+    for m in inner | {w}:
+        imp.absorbed[m] = None
+    mod, attr, _ = p
+
+    def make(node):
+        xin = imp.arg(node, x)
+        if xin is None:
+            return
+        name = imp.emit(node, "rmsnorm", {"eps": float(eps)}, [xin],
+                        imp.layer_name(imp.sd_name(mod, "")[:-1] or node.name))
+        imp.own(name, mod, (("weight", attr),))
+    imp.absorbed[out] = make
+
+
+def _heads(imp, n, inner):
+    """(source [B, T, H hd], H, hd) of transpose(view(source, B, T, H, hd), 1, 2), else None."""
+    if not (_is_meth(n, "transpose") and tuple(sorted(n.args[1:])) == (1, 2)):
+        return None
+    w = n.args[0]
+    ws = imp.shape(w)
+    if not (_is_meth(w, "view", "reshape") and ws is not None and len(ws) == 4):
+        return None
+    src = w.args[0]
+    ss = imp.shape(src)
+    if ss is None or tuple(ss) != (ws[0], ws[1], ws[2] * ws[3]):
+        return None
+    inner |= {n, w}
+    return src, ws[2], ws[3]
+
+
+def _repeat(imp, n, inner):
+    """(x, n_rep) of Hugging Face's repeat_kv (x[:, :, None].expand(B, KVH, n_rep, T, hd).reshape(B, KVH n_rep,
+    T, hd)) or of torch.repeat_interleave(x, n_rep, dim=1); (n, 1) otherwise."""
+    import operator as op
+    import torch
+    if _is_meth(n, "reshape", "view") and _is_meth(n.args[0], "expand") and _is_fn(n.args[0].args[0], op.getitem):
+        e, g = n.args[0], n.args[0].args[0]
+        x, idx = g.args
+        sx, se, sn = imp.shape(x), imp.shape(e), imp.shape(n)
+        full = slice(None)
+        if idx == (full, full, None, full, full) and sx is not None and len(sx) == 4 and \
+                tuple(se) == (sx[0], sx[1], se[2], sx[2], sx[3]) and tuple(sn) == (sx[0], sx[1] * se[2], sx[2], sx[3]):
+            inner |= {n, e, g}
+            return x, se[2]
+    if _is_fn(n, torch.repeat_interleave) or _is_meth(n, "repeat_interleave"):
+        v = dict(zip(("input", "repeats", "dim"), n.args))
+        v.update(n.kwargs)
+        if isinstance(v.get("repeats"), int) and v.get("dim") == 1 and len(imp.shape(n)) == 4:
+            inner.add(n)
+            return v["input"], v["repeats"]
+    return n, 1
+
+
+def _rope(imp, n, inner):
+    """(x, cos table, sin table, nodes) of Hugging Face's apply_rotary_pos_emb for one of q, k: (x * cos) +
+    (rotate_half(x) * sin), rotate_half(x) = cat((-x[..., h:], x[..., :h]), dim=-1), h = hd / 2, with cos and
+    sin constants (buffers sliced to T while tracing); else None."""
+    import operator as op
+    import torch
+    if not (_is_fn(n, op.add, torch.add) and len(n.args) == 2 and not n.kwargs):
+        return None
+    for m1, m2 in (n.args, n.args[::-1]):
+        if not all(isinstance(m, torch.fx.Node) and _is_fn(m, op.mul, torch.mul) and len(m.args) == 2
+                   for m in (m1, m2)):
+            continue
+        for x, c in (m1.args, m1.args[::-1]):
+            for r, s in (m2.args, m2.args[::-1]):
+                C, S = imp.const(c), imp.const(s)
+                if C is None or S is None or not _is_fn(r, torch.cat):
+                    continue
+                parts = r.args[0] if r.args else r.kwargs.get("tensors")
+                dim = r.args[1] if len(r.args) > 1 else r.kwargs.get("dim", 0)
+                xs = imp.shape(x)
+                if xs is None or len(parts) != 2 or dim not in (-1, len(xs) - 1) or not _is_fn(parts[0], op.neg):
+                    continue
+                hi, lo, h = parts[0].args[0], parts[1], xs[-1] // 2
+                ok = all(_is_fn(g, op.getitem) and g.args[0] is x and isinstance(g.args[1], tuple) and
+                         all(i is Ellipsis or i == slice(None) for i in g.args[1][:-1]) and
+                         (g.args[1][0] is Ellipsis or len(g.args[1]) == len(xs)) for g in (hi, lo))
+                if ok and hi.args[1][-1] in (slice(h, None), slice(h, xs[-1])) and \
+                        lo.args[1][-1] in (slice(None, h), slice(0, h)):
+                    inner |= {n, m1, m2, r, parts[0], hi, lo}
+                    return x, C, S
+    return None
+
+
+def rope_theta(C, S, T, hd):
+    """theta of RoPE tables cos, sin [..., T, hd] (leading dims 1) as Hugging Face's: at position t the pair
+    (i, i + hd/2) turned by t theta^(-2i/hd); (theta, None), or (None, why) when the tables are not such."""
+    import math
+    import torch
+    if C.shape != S.shape or C.dim() < 2 or any(d != 1 for d in C.shape[:-2]) or tuple(C.shape[-2:]) != (T, hd):
+        return None, "cos and sin tables of shape %s and %s, not [..., T, hd] = [..., %d, %d] broadcast over the " \
+            "batch and heads" % (list(C.shape), list(S.shape), T, hd)
+    if T < 2 or hd < 4:
+        return None, "RoPE's theta is read from position 1 of the tables: give T >= 2 (and heads of 4 or more dims)"
+    C, S = C.reshape(T, hd).double(), S.reshape(T, hd).double()
+    ang = torch.atan2(S[1, :hd // 2], C[1, :hd // 2])  # theta^(-2i/hd), i = 0 .. hd/2 - 1
+    if not bool((ang[1:] > 0).all()) or abs(float(ang[0]) - 1) > 1e-5:
+        return None, "the tables at position 1 are not cos and sin of theta^(-2i/hd) (a first frequency of 1)"
+    i = torch.arange(1, hd // 2, dtype=torch.float64)
+    theta = float(torch.exp(-torch.log(ang[1:]) * hd / (2 * i)).mean())
+    if abs(theta - round(theta)) <= 1e-4 * theta:
+        theta = float(round(theta))
+    f = theta ** (-2 * torch.arange(hd // 2, dtype=torch.float64) / hd)
+    a = torch.arange(T, dtype=torch.float64)[:, None] * torch.cat([f, f])[None, :]
+    err = max(float((C - a.cos()).abs().max()), float((S - a.sin()).abs().max()))
+    tol = 1e-6 + 2e-7 * T  # float32 tables: their angles t f rounded (6e-8 relative), then cos and sin
+    if not err <= tol:
+        return None, "cos and sin tables %.2e off Llama's RoPE of the nearest theta %g at positions 0..%d (tolerance " \
+            "%.1e): memplan's rope turns position t by t theta^(-2i/hd), pairs (i, i + hd/2), no scaling read " \
+            "from tables" % (err, theta, T - 1, tol)
+    del math
+    return theta, None
+
+
+def match_gqa(imp, sm):
+    """Hugging Face's LlamaAttention (eager): q, k, v from separate projections, each viewed to heads and
+    transposed, RoPE on q and k (_rope), k and v repeated to the query heads (_repeat), q @ kᵀ / sqrt(hd)
+    plus the causal mask (a constant: 0 on and below the diagonal, -inf or less than -1e9 above, the same for
+    every batch row and head), softmax over the last dim (dtype float32, .to(q.dtype) after it: identities), @ v, transpose(1, 2), contiguous, view/reshape to [B, T, H hd]: memplan's concat of q, k, v
+    (its attention's packed input), rope (theta read from the tables, rope_theta) and attention with
+    kv_heads. Anything else is left alone and its nodes refused one by one."""
+    import math
+    import operator as op
+    import torch
+    inner = {sm}
+    if sm.args[1:] not in ((-1,), ()) or sm.kwargs.get("dim", -1) not in (-1, 3) or \
+            sm.kwargs.get("dtype") not in (None, torch.float32):
+        return
+    a, prev = _only_user(sm), sm
+    while a is not None and (a.op == "call_module" and isinstance(imp.modules[a.target], torch.nn.Dropout) and
+                             imp.modules[a.target].p == 0 or _skip_cast(a) is prev):  # .to(q.dtype)
+        inner.add(a)
+        a, prev = _only_user(a), a
+    if a is None or not (_is_fn(a, op.matmul, torch.matmul) and (a.args[0] in inner)):
+        return
+    av, vr = a, a.args[1]
+    x, causal = sm.args[0], False
+    if _is_fn(x, op.add, torch.add) and len(x.args) == 2:
+        for s, m in (x.args, x.args[::-1]):
+            M = imp.const(m)
+            if M is not None and M.dim() >= 2 and M.shape[-1] == M.shape[-2]:
+                t = M.shape[-1]
+                M = M.reshape(-1, t, t).double()  # one mask for every batch row and head ([B, 1, T, T])
+                if not bool((M == M[0]).all()):
+                    continue
+                M = M[0]
+                up = torch.ones(t, t).triu(1).bool()
+                if bool((M[~up] == 0).all()) and bool((M[up] <= -1e9).all()):
+                    inner.add(x)
+                    causal, x = True, s
+                    break
+    xx, scale = _number_operand(x) if _is_fn(x, op.mul, op.truediv) else (None, None)
+    if xx is None or x.target is op.truediv and x.args[0] is not xx:
+        return
+    scale = scale if x.target is op.mul else 1.0 / scale
+    inner.add(x)
+    x = xx
+    qk = _scores(x, inner)
+    if qk is None:
+        return
+    qr, kr0 = qk
+    kr, nk = _repeat(imp, kr0, inner)
+    vv, nv = _repeat(imp, vr, inner)
+    rq, rk = _rope(imp, qr, inner), _rope(imp, kr, inner)
+    hq = _heads(imp, rq[0] if rq else qr, inner)
+    hk = _heads(imp, rk[0] if rk else kr, inner)
+    hv = _heads(imp, vv, inner)
+    if None in (hq, hk, hv) or (rq is None) != (rk is None) or nk != nv or hq[2] != hk[2] or hk[2] != hv[2] or \
+            hk[1] != hv[1] or hk[1] * nk != hq[1]:
+        return
+    heads, kvh, hd = hq[1], hk[1], hq[2]
+    if abs(scale - 1.0 / math.sqrt(hd)) > 1e-6 / math.sqrt(hd):
+        return
+    B, T = imp.shape(hq[0])[:2]
+    y = _heads_back(imp, av, inner, (B, T, heads * hd))
+    if y is None:
+        return
+    inner.add(sm)
+    for n in inner:  # nothing inside may be read from outside
+        if any(u not in inner and u is not y for u in n.users):
+            return
+    theta, why = None, None
+    if rq is not None:
+        tq, wq = rope_theta(rq[1], rq[2], T, hd)
+        tk, wk = rope_theta(rk[1], rk[2], T, hd)
+        theta, why = tq, wq or wk or (None if tq == tk else "q's RoPE tables (theta %g) are not k's (%g)" % (tq, tk))
+    for n in inner:
+        imp.absorbed[n] = None
+    path = y.meta.get("memplan_path", "") or y.name
+
+    def make(node):
+        if why:
+            return imp.reject(node, "RoPE not matched: " + why)
+        ins = [imp.arg(node, h[0]) for h in (hq, hk, hv)]
+        if None in ins:
+            return
+        qkv = imp.emit(node, "concat", {"axis": 2}, ins, imp.layer_name(path + "_qkv"))
+        if theta is not None:
+            qkv = imp.emit(node, "rope", {"heads": heads, "kv_heads": kvh, "theta": theta}, [qkv],
+                           imp.layer_name(path + "_rope"))
+        imp.emit(node, "attention", {"heads": heads, "kv_heads": kvh, "causal": causal}, [qkv],
+                 imp.layer_name(path + "_attention"))
+    imp.absorbed[y] = make
+    del math
 
 
 def user_line(stack):

@@ -13,7 +13,10 @@ fused in chunks of 64 rows; milliseconds each):
   report's "--head-grad auto: kept does not fit; deferred fits"; over budget,
   the error names deferred's smaller budget and says both were tried;
 - bad requests exit 1 (2: a bad option value) with the message and write
-  nothing.
+  nothing, among them deferred forced where the plan's updates are not fused
+  into backward (micro-batches, fp16's loss scaling, clip_grad_norm,
+  --no-fuse), which was kept silently before. Planted once: the driver's
+  check of that deleted, the four cases printed "exit 0," (4 failed).
 Planted once (2026-12-02): fit_heads never trying deferred under auto
 ("one byte under kept's smallest: exit 1, None", "FAIL auto's report line"):
 2 failed.
@@ -98,11 +101,28 @@ if m:
           "gradient tried kept and deferred (--head-grad)" in r.stderr,
           "auto at 1K: exit 1, a smallest budget under kept's, the note on --head-grad")
 
+# gpt2-mini with gradient clipping: its updates wait for the norm over every gradient
+with open(os.path.join(models, "gpt2-mini.yaml")) as f:
+    clipped = f.read().replace("optimizer: {", "optimizer: {clip_grad_norm: 1.0, ")
+with open(os.path.join(work, "gpt2-mini-clip.yaml"), "w") as f:
+    f.write(clipped)
+unfused = "--head-grad deferred: the plan that fits %s %s, so its updates wait for the whole backward"
+gpt2 = os.path.join(models, "gpt2-mini.yaml")
 for rc, args, model, msg in [
         (2, ["--head-grad", "late"], "gpt2-mini.yaml", "--head-grad late: choose kept, deferred or auto"),
         (1, ["--head-grad", "deferred"], "llama-mini.yaml",
          "--head-grad deferred: %s has no fused classifier loss whose weight another layer shares"
-         % os.path.join(models, "llama-mini.yaml"))]:
+         % os.path.join(models, "llama-mini.yaml")),
+        (1, ["--head-grad", "deferred", "--micro-batch", "2"], "gpt2-mini.yaml",
+         (unfused % (gpt2, "runs 2 micro-batches")) + " and the tied classifier's gradient cannot be deferred; "
+         "plan the batch in one pass (--no-micro-batch, no --micro-batch, and the budget that needs), or leave "
+         "out --head-grad"),
+        (1, ["--head-grad", "deferred", "--precision", "fp16"], "gpt2-mini.yaml",
+         unfused % (gpt2, "scales the loss (--precision fp16)")),
+        (1, ["--head-grad", "deferred", "--no-fuse"], "gpt2-mini.yaml",
+         unfused % (gpt2, "does not fuse the updates (--no-fuse)")),
+        (1, ["--head-grad", "deferred"], os.path.join(work, "gpt2-mini-clip.yaml"),
+         unfused % (os.path.join(work, "gpt2-mini-clip.yaml"), "clips the gradient norm (clip_grad_norm)"))]:
     r, _, out = compile_("bad", *args, model=model)
     check(r.returncode == rc and msg in r.stderr and not os.path.exists(out), "%s: exit %d, %s" %
           (" ".join(args), r.returncode, r.stderr.strip()))

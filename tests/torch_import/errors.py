@@ -70,6 +70,12 @@ def main():
           "[2, 3, 5, 5]: memplan splits a dim other than the batch in equal pieces",
           "bad.py:55: a, b = x.chunk(2, dim=1)", "avg_pool2d at (top level): memplan's avgpool2d takes "
           "no ceil_mode (maxpool2d's only"], {}),
+        ("a Llama whose RoPE tables are not theta's", [BAD + ":scaled_rope_llama", "--input", "idx=[B,T]:i32",
+                                                       "--input", "targets=[B,T]:i32", "--dims", "B=2,T=8", "--loss",
+                                                       "cross_entropy:targets"],
+         ["1 node(s) have no memplan op; nothing written:", "Tensor.reshape at layers.0.self_attn: RoPE not "
+          "matched: cos and sin tables", "off Llama's RoPE of the nearest theta", "memplan's rope turns position t "
+          "by t theta^(-2i/hd)", "modules.py:"], {}),
         ("data-dependent control flow", [BAD + ":DataDependent"] + IO8,
          ["torch.fx cannot trace the module (data-dependent control flow",
           "bad.py:24: if x.sum() > 0:"], {}),

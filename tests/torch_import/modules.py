@@ -265,3 +265,148 @@ class VGGish(nn.Module):
         a = torch.flatten(self.avgpool(x), 1)
         b = torch.flatten(F.adaptive_avg_pool2d(x, (2, 7)), 1)
         return self.classifier(torch.cat([a, b], 1))
+
+
+class RMSNorm(nn.Module):
+    """Hugging Face's LlamaRMSNorm: x * rsqrt(mean(x^2) + eps), times its weight."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states
+
+
+class RotaryEmbedding(nn.Module):
+    """Hugging Face's LlamaRotaryEmbedding (transformers 4.28): cos and sin of t * base^(-2i/dim), each
+    frequency twice (cat(freqs, freqs): rotate_half's pairs i, i + dim/2), precomputed as buffers."""
+
+    def __init__(self, dim, max_position_embeddings=64, base=10000):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        t = torch.arange(max_position_embeddings, dtype=inv_freq.dtype)
+        emb = torch.cat((torch.outer(t, inv_freq),) * 2, dim=-1)
+        self.register_buffer("cos_cached", emb.cos()[None, None, :, :], persistent=False)
+        self.register_buffer("sin_cached", emb.sin()[None, None, :, :], persistent=False)
+
+    def forward(self, x, seq_len):
+        return self.cos_cached[:, :, :seq_len, ...], self.sin_cached[:, :, :seq_len, ...]
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def repeat_kv(hidden_states, n_rep):
+    """Hugging Face's repeat_kv: each key/value head n_rep times, [B, KVH, T, hd] -> [B, KVH * n_rep, T, hd]."""
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+class LlamaAttention(nn.Module):
+    """Hugging Face's LlamaAttention's eager path (torch 1.13 has no scaled_dot_product_attention): separate
+    q, k, v projections without biases, heads transposed, RoPE by rotate_half, grouped-query heads by
+    repeat_kv (or torch.repeat_interleave), scores scaled by 1/sqrt(hd) plus the causal mask, softmax, o_proj."""
+
+    def __init__(self, dim, n_heads, n_kv_heads, max_pos, theta, interleave=False, upcast=False):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, dim // n_heads
+        self.interleave, self.upcast = interleave, upcast
+        self.q_proj = nn.Linear(dim, n_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(n_heads * self.head_dim, dim, bias=False)
+        self.rotary_emb = RotaryEmbedding(self.head_dim, max_pos, theta)
+
+    def forward(self, hidden_states, attention_mask):
+        bsz, q_len, _ = hidden_states.size()
+        q = self.q_proj(hidden_states).view(bsz, q_len, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(bsz, q_len, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(bsz, q_len, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = self.rotary_emb(v, seq_len=q_len)
+        q = (q * cos) + (rotate_half(q) * sin)
+        k = (k * cos) + (rotate_half(k) * sin)
+        n_rep = self.n_heads // self.n_kv_heads
+        if self.interleave:  # the other way Llama ports write it
+            k, v = torch.repeat_interleave(k, n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+        else:
+            k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+        attn_weights = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        attn_weights = attn_weights + attention_mask
+        if self.upcast:  # transformers 4.28's softmax in float32 and back
+            attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(q.dtype)
+        else:
+            attn_weights = F.softmax(attn_weights, dim=-1)
+        attn_output = torch.matmul(attn_weights, v)
+        attn_output = attn_output.transpose(1, 2).contiguous().reshape(bsz, q_len, self.n_heads * self.head_dim)
+        return self.o_proj(attn_output)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))  # SwiGLU
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, dim, n_heads, n_kv_heads, hidden, max_pos, theta, eps, interleave, upcast):
+        super().__init__()
+        self.self_attn = LlamaAttention(dim, n_heads, n_kv_heads, max_pos, theta, interleave, upcast)
+        self.mlp = LlamaMLP(dim, hidden)
+        self.input_layernorm = RMSNorm(dim, eps)
+        self.post_attention_layernorm = RMSNorm(dim, eps)
+
+    def forward(self, x, mask):
+        x = x + self.self_attn(self.input_layernorm(x), mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Llama(nn.Module):
+    """Hugging Face's LlamaForCausalLM (modeling_llama.py, transformers 4.28) written small: token embedding,
+    pre-norm decoder layers (RMSNorm, RoPE, grouped-query attention, SwiGLU), a final RMSNorm, an untied
+    lm_head; the causal mask made in forward as _make_causal_mask does (-inf above the diagonal, added to the
+    scores). Weights drawn so that a wrong piece shows from step 1: the layers' projections N(0, 0.15), not
+    Hugging Face's 0.02 (attention far from uniform: RoPE, the mask and the head grouping matter), the
+    embedding and lm_head N(0, 0.02), RMSNorm weights U(0.5, 1.5), not ones."""
+
+    def __init__(self, vocab_size=256, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden=172, max_pos=64,
+                 rope_theta=10000.0, eps=1e-5, interleave=False, upcast=False):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab_size, dim)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(dim, n_heads, n_kv_heads, hidden, max_pos, rope_theta, eps,
+                                                       interleave, upcast) for _ in range(n_layers)])
+        self.upcast = upcast
+        self.norm = RMSNorm(dim, eps)
+        self.lm_head = nn.Linear(dim, vocab_size, bias=False)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if p.dim() >= 2:
+                    nn.init.normal_(p, 0.0, 0.15 if name.startswith("layers.") else 0.02)
+                else:
+                    p.uniform_(0.5, 1.5)
+
+    def forward(self, input_ids):
+        bsz, seq_len = input_ids.size()
+        mask = torch.full((seq_len, seq_len), float("-inf")).triu(1)[None, None, :, :]
+        if self.upcast:  # as transformers 4.28's _make_causal_mask: finfo.min, [B, 1, T, T]
+            mask = torch.full((seq_len, seq_len), torch.finfo(torch.float32).min).triu(1)
+            mask = mask[None, None, :, :].expand(bsz, 1, seq_len, seq_len)
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.lm_head(self.norm(x))
