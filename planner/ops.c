@@ -75,6 +75,14 @@ static void scale_channels_dims(const Graph *g, const Op *op, int64_t *d, int *n
   d[1] = d[0] ? out_numel(g, op) / d[0] : 0;
   *n = 2;
 }
+/* N C S: the samples, the channels and the size of a plane */
+static void layer_scale_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0];
+  d[1] = x->d[1];
+  d[2] = d[0] && d[1] ? out_numel(g, op) / (d[0] * d[1]) : 0;
+  *n = 3;
+}
 static void numel_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   d[0] = out_numel(g, op);
   *n = 1;
@@ -474,6 +482,18 @@ static const OpInfo table[OP_COUNT] = {
             .cheap = true, .half_bin = SLOT(1) | SLOT(2), /* x, s */
             .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
             .bin_for = {0, SLOT(1), SLOT(0)}, /* x for ds, s for dx */
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_LAYER_SCALE] =
+        {
+            .name = "layer_scale",
+            .min_inputs = 1, .max_inputs = 1, .nin = 2, .nout = 1,
+            .dims = layer_scale_dims, .flops = mul_flops,
+            .cheap = true, .half_bin = SLOT(1), /* x */
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .bin_for = {0, SLOT(1), SLOT(0)}, /* x for dw, w for dx */
             .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
             .grad_to = {true, true},
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},

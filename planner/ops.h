@@ -23,6 +23,7 @@
  *   add            a b              out                 dout                       da db            n
  *   mul            a b              out                 dout a b                   da db            n
  *   scale_channels x s              out                 dout x s                   dx ds            NC S
+ *   layer_scale    x w              out                 dout x w                   dx dw            N C S
  *   relu           x                out                 dout out                   dx               n
  *   relu6          x                out                 dout out                   dx               n
  *   sigmoid        x                out                 dout out                   dx               n

@@ -130,6 +130,18 @@ static void scale_channels_build(BuildCtx *c) {
   build_data(c, 1, 1);
   build_output(c, 0, NULL, *x, DT_F32);
 }
+/* layer_scale: x [N, C, ...] times a learned weight [C], one factor per channel (ConvNeXt's `self.layer_scale *
+ * x` of a [C, 1, 1] parameter). Its own op with its own weight: memplan's parameters are made by the ops that use
+ * them; the weight's gradient sums over N and the planes. Init 1 (the identity); torchvision's 1e-6 comes with
+ * imported weights. */
+static void layer_scale_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_rank(c, 0, 2);
+  const Shape *x = in_shape(c, 0);
+  build_data(c, 0, 0);
+  build_param(c, 1, "weight", NULL, vec_shape(c, x->d[1], x->sym[1]), (Init){INIT_ONES, 0});
+  build_output(c, 0, NULL, *x, DT_F32);
+}
 static void unary_build(BuildCtx *c) {
   need_float(c, 0);
   build_data(c, 0, 0);
@@ -717,6 +729,7 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_ADD] = add_build,
     [OP_MUL] = add_build, /* same shapes, as add */
     [OP_SCALE_CHANNELS] = scale_channels_build,
+    [OP_LAYER_SCALE] = layer_scale_build,
     [OP_RELU] = unary_build,
     [OP_RELU6] = unary_build,
     [OP_SIGMOID] = unary_build,

@@ -361,6 +361,17 @@ static void bwd_scale_channels(float *const *din, const float *dout, float *cons
   rt_scale_channels_backward(din[0], din[1], dout, in[0], in[1], c->d[0], c->d[1], acc, acc);
 }
 
+/* d = N, C, S: x [N, C, S], w [C] */
+static void ref_layer_scale(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0] * c->d[1] * c->d[2]; i++) out[i] = in[0][i] * in[1][i / c->d[2] % c->d[1]];
+}
+static void fwd_layer_scale(float *out, float *const *in, const Case *c) {
+  rt_layer_scale_forward(out, in[0], in[1], c->d[0], c->d[1], c->d[2]);
+}
+static void bwd_layer_scale(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_layer_scale_backward(din[0], din[1], dout, in[0], in[1], c->d[0], c->d[1], c->d[2], acc, acc);
+}
+
 /* d = n, approximate (1 tanh, 0 exact erf). */
 static double gelu_d(double x, int64_t approximate) {
   const double s = sqrt(2.0 / acos(-1.0));
@@ -1230,6 +1241,17 @@ static void gradchecks(void) {
                    .ref = ref_scale_channels,
                    .fwd = fwd_scale_channels,
                    .bwd = bwd_scale_channels});
+  // 2 samples of 3 channels of 4: dw sums over both samples. Planted once: dw summing sample 0 alone printed
+  // "FAIL layer_scale d1 acc=0 max rel err 1.33e+00".
+  run_case(&(Case){.name = "layer_scale",
+                   .nin = 2,
+                   .in_n = {24, 3},
+                   .amp = {2.0f, 2.0f},
+                   .out_n = 24,
+                   .d = {2, 3, 4},
+                   .ref = ref_layer_scale,
+                   .fwd = fwd_layer_scale,
+                   .bwd = bwd_layer_scale});
   run_case(&(Case){.name = "gelu",
                    .nin = 1,
                    .in_n = {40},

@@ -533,7 +533,26 @@ class Importer:
         if u.op == "call_function" and u.target is F.layer_norm and isinstance(p[0], torch.nn.LayerNorm) and \
                 p[1] in ("weight", "bias"):
             return "norm"
+        if self.layer_scale_of(node) is not None:
+            return "layer_scale"
         return None
+
+    def layer_scale_of(self, node):
+        """The tensor x of `gamma * x` (either order), gamma a parameter read in forward broadcasting one factor per
+        channel over x [N, C, ...] (ConvNeXt's layer scale, [C, 1, 1]), else None."""
+        import torch
+        p = self.param_of(node)
+        if p is None or len(node.users) != 1:
+            return None
+        t, u = p[2], next(iter(node.users))
+        if u.op != "call_function" or u.target not in (operator.mul, torch.mul) or len(u.args) != 2 or u.kwargs:
+            return None
+        x = u.args[1] if u.args[0] is node else u.args[0]
+        xs = self.shape(x) if isinstance(x, torch.fx.Node) and x is not node else None
+        if xs is None or len(xs) < 2 or t.dim() > len(xs) or t.dim() < len(xs) - 1:
+            return None
+        full = (1,) * (len(xs) - t.dim()) + tuple(t.shape)  # torch's broadcasting aligns the trailing dims
+        return x if full[1] == xs[1] and all(v == 1 for i, v in enumerate(full) if i != 1) else None
 
     def const(self, node):
         """The tensor a get_attr node reads (a buffer, or a constant fx made of a value computed while tracing)."""
@@ -680,6 +699,16 @@ class Importer:
                 return self.reject(node, "%s with alpha or more arguments" % fn)
             pos = next((x for x in a if isinstance(x, torch.fx.Node) and self.absorbed.get(x, 0) is None and
                         self.param_use(x) == "position"), None)
+            gamma = next((x for x in a if isinstance(x, torch.fx.Node) and self.absorbed.get(x, 0) is None and
+                          self.param_use(x) == "layer_scale"), None)
+            if gamma is not None:  # gamma [C, 1, 1] * x [N, C, H, W]: layer_scale, its weight [C]
+                x = self.arg(node, self.layer_scale_of(gamma))
+                if x is None:
+                    return None
+                mod, attr, t = self.param_of(gamma)
+                name = self.emit(node, "layer_scale", {}, [x], self.layer_name(gamma.target))
+                self.own(name, mod, (("weight", attr),), shape=(t.numel(),))
+                return name
             if pos is not None:  # x + pos_embedding [1, T, C]: position_embedding [T, C] of x's [B, T], added
                 x = self.arg(node, a[1] if a[0] is pos else a[0])
                 if x is None:

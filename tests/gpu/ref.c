@@ -196,6 +196,24 @@ void ref_scale_channels_backward(float *dx, float *ds, const float *dout, const 
   store(dx, gx, NC * S, acc_dx);
 }
 
+void ref_layer_scale_forward(float *out, const float *x, const float *w, int64_t N, int64_t C, int64_t S) {
+  double *o = dnew(N * C * S);
+  for (int64_t i = 0; i < N * C * S; i++) o[i] = (double)x[i] * w[i / S % C];
+  store(out, o, N * C * S, 0);
+}
+
+/* dw is computed before dx is stored, so dx may be dout. */
+void ref_layer_scale_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, int64_t N,
+                              int64_t C, int64_t S, int acc_dx, int acc_dw) {
+  double *gx = dnew(N * C * S), *gw = dnew(C);
+  for (int64_t i = 0; i < N * C * S; i++) {
+    gx[i] = (double)dout[i] * w[i / S % C];
+    gw[i / S % C] += (double)dout[i] * x[i];
+  }
+  store(dw, gw, C, acc_dw);
+  store(dx, gx, N * C * S, acc_dx);
+}
+
 static const double SQRT_2_OVER_PI = 0.79788456080286535588;
 
 static const double SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794;

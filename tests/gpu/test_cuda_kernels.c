@@ -515,6 +515,36 @@ static void case_scale_channels(int64_t NC, int64_t S) {
   release_all();
 }
 
+/* N samples of C planes of S: every acc pattern (-1 a NULL gradient), then dx in place of dout beside dw. Planted
+ * once in cpu_elementwise.c: dw summing sample 0 alone printed "layer_scale_backward dw acc=0 6.92e+00 1.25e+00 FAIL". */
+static void case_layer_scale(int64_t N, int64_t C, int64_t S) {
+  int64_t n = N * C * S;
+  Ten x = ten_rand(n, 2), w = ten_rand(C, 2), out = ten_fill(n, NAN);
+  ref_layer_scale_forward(out.ref, x.ref, w.ref, N, C, S);
+  UT(layer_scale_forward)(out.ut, x.ut, w.ut, N, C, S);
+  check(&out, TOL, "layer_scale_forward N=%lld C=%lld S=%lld", LL(N), LL(C), LL(S));
+  static const int pat[][2] = {{0, 0}, {1, 1}, {0, 1}, {-1, 0}, {1, -1}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *k = pat[p];
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, k[0] > 0), dw = ten_grad(C, k[1] > 0);
+    ref_layer_scale_backward(k[0] < 0 ? NULL : dx.ref, k[1] < 0 ? NULL : dw.ref, g.ref, x.ref, w.ref, N, C, S,
+                             k[0] > 0, k[1] > 0);
+    UT(layer_scale_backward)
+    (k[0] < 0 ? NULL : dx.ut, k[1] < 0 ? NULL : dw.ut, g.ut, x.ut, w.ut, N, C, S, k[0] > 0, k[1] > 0);
+    if (k[0] >= 0) check(&dx, TOL, "layer_scale_backward dx acc=%d", k[0]);
+    if (k[1] >= 0) check(&dw, TOL, "layer_scale_backward dw acc=%d", k[1]);
+  }
+  Ten g = ten_rand(n, 1), dw = ten_grad(C, 0); // dx aliases dout, dw reads the same dout
+  ref_layer_scale_backward(g.ref, dw.ref, g.ref, x.ref, w.ref, N, C, S, 0, 0);
+  UT(layer_scale_backward)(g.ut, dw.ut, g.ut, x.ut, w.ut, N, C, S, 0, 0);
+  check(&g, TOL, "layer_scale_backward in place dx=dout");
+  check(&dw, TOL, "layer_scale_backward dw beside dx=dout");
+  ref_layer_scale_forward(x.ref, x.ref, w.ref, N, C, S); // in place: out = x
+  UT(layer_scale_forward)(x.ut, x.ut, w.ut, N, C, S);
+  check(&x, TOL, "layer_scale_forward in place (out=x)");
+  release_all();
+}
+
 /* Inputs to +-12, and four at +-100 where exp(-x) overflows float (the
  * kernels clamp it): silu(-100) ~ 0, silu(100) = 100. */
 static void case_silu(int64_t n) {
@@ -1709,6 +1739,8 @@ int main(int argc, char **argv) {
   RUN("hardswish", case_hardswish_hardsigmoid(quick ? 1000 : 100003));
   RUN("scale_channels", case_scale_channels(24, 49));
   RUN("scale_channels", case_scale_channels(quick ? 6 : 300, quick ? 100 : 3136));
+  RUN("layer_scale", case_layer_scale(3, 5, 7));
+  RUN("layer_scale", case_layer_scale(quick ? 2 : 16, quick ? 24 : 96, quick ? 49 : 3136));
   RUN("layernorm", case_layernorm(67, 129, 1e-5f, 1));
   if (!quick) RUN("layernorm", case_layernorm(512, 768, 1e-5f, 1));
   RUN("layernorm", case_layernorm(67, 129, 0.5f, 0)); // eps ~ var (1.33): an eps ignored shows; b, db NULL

@@ -335,6 +335,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
         elif k == "scale_channels":  # x [N, C, ...] times s [N, C] (or [N, C, 1, 1]), broadcast
             x = a[0]
             y = x * a[1].reshape(x.shape[:2] + (1,) * (x.dim() - 2))
+        elif k == "layer_scale":  # x [N, C, ...] times weight [C] (ConvNeXt's [C, 1, 1] layer scale)
+            x = a[0]
+            y = x * a[1].reshape((1, -1) + (1,) * (x.dim() - 2))
         elif k == "gelu":
             y = F.gelu(a[0], approximate="tanh" if d[1] else "none")  # dims: n, approximate
         elif k == "silu":
