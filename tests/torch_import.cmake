@@ -70,12 +70,17 @@ memplan_torch_import(vit torchvision.models.vision_transformer:VisionTransformer
 memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=10 --input x=[B,3,64,64]:f32
                      --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
                      --optimizer sgd:lr=0.01,momentum=0.9,weight_decay=1e-4 --steps 3)
-# ConvNeXt's channel-last norms (tests/torch_import/modules.py:ConvNeXtish, torchvision's Permute and
-# LayerNorm2d): permute to NHWC, nn.LayerNorm over C and back (each permute memplan's transposes, one per
-# swap), and F.layer_norm with an nn.LayerNorm's weight and bias. Planted once: the permute to channel-last
-# swapping H and W too (one transpose more) printed
+# torchvision's own ConvNeXt shrunk (tests/torch_import/modules.py:ConvNeXtish: two stages of one CNBlock, widths
+# 8 and 16) at 16x16: the channel-last norms (torchvision's Permute to NHWC, nn.LayerNorm over C and back, each
+# permute memplan's transposes, one per swap; LayerNorm2d's F.layer_norm with an nn.LayerNorm's weight and bias),
+# the 7x7 depthwise convolution, the layer scale (a [C, 1, 1] parameter times the block: layer_scale, its weight
+# [C]), StochasticDepth of p 0. Norm weights and layer scales drawn per channel, so a wrong axis shows.
+# Measured per-step loss errors 2e-8 to 7e-8 (tolerances 2.4e-7 to 8.3e-7), eval 9e-8. Planted once: the tool
+# dropping the layer scale (x for gamma * x) printed
+#   "step 1: loss 1.888763550 vs 1.892082849  rel err 1.75e-03 (tolerance 8.3e-07)  FAIL".
+# Planted once (as ConvNeXtish's norms alone): the permute to channel-last swapping H and W too printed
 #   "step 1: loss 1.806458350 vs 1.833892844  rel err 1.50e-02 (tolerance 2.4e-07)  FAIL".
-memplan_torch_import(convnext_norm ${ti_mod}:ConvNeXtish --input x=[B,3,8,8]:f32 --input targets=[B]:i32
+memplan_torch_import(convnext ${ti_mod}:ConvNeXtish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
                      --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
 # torchvision's DenseNet shrunk by its kwargs (one dense block of 8 layers, growth 4): each layer's
 # torch.cat of all the features before it, up to 9 tensors, more than memplan's concat takes (6): the

@@ -738,15 +738,15 @@ void ref_mse_backward(float *dpred, const float *pred, const float *target, int6
 
 /* The input pixel (offset in one channel) that tap (ki, kj) meets at output
  * (oh, ow), or -1 in the padding. */
-static int64_t conv_src(int64_t H, int64_t W, int64_t oh, int64_t ow, int64_t ki, int64_t kj, int64_t s, int64_t p,
-                        int64_t d) {
-  int64_t ih = oh * s - p + ki * d, iw = ow * s - p + kj * d;
+static int64_t conv_src(int64_t H, int64_t W, int64_t oh, int64_t ow, int64_t ki, int64_t kj, int64_t sh, int64_t sw,
+                        int64_t ph, int64_t pw, int64_t d) {
+  int64_t ih = oh * sh - ph + ki * d, iw = ow * sw - pw + kj * d;
   return ih < 0 || ih >= H || iw < 0 || iw >= W ? -1 : ih * W + iw;
 }
 
 void ref_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
-                        int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s,
-                        int64_t p, int64_t d, int64_t G) {
+                        int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw,
+                        int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
   (void)scratch;
   int64_t Cg = C / G, Og = O / G;
   double *o = dnew(N * O * Ho * Wo);
@@ -756,11 +756,11 @@ void ref_conv2d_forward(float *out, const float *x, const float *W, const float 
         for (int64_t ow = 0; ow < Wo; ow++) {
           double sum = b ? b[oc] : 0.0;
           for (int64_t ci = 0; ci < Cg; ci++)
-            for (int64_t ki = 0; ki < k; ki++)
-              for (int64_t kj = 0; kj < k; kj++) {
-                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, s, p, d);
+            for (int64_t ki = 0; ki < kh; ki++)
+              for (int64_t kj = 0; kj < kw; kj++) {
+                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, sh, sw, ph, pw, d);
                 if (src >= 0)
-                  sum += (double)x[(n * C + oc / Og * Cg + ci) * H * Wd + src] * W[((oc * Cg + ci) * k + ki) * k + kj];
+                  sum += (double)x[(n * C + oc / Og * Cg + ci) * H * Wd + src] * W[((oc * Cg + ci) * kh + ki) * kw + kj];
               }
           o[((n * O + oc) * Ho + oh) * Wo + ow] = sum;
         }
@@ -769,10 +769,11 @@ void ref_conv2d_forward(float *out, const float *x, const float *W, const float 
 
 void ref_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
                          float *scratch, int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo,
-                         int64_t k, int64_t s, int64_t p, int64_t d, int64_t G, int acc_dx, int acc_dW, int acc_db) {
+                         int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G,
+                         int acc_dx, int acc_dW, int acc_db) {
   (void)scratch;
   int64_t Cg = C / G, Og = O / G;
-  double *gx = dnew(N * C * H * Wd), *gW = dnew(O * Cg * k * k), *gb = dnew(O);
+  double *gx = dnew(N * C * H * Wd), *gW = dnew(O * Cg * kh * kw), *gb = dnew(O);
   for (int64_t n = 0; n < N; n++)
     for (int64_t oc = 0; oc < O; oc++)
       for (int64_t oh = 0; oh < Ho; oh++)
@@ -780,9 +781,9 @@ void ref_conv2d_backward(float *dx, float *dW, float *db, const float *dout, con
           double g = dout[((n * O + oc) * Ho + oh) * Wo + ow];
           gb[oc] += g;
           for (int64_t ci = 0; ci < Cg; ci++)
-            for (int64_t ki = 0; ki < k; ki++)
-              for (int64_t kj = 0; kj < k; kj++) {
-                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, s, p, d), wi = ((oc * Cg + ci) * k + ki) * k + kj;
+            for (int64_t ki = 0; ki < kh; ki++)
+              for (int64_t kj = 0; kj < kw; kj++) {
+                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, sh, sw, ph, pw, d), wi = ((oc * Cg + ci) * kh + ki) * kw + kj;
                 if (src < 0) continue;
                 int64_t xi = (n * C + oc / Og * Cg + ci) * H * Wd + src;
                 gx[xi] += g * W[wi];
@@ -790,7 +791,7 @@ void ref_conv2d_backward(float *dx, float *dW, float *db, const float *dout, con
               }
         }
   store(dx, gx, N * C * H * Wd, acc_dx);
-  store(dW, gW, O * Cg * k * k, acc_dW);
+  store(dW, gW, O * Cg * kh * kw, acc_dW);
   store(db, gb, O, acc_db);
 }
 

@@ -1011,21 +1011,23 @@ static void case_mse(int64_t n) {
 }
 
 // ----------------------------------------------------------------------------
-// cases: conv2d (the scratch the plan gives: C k k Ho Wo floats, NaN on entry;
-// none for 1x1 at stride 1 without padding)
+// cases: conv2d (the scratch the plan gives: C kh kw Ho Wo floats, NaN on entry;
+// none for 1x1 at stride 1 without padding). k, s, p: {height, width}.
 
-static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s, int64_t p,
-                        int64_t d, int64_t G) {
-  int64_t reach = d * (k - 1) + 1, Ho = (H + 2 * p - reach) / s + 1, Wo = (W + 2 * p - reach) / s + 1;
-  int64_t nx = N * C * H * W, nw = O * (C / G) * k * k, ny = N * O * Ho * Wo;
-  int64_t nscr = k == 1 && s == 1 && p == 0 ? 0 : C * k * k * Ho * Wo;
-#define CONV_SHAPE "N=%lld C=%lld %lldx%lld O=%lld k=%lld s=%lld p=%lld d=%lld G=%lld"
-#define CONV_ARGS LL(N), LL(C), LL(H), LL(W), LL(O), LL(k), LL(s), LL(p), LL(d), LL(G)
+static void case_conv2d_hw(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, const int64_t *k, const int64_t *s,
+                           const int64_t *p, int64_t d, int64_t G) {
+  int64_t Ho = (H + 2 * p[0] - d * (k[0] - 1) - 1) / s[0] + 1, Wo = (W + 2 * p[1] - d * (k[1] - 1) - 1) / s[1] + 1;
+  int64_t nx = N * C * H * W, nw = O * (C / G) * k[0] * k[1], ny = N * O * Ho * Wo;
+  int direct = k[0] == 1 && k[1] == 1 && s[0] == 1 && s[1] == 1 && p[0] == 0 && p[1] == 0;
+  int64_t nscr = direct ? 0 : C * k[0] * k[1] * Ho * Wo;
+#define CONV_SHAPE "N=%lld C=%lld %lldx%lld O=%lld k=%lldx%lld s=%lld,%lld p=%lld,%lld d=%lld G=%lld"
+#define CONV_ARGS LL(N), LL(C), LL(H), LL(W), LL(O), LL(k[0]), LL(k[1]), LL(s[0]), LL(s[1]), LL(p[0]), LL(p[1]), LL(d), LL(G)
+#define CONV_GEOM k[0], k[1], s[0], s[1], p[0], p[1], d, G
   for (int bias = 0; bias <= 1; bias++) {
     Ten x = ten_rand(nx, 1), w = ten_rand(nw, 1), b = ten_rand(O, 1), out = ten_fill(ny, NAN);
     float *scr = nscr ? ten_fill(nscr, NAN).ut : NULL;
-    ref_conv2d_forward(out.ref, x.ref, w.ref, bias ? b.ref : NULL, NULL, N, C, H, W, O, Ho, Wo, k, s, p, d, G);
-    UT(conv2d_forward)(out.ut, x.ut, w.ut, bias ? b.ut : NULL, scr, N, C, H, W, O, Ho, Wo, k, s, p, d, G);
+    ref_conv2d_forward(out.ref, x.ref, w.ref, bias ? b.ref : NULL, NULL, N, C, H, W, O, Ho, Wo, CONV_GEOM);
+    UT(conv2d_forward)(out.ut, x.ut, w.ut, bias ? b.ut : NULL, scr, N, C, H, W, O, Ho, Wo, CONV_GEOM);
     check(&out, TOL_SUM, "conv2d_forward bias=%d " CONV_SHAPE, bias, CONV_ARGS);
     release_all();
   }
@@ -1037,10 +1039,10 @@ static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     Ten dx = ten_grad(nx, a[0] > 0), dw = ten_grad(nw, a[1] > 0), db = ten_grad(O, a[2] > 0);
     float *scr = nscr ? ten_fill(nscr, NAN).ut : NULL;
     ref_conv2d_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, a[2] < 0 ? NULL : db.ref, g.ref, x.ref,
-                        w.ref, NULL, N, C, H, W, O, Ho, Wo, k, s, p, d, G, a[0] > 0, a[1] > 0, a[2] > 0);
+                        w.ref, NULL, N, C, H, W, O, Ho, Wo, CONV_GEOM, a[0] > 0, a[1] > 0, a[2] > 0);
     UT(conv2d_backward)
     (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut, w.ut, scr, N, C, H, W, O,
-     Ho, Wo, k, s, p, d, G, a[0] > 0, a[1] > 0, a[2] > 0);
+     Ho, Wo, CONV_GEOM, a[0] > 0, a[1] > 0, a[2] > 0);
     if (a[0] >= 0) check(&dx, TOL_SUM, "conv2d_backward dx acc=%d " CONV_SHAPE, a[0], CONV_ARGS);
     if (a[1] >= 0) check(&dw, TOL_SUM, "conv2d_backward dW acc=%d " CONV_SHAPE, a[1], CONV_ARGS);
     if (a[2] >= 0) check(&db, TOL, "conv2d_backward db acc=%d " CONV_SHAPE, a[2], CONV_ARGS);
@@ -1048,6 +1050,12 @@ static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
   }
 #undef CONV_SHAPE
 #undef CONV_ARGS
+#undef CONV_GEOM
+}
+
+static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s, int64_t p,
+                        int64_t d, int64_t G) {
+  case_conv2d_hw(N, C, H, W, O, (int64_t[]){k, k}, (int64_t[]){s, s}, (int64_t[]){p, p}, d, G);
 }
 
 // ----------------------------------------------------------------------------
@@ -1802,6 +1810,11 @@ int main(int argc, char **argv) {
   RUN("conv2d", case_conv2d(2, 4, 11, 10, 6, 3, 2, 2, 2, 2));               // stride 2, dilation 2, groups 2
   RUN("conv2d", case_conv2d(2, 8, 9, 9, 8, 3, 1, 1, 1, 8));                 // depthwise
   RUN("conv2d", case_conv2d(3, 8, 5, 6, 12, 1, 1, 0, 1, 1));                // 1x1: no scratch
+  // inception_v3's 1x7 and 7x1 (padding (0, 3), (3, 0)) and a 3x2 of strides (2, 1). Planted once in cpu_conv.c:
+  // im2col's row taking ki = r / kh % kh printed "conv2d_forward bias=0 ... k=7x1 ... 7.61e+00 1.06e+02 FAIL"
+  RUN("conv2d", case_conv2d_hw(2, 3, 8, 9, 4, (int64_t[]){1, 7}, (int64_t[]){1, 1}, (int64_t[]){0, 3}, 1, 1));
+  RUN("conv2d", case_conv2d_hw(2, 3, 9, 8, 4, (int64_t[]){7, 1}, (int64_t[]){1, 1}, (int64_t[]){3, 0}, 1, 1));
+  RUN("conv2d", case_conv2d_hw(2, 4, 9, 8, 4, (int64_t[]){3, 2}, (int64_t[]){2, 1}, (int64_t[]){1, 0}, 1, 2));
   if (!quick) RUN("conv2d", case_conv2d(2, 32, 16, 16, 32, 3, 1, 1, 1, 1)); // products of K = 288
   RUN("maxpool2d", case_pool(1, 2, 3, 9, 7, 3, 2, 1));                      // stride != kernel, padding, odd sizes
   RUN("maxpool2d", case_pool(1, 2, 5, 8, 8, 2, 2, 0));                      // ResNet's stem-like, no overlap

@@ -377,9 +377,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = F.cross_entropy(F.linear(a[0].reshape(d[0], d[2]), a[1], a[2]), a[3].reshape(-1))
         elif k == "mse":
             y = F.mse_loss(a[0], a[1])
-        elif k == "conv2d":  # dims: N C H W O Ho Wo k stride padding dilation groups; a[2] None: bias: false
-            y = F.conv2d(a[0].reshape(d[0], d[1], d[2], d[3]), a[1], a[2], stride=d[8], padding=d[9],
-                         dilation=d[10], groups=d[11])
+        elif k == "conv2d":  # dims: N C H W O Ho Wo kh kw sh sw ph pw dilation groups; a[2] None: bias: false
+            y = F.conv2d(a[0].reshape(d[0], d[1], d[2], d[3]), a[1], a[2], stride=(d[9], d[10]),
+                         padding=(d[11], d[12]), dilation=d[13], groups=d[14])
         elif k == "batchnorm2d":  # dims N C S (S = H W); floats eps, momentum; inputs x w b rmean rvar
             y = F.batch_norm(a[0].reshape(d[0], d[1], d[2]), a[3], a[4], a[1], a[2],
                              training=sched_key == "schedule", momentum=op["floats"][1], eps=op["floats"][0])
