@@ -82,6 +82,13 @@ memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=1
 #   "step 1: loss 1.806458350 vs 1.833892844  rel err 1.50e-02 (tolerance 2.4e-07)  FAIL".
 memplan_torch_import(convnext ${ti_mod}:ConvNeXtish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
                      --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# inception_v3's non-square kernels (tests/torch_import/modules.py:Inceptionish: torchvision's own InceptionC after
+# a 3x3 stem, at 8x8): its 1x7 and 7x1 convolutions with padding (0, 3) and (3, 0) (conv2d's kernel_w, padding_w),
+# BasicConv2d (BatchNorm2d eps 0.001), F.avg_pool2d(3, 1, 1), torch.cat of four branches (768 channels).
+# Planted once: cpu_conv.c's im2col offsetting rows by the width's padding printed
+#   "step 1: loss 1.618426320 vs 1.612968534  rel err 3.38e-03 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(inception ${ti_mod}:Inceptionish --input x=[B,3,8,8]:f32 --input targets=[B]:i32
+                     --dims B=4 --loss cross_entropy:targets --optimizer sgd:lr=0.05,momentum=0.9)
 # torchvision's DenseNet shrunk by its kwargs (one dense block of 8 layers, growth 4): each layer's
 # torch.cat of all the features before it, up to 9 tensors, more than memplan's concat takes (6): the
 # import chains concats, each of the previous result and the next 5. SGD: with AdamW (lr 3e-3) float32 drifted

@@ -330,18 +330,7 @@ class Importer:
             name = self.emit(node, "linear", {"out": mod.out_features, "bias": mod.bias is not None}, ins)
             self.own(name, mod, ("weight", "bias"))
         elif t is nn.Conv2d:
-            k, s, p, d = mod.kernel_size, mod.stride, mod.padding, mod.dilation
-            why = [w for w, bad in (("a non-square kernel %s" % (k,), k[0] != k[1]),
-                                    ("unequal strides %s" % (s,), s[0] != s[1]),
-                                    ("padding %r" % (p,), isinstance(p, str) or p[0] != p[1]),
-                                    ("unequal dilations %s" % (d,), d[0] != d[1]),
-                                    ("padding_mode '%s'" % mod.padding_mode, mod.padding_mode != "zeros")) if bad]
-            if why:
-                return self.reject(node, "memplan's conv2d takes square kernels, zero padding: not " + ", ".join(why))
-            name = self.emit(node, "conv2d", {"out": mod.out_channels, "kernel": k[0], "stride": s[0],
-                                              "padding": p[0], "dilation": d[0], "groups": mod.groups,
-                                              "bias": mod.bias is not None}, ins)
-            self.own(name, mod, ("weight", "bias"))
+            return self.conv2d(node, mod, ins)
         elif t in (nn.BatchNorm2d, nn.BatchNorm1d):
             if not (mod.affine and mod.track_running_stats) or mod.momentum is None:
                 return self.reject(node, "batchnorm without affine parameters, running statistics or a momentum")
@@ -391,6 +380,24 @@ class Importer:
             self.adaptive(node, mod.output_size, ins)
         else:
             self.reject(node, "no memplan op for %s" % t.__name__)
+
+    def conv2d(self, node, mod, ins):
+        """nn.Conv2d: kernel, stride and padding per side (the width's written where it differs: kernel_w, ...)."""
+        k, s, p, d = mod.kernel_size, mod.stride, mod.padding, mod.dilation
+        why = [w for w, bad in (("padding %r" % (p,), isinstance(p, str)),
+                                ("unequal dilations %s" % (d,), d[0] != d[1]),
+                                ("padding_mode '%s'" % mod.padding_mode, mod.padding_mode != "zeros")) if bad]
+        if why:
+            return self.reject(node, "memplan's conv2d takes numeric zero padding and one dilation: not " +
+                               ", ".join(why))
+        keys = {"out": mod.out_channels, "kernel": k[0], "stride": s[0], "padding": p[0], "dilation": d[0],
+                "groups": mod.groups, "bias": mod.bias is not None}
+        for key, v in (("kernel", k), ("stride", s), ("padding", p)):
+            if v[1] != v[0]:
+                keys[key + "_w"] = v[1]
+        name = self.emit(node, "conv2d", keys, ins)
+        self.own(name, mod, ("weight", "bias"))
+        return name
 
     def concrete(self, shape):
         return [self.dims[d] if isinstance(d, str) else d for d in shape]

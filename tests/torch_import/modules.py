@@ -262,3 +262,20 @@ class VGGish(nn.Module):
         a = torch.flatten(self.avgpool(x), 1)
         b = torch.flatten(F.adaptive_avg_pool2d(x, (2, 7)), 1)
         return self.classifier(torch.cat([a, b], 1))
+
+
+class Inceptionish(nn.Module):
+    """inception_v3's non-square kernels from torchvision's own InceptionC: its 1x7 and 7x1 convolutions (padding
+    (0, 3) and (3, 0)), BasicConv2d (Conv2d without bias, BatchNorm2d eps 0.001, ReLU), the branch's
+    F.avg_pool2d(3, stride 1, padding 1) and torch.cat of the four branches (768 channels), after a 3x3 stem."""
+
+    def __init__(self, k=5):
+        from torchvision.models.inception import BasicConv2d, InceptionC
+        super().__init__()
+        self.stem = BasicConv2d(3, 8, kernel_size=3, padding=1)
+        self.mixed = InceptionC(8, channels_7x7=4)
+        self.fc = nn.Linear(768, k)
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.mixed(self.stem(x)), (1, 1))
+        return self.fc(torch.flatten(x, 1))
