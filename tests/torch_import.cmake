@@ -75,7 +75,8 @@ memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=1
 # permute memplan's transposes, one per swap; LayerNorm2d's F.layer_norm with an nn.LayerNorm's weight and bias),
 # the 7x7 depthwise convolution, the layer scale (a [C, 1, 1] parameter times the block: layer_scale, its weight
 # [C]), StochasticDepth of p 0. Norm weights and layer scales drawn per channel, so a wrong axis shows.
-# Measured per-step loss errors 2e-8 to 7e-8 (tolerances 2.4e-7 to 8.3e-7), eval 9e-8. Planted once: the tool
+# Measured per-step loss errors 2e-8 to 7e-8 (tolerances 2.4e-7 to 8.3e-7), eval 9e-8; under
+# OPENBLAS_CORETYPE=Prescott 1e-9 to 4e-8, eval 1.1e-7 (tolerance 9.4e-7). About 38 s. Planted once: the tool
 # dropping the layer scale (x for gamma * x) printed
 #   "step 1: loss 1.888763550 vs 1.892082849  rel err 1.75e-03 (tolerance 8.3e-07)  FAIL".
 # Planted once (as ConvNeXtish's norms alone): the permute to channel-last swapping H and W too printed
@@ -85,6 +86,8 @@ memplan_torch_import(convnext ${ti_mod}:ConvNeXtish --input x=[B,3,16,16]:f32 --
 # inception_v3's non-square kernels (tests/torch_import/modules.py:Inceptionish: torchvision's own InceptionC after
 # a 3x3 stem, at 8x8): its 1x7 and 7x1 convolutions with padding (0, 3) and (3, 0) (conv2d's kernel_w, padding_w),
 # BasicConv2d (BatchNorm2d eps 0.001), F.avg_pool2d(3, 1, 1), torch.cat of four branches (768 channels).
+# Measured per-step loss errors 2e-8 to 8e-8 (tolerances 2.4e-7 to 7.4e-7), eval 1e-8, the same under
+# OPENBLAS_CORETYPE=Prescott and Zen. About 35 s, mostly the trainer's build.
 # Planted once: cpu_conv.c's im2col offsetting rows by the width's padding printed
 #   "step 1: loss 1.618426320 vs 1.612968534  rel err 3.38e-03 (tolerance 2.4e-07)  FAIL".
 memplan_torch_import(inception ${ti_mod}:Inceptionish --input x=[B,3,8,8]:f32 --input targets=[B]:i32
