@@ -130,10 +130,8 @@ static void scale_channels_build(BuildCtx *c) {
   build_data(c, 1, 1);
   build_output(c, 0, NULL, *x, DT_F32);
 }
-/* layer_scale: x [N, C, ...] times a learned weight [C], one factor per channel (ConvNeXt's `self.layer_scale *
- * x` of a [C, 1, 1] parameter). Its own op with its own weight: memplan's parameters are made by the ops that use
- * them; the weight's gradient sums over N and the planes. Init 1 (the identity); torchvision's 1e-6 comes with
- * imported weights. */
+/* layer_scale: x [N, C, ...] times a learned weight [C] (ConvNeXt's [C, 1, 1] `gamma * x`): its own op, as the
+ * ops make memplan's parameters. Init 1 (the identity); an imported model brings torchvision's 1e-6. */
 static void layer_scale_build(BuildCtx *c) {
   need_float(c, 0);
   need_rank(c, 0, 2);
@@ -382,6 +380,12 @@ static void lce_build(BuildCtx *c) {
 
 /* ---- conv2d ---- */
 
+/* a (height, width) pair as "H" when square, else "HxW" */
+static const char *hw_str(BuildCtx *c, bool square, const int64_t *v) {
+  Arena *a = build_scratch(c);
+  return square ? ar_printf(a, "%lld", (long long)v[0]) : ar_printf(a, "%lldx%lld", (long long)v[0], (long long)v[1]);
+}
+
 static void conv2d_build(BuildCtx *c) {
   need_float(c, 0);
   const Tensor *xt = build_input(c, 0);
@@ -408,17 +412,11 @@ static void conv2d_build(BuildCtx *c) {
                   "padding and dilation * (kernel - 1) must fit in 64 bits");
   if (reach[0] > padded[0] || reach[1] > padded[1]) {
     bool sq = k[0] == k[1] && pad[0] == pad[1];
-    Arena *tmp = build_scratch(c);
-    const char *ks = sq ? ar_printf(tmp, "%lld", (long long)k[0])
-                        : ar_printf(tmp, "%lldx%lld", (long long)k[0], (long long)k[1]);
-    const char *rs = sq ? ar_printf(tmp, "%lld", (long long)reach[0])
-                        : ar_printf(tmp, "%lldx%lld", (long long)reach[0], (long long)reach[1]);
-    const char *ps = sq ? ar_printf(tmp, "%lld", (long long)pad[0])
-                        : ar_printf(tmp, "%lldx%lld", (long long)pad[0], (long long)pad[1]);
     build_error(c, reach[0] <= padded[0] && kw->s ? "kernel_w" : "kernel",
                 "kernel %s with dilation %lld spans %s pixels, but input '%s' padded by %s is %lldx%lld; use a "
                 "smaller kernel or dilation, or more padding",
-                ks, (long long)dil, rs, xt->name, ps, (long long)padded[0], (long long)padded[1]);
+                hw_str(c, sq, k), (long long)dil, hw_str(c, sq, reach), xt->name, hw_str(c, sq, pad),
+                (long long)padded[0], (long long)padded[1]);
   }
   for (int i = 0; i < 2; i++) o[i] = (padded[i] - reach[i]) / s[i] + 1;
   double fan = (double)(C / G) * (double)k[0] * (double)k[1]; /* in double: the weight's size is checked when built */
