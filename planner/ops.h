@@ -182,11 +182,10 @@ const OpInfo *op_info(OpKind k);
  * deferred recompute, bout its outputs) counts the logits again only: the
  * dW product is the one the training forward then skips. */
 int64_t op_run_flops(const Graph *g, const Op *o, bool backward, const int *bout);
-/* A collective of a plan for N ranks (allreduce, reduce_scatter, all_gather). */
 /* conv2d's width side: kernel_w, stride_w or padding_w as written, else the height side's kernel, stride or
  * padding (a square kernel) */
 static inline int64_t conv2d_w(const Attr *w, const Attr *h) { return w->s ? w->i : h->i; }
-
+/* A collective of a plan for N ranks (allreduce, reduce_scatter, all_gather). */
 static inline bool op_is_comm(OpKind k) { return k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER || k == OP_ALL_GATHER; }
 /* The index of key in the op's attribute list, or -1. */
 int op_attr_index(OpKind k, const char *key);

@@ -1,4 +1,5 @@
-/* cuda_elementwise.cu: the CUDA backend's element-wise ops and activations, scale_channels, layer_scale (cuda_internal.cuh). */
+/* cuda_elementwise.cu: the CUDA backend's element-wise ops, activations, scale_channels, layer_scale
+ * (cuda_internal.cuh). */
 #include "cuda_internal.cuh"
 
 // ----------------------------------------------------------------------------
@@ -121,20 +122,15 @@ static __global__ void layer_scale_forward_kernel(float *out, const float *x, co
 /* one block per channel, its planes of every sample summed in double; before dx, which may overwrite dout */
 static __global__ void layer_scale_dw_kernel(float *dw, const float *dout, const float *x, int64_t N, int64_t C,
                                              int64_t S, int acc) {
-  __shared__ double part[256];
+  __shared__ double sh[32];
   int64_t c = blockIdx.x;
   double sum = 0.0;
   for (int64_t k = threadIdx.x; k < N * S; k += blockDim.x) {
     int64_t i = (k / S * C + c) * S + k % S;
     sum += (double)dout[i] * x[i];
   }
-  part[threadIdx.x] = sum;
-  __syncthreads();
-  for (int h = blockDim.x / 2; h > 0; h /= 2) {
-    if ((int)threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) dw[c] = acc ? dw[c] + (float)part[0] : (float)part[0];
+  sum = block_sum_d(sum, sh);
+  if (threadIdx.x == 0) dw[c] = acc ? dw[c] + (float)sum : (float)sum;
 }
 
 static __global__ void layer_scale_dx_kernel(float *dx, const float *dout, const float *w, int64_t C, int64_t S,
@@ -348,7 +344,7 @@ void rt_cuda_layer_scale_backward(float *dx, float *dw, const float *dout, const
   int64_t n = N * C * S;
   if (n <= 0) return;
   if (dw) {
-    layer_scale_dw_kernel<<<(unsigned)C, 256, 0, ctx.stream>>>(dw, dout, x, N, C, S, acc_dw);
+    layer_scale_dw_kernel<<<(unsigned)C, LOSS_BLOCK, 0, ctx.stream>>>(dw, dout, x, N, C, S, acc_dw);
     LAUNCH_CHECK();
   }
   if (dx) {
