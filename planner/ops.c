@@ -827,7 +827,7 @@ static const OpInfo table[OP_COUNT] = {
         {
             .name = "avgpool2d",
             .attrs = {{"kernel", ATTR_INT, .required = true}, {"stride", ATTR_INT}, /* absent: kernel */
-                      {"padding", ATTR_INT, .nonneg = true}},
+                      {"padding", ATTR_INT, .nonneg = true}, {"ceil_mode", ATTR_BOOL}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .dims = pool_dims, .flops = pool_flops,
             .cheap = true,

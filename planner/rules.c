@@ -657,7 +657,7 @@ static void need_nchw(BuildCtx *c) {
   }
 }
 
-/* floor((n + 2 p - k) / s) + 1, torch's output size; with ceil_mode (maxpool2d) the division rounds up, less
+/* floor((n + 2 p - k) / s) + 1, torch's output size; with ceil_mode the division rounds up, less
  * a last window that would start past the input and its left padding (torch's rule). The padded size must hold
  * one window. */
 static int64_t pool_out(BuildCtx *c, int64_t n, const char *axis, int64_t k, int64_t s, int64_t p, bool ceil) {
@@ -684,9 +684,8 @@ static void pool_build_mode(BuildCtx *c, bool ceil) {
   build_data(c, 0, 0);
   build_output(c, 0, NULL, build_shape(c, 4, d, sym), DT_F32);
 }
-static void maxpool_build(BuildCtx *c) { pool_build_mode(c, attr_i(c, "ceil_mode")); }
-/* avgpool2d has no ceil_mode: torch's divisor of a window past the padding is not k k */
-static void pool_build(BuildCtx *c) { pool_build_mode(c, false); }
+/* maxpool2d, avgpool2d (whose kernels divide a last window past the padded input by its pixels within it) */
+static void pool_build(BuildCtx *c) { pool_build_mode(c, attr_i(c, "ceil_mode")); }
 
 /* adaptive_avgpool2d: [N, C, H, W] -> [N, C, height, width], output i of a dim of n averaging the inputs
  * floor(i n / o) .. ceil((i + 1) n / o) - 1 (torch's adaptive windows: of uneven sizes when o does not divide n,
@@ -769,7 +768,7 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_CONCAT] = concat_build,
     [OP_CLASS_TOKEN] = class_token_build,
     [OP_SELECT] = select_build,
-    [OP_MAXPOOL2D] = maxpool_build,
+    [OP_MAXPOOL2D] = pool_build,
     [OP_AVGPOOL2D] = pool_build,
     [OP_ADAPTIVE_AVGPOOL2D] = adaptive_pool_build,
     [OP_GLOBAL_AVGPOOL] = gap_build,

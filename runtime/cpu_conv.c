@@ -234,9 +234,14 @@ static void maxpool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
+/* torch's divisor (count_include_pad): the window's pixels within the padded input, k k but for a last
+ * window past it (ceil_mode) */
+static inline int64_t avg_div(int64_t h0, int64_t w0, int64_t k, int64_t H, int64_t W, int64_t p) {
+  return ((h0 + k < H + p ? h0 + k : H + p) - h0) * ((w0 + k < W + p ? w0 + k : W + p) - w0);
+}
+
 static void avgpool_task(const void *ctx, int64_t lo, int64_t hi) {
   const PoolTask *c = ctx;
-  double div = (double)(c->k * c->k);
   for (int64_t pl = lo; pl < hi; pl++) {
     const float *x = c->x + pl * c->H * c->W;
     float *out = c->out + pl * c->Ho * c->Wo;
@@ -246,14 +251,13 @@ static void avgpool_task(const void *ctx, int64_t lo, int64_t hi) {
         double sum = 0.0;
         for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + c->k && h < c->H; h++)
           for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + c->k && w < c->W; w++) sum += x[h * c->W + w];
-        out[ho * c->Wo + wo] = (float)(sum / div);
+        out[ho * c->Wo + wo] = (float)(sum / (double)avg_div(h0, w0, c->k, c->H, c->W, c->p));
       }
   }
 }
 
 static void avgpool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   const PoolTask *c = ctx;
-  float div = (float)(c->k * c->k);
   for (int64_t pl = lo; pl < hi; pl++) {
     const float *dout = c->dout + pl * c->Ho * c->Wo;
     float *dx = c->out + pl * c->H * c->W;
@@ -261,7 +265,7 @@ static void avgpool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
     for (int64_t ho = 0; ho < c->Ho; ho++)
       for (int64_t wo = 0; wo < c->Wo; wo++) {
         int64_t h0 = ho * c->s - c->p, w0 = wo * c->s - c->p;
-        float g = dout[ho * c->Wo + wo] / div;
+        float g = dout[ho * c->Wo + wo] / (float)avg_div(h0, w0, c->k, c->H, c->W, c->p);
         for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + c->k && h < c->H; h++)
           for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + c->k && w < c->W; w++) dx[h * c->W + w] += g;
       }

@@ -639,8 +639,7 @@ class Importer:
         except ValueError as e:
             return self.reject(node, "memplan's %s takes square windows: %s" % (op, e))
         why = [w for w, bad in (("dilation %r" % (d,), d != 1), ("count_include_pad=False", not count_pad),
-                                ("ceil_mode (maxpool2d's only: an average's divisor past the input differs)",
-                                 ceil and op != "maxpool2d"), ("divisor_override", divisor is not None)) if bad]
+                                ("divisor_override", divisor is not None)) if bad]
         if why:
             return self.reject(node, "memplan's %s takes no %s" % (op, ", ".join(why)))
         keys = {"kernel": k, "stride": s, "padding": p}

@@ -152,6 +152,11 @@ static __global__ void maxpool_forward_kernel(float *out, const float *x, PoolDi
   }
 }
 
+/* torch's divisor (count_include_pad): cpu_conv.c's avg_div */
+static __device__ int64_t avg_div(int64_t h0, int64_t w0, const PoolDims &d) {
+  return ((h0 + d.k < d.H + d.p ? h0 + d.k : d.H + d.p) - h0) * ((w0 + d.k < d.W + d.p ? w0 + d.k : d.W + d.p) - w0);
+}
+
 static __global__ void avgpool_forward_kernel(float *out, const float *x, PoolDims d, int64_t n) {
   GRID_STRIDE(i, n) {
     int64_t pl = i / (d.Ho * d.Wo), r = i % (d.Ho * d.Wo);
@@ -160,7 +165,7 @@ static __global__ void avgpool_forward_kernel(float *out, const float *x, PoolDi
     double sum = 0.0;
     for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + d.k && h < d.H; h++)
       for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + d.k && w < d.W; w++) sum += xp[h * d.W + w];
-    out[i] = (float)(sum / (double)(d.k * d.k));
+    out[i] = (float)(sum / (double)avg_div(h0, w0, d));
   }
 }
 
@@ -177,13 +182,13 @@ static __global__ void pool_backward_kernel(float *dx, const float *dout, const 
   GRID_STRIDE(i, n) {
     int64_t pl = i / (d.H * d.W), r = i % (d.H * d.W), h = r / d.W, w = r % d.W;
     const float *g = dout + pl * d.Ho * d.Wo, *xp = is_max ? x + pl * d.H * d.W : NULL;
-    float div = (float)(d.k * d.k), v = acc ? dx[i] : 0.0f;
+    float v = acc ? dx[i] : 0.0f;
     int64_t hlo, hhi, wlo, whi;
     pool_range(h, d.k, d.s, d.p, d.Ho, &hlo, &hhi);
     pool_range(w, d.k, d.s, d.p, d.Wo, &wlo, &whi);
     for (int64_t ho = hlo; ho < hhi; ho++)
       for (int64_t wo = wlo; wo < whi; wo++) {
-        if (!is_max) v += g[ho * d.Wo + wo] / div;
+        if (!is_max) v += g[ho * d.Wo + wo] / (float)avg_div(ho * d.s - d.p, wo * d.s - d.p, d);
         else if (pool_argmax_dev(d, xp, ho, wo) == r) v += g[ho * d.Wo + wo];
       }
     dx[i] = v;

@@ -897,6 +897,12 @@ void ref_maxpool2d_backward(float *dx, const float *dout, const float *x, int64_
   store(dx, g, N * C * H * W, acc);
 }
 
+/* torch's divisor of output i (count_include_pad): the window's pixels within the padded input */
+static double ref_avg_div(int64_t i, int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t H, int64_t W) {
+  int64_t h0 = i / Wo * s - p, w0 = i % Wo * s - p;
+  return (double)(((h0 + k < H + p ? h0 + k : H + p) - h0) * ((w0 + k < W + p ? w0 + k : W + p) - w0));
+}
+
 void ref_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
                            int64_t Wo, int64_t k, int64_t s, int64_t p) {
   double *o = dnew(N * C * Ho * Wo);
@@ -904,7 +910,8 @@ void ref_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int
     for (int64_t i = 0; i < Ho * Wo; i++)
       for (int64_t h = i / Wo * s - p; h < i / Wo * s - p + k; h++)
         for (int64_t w = i % Wo * s - p; w < i % Wo * s - p + k; w++)
-          if (h >= 0 && h < H && w >= 0 && w < W) o[pl * Ho * Wo + i] += x[pl * H * W + h * W + w] / (double)(k * k);
+          if (h >= 0 && h < H && w >= 0 && w < W)
+            o[pl * Ho * Wo + i] += x[pl * H * W + h * W + w] / ref_avg_div(i, Wo, k, s, p, H, W);
   store(out, o, N * C * Ho * Wo, 0);
 }
 
@@ -915,7 +922,8 @@ void ref_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, 
     for (int64_t i = 0; i < Ho * Wo; i++)
       for (int64_t h = i / Wo * s - p; h < i / Wo * s - p + k; h++)
         for (int64_t w = i % Wo * s - p; w < i % Wo * s - p + k; w++)
-          if (h >= 0 && h < H && w >= 0 && w < W) g[pl * H * W + h * W + w] += dout[pl * Ho * Wo + i] / (double)(k * k);
+          if (h >= 0 && h < H && w >= 0 && w < W)
+            g[pl * H * W + h * W + w] += dout[pl * Ho * Wo + i] / ref_avg_div(i, Wo, k, s, p, H, W);
   store(dx, g, N * C * H * W, acc);
 }
 

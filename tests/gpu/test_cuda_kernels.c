@@ -1067,13 +1067,15 @@ static int64_t pool_size(int64_t n, int64_t k, int64_t s, int64_t p, int ceil_mo
   return ceil_mode && (o - 1) * s >= n + p ? o - 1 : o;
 }
 
-/* maxpool2d or avgpool2d over [N,C,H,W]: forward, backward acc 0 and 1. is_max 2: maxpool2d with ceil_mode. */
+/* maxpool2d or avgpool2d over [N,C,H,W]: forward, backward acc 0 and 1. is_max 2: maxpool2d with ceil_mode; -1:
+ * avgpool2d with ceil_mode. */
 static void case_pool(int is_max, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p) {
-  int64_t Ho = pool_size(H, k, s, p, is_max == 2), Wo = pool_size(W, k, s, p, is_max == 2);
+  int ceil_mode = is_max == 2 || is_max == -1;
+  int64_t Ho = pool_size(H, k, s, p, ceil_mode), Wo = pool_size(W, k, s, p, ceil_mode);
   int64_t nx = N * C * H * W, ny = N * C * Ho * Wo;
-  const char *name = is_max ? "maxpool2d" : "avgpool2d";
+  const char *name = is_max > 0 ? "maxpool2d" : "avgpool2d";
   Ten x = ten_rand(nx, 2), out = ten_fill(ny, NAN);
-  if (is_max) {
+  if (is_max > 0) {
     ref_maxpool2d_forward(out.ref, x.ref, N, C, H, W, Ho, Wo, k, s, p);
     UT(maxpool2d_forward)(out.ut, x.ut, N, C, H, W, Ho, Wo, k, s, p);
   } else {
@@ -1084,7 +1086,7 @@ static void case_pool(int is_max, int64_t N, int64_t C, int64_t H, int64_t W, in
         LL(s), LL(p));
   for (int acc = 0; acc <= 1; acc++) {
     Ten g = ten_rand(ny, 1), dx = ten_grad(nx, acc);
-    if (is_max) {
+    if (is_max > 0) {
       ref_maxpool2d_backward(dx.ref, g.ref, x.ref, N, C, H, W, Ho, Wo, k, s, p, acc);
       UT(maxpool2d_backward)(dx.ut, g.ut, x.ut, N, C, H, W, Ho, Wo, k, s, p, acc);
     } else {
@@ -1823,6 +1825,10 @@ int main(int argc, char **argv) {
   RUN("avgpool2d", case_pool(0, 1, 2, 6, 5, 4, 1, 2));
   RUN("maxpool2d", case_pool(2, 2, 3, 6, 5, 3, 2, 0));             // ceil_mode: 3x2, not 2x2
   RUN("maxpool2d", case_pool(2, 1, 2, 5, 7, 2, 3, 1));             // ceil_mode, 5: a last window dropped
+  // avgpool2d ceil_mode: last windows past the padded input, their divisor less than k k. Planted once in
+  // cpu_conv.c: the divisor k k printed "avgpool2d_forward (2,3,6,5) k=3 s=2 p=0 4.78e-01 3.33e-01 FAIL"
+  RUN("avgpool2d", case_pool(-1, 2, 3, 6, 5, 3, 2, 0));
+  RUN("avgpool2d", case_pool(-1, 1, 2, 5, 7, 2, 3, 1));
   RUN("adaptive_avgpool2d", case_adaptive_pool(2, 3, 9, 7, 4, 3)); // uneven, overlapping windows
   RUN("adaptive_avgpool2d", case_adaptive_pool(1, 2, 2, 3, 7, 7)); // more outputs than inputs (VGG at 64)
   RUN("global_avgpool", case_global_avgpool(24, 49));

@@ -388,8 +388,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
                 (n + 2 * d[8] - d[6]) // d[7] + 1 for n in (d[2], d[3])))
         elif k == "adaptive_avgpool2d":  # dims: N C H W Ho Wo
             y = F.adaptive_avg_pool2d(a[0], (d[4], d[5]))
-        elif k == "avgpool2d":
-            y = F.avg_pool2d(a[0], d[6], d[7], d[8])  # count_include_pad=True, as the kernels
+        elif k == "avgpool2d":  # count_include_pad=True, as the kernels; ceil_mode as maxpool2d's
+            y = F.avg_pool2d(a[0], d[6], d[7], d[8], ceil_mode=(d[4], d[5]) != tuple(
+                (n + 2 * d[8] - d[6]) // d[7] + 1 for n in (d[2], d[3])))
         elif k == "global_avgpool":
             y = a[0].mean((2, 3))
         elif k == "dropout":
