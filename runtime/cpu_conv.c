@@ -10,8 +10,8 @@
 // product with x itself.
 
 typedef struct {
-  float *col, *img; /* col2im: img (+)= col */
-  const float *x;   /* im2col: one sample [C, H, W] */
+  float *col, *img;                                   /* col2im: img (+)= col */
+  const float *x;                                     /* im2col: one sample [C, H, W] */
   int64_t C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, d; /* kernel, stride, padding: height and width */
   int acc;
 } ConvCol;
@@ -120,8 +120,8 @@ void rt_conv2d_forward(float *out, const float *x, const float *W, const float *
                        int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh,
                        int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
   int64_t P = Ho * Wo, Cg = C / G, Og = O / G, K = Cg * kh * kw;
-  ConvCol cv = {.C = C, .H = H, .W = Wd, .Ho = Ho, .Wo = Wo, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw,
-                .d = d};
+  ConvCol cv = {
+      .C = C, .H = H, .W = Wd, .Ho = Ho, .Wo = Wo, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .d = d};
   int direct = conv_direct(&cv);
   RT_CHECK(direct || scratch, "conv2d: no scratch buffer for an im2col");
   for (int64_t n = 0; n < N; n++) {
@@ -158,8 +158,8 @@ void rt_conv2d_backward(float *dx, float *dW, float *db, const float *dout, cons
                         int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G,
                         int acc_dx, int acc_dW, int acc_db) {
   int64_t P = Ho * Wo, Cg = C / G, Og = O / G, K = Cg * kh * kw;
-  ConvCol cv = {.C = C, .H = H, .W = Wd, .Ho = Ho, .Wo = Wo, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw,
-                .d = d};
+  ConvCol cv = {
+      .C = C, .H = H, .W = Wd, .Ho = Ho, .Wo = Wo, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .d = d};
   int direct = conv_direct(&cv);
   RT_CHECK(direct || scratch || (!dx && !dW), "conv2d: no scratch buffer for an im2col");
   if (db) rt_par(conv_db_task, &(ConvBias){db, dout, N, O, P, acc_db}, O, rt_chunks(N * O * P >= RT_PAR_MIN));

@@ -95,10 +95,10 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
     (float *dx, float *ds, const float *dout, const float *x, const float *s, int64_t NC, int64_t S, int acc_dx,       \
      int acc_ds))                                                                                                      \
                                                                                                                        \
-  /* layer_scale (ConvNeXt's): out[n, c, i] = x[n, c, i] * w[c] over N samples of C planes of S elements.           \
+  /* layer_scale (ConvNeXt's): out[n, c, i] = x[n, c, i] * w[c] over N samples of C planes of S elements.              \
    * alias-safe (out, x). */                                                                                           \
   X(void, layer_scale_forward, (float *out, const float *x, const float *w, int64_t N, int64_t C, int64_t S))          \
-  /* dx (+)= dout * w[c]; dw[c] (+)= sum_n,i dout[n, c, i] x[n, c, i], a channel's dw before its dx. alias-safe      \
+  /* dx (+)= dout * w[c]; dw[c] (+)= sum_n,i dout[n, c, i] x[n, c, i], a channel's dw before its dx. alias-safe        \
    * (dx, dout) when acc_dx = 0. */                                                                                    \
   X(void, layer_scale_backward,                                                                                        \
     (float *dx, float *dw, const float *dout, const float *x, const float *w, int64_t N, int64_t C, int64_t S,         \

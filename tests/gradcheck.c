@@ -1597,8 +1597,8 @@ static void gradchecks(void) {
                  1);
   case_conv2d_hw("conv2d 3x1 pad (1, 0), no bias", 2, 2, 5, 4, 3, (int64_t[]){3, 1}, (int64_t[]){1, 1},
                  (int64_t[]){1, 0}, 1, 1, 0);
-  case_conv2d_hw("conv2d 2x3 stride (2, 1) pad (1, 0) dilation 2", 1, 2, 7, 6, 2, (int64_t[]){2, 3},
-                 (int64_t[]){2, 1}, (int64_t[]){1, 0}, 2, 1, 1);
+  case_conv2d_hw("conv2d 2x3 stride (2, 1) pad (1, 0) dilation 2", 1, 2, 7, 6, 2, (int64_t[]){2, 3}, (int64_t[]){2, 1},
+                 (int64_t[]){1, 0}, 2, 1, 1);
   case_conv2d_hw("conv2d 1x1 stride (1, 2) (im2col)", 2, 2, 3, 5, 2, (int64_t[]){1, 1}, (int64_t[]){1, 2},
                  (int64_t[]){0, 0}, 1, 1, 1);
 }

@@ -67,8 +67,8 @@ static void conv_im2col(float *col, const float *x, const ConvDims &c) {
 }
 
 void rt_cuda_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
-                            int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh,
-                            int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
+                            int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw,
+                            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
   need_ctx();
   int64_t P = Ho * Wo, Og = O / G, K = C / G * kh * kw;
   ConvDims c = {C, H, Wd, Ho, Wo, kh, kw, sh, sw, ph, pw, d};

@@ -759,8 +759,8 @@ void ref_conv2d_forward(float *out, const float *x, const float *W, const float 
             for (int64_t ki = 0; ki < kh; ki++)
               for (int64_t kj = 0; kj < kw; kj++) {
                 int64_t src = conv_src(H, Wd, oh, ow, ki, kj, sh, sw, ph, pw, d);
-                if (src >= 0)
-                  sum += (double)x[(n * C + oc / Og * Cg + ci) * H * Wd + src] * W[((oc * Cg + ci) * kh + ki) * kw + kj];
+                int64_t wi = ((oc * Cg + ci) * kh + ki) * kw + kj;
+                if (src >= 0) sum += (double)x[(n * C + oc / Og * Cg + ci) * H * Wd + src] * W[wi];
               }
           o[((n * O + oc) * Ho + oh) * Wo + ow] = sum;
         }
@@ -783,7 +783,8 @@ void ref_conv2d_backward(float *dx, float *dW, float *db, const float *dout, con
           for (int64_t ci = 0; ci < Cg; ci++)
             for (int64_t ki = 0; ki < kh; ki++)
               for (int64_t kj = 0; kj < kw; kj++) {
-                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, sh, sw, ph, pw, d), wi = ((oc * Cg + ci) * kh + ki) * kw + kj;
+                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, sh, sw, ph, pw, d);
+                int64_t wi = ((oc * Cg + ci) * kh + ki) * kw + kj;
                 if (src < 0) continue;
                 int64_t xi = (n * C + oc / Og * Cg + ci) * H * Wd + src;
                 gx[xi] += g * W[wi];

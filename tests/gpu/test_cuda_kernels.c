@@ -516,7 +516,8 @@ static void case_scale_channels(int64_t NC, int64_t S) {
 }
 
 /* N samples of C planes of S: every acc pattern (-1 a NULL gradient), then dx in place of dout beside dw. Planted
- * once in cpu_elementwise.c: dw summing sample 0 alone printed "layer_scale_backward dw acc=0 6.92e+00 1.25e+00 FAIL". */
+ * once in cpu_elementwise.c: dw summing sample 0 alone printed
+ * "layer_scale_backward dw acc=0 6.92e+00 1.25e+00 FAIL". */
 static void case_layer_scale(int64_t N, int64_t C, int64_t S) {
   int64_t n = N * C * S;
   Ten x = ten_rand(n, 2), w = ten_rand(C, 2), out = ten_fill(n, NAN);
@@ -527,8 +528,8 @@ static void case_layer_scale(int64_t N, int64_t C, int64_t S) {
   for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
     const int *k = pat[p];
     Ten g = ten_rand(n, 1), dx = ten_grad(n, k[0] > 0), dw = ten_grad(C, k[1] > 0);
-    ref_layer_scale_backward(k[0] < 0 ? NULL : dx.ref, k[1] < 0 ? NULL : dw.ref, g.ref, x.ref, w.ref, N, C, S,
-                             k[0] > 0, k[1] > 0);
+    ref_layer_scale_backward(k[0] < 0 ? NULL : dx.ref, k[1] < 0 ? NULL : dw.ref, g.ref, x.ref, w.ref, N, C, S, k[0] > 0,
+                             k[1] > 0);
     UT(layer_scale_backward)
     (k[0] < 0 ? NULL : dx.ut, k[1] < 0 ? NULL : dw.ut, g.ut, x.ut, w.ut, N, C, S, k[0] > 0, k[1] > 0);
     if (k[0] >= 0) check(&dx, TOL, "layer_scale_backward dx acc=%d", k[0]);
@@ -1021,7 +1022,8 @@ static void case_conv2d_hw(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O
   int direct = k[0] == 1 && k[1] == 1 && s[0] == 1 && s[1] == 1 && p[0] == 0 && p[1] == 0;
   int64_t nscr = direct ? 0 : C * k[0] * k[1] * Ho * Wo;
 #define CONV_SHAPE "N=%lld C=%lld %lldx%lld O=%lld k=%lldx%lld s=%lld,%lld p=%lld,%lld d=%lld G=%lld"
-#define CONV_ARGS LL(N), LL(C), LL(H), LL(W), LL(O), LL(k[0]), LL(k[1]), LL(s[0]), LL(s[1]), LL(p[0]), LL(p[1]), LL(d), LL(G)
+#define CONV_ARGS \
+  LL(N), LL(C), LL(H), LL(W), LL(O), LL(k[0]), LL(k[1]), LL(s[0]), LL(s[1]), LL(p[0]), LL(p[1]), LL(d), LL(G)
 #define CONV_GEOM k[0], k[1], s[0], s[1], p[0], p[1], d, G
   for (int bias = 0; bias <= 1; bias++) {
     Ten x = ten_rand(nx, 1), w = ten_rand(nw, 1), b = ten_rand(O, 1), out = ten_fill(ny, NAN);
@@ -1808,10 +1810,10 @@ int main(int argc, char **argv) {
   RUN("linear_cross_entropy", case_linear_cross_entropy(37, 53, 24, 16));
   RUN("linear_cross_entropy", case_linear_cross_entropy(quick ? 8 : 32, quick ? 1000 : 50257, 32, quick ? 3 : 12));
   RUN("mse", case_mse(10007));
-  RUN("conv2d", case_conv2d(2, 3, 9, 7, 4, 3, 1, 1, 1, 1));                 // 3x3 padded, non-square
-  RUN("conv2d", case_conv2d(2, 4, 11, 10, 6, 3, 2, 2, 2, 2));               // stride 2, dilation 2, groups 2
-  RUN("conv2d", case_conv2d(2, 8, 9, 9, 8, 3, 1, 1, 1, 8));                 // depthwise
-  RUN("conv2d", case_conv2d(3, 8, 5, 6, 12, 1, 1, 0, 1, 1));                // 1x1: no scratch
+  RUN("conv2d", case_conv2d(2, 3, 9, 7, 4, 3, 1, 1, 1, 1));   // 3x3 padded, non-square
+  RUN("conv2d", case_conv2d(2, 4, 11, 10, 6, 3, 2, 2, 2, 2)); // stride 2, dilation 2, groups 2
+  RUN("conv2d", case_conv2d(2, 8, 9, 9, 8, 3, 1, 1, 1, 8));   // depthwise
+  RUN("conv2d", case_conv2d(3, 8, 5, 6, 12, 1, 1, 0, 1, 1));  // 1x1: no scratch
   // inception_v3's 1x7 and 7x1 (padding (0, 3), (3, 0)) and a 3x2 of strides (2, 1). Planted once in cpu_conv.c:
   // im2col's row taking ki = r / kh % kh printed "conv2d_forward bias=0 ... k=7x1 ... 7.61e+00 1.06e+02 FAIL"
   RUN("conv2d", case_conv2d_hw(2, 3, 8, 9, 4, (int64_t[]){1, 7}, (int64_t[]){1, 1}, (int64_t[]){0, 3}, 1, 1));
@@ -1823,8 +1825,8 @@ int main(int argc, char **argv) {
   RUN("maxpool2d", case_pool(1, 1, 2, 6, 5, 4, 1, 2));                      // overlapping windows, padding = kernel/2
   RUN("avgpool2d", case_pool(0, 2, 3, 9, 7, 3, 2, 1));                      // padding counted (count_include_pad)
   RUN("avgpool2d", case_pool(0, 1, 2, 6, 5, 4, 1, 2));
-  RUN("maxpool2d", case_pool(2, 2, 3, 6, 5, 3, 2, 0));             // ceil_mode: 3x2, not 2x2
-  RUN("maxpool2d", case_pool(2, 1, 2, 5, 7, 2, 3, 1));             // ceil_mode, 5: a last window dropped
+  RUN("maxpool2d", case_pool(2, 2, 3, 6, 5, 3, 2, 0)); // ceil_mode: 3x2, not 2x2
+  RUN("maxpool2d", case_pool(2, 1, 2, 5, 7, 2, 3, 1)); // ceil_mode, 5: a last window dropped
   // avgpool2d ceil_mode: last windows past the padded input, their divisor less than k k. Planted once in
   // cpu_conv.c: the divisor k k printed "avgpool2d_forward (2,3,6,5) k=3 s=2 p=0 4.78e-01 3.33e-01 FAIL"
   RUN("avgpool2d", case_pool(-1, 2, 3, 6, 5, 3, 2, 0));
