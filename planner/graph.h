@@ -47,6 +47,7 @@ typedef enum {
   OP_ADD,
   OP_MUL,
   OP_SCALE_CHANNELS, /* [N, C, ...] times one value per (n, c): squeeze-excitation's gate */
+  OP_LAYER_SCALE,    /* [N, C, ...] times a learned weight [C]: ConvNeXt's layer scale */
   OP_RELU,
   OP_RELU6,
   OP_SIGMOID,

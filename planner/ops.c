@@ -75,6 +75,14 @@ static void scale_channels_dims(const Graph *g, const Op *op, int64_t *d, int *n
   d[1] = d[0] ? out_numel(g, op) / d[0] : 0;
   *n = 2;
 }
+/* N C S: the samples, the channels and the size of a plane */
+static void layer_scale_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0];
+  d[1] = x->d[1];
+  d[2] = d[0] && d[1] ? out_numel(g, op) / (d[0] * d[1]) : 0;
+  *n = 3;
+}
 static void numel_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   d[0] = out_numel(g, op);
   *n = 1;
@@ -241,37 +249,39 @@ static int64_t lce_scratch(const int64_t *d, bool backward) {
   return rv > INT64_MAX / 8 ? INT64_MAX : 4 * (rv + d[0]);
 }
 
-/* ---- conv2d: x[N, C, H, W] * weight[out, C/groups, k, k] (+ bias[out]) -> [N, out, Ho, Wo] ----
- * PyTorch's nn.Conv2d with a square kernel, stride, padding and dilation;
- * Ho = (H + 2 padding - dilation (k - 1) - 1) / stride + 1, likewise Wo. */
+/* ---- conv2d: x[N, C, H, W] * weight[out, C/groups, kh, kw] (+ bias[out]) -> [N, out, Ho, Wo] ----
+ * PyTorch's nn.Conv2d: kernel, stride and padding per side (kernel_w, stride_w, padding_w; square unless
+ * written), one dilation; Ho = (H + 2 ph - dilation (kh - 1) - 1) / sh + 1, likewise Wo. */
 
-enum { CV_N, CV_C, CV_H, CV_W, CV_O, CV_HO, CV_WO, CV_K, CV_S, CV_P, CV_D, CV_G, CV_NDIM };
+enum { CV_N, CV_C, CV_H, CV_W, CV_O, CV_HO, CV_WO, CV_KH, CV_KW, CV_SH, CV_SW, CV_PH, CV_PW, CV_D, CV_G, CV_NDIM };
 
 static void conv2d_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
-  const Attr *a = op->attr; /* out, kernel, stride, padding, dilation, groups, bias: the table's order */
+  /* out, kernel, stride, padding, dilation, groups, bias, kernel_w, stride_w, padding_w: the table's order */
+  const Attr *a = op->attr;
   d[CV_N] = x->d[0], d[CV_C] = x->d[1], d[CV_H] = x->d[2], d[CV_W] = x->d[3];
   d[CV_O] = y->d[1], d[CV_HO] = y->d[2], d[CV_WO] = y->d[3];
-  d[CV_K] = a[1].i, d[CV_S] = a[2].i, d[CV_P] = a[3].i, d[CV_D] = a[4].i, d[CV_G] = a[5].i;
+  d[CV_KH] = a[1].i, d[CV_SH] = a[2].i, d[CV_PH] = a[3].i, d[CV_D] = a[4].i, d[CV_G] = a[5].i;
+  d[CV_KW] = conv2d_w(&a[7], &a[1]), d[CV_SW] = conv2d_w(&a[8], &a[2]), d[CV_PW] = conv2d_w(&a[9], &a[3]);
   *n = CV_NDIM;
 }
 static int64_t conv2d_flops(const Graph *g, const Op *op, bool bwd) {
   int64_t d[MAX_KDIM];
   int n;
   conv2d_dims(g, op, d, &n);
-  return FLOPS(bwd ? 4 : 2, d[CV_N], d[CV_O], d[CV_HO], d[CV_WO], d[CV_C] / d[CV_G], d[CV_K], d[CV_K]);
+  return FLOPS(bwd ? 4 : 2, d[CV_N], d[CV_O], d[CV_HO], d[CV_WO], d[CV_C] / d[CV_G], d[CV_KH], d[CV_KW]);
 }
 /* cuBLAS's split-K sums: one sample's output, as linear's */
 static int64_t conv2d_workspace(const int64_t *d) { return 4 * d[CV_O] * d[CV_HO] * d[CV_WO]; }
-/* The im2col matrix of one sample, [C k k, Ho Wo] floats: the kernels take
+/* The im2col matrix of one sample, [C kh kw, Ho Wo] floats: the kernels take
  * the batch one sample at a time (each product split over the threads),
  * forward (columns of x), backward (columns of x for dW, then the columns
  * of dx before col2im, in the same buffer). A 1x1 kernel at stride 1
  * without padding reads x as it is: no scratch. */
 static int64_t conv2d_scratch(const int64_t *d, bool backward) {
   (void)backward;
-  if (d[CV_K] == 1 && d[CV_S] == 1 && d[CV_P] == 0) return 0;
-  return FLOPS(4, d[CV_C], d[CV_K], d[CV_K], d[CV_HO], d[CV_WO]);
+  if (d[CV_KH] == 1 && d[CV_KW] == 1 && d[CV_SH] == 1 && d[CV_SW] == 1 && d[CV_PH] == 0 && d[CV_PW] == 0) return 0;
+  return FLOPS(4, d[CV_C], d[CV_KH], d[CV_KW], d[CV_HO], d[CV_WO]);
 }
 
 /* ---- batchnorm2d: x [N, C, H, W] or [N, C], statistics per channel over N (H, W) ---- */
@@ -474,6 +484,18 @@ static const OpInfo table[OP_COUNT] = {
             .cheap = true, .half_bin = SLOT(1) | SLOT(2), /* x, s */
             .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
             .bin_for = {0, SLOT(1), SLOT(0)}, /* x for ds, s for dx */
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_LAYER_SCALE] =
+        {
+            .name = "layer_scale",
+            .min_inputs = 1, .max_inputs = 1, .nin = 2, .nout = 1,
+            .dims = layer_scale_dims, .flops = mul_flops,
+            .cheap = true, .half_bin = SLOT(1), /* x */
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .bin_for = {0, SLOT(1), SLOT(0)}, /* x for dw, w for dx */
             .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
             .grad_to = {true, true},
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
@@ -698,7 +720,8 @@ static const OpInfo table[OP_COUNT] = {
             .attrs = {{"out", ATTR_INT, .required = true}, {"kernel", ATTR_INT, .required = true},
                       {"stride", ATTR_INT, .dflt = 1}, {"padding", ATTR_INT, .dflt = 0, .nonneg = true},
                       {"dilation", ATTR_INT, .dflt = 1}, {"groups", ATTR_INT, .dflt = 1},
-                      {"bias", ATTR_BOOL, .dflt = 1}},
+                      {"bias", ATTR_BOOL, .dflt = 1}, {"kernel_w", ATTR_INT, .dflt = 0},
+                      {"stride_w", ATTR_INT, .dflt = 0}, {"padding_w", ATTR_INT, .dflt = 0, .nonneg = true}},
             .min_inputs = 1, .max_inputs = 1, .nin = 3, .nout = 1,
             .dims = conv2d_dims, .flops = conv2d_flops,
             .gemm = true, .workspace = conv2d_workspace, .scratch = conv2d_scratch,
@@ -804,7 +827,7 @@ static const OpInfo table[OP_COUNT] = {
         {
             .name = "avgpool2d",
             .attrs = {{"kernel", ATTR_INT, .required = true}, {"stride", ATTR_INT}, /* absent: kernel */
-                      {"padding", ATTR_INT, .nonneg = true}},
+                      {"padding", ATTR_INT, .nonneg = true}, {"ceil_mode", ATTR_BOOL}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .dims = pool_dims, .flops = pool_flops,
             .cheap = true,

@@ -23,6 +23,7 @@
  *   add            a b              out                 dout                       da db            n
  *   mul            a b              out                 dout a b                   da db            n
  *   scale_channels x s              out                 dout x s                   dx ds            NC S
+ *   layer_scale    x w              out                 dout x w                   dx dw            N C S
  *   relu           x                out                 dout out                   dx               n
  *   relu6          x                out                 dout out                   dx               n
  *   sigmoid        x                out                 dout out                   dx               n
@@ -59,7 +60,8 @@
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. conv2d's
- * dims: N C H W O Ho Wo k stride padding dilation groups.
+ * dims: N C H W O Ho Wo kh kw sh sw ph pw dilation groups (kernel, stride and
+ * padding, height then width).
  * batchnorm2d's rm and rv (running mean and variance) are state
  * (build_state): its training forward updates them through those input
  * slots; S = H W (1 for [N, C]); floats eps, momentum. */
@@ -180,6 +182,9 @@ const OpInfo *op_info(OpKind k);
  * deferred recompute, bout its outputs) counts the logits again only: the
  * dW product is the one the training forward then skips. */
 int64_t op_run_flops(const Graph *g, const Op *o, bool backward, const int *bout);
+/* conv2d's width side: kernel_w, stride_w or padding_w as written, else the height side's kernel, stride or
+ * padding (a square kernel) */
+static inline int64_t conv2d_w(const Attr *w, const Attr *h) { return w->s ? w->i : h->i; }
 /* A collective of a plan for N ranks (allreduce, reduce_scatter, all_gather). */
 static inline bool op_is_comm(OpKind k) { return k == OP_ALLREDUCE || k == OP_REDUCE_SCATTER || k == OP_ALL_GATHER; }
 /* The index of key in the op's attribute list, or -1. */

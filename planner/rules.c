@@ -130,6 +130,16 @@ static void scale_channels_build(BuildCtx *c) {
   build_data(c, 1, 1);
   build_output(c, 0, NULL, *x, DT_F32);
 }
+/* layer_scale: x [N, C, ...] times a learned weight [C] (ConvNeXt's [C, 1, 1] `gamma * x`): its own op, as the
+ * ops make memplan's parameters. Init 1 (the identity); an imported model brings torchvision's 1e-6. */
+static void layer_scale_build(BuildCtx *c) {
+  need_float(c, 0);
+  need_rank(c, 0, 2);
+  const Shape *x = in_shape(c, 0);
+  build_data(c, 0, 0);
+  build_param(c, 1, "weight", NULL, vec_shape(c, x->d[1], x->sym[1]), (Init){INIT_ONES, 0});
+  build_output(c, 0, NULL, *x, DT_F32);
+}
 static void unary_build(BuildCtx *c) {
   need_float(c, 0);
   build_data(c, 0, 0);
@@ -370,6 +380,12 @@ static void lce_build(BuildCtx *c) {
 
 /* ---- conv2d ---- */
 
+/* a (height, width) pair as "H" when square, else "HxW" */
+static const char *hw_str(BuildCtx *c, bool square, const int64_t *v) {
+  Arena *a = build_scratch(c);
+  return square ? ar_printf(a, "%lld", (long long)v[0]) : ar_printf(a, "%lldx%lld", (long long)v[0], (long long)v[1]);
+}
+
 static void conv2d_build(BuildCtx *c) {
   need_float(c, 0);
   const Tensor *xt = build_input(c, 0);
@@ -379,32 +395,41 @@ static void conv2d_build(BuildCtx *c) {
     build_error(c, NULL, "conv2d needs an input of shape (N, C, H, W); '%s' is %s %s", xt->name, shape_sym_str(tmp, x),
                 shape_val_str(tmp, x));
   }
-  int64_t C = x->d[1], H = x->d[2], W = x->d[3], O = attr_i(c, "out"), k = attr_i(c, "kernel");
-  int64_t s = attr_i(c, "stride"), pad = attr_i(c, "padding"), dil = attr_i(c, "dilation"), G = attr_i(c, "groups");
+  const Attr *kh = build_attr(c, "kernel"), *kw = build_attr(c, "kernel_w");
+  int64_t C = x->d[1], H = x->d[2], W = x->d[3], O = attr_i(c, "out"), dil = attr_i(c, "dilation");
+  int64_t G = attr_i(c, "groups"), k[2] = {kh->i, conv2d_w(kw, kh)};
+  int64_t s[2] = {attr_i(c, "stride"), conv2d_w(build_attr(c, "stride_w"), build_attr(c, "stride"))};
+  int64_t pad[2] = {attr_i(c, "padding"), conv2d_w(build_attr(c, "padding_w"), build_attr(c, "padding"))};
   if (C % G != 0 || O % G != 0)
     build_error(c, "groups", "groups = %lld must divide the input channels %lld and out = %lld", (long long)G,
                 (long long)C, (long long)O);
-  /* the kernel's reach and the padded input, in checked arithmetic (all are dims) */
-  int64_t reach, ph, pw;
-  bool ok = ck_mul(dil, k - 1, &reach) && ck_add(reach, 1, &reach) && ck_mul(2, pad, &ph) && ck_add(W, ph, &pw) &&
-            ck_add(H, ph, &ph);
-  if (!ok) build_error(c, "padding", "padding and dilation * (kernel - 1) must fit in 64 bits");
-  if (reach > ph || reach > pw)
-    build_error(c, "kernel",
-                "kernel %lld with dilation %lld spans %lld pixels, but input '%s' padded by %lld is %lldx%lld; use a "
+  /* per side (height, width): the kernel's reach and the padded input, in checked arithmetic (all are dims) */
+  int64_t reach[2], padded[2], in[2] = {H, W}, o[2];
+  for (int i = 0; i < 2; i++)
+    if (!(ck_mul(dil, k[i] - 1, &reach[i]) && ck_add(reach[i], 1, &reach[i]) && ck_mul(2, pad[i], &padded[i]) &&
+          ck_add(in[i], padded[i], &padded[i])))
+      build_error(c, i && build_attr(c, "padding_w")->s ? "padding_w" : "padding",
+                  "padding and dilation * (kernel - 1) must fit in 64 bits");
+  if (reach[0] > padded[0] || reach[1] > padded[1]) {
+    bool sq = k[0] == k[1] && pad[0] == pad[1];
+    build_error(c, reach[0] <= padded[0] && kw->s ? "kernel_w" : "kernel",
+                "kernel %s with dilation %lld spans %s pixels, but input '%s' padded by %s is %lldx%lld; use a "
                 "smaller kernel or dilation, or more padding",
-                (long long)k, (long long)dil, (long long)reach, xt->name, (long long)pad, (long long)ph, (long long)pw);
-  int64_t Ho = (ph - reach) / s + 1, Wo = (pw - reach) / s + 1;
-  double fan = (double)(C / G) * (double)k * (double)k; /* in double: the weight's size is checked when built */
-  bool same = s == 1 && reach == 2 * pad + 1;           /* Ho = H: the input's symbols carry over */
+                hw_str(c, sq, k), (long long)dil, hw_str(c, sq, reach), xt->name, hw_str(c, sq, pad),
+                (long long)padded[0], (long long)padded[1]);
+  }
+  for (int i = 0; i < 2; i++) o[i] = (padded[i] - reach[i]) / s[i] + 1;
+  double fan = (double)(C / G) * (double)k[0] * (double)k[1]; /* in double: the weight's size is checked when built */
   build_data(c, 0, 0);
-  int64_t wd[4] = {O, C / G, k, k};
-  const char *wsym[4] = {attr_sym(c, "out"), G == 1 ? x->sym[1] : NULL, attr_sym(c, "kernel"), attr_sym(c, "kernel")};
+  int64_t wd[4] = {O, C / G, k[0], k[1]};
+  const char *wsym[4] = {attr_sym(c, "out"), G == 1 ? x->sym[1] : NULL, kh->s, kw->s ? kw->s : kh->s};
   Init u = {INIT_UNIFORM, 1.0 / sqrt(fan)}; /* nn.Conv2d: weight and bias U(+-1/sqrt(fan_in)) */
   build_param(c, 1, "weight", NULL, build_shape(c, 4, wd, wsym), u);
   if (attr_i(c, "bias")) build_param(c, 2, "bias", NULL, vec_shape(c, O, attr_sym(c, "out")), u);
-  int64_t od[4] = {x->d[0], O, Ho, Wo};
-  const char *osym[4] = {x->sym[0], attr_sym(c, "out"), same ? x->sym[2] : NULL, same ? x->sym[3] : NULL};
+  int64_t od[4] = {x->d[0], O, o[0], o[1]};
+  const char *osym[4] = {x->sym[0], attr_sym(c, "out"), NULL, NULL};
+  for (int i = 0; i < 2; i++) /* Ho = H: the input's symbols carry over */
+    if (s[i] == 1 && reach[i] == 2 * pad[i] + 1) osym[2 + i] = x->sym[2 + i];
   build_output(c, 0, NULL, build_shape(c, 4, od, osym), DT_F32);
 }
 
@@ -632,7 +657,7 @@ static void need_nchw(BuildCtx *c) {
   }
 }
 
-/* floor((n + 2 p - k) / s) + 1, torch's output size; with ceil_mode (maxpool2d) the division rounds up, less
+/* floor((n + 2 p - k) / s) + 1, torch's output size; with ceil_mode the division rounds up, less
  * a last window that would start past the input and its left padding (torch's rule). The padded size must hold
  * one window. */
 static int64_t pool_out(BuildCtx *c, int64_t n, const char *axis, int64_t k, int64_t s, int64_t p, bool ceil) {
@@ -659,9 +684,8 @@ static void pool_build_mode(BuildCtx *c, bool ceil) {
   build_data(c, 0, 0);
   build_output(c, 0, NULL, build_shape(c, 4, d, sym), DT_F32);
 }
-static void maxpool_build(BuildCtx *c) { pool_build_mode(c, attr_i(c, "ceil_mode")); }
-/* avgpool2d has no ceil_mode: torch's divisor of a window past the padding is not k k */
-static void pool_build(BuildCtx *c) { pool_build_mode(c, false); }
+/* maxpool2d, avgpool2d (whose kernels divide a last window past the padded input by its pixels within it) */
+static void pool_build(BuildCtx *c) { pool_build_mode(c, attr_i(c, "ceil_mode")); }
 
 /* adaptive_avgpool2d: [N, C, H, W] -> [N, C, height, width], output i of a dim of n averaging the inputs
  * floor(i n / o) .. ceil((i + 1) n / o) - 1 (torch's adaptive windows: of uneven sizes when o does not divide n,
@@ -717,6 +741,7 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_ADD] = add_build,
     [OP_MUL] = add_build, /* same shapes, as add */
     [OP_SCALE_CHANNELS] = scale_channels_build,
+    [OP_LAYER_SCALE] = layer_scale_build,
     [OP_RELU] = unary_build,
     [OP_RELU6] = unary_build,
     [OP_SIGMOID] = unary_build,
@@ -743,7 +768,7 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_CONCAT] = concat_build,
     [OP_CLASS_TOKEN] = class_token_build,
     [OP_SELECT] = select_build,
-    [OP_MAXPOOL2D] = maxpool_build,
+    [OP_MAXPOOL2D] = pool_build,
     [OP_AVGPOOL2D] = pool_build,
     [OP_ADAPTIVE_AVGPOOL2D] = adaptive_pool_build,
     [OP_GLOBAL_AVGPOOL] = gap_build,

@@ -3,61 +3,61 @@
 
 // ----------------------------------------------------------------------------
 // conv2d: the batch one sample at a time; a sample's im2col matrix
-// col[C k k, Ho Wo] goes into the plan's scratch (row (c, ki, kj) holds the
+// col[C kh kw, Ho Wo] goes into the plan's scratch (row (c, ki, kj) holds the
 // input pixels that kernel tap meets at every output position, 0 in the
 // padding), and each group is one product with its slice of the weights,
 // split over the pool. A 1x1 kernel at stride 1 without padding is a
 // product with x itself.
 
 typedef struct {
-  float *col, *img; /* col2im: img (+)= col */
-  const float *x;   /* im2col: one sample [C, H, W] */
-  int64_t C, H, W, Ho, Wo, k, s, p, d;
+  float *col, *img;                                   /* col2im: img (+)= col */
+  const float *x;                                     /* im2col: one sample [C, H, W] */
+  int64_t C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, d; /* kernel, stride, padding: height and width */
   int acc;
 } ConvCol;
 
 /* rows [lo, hi) of col */
 static void im2col_task(const void *ctx, int64_t lo, int64_t hi) {
   const ConvCol *c = ctx;
-  int64_t kk = c->k * c->k, P = c->Ho * c->Wo;
+  int64_t kk = c->kh * c->kw, P = c->Ho * c->Wo;
   for (int64_t r = lo; r < hi; r++) {
-    int64_t ch = r / kk, ki = r / c->k % c->k, kj = r % c->k;
+    int64_t ch = r / kk, ki = r / c->kw % c->kh, kj = r % c->kw;
     const float *src = c->x + ch * c->H * c->W;
     float *dst = c->col + r * P;
     for (int64_t oh = 0; oh < c->Ho; oh++, dst += c->Wo) {
-      int64_t ih = oh * c->s - c->p + ki * c->d;
+      int64_t ih = oh * c->sh - c->ph + ki * c->d;
       if (ih < 0 || ih >= c->H) {
         memset(dst, 0, (size_t)c->Wo * sizeof(float));
         continue;
       }
       const float *row = src + ih * c->W;
-      int64_t iw0 = kj * c->d - c->p;
+      int64_t iw0 = kj * c->d - c->pw;
       for (int64_t ow = 0; ow < c->Wo; ow++) {
-        int64_t iw = iw0 + ow * c->s;
+        int64_t iw = iw0 + ow * c->sw;
         dst[ow] = iw >= 0 && iw < c->W ? row[iw] : 0.0f;
       }
     }
   }
 }
 
-/* channels [lo, hi) of img: each owns its k k rows of col, so no two tasks
+/* channels [lo, hi) of img: each owns its kh kw rows of col, so no two tasks
  * add into one pixel, and the order of the sums is fixed */
 static void col2im_task(const void *ctx, int64_t lo, int64_t hi) {
   const ConvCol *c = ctx;
-  int64_t kk = c->k * c->k, P = c->Ho * c->Wo;
+  int64_t kk = c->kh * c->kw, P = c->Ho * c->Wo;
   for (int64_t ch = lo; ch < hi; ch++) {
     float *img = c->img + ch * c->H * c->W;
     if (!c->acc) memset(img, 0, (size_t)(c->H * c->W) * sizeof(float));
     for (int64_t t = 0; t < kk; t++) {
-      int64_t ki = t / c->k, kj = t % c->k;
+      int64_t ki = t / c->kw, kj = t % c->kw;
       const float *src = c->col + (ch * kk + t) * P;
       for (int64_t oh = 0; oh < c->Ho; oh++, src += c->Wo) {
-        int64_t ih = oh * c->s - c->p + ki * c->d;
+        int64_t ih = oh * c->sh - c->ph + ki * c->d;
         if (ih < 0 || ih >= c->H) continue;
         float *row = img + ih * c->W;
-        int64_t iw0 = kj * c->d - c->p;
+        int64_t iw0 = kj * c->d - c->pw;
         for (int64_t ow = 0; ow < c->Wo; ow++) {
-          int64_t iw = iw0 + ow * c->s;
+          int64_t iw = iw0 + ow * c->sw;
           if (iw >= 0 && iw < c->W) row[iw] += src[ow];
         }
       }
@@ -93,12 +93,14 @@ static void gemm_groups(int ta, int tb, int64_t G, int64_t m, int64_t n, int64_t
   rt_par(group_gemm_task, &q, G, rt_chunks(G * m * n * k >= RT_GEMM_PAR_MIN));
 }
 
-static int conv_direct(int64_t k, int64_t s, int64_t p) { return k == 1 && s == 1 && p == 0; }
+/* A 1x1 kernel at stride 1 without padding: x is its own im2col */
+static int conv_direct(const ConvCol *c) {
+  return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0;
+}
 
-static void conv_im2col(float *col, const float *x, int64_t C, int64_t H, int64_t W, int64_t Ho, int64_t Wo, int64_t k,
-                        int64_t s, int64_t p, int64_t d) {
-  ConvCol c = {.col = col, .x = x, .C = C, .H = H, .W = W, .Ho = Ho, .Wo = Wo, .k = k, .s = s, .p = p, .d = d};
-  rt_par(im2col_task, &c, C * k * k, rt_chunks(C * k * k * Ho * Wo >= RT_PAR_MIN));
+static void conv_im2col(ConvCol c, float *col, const float *x) {
+  c.col = col, c.x = x;
+  rt_par(im2col_task, &c, c.C * c.kh * c.kw, rt_chunks(c.C * c.kh * c.kw * c.Ho * c.Wo >= RT_PAR_MIN));
 }
 
 /* out[o, :] = b[o] for one sample's O rows of P */
@@ -115,15 +117,17 @@ static void bias_rows_task(const void *ctx, int64_t lo, int64_t hi) {
 }
 
 void rt_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N, int64_t C,
-                       int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p,
-                       int64_t d, int64_t G) {
-  int64_t P = Ho * Wo, Cg = C / G, Og = O / G, K = Cg * k * k;
-  int direct = conv_direct(k, s, p);
+                       int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh,
+                       int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
+  int64_t P = Ho * Wo, Cg = C / G, Og = O / G, K = Cg * kh * kw;
+  ConvCol cv = {
+      .C = C, .H = H, .W = Wd, .Ho = Ho, .Wo = Wo, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .d = d};
+  int direct = conv_direct(&cv);
   RT_CHECK(direct || scratch, "conv2d: no scratch buffer for an im2col");
   for (int64_t n = 0; n < N; n++) {
     const float *xs = x + n * C * H * Wd;
     float *os = out + n * O * P;
-    if (!direct) conv_im2col(scratch, xs, C, H, Wd, Ho, Wo, k, s, p, d);
+    if (!direct) conv_im2col(cv, scratch, xs);
     if (b) rt_par(bias_rows_task, &(BiasRows){os, b, P}, O, rt_chunks(O * P >= RT_PAR_MIN));
     gemm_groups(0, 0, G, Og, P, K, W, Og * K, direct ? xs : scratch, K * P, os, Og * P, b != NULL);
   }
@@ -151,16 +155,19 @@ static void conv_db_task(const void *ctx, int64_t lo, int64_t hi) {
 
 void rt_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
                         float *scratch, int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo,
-                        int64_t k, int64_t s, int64_t p, int64_t d, int64_t G, int acc_dx, int acc_dW, int acc_db) {
-  int64_t P = Ho * Wo, Cg = C / G, Og = O / G, K = Cg * k * k;
-  int direct = conv_direct(k, s, p);
+                        int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G,
+                        int acc_dx, int acc_dW, int acc_db) {
+  int64_t P = Ho * Wo, Cg = C / G, Og = O / G, K = Cg * kh * kw;
+  ConvCol cv = {
+      .C = C, .H = H, .W = Wd, .Ho = Ho, .Wo = Wo, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .d = d};
+  int direct = conv_direct(&cv);
   RT_CHECK(direct || scratch || (!dx && !dW), "conv2d: no scratch buffer for an im2col");
   if (db) rt_par(conv_db_task, &(ConvBias){db, dout, N, O, P, acc_db}, O, rt_chunks(N * O * P >= RT_PAR_MIN));
   for (int64_t n = 0; n < N; n++) {
     const float *xs = x + n * C * H * Wd, *ds = dout + n * O * P;
     float *dxs = dx ? dx + n * C * H * Wd : NULL;
     if (dW) { // dW_g (+)= dout_g [Og, P] @ col_g^T [P, K], summed over the samples
-      if (!direct) conv_im2col(scratch, xs, C, H, Wd, Ho, Wo, k, s, p, d);
+      if (!direct) conv_im2col(cv, scratch, xs);
       gemm_groups(0, 1, G, Og, K, P, ds, Og * P, direct ? xs : scratch, K * P, dW, Og * K, acc_dW || n > 0);
     }
     if (!dx) continue;
@@ -169,19 +176,9 @@ void rt_conv2d_backward(float *dx, float *dW, float *db, const float *dout, cons
       continue;
     }
     gemm_groups(1, 0, G, K, P, Og, W, Og * K, ds, Og * P, scratch, K * P, 0);
-    ConvCol c = {.col = scratch,
-                 .img = dxs,
-                 .C = C,
-                 .H = H,
-                 .W = Wd,
-                 .Ho = Ho,
-                 .Wo = Wo,
-                 .k = k,
-                 .s = s,
-                 .p = p,
-                 .d = d,
-                 .acc = acc_dx};
-    rt_par(col2im_task, &c, C, rt_chunks(C * k * k * P >= RT_PAR_MIN));
+    ConvCol c = cv;
+    c.col = scratch, c.img = dxs, c.acc = acc_dx;
+    rt_par(col2im_task, &c, C, rt_chunks(C * kh * kw * P >= RT_PAR_MIN));
   }
 }
 
@@ -237,9 +234,14 @@ static void maxpool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
+/* torch's divisor (count_include_pad): the window's pixels within the padded input, k k but for a last
+ * window past it (ceil_mode) */
+static inline int64_t avg_div(int64_t h0, int64_t w0, int64_t k, int64_t H, int64_t W, int64_t p) {
+  return ((h0 + k < H + p ? h0 + k : H + p) - h0) * ((w0 + k < W + p ? w0 + k : W + p) - w0);
+}
+
 static void avgpool_task(const void *ctx, int64_t lo, int64_t hi) {
   const PoolTask *c = ctx;
-  double div = (double)(c->k * c->k);
   for (int64_t pl = lo; pl < hi; pl++) {
     const float *x = c->x + pl * c->H * c->W;
     float *out = c->out + pl * c->Ho * c->Wo;
@@ -249,14 +251,13 @@ static void avgpool_task(const void *ctx, int64_t lo, int64_t hi) {
         double sum = 0.0;
         for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + c->k && h < c->H; h++)
           for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + c->k && w < c->W; w++) sum += x[h * c->W + w];
-        out[ho * c->Wo + wo] = (float)(sum / div);
+        out[ho * c->Wo + wo] = (float)(sum / (double)avg_div(h0, w0, c->k, c->H, c->W, c->p));
       }
   }
 }
 
 static void avgpool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   const PoolTask *c = ctx;
-  float div = (float)(c->k * c->k);
   for (int64_t pl = lo; pl < hi; pl++) {
     const float *dout = c->dout + pl * c->Ho * c->Wo;
     float *dx = c->out + pl * c->H * c->W;
@@ -264,7 +265,7 @@ static void avgpool_backward_task(const void *ctx, int64_t lo, int64_t hi) {
     for (int64_t ho = 0; ho < c->Ho; ho++)
       for (int64_t wo = 0; wo < c->Wo; wo++) {
         int64_t h0 = ho * c->s - c->p, w0 = wo * c->s - c->p;
-        float g = dout[ho * c->Wo + wo] / div;
+        float g = dout[ho * c->Wo + wo] / (float)avg_div(h0, w0, c->k, c->H, c->W, c->p);
         for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + c->k && h < c->H; h++)
           for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + c->k && w < c->W; w++) dx[h * c->W + w] += g;
       }

@@ -1,4 +1,4 @@
-/* cpu_elementwise.c: the CPU backend's element-wise ops and activations, scale_channels (cpu_internal.h). */
+/* cpu_elementwise.c: the CPU backend's element-wise ops, activations, scale_channels, layer_scale (cpu_internal.h). */
 #include "cpu_internal.h"
 
 // ----------------------------------------------------------------------------
@@ -370,4 +370,54 @@ void rt_scale_channels_backward(float *dx, float *ds, const float *dout, const f
   if (!dx && !ds) return;
   RtArgs a = {.o = {dx, ds}, .i = {dout, x, s}, .d = {S}, .acc = {acc_dx, acc_ds}};
   rt_par(scale_channels_backward_task, &a, NC, rt_chunks(NC * S >= RT_PAR_MIN));
+}
+
+// ----------------------------------------------------------------------------
+// layer_scale: planes of S elements, plane (n, c) times w[c]; the forward parallel over planes, the backward over
+// channels (dw[c] sums the channel's planes of every sample)
+
+static void layer_scale_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *a = ctx;
+  int64_t C = a->d[0], S = a->d[1];
+  for (int64_t p = lo; p < hi; p++) {
+    float f = a->i[1][p % C], *out = a->o[0] + p * S;
+    const float *x = a->i[0] + p * S;
+    for (int64_t j = 0; j < S; j++) out[j] = x[j] * f;
+  }
+}
+
+void rt_layer_scale_forward(float *out, const float *x, const float *w, int64_t N, int64_t C, int64_t S) {
+  RtArgs a = {.o = {out}, .i = {x, w}, .d = {C, S}};
+  rt_par(layer_scale_task, &a, N * C, rt_chunks(N * C * S >= RT_PAR_MIN));
+}
+
+/* Per channel: dw first (a double sum over its planes), then dx, which may overwrite dout. */
+static void layer_scale_backward_task(const void *ctx, int64_t lo, int64_t hi) {
+  const RtArgs *a = ctx;
+  int64_t N = a->d[0], C = a->d[1], S = a->d[2];
+  float *dx = a->o[0], *dw = a->o[1];
+  const float *dout = a->i[0], *x = a->i[1], *w = a->i[2];
+  for (int64_t c = lo; c < hi; c++) {
+    if (dw) {
+      double sum = 0.0;
+      for (int64_t n = 0; n < N; n++) {
+        const float *g = dout + (n * C + c) * S, *xp = x + (n * C + c) * S;
+        for (int64_t j = 0; j < S; j++) sum += (double)g[j] * xp[j];
+      }
+      dw[c] = a->acc[1] ? dw[c] + (float)sum : (float)sum;
+    }
+    if (dx)
+      for (int64_t n = 0; n < N; n++) {
+        const float *g = dout + (n * C + c) * S;
+        float f = w[c], *d = dx + (n * C + c) * S;
+        for (int64_t j = 0; j < S; j++) d[j] = a->acc[0] ? d[j] + g[j] * f : g[j] * f;
+      }
+  }
+}
+
+void rt_layer_scale_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, int64_t N,
+                             int64_t C, int64_t S, int acc_dx, int acc_dw) {
+  if (!dx && !dw) return;
+  RtArgs a = {.o = {dx, dw}, .i = {dout, x, w}, .d = {N, C, S}, .acc = {acc_dx, acc_dw}};
+  rt_par(layer_scale_backward_task, &a, C, rt_chunks(N * C * S >= RT_PAR_MIN));
 }

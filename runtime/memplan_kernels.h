@@ -95,6 +95,15 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
     (float *dx, float *ds, const float *dout, const float *x, const float *s, int64_t NC, int64_t S, int acc_dx,       \
      int acc_ds))                                                                                                      \
                                                                                                                        \
+  /* layer_scale (ConvNeXt's): out[n, c, i] = x[n, c, i] * w[c] over N samples of C planes of S elements.              \
+   * alias-safe (out, x). */                                                                                           \
+  X(void, layer_scale_forward, (float *out, const float *x, const float *w, int64_t N, int64_t C, int64_t S))          \
+  /* dx (+)= dout * w[c]; dw[c] (+)= sum_n,i dout[n, c, i] x[n, c, i], a channel's dw before its dx. alias-safe        \
+   * (dx, dout) when acc_dx = 0. */                                                                                    \
+  X(void, layer_scale_backward,                                                                                        \
+    (float *dx, float *dw, const float *dout, const float *x, const float *w, int64_t N, int64_t C, int64_t S,         \
+     int acc_dx, int acc_dw))                                                                                          \
+                                                                                                                       \
   /* relu: out = max(x, 0). alias-safe (out, x). */                                                                    \
   X(void, relu_forward, (float *out, const float *x, int64_t n))                                                       \
   /* dx (+)= dout * (out > 0); uses the output. alias-safe (dx, dout). */                                              \
@@ -247,19 +256,20 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
     (float *dx, float *dW, float *db, const float *sdx, const float *sdW, const float *sdb, float *scratch, int64_t N, \
      int64_t V, int64_t K, int64_t R, float scale, int acc_dx, int acc_dW, int acc_db))                                \
                                                                                                                        \
-  /* conv2d (nn.Conv2d, square kernel k): x[N,C,H,W], W[O,C/G,k,k], b[O] (may be NULL)                                 \
-   * -> out[N,O,Ho,Wo]; stride s, zero padding p, dilation d, G groups (G divides C and O;                             \
-   * G = C is depthwise). scratch: the plan's op-local buffer of C*k*k*Ho*Wo floats (one                               \
-   * sample's im2col matrix), NULL for k = 1, s = 1, p = 0, which reads x directly. */                                 \
+  /* conv2d (nn.Conv2d): x[N,C,H,W], W[O,C/G,kh,kw], b[O] (may be NULL) -> out[N,O,Ho,Wo]; stride sh, sw,              \
+   * zero padding ph, pw (height, width), dilation d, G groups (G divides C and O; G = C is depthwise).                \
+   * scratch: the plan's op-local buffer of C*kh*kw*Ho*Wo floats (one sample's im2col matrix), NULL for                \
+   * a 1x1 kernel at stride 1 without padding, which reads x directly. */                                              \
   X(void, conv2d_forward,                                                                                              \
     (float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N, int64_t C, int64_t H,      \
-     int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t d, int64_t G))            \
+     int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,        \
+     int64_t pw, int64_t d, int64_t G))                                                                                \
   /* dx (+)= col2im(W^T dout); dW (+)= dout im2col(x)^T; db (+)= sum over N, Ho, Wo of dout.                           \
    * Each gradient may be NULL. scratch as forward (im2col of x, then the columns of dx). */                           \
   X(void, conv2d_backward,                                                                                             \
     (float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, float *scratch, int64_t N,    \
-     int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t d,  \
-     int64_t G, int acc_dx, int acc_dW, int acc_db))                                                                   \
+     int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh,          \
+     int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G, int acc_dx, int acc_dW, int acc_db))                    \
                                                                                                                        \
   /* batchnorm2d over x[N,C,S] (S = H*W; 1 for [N,C]), statistics per channel c over                                   \
    * its M = N*S values: out = (x - m) * r * w[c] + b[c] with r = 1 / sqrt(v + eps).                                   \

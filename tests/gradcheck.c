@@ -109,7 +109,7 @@ struct Case {
   float amp[MAXIN];    /* inputs drawn in [-amp, amp); 0 means 1 */
   float away;          /* inputs drawn with |x| >= away (keeps relu off its kink) */
   int64_t out_n;       /* output elements */
-  int64_t d[12];       /* op dims, in the header's order */
+  int64_t d[16];       /* op dims, in the header's order */
   float f;             /* the op's float attribute (layernorm's and rmsnorm's eps, rope's theta) */
   float rs[4];         /* rope's Llama 3 scaling: factor (0: none), low, high, original max positions */
   const int32_t *ids;  /* tokens or targets */
@@ -359,6 +359,17 @@ static void fwd_scale_channels(float *out, float *const *in, const Case *c) {
 }
 static void bwd_scale_channels(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   rt_scale_channels_backward(din[0], din[1], dout, in[0], in[1], c->d[0], c->d[1], acc, acc);
+}
+
+/* d = N, C, S: x [N, C, S], w [C] */
+static void ref_layer_scale(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0] * c->d[1] * c->d[2]; i++) out[i] = in[0][i] * in[1][i / c->d[2] % c->d[1]];
+}
+static void fwd_layer_scale(float *out, float *const *in, const Case *c) {
+  rt_layer_scale_forward(out, in[0], in[1], c->d[0], c->d[1], c->d[2]);
+}
+static void bwd_layer_scale(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_layer_scale_backward(din[0], din[1], dout, in[0], in[1], c->d[0], c->d[1], c->d[2], acc, acc);
 }
 
 /* d = n, approximate (1 tanh, 0 exact erf). */
@@ -630,19 +641,21 @@ static void bwd_mse(float *const *din, const float *dout, float *const *in, cons
 }
 
 // ----------------------------------------------------------------------------
-// conv2d (x W [b]); d = N C H W O Ho Wo k stride padding dilation groups; nin 2 is bias: false
+// conv2d (x W [b]); d = N C H W O Ho Wo kh kw sh sw ph pw dilation groups (kernel, stride, padding: height then
+// width); nin 2 is bias: false
 
 static int64_t conv_scratch_n(const int64_t *d) {
-  return d[7] == 1 && d[8] == 1 && d[9] == 0 ? 0 : d[1] * d[7] * d[7] * d[5] * d[6];
+  int direct = d[7] == 1 && d[8] == 1 && d[9] == 1 && d[10] == 1 && d[11] == 0 && d[12] == 0;
+  return direct ? 0 : d[1] * d[7] * d[8] * d[5] * d[6];
 }
 /* The input pixel kernel tap (ki, kj) meets at output (oh, ow), or -1 in the padding. */
 static int64_t conv_src(const int64_t *d, int64_t oh, int64_t ow, int64_t ki, int64_t kj) {
-  int64_t ih = oh * d[8] - d[9] + ki * d[10], iw = ow * d[8] - d[9] + kj * d[10];
+  int64_t ih = oh * d[9] - d[11] + ki * d[13], iw = ow * d[10] - d[12] + kj * d[13];
   return ih < 0 || ih >= d[2] || iw < 0 || iw >= d[3] ? -1 : ih * d[3] + iw;
 }
 static void ref_conv2d(double *out, double *const *in, const Case *c) {
   const int64_t *d = c->d;
-  int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], Ho = d[5], Wo = d[6], k = d[7], G = d[11];
+  int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], Ho = d[5], Wo = d[6], kh = d[7], kw = d[8], G = d[14];
   int64_t Cg = C / G, Og = O / G;
   for (int64_t n = 0; n < N; n++)
     for (int64_t o = 0; o < O; o++)
@@ -650,10 +663,10 @@ static void ref_conv2d(double *out, double *const *in, const Case *c) {
         for (int64_t ow = 0; ow < Wo; ow++) {
           double s = c->nin > 2 ? in[2][o] : 0.0;
           for (int64_t ci = 0; ci < Cg; ci++)
-            for (int64_t ki = 0; ki < k; ki++)
-              for (int64_t kj = 0; kj < k; kj++) {
+            for (int64_t ki = 0; ki < kh; ki++)
+              for (int64_t kj = 0; kj < kw; kj++) {
                 int64_t src = conv_src(d, oh, ow, ki, kj), ch = o / Og * Cg + ci;
-                if (src >= 0) s += in[0][(n * C + ch) * H * W + src] * in[1][((o * Cg + ci) * k + ki) * k + kj];
+                if (src >= 0) s += in[0][(n * C + ch) * H * W + src] * in[1][((o * Cg + ci) * kh + ki) * kw + kj];
               }
           out[((n * O + o) * Ho + oh) * Wo + ow] = s;
         }
@@ -670,28 +683,33 @@ static void fwd_conv2d(float *out, float *const *in, const Case *c) {
   const int64_t *d = c->d;
   float *s = conv_scratch(c);
   rt_conv2d_forward(out, in[0], in[1], c->nin > 2 ? in[2] : NULL, s, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7],
-                    d[8], d[9], d[10], d[11]);
+                    d[8], d[9], d[10], d[11], d[12], d[13], d[14]);
   free(s);
 }
 static void bwd_conv2d(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   const int64_t *d = c->d;
   float *s = conv_scratch(c);
   rt_conv2d_backward(din[0], din[1], c->nin > 2 ? din[2] : NULL, dout, in[0], in[1], s, d[0], d[1], d[2], d[3], d[4],
-                     d[5], d[6], d[7], d[8], d[9], d[10], d[11], acc, acc, acc);
+                     d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14], acc, acc, acc);
   free(s);
 }
-static void case_conv2d(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s,
-                        int64_t p, int64_t dil, int64_t G, int bias) {
-  int64_t reach = dil * (k - 1) + 1, Ho = (H + 2 * p - reach) / s + 1, Wo = (W + 2 * p - reach) / s + 1;
+/* k, s, p: {height, width} */
+static void case_conv2d_hw(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, const int64_t *k,
+                           const int64_t *s, const int64_t *p, int64_t dil, int64_t G, int bias) {
+  int64_t Ho = (H + 2 * p[0] - dil * (k[0] - 1) - 1) / s[0] + 1, Wo = (W + 2 * p[1] - dil * (k[1] - 1) - 1) / s[1] + 1;
   Case c = {.name = name,
             .nin = bias ? 3 : 2,
-            .in_n = {N * C * H * W, O * (C / G) * k * k, O},
+            .in_n = {N * C * H * W, O * (C / G) * k[0] * k[1], O},
             .out_n = N * O * Ho * Wo,
-            .d = {N, C, H, W, O, Ho, Wo, k, s, p, dil, G},
+            .d = {N, C, H, W, O, Ho, Wo, k[0], k[1], s[0], s[1], p[0], p[1], dil, G},
             .ref = ref_conv2d,
             .fwd = fwd_conv2d,
             .bwd = bwd_conv2d};
   run_case(&c);
+}
+static void case_conv2d(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s,
+                        int64_t p, int64_t dil, int64_t G, int bias) {
+  case_conv2d_hw(name, N, C, H, W, O, (int64_t[]){k, k}, (int64_t[]){s, s}, (int64_t[]){p, p}, dil, G, bias);
 }
 
 /* Layers big enough for the parallel paths (im2col and col2im over the
@@ -699,8 +717,8 @@ static void case_conv2d(const char *name, int64_t N, int64_t C, int64_t H, int64
  * differences: forward and the analytic gradients in double, acc = 1 onto
  * random contents. */
 static void values_conv2d_case(const char *name, const int64_t *d) {
-  int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], Ho = d[5], Wo = d[6], k = d[7], G = d[11];
-  int64_t Cg = C / G, Og = O / G, nx = N * C * H * W, nw = O * Cg * k * k, ny = N * O * Ho * Wo;
+  int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], Ho = d[5], Wo = d[6], kh = d[7], kw = d[8], G = d[14];
+  int64_t Cg = C / G, Og = O / G, nx = N * C * H * W, nw = O * Cg * kh * kw, ny = N * O * Ho * Wo;
   float *x = NEW(float, nx), *w = NEW(float, nw), *b = NEW(float, O), *dy = NEW(float, ny), *y = NEW(float, ny);
   float *dx = NEW(float, nx), *dw = NEW(float, nw), *db = NEW(float, O);
   double *ry = NEW(double, ny), *rdx = NEW(double, nx), *rdw = NEW(double, nw), *rdb = NEW(double, O);
@@ -717,9 +735,9 @@ static void values_conv2d_case(const char *name, const int64_t *d) {
           double s = b[o], g = dy[yi];
           rdb[o] += g;
           for (int64_t ci = 0; ci < Cg; ci++)
-            for (int64_t ki = 0; ki < k; ki++)
-              for (int64_t kj = 0; kj < k; kj++) {
-                int64_t src = conv_src(d, oh, ow, ki, kj), wi = ((o * Cg + ci) * k + ki) * k + kj;
+            for (int64_t ki = 0; ki < kh; ki++)
+              for (int64_t kj = 0; kj < kw; kj++) {
+                int64_t src = conv_src(d, oh, ow, ki, kj), wi = ((o * Cg + ci) * kh + ki) * kw + kj;
                 if (src < 0) continue;
                 int64_t xi = (n * C + o / Og * Cg + ci) * H * W + src;
                 s += (double)x[xi] * w[wi];
@@ -731,10 +749,11 @@ static void values_conv2d_case(const char *name, const int64_t *d) {
   float *scr = NEW(float, conv_scratch_n(d) + 1);
   fill(scr, conv_scratch_n(d) + 1, NAN);
   char what[96];
-  rt_conv2d_forward(y, x, w, b, scr, N, C, H, W, O, Ho, Wo, k, d[8], d[9], d[10], G);
+  rt_conv2d_forward(y, x, w, b, scr, N, C, H, W, O, Ho, Wo, kh, kw, d[9], d[10], d[11], d[12], d[13], G);
   snprintf(what, sizeof what, "%s forward", name);
   check(what, y, ry, ny, TOL);
-  rt_conv2d_backward(dx, dw, db, dy, x, w, scr, N, C, H, W, O, Ho, Wo, k, d[8], d[9], d[10], G, 1, 1, 1);
+  rt_conv2d_backward(dx, dw, db, dy, x, w, scr, N, C, H, W, O, Ho, Wo, kh, kw, d[9], d[10], d[11], d[12], d[13], G, 1,
+                     1, 1);
   snprintf(what, sizeof what, "%s dx acc=1", name);
   check(what, dx, rdx, nx, TOL);
   snprintf(what, sizeof what, "%s dW acc=1", name);
@@ -746,9 +765,12 @@ static void values_conv2d_case(const char *name, const int64_t *d) {
 }
 
 static void values_conv2d(void) {
-  values_conv2d_case("conv2d 16x16 3x3 C8 O16 (parallel)", (int64_t[]){2, 8, 16, 16, 16, 16, 16, 3, 1, 1, 1, 1});
+  values_conv2d_case("conv2d 16x16 3x3 C8 O16 (parallel)",
+                     (int64_t[]){2, 8, 16, 16, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1});
   values_conv2d_case("conv2d depthwise C32 32x32 (groups per task)",
-                     (int64_t[]){2, 32, 32, 32, 32, 32, 32, 3, 1, 1, 1, 32});
+                     (int64_t[]){2, 32, 32, 32, 32, 32, 32, 3, 3, 1, 1, 1, 1, 1, 32});
+  values_conv2d_case("conv2d 16x16 1x7 C8 O16 (inception_v3's, parallel)",
+                     (int64_t[]){2, 8, 16, 16, 16, 16, 16, 1, 7, 1, 1, 0, 3, 1, 1});
 }
 
 // ----------------------------------------------------------------------------
@@ -879,7 +901,8 @@ static void bwd_maxpool(float *const *din, const float *dout, float *const *in, 
   const int64_t *d = c->d;
   rt_maxpool2d_backward(din[0], dout, in[0], d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], acc);
 }
-/* zero padding counted in the divisor k k (count_include_pad) */
+/* zero padding counted in the divisor (count_include_pad): k k, but for a window past the padded input (ceil_mode)
+ * its pixels within it */
 static void ref_avgpool(double *out, double *const *in, const Case *c) {
   const int64_t *d = c->d;
   int64_t H = d[2], W = d[3], Ho = d[4], Wo = d[5], k = d[6], s = d[7], p = d[8];
@@ -889,7 +912,9 @@ static void ref_avgpool(double *out, double *const *in, const Case *c) {
       for (int64_t h = i / Wo * s - p; h < i / Wo * s - p + k; h++)
         for (int64_t w = i % Wo * s - p; w < i % Wo * s - p + k; w++)
           if (h >= 0 && h < H && w >= 0 && w < W) sum += in[0][pl * H * W + h * W + w];
-      out[pl * Ho * Wo + i] = sum / (double)(k * k);
+      int64_t h0 = i / Wo * s - p, w0 = i % Wo * s - p;
+      int64_t div = ((h0 + k < H + p ? h0 + k : H + p) - h0) * ((w0 + k < W + p ? w0 + k : W + p) - w0);
+      out[pl * Ho * Wo + i] = sum / (double)div;
     }
 }
 static void fwd_avgpool(float *out, float *const *in, const Case *c) {
@@ -927,6 +952,24 @@ static void case_avgpool(const char *name, int64_t N, int64_t C, int64_t H, int6
             .fwd = fwd_avgpool,
             .bwd = bwd_avgpool};
   c.out_n = N * C * c.d[4] * c.d[5];
+  run_case(&c);
+}
+/* ceil_mode: torch's output size (rounded up, less a last window starting past the input and its left padding) */
+static void case_avgpool_ceil(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                              int64_t p) {
+  int64_t o[2], n[2] = {H, W};
+  for (int i = 0; i < 2; i++) {
+    o[i] = (n[i] + 2 * p - k + s - 1) / s + 1;
+    if ((o[i] - 1) * s >= n[i] + p) o[i]--;
+  }
+  Case c = {.name = name,
+            .nin = 1,
+            .in_n = {N * C * H * W},
+            .out_n = N * C * o[0] * o[1],
+            .d = {N, C, H, W, o[0], o[1], k, s, p},
+            .ref = ref_avgpool,
+            .fwd = fwd_avgpool,
+            .bwd = bwd_avgpool};
   run_case(&c);
 }
 
@@ -1230,6 +1273,17 @@ static void gradchecks(void) {
                    .ref = ref_scale_channels,
                    .fwd = fwd_scale_channels,
                    .bwd = bwd_scale_channels});
+  // 2 samples of 3 channels of 4: dw sums over both samples. Planted once: dw summing sample 0 alone printed
+  // "FAIL layer_scale d1 acc=0 max rel err 1.33e+00".
+  run_case(&(Case){.name = "layer_scale",
+                   .nin = 2,
+                   .in_n = {24, 3},
+                   .amp = {2.0f, 2.0f},
+                   .out_n = 24,
+                   .d = {2, 3, 4},
+                   .ref = ref_layer_scale,
+                   .fwd = fwd_layer_scale,
+                   .bwd = bwd_layer_scale});
   run_case(&(Case){.name = "gelu",
                    .nin = 1,
                    .in_n = {40},
@@ -1536,6 +1590,17 @@ static void gradchecks(void) {
   case_conv2d("conv2d 1x1 (no scratch)", 2, 4, 3, 5, 3, 1, 1, 0, 1, 1, 1);
   case_conv2d("conv2d 1x1 groups 2 (no scratch)", 2, 4, 3, 5, 6, 1, 1, 0, 1, 2, 0);
   case_conv2d("conv2d 1x1 stride 2 (im2col)", 2, 3, 5, 5, 2, 1, 2, 0, 1, 1, 1);
+  /* non-square (inception_v3's 1x7 and 7x1 with padding (0, 3) and (3, 0)): kernel, stride, padding {h, w}.
+   * Planted once: im2col's row taking ki = r / kh % kh (the square formula with kh) printed "FAIL conv2d 3x1 pad
+   * (1, 0), no bias forward max rel err 3.57e+01" */
+  case_conv2d_hw("conv2d 1x3 pad (0, 1)", 2, 2, 4, 5, 3, (int64_t[]){1, 3}, (int64_t[]){1, 1}, (int64_t[]){0, 1}, 1, 1,
+                 1);
+  case_conv2d_hw("conv2d 3x1 pad (1, 0), no bias", 2, 2, 5, 4, 3, (int64_t[]){3, 1}, (int64_t[]){1, 1},
+                 (int64_t[]){1, 0}, 1, 1, 0);
+  case_conv2d_hw("conv2d 2x3 stride (2, 1) pad (1, 0) dilation 2", 1, 2, 7, 6, 2, (int64_t[]){2, 3}, (int64_t[]){2, 1},
+                 (int64_t[]){1, 0}, 2, 1, 1);
+  case_conv2d_hw("conv2d 1x1 stride (1, 2) (im2col)", 2, 2, 3, 5, 2, (int64_t[]){1, 1}, (int64_t[]){1, 2},
+                 (int64_t[]){0, 0}, 1, 1, 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -1754,6 +1819,10 @@ static void alias_shape(void) {
   case_maxpool("maxpool2d (8x8, k2)", 2, 2, 8, 8, 2, 2, 0);
   case_avgpool("avgpool2d (9x7, k3 s2 p1)", 2, 3, 9, 7, 3, 2, 1); /* padding counted in the divisor */
   case_avgpool("avgpool2d (6x5, k4 s1 p2)", 1, 2, 6, 5, 4, 1, 2);
+  /* ceil_mode: last windows past the padded input, divided by their pixels within it. Planted once in cpu_conv.c:
+   * the divisor k k printed "FAIL avgpool2d ceil_mode (6x5, k3 s2) forward max rel err 3.33e-01" */
+  case_avgpool_ceil("avgpool2d ceil_mode (6x5, k3 s2)", 2, 3, 6, 5, 3, 2, 0);
+  case_avgpool_ceil("avgpool2d ceil_mode (5x7, k2 s3 p1)", 1, 2, 5, 7, 2, 3, 1);
   /* ceil_mode's sizes: 6x5 by k3 s2 to 3x2 (floor: 2x2), the last windows past the input's end */
   Case mc = {.name = "maxpool2d (6x5, k3 s2, ceil_mode)",
              .nin = 1,

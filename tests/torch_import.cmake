@@ -71,13 +71,28 @@ memplan_torch_import(vit torchvision.models.vision_transformer:VisionTransformer
 memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=10 --input x=[B,3,64,64]:f32
                      --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
                      --optimizer sgd:lr=0.01,momentum=0.9,weight_decay=1e-4 --steps 3)
-# ConvNeXt's channel-last norms (tests/torch_import/modules.py:ConvNeXtish, torchvision's Permute and
-# LayerNorm2d): permute to NHWC, nn.LayerNorm over C and back (each permute memplan's transposes, one per
-# swap), and F.layer_norm with an nn.LayerNorm's weight and bias. Planted once: the permute to channel-last
-# swapping H and W too (one transpose more) printed
+# torchvision's own ConvNeXt shrunk (tests/torch_import/modules.py:ConvNeXtish: two stages of one CNBlock, widths
+# 8 and 16) at 16x16: the channel-last norms (torchvision's Permute to NHWC, nn.LayerNorm over C and back, each
+# permute memplan's transposes, one per swap; LayerNorm2d's F.layer_norm with an nn.LayerNorm's weight and bias),
+# the 7x7 depthwise convolution, the layer scale (a [C, 1, 1] parameter times the block: layer_scale, its weight
+# [C]), StochasticDepth of p 0. Norm weights and layer scales drawn per channel, so a wrong axis shows.
+# Measured per-step loss errors 2e-8 to 7e-8 (tolerances 2.4e-7 to 8.3e-7), eval 9e-8; under
+# OPENBLAS_CORETYPE=Prescott 1e-9 to 4e-8, eval 1.1e-7 (tolerance 9.4e-7). About 38 s. Planted once: the tool
+# dropping the layer scale (x for gamma * x) printed
+#   "step 1: loss 1.888763550 vs 1.892082849  rel err 1.75e-03 (tolerance 8.3e-07)  FAIL".
+# Planted once (as ConvNeXtish's norms alone): the permute to channel-last swapping H and W too printed
 #   "step 1: loss 1.806458350 vs 1.833892844  rel err 1.50e-02 (tolerance 2.4e-07)  FAIL".
-memplan_torch_import(convnext_norm ${ti_mod}:ConvNeXtish --input x=[B,3,8,8]:f32 --input targets=[B]:i32
+memplan_torch_import(convnext ${ti_mod}:ConvNeXtish --input x=[B,3,16,16]:f32 --input targets=[B]:i32
                      --dims B=4 --loss cross_entropy:targets --optimizer adamw:lr=3e-3,weight_decay=0.05)
+# inception_v3's non-square kernels (tests/torch_import/modules.py:Inceptionish: torchvision's own InceptionC after
+# a 3x3 stem, at 8x8): its 1x7 and 7x1 convolutions with padding (0, 3) and (3, 0) (conv2d's kernel_w, padding_w),
+# BasicConv2d (BatchNorm2d eps 0.001), F.avg_pool2d(3, 1, 1), torch.cat of four branches (768 channels).
+# Measured per-step loss errors 2e-8 to 8e-8 (tolerances 2.4e-7 to 7.4e-7), eval 1e-8, the same under
+# OPENBLAS_CORETYPE=Prescott and Zen. About 35 s, mostly the trainer's build.
+# Planted once: cpu_conv.c's im2col offsetting rows by the width's padding printed
+#   "step 1: loss 1.618426320 vs 1.612968534  rel err 3.38e-03 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(inception ${ti_mod}:Inceptionish --input x=[B,3,8,8]:f32 --input targets=[B]:i32
+                     --dims B=4 --loss cross_entropy:targets --optimizer sgd:lr=0.05,momentum=0.9)
 # torchvision's DenseNet shrunk by its kwargs (one dense block of 8 layers, growth 4): each layer's
 # torch.cat of all the features before it, up to 9 tensors, more than memplan's concat takes (6): the
 # import chains concats, each of the previous result and the next 5. SGD: with AdamW (lr 3e-3) float32 drifted
@@ -192,3 +207,7 @@ memplan_torch_import(tv_vit_b_16 torchvision.models:vit_b_16 --kwargs image_size
                      --optimizer adamw:lr=1e-4,weight_decay=0.05 --steps 3)
 set_tests_properties(torch_import_tv_mobilenet_v2 torch_import_tv_resnet50 torch_import_tv_vit_b_16 PROPERTIES
                      LABELS heavy TIMEOUT 900)
+# By hand, not a test: torchvision's convnext_tiny (--kwargs num_classes=10,stochastic_depth_prob=0.0) at 32x32, batch 2,
+# SGD lr 1e-2 momentum 0.9, 3 steps: 6.6e-8, 9.2e-8, 1.5e-7 off float64 (tolerances 2.8e-7, 2.4e-7, 5.3e-7), eval
+# 1.4e-7 (7.0e-7), loaded back strictly; 14 minutes on the shared two cores (28M parameters), so no test:
+# torch_import_convnext trains torchvision's own ConvNeXt class shrunk.

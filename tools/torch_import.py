@@ -333,18 +333,7 @@ class Importer:
             name = self.emit(node, "linear", {"out": mod.out_features, "bias": mod.bias is not None}, ins)
             self.own(name, mod, ("weight", "bias"))
         elif t is nn.Conv2d:
-            k, s, p, d = mod.kernel_size, mod.stride, mod.padding, mod.dilation
-            why = [w for w, bad in (("a non-square kernel %s" % (k,), k[0] != k[1]),
-                                    ("unequal strides %s" % (s,), s[0] != s[1]),
-                                    ("padding %r" % (p,), isinstance(p, str) or p[0] != p[1]),
-                                    ("unequal dilations %s" % (d,), d[0] != d[1]),
-                                    ("padding_mode '%s'" % mod.padding_mode, mod.padding_mode != "zeros")) if bad]
-            if why:
-                return self.reject(node, "memplan's conv2d takes square kernels, zero padding: not " + ", ".join(why))
-            name = self.emit(node, "conv2d", {"out": mod.out_channels, "kernel": k[0], "stride": s[0],
-                                              "padding": p[0], "dilation": d[0], "groups": mod.groups,
-                                              "bias": mod.bias is not None}, ins)
-            self.own(name, mod, ("weight", "bias"))
+            return self.conv2d(node, mod, ins)
         elif t in (nn.BatchNorm2d, nn.BatchNorm1d):
             if not (mod.affine and mod.track_running_stats) or mod.momentum is None:
                 return self.reject(node, "batchnorm without affine parameters, running statistics or a momentum")
@@ -394,6 +383,24 @@ class Importer:
             self.adaptive(node, mod.output_size, ins)
         else:
             self.reject(node, "no memplan op for %s" % t.__name__)
+
+    def conv2d(self, node, mod, ins):
+        """nn.Conv2d: kernel, stride and padding per side (the width's written where it differs: kernel_w, ...)."""
+        k, s, p, d = mod.kernel_size, mod.stride, mod.padding, mod.dilation
+        why = [w for w, bad in (("padding %r" % (p,), isinstance(p, str)),
+                                ("unequal dilations %s" % (d,), d[0] != d[1]),
+                                ("padding_mode '%s'" % mod.padding_mode, mod.padding_mode != "zeros")) if bad]
+        if why:
+            return self.reject(node, "memplan's conv2d takes numeric zero padding and one dilation: not " +
+                               ", ".join(why))
+        keys = {"out": mod.out_channels, "kernel": k[0], "stride": s[0], "padding": p[0], "dilation": d[0],
+                "groups": mod.groups, "bias": mod.bias is not None}
+        for key, v in (("kernel", k), ("stride", s), ("padding", p)):
+            if v[1] != v[0]:
+                keys[key + "_w"] = v[1]
+        name = self.emit(node, "conv2d", keys, ins)
+        self.own(name, mod, ("weight", "bias"))
+        return name
 
     def concrete(self, shape):
         return [self.dims[d] if isinstance(d, str) else d for d in shape]
@@ -536,7 +543,26 @@ class Importer:
         if u.op == "call_function" and u.target is F.layer_norm and isinstance(p[0], torch.nn.LayerNorm) and \
                 p[1] in ("weight", "bias"):
             return "norm"
+        if self.layer_scale_of(node) is not None:
+            return "layer_scale"
         return None
+
+    def layer_scale_of(self, node):
+        """The tensor x of `gamma * x` (either order), gamma a parameter read in forward broadcasting one factor per
+        channel over x [N, C, ...] (ConvNeXt's layer scale, [C, 1, 1]), else None."""
+        import torch
+        p = self.param_of(node)
+        if p is None or len(node.users) != 1:
+            return None
+        t, u = p[2], next(iter(node.users))
+        if u.op != "call_function" or u.target not in (operator.mul, torch.mul) or len(u.args) != 2 or u.kwargs:
+            return None
+        x = u.args[1] if u.args[0] is node else u.args[0]
+        xs = self.shape(x) if isinstance(x, torch.fx.Node) and x is not node else None
+        if xs is None or len(xs) < 2 or t.dim() > len(xs) or t.dim() < len(xs) - 1:
+            return None
+        full = (1,) * (len(xs) - t.dim()) + tuple(t.shape)  # torch's broadcasting aligns the trailing dims
+        return x if full[1] == xs[1] and all(v == 1 for i, v in enumerate(full) if i != 1) else None
 
     def const(self, node):
         """The tensor a get_attr node reads (a buffer, or a constant fx made of a value computed while tracing)."""
@@ -616,8 +642,7 @@ class Importer:
         except ValueError as e:
             return self.reject(node, "memplan's %s takes square windows: %s" % (op, e))
         why = [w for w, bad in (("dilation %r" % (d,), d != 1), ("count_include_pad=False", not count_pad),
-                                ("ceil_mode (maxpool2d's only: an average's divisor past the input differs)",
-                                 ceil and op != "maxpool2d"), ("divisor_override", divisor is not None)) if bad]
+                                ("divisor_override", divisor is not None)) if bad]
         if why:
             return self.reject(node, "memplan's %s takes no %s" % (op, ", ".join(why)))
         keys = {"kernel": k, "stride": s, "padding": p}
@@ -683,6 +708,16 @@ class Importer:
                 return self.reject(node, "%s with alpha or more arguments" % fn)
             pos = next((x for x in a if isinstance(x, torch.fx.Node) and self.absorbed.get(x, 0) is None and
                         self.param_use(x) == "position"), None)
+            gamma = next((x for x in a if isinstance(x, torch.fx.Node) and self.absorbed.get(x, 0) is None and
+                          self.param_use(x) == "layer_scale"), None)
+            if gamma is not None:  # gamma [C, 1, 1] * x [N, C, H, W]: layer_scale, its weight [C]
+                x = self.arg(node, self.layer_scale_of(gamma))
+                if x is None:
+                    return None
+                mod, attr, t = self.param_of(gamma)
+                name = self.emit(node, "layer_scale", {}, [x], self.layer_name(gamma.target))
+                self.own(name, mod, (("weight", attr),), shape=(t.numel(),))
+                return name
             if pos is not None:  # x + pos_embedding [1, T, C]: position_embedding [T, C] of x's [B, T], added
                 x = self.arg(node, a[1] if a[0] is pos else a[0])
                 if x is None:

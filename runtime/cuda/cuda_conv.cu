@@ -3,21 +3,26 @@
 
 // ----------------------------------------------------------------------------
 // conv2d: cpu.c's method, one sample at a time: a kernel writes the sample's
-// im2col matrix col[C k k, Ho Wo] into the plan's scratch, and each group is
+// im2col matrix col[C kh kw, Ho Wo] into the plan's scratch, and each group is
 // one product of a strided batch over the groups (cuBLAS). dx goes through
 // the same scratch and col2im, a gather (each input pixel sums the column
 // entries that read it, in a fixed order: no atomics). The bias gradient is
 // one block per channel, summed in double.
 
 struct ConvDims {
-  int64_t C, H, W, Ho, Wo, k, s, p, d;
+  int64_t C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, d; /* kernel, stride, padding: height and width */
 };
 
+/* A 1x1 kernel at stride 1 without padding: x is its own im2col */
+static bool conv_direct(const ConvDims &c) {
+  return c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && c.ph == 0 && c.pw == 0;
+}
+
 static __global__ void im2col_kernel(float *col, const float *x, ConvDims c) {
-  int64_t P = c.Ho * c.Wo, n = c.C * c.k * c.k * P;
+  int64_t P = c.Ho * c.Wo, n = c.C * c.kh * c.kw * P;
   GRID_STRIDE(i, n) {
-    int64_t r = i / P, q = i % P, ch = r / (c.k * c.k), ki = r / c.k % c.k, kj = r % c.k;
-    int64_t ih = q / c.Wo * c.s - c.p + ki * c.d, iw = q % c.Wo * c.s - c.p + kj * c.d;
+    int64_t r = i / P, q = i % P, ch = r / (c.kh * c.kw), ki = r / c.kw % c.kh, kj = r % c.kw;
+    int64_t ih = q / c.Wo * c.sh - c.ph + ki * c.d, iw = q % c.Wo * c.sw - c.pw + kj * c.d;
     col[i] = ih >= 0 && ih < c.H && iw >= 0 && iw < c.W ? x[(ch * c.H + ih) * c.W + iw] : 0.0f;
   }
 }
@@ -28,13 +33,13 @@ static __global__ void col2im_kernel(float *img, const float *col, ConvDims c, i
   GRID_STRIDE(i, n) {
     int64_t ch = i / (c.H * c.W), ih = i / c.W % c.H, iw = i % c.W;
     float s = 0.0f;
-    for (int64_t ki = 0; ki < c.k; ki++) {
-      int64_t th = ih + c.p - ki * c.d; // = oh * stride
-      if (th < 0 || th % c.s || th / c.s >= c.Ho) continue;
-      for (int64_t kj = 0; kj < c.k; kj++) {
-        int64_t tw = iw + c.p - kj * c.d;
-        if (tw < 0 || tw % c.s || tw / c.s >= c.Wo) continue;
-        s += col[((ch * c.k + ki) * c.k + kj) * P + th / c.s * c.Wo + tw / c.s];
+    for (int64_t ki = 0; ki < c.kh; ki++) {
+      int64_t th = ih + c.ph - ki * c.d; // = oh * stride
+      if (th < 0 || th % c.sh || th / c.sh >= c.Ho) continue;
+      for (int64_t kj = 0; kj < c.kw; kj++) {
+        int64_t tw = iw + c.pw - kj * c.d;
+        if (tw < 0 || tw % c.sw || tw / c.sw >= c.Wo) continue;
+        s += col[((ch * c.kh + ki) * c.kw + kj) * P + th / c.sh * c.Wo + tw / c.sw];
       }
     }
     img[i] = acc ? img[i] + s : s;
@@ -57,18 +62,18 @@ static __global__ void conv_db_kernel(float *db, const float *dout, int64_t N, i
 }
 
 static void conv_im2col(float *col, const float *x, const ConvDims &c) {
-  im2col_kernel<<<grid_for(c.C * c.k * c.k * c.Ho * c.Wo, 256), 256, 0, ctx.stream>>>(col, x, c);
+  im2col_kernel<<<grid_for(c.C * c.kh * c.kw * c.Ho * c.Wo, 256), 256, 0, ctx.stream>>>(col, x, c);
   LAUNCH_CHECK();
 }
 
 void rt_cuda_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
-                            int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s,
-                            int64_t p, int64_t d, int64_t G) {
+                            int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw,
+                            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
   need_ctx();
-  int64_t P = Ho * Wo, Og = O / G, K = C / G * k * k;
-  int direct = k == 1 && s == 1 && p == 0;
+  int64_t P = Ho * Wo, Og = O / G, K = C / G * kh * kw;
+  ConvDims c = {C, H, Wd, Ho, Wo, kh, kw, sh, sw, ph, pw, d};
+  bool direct = conv_direct(c);
   RT_CHECK(direct || scratch, "conv2d: no scratch buffer for an im2col");
-  ConvDims c = {C, H, Wd, Ho, Wo, k, s, p, d};
   if (b && N * O * P > 0) {
     conv_bias_kernel<<<grid_for(N * O * P, 256), 256, 0, ctx.stream>>>(out, b, N * O * P, O, P);
     LAUNCH_CHECK();
@@ -82,13 +87,13 @@ void rt_cuda_conv2d_forward(float *out, const float *x, const float *W, const fl
 
 void rt_cuda_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
                              float *scratch, int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho,
-                             int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t d, int64_t G, int acc_dx, int acc_dW,
-                             int acc_db) {
+                             int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                             int64_t d, int64_t G, int acc_dx, int acc_dW, int acc_db) {
   need_ctx();
-  int64_t P = Ho * Wo, Og = O / G, K = C / G * k * k;
-  int direct = k == 1 && s == 1 && p == 0;
+  int64_t P = Ho * Wo, Og = O / G, K = C / G * kh * kw;
+  ConvDims c = {C, H, Wd, Ho, Wo, kh, kw, sh, sw, ph, pw, d};
+  bool direct = conv_direct(c);
   RT_CHECK(direct || scratch || (!dx && !dW), "conv2d: no scratch buffer for an im2col");
-  ConvDims c = {C, H, Wd, Ho, Wo, k, s, p, d};
   if (db && O > 0) {
     conv_db_kernel<<<(unsigned)O, LOSS_BLOCK, 0, ctx.stream>>>(db, dout, N, O, P, acc_db);
     LAUNCH_CHECK();
@@ -147,6 +152,11 @@ static __global__ void maxpool_forward_kernel(float *out, const float *x, PoolDi
   }
 }
 
+/* torch's divisor (count_include_pad): cpu_conv.c's avg_div */
+static __device__ int64_t avg_div(int64_t h0, int64_t w0, const PoolDims &d) {
+  return ((h0 + d.k < d.H + d.p ? h0 + d.k : d.H + d.p) - h0) * ((w0 + d.k < d.W + d.p ? w0 + d.k : d.W + d.p) - w0);
+}
+
 static __global__ void avgpool_forward_kernel(float *out, const float *x, PoolDims d, int64_t n) {
   GRID_STRIDE(i, n) {
     int64_t pl = i / (d.Ho * d.Wo), r = i % (d.Ho * d.Wo);
@@ -155,7 +165,7 @@ static __global__ void avgpool_forward_kernel(float *out, const float *x, PoolDi
     double sum = 0.0;
     for (int64_t h = h0 < 0 ? 0 : h0; h < h0 + d.k && h < d.H; h++)
       for (int64_t w = w0 < 0 ? 0 : w0; w < w0 + d.k && w < d.W; w++) sum += xp[h * d.W + w];
-    out[i] = (float)(sum / (double)(d.k * d.k));
+    out[i] = (float)(sum / (double)avg_div(h0, w0, d));
   }
 }
 
@@ -172,13 +182,13 @@ static __global__ void pool_backward_kernel(float *dx, const float *dout, const 
   GRID_STRIDE(i, n) {
     int64_t pl = i / (d.H * d.W), r = i % (d.H * d.W), h = r / d.W, w = r % d.W;
     const float *g = dout + pl * d.Ho * d.Wo, *xp = is_max ? x + pl * d.H * d.W : NULL;
-    float div = (float)(d.k * d.k), v = acc ? dx[i] : 0.0f;
+    float v = acc ? dx[i] : 0.0f;
     int64_t hlo, hhi, wlo, whi;
     pool_range(h, d.k, d.s, d.p, d.Ho, &hlo, &hhi);
     pool_range(w, d.k, d.s, d.p, d.Wo, &wlo, &whi);
     for (int64_t ho = hlo; ho < hhi; ho++)
       for (int64_t wo = wlo; wo < whi; wo++) {
-        if (!is_max) v += g[ho * d.Wo + wo] / div;
+        if (!is_max) v += g[ho * d.Wo + wo] / (float)avg_div(ho * d.s - d.p, wo * d.s - d.p, d);
         else if (pool_argmax_dev(d, xp, ho, wo) == r) v += g[ho * d.Wo + wo];
       }
     dx[i] = v;

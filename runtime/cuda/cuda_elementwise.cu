@@ -1,4 +1,5 @@
-/* cuda_elementwise.cu: the CUDA backend's element-wise ops and activations, scale_channels (cuda_internal.cuh). */
+/* cuda_elementwise.cu: the CUDA backend's element-wise ops, activations, scale_channels, layer_scale
+ * (cuda_internal.cuh). */
 #include "cuda_internal.cuh"
 
 // ----------------------------------------------------------------------------
@@ -109,6 +110,33 @@ static __global__ void scale_channels_dx_kernel(float *dx, const float *dout, co
                                                 int acc) {
   GRID_STRIDE(i, n) {
     float g = dout[i] * s[i / S];
+    dx[i] = acc ? dx[i] + g : g;
+  }
+}
+
+static __global__ void layer_scale_forward_kernel(float *out, const float *x, const float *w, int64_t C, int64_t S,
+                                                  int64_t n) {
+  GRID_STRIDE(i, n) out[i] = x[i] * w[(i / S) % C];
+}
+
+/* one block per channel, its planes of every sample summed in double; before dx, which may overwrite dout */
+static __global__ void layer_scale_dw_kernel(float *dw, const float *dout, const float *x, int64_t N, int64_t C,
+                                             int64_t S, int acc) {
+  __shared__ double sh[32];
+  int64_t c = blockIdx.x;
+  double sum = 0.0;
+  for (int64_t k = threadIdx.x; k < N * S; k += blockDim.x) {
+    int64_t i = (k / S * C + c) * S + k % S;
+    sum += (double)dout[i] * x[i];
+  }
+  sum = block_sum_d(sum, sh);
+  if (threadIdx.x == 0) dw[c] = acc ? dw[c] + (float)sum : (float)sum;
+}
+
+static __global__ void layer_scale_dx_kernel(float *dx, const float *dout, const float *w, int64_t C, int64_t S,
+                                             int64_t n, int acc) {
+  GRID_STRIDE(i, n) {
+    float g = dout[i] * w[(i / S) % C];
     dx[i] = acc ? dx[i] + g : g;
   }
 }
@@ -298,6 +326,29 @@ void rt_cuda_scale_channels_backward(float *dx, float *ds, const float *dout, co
   }
   if (dx) {
     scale_channels_dx_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, s, S, n, acc_dx);
+    LAUNCH_CHECK();
+  }
+}
+
+void rt_cuda_layer_scale_forward(float *out, const float *x, const float *w, int64_t N, int64_t C, int64_t S) {
+  need_ctx();
+  int64_t n = N * C * S;
+  if (n <= 0) return;
+  layer_scale_forward_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(out, x, w, C, S, n);
+  LAUNCH_CHECK();
+}
+
+void rt_cuda_layer_scale_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, int64_t N,
+                                  int64_t C, int64_t S, int acc_dx, int acc_dw) {
+  need_ctx();
+  int64_t n = N * C * S;
+  if (n <= 0) return;
+  if (dw) {
+    layer_scale_dw_kernel<<<(unsigned)C, LOSS_BLOCK, 0, ctx.stream>>>(dw, dout, x, N, C, S, acc_dw);
+    LAUNCH_CHECK();
+  }
+  if (dx) {
+    layer_scale_dx_kernel<<<grid_for(n, 256), 256, 0, ctx.stream>>>(dx, dout, w, C, S, n, acc_dx);
     LAUNCH_CHECK();
   }
 }

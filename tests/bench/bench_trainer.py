@@ -181,8 +181,8 @@ def gemm_shapes(plan):
 
     for o in plan["schedule"]:
         if o["op"] == "conv2d":  # per sample and group (rt_conv2d_*): im2col [K, P] (1x1 stride 1: x itself)
-            nb, c, o_, p_, g = o["dims"][0], o["dims"][1], o["dims"][4], o["dims"][5] * o["dims"][6], o["dims"][11]
-            og, kk = o_ // g, (c // g) * o["dims"][7] ** 2
+            nb, c, o_, p_, g = o["dims"][0], o["dims"][1], o["dims"][4], o["dims"][5] * o["dims"][6], o["dims"][14]
+            og, kk = o_ // g, (c // g) * o["dims"][7] * o["dims"][8]  # dims 7, 8: kh, kw
             if o["phase"] != "backward":  # out_g[Og, P] = W_g[Og, K] col_g[K, P]
                 add(og, p_, kk, 0, 0, nb * g, o["layer"], "fwd")
                 continue

@@ -196,6 +196,24 @@ void ref_scale_channels_backward(float *dx, float *ds, const float *dout, const 
   store(dx, gx, NC * S, acc_dx);
 }
 
+void ref_layer_scale_forward(float *out, const float *x, const float *w, int64_t N, int64_t C, int64_t S) {
+  double *o = dnew(N * C * S);
+  for (int64_t i = 0; i < N * C * S; i++) o[i] = (double)x[i] * w[i / S % C];
+  store(out, o, N * C * S, 0);
+}
+
+/* dw is computed before dx is stored, so dx may be dout. */
+void ref_layer_scale_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, int64_t N,
+                              int64_t C, int64_t S, int acc_dx, int acc_dw) {
+  double *gx = dnew(N * C * S), *gw = dnew(C);
+  for (int64_t i = 0; i < N * C * S; i++) {
+    gx[i] = (double)dout[i] * w[i / S % C];
+    gw[i / S % C] += (double)dout[i] * x[i];
+  }
+  store(dw, gw, C, acc_dw);
+  store(dx, gx, N * C * S, acc_dx);
+}
+
 static const double SQRT_2_OVER_PI = 0.79788456080286535588;
 
 static const double SQRT1_2 = 0.70710678118654752440, INV_SQRT_2PI = 0.39894228040143267794;
@@ -720,15 +738,15 @@ void ref_mse_backward(float *dpred, const float *pred, const float *target, int6
 
 /* The input pixel (offset in one channel) that tap (ki, kj) meets at output
  * (oh, ow), or -1 in the padding. */
-static int64_t conv_src(int64_t H, int64_t W, int64_t oh, int64_t ow, int64_t ki, int64_t kj, int64_t s, int64_t p,
-                        int64_t d) {
-  int64_t ih = oh * s - p + ki * d, iw = ow * s - p + kj * d;
+static int64_t conv_src(int64_t H, int64_t W, int64_t oh, int64_t ow, int64_t ki, int64_t kj, int64_t sh, int64_t sw,
+                        int64_t ph, int64_t pw, int64_t d) {
+  int64_t ih = oh * sh - ph + ki * d, iw = ow * sw - pw + kj * d;
   return ih < 0 || ih >= H || iw < 0 || iw >= W ? -1 : ih * W + iw;
 }
 
 void ref_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
-                        int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s,
-                        int64_t p, int64_t d, int64_t G) {
+                        int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw,
+                        int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
   (void)scratch;
   int64_t Cg = C / G, Og = O / G;
   double *o = dnew(N * O * Ho * Wo);
@@ -738,11 +756,11 @@ void ref_conv2d_forward(float *out, const float *x, const float *W, const float 
         for (int64_t ow = 0; ow < Wo; ow++) {
           double sum = b ? b[oc] : 0.0;
           for (int64_t ci = 0; ci < Cg; ci++)
-            for (int64_t ki = 0; ki < k; ki++)
-              for (int64_t kj = 0; kj < k; kj++) {
-                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, s, p, d);
-                if (src >= 0)
-                  sum += (double)x[(n * C + oc / Og * Cg + ci) * H * Wd + src] * W[((oc * Cg + ci) * k + ki) * k + kj];
+            for (int64_t ki = 0; ki < kh; ki++)
+              for (int64_t kj = 0; kj < kw; kj++) {
+                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, sh, sw, ph, pw, d);
+                int64_t wi = ((oc * Cg + ci) * kh + ki) * kw + kj;
+                if (src >= 0) sum += (double)x[(n * C + oc / Og * Cg + ci) * H * Wd + src] * W[wi];
               }
           o[((n * O + oc) * Ho + oh) * Wo + ow] = sum;
         }
@@ -751,10 +769,11 @@ void ref_conv2d_forward(float *out, const float *x, const float *W, const float 
 
 void ref_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
                          float *scratch, int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo,
-                         int64_t k, int64_t s, int64_t p, int64_t d, int64_t G, int acc_dx, int acc_dW, int acc_db) {
+                         int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G,
+                         int acc_dx, int acc_dW, int acc_db) {
   (void)scratch;
   int64_t Cg = C / G, Og = O / G;
-  double *gx = dnew(N * C * H * Wd), *gW = dnew(O * Cg * k * k), *gb = dnew(O);
+  double *gx = dnew(N * C * H * Wd), *gW = dnew(O * Cg * kh * kw), *gb = dnew(O);
   for (int64_t n = 0; n < N; n++)
     for (int64_t oc = 0; oc < O; oc++)
       for (int64_t oh = 0; oh < Ho; oh++)
@@ -762,9 +781,10 @@ void ref_conv2d_backward(float *dx, float *dW, float *db, const float *dout, con
           double g = dout[((n * O + oc) * Ho + oh) * Wo + ow];
           gb[oc] += g;
           for (int64_t ci = 0; ci < Cg; ci++)
-            for (int64_t ki = 0; ki < k; ki++)
-              for (int64_t kj = 0; kj < k; kj++) {
-                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, s, p, d), wi = ((oc * Cg + ci) * k + ki) * k + kj;
+            for (int64_t ki = 0; ki < kh; ki++)
+              for (int64_t kj = 0; kj < kw; kj++) {
+                int64_t src = conv_src(H, Wd, oh, ow, ki, kj, sh, sw, ph, pw, d);
+                int64_t wi = ((oc * Cg + ci) * kh + ki) * kw + kj;
                 if (src < 0) continue;
                 int64_t xi = (n * C + oc / Og * Cg + ci) * H * Wd + src;
                 gx[xi] += g * W[wi];
@@ -772,7 +792,7 @@ void ref_conv2d_backward(float *dx, float *dW, float *db, const float *dout, con
               }
         }
   store(dx, gx, N * C * H * Wd, acc_dx);
-  store(dW, gW, O * Cg * k * k, acc_dW);
+  store(dW, gW, O * Cg * kh * kw, acc_dW);
   store(db, gb, O, acc_db);
 }
 
@@ -878,6 +898,12 @@ void ref_maxpool2d_backward(float *dx, const float *dout, const float *x, int64_
   store(dx, g, N * C * H * W, acc);
 }
 
+/* torch's divisor of output i (count_include_pad): the window's pixels within the padded input */
+static double ref_avg_div(int64_t i, int64_t Wo, int64_t k, int64_t s, int64_t p, int64_t H, int64_t W) {
+  int64_t h0 = i / Wo * s - p, w0 = i % Wo * s - p;
+  return (double)(((h0 + k < H + p ? h0 + k : H + p) - h0) * ((w0 + k < W + p ? w0 + k : W + p) - w0));
+}
+
 void ref_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t Ho,
                            int64_t Wo, int64_t k, int64_t s, int64_t p) {
   double *o = dnew(N * C * Ho * Wo);
@@ -885,7 +911,8 @@ void ref_avgpool2d_forward(float *out, const float *x, int64_t N, int64_t C, int
     for (int64_t i = 0; i < Ho * Wo; i++)
       for (int64_t h = i / Wo * s - p; h < i / Wo * s - p + k; h++)
         for (int64_t w = i % Wo * s - p; w < i % Wo * s - p + k; w++)
-          if (h >= 0 && h < H && w >= 0 && w < W) o[pl * Ho * Wo + i] += x[pl * H * W + h * W + w] / (double)(k * k);
+          if (h >= 0 && h < H && w >= 0 && w < W)
+            o[pl * Ho * Wo + i] += x[pl * H * W + h * W + w] / ref_avg_div(i, Wo, k, s, p, H, W);
   store(out, o, N * C * Ho * Wo, 0);
 }
 
@@ -896,7 +923,8 @@ void ref_avgpool2d_backward(float *dx, const float *dout, int64_t N, int64_t C, 
     for (int64_t i = 0; i < Ho * Wo; i++)
       for (int64_t h = i / Wo * s - p; h < i / Wo * s - p + k; h++)
         for (int64_t w = i % Wo * s - p; w < i % Wo * s - p + k; w++)
-          if (h >= 0 && h < H && w >= 0 && w < W) g[pl * H * W + h * W + w] += dout[pl * Ho * Wo + i] / (double)(k * k);
+          if (h >= 0 && h < H && w >= 0 && w < W)
+            g[pl * H * W + h * W + w] += dout[pl * Ho * Wo + i] / ref_avg_div(i, Wo, k, s, p, H, W);
   store(dx, g, N * C * H * W, acc);
 }
 

@@ -515,6 +515,37 @@ static void case_scale_channels(int64_t NC, int64_t S) {
   release_all();
 }
 
+/* N samples of C planes of S: every acc pattern (-1 a NULL gradient), then dx in place of dout beside dw. Planted
+ * once in cpu_elementwise.c: dw summing sample 0 alone printed
+ * "layer_scale_backward dw acc=0 6.92e+00 1.25e+00 FAIL". */
+static void case_layer_scale(int64_t N, int64_t C, int64_t S) {
+  int64_t n = N * C * S;
+  Ten x = ten_rand(n, 2), w = ten_rand(C, 2), out = ten_fill(n, NAN);
+  ref_layer_scale_forward(out.ref, x.ref, w.ref, N, C, S);
+  UT(layer_scale_forward)(out.ut, x.ut, w.ut, N, C, S);
+  check(&out, TOL, "layer_scale_forward N=%lld C=%lld S=%lld", LL(N), LL(C), LL(S));
+  static const int pat[][2] = {{0, 0}, {1, 1}, {0, 1}, {-1, 0}, {1, -1}};
+  for (size_t p = 0; p < sizeof pat / sizeof pat[0]; p++) {
+    const int *k = pat[p];
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, k[0] > 0), dw = ten_grad(C, k[1] > 0);
+    ref_layer_scale_backward(k[0] < 0 ? NULL : dx.ref, k[1] < 0 ? NULL : dw.ref, g.ref, x.ref, w.ref, N, C, S, k[0] > 0,
+                             k[1] > 0);
+    UT(layer_scale_backward)
+    (k[0] < 0 ? NULL : dx.ut, k[1] < 0 ? NULL : dw.ut, g.ut, x.ut, w.ut, N, C, S, k[0] > 0, k[1] > 0);
+    if (k[0] >= 0) check(&dx, TOL, "layer_scale_backward dx acc=%d", k[0]);
+    if (k[1] >= 0) check(&dw, TOL, "layer_scale_backward dw acc=%d", k[1]);
+  }
+  Ten g = ten_rand(n, 1), dw = ten_grad(C, 0); // dx aliases dout, dw reads the same dout
+  ref_layer_scale_backward(g.ref, dw.ref, g.ref, x.ref, w.ref, N, C, S, 0, 0);
+  UT(layer_scale_backward)(g.ut, dw.ut, g.ut, x.ut, w.ut, N, C, S, 0, 0);
+  check(&g, TOL, "layer_scale_backward in place dx=dout");
+  check(&dw, TOL, "layer_scale_backward dw beside dx=dout");
+  ref_layer_scale_forward(x.ref, x.ref, w.ref, N, C, S); // in place: out = x
+  UT(layer_scale_forward)(x.ut, x.ut, w.ut, N, C, S);
+  check(&x, TOL, "layer_scale_forward in place (out=x)");
+  release_all();
+}
+
 /* Inputs to +-12, and four at +-100 where exp(-x) overflows float (the
  * kernels clamp it): silu(-100) ~ 0, silu(100) = 100. */
 static void case_silu(int64_t n) {
@@ -981,21 +1012,24 @@ static void case_mse(int64_t n) {
 }
 
 // ----------------------------------------------------------------------------
-// cases: conv2d (the scratch the plan gives: C k k Ho Wo floats, NaN on entry;
-// none for 1x1 at stride 1 without padding)
+// cases: conv2d (the scratch the plan gives: C kh kw Ho Wo floats, NaN on entry;
+// none for 1x1 at stride 1 without padding). k, s, p: {height, width}.
 
-static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s, int64_t p,
-                        int64_t d, int64_t G) {
-  int64_t reach = d * (k - 1) + 1, Ho = (H + 2 * p - reach) / s + 1, Wo = (W + 2 * p - reach) / s + 1;
-  int64_t nx = N * C * H * W, nw = O * (C / G) * k * k, ny = N * O * Ho * Wo;
-  int64_t nscr = k == 1 && s == 1 && p == 0 ? 0 : C * k * k * Ho * Wo;
-#define CONV_SHAPE "N=%lld C=%lld %lldx%lld O=%lld k=%lld s=%lld p=%lld d=%lld G=%lld"
-#define CONV_ARGS LL(N), LL(C), LL(H), LL(W), LL(O), LL(k), LL(s), LL(p), LL(d), LL(G)
+static void case_conv2d_hw(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, const int64_t *k, const int64_t *s,
+                           const int64_t *p, int64_t d, int64_t G) {
+  int64_t Ho = (H + 2 * p[0] - d * (k[0] - 1) - 1) / s[0] + 1, Wo = (W + 2 * p[1] - d * (k[1] - 1) - 1) / s[1] + 1;
+  int64_t nx = N * C * H * W, nw = O * (C / G) * k[0] * k[1], ny = N * O * Ho * Wo;
+  int direct = k[0] == 1 && k[1] == 1 && s[0] == 1 && s[1] == 1 && p[0] == 0 && p[1] == 0;
+  int64_t nscr = direct ? 0 : C * k[0] * k[1] * Ho * Wo;
+#define CONV_SHAPE "N=%lld C=%lld %lldx%lld O=%lld k=%lldx%lld s=%lld,%lld p=%lld,%lld d=%lld G=%lld"
+#define CONV_ARGS \
+  LL(N), LL(C), LL(H), LL(W), LL(O), LL(k[0]), LL(k[1]), LL(s[0]), LL(s[1]), LL(p[0]), LL(p[1]), LL(d), LL(G)
+#define CONV_GEOM k[0], k[1], s[0], s[1], p[0], p[1], d, G
   for (int bias = 0; bias <= 1; bias++) {
     Ten x = ten_rand(nx, 1), w = ten_rand(nw, 1), b = ten_rand(O, 1), out = ten_fill(ny, NAN);
     float *scr = nscr ? ten_fill(nscr, NAN).ut : NULL;
-    ref_conv2d_forward(out.ref, x.ref, w.ref, bias ? b.ref : NULL, NULL, N, C, H, W, O, Ho, Wo, k, s, p, d, G);
-    UT(conv2d_forward)(out.ut, x.ut, w.ut, bias ? b.ut : NULL, scr, N, C, H, W, O, Ho, Wo, k, s, p, d, G);
+    ref_conv2d_forward(out.ref, x.ref, w.ref, bias ? b.ref : NULL, NULL, N, C, H, W, O, Ho, Wo, CONV_GEOM);
+    UT(conv2d_forward)(out.ut, x.ut, w.ut, bias ? b.ut : NULL, scr, N, C, H, W, O, Ho, Wo, CONV_GEOM);
     check(&out, TOL_SUM, "conv2d_forward bias=%d " CONV_SHAPE, bias, CONV_ARGS);
     release_all();
   }
@@ -1007,10 +1041,10 @@ static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     Ten dx = ten_grad(nx, a[0] > 0), dw = ten_grad(nw, a[1] > 0), db = ten_grad(O, a[2] > 0);
     float *scr = nscr ? ten_fill(nscr, NAN).ut : NULL;
     ref_conv2d_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, a[2] < 0 ? NULL : db.ref, g.ref, x.ref,
-                        w.ref, NULL, N, C, H, W, O, Ho, Wo, k, s, p, d, G, a[0] > 0, a[1] > 0, a[2] > 0);
+                        w.ref, NULL, N, C, H, W, O, Ho, Wo, CONV_GEOM, a[0] > 0, a[1] > 0, a[2] > 0);
     UT(conv2d_backward)
     (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut, w.ut, scr, N, C, H, W, O,
-     Ho, Wo, k, s, p, d, G, a[0] > 0, a[1] > 0, a[2] > 0);
+     Ho, Wo, CONV_GEOM, a[0] > 0, a[1] > 0, a[2] > 0);
     if (a[0] >= 0) check(&dx, TOL_SUM, "conv2d_backward dx acc=%d " CONV_SHAPE, a[0], CONV_ARGS);
     if (a[1] >= 0) check(&dw, TOL_SUM, "conv2d_backward dW acc=%d " CONV_SHAPE, a[1], CONV_ARGS);
     if (a[2] >= 0) check(&db, TOL, "conv2d_backward db acc=%d " CONV_SHAPE, a[2], CONV_ARGS);
@@ -1018,6 +1052,12 @@ static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
   }
 #undef CONV_SHAPE
 #undef CONV_ARGS
+#undef CONV_GEOM
+}
+
+static void case_conv2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s, int64_t p,
+                        int64_t d, int64_t G) {
+  case_conv2d_hw(N, C, H, W, O, (int64_t[]){k, k}, (int64_t[]){s, s}, (int64_t[]){p, p}, d, G);
 }
 
 // ----------------------------------------------------------------------------
@@ -1029,13 +1069,15 @@ static int64_t pool_size(int64_t n, int64_t k, int64_t s, int64_t p, int ceil_mo
   return ceil_mode && (o - 1) * s >= n + p ? o - 1 : o;
 }
 
-/* maxpool2d or avgpool2d over [N,C,H,W]: forward, backward acc 0 and 1. is_max 2: maxpool2d with ceil_mode. */
+/* maxpool2d or avgpool2d over [N,C,H,W]: forward, backward acc 0 and 1. is_max 2: maxpool2d with ceil_mode; -1:
+ * avgpool2d with ceil_mode. */
 static void case_pool(int is_max, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p) {
-  int64_t Ho = pool_size(H, k, s, p, is_max == 2), Wo = pool_size(W, k, s, p, is_max == 2);
+  int ceil_mode = is_max == 2 || is_max == -1;
+  int64_t Ho = pool_size(H, k, s, p, ceil_mode), Wo = pool_size(W, k, s, p, ceil_mode);
   int64_t nx = N * C * H * W, ny = N * C * Ho * Wo;
-  const char *name = is_max ? "maxpool2d" : "avgpool2d";
+  const char *name = is_max > 0 ? "maxpool2d" : "avgpool2d";
   Ten x = ten_rand(nx, 2), out = ten_fill(ny, NAN);
-  if (is_max) {
+  if (is_max > 0) {
     ref_maxpool2d_forward(out.ref, x.ref, N, C, H, W, Ho, Wo, k, s, p);
     UT(maxpool2d_forward)(out.ut, x.ut, N, C, H, W, Ho, Wo, k, s, p);
   } else {
@@ -1046,7 +1088,7 @@ static void case_pool(int is_max, int64_t N, int64_t C, int64_t H, int64_t W, in
         LL(s), LL(p));
   for (int acc = 0; acc <= 1; acc++) {
     Ten g = ten_rand(ny, 1), dx = ten_grad(nx, acc);
-    if (is_max) {
+    if (is_max > 0) {
       ref_maxpool2d_backward(dx.ref, g.ref, x.ref, N, C, H, W, Ho, Wo, k, s, p, acc);
       UT(maxpool2d_backward)(dx.ut, g.ut, x.ut, N, C, H, W, Ho, Wo, k, s, p, acc);
     } else {
@@ -1709,6 +1751,8 @@ int main(int argc, char **argv) {
   RUN("hardswish", case_hardswish_hardsigmoid(quick ? 1000 : 100003));
   RUN("scale_channels", case_scale_channels(24, 49));
   RUN("scale_channels", case_scale_channels(quick ? 6 : 300, quick ? 100 : 3136));
+  RUN("layer_scale", case_layer_scale(3, 5, 7));
+  RUN("layer_scale", case_layer_scale(quick ? 2 : 16, quick ? 24 : 96, quick ? 49 : 3136));
   RUN("layernorm", case_layernorm(67, 129, 1e-5f, 1));
   if (!quick) RUN("layernorm", case_layernorm(512, 768, 1e-5f, 1));
   RUN("layernorm", case_layernorm(67, 129, 0.5f, 0)); // eps ~ var (1.33): an eps ignored shows; b, db NULL
@@ -1766,18 +1810,27 @@ int main(int argc, char **argv) {
   RUN("linear_cross_entropy", case_linear_cross_entropy(37, 53, 24, 16));
   RUN("linear_cross_entropy", case_linear_cross_entropy(quick ? 8 : 32, quick ? 1000 : 50257, 32, quick ? 3 : 12));
   RUN("mse", case_mse(10007));
-  RUN("conv2d", case_conv2d(2, 3, 9, 7, 4, 3, 1, 1, 1, 1));                 // 3x3 padded, non-square
-  RUN("conv2d", case_conv2d(2, 4, 11, 10, 6, 3, 2, 2, 2, 2));               // stride 2, dilation 2, groups 2
-  RUN("conv2d", case_conv2d(2, 8, 9, 9, 8, 3, 1, 1, 1, 8));                 // depthwise
-  RUN("conv2d", case_conv2d(3, 8, 5, 6, 12, 1, 1, 0, 1, 1));                // 1x1: no scratch
+  RUN("conv2d", case_conv2d(2, 3, 9, 7, 4, 3, 1, 1, 1, 1));   // 3x3 padded, non-square
+  RUN("conv2d", case_conv2d(2, 4, 11, 10, 6, 3, 2, 2, 2, 2)); // stride 2, dilation 2, groups 2
+  RUN("conv2d", case_conv2d(2, 8, 9, 9, 8, 3, 1, 1, 1, 8));   // depthwise
+  RUN("conv2d", case_conv2d(3, 8, 5, 6, 12, 1, 1, 0, 1, 1));  // 1x1: no scratch
+  // inception_v3's 1x7 and 7x1 (padding (0, 3), (3, 0)) and a 3x2 of strides (2, 1). Planted once in cpu_conv.c:
+  // im2col's row taking ki = r / kh % kh printed "conv2d_forward bias=0 ... k=7x1 ... 7.61e+00 1.06e+02 FAIL"
+  RUN("conv2d", case_conv2d_hw(2, 3, 8, 9, 4, (int64_t[]){1, 7}, (int64_t[]){1, 1}, (int64_t[]){0, 3}, 1, 1));
+  RUN("conv2d", case_conv2d_hw(2, 3, 9, 8, 4, (int64_t[]){7, 1}, (int64_t[]){1, 1}, (int64_t[]){3, 0}, 1, 1));
+  RUN("conv2d", case_conv2d_hw(2, 4, 9, 8, 4, (int64_t[]){3, 2}, (int64_t[]){2, 1}, (int64_t[]){1, 0}, 1, 2));
   if (!quick) RUN("conv2d", case_conv2d(2, 32, 16, 16, 32, 3, 1, 1, 1, 1)); // products of K = 288
   RUN("maxpool2d", case_pool(1, 2, 3, 9, 7, 3, 2, 1));                      // stride != kernel, padding, odd sizes
   RUN("maxpool2d", case_pool(1, 2, 5, 8, 8, 2, 2, 0));                      // ResNet's stem-like, no overlap
   RUN("maxpool2d", case_pool(1, 1, 2, 6, 5, 4, 1, 2));                      // overlapping windows, padding = kernel/2
   RUN("avgpool2d", case_pool(0, 2, 3, 9, 7, 3, 2, 1));                      // padding counted (count_include_pad)
   RUN("avgpool2d", case_pool(0, 1, 2, 6, 5, 4, 1, 2));
-  RUN("maxpool2d", case_pool(2, 2, 3, 6, 5, 3, 2, 0));             // ceil_mode: 3x2, not 2x2
-  RUN("maxpool2d", case_pool(2, 1, 2, 5, 7, 2, 3, 1));             // ceil_mode, 5: a last window dropped
+  RUN("maxpool2d", case_pool(2, 2, 3, 6, 5, 3, 2, 0)); // ceil_mode: 3x2, not 2x2
+  RUN("maxpool2d", case_pool(2, 1, 2, 5, 7, 2, 3, 1)); // ceil_mode, 5: a last window dropped
+  // avgpool2d ceil_mode: last windows past the padded input, their divisor less than k k. Planted once in
+  // cpu_conv.c: the divisor k k printed "avgpool2d_forward (2,3,6,5) k=3 s=2 p=0 4.78e-01 3.33e-01 FAIL"
+  RUN("avgpool2d", case_pool(-1, 2, 3, 6, 5, 3, 2, 0));
+  RUN("avgpool2d", case_pool(-1, 1, 2, 5, 7, 2, 3, 1));
   RUN("adaptive_avgpool2d", case_adaptive_pool(2, 3, 9, 7, 4, 3)); // uneven, overlapping windows
   RUN("adaptive_avgpool2d", case_adaptive_pool(1, 2, 2, 3, 7, 7)); // more outputs than inputs (VGG at 64)
   RUN("global_avgpool", case_global_avgpool(24, 49));

@@ -335,6 +335,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
         elif k == "scale_channels":  # x [N, C, ...] times s [N, C] (or [N, C, 1, 1]), broadcast
             x = a[0]
             y = x * a[1].reshape(x.shape[:2] + (1,) * (x.dim() - 2))
+        elif k == "layer_scale":  # x [N, C, ...] times weight [C] (ConvNeXt's [C, 1, 1] layer scale)
+            x = a[0]
+            y = x * a[1].reshape((1, -1) + (1,) * (x.dim() - 2))
         elif k == "gelu":
             y = F.gelu(a[0], approximate="tanh" if d[1] else "none")  # dims: n, approximate
         elif k == "silu":
@@ -374,9 +377,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = F.cross_entropy(F.linear(a[0].reshape(d[0], d[2]), a[1], a[2]), a[3].reshape(-1))
         elif k == "mse":
             y = F.mse_loss(a[0], a[1])
-        elif k == "conv2d":  # dims: N C H W O Ho Wo k stride padding dilation groups; a[2] None: bias: false
-            y = F.conv2d(a[0].reshape(d[0], d[1], d[2], d[3]), a[1], a[2], stride=d[8], padding=d[9],
-                         dilation=d[10], groups=d[11])
+        elif k == "conv2d":  # dims: N C H W O Ho Wo kh kw sh sw ph pw dilation groups; a[2] None: bias: false
+            y = F.conv2d(a[0].reshape(d[0], d[1], d[2], d[3]), a[1], a[2], stride=(d[9], d[10]),
+                         padding=(d[11], d[12]), dilation=d[13], groups=d[14])
         elif k == "batchnorm2d":  # dims N C S (S = H W); floats eps, momentum; inputs x w b rmean rvar
             y = F.batch_norm(a[0].reshape(d[0], d[1], d[2]), a[3], a[4], a[1], a[2],
                              training=sched_key == "schedule", momentum=op["floats"][1], eps=op["floats"][0])
@@ -385,8 +388,9 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
                 (n + 2 * d[8] - d[6]) // d[7] + 1 for n in (d[2], d[3])))
         elif k == "adaptive_avgpool2d":  # dims: N C H W Ho Wo
             y = F.adaptive_avg_pool2d(a[0], (d[4], d[5]))
-        elif k == "avgpool2d":
-            y = F.avg_pool2d(a[0], d[6], d[7], d[8])  # count_include_pad=True, as the kernels
+        elif k == "avgpool2d":  # count_include_pad=True, as the kernels; ceil_mode as maxpool2d's
+            y = F.avg_pool2d(a[0], d[6], d[7], d[8], ceil_mode=(d[4], d[5]) != tuple(
+                (n + 2 * d[8] - d[6]) // d[7] + 1 for n in (d[2], d[3])))
         elif k == "global_avgpool":
             y = a[0].mean((2, 3))
         elif k == "dropout":

@@ -53,7 +53,7 @@ class Attn(nn.Module):
 class Pieces(nn.Module):
     def forward(self, x):
         a, b = x.chunk(2, dim=1)  # 3 channels: pieces of 2 and 1
-        return torch.flatten(torch.nn.functional.avg_pool2d(x, 2, ceil_mode=True), 1)
+        return torch.flatten(torch.nn.functional.avg_pool2d(x, 2, ceil_mode=True, count_include_pad=False), 1)
 
 
 def scaled_rope_llama():

@@ -63,13 +63,13 @@ def main():
          ["1 node(s) have no memplan op; nothing written:", "MultiheadAttention (att) at att: memplan maps "
           "self-attention without masks or dropout: not need_weights=True (the default: pass need_weights=False)",
           "bad.py:49: y, _ = self.att(x, x, x)"], {}),
-        ("a chunk of unequal pieces, average pooling with ceil_mode", [BAD + ":Pieces", "--input",
+        ("a chunk of unequal pieces, average pooling without the padding", [BAD + ":Pieces", "--input",
                                                                       "x=[B,3,5,5]:f32", "--input", "y=[B,27]:f32",
                                                                       "--dims", "B=2", "--loss", "mse:y"],
          ["2 node(s) have no memplan op; nothing written:", "Tensor.chunk at (top level): chunk(2, dim=1) of "
           "[2, 3, 5, 5]: memplan splits a dim other than the batch in equal pieces",
           "bad.py:55: a, b = x.chunk(2, dim=1)", "avg_pool2d at (top level): memplan's avgpool2d takes "
-          "no ceil_mode (maxpool2d's only"], {}),
+          "no count_include_pad=False"], {}),
         ("a Llama whose RoPE tables are not theta's", [BAD + ":scaled_rope_llama", "--input", "idx=[B,T]:i32",
                                                        "--input", "targets=[B,T]:i32", "--dims", "B=2,T=8", "--loss",
                                                        "cross_entropy:targets"],

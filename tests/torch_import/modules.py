@@ -175,30 +175,27 @@ class MobileNetV2ish(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
-class ConvNeXtish(nn.Module):
-    """ConvNeXt's norms from torchvision's own pieces, without its layer scale and stochastic depth: the
-    block's channel-last LayerNorm (torchvision.ops.misc.Permute to NHWC, nn.LayerNorm over C, Linear, GELU,
-    Linear, Permute back) and the downsampling LayerNorm2d (F.layer_norm between permutes in its forward)."""
-
-    def __init__(self, c=8, k=5):
-        from torchvision.models.convnext import LayerNorm2d
-        from torchvision.ops.misc import Permute
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, c, 2, 2), LayerNorm2d(c, eps=1e-6))
-        self.block = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, groups=c), Permute([0, 2, 3, 1]),
-                                   nn.LayerNorm(c, eps=1e-6), nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c),
-                                   Permute([0, 3, 1, 2]))
-        self.down = nn.Sequential(LayerNorm2d(c, eps=1e-6), nn.Conv2d(c, 2 * c, 2, 2))
-        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1), nn.LayerNorm(2 * c), nn.Linear(2 * c, k))
-        with torch.no_grad():  # norms that are not the identity, so that a wrong axis shows
-            for m in self.modules():
-                if isinstance(m, nn.LayerNorm):
-                    m.weight.uniform_(0.5, 1.5)
-                    m.bias.uniform_(-0.5, 0.5)
-
-    def forward(self, x):
-        x = self.stem(x)
-        return self.head(self.down(x + self.block(x)))
+def ConvNeXtish(c=8, k=5):
+    """torchvision's own ConvNeXt shrunk: two stages of one CNBlock each (widths c and 2c). The stem's 4x4 stride-4
+    Conv2d and LayerNorm2d (F.layer_norm between permutes), the block's 7x7 depthwise Conv2d, torchvision's
+    Permute to NHWC, nn.LayerNorm over C, Linear, GELU, Linear, Permute back, its layer scale (a [C, 1, 1]
+    parameter times the block: memplan's layer_scale), StochasticDepth of p 0, the downsampling LayerNorm2d and
+    2x2 Conv2d, the head's pooling, LayerNorm2d, Flatten and Linear. Weights that show a wrong axis: norms and
+    layer scales not the identity (each channel its own), convolutions and linears at PyTorch's default init
+    (ConvNeXt's std 0.02 would keep the blocks near zero)."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    m = ConvNeXt([CNBlockConfig(c, 2 * c, 1), CNBlockConfig(2 * c, None, 1)], stochastic_depth_prob=0.0,
+                 num_classes=k)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, nn.LayerNorm):
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.uniform_(-0.5, 0.5)
+            elif isinstance(mod, (nn.Conv2d, nn.Linear)):
+                mod.reset_parameters()
+            if hasattr(mod, "layer_scale"):
+                mod.layer_scale.uniform_(0.5, 1.5)
+    return m
 
 
 class SqueezeExcitation(nn.Module):
@@ -410,3 +407,20 @@ class Llama(nn.Module):
         for layer in self.layers:
             x = layer(x, mask)
         return self.lm_head(self.norm(x))
+
+
+class Inceptionish(nn.Module):
+    """inception_v3's non-square kernels from torchvision's own InceptionC: its 1x7 and 7x1 convolutions (padding
+    (0, 3) and (3, 0)), BasicConv2d (Conv2d without bias, BatchNorm2d eps 0.001, ReLU), the branch's
+    F.avg_pool2d(3, stride 1, padding 1) and torch.cat of the four branches (768 channels), after a 3x3 stem."""
+
+    def __init__(self, k=5):
+        from torchvision.models.inception import BasicConv2d, InceptionC
+        super().__init__()
+        self.stem = BasicConv2d(3, 8, kernel_size=3, padding=1)
+        self.mixed = InceptionC(8, channels_7x7=4)
+        self.fc = nn.Linear(768, k)
+
+    def forward(self, x):
+        x = F.adaptive_avg_pool2d(self.mixed(self.stem(x)), (1, 1))
+        return self.fc(torch.flatten(x, 1))
