@@ -134,6 +134,24 @@ static int64_t attention_flops(const Graph *g, const Op *op, bool bwd) {
   return !bwd ? f : f > INT64_MAX / 5 ? INT64_MAX : 5 * f / 2;
 }
 
+/* ---- window_attention: qkv[B, H, W, 3C], table[(2ws-1)^2, NH] -> out[B, H, W, C], lse[B, NH, H, W] ----
+ * B H W C NH ws shift (attrs: heads, window, shift). */
+static void window_attention_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  for (int i = 0; i < 3; i++) d[i] = x->d[i];
+  d[3] = last(x) / 3;
+  for (int i = 0; i < 3; i++) d[4 + i] = op->attr[i].i;
+  *n = 7;
+}
+static int64_t window_attention_flops(const Graph *g, const Op *op, bool bwd) {
+  int64_t d[MAX_KDIM];
+  int n;
+  window_attention_dims(g, op, d, &n);
+  /* q k^T and p v over each window's ws^2 keys; backward as attention's */
+  int64_t f = FLOPS(4, d[0], d[1], d[2], d[5], d[5], d[3]);
+  return !bwd ? f : f > INT64_MAX / 5 ? INT64_MAX : 5 * f / 2;
+}
+
 /* ---- embeddings ---- */
 
 static void embedding_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
@@ -611,6 +629,18 @@ static const OpInfo table[OP_COUNT] = {
                       {"original_max_position_embeddings", ATTR_FLOAT}},
             .min_inputs = 1, .max_inputs = 1,
             .composite = true,
+        },
+    [OP_WINDOW_ATTENTION] =
+        {
+            .name = "window_attention",
+            .attrs = {{"heads", ATTR_INT, .required = true}, {"window", ATTR_INT, .required = true},
+                      {"shift", ATTR_INT, .nonneg = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 2, .nout = 2, .nstats = 1,
+            .dims = window_attention_dims, .flops = window_attention_flops,
+            .gemm = true,
+            .nbin = 5, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(0), REF_OUT(1)},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
         },
     [OP_EMBEDDING] =
         {

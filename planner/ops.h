@@ -37,6 +37,7 @@
  *   embedding      tokens W         out                 dout tokens                dW               N C V
  *   pos_embedding  W                out                 dout                       dW               B T C Wrows
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
+ *   window_attention qkv table      out lse             dout qkv table out lse     dqkv dtable      B H W C NH ws shift
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
  *   linear_cross_entropy x W b targets  loss dx dW db  dx dW db (stats)        dx dW db         N V K R

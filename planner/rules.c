@@ -201,6 +201,27 @@ static void attention_build(BuildCtx *c) {
   build_output(c, 1, "lse", build_shape(c, 3, ld, lsym), DT_F32);
 }
 
+/* window_attention (Swin): qkv [B, H, W, 3C] channel-last, H and W whole windows; the relative position
+ * bias table [(2 window - 1)^2, heads] its parameter (torchvision's init: std 0.02) */
+static void window_attention_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Shape *x = in_shape(c, 0);
+  Arena *tmp = build_scratch(c);
+  int64_t NH = attr_i(c, "heads"), ws = attr_i(c, "window"), R = 2 * ws - 1;
+  if (x->rank != 4 || x->d[3] % 3 != 0 || x->d[3] / 3 % NH != 0)
+    build_error(c, "heads", "window_attention needs qkv of shape (B, H, W, 3*C) with heads = %lld dividing C; '%s' is %s %s",
+                (long long)NH, build_input(c, 0)->name, shape_sym_str(tmp, x), shape_val_str(tmp, x));
+  if (x->d[1] % ws != 0 || x->d[2] % ws != 0 || ws > 32 || attr_i(c, "shift") >= ws)
+    build_error(c, "window", "window = %lld must divide H = %lld and W = %lld, be at most 32 and exceed shift = %lld",
+                (long long)ws, (long long)x->d[1], (long long)x->d[2], (long long)attr_i(c, "shift"));
+  build_data(c, 0, 0);
+  build_param(c, 1, "table", NULL, mat_shape(c, R * R, NULL, NH, attr_sym(c, "heads")), (Init){INIT_NORMAL, 0.02});
+  int64_t od[4] = {x->d[0], x->d[1], x->d[2], x->d[3] / 3}, ld[4] = {x->d[0], NH, x->d[1], x->d[2]};
+  const char *osym[4] = {x->sym[0], x->sym[1], x->sym[2], NULL}, *lsym[4] = {x->sym[0], attr_sym(c, "heads"), x->sym[1], x->sym[2]};
+  build_output(c, 0, NULL, build_shape(c, 4, od, osym), DT_F32);
+  build_output(c, 1, "lse", build_shape(c, 4, ld, lsym), DT_F32);
+}
+
 /* causal_self_attention (GPT-2's block, Llama's with kv_heads): qkv
  * projection to (heads + 2 kv_heads) hd channels, attention core, output
  * projection, named "<layer>.qkv", ".core" and ".proj". */
@@ -750,6 +771,7 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_DROPOUT] = dropout_build,
     [OP_STOCHASTIC_DEPTH] = sd_build,
     [OP_SCALE] = unary_build,
+    [OP_WINDOW_ATTENTION] = window_attention_build,
 };
 
 int op_lookup(const char *s) {
