@@ -2255,7 +2255,7 @@ static void bwd_window_attention(float *const *din, const float *dout, float *co
 }
 static void gradchecks_window(void) {
   // A 4x6 map of 2x2 windows rolled by 1 (the mask's three bands on each axis), 2 heads of 4; and a
-  // 3x3 window unshifted on a 3x6 map with 3 heads of 2. Planted once in cpu_window.c: the roll undone
+  // 3x3 window unshifted on a 3x6 map with 3 heads of 2. Planted once: the roll undone
   // at the wrong side ((r - shift) instead of (r + shift) in rt_window_pos, memplan_kernels.h) printed
   // "FAIL window_attention (2x2, shift 1) forward max rel err 6.40e+01" (and its gradients).
   run_case(&(Case){.name = "window_attention (2x2, shift 1)",
