@@ -358,6 +358,17 @@ static void class_token_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
 }
 
 /* O N I index: x as [O, N, I], out [O, I] = x[:, index, :] */
+/* pad: x as [O, N, In] around its axis; dims O N In Nout (the output's size there) */
+static void pad_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  int ax = (int)op->attr[0].i; /* axis, after */
+  ax = ax < 0 ? ax + x->rank : ax;
+  d[0] = prod(x, 0, ax);
+  d[1] = x->d[ax];
+  d[2] = prod(x, ax + 1, x->rank);
+  d[3] = x->d[ax] + op->attr[1].i;
+  *n = 4;
+}
 static void select_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   const Shape *x = tshape(g, op->in[0]);
   int ax = (int)op->attr[0].i; /* axis, index */
@@ -811,6 +822,17 @@ static const OpInfo table[OP_COUNT] = {
             .attrs = {{"axis", ATTR_INDEX, .required = true}, {"index", ATTR_INDEX, .required = true}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .dims = select_dims, .flops = shape_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_PAD] =
+        {
+            .name = "pad",
+            .attrs = {{"axis", ATTR_INDEX, .required = true}, {"after", ATTR_INDEX, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .dims = pad_dims, .flops = shape_flops,
             .cheap = true,
             .nbin = 1, .bin = {REF_DOUT},
             .nbout = 1, .bout = {REF_GIN(0)},

@@ -49,6 +49,7 @@
  *   concat         a0 .. a5         out                 dout                       da0 .. da5       O I n0 .. n5
  *   class_token    x W              out                 dout                       dx dW            B N C
  *   select         x                out                 dout                       dx               O N I index
+ *   pad            x                out                 dout                       dx               O N I Nout
  *   maxpool2d      x                out                 dout x                     dx               N C H W Ho Wo k s p
  *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
  *   adaptive_avgpool2d x            out                 dout                       dx               N C H W Ho Wo

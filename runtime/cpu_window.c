@@ -82,7 +82,8 @@ static void win_backward_task(const void *ctx, int64_t lo, int64_t hi) {
   for (int64_t h = lo; h < hi; h++) {
     if (dqkv && !A->acc[0])
       for (int64_t t = 0; t < A->d[6] * M; t++)
-        for (int64_t part = 0; part < 3; part++) memset(dqkv + t * 3 * d.C + part * d.C + h * d.hs, 0, (size_t)d.hs * sizeof(float));
+        for (int64_t part = 0; part < 3; part++)
+          memset(dqkv + t * 3 * d.C + part * d.C + h * d.hs, 0, (size_t)d.hs * sizeof(float));
     if (dtable && !A->acc[1])
       for (int64_t r = 0; r < R; r++) dtable[r * d.NH + h] = 0.0f;
     for (int64_t b = 0; b < A->d[6]; b++)

@@ -190,7 +190,7 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
    * heads of hs = C/NH contiguous in each. The map is rolled by -shift on H and W and                                 \
    * cut in ws x ws windows (H % ws == W % ws == 0; rt_window_pos below); within a window                              \
    * query j's score of key k is q.k/sqrt(hs) + table[rt_window_rel(j, k, ws), h]                                      \
-   * (table[(2ws-1)^2, NH]: the relative position bias) - 100 when shift > 0 and the                                  \
+   * (table[(2ws-1)^2, NH]: the relative position bias) - 100 when shift > 0 and the                                   \
    * two lie in different regions of the roll (torchvision's mask). out[B,H,W,C] is                                    \
    * written at each token's own position (the roll undone); lse[B,NH,H,W] as                                          \
    * attention's (NULL in eval). ws*ws <= 1024. */                                                                     \
@@ -336,6 +336,12 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, select_forward, (float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t index))               \
   /* dx[:, index, :] (+)= dout; the other rows of dx are 0 (acc = 0) or left as they are. */                           \
   X(void, select_backward, (float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t index, int acc))   \
+                                                                                                                       \
+  /* pad: x as [O, N, In], out[O, Nout, In] = x's rows n < N and zeros after (Nout > N: F.pad's padding at             \
+   * the end of an axis), or its first Nout rows (Nout < N: a crop). */                                                \
+  X(void, pad_forward, (float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t Nout))                   \
+  /* dx (+)= dout's rows n < N, zeros after (a crop's gradient: the cut rows). */                                      \
+  X(void, pad_backward, (float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t Nout, int acc))       \
                                                                                                                        \
   /* maxpool2d over each of the N*C planes of x[N,C,H,W]: out[N,C,Ho,Wo] is the maximum of the                         \
    * k x k window at (ho s - p, wo s - p); padding is -inf (never chosen). As torch: the first                         \

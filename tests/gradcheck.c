@@ -1634,7 +1634,41 @@ static void bwd_select(float *const *din, const float *dout, float *const *in, c
   rt_select_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], acc);
 }
 
+/* pad: x as [O, N, In] to [O, Nout, In], zeros after (Nout > N) or cut (Nout < N) */
+static void ref_pad(double *out, double *const *in, const Case *c) {
+  int64_t O = c->d[0], N = c->d[1], In = c->d[2], No = c->d[3];
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t n = 0; n < No; n++)
+      for (int64_t i = 0; i < In; i++) out[(o * No + n) * In + i] = n < N ? in[0][(o * N + n) * In + i] : 0.0;
+}
+static void fwd_pad(float *out, float *const *in, const Case *c) {
+  rt_pad_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->d[3]);
+}
+static void bwd_pad(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_pad_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], acc);
+}
+
 static void gradchecks_shape(void) {
+  // pad of [3, 4, 5] on the middle axis: 2 zero rows after, then a crop of 3 rows (F.pad's negative padding).
+  // Planted once: cpu_shape.c's pad_copy leaving the padded rows unwritten printed
+  // "FAIL pad (after 2) forward max rel err nan" and "FAIL pad (crop 3) d0 acc=0 max rel err nan".
+  run_case(&(Case){.name = "pad (after 2)",
+                   .nin = 1,
+                   .in_n = {3 * 4 * 5},
+                   .out_n = 3 * 6 * 5,
+                   .d = {3, 4, 5, 6},
+                   .ref = ref_pad,
+                   .fwd = fwd_pad,
+                   .bwd = bwd_pad});
+  run_case(&(Case){.name = "pad (crop 3)",
+                   .nin = 1,
+                   .in_n = {3 * 4 * 5},
+                   .out_n = 3 * 1 * 5,
+                   .d = {3, 4, 5, 1},
+                   .ref = ref_pad,
+                   .fwd = fwd_pad,
+                   .bwd = bwd_pad});
   run_case(&(Case){.name = "flatten",
                    .nin = 1,
                    .in_n = {30},
@@ -2222,9 +2256,11 @@ static void ref_window_attention(double *out, double *const *in, const Case *c) 
           for (int64_t i = 0; i < N; i++) {
             for (int64_t j = 0; j < N; j++) {
               double s = 0.0;
-              for (int64_t e = 0; e < hs; e++) s += in[0][src[i] * 3 * C + h * hs + e] * in[0][src[j] * 3 * C + C + h * hs + e];
+              for (int64_t e = 0; e < hs; e++)
+                s += in[0][src[i] * 3 * C + h * hs + e] * in[0][src[j] * 3 * C + C + h * hs + e];
               int64_t dy = i / ws - j / ws + ws - 1, dx = i % ws - j % ws + ws - 1; // coords[i] - coords[j], shifted
-              p[j] = s / sqrt((double)hs) + in[1][(dy * (2 * ws - 1) + dx) * NH + h] + (lab[i] != lab[j] ? -100.0 : 0.0);
+              p[j] =
+                  s / sqrt((double)hs) + in[1][(dy * (2 * ws - 1) + dx) * NH + h] + (lab[i] != lab[j] ? -100.0 : 0.0);
             }
             ref_softmax_rows(p, p, 1, N);
             for (int64_t e = 0; e < hs; e++) {

@@ -28,19 +28,21 @@ static WinArgs win_args(int64_t B, int64_t H, int64_t W, int64_t C, int64_t NH, 
 static __device__ float win_score(const WinArgs &a, const float *qkv, const float *table, int64_t b, int64_t w,
                                   int64_t h, int64_t j, int64_t k) {
   int rj, rk;
-  int64_t pj = rt_window_pos(w, j, a.H, a.W, a.ws, a.shift, &rj), pk = rt_window_pos(w, k, a.H, a.W, a.ws, a.shift, &rk);
-  const float *q = qkv + (b * a.H * a.W + pj) * 3 * a.C + h * a.hs, *kk = qkv + (b * a.H * a.W + pk) * 3 * a.C + a.C + h * a.hs;
+  int64_t pj = rt_window_pos(w, j, a.H, a.W, a.ws, a.shift, &rj),
+          pk = rt_window_pos(w, k, a.H, a.W, a.ws, a.shift, &rk);
+  const float *q = qkv + (b * a.H * a.W + pj) * 3 * a.C + h * a.hs,
+              *kk = qkv + (b * a.H * a.W + pk) * 3 * a.C + a.C + h * a.hs;
   float s = 0.0f;
   for (int64_t i = 0; i < a.hs; i++) s += q[i] * kk[i];
   return s * a.scale + table[rt_window_rel(j, k, a.ws) * a.NH + h] + (rj != rk ? -100.0f : 0.0f);
 }
 
 /* Row it = ((b nw + w) NH + h) N + j. */
-#define WIN_ROW(a, it)                                                                                 \
-  int64_t j = (it) % (a).N, h = (it) / (a).N % (a).NH, w = (it) / ((a).N * (a).NH) % (a).nw,           \
-          b = (it) / ((a).N * (a).NH * (a).nw);                                                        \
-  int reg_;                                                                                            \
-  int64_t pj = b * (a).H * (a).W + rt_window_pos(w, j, (a).H, (a).W, (a).ws, (a).shift, &reg_);       \
+#define WIN_ROW(a, it)                                                                          \
+  int64_t j = (it) % (a).N, h = (it) / (a).N % (a).NH, w = (it) / ((a).N * (a).NH) % (a).nw,    \
+          b = (it) / ((a).N * (a).NH * (a).nw);                                                 \
+  int reg_;                                                                                     \
+  int64_t pj = b * (a).H * (a).W + rt_window_pos(w, j, (a).H, (a).W, (a).ws, (a).shift, &reg_); \
   (void)reg_
 
 static __global__ void win_forward_kernel(float *out, float *lse, const float *qkv, const float *table, WinArgs a) {
@@ -55,8 +57,8 @@ static __global__ void win_forward_kernel(float *out, float *lse, const float *q
     for (int64_t k = 0; k < a.N; k++) {
       int rk;
       float p = expf(win_score(a, qkv, table, b, w, h, j, k) - l);
-      const float *v = qkv + (b * a.H * a.W + rt_window_pos(w, k, a.H, a.W, a.ws, a.shift, &rk)) * 3 * a.C +
-                       2 * a.C + h * a.hs;
+      const float *v =
+          qkv + (b * a.H * a.W + rt_window_pos(w, k, a.H, a.W, a.ws, a.shift, &rk)) * 3 * a.C + 2 * a.C + h * a.hs;
       for (int64_t i = 0; i < a.hs; i++) o[i] += p * v[i];
     }
     if (lse) lse[(b * a.NH + h) * a.H * a.W + pj - b * a.H * a.W] = l;
@@ -97,8 +99,8 @@ static __global__ void win_dq_kernel(float *dqkv, const float *dout, const float
     for (int64_t k = 0; k < a.N; k++) {
       int rk;
       float ds = win_ds(a, dout, qkv, table, b, w, h, j, k, pj, D, l, &p) * a.scale;
-      const float *kk = qkv + (b * a.H * a.W + rt_window_pos(w, k, a.H, a.W, a.ws, a.shift, &rk)) * 3 * a.C + a.C +
-                        h * a.hs;
+      const float *kk =
+          qkv + (b * a.H * a.W + rt_window_pos(w, k, a.H, a.W, a.ws, a.shift, &rk)) * 3 * a.C + a.C + h * a.hs;
       for (int64_t i = 0; i < a.hs; i++) dq[i] += ds * kk[i];
     }
   }
@@ -151,8 +153,8 @@ static __global__ void win_dtable_kernel(float *dtable, const float *dout, const
   }
 }
 
-void rt_cuda_window_attention_forward(float *out, float *lse, const float *qkv, const float *table, int64_t B, int64_t H,
-                                      int64_t W, int64_t C, int64_t NH, int64_t ws, int64_t shift) {
+void rt_cuda_window_attention_forward(float *out, float *lse, const float *qkv, const float *table, int64_t B,
+                                      int64_t H, int64_t W, int64_t C, int64_t NH, int64_t ws, int64_t shift) {
   need_ctx();
   WinArgs a = win_args(B, H, W, C, NH, ws, shift);
   if (a.rows == 0) return;

@@ -617,6 +617,22 @@ void ref_select_backward(float *dx, const float *dout, int64_t O, int64_t N, int
   store(dx, g, O * N * In, acc);
 }
 
+void ref_pad_forward(float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t Nout) {
+  double *o = dnew(O * Nout * In); // zeros past N
+  for (int64_t r = 0; r < O; r++)
+    for (int64_t n = 0; n < N && n < Nout; n++)
+      for (int64_t i = 0; i < In; i++) o[(r * Nout + n) * In + i] = x[(r * N + n) * In + i];
+  store(out, o, O * Nout * In, 0);
+}
+
+void ref_pad_backward(float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t Nout, int acc) {
+  double *g = dnew(O * N * In); // zeros past Nout
+  for (int64_t r = 0; r < O; r++)
+    for (int64_t n = 0; n < N && n < Nout; n++)
+      for (int64_t i = 0; i < In; i++) g[(r * N + n) * In + i] = dout[(r * Nout + n) * In + i];
+  store(dx, g, O * N * In, acc);
+}
+
 // ----------------------------------------------------------------------------
 // losses
 
@@ -1147,11 +1163,13 @@ typedef struct {
 static double win_probs(double *p, int64_t *pos, const float *qkv, const float *table, const Win *a, int64_t b,
                         int64_t w, int64_t h, int64_t j) {
   int reg[1024];
-  for (int64_t k = 0; k < a->N; k++) pos[k] = b * a->H * a->W + rt_window_pos(w, k, a->H, a->W, a->ws, a->shift, &reg[k]);
+  for (int64_t k = 0; k < a->N; k++)
+    pos[k] = b * a->H * a->W + rt_window_pos(w, k, a->H, a->W, a->ws, a->shift, &reg[k]);
   double mx = -INFINITY, s = 0.0;
   for (int64_t k = 0; k < a->N; k++) {
     double d = 0.0;
-    for (int64_t i = 0; i < a->hs; i++) d += (double)qkv[pos[j] * 3 * a->C + h * a->hs + i] * qkv[pos[k] * 3 * a->C + a->C + h * a->hs + i];
+    for (int64_t i = 0; i < a->hs; i++)
+      d += (double)qkv[pos[j] * 3 * a->C + h * a->hs + i] * qkv[pos[k] * 3 * a->C + a->C + h * a->hs + i];
     p[k] = d / sqrt((double)a->hs) + table[rt_window_rel(j, k, a->ws) * a->NH + h] + (reg[j] != reg[k] ? -100.0 : 0.0);
     mx = p[k] > mx ? p[k] : mx;
   }
@@ -1176,7 +1194,8 @@ void ref_window_attention_forward(float *out, float *lse, const float *qkv, cons
           double lj = win_probs(p, pos, qkv, table, &a, b, w, h, j);
           l[(b * NH + h) * H * W + pos[j] - b * H * W] = lj;
           for (int64_t k = 0; k < a.N; k++)
-            for (int64_t i = 0; i < a.hs; i++) o[pos[j] * C + h * a.hs + i] += p[k] * qkv[pos[k] * 3 * C + 2 * C + h * a.hs + i];
+            for (int64_t i = 0; i < a.hs; i++)
+              o[pos[j] * C + h * a.hs + i] += p[k] * qkv[pos[k] * 3 * C + 2 * C + h * a.hs + i];
         }
   free(p);
   free(pos);

@@ -402,6 +402,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = torch.cat([t.reshape(d[0], n, d[1]) for t, n in zip(a, d[2:8]) if t is not None], 1)
         elif k == "class_token":  # x [B, N, C], weight [C]
             y = torch.cat([a[1].expand(d[0], 1, d[2]), a[0].reshape(d[0], d[1], d[2])], 1)
+        elif k == "pad":  # x as [O, N, In] to [O, Nout, In]: F.pad at the axis's end (negative: a crop)
+            y = F.pad(a[0].reshape(d[0], d[1], d[2]), (0, 0, 0, d[3] - d[1]))
         elif k == "select":  # x as [O, N, In]; dims O N In index
             y = a[0].reshape(d[0], d[1], d[2]).select(1, d[3])
         elif k == "cross_entropy":
