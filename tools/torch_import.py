@@ -1071,10 +1071,11 @@ def swin_absorb(imp, node):
 
 def swin_call(imp, node):
     """torchvision's Swin helpers as memplan ops:
-    - shifted_window_attention: linear (qkv) + window_attention (the roll, the windows, the relative position bias
-      and the shift mask inside it; its table the module's relative_position_bias_table) + linear (proj);
-    - _patch_merging_pad of [B, H, W, C], H and W even: reshape [B, H/2, 2, W/2, 2, C], transposes to
-      [B, H/2, W/2, 2 (w), 2 (h), C] and a reshape to [B, H/2, W/2, 4C] (x0 x1 x2 x3 of its torch.cat)."""
+    - shifted_window_attention: pads to whole windows (pad, where the map is not), linear (qkv) + window_attention
+      (the roll, the windows, the relative position bias and the shift mask inside it; its table the module's
+      relative_position_bias_table) + linear (proj), the padding cut off (pad with a negative `after`);
+    - _patch_merging_pad of [B, H, W, C] (odd H or W padded by one): reshape [B, H/2, 2, W/2, 2, C], transposes
+      to [B, H/2, W/2, 2 (w), 2 (h), C] and a reshape to [B, H/2, W/2, 4C] (x0 x1 x2 x3 of its torch.cat)."""
     import torch
     kind = swin_fn(node)
     x = imp.arg(node, node.args[0])
@@ -1082,10 +1083,10 @@ def swin_call(imp, node):
         return None
     ish = imp.shape(node.args[0])
     if kind == "merge":
-        if len(ish) != 4 or ish[1] % 2 or ish[2] % 2:
-            return imp.reject(node, "patch merging of %s: memplan merges [B, H, W, C] of even H and W (no padding)"
-                              % (list(ish),))
-        B, H, W, C = ish
+        if len(ish) != 4:
+            return imp.reject(node, "patch merging of %s: memplan merges [B, H, W, C]" % (list(ish),))
+        x = swin_pad(imp, node, x, ish[1] % 2, ish[2] % 2, node.name + "_pad")  # torchvision pads odd H, W by one
+        B, H, W, C = ish[0], ish[1] + ish[1] % 2, ish[2] + ish[2] % 2, ish[3]
         y = imp.emit(node, "reshape", {"shape": imp.dim_expr([B, H // 2, 2, W // 2, 2, C])}, [x],
                      imp.layer_name(node.name + "_split"))
         y = imp.emit(node, "transpose", {"dim0": 2, "dim1": 3}, [y], imp.layer_name(node.name + "_t0"))
@@ -1099,7 +1100,8 @@ def swin_call(imp, node):
     v.update(node.kwargs)
     ws, heads, shift = list(v["window_size"]), v["num_heads"], list(v.get("shift_size") or [0, 0])
     B, H, W, C = ish
-    shift = [0 if w >= n else s for w, n, s in zip(ws, (H, W), shift)]  # torchvision: no shift in one window
+    pad_b, pad_r = -H % ws[0], -W % ws[1]  # torchvision pads the map to whole windows, and cuts them off after
+    shift = [0 if w >= n else s for w, n, s in zip(ws, (H + pad_b, W + pad_r), shift)]  # one window: no shift
     rb = v["relative_position_bias"]
     table = imp.param_of(rb.args[0]) if swin_fn(rb) == "bias" else None
     qkv, proj = imp.param_of(v["qkv_weight"]), imp.param_of(v["proj_weight"])
@@ -1107,9 +1109,6 @@ def swin_call(imp, node):
         ("Swin V2's cosine attention (logit_scale) and its continuous position bias",
          v.get("logit_scale") is not None or table is None),
         ("a non-square window %s" % ws, ws[0] != ws[1]),
-        ("a %dx%d map, not whole %dx%d windows (torchvision pads it; memplan's window_attention does not: take an "
-         "image size whose feature maps are multiples of the window, e.g. 224 for 7)" % (H, W, ws[0], ws[1]),
-         H % ws[0] or W % ws[1]),
         ("unequal shifts %s" % shift, shift[0] != shift[1]),
         ("attention dropout %g" % v.get("attention_dropout", 0.0), v.get("attention_dropout", 0.0)),
         ("qkv and proj weights not nn.Linear's", qkv is None or proj is None or
@@ -1126,6 +1125,7 @@ def swin_call(imp, node):
         return imp.reject(node, "memplan's window_attention maps torchvision's Swin V1 attention: not " +
                           "; ".join(why))
     path = node.meta.get("memplan_path", "") or node.name
+    x = swin_pad(imp, node, x, pad_b, pad_r, path + ".pad")
     q = imp.emit(node, "linear", {"out": 3 * C, "bias": qkv[0].bias is not None}, [x], imp.layer_name(path + ".qkv"))
     imp.own(q, qkv[0], ("weight", "bias"))
     att = imp.emit(node, "window_attention", {"heads": heads, "window": ws[0], "shift": shift[0]}, [q],
@@ -1134,7 +1134,20 @@ def swin_call(imp, node):
     y = imp.emit(node, "linear", {"out": C, "bias": proj[0].bias is not None}, [att], imp.layer_name(path + ".proj"))
     imp.own(y, proj[0], ("weight", "bias"))
     p = v.get("dropout", 0.0)
-    return imp.emit(node, "dropout", {"p": float(p)}, [y], imp.layer_name(path + ".dropout")) if p else y
+    if p:
+        y = imp.emit(node, "dropout", {"p": float(p)}, [y], imp.layer_name(path + ".dropout"))
+    y = swin_pad(imp, node, y, -pad_b, -pad_r, path + ".crop")
+    imp.value[node] = y
+    return y
+
+
+def swin_pad(imp, node, x, h, w, name):
+    """x [B, H, W, C] with h rows and w columns of zeros after (F.pad's), or cut off when negative: a pad op per
+    axis that changes."""
+    for axis, n in ((1, h), (2, w)):
+        if n:
+            x = imp.emit(node, "pad", {"axis": axis, "after": n}, [x], imp.layer_name("%s_%s" % (name, "hw"[axis - 1])))
+    return x
 
 
 def user_line(stack):
