@@ -28,7 +28,7 @@ memplan_torch_import(cnn ${ti_mod}:SmallCNN --input x=[B,3,8,8]:f32 --input targ
 # module disagrees with, targets of the wrong dtype or shape, every unsupported node
 # listed with its module path and source line, data-dependent control flow, no
 # python3, a python3 without torch, a checkpoint of another plan in the load-back
-# helper (tests/torch_import/errors.py: 15 runs of python3 with torch, 25 s of CPU). Planted once: the tool creating
+# helper, Swin V2's attention (tests/torch_import/errors.py: 16 runs of python3 with torch, 27 s of CPU). Planted once: the tool creating
 # the -o folder before refusing unsupported nodes printed "FAIL: unsupported nodes,
 # all of them (exit 1) / wrote .../out7". Planted once: the MultiheadAttention check of need_weights deleted,
 # the import refused only the weights' getitem ("getitem at (top level): the attention weights"), and the

@@ -1078,11 +1078,11 @@ def swin_call(imp, node):
       to [B, H/2, W/2, 2 (w), 2 (h), C] and a reshape to [B, H/2, W/2, 4C] (x0 x1 x2 x3 of its torch.cat)."""
     import torch
     kind = swin_fn(node)
-    x = imp.arg(node, node.args[0])
-    if x is None:
-        return None
     ish = imp.shape(node.args[0])
     if kind == "merge":
+        x = imp.arg(node, node.args[0])
+        if x is None:
+            return None
         if len(ish) != 4:
             return imp.reject(node, "patch merging of %s: memplan merges [B, H, W, C]" % (list(ish),))
         x = swin_pad(imp, node, x, ish[1] % 2, ish[2] % 2, node.name + "_pad")  # torchvision pads odd H, W by one
@@ -1093,7 +1093,8 @@ def swin_call(imp, node):
         y = imp.emit(node, "transpose", {"dim0": 3, "dim1": 4}, [y], imp.layer_name(node.name + "_t1"))
         return imp.emit(node, "reshape", {"shape": imp.dim_expr([B, H // 2, W // 2, 4 * C])}, [y])
     if kind == "bias":
-        return imp.reject(node, "a relative position bias read other than by shifted_window_attention")
+        return imp.arg(node, node.args[0]) and imp.reject(node, "a relative position bias read other than by "
+                                                          "shifted_window_attention")
     names = ("input", "qkv_weight", "proj_weight", "relative_position_bias", "window_size", "num_heads", "shift_size",
              "attention_dropout", "dropout", "qkv_bias", "proj_bias", "logit_scale")
     v = dict(zip(names, node.args))
@@ -1121,9 +1122,12 @@ def swin_call(imp, node):
         want = ((j // ws[0] - k // ws[0] + ws[0] - 1) * (2 * ws[0] - 1) + j % ws[0] - k % ws[0] + ws[0] - 1)
         if idx is None or not torch.equal(idx.reshape(-1).long(), want.reshape(-1)):
             why.append("a relative_position_index other than torchvision's")
-    if why:
+    if why:  # listed even when its input was refused too
         return imp.reject(node, "memplan's window_attention maps torchvision's Swin V1 attention: not " +
                           "; ".join(why))
+    x = imp.arg(node, node.args[0])
+    if x is None:
+        return None
     path = node.meta.get("memplan_path", "") or node.name
     x = swin_pad(imp, node, x, pad_b, pad_r, path + ".pad")
     q = imp.emit(node, "linear", {"out": 3 * C, "bias": qkv[0].bias is not None}, [x], imp.layer_name(path + ".qkv"))
