@@ -45,6 +45,10 @@ MUTANTS = [
          search="    if (A->dw) A->dw[c] = (float)(A->acc_dw ? A->dw[c] + sgx : sgx);",
          replace="    if (A->dw) A->dw[c] = (float)(A->acc_dw ? A->dw[c] + 2 * sgx : 2 * sgx);",
          tests=["gradcheck"], targets=["test_gradcheck"]),
+    # Swin's shift mask: without it a shifted window attends across the roll's seams
+    dict(name="window_attention_no_shift_mask", file="runtime/cpu_window.c",
+         search="(region[j] != region[k] ? -100.0f : 0.0f)", replace="(region[j] != region[k] ? 0.0f : 0.0f)",
+         tests=["gradcheck"], targets=["test_gradcheck"]),
     dict(name="embedding_backward_halved", file="runtime/cpu_shape.c",
          search="      for (int64_t j = 0; j < nj; j++) row[j] += gi[j];",
          replace="      for (int64_t j = 0; j < nj; j++) row[j] += 0.5f * gi[j];",
