@@ -1100,15 +1100,19 @@ def swin_call(imp, node):
     v = dict(zip(names, node.args))
     v.update(node.kwargs)
     ws, heads, shift = list(v["window_size"]), v["num_heads"], list(v.get("shift_size") or [0, 0])
+    rb = v["relative_position_bias"]
+    if ish is None or len(ish) != 4 or not isinstance(rb, torch.fx.Node):
+        return imp.reject(node, "shifted_window_attention of %s: memplan maps it on [B, H, W, C] with a relative "
+                          "position bias it computes" % (list(ish) if ish else "a value it does not compute"))
     B, H, W, C = ish
     pad_b, pad_r = -H % ws[0], -W % ws[1]  # torchvision pads the map to whole windows, and cuts them off after
     shift = [0 if w >= n else s for w, n, s in zip(ws, (H + pad_b, W + pad_r), shift)]  # one window: no shift
-    rb = v["relative_position_bias"]
     table = imp.param_of(rb.args[0]) if swin_fn(rb) == "bias" else None
     qkv, proj = imp.param_of(v["qkv_weight"]), imp.param_of(v["proj_weight"])
     why = [w for w, bad in (
-        ("Swin V2's cosine attention (logit_scale) and its continuous position bias",
-         v.get("logit_scale") is not None or table is None),
+        ("Swin V2's cosine attention (logit_scale) and its continuous position bias", v.get("logit_scale") is not None),
+        ("a relative position bias other than a parameter table read by _get_relative_position_bias",
+         table is None and v.get("logit_scale") is None),
         ("a non-square window %s" % ws, ws[0] != ws[1]),
         ("unequal shifts %s" % shift, shift[0] != shift[1]),
         ("attention dropout %g" % v.get("attention_dropout", 0.0), v.get("attention_dropout", 0.0)),
@@ -1150,7 +1154,8 @@ def swin_pad(imp, node, x, h, w, name):
     axis that changes."""
     for axis, n in ((1, h), (2, w)):
         if n:
-            x = imp.emit(node, "pad", {"axis": axis, "after": n}, [x], imp.layer_name("%s_%s" % (name, "hw"[axis - 1])))
+            x = imp.emit(node, "pad", {"axis": axis, "after": n}, [x],
+                         imp.layer_name("%s_%s" % (name, "hw"[axis - 1])))
     return x
 
 
