@@ -83,6 +83,8 @@ typedef enum {
   OP_DROPOUT,          /* random: a counter-based mask from its mode_arg key */
   OP_STOCHASTIC_DEPTH, /* random: whole rows (or the batch) zeroed, from its mode_arg key */
   OP_SCALE,            /* x times a constant (LoRA's alpha / rank) */
+  OP_WINDOW_ATTENTION, /* Swin's shifted-window attention core with its relative position bias */
+  OP_PAD,              /* zeros after one axis's end, or its end cut off (F.pad) */
   OP_ADAMW,            /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */

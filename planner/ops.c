@@ -142,6 +142,24 @@ static int64_t attention_flops(const Graph *g, const Op *op, bool bwd) {
   return !bwd ? f : f > INT64_MAX / 5 ? INT64_MAX : 5 * f / 2;
 }
 
+/* ---- window_attention: qkv[B, H, W, 3C], table[(2ws-1)^2, NH] -> out[B, H, W, C], lse[B, NH, H, W] ----
+ * B H W C NH ws shift (attrs: heads, window, shift). */
+static void window_attention_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  for (int i = 0; i < 3; i++) d[i] = x->d[i];
+  d[3] = last(x) / 3;
+  for (int i = 0; i < 3; i++) d[4 + i] = op->attr[i].i;
+  *n = 7;
+}
+static int64_t window_attention_flops(const Graph *g, const Op *op, bool bwd) {
+  int64_t d[MAX_KDIM];
+  int n;
+  window_attention_dims(g, op, d, &n);
+  /* q k^T and p v over each window's ws^2 keys; backward as attention's */
+  int64_t f = FLOPS(4, d[0], d[1], d[2], d[5], d[5], d[3]);
+  return !bwd ? f : f > INT64_MAX / 5 ? INT64_MAX : 5 * f / 2;
+}
+
 /* ---- embeddings ---- */
 
 static void embedding_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
@@ -350,6 +368,17 @@ static void class_token_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
 }
 
 /* O N I index: x as [O, N, I], out [O, I] = x[:, index, :] */
+/* pad: x as [O, N, In] around its axis; dims O N In Nout (the output's size there) */
+static void pad_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  int ax = (int)op->attr[0].i; /* axis, after */
+  ax = ax < 0 ? ax + x->rank : ax;
+  d[0] = prod(x, 0, ax);
+  d[1] = x->d[ax];
+  d[2] = prod(x, ax + 1, x->rank);
+  d[3] = x->d[ax] + op->attr[1].i;
+  *n = 4;
+}
 static void select_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   const Shape *x = tshape(g, op->in[0]);
   int ax = (int)op->attr[0].i; /* axis, index */
@@ -634,6 +663,18 @@ static const OpInfo table[OP_COUNT] = {
             .min_inputs = 1, .max_inputs = 1,
             .composite = true,
         },
+    [OP_WINDOW_ATTENTION] =
+        {
+            .name = "window_attention",
+            .attrs = {{"heads", ATTR_INT, .required = true}, {"window", ATTR_INT, .required = true},
+                      {"shift", ATTR_INT, .nonneg = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 2, .nout = 2, .nstats = 1,
+            .dims = window_attention_dims, .flops = window_attention_flops,
+            .gemm = true,
+            .nbin = 5, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(0), REF_OUT(1)},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+        },
     [OP_EMBEDDING] =
         {
             .name = "embedding",
@@ -804,6 +845,17 @@ static const OpInfo table[OP_COUNT] = {
             .attrs = {{"axis", ATTR_INDEX, .required = true}, {"index", ATTR_INDEX, .required = true}},
             .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
             .dims = select_dims, .flops = shape_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_PAD] =
+        {
+            .name = "pad",
+            .attrs = {{"axis", ATTR_INDEX, .required = true}, {"after", ATTR_INDEX, .required = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .dims = pad_dims, .flops = shape_flops,
             .cheap = true,
             .nbin = 1, .bin = {REF_DOUT},
             .nbout = 1, .bout = {REF_GIN(0)},

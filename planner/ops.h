@@ -38,6 +38,7 @@
  *   embedding      tokens W         out                 dout tokens                dW               N C V
  *   pos_embedding  W                out                 dout                       dW               B T C Wrows
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)
+ *   window_attention qkv table      out lse             dout qkv table out lse     dqkv dtable      B H W C NH ws shift
  *   cross_entropy  logits targets   loss lse            logits targets lse         dlogits          N V
  *   mse            pred target      loss                pred target                dpred            n
  *   linear_cross_entropy x W b targets  loss dx dW db  dx dW db (stats)        dx dW db         N V K R
@@ -49,6 +50,7 @@
  *   concat         a0 .. a5         out                 dout                       da0 .. da5       O I n0 .. n5
  *   class_token    x W              out                 dout                       dx dW            B N C
  *   select         x                out                 dout                       dx               O N I index
+ *   pad            x                out                 dout                       dx               O N I Nout
  *   maxpool2d      x                out                 dout x                     dx               N C H W Ho Wo k s p
  *   avgpool2d      x                out                 dout                       dx               N C H W Ho Wo k s p
  *   adaptive_avgpool2d x            out                 dout                       dx               N C H W Ho Wo

@@ -211,6 +211,25 @@ static void attention_build(BuildCtx *c) {
   build_output(c, 1, "lse", build_shape(c, 3, ld, lsym), DT_F32);
 }
 
+/* window_attention (Swin): qkv [B, H, W, 3C] of whole windows; its relative position bias table [(2 window - 1)^2,
+ * heads] (torchvision's init, std 0.02). Outputs out [B, H, W, C], lse [B, heads, H, W]. */
+static void window_attention_build(BuildCtx *c) {
+  need_float(c, 0);
+  const Shape *x = in_shape(c, 0);
+  int64_t NH = attr_i(c, "heads"), ws = attr_i(c, "window"), R = 2 * ws - 1, sh = attr_i(c, "shift");
+  if (x->rank != 4 || x->d[3] % (3 * NH) != 0)
+    build_error(c, "heads", "window_attention needs qkv [B, H, W, 3*C] with heads = %lld dividing C; '%s' is %s",
+                (long long)NH, build_input(c, 0)->name, shape_val_str(build_scratch(c), x));
+  if (x->d[1] % ws != 0 || x->d[2] % ws != 0 || ws > 32 || sh >= ws)
+    build_error(c, "window", "window = %lld must divide H = %lld and W = %lld, be at most 32 and exceed shift = %lld",
+                (long long)ws, (long long)x->d[1], (long long)x->d[2], (long long)sh);
+  build_data(c, 0, 0);
+  build_param(c, 1, "table", NULL, mat_shape(c, R * R, NULL, NH, attr_sym(c, "heads")), (Init){INIT_NORMAL, 0.02});
+  const char *sy[4] = {x->sym[0], x->sym[1], x->sym[2], NULL}, *ly[4] = {x->sym[0], attr_sym(c, "heads"), sy[1], sy[2]};
+  build_output(c, 0, NULL, build_shape(c, 4, (int64_t[4]){x->d[0], x->d[1], x->d[2], x->d[3] / 3}, sy), DT_F32);
+  build_output(c, 1, "lse", build_shape(c, 4, (int64_t[4]){x->d[0], NH, x->d[1], x->d[2]}, ly), DT_F32);
+}
+
 /* causal_self_attention (GPT-2's block, Llama's with kv_heads): qkv
  * projection to (heads + 2 kv_heads) hd channels, attention core, output
  * projection, named "<layer>.qkv", ".core" and ".proj". */
@@ -646,6 +665,19 @@ static void select_build(BuildCtx *c) {
   build_output(c, 0, NULL, build_shape(c, r, d, sy), DT_F32);
 }
 
+/* pad: zeros after the end of one axis (after > 0), or that many elements cut off its end (after < 0): F.pad's */
+static void pad_build(BuildCtx *c) {
+  need_float(c, 0);
+  Shape s = *in_shape(c, 0);
+  int ax = axis_attr(c, "axis", s.rank, 0);
+  if ((s.d[ax] += attr_i(c, "after")) < 1)
+    build_error(c, "after", "after = %lld leaves axis %d of input '%s' no elements (it has %lld)",
+                (long long)attr_i(c, "after"), ax, build_input(c, 0)->name, (long long)(s.d[ax] - attr_i(c, "after")));
+  s.sym[ax] = NULL;
+  build_data(c, 0, 0);
+  build_output(c, 0, NULL, build_shape(c, s.rank, s.d, s.sym), DT_F32);
+}
+
 /* ---- pooling: maxpool2d, avgpool2d [N, C, H, W] -> [N, C, Ho, Wo]; global_avgpool -> [N, C] ---- */
 
 static void need_nchw(BuildCtx *c) {
@@ -775,24 +807,6 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_DROPOUT] = dropout_build,
     [OP_STOCHASTIC_DEPTH] = sd_build,
     [OP_SCALE] = unary_build,
+    [OP_WINDOW_ATTENTION] = window_attention_build,
+    [OP_PAD] = pad_build,
 };
-
-int op_lookup(const char *s) {
-  for (int k = 0; k < OP_COUNT; k++)
-    if (shape_rules[k] && strcmp(op_info(k)->name, s) == 0) return k;
-  return -1;
-}
-
-const char *op_suggest(const char *s) {
-  const char *best = NULL;
-  int bd = 1 << 30;
-  for (int k = 0; k < OP_COUNT; k++) {
-    if (!shape_rules[k]) continue;
-    int d = mp_edit_distance(s, op_info(k)->name);
-    if (d < bd) {
-      bd = d;
-      best = op_info(k)->name;
-    }
-  }
-  return bd <= 3 ? best : NULL;
-}

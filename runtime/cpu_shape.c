@@ -274,3 +274,20 @@ void rt_select_backward(float *dx, const float *dout, int64_t O, int64_t N, int6
   RtArgs a = {.o = {dx}, .i = {dout}, .d = {N, In, index}, .acc = {acc}};
   rt_par(select_backward_task, &a, O * N, rt_chunks(O * N * In >= RT_PAR_MIN));
 }
+
+/* pad and its gradient: dst[O, Nd, In] (+)= src[O, Ns, In]'s rows n < min(Nd, Ns); with acc = 0, rows past Ns zeroed.
+ */
+static void pad_copy(float *dst, int64_t Nd, const float *src, int64_t Ns, int64_t O, int64_t In, int acc) {
+  if (!dst) return;
+  int64_t m = Nd < Ns ? Nd : Ns;
+  block_copy(dst, Nd * In, src, Ns * In, O, m * In, acc);
+  if (!acc && Nd > m)
+    for (int64_t o = 0; o < O; o++) memset(dst + (o * Nd + m) * In, 0, (size_t)((Nd - m) * In) * sizeof(float));
+}
+
+void rt_pad_forward(float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t Nout) {
+  pad_copy(out, Nout, x, N, O, In, 0);
+}
+void rt_pad_backward(float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t Nout, int acc) {
+  pad_copy(dx, N, dout, Nout, O, In, acc);
+}

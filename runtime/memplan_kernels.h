@@ -194,6 +194,24 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
     (float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, int64_t B, int64_t T,       \
      int64_t C, int64_t NH, int64_t KVH, int64_t causal, int acc))                                                     \
                                                                                                                        \
+  /* Swin's shifted-window attention core, torchvision's shifted_window_attention                                      \
+   * between its qkv and proj linears: qkv[B,H,W,3C] is channel-last, q | k | v with                                   \
+   * heads of hs = C/NH contiguous in each. The map is rolled by -shift on H and W and                                 \
+   * cut in ws x ws windows (H % ws == W % ws == 0; rt_window_pos below); within a window                              \
+   * query j's score of key k is q.k/sqrt(hs) + table[rt_window_rel(j, k, ws), h]                                      \
+   * (table[(2ws-1)^2, NH]: the relative position bias) - 100 when shift > 0 and the                                   \
+   * two lie in different regions of the roll (torchvision's mask). out[B,H,W,C] is                                    \
+   * written at each token's own position (the roll undone); lse[B,NH,H,W] as                                          \
+   * attention's (NULL in eval). ws*ws <= 1024. */                                                                     \
+  X(void, window_attention_forward,                                                                                    \
+    (float *out, float *lse, const float *qkv, const float *table, int64_t B, int64_t H, int64_t W, int64_t C,         \
+     int64_t NH, int64_t ws, int64_t shift))                                                                           \
+  /* dqkv (+)= gradient through it, dtable (+)= the scores' gradients summed by table row. */                          \
+  X(void, window_attention_backward,                                                                                   \
+    (float *dqkv, float *dtable, const float *dout, const float *qkv, const float *table, const float *out,            \
+     const float *lse, int64_t B, int64_t H, int64_t W, int64_t C, int64_t NH, int64_t ws, int64_t shift, int acc,     \
+     int acc_table))                                                                                                   \
+                                                                                                                       \
   /* embedding: out[N,C] = W[tokens[i], :] with W[V,C]. Token ids are checked by                                       \
    * the data loader, not here. */                                                                                     \
   X(void, embedding_forward, (float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V))     \
@@ -329,6 +347,12 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   /* dx[:, index, :] (+)= dout; the other rows of dx are 0 (acc = 0) or left as they are. */                           \
   X(void, select_backward, (float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t index, int acc))   \
                                                                                                                        \
+  /* pad: x as [O, N, In], out[O, Nout, In] = x's rows n < N and zeros after (Nout > N: F.pad's padding at             \
+   * the end of an axis), or its first Nout rows (Nout < N: a crop). */                                                \
+  X(void, pad_forward, (float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t Nout))                   \
+  /* dx (+)= dout's rows n < N, zeros after (a crop's gradient: the cut rows). */                                      \
+  X(void, pad_backward, (float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t Nout, int acc))       \
+                                                                                                                       \
   /* maxpool2d over each of the N*C planes of x[N,C,H,W]: out[N,C,Ho,Wo] is the maximum of the                         \
    * k x k window at (ho s - p, wo s - p); padding is -inf (never chosen). As torch: the first                         \
    * maximum in row-major window order wins, a NaN propagates. Ho = (H + 2p - k) / s + 1 (rounded up with              \
@@ -448,6 +472,20 @@ RT_QMAP_FN double rt_rope_freq(double theta, int64_t i, int64_t hd, double facto
   if (w > orig / low) return f / factor;
   double s = (orig / w - low) / (high - low);
   return (1 - s) * f / factor + s * f;
+}
+/* window_attention's geometry: token j (0 <= j < ws*ws, row-major) of window w (row-major over the
+ * (H/ws) x (W/ws) windows of the map rolled by -shift) sits at flat position h*W + w of the map as
+ * given; *region is its region of the roll (torchvision's mask labels: 3 bands of each axis, the last
+ * ws - shift before the last shift; 0 when shift = 0). */
+RT_QMAP_FN int64_t rt_window_pos(int64_t w, int64_t j, int64_t H, int64_t W, int64_t ws, int64_t shift, int *region) {
+  int64_t r = w / (W / ws) * ws + j / ws, c = w % (W / ws) * ws + j % ws;
+  *region = shift ? (int)((r < H - ws ? 0 : r < H - shift ? 1 : 2) * 3 + (c < W - ws ? 0 : c < W - shift ? 1 : 2)) : 0;
+  return (r + shift) % H * W + (c + shift) % W;
+}
+/* The relative position bias's table row for query j and key k of a window (torchvision's
+ * relative_position_index). */
+RT_QMAP_FN int64_t rt_window_rel(int64_t j, int64_t k, int64_t ws) {
+  return (j / ws - k / ws + ws - 1) * (2 * ws - 1) + (j % ws - k % ws + ws - 1);
 }
 RT_QMAP_FN float rt_qmap(int is_signed, int code) {
   const double decade[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};

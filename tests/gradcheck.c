@@ -1699,7 +1699,41 @@ static void bwd_select(float *const *din, const float *dout, float *const *in, c
   rt_select_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], acc);
 }
 
+/* pad: x as [O, N, In] to [O, Nout, In], zeros after (Nout > N) or cut (Nout < N) */
+static void ref_pad(double *out, double *const *in, const Case *c) {
+  int64_t O = c->d[0], N = c->d[1], In = c->d[2], No = c->d[3];
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t n = 0; n < No; n++)
+      for (int64_t i = 0; i < In; i++) out[(o * No + n) * In + i] = n < N ? in[0][(o * N + n) * In + i] : 0.0;
+}
+static void fwd_pad(float *out, float *const *in, const Case *c) {
+  rt_pad_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->d[3]);
+}
+static void bwd_pad(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_pad_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], acc);
+}
+
 static void gradchecks_shape(void) {
+  // pad of [3, 4, 5] on the middle axis: 2 zero rows after, then a crop of 3 rows (F.pad's negative padding).
+  // Planted once: cpu_shape.c's pad_copy leaving the padded rows unwritten printed
+  // "FAIL pad (after 2) forward max rel err nan" and "FAIL pad (crop 3) d0 acc=0 max rel err nan".
+  run_case(&(Case){.name = "pad (after 2)",
+                   .nin = 1,
+                   .in_n = {3 * 4 * 5},
+                   .out_n = 3 * 6 * 5,
+                   .d = {3, 4, 5, 6},
+                   .ref = ref_pad,
+                   .fwd = fwd_pad,
+                   .bwd = bwd_pad});
+  run_case(&(Case){.name = "pad (crop 3)",
+                   .nin = 1,
+                   .in_n = {3 * 4 * 5},
+                   .out_n = 3 * 1 * 5,
+                   .d = {3, 4, 5, 1},
+                   .ref = ref_pad,
+                   .fwd = fwd_pad,
+                   .bwd = bwd_pad});
   run_case(&(Case){.name = "flatten",
                    .nin = 1,
                    .in_n = {30},
@@ -2267,10 +2301,92 @@ static void values_optimizers(void) {
   check_scalar("sgd plain step: p", q, 0.94, 1e-6);
 }
 
+// ----------------------------------------------------------------------------
+// window_attention (qkv, table); d = B H W C NH ws shift. The reference follows torchvision's
+// shifted_window_attention step by step: torch.roll by -shift, windows cut row-major, the index
+// buffer built from relative coordinates, the mask from its h/w slices, the roll back.
+
+static int64_t ref_win_band(int64_t i, int64_t n, int64_t ws, int64_t shift) { // slices (0,-ws),(-ws,-s),(-s,None)
+  return i < n - ws ? 0 : i < n - shift ? 1 : 2;
+}
+static void ref_window_attention(double *out, double *const *in, const Case *c) {
+  int64_t B = c->d[0], H = c->d[1], W = c->d[2], C = c->d[3], NH = c->d[4], ws = c->d[5], sh = c->d[6];
+  int64_t hs = C / NH, N = ws * ws, src[64], lab[64];
+  double p[64];
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t wy = 0; wy < H / ws; wy++)
+      for (int64_t wx = 0; wx < W / ws; wx++) {
+        for (int64_t t = 0; t < N; t++) { // rolled position (r, cc) reads x[(r + sh) % H, (cc + sh) % W]
+          int64_t r = wy * ws + t / ws, cc = wx * ws + t % ws;
+          src[t] = b * H * W + (r + sh) % H * W + (cc + sh) % W;
+          lab[t] = sh ? ref_win_band(r, H, ws, sh) * 3 + ref_win_band(cc, W, ws, sh) : 0;
+        }
+        for (int64_t h = 0; h < NH; h++)
+          for (int64_t i = 0; i < N; i++) {
+            for (int64_t j = 0; j < N; j++) {
+              double s = 0.0;
+              for (int64_t e = 0; e < hs; e++)
+                s += in[0][src[i] * 3 * C + h * hs + e] * in[0][src[j] * 3 * C + C + h * hs + e];
+              int64_t dy = i / ws - j / ws + ws - 1, dx = i % ws - j % ws + ws - 1; // coords[i] - coords[j], shifted
+              p[j] =
+                  s / sqrt((double)hs) + in[1][(dy * (2 * ws - 1) + dx) * NH + h] + (lab[i] != lab[j] ? -100.0 : 0.0);
+            }
+            ref_softmax_rows(p, p, 1, N);
+            for (int64_t e = 0; e < hs; e++) {
+              double s = 0.0;
+              for (int64_t j = 0; j < N; j++) s += p[j] * in[0][src[j] * 3 * C + 2 * C + h * hs + e];
+              out[src[i] * C + h * hs + e] = s;
+            }
+          }
+      }
+}
+static void fwd_window_attention(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  float *lse = NEW(float, d[0] * d[4] * d[1] * d[2]);
+  rt_window_attention_forward(out, lse, in[0], in[1], d[0], d[1], d[2], d[3], d[4], d[5], d[6]);
+  free(lse);
+}
+static void bwd_window_attention(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  const int64_t *d = c->d;
+  int64_t n = d[0] * d[1] * d[2];
+  float *out = NEW(float, n *d[3]), *lse = NEW(float, n *d[4]);
+  fill(out, n * d[3], NAN); // forward must write every output and statistic
+  fill(lse, n * d[4], NAN);
+  rt_window_attention_forward(out, lse, in[0], in[1], d[0], d[1], d[2], d[3], d[4], d[5], d[6]);
+  rt_window_attention_backward(din[0], din[1], dout, in[0], in[1], out, lse, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+                               acc, acc);
+  free(out);
+  free(lse);
+}
+static void gradchecks_window(void) {
+  // A 4x6 map of 2x2 windows rolled by 1 (the mask's three bands on each axis), 2 heads of 4; and a
+  // 3x3 window unshifted on a 3x6 map with 3 heads of 2. Planted once: the roll undone
+  // at the wrong side ((r - shift) instead of (r + shift) in rt_window_pos, memplan_kernels.h) printed
+  // "FAIL window_attention (2x2, shift 1) forward max rel err 6.40e+01" (and its gradients).
+  run_case(&(Case){.name = "window_attention (2x2, shift 1)",
+                   .nin = 2,
+                   .in_n = {2 * 4 * 6 * 24, 9 * 2},
+                   .amp = {1.5f, 1.0f},
+                   .out_n = 2 * 4 * 6 * 8,
+                   .d = {2, 4, 6, 8, 2, 2, 1},
+                   .ref = ref_window_attention,
+                   .fwd = fwd_window_attention,
+                   .bwd = bwd_window_attention});
+  run_case(&(Case){.name = "window_attention (3x3, no shift)",
+                   .nin = 2,
+                   .in_n = {1 * 3 * 6 * 18, 25 * 3},
+                   .out_n = 1 * 3 * 6 * 6,
+                   .d = {1, 3, 6, 6, 3, 3, 0},
+                   .ref = ref_window_attention,
+                   .fwd = fwd_window_attention,
+                   .bwd = bwd_window_attention});
+}
+
 int main(void) {
   rt_set_threads(2);
   gradchecks();
   gradchecks_shape();
+  gradchecks_window();
   lce_checks();
   alias_elementwise();
   alias_shape();

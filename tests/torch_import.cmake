@@ -28,7 +28,7 @@ memplan_torch_import(cnn ${ti_mod}:SmallCNN --input x=[B,3,8,8]:f32 --input targ
 # module disagrees with, targets of the wrong dtype or shape, every unsupported node
 # listed with its module path and source line, data-dependent control flow, no
 # python3, a python3 without torch, a checkpoint of another plan in the load-back
-# helper (tests/torch_import/errors.py: 15 runs of python3 with torch, 25 s of CPU). Planted once: the tool creating
+# helper, Swin V2's attention (tests/torch_import/errors.py: 16 runs of python3 with torch, 27 s of CPU). Planted once: the tool creating
 # the -o folder before refusing unsupported nodes printed "FAIL: unsupported nodes,
 # all of them (exit 1) / wrote .../out7". Planted once: the MultiheadAttention check of need_weights deleted,
 # the import refused only the weights' getitem ("getitem at (top level): the attention weights"), and the
@@ -71,6 +71,21 @@ memplan_torch_import(vit torchvision.models.vision_transformer:VisionTransformer
 memplan_torch_import(resnet18 torchvision.models:resnet18 --kwargs num_classes=10 --input x=[B,3,64,64]:f32
                      --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
                      --optimizer sgd:lr=0.01,momentum=0.9,weight_decay=1e-4 --steps 3)
+# torchvision's own SwinTransformer, shrunk by its kwargs (20x20 images, 4x4 patches, 2 stages of 2 blocks,
+# widths 16 and 32, 3x3 windows): shifted_window_attention (the 5x5 map padded to 6x6 and cut back: pad; linear
+# + window_attention + linear; the odd blocks shifted by 1, the second stage's 3x3 map one window, unshifted as
+# torchvision does), _patch_merging_pad (the odd map padded, reshape, two transposes, reshape), the relative
+# position bias tables trained and loaded back; stochastic depth 0 (memplan's draws are its own).
+# Measured: per-step loss errors 2e-8 to 1.1e-7 (tolerances 2.4e-7 to 1.2e-6); 64 s on two cores shared with
+# other builds, mostly the trainer's build (14 s of CPU). Planted once: the patch merging's channel blocks in
+# the order x0 x2 x1 x3 (one transpose fewer) printed
+#   "step 1: loss 2.302654740 vs 2.325766038  rel err 9.94e-03 (tolerance 2.4e-07)  FAIL";
+# the shift kept on the second stage's single window (torchvision drops it) printed
+#   "step 1: loss 2.325469970 vs 2.325766038  rel err 1.27e-04 (tolerance 2.4e-07)  FAIL".
+memplan_torch_import(swin torchvision.models.swin_transformer:SwinTransformer
+                     --kwargs patch_size=[4,4],embed_dim=16,depths=[2,2],num_heads=[2,4],window_size=[3,3],stochastic_depth_prob=0.0,num_classes=10
+                     --input x=[B,3,20,20]:f32 --input targets=[B]:i32 --dims B=2 --loss cross_entropy:targets
+                     --optimizer adamw:lr=3e-3,weight_decay=0.05)
 # torchvision's own ConvNeXt shrunk (tests/torch_import/modules.py:ConvNeXtish: two stages of one CNBlock, widths
 # 8 and 16) at 16x16: the channel-last norms (torchvision's Permute to NHWC, nn.LayerNorm over C and back, each
 # permute memplan's transposes, one per swap; LayerNorm2d's F.layer_norm with an nn.LayerNorm's weight and bias),

@@ -274,6 +274,7 @@ class Importer:
             if node.op == "call_function" and node.target in (torch.nn.functional.softmax, torch.softmax) or \
                     node.op == "call_method" and node.target == "softmax":
                 match_attention(self, node)
+            swin_absorb(self, node)
             use = self.param_use(node) if node.op == "get_attr" else None
             if use is not None:
                 self.absorbed[node] = None  # read by the op its pattern makes (param_use)
@@ -696,6 +697,8 @@ class Importer:
         import torch
         import torch.nn.functional as F
         t, a, kw = node.target, node.args, node.kwargs
+        if swin_fn(node) is not None:
+            return swin_call(self, node)
         if t in ("chunk", torch.chunk):
             return self.chunk(node)
         shp = self.shape(node)
@@ -1396,6 +1399,121 @@ def match_gqa(imp, sm):
                  imp.layer_name(path + "_attention"))
     imp.absorbed[y] = make
     del math
+
+
+# Swin (torchvision.models.swin_transformer): fx keeps its three helpers whole (torch.fx.wrap), one node each
+
+def swin_fn(node):
+    """'attention', 'bias' or 'merge' for a call of torchvision's shifted_window_attention,
+    _get_relative_position_bias or _patch_merging_pad, else None."""
+    if node.op != "call_function":
+        return None
+    mod, name = getattr(node.target, "__module__", ""), getattr(node.target, "__name__", "")
+    if mod != "torchvision.models.swin_transformer":
+        return None
+    return {"shifted_window_attention": "attention", "_get_relative_position_bias": "bias",
+            "_patch_merging_pad": "merge"}.get(name)
+
+
+def swin_absorb(imp, node):
+    """The parameters and buffers the attention's node reads (qkv and proj weights and biases, the bias table
+    and its index) and the bias node itself are read by the ops swin_call makes, not tensors of their own."""
+    import torch.fx
+    if swin_fn(node) not in ("attention", "bias"):
+        return
+    for x in list(node.args) + list(node.kwargs.values()):
+        if isinstance(x, torch.fx.Node) and (x.op == "get_attr" or swin_fn(x) == "bias"):
+            imp.absorbed[x] = None
+
+
+def swin_call(imp, node):
+    """torchvision's Swin helpers as memplan ops:
+    - shifted_window_attention: pads to whole windows (pad, where the map is not), linear (qkv) + window_attention
+      (the roll, the windows, the relative position bias and the shift mask inside it; its table the module's
+      relative_position_bias_table) + linear (proj), the padding cut off (pad with a negative `after`);
+    - _patch_merging_pad of [B, H, W, C] (odd H or W padded by one): reshape [B, H/2, 2, W/2, 2, C], transposes
+      to [B, H/2, W/2, 2 (w), 2 (h), C] and a reshape to [B, H/2, W/2, 4C] (x0 x1 x2 x3 of its torch.cat)."""
+    import torch
+    kind = swin_fn(node)
+    ish = imp.shape(node.args[0])
+    if kind == "merge":
+        x = imp.arg(node, node.args[0])
+        if x is None:
+            return None
+        if len(ish) != 4:
+            return imp.reject(node, "patch merging of %s: memplan merges [B, H, W, C]" % (list(ish),))
+        x = swin_pad(imp, node, x, ish[1] % 2, ish[2] % 2, node.name + "_pad")  # torchvision pads odd H, W by one
+        B, H, W, C = ish[0], ish[1] + ish[1] % 2, ish[2] + ish[2] % 2, ish[3]
+        y = imp.emit(node, "reshape", {"shape": imp.dim_expr([B, H // 2, 2, W // 2, 2, C])}, [x],
+                     imp.layer_name(node.name + "_split"))
+        y = imp.emit(node, "transpose", {"dim0": 2, "dim1": 3}, [y], imp.layer_name(node.name + "_t0"))
+        y = imp.emit(node, "transpose", {"dim0": 3, "dim1": 4}, [y], imp.layer_name(node.name + "_t1"))
+        return imp.emit(node, "reshape", {"shape": imp.dim_expr([B, H // 2, W // 2, 4 * C])}, [y])
+    if kind == "bias":
+        return imp.arg(node, node.args[0]) and imp.reject(node, "a relative position bias read other than by "
+                                                          "shifted_window_attention")
+    names = ("input", "qkv_weight", "proj_weight", "relative_position_bias", "window_size", "num_heads", "shift_size",
+             "attention_dropout", "dropout", "qkv_bias", "proj_bias", "logit_scale")
+    v = dict(zip(names, node.args))
+    v.update(node.kwargs)
+    ws, heads, shift = list(v["window_size"]), v["num_heads"], list(v.get("shift_size") or [0, 0])
+    rb = v["relative_position_bias"]
+    if ish is None or len(ish) != 4 or not isinstance(rb, torch.fx.Node):
+        return imp.reject(node, "shifted_window_attention of %s: memplan maps it on [B, H, W, C] with a relative "
+                          "position bias it computes" % (list(ish) if ish else "a value it does not compute"))
+    B, H, W, C = ish
+    pad_b, pad_r = -H % ws[0], -W % ws[1]  # torchvision pads the map to whole windows, and cuts them off after
+    shift = [0 if w >= n else s for w, n, s in zip(ws, (H + pad_b, W + pad_r), shift)]  # one window: no shift
+    table = imp.param_of(rb.args[0]) if swin_fn(rb) == "bias" else None
+    qkv, proj = imp.param_of(v["qkv_weight"]), imp.param_of(v["proj_weight"])
+    why = [w for w, bad in (
+        ("Swin V2's cosine attention (logit_scale) and its continuous position bias", v.get("logit_scale") is not None),
+        ("a relative position bias other than a parameter table read by _get_relative_position_bias",
+         table is None and v.get("logit_scale") is None),
+        ("a non-square window %s" % ws, ws[0] != ws[1]),
+        ("unequal shifts %s" % shift, shift[0] != shift[1]),
+        ("attention dropout %g" % v.get("attention_dropout", 0.0), v.get("attention_dropout", 0.0)),
+        ("qkv and proj weights not nn.Linear's", qkv is None or proj is None or
+         not isinstance(qkv[0], torch.nn.Linear) or not isinstance(proj[0], torch.nn.Linear)),
+    ) if bad]
+    if not why:
+        idx = imp.const(rb.args[1])
+        n = ws[0] * ws[0]
+        j, k = torch.arange(n)[:, None], torch.arange(n)[None, :]
+        want = ((j // ws[0] - k // ws[0] + ws[0] - 1) * (2 * ws[0] - 1) + j % ws[0] - k % ws[0] + ws[0] - 1)
+        if idx is None or not torch.equal(idx.reshape(-1).long(), want.reshape(-1)):
+            why.append("a relative_position_index other than torchvision's")
+    if why:  # listed even when its input was refused too
+        return imp.reject(node, "memplan's window_attention maps torchvision's Swin V1 attention: not " +
+                          "; ".join(why))
+    x = imp.arg(node, node.args[0])
+    if x is None:
+        return None
+    path = node.meta.get("memplan_path", "") or node.name
+    x = swin_pad(imp, node, x, pad_b, pad_r, path + ".pad")
+    q = imp.emit(node, "linear", {"out": 3 * C, "bias": qkv[0].bias is not None}, [x], imp.layer_name(path + ".qkv"))
+    imp.own(q, qkv[0], ("weight", "bias"))
+    att = imp.emit(node, "window_attention", {"heads": heads, "window": ws[0], "shift": shift[0]}, [q],
+                   imp.layer_name(path + ".window_attention"))
+    imp.own(att, table[0], (("table", "relative_position_bias_table"),))
+    y = imp.emit(node, "linear", {"out": C, "bias": proj[0].bias is not None}, [att], imp.layer_name(path + ".proj"))
+    imp.own(y, proj[0], ("weight", "bias"))
+    p = v.get("dropout", 0.0)
+    if p:
+        y = imp.emit(node, "dropout", {"p": float(p)}, [y], imp.layer_name(path + ".dropout"))
+    y = swin_pad(imp, node, y, -pad_b, -pad_r, path + ".crop")
+    imp.value[node] = y
+    return y
+
+
+def swin_pad(imp, node, x, h, w, name):
+    """x [B, H, W, C] with h rows and w columns of zeros after (F.pad's), or cut off when negative: a pad op per
+    axis that changes."""
+    for axis, n in ((1, h), (2, w)):
+        if n:
+            x = imp.emit(node, "pad", {"axis": axis, "after": n}, [x],
+                         imp.layer_name("%s_%s" % (name, "hw"[axis - 1])))
+    return x
 
 
 def user_line(stack):

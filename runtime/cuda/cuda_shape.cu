@@ -240,3 +240,22 @@ void rt_cuda_select_backward(float *dx, const float *dout, int64_t O, int64_t N,
   select_backward_kernel<<<grid_for(O * N * In, 256), 256, 0, ctx.stream>>>(dx, dout, N, In, index, O * N * In);
   LAUNCH_CHECK();
 }
+
+/* pad and its gradient: dst[O, Nd, In] (+)= src[O, Ns, In]'s rows n < min(Nd, Ns); with acc = 0, rows past Ns zeroed.
+ */
+static void pad_copy(float *dst, int64_t Nd, const float *src, int64_t Ns, int64_t O, int64_t In, int acc) {
+  need_ctx();
+  if (!dst || O * In <= 0) return;
+  int64_t m = Nd < Ns ? Nd : Ns;
+  block_copy(dst, Nd * In, src, Ns * In, O, m * In, acc);
+  if (!acc && Nd > m)
+    CUDA_CHECK(cudaMemset2DAsync(dst + m * In, (size_t)(Nd * In) * sizeof(float), 0,
+                                 (size_t)((Nd - m) * In) * sizeof(float), (size_t)O, ctx.stream));
+}
+
+void rt_cuda_pad_forward(float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t Nout) {
+  pad_copy(out, Nout, x, N, O, In, 0);
+}
+void rt_cuda_pad_backward(float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t Nout, int acc) {
+  pad_copy(dx, N, dout, Nout, O, In, acc);
+}

@@ -635,6 +635,22 @@ void ref_select_backward(float *dx, const float *dout, int64_t O, int64_t N, int
   store(dx, g, O * N * In, acc);
 }
 
+void ref_pad_forward(float *out, const float *x, int64_t O, int64_t N, int64_t In, int64_t Nout) {
+  double *o = dnew(O * Nout * In); // zeros past N
+  for (int64_t r = 0; r < O; r++)
+    for (int64_t n = 0; n < N && n < Nout; n++)
+      for (int64_t i = 0; i < In; i++) o[(r * Nout + n) * In + i] = x[(r * N + n) * In + i];
+  store(out, o, O * Nout * In, 0);
+}
+
+void ref_pad_backward(float *dx, const float *dout, int64_t O, int64_t N, int64_t In, int64_t Nout, int acc) {
+  double *g = dnew(O * N * In); // zeros past Nout
+  for (int64_t r = 0; r < O; r++)
+    for (int64_t n = 0; n < N && n < Nout; n++)
+      for (int64_t i = 0; i < In; i++) g[(r * N + n) * In + i] = dout[(r * Nout + n) * In + i];
+  store(dx, g, O * N * In, acc);
+}
+
 // ----------------------------------------------------------------------------
 // losses
 
@@ -1160,4 +1176,97 @@ double ref_grad_sqnorm(const float *g, int64_t n) {
   long double s = 0.0L;
   for (int64_t i = 0; i < n; i++) s += (long double)g[i] * (long double)g[i];
   return (double)s;
+}
+
+// ----------------------------------------------------------------------------
+// window_attention: per (image, window, head, query) the probability row in double, the geometry
+// memplan_kernels.h's rt_window_pos and rt_window_rel (cpu_window.c's gradient check builds it from
+// torchvision's definitions instead)
+
+typedef struct {
+  int64_t H, W, C, NH, ws, shift, hs, N, nw;
+} Win;
+
+/* p[0..N) of query j, head h, window w of image b; returns lse. pos: the window's flat positions. */
+static double win_probs(double *p, int64_t *pos, const float *qkv, const float *table, const Win *a, int64_t b,
+                        int64_t w, int64_t h, int64_t j) {
+  int reg[1024];
+  for (int64_t k = 0; k < a->N; k++)
+    pos[k] = b * a->H * a->W + rt_window_pos(w, k, a->H, a->W, a->ws, a->shift, &reg[k]);
+  double mx = -INFINITY, s = 0.0;
+  for (int64_t k = 0; k < a->N; k++) {
+    double d = 0.0;
+    for (int64_t i = 0; i < a->hs; i++)
+      d += (double)qkv[pos[j] * 3 * a->C + h * a->hs + i] * qkv[pos[k] * 3 * a->C + a->C + h * a->hs + i];
+    p[k] = d / sqrt((double)a->hs) + table[rt_window_rel(j, k, a->ws) * a->NH + h] + (reg[j] != reg[k] ? -100.0 : 0.0);
+    mx = p[k] > mx ? p[k] : mx;
+  }
+  for (int64_t k = 0; k < a->N; k++) s += p[k] = exp(p[k] - mx);
+  for (int64_t k = 0; k < a->N; k++) p[k] /= s;
+  return mx + log(s);
+}
+
+static Win win_of(int64_t H, int64_t W, int64_t C, int64_t NH, int64_t ws, int64_t shift) {
+  return (Win){H, W, C, NH, ws, shift, C / NH, ws * ws, H / ws * (W / ws)};
+}
+
+void ref_window_attention_forward(float *out, float *lse, const float *qkv, const float *table, int64_t B, int64_t H,
+                                  int64_t W, int64_t C, int64_t NH, int64_t ws, int64_t shift) {
+  Win a = win_of(H, W, C, NH, ws, shift);
+  double *o = dnew(B * H * W * C), *l = dnew(B * NH * H * W), *p = dnew(a.N);
+  int64_t *pos = calloc((size_t)a.N, sizeof *pos);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t w = 0; w < a.nw; w++)
+      for (int64_t h = 0; h < NH; h++)
+        for (int64_t j = 0; j < a.N; j++) {
+          double lj = win_probs(p, pos, qkv, table, &a, b, w, h, j);
+          l[(b * NH + h) * H * W + pos[j] - b * H * W] = lj;
+          for (int64_t k = 0; k < a.N; k++)
+            for (int64_t i = 0; i < a.hs; i++)
+              o[pos[j] * C + h * a.hs + i] += p[k] * qkv[pos[k] * 3 * C + 2 * C + h * a.hs + i];
+        }
+  free(p);
+  free(pos);
+  store(out, o, B * H * W * C, 0);
+  store(lse, l, B * NH * H * W, 0);
+}
+
+/* Softmax backward in its textbook form, as attention's: ds = p (dp - sum_k p dp). */
+void ref_window_attention_backward(float *dqkv, float *dtable, const float *dout, const float *qkv, const float *table,
+                                   const float *out, const float *lse, int64_t B, int64_t H, int64_t W, int64_t C,
+                                   int64_t NH, int64_t ws, int64_t shift, int acc, int acc_table) {
+  (void)out, (void)lse;
+  Win a = win_of(H, W, C, NH, ws, shift);
+  int64_t R = (2 * ws - 1) * (2 * ws - 1);
+  double *g = dnew(B * H * W * 3 * C), *gt = dnew(R * NH), *p = dnew(a.N), *dp = dnew(a.N);
+  int64_t *pos = calloc((size_t)a.N, sizeof *pos);
+  double scale = 1.0 / sqrt((double)a.hs);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t w = 0; w < a.nw; w++)
+      for (int64_t h = 0; h < NH; h++)
+        for (int64_t j = 0; j < a.N; j++) {
+          win_probs(p, pos, qkv, table, &a, b, w, h, j);
+          const float *go = dout + pos[j] * C + h * a.hs;
+          double sum = 0.0;
+          for (int64_t k = 0; k < a.N; k++) {
+            double d = 0.0;
+            for (int64_t i = 0; i < a.hs; i++) d += (double)go[i] * qkv[pos[k] * 3 * C + 2 * C + h * a.hs + i];
+            dp[k] = d;
+            sum += p[k] * d;
+          }
+          for (int64_t k = 0; k < a.N; k++) {
+            double ds = p[k] * (dp[k] - sum);
+            gt[rt_window_rel(j, k, ws) * NH + h] += ds;
+            for (int64_t i = 0; i < a.hs; i++) {
+              g[pos[j] * 3 * C + h * a.hs + i] += ds * scale * qkv[pos[k] * 3 * C + C + h * a.hs + i];
+              g[pos[k] * 3 * C + C + h * a.hs + i] += ds * scale * qkv[pos[j] * 3 * C + h * a.hs + i];
+              g[pos[k] * 3 * C + 2 * C + h * a.hs + i] += p[k] * go[i];
+            }
+          }
+        }
+  free(p);
+  free(dp);
+  free(pos);
+  store(dqkv, g, B * H * W * 3 * C, acc);
+  store(dtable, gt, R * NH, acc_table);
 }

@@ -737,6 +737,36 @@ static void case_attention(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t 
   release_all();
 }
 
+/* window_attention of [B,H,W,3C] in ws x ws windows rolled by shift: forward (and eval), backward acc 0 and 1 of
+ * dqkv and the table. */
+static void case_window_attention(int64_t B, int64_t H, int64_t W, int64_t C, int64_t NH, int64_t ws, int64_t shift) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "B=%lld %lldx%lld C=%lld NH=%lld ws=%lld shift=%lld", LL(B), LL(H), LL(W), LL(C),
+           LL(NH), LL(ws), LL(shift));
+  int64_t n = B * H * W, R = (2 * ws - 1) * (2 * ws - 1);
+  Ten qkv = ten_rand(n * 3 * C, 1.5f), table = ten_rand(R * NH, 1);
+  Ten out = ten_fill(n * C, NAN), lse = ten_fill(n * NH, NAN), out2 = ten_fill(n * C, NAN);
+  ref_window_attention_forward(out.ref, lse.ref, qkv.ref, table.ref, B, H, W, C, NH, ws, shift);
+  UT(window_attention_forward)(out.ut, lse.ut, qkv.ut, table.ut, B, H, W, C, NH, ws, shift);
+  check(&out, TOL_ATT, "window_attention_forward out %s", shape);
+  check(&lse, TOL_ATT, "window_attention_forward lse");
+  ref_window_attention_forward(out2.ref, NULL, qkv.ref, table.ref, B, H, W, C, NH, ws, shift);
+  UT(window_attention_forward)(out2.ut, NULL, qkv.ut, table.ut, B, H, W, C, NH, ws, shift);
+  check(&out2, TOL_ATT, "window_attention_forward eval (lse NULL)");
+  ut_put(out.ut, out.ref, (size_t)out.n * sizeof(float));
+  ut_put(lse.ut, lse.ref, (size_t)lse.n * sizeof(float));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n * C, 1), dqkv = ten_grad(n * 3 * C, acc), dt = ten_grad(R * NH, acc);
+    ref_window_attention_backward(dqkv.ref, dt.ref, g.ref, qkv.ref, table.ref, out.ref, lse.ref, B, H, W, C, NH, ws,
+                                  shift, acc, acc);
+    UT(window_attention_backward)
+    (dqkv.ut, dt.ut, g.ut, qkv.ut, table.ut, out.ut, lse.ut, B, H, W, C, NH, ws, shift, acc, acc);
+    check(&dqkv, TOL_ATT, "window_attention_backward dqkv acc=%d", acc);
+    check(&dt, TOL_ATT, "window_attention_backward dtable acc=%d", acc);
+  }
+  release_all();
+}
+
 // ----------------------------------------------------------------------------
 // cases: embeddings
 
@@ -922,6 +952,20 @@ static void case_select(int64_t O, int64_t N, int64_t In, int64_t index) {
     ref_select_backward(dx.ref, g.ref, O, N, In, index, acc);
     UT(select_backward)(dx.ut, g.ut, O, N, In, index, acc);
     check(&dx, EXACT, "select_backward acc=%d", acc);
+  }
+  release_all();
+}
+
+static void case_pad(int64_t O, int64_t N, int64_t In, int64_t Nout) {
+  Ten x = ten_rand(O * N * In, 1), out = ten_fill(O * Nout * In, NAN);
+  ref_pad_forward(out.ref, x.ref, O, N, In, Nout);
+  UT(pad_forward)(out.ut, x.ut, O, N, In, Nout);
+  check(&out, EXACT, "pad_forward O=%lld N=%lld In=%lld Nout=%lld", LL(O), LL(N), LL(In), LL(Nout));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(O * Nout * In, 1), dx = ten_grad(O * N * In, acc);
+    ref_pad_backward(dx.ref, g.ref, O, N, In, Nout, acc);
+    UT(pad_backward)(dx.ut, g.ut, O, N, In, Nout, acc);
+    check(&dx, EXACT, "pad_backward acc=%d", acc);
   }
   release_all();
 }
@@ -1764,12 +1808,14 @@ int main(int argc, char **argv) {
   if (!quick) RUN("rmsnorm", case_rmsnorm(512, 2048, 1e-6f));
   RUN("softmax", case_softmax(50, 1000));
   RUN("softmax", case_softmax(33, 7));
-  RUN("attention", case_attention(2, 67, 96, 4, 4, 1)); // head size 24, ragged tiles
-  RUN("attention", case_attention(1, 33, 40, 5, 5, 1)); // head size 8
-  RUN("attention", case_attention(2, 67, 96, 4, 2, 1)); // grouped-query: 2 query heads per kv head
-  RUN("attention", case_attention(2, 45, 48, 6, 1, 1)); // multi-query: one kv head for all 6
-  RUN("attention", case_attention(2, 67, 96, 4, 4, 0)); // not causal: every query sees all T keys
-  RUN("attention", case_attention(1, 50, 64, 4, 2, 0)); // not causal, grouped-query
+  RUN("attention", case_attention(2, 67, 96, 4, 4, 1));                   // head size 24, ragged tiles
+  RUN("attention", case_attention(1, 33, 40, 5, 5, 1));                   // head size 8
+  RUN("window_attention", case_window_attention(2, 14, 21, 96, 3, 7, 3)); // torchvision's 7x7, shifted by 3
+  RUN("window_attention", case_window_attention(1, 8, 8, 24, 2, 4, 0));   // unshifted
+  RUN("attention", case_attention(2, 67, 96, 4, 2, 1));                   // grouped-query: 2 query heads per kv head
+  RUN("attention", case_attention(2, 45, 48, 6, 1, 1));                   // multi-query: one kv head for all 6
+  RUN("attention", case_attention(2, 67, 96, 4, 4, 0));                   // not causal: every query sees all T keys
+  RUN("attention", case_attention(1, 50, 64, 4, 2, 0));                   // not causal, grouped-query
   if (!quick) {
     RUN("attention", case_attention(2, 128, 128, 2, 2, 1)); // head size 64
     RUN("attention", case_attention(1, 100, 240, 2, 2, 1)); // head size 120
@@ -1796,6 +1842,8 @@ int main(int argc, char **argv) {
   RUN("class_token", case_class_token(3, 17, 40));
   RUN("select", case_select(4, 9, 33, 0));             // ViT's read-out: the class token
   RUN("select", case_select(6, 5, 1, 4));              // the last axis, last index
+  RUN("pad", case_pad(6, 5, 33, 7));                   // Swin's map padded to whole windows
+  RUN("pad", case_pad(6, 7, 33, 5));                   // and cut back
   RUN("transpose", case_transpose(8, 192, 1, 196, 1)); // ViT-Ti/16's patches at batch 8: 196 of 192
   RUN("class_token", case_class_token(8, 196, 192));
 #ifndef TEST_CPU_BACKEND

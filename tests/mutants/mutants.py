@@ -53,6 +53,10 @@ MUTANTS = [
          search="    int64_t ch = r / kk, ki = r / c->kw % c->kh, kj = r % c->kw;",
          replace="    int64_t ch = r / kk, ki = r / c->kh % c->kh, kj = r % c->kw;",
          tests=["gradcheck"], targets=["test_gradcheck"]),
+    # Swin's shift mask: without it a shifted window attends across the roll's seams
+    dict(name="window_attention_no_shift_mask", file="runtime/cpu_window.c",
+         search="(region[j] != region[k] ? -100.0f : 0.0f)", replace="(region[j] != region[k] ? 0.0f : 0.0f)",
+         tests=["gradcheck"], targets=["test_gradcheck"]),
     dict(name="embedding_backward_halved", file="runtime/cpu_shape.c",
          search="      for (int64_t j = 0; j < nj; j++) row[j] += gi[j];",
          replace="      for (int64_t j = 0; j < nj; j++) row[j] += 0.5f * gi[j];",

@@ -230,6 +230,40 @@ def _attention(qkv, B, T, C, NH, KVH, causal):
     return (att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
 
 
+def _window_attention(qkv, table, B, H, W, C, NH, ws, shift):
+    """torchvision's shifted_window_attention (0.14) between its qkv and proj linears, transcribed: the
+    cyclic shift, the window partition, its relative_position_index built from relative coordinates, the
+    mask from its h and w slices, softmax attention with both added, the windows merged, the shift undone."""
+    x = qkv.reshape(B, H, W, 3 * C)
+    if shift:
+        x = torch.roll(x, shifts=(-shift, -shift), dims=(1, 2))
+    nw, n = (H // ws) * (W // ws), ws * ws
+    x = x.view(B, H // ws, ws, W // ws, ws, 3 * C).permute(0, 1, 3, 2, 4, 5).reshape(B * nw, n, 3 * C)
+    q, k, v = x.reshape(B * nw, n, 3, NH, C // NH).permute(2, 0, 3, 1, 4)
+    attn = (q * (C // NH) ** -0.5).matmul(k.transpose(-2, -1))
+    coords = torch.stack(torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")).flatten(1)
+    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0).contiguous()
+    rel[:, :, 0] += ws - 1
+    rel[:, :, 1] += ws - 1
+    rel[:, :, 0] *= 2 * ws - 1
+    bias = table[rel.sum(-1).flatten()].view(n, n, -1).permute(2, 0, 1).unsqueeze(0)
+    attn = attn + bias
+    if shift:
+        mask = x.new_zeros((H, W))
+        count = 0
+        for h in ((0, -ws), (-ws, -shift), (-shift, None)):
+            for w in ((0, -ws), (-ws, -shift), (-shift, None)):
+                mask[h[0]:h[1], w[0]:w[1]] = count
+                count += 1
+        mask = mask.view(H // ws, ws, W // ws, ws).permute(0, 2, 1, 3).reshape(nw, n)
+        mask = mask.unsqueeze(1) - mask.unsqueeze(2)
+        mask = mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0)
+        attn = (attn.view(B, nw, NH, n, n) + mask.unsqueeze(1).unsqueeze(0)).view(-1, NH, n, n)
+    y = attn.softmax(-1).matmul(v).transpose(1, 2).reshape(B * nw, n, C)
+    y = y.view(B, H // ws, W // ws, ws, ws, C).permute(0, 1, 3, 2, 4, 5).reshape(B, H, W, C)
+    return torch.roll(y, shifts=(shift, shift), dims=(1, 2)) if shift else y
+
+
 def _rope(x, B, T, H, KV, hd, theta, factor=0.0, low=0.0, high=0.0, orig=0.0):
     """Hugging Face Llama's rotary embedding of the q and k parts of a packed
     qkv [B, T, (H + 2 KV) hd], written out: angles t theta^(-2i/hd) (with
@@ -353,6 +387,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = a[0].softmax(-1)
         elif k == "attention":
             y = _attention(a[0], *d[:6])
+        elif k == "window_attention":  # dims: B H W C NH ws shift; inputs qkv table
+            y = _window_attention(a[0], a[1], *d[:7])
         elif k == "embedding":
             y = F.embedding(a[0], a[1])
         elif k == "position_embedding":
@@ -369,6 +405,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = torch.cat([t.reshape(d[0], n, d[1]) for t, n in zip(a, d[2:8]) if t is not None], 1)
         elif k == "class_token":  # x [B, N, C], weight [C]
             y = torch.cat([a[1].expand(d[0], 1, d[2]), a[0].reshape(d[0], d[1], d[2])], 1)
+        elif k == "pad":  # x as [O, N, In] to [O, Nout, In]: F.pad at the axis's end (negative: a crop)
+            y = F.pad(a[0].reshape(d[0], d[1], d[2]), (0, 0, 0, d[3] - d[1]))
         elif k == "select":  # x as [O, N, In]; dims O N In index
             y = a[0].reshape(d[0], d[1], d[2]).select(1, d[3])
         elif k == "cross_entropy":

@@ -91,6 +91,17 @@ def main():
                             os.path.join(good, "weights.safetensors")],
          ["not a name map written by memplan import-torch"], {}),
     ]
+    # torchvision's Swin V2 (32x32: one 8x8 window per stage), each of its 12 attentions listed. Planted once
+    # (the tool refusing it after its input's check, as first written): "25 node(s)", the attention listed once.
+    try:
+        import torchvision  # noqa: F401 (only whether it imports)
+        cases.append(("Swin V2's attention", ["torchvision.models:swin_v2_t", "--input", "x=[B,3,32,32]:f32",
+                                              "--input", "y=[B]:i32", "--dims", "B=1", "--loss", "cross_entropy:y"],
+                      ["36 node(s) have no memplan op; nothing written:", "shifted_window_attention at "
+                       "features.7.1.attn: memplan's window_attention maps torchvision's Swin V1 attention: not Swin "
+                       "V2's cosine attention (logit_scale) and its continuous position bias"], {}))
+    except ImportError:
+        print("errors.py: no torchvision; Swin V2's case skipped")
     bad = 0
     for i, (what, args, want, env) in enumerate(cases):
         out = os.path.join(work, "out%d" % i)
