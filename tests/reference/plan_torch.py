@@ -349,8 +349,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = F.linear(a[0].reshape(d[0], d[1]), a[1], a[2])
         elif k == "matmul":
             y = torch.bmm(a[0].reshape(d[0], d[1], d[2]), a[1].reshape(d[0], d[2], d[3]))
-        elif k == "add":
-            y = a[0] + a[1]
+        elif k == "add":  # the same numel; an in-place reshape's buffer may keep its source's shape (unet-mnist)
+            y = a[0] + a[1].reshape(a[0].shape)
         elif k == "mul":
             y = a[0] * a[1]
         elif k == "relu":
@@ -441,7 +441,7 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = _timestep_embedding(a[0], d[1], d[2], *op["floats"][:2], a[0].dtype)
         elif k == "conv_transpose2d":  # dims N C H W O Ho Wo k stride padding; output_padding from Ho
             opad = d[5] - ((d[2] - 1) * d[8] - 2 * d[9] + d[7])
-            y = F.conv_transpose2d(a[0], a[1], a[2], stride=d[8], padding=d[9], output_padding=opad)
+            y = F.conv_transpose2d(a[0].reshape(d[:4]), a[1], a[2], stride=d[8], padding=d[9], output_padding=opad)
         elif k == "ddpm_noise":  # dims B S T; floats beta_start, beta_end; eval draws from key 0
             key = op_key(seed, step, 0, op["layer"]) if step is not None and sched_key == "schedule" else 0
             t, eps, sa, sn = ddpm_draws(key, d[0], d[1], d[2], *op["floats"][:2])
