@@ -56,6 +56,12 @@
  *   stoch._depth   x                out                 dout                       dx               N S batch (p) [..]
  *   (stoch._depth: stochastic_depth; [..]: [mode key] as dropout)
  *   scale          x                out                 dout                       dx               n (factor)
+ *   groupnorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C S G (eps)
+ *   add_channels   x e              out                 dout                       dx de            NC S
+ *   upsample       x                out                 dout                       dx               NC H W scale
+ *   timestep_emb.  t                out                 dout t                     dt (never sent)  B D flip (shift maxp)
+ *   conv_transp.2d x W b            out                 dout x W                   dx dW db         N C H W O Ho Wo k s p
+ *   ddpm_noise     x0               xt eps t            dout t                     dx0              B S T (b0 b1) [..]
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. conv2d's
