@@ -2405,7 +2405,27 @@ static void values_ddpm(void) {
   free(x0), free(xt), free(eps), free(t), free(xt2), free(eps2), free(t2), free(want), free(tw);
 }
 
+/* add_channels' alias-safe pairs (its ops.c entry's inplace_fwd and inplace_bwd): (out, x) and, with acc 0,
+ * (dx, dout), de summed before dx overwrites dout. Planted once: the sum after dx's write (dx = 2 dout) printed
+ * "FAIL in place add_channels backward: de max rel err 1.00e+00". */
+static void alias_add_channels(void) {
+  enum { NC = 6, S = 40 };
+  float x[NC * S], e[NC], want[NC * S], io[NC * S], de[NC], de2[NC];
+  fill_rand(x, NC * S, 1.0f);
+  fill_rand(e, NC, 1.0f);
+  rt_add_channels_forward(want, x, e, NC, S);
+  memcpy(io, x, sizeof io);
+  rt_add_channels_forward(io, io, e, NC, S);
+  check_f("in place add_channels forward (out, x)", io, want, NC * S, EXACT);
+  rt_add_channels_backward(want, de, x, NC, S, 0, 0);
+  memcpy(io, x, sizeof io);
+  rt_add_channels_backward(io, de2, io, NC, S, 0, 0);
+  check_f("in place add_channels backward (dx, dout)", io, want, NC * S, EXACT);
+  check_f("in place add_channels backward: de", de2, de, NC, EXACT);
+}
+
 static void gradchecks_diffusion(void) {
+  alias_add_channels();
   // Planted once: groupnorm's dx reading w of channel j % Cg instead of j / S printed "FAIL groupnorm (N=2 C=6
   // S=5 G=3) d0 acc=0 max rel err 3.57e+00".
   run_case(&(Case){.name = "groupnorm (N=2 C=6 S=5 G=3)",
