@@ -58,11 +58,11 @@ typedef struct {
   int input[MAX_OP_IN]; /* name ids (see Loader.names) */
   Loc input_loc[MAX_OP_IN];
   const char *input_out[MAX_OP_IN]; /* "eps" of `noise.eps`: another output of the layer than its first */
-  int share;              /* name id of a shared parameter's owner layer, -1 */
-  const char *share_name; /* that parameter's full name, "wte.weight" */
-  int out;                /* tensor id of the layer's output, after build */
-  bool frozen;            /* trainable: false, on it or on its block */
-  int t_first, t_end;     /* the tensors its build created, [t_first, t_end) */
+  int share;                        /* name id of a shared parameter's owner layer, -1 */
+  const char *share_name;           /* that parameter's full name, "wte.weight" */
+  int out;                          /* tensor id of the layer's output, after build */
+  bool frozen;                      /* trainable: false, on it or on its block */
+  int t_first, t_end;               /* the tensors its build created, [t_first, t_end) */
 } Layer;
 
 typedef struct {

@@ -2373,15 +2373,15 @@ static void bwd_ddpm(float *const *din, const float *dout, float *const *in, con
  * changes them, eps is N(0, 1) to sampling precision and t covers 0 .. T-1. */
 static void values_ddpm(void) {
   enum { B = 64, S = 4096, T = 1000 };
-  float *x0 = NEW(float, B * S), *xt = NEW(float, B * S), *eps = NEW(float, B * S), *t = NEW(float, B);
-  float *xt2 = NEW(float, B * S), *eps2 = NEW(float, B * S), *t2 = NEW(float, B);
+  float *x0 = NEW(float, B *S), *xt = NEW(float, B *S), *eps = NEW(float, B *S), *t = NEW(float, B);
+  float *xt2 = NEW(float, B *S), *eps2 = NEW(float, B *S), *t2 = NEW(float, B);
   fill_rand(x0, B * S, 1.0f);
   uint64_t key = 0x1234567887654321ull;
   rt_ddpm_noise_forward(xt, eps, t, x0, B, S, T, 1e-4f, 0.02f, RT_MODE_TRAIN, key);
   rt_ddpm_noise_forward(xt2, eps2, t2, x0, B, S, T, 1e-4f, 0.02f, RT_MODE_RECOMPUTE, key);
   check_f("ddpm_noise recompute: the same x_t", xt2, xt, B * S, 0.0);
   check_f("ddpm_noise recompute: the same t", t2, t, B, 0.0);
-  double *want = NEW(double, B * S), *tw = NEW(double, B);
+  double *want = NEW(double, B *S), *tw = NEW(double, B);
   for (int64_t i = 0; i < B * S; i++) want[i] = ddpm_eps_ref(key, i);
   for (int64_t b = 0; b < B; b++) tw[b] = (double)ddpm_t_ref(key, b, T);
   check("ddpm_noise eps: Box-Muller of the key's hash", eps, want, B * S, TOL);
@@ -2401,7 +2401,8 @@ static void values_ddpm(void) {
   for (int64_t i = 0; i < B * S; i++) same += eps2[i] == eps[i];
   check_scalar("ddpm_noise another key draws other noise", same < 16, 1.0, 0.0);
   // abar at the schedule's ends: 1 - 1e-4 at t = 0 and prod (1 - beta) = 4.04e-5 at t = 999 (diffusers' value)
-  check_scalar("ddpm abar(999) = 4.0358e-5", ddpm_abar_ref(999, 1000, (double)1e-4f, (double)0.02f) * 1e5, 4.0358, 1e-4);
+  check_scalar("ddpm abar(999) = 4.0358e-5", ddpm_abar_ref(999, 1000, (double)1e-4f, (double)0.02f) * 1e5, 4.0358,
+               1e-4);
   free(x0), free(xt), free(eps), free(t), free(xt2), free(eps2), free(t2), free(want), free(tw);
 }
 

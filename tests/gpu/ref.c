@@ -1192,8 +1192,7 @@ void ref_add_channels_forward(float *out, const float *x, const float *e, int64_
   store(out, o, NC * S, 0);
 }
 
-void ref_add_channels_backward(float *dx, float *de, const float *dout, int64_t NC, int64_t S, int acc_dx,
-                               int acc_de) {
+void ref_add_channels_backward(float *dx, float *de, const float *dout, int64_t NC, int64_t S, int acc_dx, int acc_de) {
   double *gx = dnew(NC * S), *ge = dnew(NC);
   for (int64_t i = 0; i < NC * S; i++) gx[i] = dout[i], ge[i / S] += dout[i];
   store(dx, gx, NC * S, acc_dx);

@@ -1759,8 +1759,8 @@ static void case_conv_transpose2d(int64_t N, int64_t C, int64_t H, int64_t W, in
         LL(H), LL(W), LL(O), LL(k), LL(s), LL(p), LL(op));
   for (int acc = 0; acc <= 1; acc++) {
     Ten g = ten_rand(ny, 1), dx = ten_grad(nx, acc), dw = ten_grad(C * O * k * k, acc), db = ten_grad(O, acc);
-    ref_conv_transpose2d_backward(dx.ref, dw.ref, db.ref, g.ref, x.ref, w.ref, N, C, H, W, O, Ho, Wo, k, s, p, acc,
-                                  acc, acc);
+    ref_conv_transpose2d_backward(dx.ref, dw.ref, db.ref, g.ref, x.ref, w.ref, N, C, H, W, O, Ho, Wo, k, s, p, acc, acc,
+                                  acc);
     UT(conv_transpose2d_backward)(dx.ut, dw.ut, db.ut, g.ut, x.ut, w.ut, N, C, H, W, O, Ho, Wo, k, s, p, acc, acc, acc);
     check(&dx, TOL_SUM, "conv_transpose2d_backward dx acc=%d", acc);
     check(&dw, TOL_SUM, "conv_transpose2d_backward dW acc=%d", acc);
@@ -1905,8 +1905,8 @@ int main(int argc, char **argv) {
   RUN("add_channels", case_add_channels(12, 49));
   RUN("upsample", case_upsample(6, 7, 5, 2));
   RUN("upsample", case_upsample(2, 3, 4, 3));
-  RUN("timestep_embedding", case_timestep_embedding(16, 32, 1, 0.0f)); // UNet2DModel's flip, shift 0
-  RUN("timestep_embedding", case_timestep_embedding(5, 9, 0, 1.0f));   // odd dim: a zero column
+  RUN("timestep_embedding", case_timestep_embedding(16, 32, 1, 0.0f));       // UNet2DModel's flip, shift 0
+  RUN("timestep_embedding", case_timestep_embedding(5, 9, 0, 1.0f));         // odd dim: a zero column
   RUN("conv_transpose2d", case_conv_transpose2d(2, 4, 7, 7, 3, 4, 2, 1, 0)); // 7 -> 14, the U-Net's
   RUN("conv_transpose2d", case_conv_transpose2d(1, 3, 5, 4, 2, 3, 2, 1, 1)); // output_padding
   RUN("ddpm_noise", case_ddpm_noise(8, 1000, 0x1234567890abcdefull));
