@@ -85,7 +85,14 @@ typedef enum {
   OP_SCALE,            /* x times a constant (LoRA's alpha / rank) */
   OP_WINDOW_ATTENTION, /* Swin's shifted-window attention core with its relative position bias */
   OP_PAD,              /* zeros after one axis's end, or its end cut off (F.pad) */
-  OP_ADAMW,            /* optimizer updates: only in the step, never in the YAML graph */
+  /* diffusion (docs/diffusion.md) */
+  OP_GROUPNORM,          /* normalization over channel groups */
+  OP_ADD_CHANNELS,       /* x [N, C, ...] plus e [N, C] broadcast: the timestep embedding's add */
+  OP_UPSAMPLE,           /* nearest, by an integer factor */
+  OP_TIMESTEP_EMBEDDING, /* sinusoidal embedding of timesteps [B] */
+  OP_DDPM_NOISE,         /* random: x_t, eps and t from x0 and its mode_arg key */
+  OP_CONV_TRANSPOSE2D,
+  OP_ADAMW, /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */

@@ -59,11 +59,18 @@
  *   stoch._depth   x                out                 dout                       dx               N S batch (p) [..]
  *   (stoch._depth: stochastic_depth; [..]: [mode key] as dropout)
  *   scale          x                out                 dout                       dx               n (factor)
+ *   groupnorm      x w b            out mean rstd       dout x w mean rstd         dx dw db         N C S G (eps)
+ *   add_channels   x e              out                 dout                       dx de            NC S
+ *   upsample       x                out                 dout                       dx               NC H W scale
+ *   timestep_emb.  t                out                 dout t                     dt (unused)      B D flip (2 floats)
+ *   convtransp2d   x W b            out                 dout x W                   dx dW db         (below)
+ *   ddpm_noise     x0               xt eps t            dout t                     dx0              B S T (b0 b1) [..]
  *   adamw          g                p m v               (update)                                    n
  *   sgd            g                p buf               (update)                                    n
  * Loss backward kernels take no dout: the seed is a scale argument. conv2d's
  * dims: N C H W O Ho Wo kh kw sh sw ph pw dilation groups (kernel, stride and
- * padding, height then width).
+ * padding, height then width); conv_transpose2d's (convtransp2d):
+ * N C H W O Ho Wo k stride padding.
  * batchnorm2d's rm and rv (running mean and variance) are state
  * (build_state): its training forward updates them through those input
  * slots; S = H W (1 for [N, C]); floats eps, momentum. */

@@ -98,6 +98,7 @@ memplan_e2e_build(tokens-mix ${MEMPLAN_TEST_DIR}/reference/tokens-mix.yaml)
 memplan_e2e_build(pool-dropout ${MEMPLAN_TEST_DIR}/reference/pool-dropout.yaml)
 # window_attention (Swin's), unshifted and shifted, against torchvision's shifted_window_attention transcribed
 memplan_e2e_build(swin-mini ${MEMPLAN_TEST_DIR}/reference/swin-mini.yaml)
+memplan_e2e_build(diffusion-mini ${MEMPLAN_TEST_DIR}/reference/diffusion-mini.yaml)
 # an lr schedule from the YAML: 2 warmup steps, then cosine decay to 0.1 x lr
 memplan_e2e_build(mlp-cosine ${MEMPLAN_TEST_DIR}/reference/mlp-cosine.yaml)
 # gpt2-mini with its classifier and loss fused (linear_cross_entropy), in chunks
@@ -242,6 +243,7 @@ memplan_reference(reference_bn_conv_mse bn-conv-mse --eval)
 memplan_reference(reference_tokens_mix tokens-mix)
 memplan_reference(reference_pool_dropout pool-dropout)
 memplan_reference(reference_swin_mini swin-mini)
+memplan_reference(reference_diffusion_mini diffusion-mini)
 # lr schedules: torch follows with a LambdaLR of the same formula; the YAML's
 # (warmup 2, cosine to 0.1 x lr over the 5 steps) and a command-line override
 memplan_reference(reference_mlp_cosine mlp-cosine)

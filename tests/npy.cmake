@@ -80,3 +80,22 @@ memplan_e2e(e2e_mnist_vit vit-mnist mnist ${e2e_dir}/vit-mnist/build/trainer ${M
             --steps 1500 --log-every 250 --threads 2)
 set_tests_properties(e2e_mnist_cnn PROPERTIES FIXTURES_REQUIRED "trainer_cnn-mnist;mnist" TIMEOUT 900 LABELS "e2e;accuracy")
 set_tests_properties(e2e_mnist_vit PROPERTIES FIXTURES_REQUIRED "trainer_vit-mnist;mnist" TIMEOUT 900 LABELS "e2e;accuracy")
+
+# unet-mnist (docs/diffusion.md), small (B=4, C=16) for the default run: DDPM noise prediction on the real
+# digits. Its loss falls: from the first step's to the mean of the last 10 of 30 steps by at least 0.4.
+# Measured 2026-12-02 over --seed 1337, 1, 2 and OPENBLAS_CORETYPE=Prescott, Haswell, Zen (identical per
+# seed): fell 0.860, 1.003, 0.928 (spread 0.143); 0.4 leaves 0.46, over 3x the spread. About 2 s of CPU.
+# Planted once: ddpm_noise's eps output drawn from key + 1 (not the noise in x_t) printed "first loss
+# 1.0889, mean of the last 10 1.0036: fell by 0.0854 (need 0.4)".
+memplan_e2e_build(unet-mnist-small ${MEMPLAN_SOURCE_DIR}/models/unet-mnist.yaml --set=B=4 --set=C=16)
+memplan_e2e(e2e_train_unet_mnist unet-mnist-small train ${e2e_dir}/unet-mnist-small/build/trainer 0.4 --steps 30
+            --npy ${MEMPLAN_SOURCE_DIR}/out/mnist --eval-batches 0 --threads 2 --log-every 10)
+set_tests_properties(e2e_train_unet_mnist PROPERTIES FIXTURES_REQUIRED "trainer_unet-mnist-small;mnist")
+# ... and against PyTorch over 10 steps (plan_torch.py interpreting its plan: the same weights, batches, t and
+# eps), losses and weights within the measured float32 tolerances: within 6e-8 of float64 torch per step, the
+# tolerances 2.4e-7 to 1.8e-6. torch on one thread: 20 s of CPU (29 s with its default threads, which spin).
+# Planted once: torch drawing t and eps from seed 1338 (reference.py --dropout-seed 1338) printed "step 1: loss
+# 1.072557090 vs 1.089549547  rel err 1.56e-02 (tolerance 2.4e-07)  FAIL".
+memplan_reference(reference_unet_mnist unet-mnist-small --npy ${MEMPLAN_SOURCE_DIR}/out/mnist --steps 10)
+set_tests_properties(reference_unet_mnist PROPERTIES FIXTURES_REQUIRED "trainer_unet-mnist-small;mnist"
+                     ENVIRONMENT OMP_NUM_THREADS=1)

@@ -1269,4 +1269,187 @@ void ref_window_attention_backward(float *dqkv, float *dtable, const float *dout
   free(pos);
   store(dqkv, g, B * H * W * 3 * C, acc);
   store(dtable, gt, R * NH, acc_table);
+// diffusion ops (runtime/cpu_diffusion.c's contracts), in double
+
+void ref_groupnorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                           int64_t N, int64_t C, int64_t S, int64_t G, float eps) {
+  int64_t m = C / G * S;
+  double *o = dnew(N * C * S);
+  for (int64_t ng = 0; ng < N * G; ng++) {
+    double mu = 0.0, v = 0.0;
+    for (int64_t j = 0; j < m; j++) mu += x[ng * m + j];
+    mu /= (double)m;
+    for (int64_t j = 0; j < m; j++) v += (x[ng * m + j] - mu) * (x[ng * m + j] - mu);
+    double r = 1.0 / sqrt(v / (double)m + (double)eps);
+    for (int64_t j = 0; j < m; j++) {
+      int64_t c = ng % G * (C / G) + j / S;
+      o[ng * m + j] = (x[ng * m + j] - mu) * r * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
+    }
+    if (mean) mean[ng] = (float)mu;
+    if (rstd) rstd[ng] = (float)r;
+  }
+  store(out, o, N * C * S, 0);
+}
+
+void ref_groupnorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                            const float *mean, const float *rstd, int64_t N, int64_t C, int64_t S, int64_t G, float eps,
+                            int acc_dx, int acc_dw, int acc_db) {
+  (void)eps;
+  int64_t m = C / G * S;
+  double *gx = dnew(N * C * S), *gw = dnew(C), *gb = dnew(C);
+  for (int64_t ng = 0; ng < N * G; ng++) {
+    double r = rstd[ng], s1 = 0.0, s2 = 0.0;
+    for (int64_t j = 0; j < m; j++) {
+      int64_t c = ng % G * (C / G) + j / S;
+      double xh = (x[ng * m + j] - (double)mean[ng]) * r, wg = (w ? w[c] : 1.0) * dout[ng * m + j];
+      s1 += wg;
+      s2 += wg * xh;
+      gw[c] += dout[ng * m + j] * xh;
+      gb[c] += dout[ng * m + j];
+    }
+    s1 /= (double)m;
+    s2 /= (double)m;
+    for (int64_t j = 0; j < m; j++) {
+      int64_t c = ng % G * (C / G) + j / S;
+      double xh = (x[ng * m + j] - (double)mean[ng]) * r;
+      gx[ng * m + j] = r * ((w ? w[c] : 1.0) * dout[ng * m + j] - s1 - xh * s2);
+    }
+  }
+  store(dx, gx, N * C * S, acc_dx);
+  store(dw, gw, C, acc_dw);
+  store(db, gb, C, acc_db);
+}
+
+void ref_add_channels_forward(float *out, const float *x, const float *e, int64_t NC, int64_t S) {
+  double *o = dnew(NC * S);
+  for (int64_t i = 0; i < NC * S; i++) o[i] = (double)x[i] + e[i / S];
+  store(out, o, NC * S, 0);
+}
+
+void ref_add_channels_backward(float *dx, float *de, const float *dout, int64_t NC, int64_t S, int acc_dx, int acc_de) {
+  double *gx = dnew(NC * S), *ge = dnew(NC);
+  for (int64_t i = 0; i < NC * S; i++) gx[i] = dout[i], ge[i / S] += dout[i];
+  store(dx, gx, NC * S, acc_dx);
+  store(de, ge, NC, acc_de);
+}
+
+void ref_upsample_forward(float *out, const float *x, int64_t NC, int64_t H, int64_t W, int64_t s) {
+  for (int64_t pl = 0; pl < NC; pl++)
+    for (int64_t y = 0; y < H * s; y++)
+      for (int64_t z = 0; z < W * s; z++) out[(pl * H * s + y) * W * s + z] = x[(pl * H + y / s) * W + z / s];
+}
+
+void ref_upsample_backward(float *dx, const float *dout, int64_t NC, int64_t H, int64_t W, int64_t s, int acc) {
+  double *g = dnew(NC * H * W);
+  for (int64_t pl = 0; pl < NC; pl++)
+    for (int64_t y = 0; y < H * s; y++)
+      for (int64_t z = 0; z < W * s; z++) g[(pl * H + y / s) * W + z / s] += dout[(pl * H * s + y) * W * s + z];
+  store(dx, g, NC * H * W, acc);
+}
+
+static double ref_temb_angle(const float *t, int64_t b, int64_t i, int64_t D, float shift, float max_period) {
+  return (double)t[b] * exp(-log((double)max_period) * (double)i / ((double)(D / 2) - (double)shift));
+}
+
+void ref_timestep_embedding_forward(float *out, const float *t, int64_t B, int64_t D, int64_t flip, float shift,
+                                    float max_period) {
+  int64_t h = D / 2;
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t i = 0; i < h; i++) {
+      double a = ref_temb_angle(t, b, i, D, shift, max_period);
+      out[b * D + (flip ? h + i : i)] = (float)sin(a);
+      out[b * D + (flip ? i : h + i)] = (float)cos(a);
+    }
+    if (D % 2) out[b * D + D - 1] = 0.0f;
+  }
+}
+
+void ref_timestep_embedding_backward(float *dt, const float *dout, const float *t, int64_t B, int64_t D, int64_t flip,
+                                     float shift, float max_period, int acc) {
+  int64_t h = D / 2;
+  double *g = dnew(B);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < h; i++) {
+      double a = ref_temb_angle(t, b, i, D, shift, max_period), f = a / (double)t[b];
+      g[b] += f * (dout[b * D + (flip ? h + i : i)] * cos(a) - dout[b * D + (flip ? i : h + i)] * sin(a));
+    }
+  store(dt, g, B, acc);
+}
+
+/* scatter form: input (h, w) through tap (i, j) adds into output (h s - p + i, w s - p + j) */
+void ref_conv_transpose2d_forward(float *out, const float *x, const float *W, const float *b, int64_t N, int64_t C,
+                                  int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s,
+                                  int64_t p) {
+  double *o = dnew(N * O * Ho * Wo);
+  for (int64_t i = 0; i < N * O * Ho * Wo; i++) o[i] = b ? b[i / (Ho * Wo) % O] : 0.0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t w = 0; w < Wd; w++)
+          for (int64_t q = 0; q < O * k * k; q++) {
+            int64_t oc = q / (k * k), y = h * s - p + q / k % k, z = w * s - p + q % k;
+            if (y >= 0 && y < Ho && z >= 0 && z < Wo)
+              o[((n * O + oc) * Ho + y) * Wo + z] += (double)x[((n * C + c) * H + h) * Wd + w] * W[c * O * k * k + q];
+          }
+  store(out, o, N * O * Ho * Wo, 0);
+}
+
+void ref_conv_transpose2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
+                                   int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo,
+                                   int64_t k, int64_t s, int64_t p, int acc_dx, int acc_dW, int acc_db) {
+  double *gx = dnew(N * C * H * Wd), *gw = dnew(C * O * k * k), *gb = dnew(O);
+  for (int64_t i = 0; i < N * O * Ho * Wo; i++) gb[i / (Ho * Wo) % O] += dout[i];
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t w = 0; w < Wd; w++)
+          for (int64_t q = 0; q < O * k * k; q++) {
+            int64_t oc = q / (k * k), y = h * s - p + q / k % k, z = w * s - p + q % k;
+            if (y < 0 || y >= Ho || z < 0 || z >= Wo) continue;
+            double g = dout[((n * O + oc) * Ho + y) * Wo + z];
+            gx[((n * C + c) * H + h) * Wd + w] += g * W[c * O * k * k + q];
+            gw[c * O * k * k + q] += g * x[((n * C + c) * H + h) * Wd + w];
+          }
+  store(dx, gx, N * C * H * Wd, acc_dx);
+  store(dW, gw, C * O * k * k, acc_dW);
+  store(db, gb, O, acc_db);
+}
+
+static uint64_t ref_mix64(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double ref_ddpm_abar(int64_t t, int64_t T, float b0, float b1) {
+  double a = 1.0;
+  for (int64_t i = 0; i <= t; i++) a *= 1.0 - ((double)b0 + ((double)b1 - (double)b0) * (double)i / (double)(T - 1));
+  return a;
+}
+
+void ref_ddpm_noise_forward(float *xt, float *eps, float *t, const float *x0, int64_t B, int64_t S, int64_t T,
+                            float beta_start, float beta_end, int mode, uint64_t key) {
+  (void)mode;
+  for (int64_t b = 0; b < B; b++) {
+    int64_t tb = (int64_t)((ref_mix64(ref_mix64(key ^ 0x74696d65u) ^ (uint64_t)b) >> 11) % (uint64_t)T);
+    double ab = ref_ddpm_abar(tb, T, beta_start, beta_end);
+    t[b] = (float)tb;
+    for (int64_t i = b * S; i < (b + 1) * S; i++) {
+      uint64_t q = (uint64_t)i / 2;
+      double u1 = ((double)(ref_mix64(key ^ 2 * q) >> 11) + 0.5) * 0x1p-53;
+      double u2 = ((double)(ref_mix64(key ^ (2 * q + 1)) >> 11) + 0.5) * 0x1p-53;
+      double e = sqrt(-2.0 * log(u1)) * (i % 2 ? sin(6.283185307179586 * u2) : cos(6.283185307179586 * u2));
+      eps[i] = (float)e;
+      xt[i] = (float)(sqrt(ab) * x0[i] + sqrt(1.0 - ab) * e);
+    }
+  }
+}
+
+void ref_ddpm_noise_backward(float *dx0, const float *dout, const float *t, int64_t B, int64_t S, int64_t T,
+                             float beta_start, float beta_end, int mode, uint64_t key, int acc) {
+  (void)mode, (void)key;
+  double *g = dnew(B * S);
+  for (int64_t i = 0; i < B * S; i++) g[i] = sqrt(ref_ddpm_abar((int64_t)t[i / S], T, beta_start, beta_end)) * dout[i];
+  store(dx0, g, B * S, acc);
 }

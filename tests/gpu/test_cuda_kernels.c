@@ -1759,6 +1759,120 @@ static void bench(void) {
     if (selected(name)) call; \
   } while (0)
 
+// ----------------------------------------------------------------------------
+// diffusion ops (cpu_diffusion.c, cuda_diffusion.cu)
+
+/* groupnorm of [N, C, S] in G groups (affine or not): forward with its statistics, backward with every gradient
+ * from the reference's statistics, acc 0 and 1. */
+static void case_groupnorm(int64_t N, int64_t C, int64_t S, int64_t G, int affine) {
+  int64_t n = N * C * S;
+  Ten x = ten_rand(n, 2), w = ten_rand(C, 1), b = ten_rand(C, 1), out = ten_fill(n, NAN);
+  Ten mean = ten_fill(N * G, NAN), rstd = ten_fill(N * G, NAN);
+  const float *wr = affine ? w.ref : NULL, *br = affine ? b.ref : NULL, *wu = affine ? w.ut : NULL,
+              *bu = affine ? b.ut : NULL;
+  ref_groupnorm_forward(out.ref, mean.ref, rstd.ref, x.ref, wr, br, N, C, S, G, 1e-5f);
+  UT(groupnorm_forward)(out.ut, mean.ut, rstd.ut, x.ut, wu, bu, N, C, S, G, 1e-5f);
+  check(&out, TOL, "groupnorm_forward (%lld,%lld,%lld) G=%lld affine=%d", LL(N), LL(C), LL(S), LL(G), affine);
+  check(&mean, TOL, "groupnorm_forward mean");
+  check(&rstd, TOL, "groupnorm_forward rstd");
+  Ten m = ten_upload(mean.ref, N * G), r = ten_upload(rstd.ref, N * G);
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(n, 1), dx = ten_grad(n, acc), dw = ten_grad(C, acc), db = ten_grad(C, acc);
+    ref_groupnorm_backward(dx.ref, dw.ref, db.ref, g.ref, x.ref, wr, m.ref, r.ref, N, C, S, G, 1e-5f, acc, acc, acc);
+    UT(groupnorm_backward)(dx.ut, dw.ut, db.ut, g.ut, x.ut, wu, m.ut, r.ut, N, C, S, G, 1e-5f, acc, acc, acc);
+    check(&dx, TOL_SUM, "groupnorm_backward dx acc=%d", acc);
+    check(&dw, TOL_SUM, "groupnorm_backward dw acc=%d", acc);
+    check(&db, TOL_SUM, "groupnorm_backward db acc=%d", acc);
+  }
+  release_all();
+}
+
+static void case_add_channels(int64_t NC, int64_t S) {
+  Ten x = ten_rand(NC * S, 1), e = ten_rand(NC, 1), out = ten_fill(NC * S, NAN);
+  ref_add_channels_forward(out.ref, x.ref, e.ref, NC, S);
+  UT(add_channels_forward)(out.ut, x.ut, e.ut, NC, S);
+  check(&out, TOL, "add_channels_forward (%lld,%lld)", LL(NC), LL(S));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(NC * S, 1), dx = ten_grad(NC * S, acc), de = ten_grad(NC, acc);
+    ref_add_channels_backward(dx.ref, de.ref, g.ref, NC, S, acc, acc);
+    UT(add_channels_backward)(dx.ut, de.ut, g.ut, NC, S, acc, acc);
+    check(&dx, TOL, "add_channels_backward dx acc=%d", acc);
+    check(&de, TOL_SUM, "add_channels_backward de acc=%d", acc);
+  }
+  release_all();
+}
+
+static void case_upsample(int64_t NC, int64_t H, int64_t W, int64_t sc) {
+  int64_t no = NC * H * W * sc * sc;
+  Ten x = ten_rand(NC * H * W, 1), out = ten_fill(no, NAN);
+  ref_upsample_forward(out.ref, x.ref, NC, H, W, sc);
+  UT(upsample_forward)(out.ut, x.ut, NC, H, W, sc);
+  check(&out, 0.0, "upsample_forward (%lld,%lld,%lld) x%lld", LL(NC), LL(H), LL(W), LL(sc));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(no, 1), dx = ten_grad(NC * H * W, acc);
+    ref_upsample_backward(dx.ref, g.ref, NC, H, W, sc, acc);
+    UT(upsample_backward)(dx.ut, g.ut, NC, H, W, sc, acc);
+    check(&dx, TOL, "upsample_backward acc=%d", acc);
+  }
+  release_all();
+}
+
+/* timesteps 0 .. 999 as DDPM draws them */
+static void case_timestep_embedding(int64_t B, int64_t D, int64_t flip, float shift) {
+  Ten t = ten_rand(B, 500), out = ten_fill(B * D, NAN);
+  for (int64_t b = 0; b < B; b++) t.ref[b] = floorf(t.ref[b] + 500.0f);
+  ut_put(t.ut, t.ref, (size_t)B * sizeof(float));
+  ref_timestep_embedding_forward(out.ref, t.ref, B, D, flip, shift, 10000.0f);
+  UT(timestep_embedding_forward)(out.ut, t.ut, B, D, flip, shift, 10000.0f);
+  check(&out, TOL, "timestep_embedding_forward B=%lld D=%lld flip=%lld", LL(B), LL(D), LL(flip));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(B * D, 1), dt = ten_grad(B, acc);
+    ref_timestep_embedding_backward(dt.ref, g.ref, t.ref, B, D, flip, shift, 10000.0f, acc);
+    UT(timestep_embedding_backward)(dt.ut, g.ut, t.ut, B, D, flip, shift, 10000.0f, acc);
+    check(&dt, TOL_SUM, "timestep_embedding_backward acc=%d", acc);
+  }
+  release_all();
+}
+
+static void case_conv_transpose2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s,
+                                  int64_t p, int64_t op) {
+  int64_t Ho = (H - 1) * s - 2 * p + k + op, Wo = (W - 1) * s - 2 * p + k + op, nx = N * C * H * W,
+          ny = N * O * Ho * Wo;
+  Ten x = ten_rand(nx, 1), w = ten_rand(C * O * k * k, 1), b = ten_rand(O, 1), out = ten_fill(ny, NAN);
+  ref_conv_transpose2d_forward(out.ref, x.ref, w.ref, b.ref, N, C, H, W, O, Ho, Wo, k, s, p);
+  UT(conv_transpose2d_forward)(out.ut, x.ut, w.ut, b.ut, N, C, H, W, O, Ho, Wo, k, s, p);
+  check(&out, TOL_SUM, "conv_transpose2d_forward (%lld,%lld,%lld,%lld) O=%lld k%lld s%lld p%lld op%lld", LL(N), LL(C),
+        LL(H), LL(W), LL(O), LL(k), LL(s), LL(p), LL(op));
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(ny, 1), dx = ten_grad(nx, acc), dw = ten_grad(C * O * k * k, acc), db = ten_grad(O, acc);
+    ref_conv_transpose2d_backward(dx.ref, dw.ref, db.ref, g.ref, x.ref, w.ref, N, C, H, W, O, Ho, Wo, k, s, p, acc, acc,
+                                  acc);
+    UT(conv_transpose2d_backward)(dx.ut, dw.ut, db.ut, g.ut, x.ut, w.ut, N, C, H, W, O, Ho, Wo, k, s, p, acc, acc, acc);
+    check(&dx, TOL_SUM, "conv_transpose2d_backward dx acc=%d", acc);
+    check(&dw, TOL_SUM, "conv_transpose2d_backward dW acc=%d", acc);
+    check(&db, TOL_SUM, "conv_transpose2d_backward db acc=%d", acc);
+  }
+  release_all();
+}
+
+/* ddpm_noise: the same t (exactly), eps and x_t from the same key; backward from the reference's t */
+static void case_ddpm_noise(int64_t B, int64_t S, uint64_t key) {
+  Ten x0 = ten_rand(B * S, 1), xt = ten_fill(B * S, NAN), eps = ten_fill(B * S, NAN), t = ten_fill(B, NAN);
+  ref_ddpm_noise_forward(xt.ref, eps.ref, t.ref, x0.ref, B, S, 1000, 1e-4f, 0.02f, RT_MODE_TRAIN, key);
+  UT(ddpm_noise_forward)(xt.ut, eps.ut, t.ut, x0.ut, B, S, 1000, 1e-4f, 0.02f, RT_MODE_TRAIN, key);
+  check(&t, 0.0, "ddpm_noise_forward t B=%lld S=%lld", LL(B), LL(S));
+  check(&eps, TOL, "ddpm_noise_forward eps");
+  check(&xt, TOL, "ddpm_noise_forward x_t");
+  Ten tt = ten_upload(t.ref, B);
+  for (int acc = 0; acc <= 1; acc++) {
+    Ten g = ten_rand(B * S, 1), dx = ten_grad(B * S, acc);
+    ref_ddpm_noise_backward(dx.ref, g.ref, tt.ref, B, S, 1000, 1e-4f, 0.02f, RT_MODE_RECOMPUTE, key, acc);
+    UT(ddpm_noise_backward)(dx.ut, g.ut, tt.ut, B, S, 1000, 1e-4f, 0.02f, RT_MODE_RECOMPUTE, key, acc);
+    check(&dx, TOL, "ddpm_noise_backward acc=%d", acc);
+  }
+  release_all();
+}
+
 int main(int argc, char **argv) {
   int do_bench = 0;
   for (int i = 1; i < argc; i++) {
@@ -1887,6 +2001,16 @@ int main(int argc, char **argv) {
   RUN("dropout", case_dropout(77, 0.5f, 42)); // a partial last mask word
   RUN("dropout", case_dropout(64, 0.0f, 7));  // p = 0 keeps everything
   RUN("stochastic_depth", case_stochastic_depth(quick ? 16 : 256, quick ? 50 : 3136, 0.3f, 0x1234567890abcdefull));
+  RUN("groupnorm", case_groupnorm(2, 8, 25, 4, 1));
+  RUN("groupnorm", case_groupnorm(3, 6, 7, 6, 0)); // affine: false, one channel per group ([B, C, T])
+  RUN("add_channels", case_add_channels(12, 49));
+  RUN("upsample", case_upsample(6, 7, 5, 2));
+  RUN("upsample", case_upsample(2, 3, 4, 3));
+  RUN("timestep_embedding", case_timestep_embedding(16, 32, 1, 0.0f));       // UNet2DModel's flip, shift 0
+  RUN("timestep_embedding", case_timestep_embedding(5, 9, 0, 1.0f));         // odd dim: a zero column
+  RUN("conv_transpose2d", case_conv_transpose2d(2, 4, 7, 7, 3, 4, 2, 1, 0)); // 7 -> 14, the U-Net's
+  RUN("conv_transpose2d", case_conv_transpose2d(1, 3, 5, 4, 2, 3, 2, 1, 1)); // output_padding
+  RUN("ddpm_noise", case_ddpm_noise(8, 1000, 0x1234567890abcdefull));
   RUN("adamw", case_adamw(10007));
   RUN("sgd", case_sgd(10007));
   RUN("adamw_bf16", case_adamw_bf16(10007));

@@ -61,6 +61,19 @@ MUTANTS = [
          search="      for (int64_t j = 0; j < nj; j++) row[j] += gi[j];",
          replace="      for (int64_t j = 0; j < nj; j++) row[j] += 0.5f * gi[j];",
          tests=["gradcheck"], targets=["test_gradcheck"]),
+    dict(name="groupnorm_dw_doubled", file="runtime/cpu_diffusion.c",
+         search="        sw += (double)gc[j] * ((xc[j] - mean[ng]) * rstd[ng]);",
+         replace="        sw += 2.0 * gc[j] * ((xc[j] - mean[ng]) * rstd[ng]);",
+         tests=["gradcheck"], targets=["test_gradcheck"]),
+    dict(name="conv_transpose2d_dx_tap_flipped", file="runtime/cpu_diffusion.c",
+         search="            int64_t y = h * c->s - c->p + i;\n            if (y < 0 || y >= c->Ho) continue;\n            for (int64_t j",
+         replace="            int64_t y = h * c->s - c->p + (c->k - 1 - i);\n            if (y < 0 || y >= c->Ho) continue;\n"
+                 "            for (int64_t j",
+         tests=["gradcheck"], targets=["test_gradcheck"]),
+    # ddpm_noise: the noise the loss targets must be the noise in x_t (and a recompute must draw it again)
+    dict(name="ddpm_eps_not_the_noise", file="runtime/cpu_diffusion.c",
+         search="      c->eps[i] = e;", replace="      c->eps[i] = -e;",
+         tests=["gradcheck", "reference_diffusion_mini"], targets=["test_gradcheck"]),
     # checkpoint fields
     dict(name="ckpt_optimizer_step_off_by_one", file="runtime/trainer_resume.c",
          search="  meta_set(mt, \"optimizer_step\", \"%lld\", (long long)ls->applied);",

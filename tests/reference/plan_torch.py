@@ -317,6 +317,37 @@ def dropout_mask(key, n, p):
     return torch.from_numpy((z >> np.uint64(40)) >= np.uint64(th))
 
 
+def _mix64_np(z):
+    """_mix64 over a uint64 array."""
+    with np.errstate(over="ignore"):
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def ddpm_draws(key, B, S, T, b0, b1):
+    """memplan_kernels.h's ddpm_noise draws from the op's key, in float64: t [B] (ints), eps [B, S], and
+    sqrt(abar_t), sqrt(1 - abar_t) [B] with the linear beta schedule of the float32 beta_start and beta_end."""
+    t = np.array([(_mix64(_mix64(key ^ 0x74696D65) ^ b) >> 11) % T for b in range(B)], dtype=np.int64)
+    j = np.arange(B * S, dtype=np.uint64) // np.uint64(2) * np.uint64(2)
+    u = [((_mix64_np(np.uint64(key) ^ (j + np.uint64(k))) >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0 ** -53
+         for k in (0, 1)]
+    r, th = np.sqrt(-2.0 * np.log(u[0])), 2.0 * math.pi * u[1]
+    eps = np.where(np.arange(B * S) % 2 == 1, r * np.sin(th), r * np.cos(th)).reshape(B, S)
+    b0, b1 = float(np.float32(b0)), float(np.float32(b1))
+    abar = np.cumprod(1.0 - (b0 + (b1 - b0) * np.arange(T, dtype=np.float64) / max(T - 1, 1)))[t]
+    return t, eps, np.sqrt(abar), np.sqrt(1.0 - abar)
+
+
+def _timestep_embedding(t, D, flip, shift, max_period, dtype):
+    """diffusers' get_timestep_embedding (scale 1), the angles in float64 as the kernels."""
+    h = D // 2
+    a = t.double()[:, None] * torch.exp(-math.log(max_period) * torch.arange(h, dtype=torch.float64) / (h - shift))
+    emb = torch.cat([a.cos(), a.sin()] if flip else [a.sin(), a.cos()], 1)
+    return F.pad(emb, (0, D % 2)).to(dtype)
+
+
 def _dropout(x, op, step, seed, mb=0):
     """x * noise, noise = 1 / (1 - p) where kept and 0 elsewhere (torch's
     dropout, with memplan's mask of this step's key)."""
@@ -352,8 +383,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = F.linear(a[0].reshape(d[0], d[1]), a[1], a[2])
         elif k == "matmul":
             y = torch.bmm(a[0].reshape(d[0], d[1], d[2]), a[1].reshape(d[0], d[2], d[3]))
-        elif k == "add":
-            y = a[0] + a[1]
+        elif k == "add":  # the same numel; an in-place reshape's buffer may keep its source's shape (unet-mnist)
+            y = a[0] + a[1].reshape(a[0].shape)
         elif k == "mul":
             y = a[0] * a[1]
         elif k == "relu":
@@ -442,6 +473,25 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
                 scale = torch.tensor(1.0 / (1.0 - float(np.float32(p))), dtype=torch.float64).to(x.dtype)
                 x = x * (keep.to(x.dtype) * scale).reshape((d[0],) + (1,) * (x.dim() - 1))
             y = x
+        elif k == "groupnorm":  # dims N C S G; floats eps; weight and bias None without affine
+            y = F.group_norm(a[0].reshape(d[0], d[1], d[2]), d[3], a[1], a[2], eps=op["floats"][0])
+        elif k == "add_channels":  # dims NC S
+            y = a[0].reshape(d[0], d[1]) + a[1].reshape(d[0], 1)
+        elif k == "upsample":  # dims NC H W scale
+            y = F.interpolate(a[0].reshape(d[0], 1, d[1], d[2]), scale_factor=d[3], mode="nearest")
+        elif k == "timestep_embedding":  # dims B D flip; floats downscale_freq_shift, max_period
+            y = _timestep_embedding(a[0], d[1], d[2], *op["floats"][:2], a[0].dtype)
+        elif k == "conv_transpose2d":  # dims N C H W O Ho Wo k stride padding; output_padding from Ho
+            opad = d[5] - ((d[2] - 1) * d[8] - 2 * d[9] + d[7])
+            y = F.conv_transpose2d(a[0].reshape(d[:4]), a[1], a[2], stride=d[8], padding=d[9], output_padding=opad)
+        elif k == "ddpm_noise":  # dims B S T; floats beta_start, beta_end; eval draws from key 0
+            key = op_key(seed, step, 0, op["layer"]) if step is not None and sched_key == "schedule" else 0
+            t, eps, sa, sn = ddpm_draws(key, d[0], d[1], d[2], *op["floats"][:2])
+            x0 = a[0].reshape(d[0], d[1])
+            eps = torch.from_numpy(eps).to(x0.dtype)
+            y = torch.from_numpy(sa).to(x0.dtype)[:, None] * x0 + torch.from_numpy(sn).to(x0.dtype)[:, None] * eps
+            env[op["outputs"][1]] = eps.reshape(bufs[op["outputs"][1]]["shape"])
+            env[op["outputs"][2]] = torch.from_numpy(t).to(x0.dtype)
         else:
             raise ValueError("plan_torch: no torch version of op %s" % k)
         env[o] = y.reshape(shape)
