@@ -82,6 +82,7 @@ typedef enum {
   OP_DROPOUT,          /* random: a counter-based mask from its mode_arg key */
   OP_STOCHASTIC_DEPTH, /* random: whole rows (or the batch) zeroed, from its mode_arg key */
   OP_SCALE,            /* x times a constant (LoRA's alpha / rank) */
+  OP_CROSS_ATTENTION,  /* attention of queries q to a context's packed kv (SD's text conditioning) */
   OP_ADAMW,            /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
