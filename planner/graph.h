@@ -79,11 +79,17 @@ typedef enum {
   OP_AVGPOOL2D,
   OP_ADAPTIVE_AVGPOOL2D, /* torch's adaptive windows: to any output size */
   OP_GLOBAL_AVGPOOL,
-  OP_DROPOUT,          /* random: a counter-based mask from its mode_arg key */
-  OP_STOCHASTIC_DEPTH, /* random: whole rows (or the batch) zeroed, from its mode_arg key */
-  OP_SCALE,            /* x times a constant (LoRA's alpha / rank) */
-  OP_CROSS_ATTENTION,  /* attention of queries q to a context's packed kv (SD's text conditioning) */
-  OP_ADAMW,            /* optimizer updates: only in the step, never in the YAML graph */
+  OP_DROPOUT,            /* random: a counter-based mask from its mode_arg key */
+  OP_STOCHASTIC_DEPTH,   /* random: whole rows (or the batch) zeroed, from its mode_arg key */
+  OP_SCALE,              /* x times a constant (LoRA's alpha / rank) */
+  OP_CROSS_ATTENTION,    /* attention of queries q to a context's packed kv (SD's text conditioning) */
+  OP_GROUPNORM,          /* diffusion (docs/diffusion.md): normalization over channel groups */
+  OP_ADD_CHANNELS,       /* x [N, C, ...] plus e [N, C] broadcast: the timestep embedding's add */
+  OP_UPSAMPLE,           /* nearest, by an integer factor */
+  OP_TIMESTEP_EMBEDDING, /* sinusoidal embedding of timesteps [B] */
+  OP_CONV_TRANSPOSE2D,
+  OP_DDPM_NOISE, /* random: x_t, eps and t from x0 and its mode_arg key */
+  OP_ADAMW,      /* optimizer updates: only in the step, never in the YAML graph */
   OP_SGD,
   OP_CAST,                  /* storage precision change, inserted by the precision pass */
   OP_CAUSAL_SELF_ATTENTION, /* composite: its shape rule adds linear, attention, linear; never in a Graph */

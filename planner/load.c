@@ -57,6 +57,7 @@ typedef struct {
   int ninputs;
   int input[MAX_OP_IN]; /* name ids (see Loader.names) */
   Loc input_loc[MAX_OP_IN];
+  const char *input_out[MAX_OP_IN]; /* "eps" of `noise.eps`: another output of the layer than its first */
   int share;              /* name id of a shared parameter's owner layer, -1 */
   const char *share_name; /* that parameter's full name, "wte.weight" */
   int out;                /* tensor id of the layer's output, after build */
@@ -446,11 +447,18 @@ static int block_input(Loader *L, int li, Loc at) {
   return j - 1;
 }
 
-static int resolve_ref(Loader *L, int li, Node *n) {
+/* A layer, a graph input, or LAYER.OUTPUT: an output of a layer besides its first (ddpm_noise's `noise.eps`),
+ * whose name *out receives (checked when the layer is built). */
+static int resolve_ref(Loader *L, int li, Node *n, const char **out) {
   const char *ref = scalar(L, n, "an input name");
   if (!strcmp(ref, "$in")) return block_input(L, li, loc_of(L, n));
   int id;
-  if (resolve_name(L, L->layers.v[li].scope, ref, &id)) {
+  const char *dot = strrchr(ref, '.');
+  char owner[2 * MAX_NAME];
+  snprintf(owner, sizeof owner, "%.*s", dot ? (int)(dot - ref) : 0, ref);
+  bool found = resolve_name(L, L->layers.v[li].scope, ref, &id);
+  if (!found && dot && resolve_name(L, L->layers.v[li].scope, owner, &id) && id >= 0) found = true, *out = dot + 1;
+  if (found) {
     if (id == li) diag_error(loc_of(L, n), "layer '%s' cannot be its own input", ref);
     return id;
   }
@@ -490,14 +498,15 @@ static void resolve(Loader *L) {
     Node *one = get(L, ly->node, "input"), *many = get(L, ly->node, "inputs");
     if (one && many) diag_error(loc_of(L, many), "use either 'input' or 'inputs', not both");
     if (one) {
-      ly->input[0] = resolve_ref(L, li, one), ly->input_loc[0] = loc_of(L, one), ly->ninputs = 1;
+      ly->input[0] = resolve_ref(L, li, one, &ly->input_out[0]), ly->input_loc[0] = loc_of(L, one), ly->ninputs = 1;
     } else if (many) {
       expect(L, many, YAML_SEQUENCE_NODE, "'inputs'");
       for (yaml_node_item_t *it = many->data.sequence.items.start; it < many->data.sequence.items.top; it++) {
         if (ly->ninputs == MAX_OP_IN)
           diag_error(loc_of(L, node(L, *it)), "too many inputs: a layer takes at most %d", MAX_OP_IN);
         ly->input_loc[ly->ninputs] = loc_of(L, node(L, *it));
-        ly->input[ly->ninputs++] = resolve_ref(L, li, node(L, *it));
+        ly->input[ly->ninputs] = resolve_ref(L, li, node(L, *it), &ly->input_out[ly->ninputs]);
+        ly->ninputs++;
       }
     } else {
       if (li == 0) diag_error(loc_of(L, ly->node), "the first layer needs an 'input'");
@@ -657,11 +666,28 @@ static void parse_attrs(Loader *L, const Layer *ly, Attr *a) {
 
 static int tensor_of(Loader *L, int name_id) { return name_id < 0 ? -1 - name_id : L->layers.v[name_id].out; }
 
+/* Output `suffix` of layer id (its tensor LAYER.suffix), or an error at `at` naming the outputs it has. An op
+ * with saved statistics (layernorm's mean) offers none: they are only written in training. */
+static int output_named(Loader *L, int id, const char *suffix, Loc at) {
+  const Layer *src = &L->layers.v[id];
+  const char *name = ar_printf(L->ar, "%s.%s", src->name, suffix), *have = "";
+  for (int t = src->t_first; t < src->t_end; t++) {
+    const Tensor *x = gb_get(L->gb, t);
+    if (x->kind != TK_ACT || x->producer < 0 || op_info(src->op)->nstats) continue;
+    if (!strcmp(x->name, name)) return t;
+    if (strncmp(x->name, src->name, strlen(src->name)) == 0 && x->name[strlen(src->name)] == '.')
+      have = ar_printf(L->ar, "%s, '%s'", have, x->name);
+  }
+  diag_error(at, "layer '%s' has no output '%s'; its outputs are '%s'%s", src->name, suffix, src->name, have);
+}
+
 static void build_all(Loader *L, const int *ord) {
   for (int i = 0; i < L->layers.n; i++) {
     Layer *ly = &L->layers.v[ord[i]];
     int in[MAX_OP_IN];
-    for (int k = 0; k < ly->ninputs; k++) in[k] = tensor_of(L, ly->input[k]);
+    for (int k = 0; k < ly->ninputs; k++)
+      in[k] = ly->input_out[k] ? output_named(L, ly->input[k], ly->input_out[k], ly->input_loc[k])
+                               : tensor_of(L, ly->input[k]);
     Attr attr[MAX_ATTR];
     parse_attrs(L, ly, attr);
     ly->t_first = gb_ntensors(L->gb);

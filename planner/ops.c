@@ -431,6 +431,62 @@ static void sd_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   *n = 3;
 }
 
+/* ---- diffusion (docs/diffusion.md; shape rules in rules_diffusion.c) ---- */
+
+/* groupnorm: N C S G, S the positions per channel */
+static void groupnorm_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0];
+  d[1] = x->d[1];
+  d[2] = d[0] && d[1] ? in_numel(g, op) / (d[0] * d[1]) : 0;
+  d[3] = op->attr[0].i; /* groups */
+  *n = 4;
+}
+/* upsample: NC H W scale */
+static void upsample_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0] * x->d[1];
+  d[1] = x->d[2];
+  d[2] = x->d[3];
+  d[3] = op->attr[0].i;
+  *n = 4;
+}
+/* timestep_embedding: B dim flip_sin_to_cos */
+static void temb_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *y = tshape(g, op->out[0]);
+  d[0] = y->d[0];
+  d[1] = y->d[1];
+  d[2] = op->attr[1].i;
+  *n = 3;
+}
+static int64_t temb_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 8 : 4, out_numel(g, op)); }
+/* conv_transpose2d: N C H W O Ho Wo k stride padding */
+static void convt_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]), *y = tshape(g, op->out[0]);
+  for (int i = 0; i < 4; i++) d[i] = x->d[i];
+  d[4] = y->d[1];
+  d[5] = y->d[2];
+  d[6] = y->d[3];
+  d[7] = op->attr[1].i; /* out kernel stride padding output_padding bias: the table's order */
+  d[8] = op->attr[2].i;
+  d[9] = op->attr[3].i;
+  *n = 10;
+}
+/* a multiply-add per input element, output channel and kernel tap; backward: dx and dW */
+static int64_t convt_flops(const Graph *g, const Op *op, bool bwd) {
+  int64_t k = op->attr[1].i;
+  return FLOPS(bwd ? 4 : 2, in_numel(g, op), tshape(g, op->out[0])->d[1], k, k);
+}
+/* ddpm_noise: B S T, S the elements per sample */
+static void ddpm_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *x = tshape(g, op->in[0]);
+  d[0] = x->d[0];
+  d[1] = d[0] ? in_numel(g, op) / d[0] : 0;
+  d[2] = op->attr[0].i; /* timesteps */
+  *n = 3;
+}
+static int64_t ddpm_flops(const Graph *g, const Op *op, bool bwd) { return FLOPS(bwd ? 1 : 8, in_numel(g, op)); }
+
 /* ---- the table ---- */
 
 /* An entry groups related fields on a line. */
@@ -902,6 +958,80 @@ static const OpInfo table[OP_COUNT] = {
             .nbin = 5, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(0), REF_OUT(1)},
             .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
             .grad_to = {true, true},
+        },
+    [OP_GROUPNORM] =
+        {
+            .name = "groupnorm",
+            .attrs = {{"groups", ATTR_INT, .required = true}, {"eps", ATTR_FLOAT, .dflt = 1e-5, .positive = true},
+                      {"affine", ATTR_BOOL, .dflt = 1}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 3, .nout = 3, .nstats = 2,
+            .dims = groupnorm_dims, .flops = rowwise_flops,
+            .cheap = true,
+            .nbin = 5, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(1), REF_OUT(2)},
+            .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
+            .grad_to = {true, true, true},
+        },
+    [OP_ADD_CHANNELS] =
+        {
+            .name = "add_channels",
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 1,
+            .dims = scale_channels_dims, .flops = numel_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
+            .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_UPSAMPLE] =
+        {
+            .name = "upsample",
+            .attrs = {{"scale", ATTR_INT, .dflt = 2}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .dims = upsample_dims, .flops = numel_flops,
+            .cheap = true,
+            .nbin = 1, .bin = {REF_DOUT},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+        },
+    [OP_TIMESTEP_EMBEDDING] =
+        {
+            .name = "timestep_embedding",
+            .attrs = {{"dim", ATTR_INT, .required = true}, {"flip_sin_to_cos", ATTR_BOOL},
+                      {"downscale_freq_shift", ATTR_FLOAT, .dflt = 1}, {"max_period", ATTR_FLOAT, .dflt = 10000,
+                      .positive = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 1,
+            .dims = temb_dims, .flops = temb_flops,
+            .cheap = true,
+            /* the timesteps are data (ddpm_noise's draws): no gradient flows to them; the backward kernel is
+             * the derivative for completeness (gradcheck) */
+            .nbin = 2, .bin = {REF_DOUT, REF_IN(0)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+        },
+    [OP_CONV_TRANSPOSE2D] =
+        {
+            .name = "conv_transpose2d",
+            .attrs = {{"out", ATTR_INT, .required = true}, {"kernel", ATTR_INT, .required = true},
+                      {"stride", ATTR_INT, .dflt = 1}, {"padding", ATTR_INT, .nonneg = true},
+                      {"output_padding", ATTR_INT, .nonneg = true}, {"bias", ATTR_BOOL, .dflt = 1}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 3, .nout = 1,
+            .dims = convt_dims, .flops = convt_flops,
+            .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
+            .bin_for = {0, SLOT(1), SLOT(0)}, /* x for dW, W for dx */
+            .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},
+            .grad_to = {true, true, true},
+        },
+    [OP_DDPM_NOISE] =
+        {
+            .name = "ddpm_noise",
+            .attrs = {{"timesteps", ATTR_INT, .dflt = 1000}, {"beta_start", ATTR_FLOAT, .dflt = 1e-4,
+                      .positive = true}, {"beta_end", ATTR_FLOAT, .dflt = 0.02, .positive = true}},
+            .min_inputs = 1, .max_inputs = 1, .nin = 1, .nout = 3,
+            .dims = ddpm_dims, .flops = ddpm_flops,
+            .cheap = true, /* a recompute draws the same eps and t from the same key */
+            .nbin = 2, .bin = {REF_DOUT, REF_OUT(2)},
+            .nbout = 1, .bout = {REF_GIN(0)},
+            .grad_to = {true},
+            .mode_arg = true,
         },
     /* not written in YAML (no shape rule): the updates and casts the passes
      * insert; their kernels' arguments are in emitc.c */

@@ -2,6 +2,8 @@
  * each op's other fields (dims, FLOPs, slots) are its entry in ops.c. */
 #include "rules.h"
 
+#include "rules_diffusion.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -774,6 +776,12 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_STOCHASTIC_DEPTH] = sd_build,
     [OP_SCALE] = unary_build,
     [OP_CROSS_ATTENTION] = cross_attention_build,
+    [OP_GROUPNORM] = groupnorm_build,
+    [OP_ADD_CHANNELS] = add_channels_build,
+    [OP_UPSAMPLE] = upsample_build,
+    [OP_TIMESTEP_EMBEDDING] = timestep_embedding_build,
+    [OP_CONV_TRANSPOSE2D] = conv_transpose2d_build,
+    [OP_DDPM_NOISE] = ddpm_noise_build,
 };
 
 int op_lookup(const char *s) {

@@ -387,6 +387,60 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
   X(void, stochastic_depth_backward,                                                                                   \
     (float *dx, const float *dout, int64_t N, int64_t S, int64_t batch, float p, int mode, uint64_t key, int acc))     \
                                                                                                                        \
+  /* groupnorm (torch's GroupNorm) over x[N,C,S] (S positions per channel): each of the G groups of C/G channels    \
+   * of a sample is normalized over its (C/G) S values, out = (x - mean) rstd w[c] + b[c] with                         \
+   * rstd = 1 / sqrt(var + eps) (biased, summed in double); mean[N,G], rstd[N,G] saved (NULL in eval); w and b NULL     \
+   * without affine (w = 1, b = 0). */                                                                                 \
+  X(void, groupnorm_forward,                                                                                           \
+    (float *out, float *mean, float *rstd, const float *x, const float *w, const float *b, int64_t N, int64_t C,       \
+     int64_t S, int64_t G, float eps))                                                                                 \
+  /* dx (+)= rstd (w dout - mean_g(w dout) - xhat mean_g(w dout xhat)); dw[c] (+)= sum dout xhat;                      \
+   * db[c] (+)= sum dout (over N and S). Any gradient may be NULL; eps is not read. */                                 \
+  X(void, groupnorm_backward,                                                                                          \
+    (float *dx, float *dw, float *db, const float *dout, const float *x, const float *w, const float *mean,            \
+     const float *rstd, int64_t N, int64_t C, int64_t S, int64_t G, float eps, int acc_dx, int acc_dw, int acc_db))    \
+  /* add_channels: out[NC,S] = x + e[NC] broadcast over S. alias-safe (out, x). */                                     \
+  X(void, add_channels_forward, (float *out, const float *x, const float *e, int64_t NC, int64_t S))                   \
+  /* dx (+)= dout; de[NC] (+)= sum over S of dout (in double). alias-safe (dx, dout) when acc_dx = 0. */               \
+  X(void, add_channels_backward,                                                                                       \
+    (float *dx, float *de, const float *dout, int64_t NC, int64_t S, int acc_dx, int acc_de))                          \
+  /* upsample (nearest, torch's interpolate scale_factor s): out[NC, sH, sW] at (i, j) = x[i / s, j / s]. */           \
+  X(void, upsample_forward, (float *out, const float *x, int64_t NC, int64_t H, int64_t W, int64_t s))                 \
+  /* dx (+)= the sum of dout over each s x s block. */                                                                 \
+  X(void, upsample_backward, (float *dx, const float *dout, int64_t NC, int64_t H, int64_t W, int64_t s, int acc))     \
+  /* timestep_embedding (diffusers' get_timestep_embedding, scale 1): h = D / 2 frequencies                            \
+   * f_i = exp(-ln(max_period) i / (h - shift)) and a = t[b] f_i (in double); out[B,D] = [sin a, cos a]                \
+   * ([cos a, sin a] with flip), a zero last column for an odd D. */                                                   \
+  X(void, timestep_embedding_forward,                                                                                  \
+    (float *out, const float *t, int64_t B, int64_t D, int64_t flip, float shift, float max_period))                   \
+  /* dt (+)= sum_i dout . d out / d t (the planner sends no gradient to timesteps: for completeness). */               \
+  X(void, timestep_embedding_backward,                                                                                 \
+    (float *dt, const float *dout, const float *t, int64_t B, int64_t D, int64_t flip, float shift, float max_period,  \
+     int acc))                                                                                                         \
+  /* conv_transpose2d (torch's ConvTranspose2d, groups 1): x[N,C,H,W], W[C,O,k,k], b[O] (may be NULL):                 \
+   * out[n,o,y,z] = b[o] + sum x[n,c,h,w] W[c,o,i,j] over y = h s - p + i, z = w s - p + j (summed in double).         \
+   * Ho, Wo as the shape rule's (output_padding included). */                                                          \
+  X(void, conv_transpose2d_forward,                                                                                    \
+    (float *out, const float *x, const float *W, const float *b, int64_t N, int64_t C, int64_t H, int64_t Wd,          \
+     int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p))                                              \
+  /* dx (+)= the convolution of dout by W (stride s); dW (+)= sum x dout; db (+)= sum dout. Each may be NULL. */       \
+  X(void, conv_transpose2d_backward,                                                                                   \
+    (float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, int64_t N, int64_t C,         \
+     int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int acc_dx,            \
+     int acc_dW, int acc_db))                                                                                          \
+  /* ddpm_noise (docs/diffusion.md): per sample b of S elements t[b] = (mix64(mix64(key ^ 0x74696d65) ^ b) >> 11) mod   \
+   * T (as float), eps[b,i] = Box-Muller of u(2q), u(2q+1) with q = (b S + i) / 2, u(j) = ((mix64(key ^ j) >> 11)       \
+   * + 0.5) 2^-53: sqrt(-2 ln u(2q)) times cos (even element) or sin (odd) of 2 pi u(2q+1); then                      \
+   * xt = sqrt(abar) x0 + sqrt(1 - abar) eps, abar = prod_{i <= t} (1 - beta_i), beta linear from beta_start to         \
+   * beta_end over T (all in double, rounded once). The same in every mode (eval draws from key 0). */                 \
+  X(void, ddpm_noise_forward,                                                                                          \
+    (float *xt, float *eps, float *t, const float *x0, int64_t B, int64_t S, int64_t T, float beta_start,              \
+     float beta_end, int mode, uint64_t key))                                                                          \
+  /* dx0 (+)= sqrt(abar_t) dout (the gradient of xt; eps and t are constants). */                                      \
+  X(void, ddpm_noise_backward,                                                                                         \
+    (float *dx0, const float *dout, const float *t, int64_t B, int64_t S, int64_t T, float beta_start,                 \
+     float beta_end, int mode, uint64_t key, int acc))                                                                 \
+                                                                                                                       \
   /* AdamW (PyTorch semantics, decoupled decay): p -= lr*wd*p; m = b1 m + (1-b1) g;                                    \
    * v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).                                         \
    * t is the 1-based step count. */                                                                                   \

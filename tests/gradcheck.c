@@ -2251,10 +2251,303 @@ static void values_optimizers(void) {
   check_scalar("sgd plain step: p", q, 0.94, 1e-6);
 }
 
+// ----------------------------------------------------------------------------
+// diffusion ops (runtime/cpu_diffusion.c)
+
+// groupnorm (x [w b]); d = N C S G, f = eps; nin 1 is affine: false
+static void ref_groupnorm(double *out, double *const *in, const Case *c) {
+  int64_t N = c->d[0], C = c->d[1], S = c->d[2], G = c->d[3], m = C / G * S;
+  for (int64_t ng = 0; ng < N * G; ng++) {
+    const double *x = in[0] + ng * m;
+    double mu = 0.0, v = 0.0;
+    for (int64_t j = 0; j < m; j++) mu += x[j];
+    mu /= (double)m;
+    for (int64_t j = 0; j < m; j++) v += (x[j] - mu) * (x[j] - mu);
+    double r = 1.0 / sqrt(v / (double)m + (double)c->f);
+    for (int64_t j = 0; j < m; j++) {
+      int64_t ch = ng % G * (C / G) + j / S;
+      out[ng * m + j] = (x[j] - mu) * r * (c->nin > 1 ? in[1][ch] : 1.0) + (c->nin > 1 ? in[2][ch] : 0.0);
+    }
+  }
+}
+static void fwd_groupnorm(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  rt_groupnorm_forward(out, NULL, NULL, in[0], c->nin > 1 ? in[1] : NULL, c->nin > 1 ? in[2] : NULL, d[0], d[1], d[2],
+                       d[3], c->f);
+}
+static void bwd_groupnorm(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  const int64_t *d = c->d;
+  float *out = NEW(float, d[0] * d[1] * d[2]), *mean = NEW(float, d[0] * d[3]), *rstd = NEW(float, d[0] * d[3]);
+  const float *w = c->nin > 1 ? in[1] : NULL, *b = c->nin > 1 ? in[2] : NULL;
+  rt_groupnorm_forward(out, mean, rstd, in[0], w, b, d[0], d[1], d[2], d[3], c->f);
+  rt_groupnorm_backward(din[0], c->nin > 1 ? din[1] : NULL, c->nin > 1 ? din[2] : NULL, dout, in[0], w, mean, rstd,
+                        d[0], d[1], d[2], d[3], c->f, acc, acc, acc);
+  free(out);
+  free(mean);
+  free(rstd);
+}
+
+// add_channels (x e); d = NC S
+static void ref_add_channels(double *out, double *const *in, const Case *c) {
+  for (int64_t i = 0; i < c->d[0] * c->d[1]; i++) out[i] = in[0][i] + in[1][i / c->d[1]];
+}
+static void fwd_add_channels(float *out, float *const *in, const Case *c) {
+  rt_add_channels_forward(out, in[0], in[1], c->d[0], c->d[1]);
+}
+static void bwd_add_channels(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_add_channels_backward(din[0], din[1], dout, c->d[0], c->d[1], acc, acc);
+}
+
+// upsample (x); d = NC H W s
+static void ref_upsample(double *out, double *const *in, const Case *c) {
+  int64_t NC = c->d[0], H = c->d[1], W = c->d[2], s = c->d[3];
+  for (int64_t pl = 0; pl < NC; pl++)
+    for (int64_t y = 0; y < H * s; y++)
+      for (int64_t z = 0; z < W * s; z++) out[(pl * H * s + y) * W * s + z] = in[0][(pl * H + y / s) * W + z / s];
+}
+static void fwd_upsample(float *out, float *const *in, const Case *c) {
+  rt_upsample_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->d[3]);
+}
+static void bwd_upsample(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  (void)in;
+  rt_upsample_backward(din[0], dout, c->d[0], c->d[1], c->d[2], c->d[3], acc);
+}
+
+// timestep_embedding (t); d = B D flip, f = downscale_freq_shift, rs[0] = max_period. diffusers' formula:
+// exponent = -ln(max_period) arange(half) / (half - shift); emb = t exp(exponent); [sin, cos] (flip: [cos, sin])
+static void ref_temb(double *out, double *const *in, const Case *c) {
+  int64_t B = c->d[0], D = c->d[1], h = D / 2;
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t i = 0; i < h; i++) {
+      double a = in[0][b] * exp(-log((double)c->rs[0]) * (double)i / ((double)h - (double)c->f));
+      out[b * D + (c->d[2] ? h + i : i)] = sin(a);
+      out[b * D + (c->d[2] ? i : h + i)] = cos(a);
+    }
+    if (D % 2) out[b * D + D - 1] = 0.0;
+  }
+}
+static void fwd_temb(float *out, float *const *in, const Case *c) {
+  rt_timestep_embedding_forward(out, in[0], c->d[0], c->d[1], c->d[2], c->f, c->rs[0]);
+}
+static void bwd_temb(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  rt_timestep_embedding_backward(din[0], dout, in[0], c->d[0], c->d[1], c->d[2], c->f, c->rs[0], acc);
+}
+
+// conv_transpose2d (x W [b]); d = N C H W O Ho Wo k s p: scatter form, the kernels' gather form's transpose
+static void ref_convt(double *out, double *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], Ho = d[5], Wo = d[6], k = d[7], s = d[8], p = d[9];
+  for (int64_t i = 0; i < N * O * Ho * Wo; i++) out[i] = c->nin > 2 ? in[2][i / (Ho * Wo) % O] : 0.0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t ci = 0; ci < C; ci++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t w = 0; w < W; w++)
+          for (int64_t o = 0; o < O; o++)
+            for (int64_t i = 0; i < k; i++)
+              for (int64_t j = 0; j < k; j++) {
+                int64_t y = h * s - p + i, z = w * s - p + j;
+                if (y < 0 || y >= Ho || z < 0 || z >= Wo) continue;
+                out[((n * O + o) * Ho + y) * Wo + z] +=
+                    in[0][((n * C + ci) * H + h) * W + w] * in[1][((ci * O + o) * k + i) * k + j];
+              }
+}
+static void fwd_convt(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  rt_conv_transpose2d_forward(out, in[0], in[1], c->nin > 2 ? in[2] : NULL, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+                              d[7], d[8], d[9]);
+}
+static void bwd_convt(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  const int64_t *d = c->d;
+  rt_conv_transpose2d_backward(din[0], din[1], c->nin > 2 ? din[2] : NULL, dout, in[0], in[1], d[0], d[1], d[2], d[3],
+                               d[4], d[5], d[6], d[7], d[8], d[9], acc, acc, acc);
+}
+static void case_convt(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s,
+                       int64_t p, int64_t op, int bias) {
+  int64_t Ho = (H - 1) * s - 2 * p + k + op, Wo = (W - 1) * s - 2 * p + k + op;
+  run_case(&(Case){.name = name,
+                   .nin = bias ? 3 : 2,
+                   .in_n = {N * C * H * W, C * O * k * k, O},
+                   .out_n = N * O * Ho * Wo,
+                   .d = {N, C, H, W, O, Ho, Wo, k, s, p},
+                   .ref = ref_convt,
+                   .fwd = fwd_convt,
+                   .bwd = bwd_convt});
+}
+
+// ddpm_noise (x0); d = B S T key, f = beta_start, rs[0] = beta_end. The reference draws t and eps from the
+// header's hash itself (in double), so the finite differences are those of x_t at fixed draws.
+static uint64_t mix64_t(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double ddpm_u(uint64_t key, uint64_t j) { return ((double)(mix64_t(key ^ j) >> 11) + 0.5) * 0x1p-53; }
+static int64_t ddpm_t_ref(uint64_t key, int64_t b, int64_t T) {
+  return (int64_t)((mix64_t(mix64_t(key ^ 0x74696d65u) ^ (uint64_t)b) >> 11) % (uint64_t)T);
+}
+static double ddpm_eps_ref(uint64_t key, int64_t i) {
+  uint64_t q = (uint64_t)i / 2;
+  double r = sqrt(-2.0 * log(ddpm_u(key, 2 * q))), th = 6.283185307179586 * ddpm_u(key, 2 * q + 1);
+  return r * (i % 2 ? sin(th) : cos(th));
+}
+static double ddpm_abar_ref(int64_t t, int64_t T, double b0, double b1) {
+  double a = 1.0;
+  for (int64_t i = 0; i <= t; i++) a *= 1.0 - (b0 + (b1 - b0) * (double)i / (double)(T - 1));
+  return a;
+}
+static void ref_ddpm(double *out, double *const *in, const Case *c) {
+  int64_t B = c->d[0], S = c->d[1], T = c->d[2];
+  uint64_t key = (uint64_t)c->d[3];
+  for (int64_t b = 0; b < B; b++) {
+    double ab = ddpm_abar_ref(ddpm_t_ref(key, b, T), T, c->f, c->rs[0]);
+    for (int64_t i = b * S; i < (b + 1) * S; i++) out[i] = sqrt(ab) * in[0][i] + sqrt(1.0 - ab) * ddpm_eps_ref(key, i);
+  }
+}
+static void fwd_ddpm(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  float *eps = NEW(float, d[0] * d[1]), *t = NEW(float, d[0]);
+  rt_ddpm_noise_forward(out, eps, t, in[0], d[0], d[1], d[2], c->f, c->rs[0], RT_MODE_TRAIN, (uint64_t)d[3]);
+  free(eps);
+  free(t);
+}
+static void bwd_ddpm(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  const int64_t *d = c->d;
+  float *xt = NEW(float, d[0] * d[1]), *eps = NEW(float, d[0] * d[1]), *t = NEW(float, d[0]);
+  rt_ddpm_noise_forward(xt, eps, t, in[0], d[0], d[1], d[2], c->f, c->rs[0], RT_MODE_TRAIN, (uint64_t)d[3]);
+  rt_ddpm_noise_backward(din[0], dout, t, d[0], d[1], d[2], c->f, c->rs[0], RT_MODE_RECOMPUTE, (uint64_t)d[3], acc);
+  free(xt);
+  free(eps);
+  free(t);
+}
+
+/* The draws themselves: eps and t equal the reference's, a recompute repeats them bit for bit, another key
+ * changes them, eps is N(0, 1) to sampling precision and t covers 0 .. T-1. */
+static void values_ddpm(void) {
+  enum { B = 64, S = 4096, T = 1000 };
+  float *x0 = NEW(float, B * S), *xt = NEW(float, B * S), *eps = NEW(float, B * S), *t = NEW(float, B);
+  float *xt2 = NEW(float, B * S), *eps2 = NEW(float, B * S), *t2 = NEW(float, B);
+  fill_rand(x0, B * S, 1.0f);
+  uint64_t key = 0x1234567887654321ull;
+  rt_ddpm_noise_forward(xt, eps, t, x0, B, S, T, 1e-4f, 0.02f, RT_MODE_TRAIN, key);
+  rt_ddpm_noise_forward(xt2, eps2, t2, x0, B, S, T, 1e-4f, 0.02f, RT_MODE_RECOMPUTE, key);
+  check_f("ddpm_noise recompute: the same x_t", xt2, xt, B * S, 0.0);
+  check_f("ddpm_noise recompute: the same t", t2, t, B, 0.0);
+  double *want = NEW(double, B * S), *tw = NEW(double, B);
+  for (int64_t i = 0; i < B * S; i++) want[i] = ddpm_eps_ref(key, i);
+  for (int64_t b = 0; b < B; b++) tw[b] = (double)ddpm_t_ref(key, b, T);
+  check("ddpm_noise eps: Box-Muller of the key's hash", eps, want, B * S, TOL);
+  check("ddpm_noise t: the key's hash mod T", t, tw, B, 0.0);
+  double m = 0.0, v = 0.0, tmin = T, tmax = -1;
+  for (int64_t i = 0; i < B * S; i++) m += eps[i];
+  m /= B * S;
+  for (int64_t i = 0; i < B * S; i++) v += (eps[i] - m) * (eps[i] - m);
+  v /= B * S;
+  for (int64_t b = 0; b < B; b++) tmin = fmin(tmin, t[b]), tmax = fmax(tmax, t[b]);
+  // 262144 draws: the mean's standard error is 0.002, the variance's 0.0028; 5 of them each
+  check_scalar("ddpm_noise eps mean 0 (5 standard errors: 0.01)", m, 0.0, 0.01);
+  check_scalar("ddpm_noise eps variance 1 (5 standard errors: 0.014)", v, 1.0, 0.014);
+  check_scalar("ddpm_noise t within [0, T) and spread (min < 100)", tmin < 100 && tmax < T && tmin >= 0, 1.0, 0.0);
+  rt_ddpm_noise_forward(xt2, eps2, t2, x0, B, S, T, 1e-4f, 0.02f, RT_MODE_TRAIN, key + 1);
+  int same = 0;
+  for (int64_t i = 0; i < B * S; i++) same += eps2[i] == eps[i];
+  check_scalar("ddpm_noise another key draws other noise", same < 16, 1.0, 0.0);
+  // abar at the schedule's ends: 1 - 1e-4 at t = 0 and prod (1 - beta) = 4.04e-5 at t = 999 (diffusers' value)
+  check_scalar("ddpm abar(999) = 4.0358e-5", ddpm_abar_ref(999, 1000, (double)1e-4f, (double)0.02f) * 1e5, 4.0358, 1e-4);
+  free(x0), free(xt), free(eps), free(t), free(xt2), free(eps2), free(t2), free(want), free(tw);
+}
+
+static void gradchecks_diffusion(void) {
+  // Planted once: groupnorm's dx reading w of channel j % Cg instead of j / S printed "FAIL groupnorm (N=2 C=6
+  // S=5 G=3) d0 acc=0 max rel err 3.57e+00".
+  run_case(&(Case){.name = "groupnorm (N=2 C=6 S=5 G=3)",
+                   .nin = 3,
+                   .in_n = {2 * 6 * 5, 6, 6},
+                   .out_n = 2 * 6 * 5,
+                   .d = {2, 6, 5, 3},
+                   .f = 1e-5f,
+                   .ref = ref_groupnorm,
+                   .fwd = fwd_groupnorm,
+                   .bwd = bwd_groupnorm});
+  run_case(&(Case){.name = "groupnorm (affine: false, G=C=4)",
+                   .nin = 1,
+                   .in_n = {3 * 4 * 7},
+                   .amp = {0.01f}, /* variance near eps: a wrong eps shows */
+                   .out_n = 3 * 4 * 7,
+                   .d = {3, 4, 7, 4},
+                   .f = 1e-5f,
+                   .ref = ref_groupnorm,
+                   .fwd = fwd_groupnorm,
+                   .bwd = bwd_groupnorm});
+  run_case(&(Case){.name = "add_channels (NC=6 S=7)",
+                   .nin = 2,
+                   .in_n = {6 * 7, 6},
+                   .out_n = 6 * 7,
+                   .d = {6, 7},
+                   .ref = ref_add_channels,
+                   .fwd = fwd_add_channels,
+                   .bwd = bwd_add_channels});
+  run_case(&(Case){.name = "upsample (3x2 by 2)",
+                   .nin = 1,
+                   .in_n = {3 * 3 * 2},
+                   .out_n = 3 * 3 * 2 * 4,
+                   .d = {3, 3, 2, 2},
+                   .ref = ref_upsample,
+                   .fwd = fwd_upsample,
+                   .bwd = bwd_upsample});
+  run_case(&(Case){.name = "upsample (2x3 by 3)",
+                   .nin = 1,
+                   .in_n = {2 * 2 * 3},
+                   .out_n = 2 * 2 * 3 * 9,
+                   .d = {2, 2, 3, 3},
+                   .ref = ref_upsample,
+                   .fwd = fwd_upsample,
+                   .bwd = bwd_upsample});
+  // timesteps to +-20: a = t f spans several periods of the first frequencies
+  run_case(&(Case){.name = "timestep_embedding (D=8, shift 1)",
+                   .nin = 1,
+                   .in_n = {3},
+                   .amp = {20.0f},
+                   .out_n = 3 * 8,
+                   .d = {3, 8, 0},
+                   .f = 1.0f,
+                   .rs = {10000.0f},
+                   .ref = ref_temb,
+                   .fwd = fwd_temb,
+                   .bwd = bwd_temb});
+  run_case(&(Case){.name = "timestep_embedding (D=9 odd, flip, shift 0)",
+                   .nin = 1,
+                   .in_n = {2},
+                   .amp = {20.0f},
+                   .out_n = 2 * 9,
+                   .d = {2, 9, 1},
+                   .f = 0.0f,
+                   .rs = {100.0f},
+                   .ref = ref_temb,
+                   .fwd = fwd_temb,
+                   .bwd = bwd_temb});
+  case_convt("conv_transpose2d (k4 s2 p1)", 2, 3, 3, 4, 2, 4, 2, 1, 0, 1);
+  case_convt("conv_transpose2d (k3 s2 p1 output_padding 1)", 1, 2, 3, 3, 3, 3, 2, 1, 1, 1);
+  case_convt("conv_transpose2d (k2 s1, no bias)", 2, 2, 2, 3, 2, 2, 1, 0, 0, 0);
+  run_case(&(Case){.name = "ddpm_noise (B=3 S=10)",
+                   .nin = 1,
+                   .in_n = {3 * 10},
+                   .out_n = 3 * 10,
+                   .d = {3, 10, 1000, 0x5eed},
+                   .f = 1e-4f,
+                   .rs = {0.02f},
+                   .ref = ref_ddpm,
+                   .fwd = fwd_ddpm,
+                   .bwd = bwd_ddpm});
+  values_ddpm();
+}
+
 int main(void) {
   rt_set_threads(2);
   gradchecks();
   gradchecks_shape();
+  gradchecks_diffusion();
   lce_checks();
   alias_elementwise();
   alias_shape();
