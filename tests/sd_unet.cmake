@@ -2,7 +2,7 @@
 # compile_sd-unet and its golden dumps come from planner.cmake's loop over
 # models/. Here: diffusers' parameter count (UNet2DConditionModel of
 # runwayml/stable-diffusion-v1-5: 859,520,964) and the plans at the budgets of
-# docs/diffusion-models.md's table, every lever free (micro-batches
+# docs/vision-models.md's sd-unet table, every lever free (micro-batches
 # included: with --no-micro-batch nothing fits below keep-all's 23.70 GiB, as
 # recomputation of this graph's chain stages frees nothing). Measured
 # 2026-12-02 on the 2-core machine: 0.9, 4.5 and 2.1 CPU s (16G, 8G, 4G).
@@ -20,3 +20,10 @@ foreach(b 8G 4G)
   memplan_compile_error(sd_unet_budget_${b} MODEL ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml
     EXPECT "does not fit the budget " "Smallest budget that fits: --budget 8850589184 \\(8.24 GiB\\)" ARGS --budget ${b})
 endforeach()
+# -o writes the trainer folder at once: plan.svg is a note, not a layout (dot
+# took over 10 minutes on its 1679 nodes and 3061 edges before
+# codegen/dot.c's DOT_LAYOUT_MAX_EDGES; 0.2 CPU s since)
+add_test(NAME sd_unet_output COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml -o
+                                     ${CMAKE_CURRENT_BINARY_DIR}/sd_unet_output)
+set_tests_properties(sd_unet_output PROPERTIES LABELS e2e TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "wrote [^\n]*plan.svg timeline.svg" FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
