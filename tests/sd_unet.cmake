@@ -8,7 +8,8 @@
 # 2026-12-02 on the 2-core machine: 1.1, 7.1 and 3.1 CPU s (16G, 8G, 4G).
 # Planted once: d1t0's kv projection given a bias (diffusers' to_k, to_v have
 # none) printed "parameters   859,522,244" and the 16G test failed on its
-# regular expression.
+# regular expression; sd_unet_budget_8g on "Smallest budget that fits:
+# --budget 8850609664".
 add_test(NAME sd_unet_budget_16g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml --budget 16G)
 set_tests_properties(sd_unet_budget_16g PROPERTIES LABELS e2e
   PASS_REGULAR_EXPRESSION "parameters   859,520,964 .*8 micro-batches of 1 +fits at 14.62 GiB keeping everything[^\n]*<- chosen.*plan verified"
