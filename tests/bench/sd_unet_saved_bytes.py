@@ -39,7 +39,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_saved_bytes import compile_plan, gib, plan_saved_bytes  # noqa: E402
+from torch_saved_bytes import compile_plan, count_saved, gib, plan_saved_bytes  # noqa: E402
 
 
 def build_unet(torch):
@@ -181,21 +181,8 @@ def saved_bytes(torch, model, batch, size, ctx_len, ctx_dim, device):
     kinds = {p.storage()._cdata: "param" for p in model.parameters()}
     for d in (xt, noise, context, t):
         kinds[d.storage()._cdata] = "input"
-    seen = {}
-
-    def pack(v):
-        s = v.storage()
-        if s._cdata not in seen:
-            seen[s._cdata] = (kinds.get(s._cdata, "activation"), str(v.dtype), tuple(v.shape), s.nbytes())
-        return v
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda v: v):
-        loss = torch.nn.functional.mse_loss(model(xt, t, context), noise)
-    out = {"activation": 0, "input": 0, "param": 0}
-    for k, _, _, n in seen.values():
-        out[k] += n
-    del loss
-    return out, sorted(seen.values())
+    return count_saved(torch, kinds, lambda: torch.nn.functional.mse_loss(model(xt, t, context), noise),
+                       ("activation", "input", "param"))
 
 
 def main():
