@@ -2,6 +2,7 @@
  * each op's other fields (dims, FLOPs, slots) are its entry in ops.c. */
 #include "rules.h"
 
+#include "rules_cross_attention.h"
 #include "rules_diffusion.h"
 
 #include <math.h>
@@ -200,29 +201,6 @@ static void attention_build(BuildCtx *c) {
   int64_t od[3] = {x->d[0], x->d[1], C}, ld[3] = {x->d[0], NH, x->d[1]};
   const char *osym[3] = {x->sym[0], x->sym[1], NULL}, *lsym[3] = {x->sym[0], attr_sym(c, "heads"), x->sym[1]};
   build_output(c, 0, NULL, build_shape(c, 3, od, osym), DT_F32);
-  build_output(c, 1, "lse", build_shape(c, 3, ld, lsym), DT_F32);
-}
-
-/* cross_attention: q [B, Tq, C], kv [B, Tk, 2C] of the same B; heads divides C. */
-static void cross_attention_build(BuildCtx *c) {
-  need_float(c, 0);
-  need_float(c, 1);
-  const Shape *q = in_shape(c, 0), *kv = in_shape(c, 1);
-  if (q->rank != 3 || kv->rank != 3 || kv->d[0] != q->d[0] || kv->d[2] != 2 * q->d[2]) {
-    Arena *tmp = build_scratch(c);
-    build_error(c, NULL, "cross_attention needs q (B, Tq, C) and kv (B, Tk, 2*C); '%s' is %s %s, '%s' is %s %s",
-                build_input(c, 0)->name, shape_sym_str(tmp, q), shape_val_str(tmp, q), build_input(c, 1)->name,
-                shape_sym_str(tmp, kv), shape_val_str(tmp, kv));
-  }
-  int64_t NH = attr_i(c, "heads");
-  if (NH <= 0 || q->d[2] % NH != 0)
-    build_error(c, "heads", "heads = %lld must be positive and divide the channels %lld", (long long)NH,
-                (long long)q->d[2]);
-  build_data(c, 0, 0);
-  build_data(c, 1, 1);
-  int64_t ld[3] = {q->d[0], NH, q->d[1]};
-  const char *lsym[3] = {q->sym[0], attr_sym(c, "heads"), q->sym[1]};
-  build_output(c, 0, NULL, *q, DT_F32);
   build_output(c, 1, "lse", build_shape(c, 3, ld, lsym), DT_F32);
 }
 
