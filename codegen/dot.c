@@ -33,6 +33,11 @@
  * collapsed blocks: 3 s; 4000: 19 s; 8000: 3 min): the rendering is then a
  * note, and plan.dot still holds the whole graph. */
 #define DOT_LAYOUT_MAX_NODES 2500
+/* ... or edges: long ones make dot's crossing minimization slow long before
+ * the nodes do (sd-unet, flat: 1679 nodes, 3061 edges, its skip connections
+ * spanning the network; over 10 minutes). The bundled models with blocks
+ * have at most 678 (smollm2-135m). */
+#define DOT_LAYOUT_MAX_EDGES 2000
 
 /* Above this many ops in the training step the graph is not built at all:
  * cgraph writes DOT in time nodes x clusters, and grouping the ops here is
@@ -776,13 +781,13 @@ void dot_plan(const Plan *p, const DotOptions *o, Text *dot_out, Text *render_ou
   make_edges(&d);
   GVC_t *gvc = gvContext();
   if (dot_out) write_dot(d.g, dot_out);
-  if (render_out && d.node.n > DOT_LAYOUT_MAX_NODES) {
+  if (render_out && (d.node.n > DOT_LAYOUT_MAX_NODES || d.edge.n > DOT_LAYOUT_MAX_EDGES)) {
     note_graph(gvc,
                ar_printf(&d.ar,
-                         "%s: the plan graph has %d nodes and %d edges, more than the %d\\n"
-                         "that memplan lays out (Graphviz's dot needs minutes beyond that).\\n"
+                         "%s: the plan graph has %d nodes and %d edges, more than the %d nodes\\n"
+                         "or %d edges that memplan lays out (Graphviz's dot needs minutes beyond that).\\n"
                          "plan.dot holds the whole graph; timeline.svg shows where memory goes.",
-                         p->model, d.node.n, d.edge.n, DOT_LAYOUT_MAX_NODES),
+                         p->model, d.node.n, d.edge.n, DOT_LAYOUT_MAX_NODES, DOT_LAYOUT_MAX_EDGES),
                format, NULL, render_out);
   } else if (render_out) {
     MP_ASSERT(gvLayout(gvc, d.g, "dot") == 0);

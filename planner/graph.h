@@ -85,6 +85,7 @@ typedef enum {
   OP_SCALE,            /* x times a constant (LoRA's alpha / rank) */
   OP_WINDOW_ATTENTION, /* Swin's shifted-window attention core with its relative position bias */
   OP_PAD,              /* zeros after one axis's end, or its end cut off (F.pad) */
+  OP_CROSS_ATTENTION,  /* attention of queries q to a context's packed kv (SD's text conditioning) */
   /* diffusion (docs/diffusion.md) */
   OP_GROUPNORM,          /* normalization over channel groups */
   OP_ADD_CHANNELS,       /* x [N, C, ...] plus e [N, C] broadcast: the timestep embedding's add */

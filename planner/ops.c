@@ -160,6 +160,27 @@ static int64_t window_attention_flops(const Graph *g, const Op *op, bool bwd) {
   return !bwd ? f : f > INT64_MAX / 5 ? INT64_MAX : 5 * f / 2;
 }
 
+/* ---- cross-attention: q[B, Tq, C] to kv[B, Tk, 2C] (k | v side by side)
+ * -> out[B, Tq, C], lse[B, NH, Tq]; every query sees every key. */
+
+/* B Tq Tk C NH. */
+static void cross_attention_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
+  const Shape *q = tshape(g, op->in[0]);
+  d[0] = q->d[0];
+  d[1] = q->d[1];
+  d[2] = tshape(g, op->in[1])->d[1];
+  d[3] = q->d[2];
+  d[4] = op->attr[0].i;
+  *n = 5;
+}
+static int64_t cross_attention_flops(const Graph *g, const Op *op, bool bwd) {
+  int64_t d[MAX_KDIM];
+  int n;
+  cross_attention_dims(g, op, d, &n);
+  int64_t f = FLOPS(4, d[0], d[1], d[2], d[3]); /* q k^T and p v; backward as attention's */
+  return !bwd ? f : f > INT64_MAX / 5 ? INT64_MAX : 5 * f / 2;
+}
+
 /* ---- embeddings ---- */
 
 static void embedding_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
@@ -1001,6 +1022,17 @@ static const OpInfo table[OP_COUNT] = {
             .nbout = 1, .bout = {REF_GIN(0)},
             .grad_to = {true},
             .inplace_fwd = SLOT(0), .inplace_bwd = {SLOT(0)},
+        },
+    [OP_CROSS_ATTENTION] =
+        {
+            .name = "cross_attention",
+            .attrs = {{"heads", ATTR_INT, .required = true}},
+            .min_inputs = 2, .max_inputs = 2, .nin = 2, .nout = 2, .nstats = 1,
+            .dims = cross_attention_dims, .flops = cross_attention_flops,
+            .gemm = true, .half_bin = SLOT(1) | SLOT(2) | SLOT(3), /* q, kv, out (not lse) */
+            .nbin = 5, .bin = {REF_DOUT, REF_IN(0), REF_IN(1), REF_OUT(0), REF_OUT(1)},
+            .nbout = 2, .bout = {REF_GIN(0), REF_GIN(1)},
+            .grad_to = {true, true},
         },
     [OP_GROUPNORM] =
         {

@@ -35,6 +35,7 @@
  *   rmsnorm        x w              out rstd            dout x w rstd              dx dw            N C (eps)
  *   softmax        x                out                 dout out                   dx               N C
  *   attention      qkv              out lse             dout qkv out lse           dqkv             B T C NH KVH causal
+ *   cross_attention q kv            out lse             dout q kv out lse          dq dkv           B Tq Tk C NH
  *   embedding      tokens W         out                 dout tokens                dW               N C V
  *   pos_embedding  W                out                 dout                       dW               B T C Wrows
  *   rope           qkv              out                 dout                       dqkv             B T H KV hd (theta)

@@ -2,6 +2,7 @@
  * each op's other fields (dims, FLOPs, slots) are its entry in ops.c. */
 #include "rules.h"
 
+#include "rules_cross_attention.h"
 #include "rules_diffusion.h"
 
 #include <math.h>
@@ -811,6 +812,7 @@ const ShapeRule shape_rules[OP_COUNT] = {
     [OP_SCALE] = unary_build,
     [OP_WINDOW_ATTENTION] = window_attention_build,
     [OP_PAD] = pad_build,
+    [OP_CROSS_ATTENTION] = cross_attention_build,
     [OP_GROUPNORM] = groupnorm_build,
     [OP_ADD_CHANNELS] = add_channels_build,
     [OP_UPSAMPLE] = upsample_build,

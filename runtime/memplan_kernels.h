@@ -211,6 +211,19 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
     (float *dqkv, float *dtable, const float *dout, const float *qkv, const float *table, const float *out,            \
      const float *lse, int64_t B, int64_t H, int64_t W, int64_t C, int64_t NH, int64_t ws, int64_t shift, int acc,     \
      int acc_table))                                                                                                   \
+  /* cross-attention (not causal): query rows q[B,Tq,C] attend to the keys and                                         \
+   * values of a context, kv[B,Tk,2C] holding k (C) and v (C) side by side per                                         \
+   * position; NH heads of size hs = C/NH, scores scaled by 1/sqrt(hs).                                                \
+   * out[B,Tq,C]; lse[B,NH,Tq] the rows' log-sum-exp (may be NULL in eval), as                                         \
+   * attention's. Tk <= 16384 on the CPU (stack scratch). */                                                           \
+  X(void, cross_attention_forward,                                                                                     \
+    (float *out, float *lse, const float *q, const float *kv, int64_t B, int64_t Tq, int64_t Tk, int64_t C,            \
+     int64_t NH))                                                                                                      \
+  /* dq (+)= and dkv (+)= the gradients through cross_attention (either may be                                         \
+   * NULL: not needed), from the forward's out and lse as attention's. */                                              \
+  X(void, cross_attention_backward,                                                                                    \
+    (float *dq, float *dkv, const float *dout, const float *q, const float *kv, const float *out, const float *lse,    \
+     int64_t B, int64_t Tq, int64_t Tk, int64_t C, int64_t NH, int acc_dq, int acc_dkv))                               \
                                                                                                                        \
   /* embedding: out[N,C] = W[tokens[i], :] with W[V,C]. Token ids are checked by                                       \
    * the data loader, not here. */                                                                                     \

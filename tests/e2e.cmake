@@ -89,6 +89,8 @@ memplan_e2e_build(gqa-lm ${MEMPLAN_TEST_DIR}/reference/gqa-lm.yaml)
 memplan_e2e_build(gelu-exact ${MEMPLAN_TEST_DIR}/reference/gelu-exact.yaml)
 # conv2d: dilated, strided and grouped, 1x1 without bias, with op-local scratch
 memplan_e2e_build(conv-mse ${MEMPLAN_TEST_DIR}/reference/conv-mse.yaml)
+# cross_attention to a second input (the context), and a GEGLU feed-forward
+memplan_e2e_build(xattn-mse ${MEMPLAN_TEST_DIR}/reference/xattn-mse.yaml)
 # batchnorm2d on [B, H] and on [B, C, H, W]: running statistics (role "state")
 memplan_e2e_build(bn-mlp ${MEMPLAN_TEST_DIR}/reference/bn-mlp.yaml)
 memplan_e2e_build(bn-conv-mse ${MEMPLAN_TEST_DIR}/reference/bn-conv-mse.yaml)
@@ -237,6 +239,7 @@ memplan_reference(reference_lora_dropout_lm_detects_wrong_mask lora-dropout-lm -
 memplan_reference(reference_gqa_lm gqa-lm --text ${e2e_text})
 memplan_reference(reference_gelu_exact gelu-exact)
 memplan_reference(reference_conv_mse conv-mse)
+memplan_reference(reference_xattn_mse xattn-mse)
 # batchnorm2d: running statistics compared like weights, and the eval loss
 memplan_reference(reference_bn_mlp bn-mlp --eval)
 memplan_reference(reference_bn_conv_mse bn-conv-mse --eval)

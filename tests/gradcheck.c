@@ -530,6 +530,48 @@ static void bwd_attention(float *const *din, const float *dout, float *const *in
 }
 
 // ----------------------------------------------------------------------------
+// cross_attention (q, kv); d = B Tq Tk C NH
+
+static void ref_cross_attention(double *out, double *const *in, const Case *c) {
+  int64_t B = c->d[0], Tq = c->d[1], Tk = c->d[2], C = c->d[3], NH = c->d[4], hs = C / NH;
+  double *p = NEW(double, Tk);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t t = 0; t < Tq; t++) {
+        const double *q = in[0] + (b * Tq + t) * C + h * hs, *k = in[1] + b * Tk * 2 * C + h * hs;
+        for (int64_t s = 0; s < Tk; s++) {
+          double sc = 0.0;
+          for (int64_t i = 0; i < hs; i++) sc += q[i] * k[s * 2 * C + i];
+          p[s] = sc / sqrt((double)hs);
+        }
+        ref_softmax_rows(p, p, 1, Tk);
+        for (int64_t i = 0; i < hs; i++) {
+          double sum = 0.0;
+          for (int64_t s = 0; s < Tk; s++) sum += p[s] * k[s * 2 * C + C + i];
+          out[(b * Tq + t) * C + h * hs + i] = sum;
+        }
+      }
+  free(p);
+}
+static void fwd_cross_attention(float *out, float *const *in, const Case *c) {
+  const int64_t *d = c->d;
+  float *lse = NEW(float, d[0] * d[4] * d[1]);
+  rt_cross_attention_forward(out, lse, in[0], in[1], d[0], d[1], d[2], d[3], d[4]);
+  free(lse);
+}
+static void bwd_cross_attention(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
+  const int64_t *d = c->d;
+  int64_t B = d[0], Tq = d[1], C = d[3], NH = d[4];
+  float *out = NEW(float, B *Tq *C), *lse = NEW(float, B *NH *Tq);
+  fill(out, B * Tq * C, NAN); // forward must write every output and statistic
+  fill(lse, B * NH * Tq, NAN);
+  rt_cross_attention_forward(out, lse, in[0], in[1], B, Tq, d[2], C, NH);
+  rt_cross_attention_backward(din[0], din[1], dout, in[0], in[1], out, lse, B, Tq, d[2], C, NH, acc, acc);
+  free(out);
+  free(lse);
+}
+
+// ----------------------------------------------------------------------------
 // embedding (W; tokens in ids), d = N C V; position embedding (W), d = B T C Wrows
 
 static void ref_embedding(double *out, double *const *in, const Case *c) {
@@ -1417,6 +1459,17 @@ static void gradchecks(void) {
                    .ref = ref_softmax,
                    .fwd = fwd_softmax,
                    .bwd = bwd_softmax});
+  // Cross-attention: 7 queries to 5 context positions (Tq != Tk), 2 heads of
+  // 6 (the dot product's tail); dk, dv sum over every query of the batch.
+  run_case(&(Case){.name = "cross_attention",
+                   .nin = 2,
+                   .in_n = {2 * 7 * 12, 2 * 5 * 24},
+                   .amp = {1.5f, 1.5f},
+                   .out_n = 2 * 7 * 12,
+                   .d = {2, 7, 5, 12, 2},
+                   .ref = ref_cross_attention,
+                   .fwd = fwd_cross_attention,
+                   .bwd = bwd_cross_attention});
   run_case(&(Case){.name = "attention",
                    .nin = 1,
                    .in_n = {2 * 5 * 3 * 8},

@@ -163,6 +163,15 @@ def saved_bytes(torch, model, batch, device):
     for b in model.buffers():
         kinds[b.storage()._cdata] = "state"
     kinds[x.storage()._cdata] = kinds[y.storage()._cdata] = "input"
+    return count_saved(torch, kinds, lambda: torch.nn.functional.cross_entropy(model(x), y),
+                       ("activation", "input", "param", "state"))
+
+
+def count_saved(torch, kinds, run, keys):
+    """Runs run() (a training forward) under saved_tensors_hooks; returns
+    {kind: bytes} over keys, each saved storage once, its kind from kinds
+    (storage id: kind; "activation" where absent), and the list of saved
+    storages [(kind, dtype, shape of the first tensor saved from it, bytes)]."""
     seen = {}
 
     def pack(t):
@@ -172,8 +181,8 @@ def saved_bytes(torch, model, batch, device):
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-    out = {"activation": 0, "input": 0, "param": 0, "state": 0}
+        loss = run()
+    out = dict.fromkeys(keys, 0)
     for k, _, _, n in seen.values():
         out[k] += n
     del loss

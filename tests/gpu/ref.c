@@ -462,6 +462,79 @@ void ref_attention_backward(float *dqkv, const float *dout, const float *qkv, co
 }
 
 // ----------------------------------------------------------------------------
+// cross_attention: every query row sees all Tk keys of kv = k | v
+
+/* p[0..Tk) = softmax of query (b, t, h)'s scaled scores; returns lse. */
+static double xattn_probs(double *p, const float *q, const float *kv, int64_t b, int64_t t, int64_t h, int64_t Tq,
+                          int64_t Tk, int64_t C, int64_t hs) {
+  const float *qr = q + (b * Tq + t) * C + h * hs;
+  double mx = -INFINITY, s = 0.0;
+  for (int64_t j = 0; j < Tk; j++) {
+    const float *k = kv + (b * Tk + j) * 2 * C + h * hs;
+    double d = 0.0;
+    for (int64_t i = 0; i < hs; i++) d += (double)qr[i] * k[i];
+    p[j] = d / sqrt((double)hs);
+    mx = p[j] > mx ? p[j] : mx;
+  }
+  for (int64_t j = 0; j < Tk; j++) s += p[j] = exp(p[j] - mx);
+  for (int64_t j = 0; j < Tk; j++) p[j] /= s;
+  return mx + log(s);
+}
+
+void ref_cross_attention_forward(float *out, float *lse, const float *q, const float *kv, int64_t B, int64_t Tq,
+                                 int64_t Tk, int64_t C, int64_t NH) {
+  int64_t hs = C / NH;
+  double *o = dnew(B * Tq * C), *l = dnew(B * NH * Tq), *p = dnew(Tk);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t t = 0; t < Tq; t++) {
+        l[(b * NH + h) * Tq + t] = xattn_probs(p, q, kv, b, t, h, Tq, Tk, C, hs);
+        for (int64_t j = 0; j < Tk; j++)
+          for (int64_t i = 0; i < hs; i++)
+            o[(b * Tq + t) * C + h * hs + i] += p[j] * kv[(b * Tk + j) * 2 * C + C + h * hs + i];
+      }
+  free(p);
+  store(out, o, B * Tq * C, 0);
+  store(lse, l, B * NH * Tq, 0);
+}
+
+/* Softmax backward in its textbook form, as ref_attention_backward. */
+void ref_cross_attention_backward(float *dq, float *dkv, const float *dout, const float *q, const float *kv,
+                                  const float *out, const float *lse, int64_t B, int64_t Tq, int64_t Tk, int64_t C,
+                                  int64_t NH, int acc_dq, int acc_dkv) {
+  (void)out, (void)lse;
+  int64_t hs = C / NH;
+  double scale = 1.0 / sqrt((double)hs);
+  double *gq = dnew(B * Tq * C), *gkv = dnew(B * Tk * 2 * C), *p = dnew(Tk), *dp = dnew(Tk);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < NH; h++)
+      for (int64_t t = 0; t < Tq; t++) {
+        xattn_probs(p, q, kv, b, t, h, Tq, Tk, C, hs);
+        int64_t row = (b * Tq + t) * C + h * hs;
+        double sum = 0.0;
+        for (int64_t j = 0; j < Tk; j++) {
+          double d = 0.0;
+          for (int64_t i = 0; i < hs; i++) d += (double)dout[row + i] * kv[(b * Tk + j) * 2 * C + C + h * hs + i];
+          dp[j] = d;
+          sum += p[j] * d;
+        }
+        for (int64_t j = 0; j < Tk; j++) {
+          int64_t kr = (b * Tk + j) * 2 * C + h * hs;
+          double ds = p[j] * (dp[j] - sum) * scale;
+          for (int64_t i = 0; i < hs; i++) {
+            gq[row + i] += ds * kv[kr + i];
+            gkv[kr + i] += ds * q[row + i];
+            gkv[kr + C + i] += p[j] * dout[row + i];
+          }
+        }
+      }
+  free(p);
+  free(dp);
+  store(dq, gq, B * Tq * C, acc_dq);
+  store(dkv, gkv, B * Tk * 2 * C, acc_dkv);
+}
+
+// ----------------------------------------------------------------------------
 // embeddings
 
 void ref_embedding_forward(float *out, const int32_t *tokens, const float *W, int64_t N, int64_t C, int64_t V) {

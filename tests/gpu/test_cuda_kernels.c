@@ -764,6 +764,31 @@ static void case_window_attention(int64_t B, int64_t H, int64_t W, int64_t C, in
     check(&dqkv, TOL_ATT, "window_attention_backward dqkv acc=%d", acc);
     check(&dt, TOL_ATT, "window_attention_backward dtable acc=%d", acc);
   }
+}
+
+/* cross_attention: Tq queries to Tk context positions, NH heads; both
+ * gradients, then each alone (the other NULL). */
+static void case_cross_attention(int64_t B, int64_t Tq, int64_t Tk, int64_t C, int64_t NH) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "B=%lld Tq=%lld Tk=%lld C=%lld NH=%lld", LL(B), LL(Tq), LL(Tk), LL(C), LL(NH));
+  Ten q = ten_rand(B * Tq * C, 1.5f), kv = ten_rand(B * Tk * 2 * C, 1.5f);
+  Ten out = ten_fill(B * Tq * C, NAN), lse = ten_fill(B * NH * Tq, NAN);
+  ref_cross_attention_forward(out.ref, lse.ref, q.ref, kv.ref, B, Tq, Tk, C, NH);
+  UT(cross_attention_forward)(out.ut, lse.ut, q.ut, kv.ut, B, Tq, Tk, C, NH);
+  check(&out, TOL_ATT, "cross_attention_forward out %s", shape);
+  check(&lse, TOL_ATT, "cross_attention_forward lse");
+  ut_put(out.ut, out.ref, (size_t)out.n * sizeof(float));
+  ut_put(lse.ut, lse.ref, (size_t)lse.n * sizeof(float));
+  for (int acc = 0; acc <= 1; acc++)
+    for (int which = 0; which < 3; which++) { // both, dq alone, dkv alone
+      Ten g = ten_rand(B * Tq * C, 1), dq = ten_grad(B * Tq * C, acc), dkv = ten_grad(B * Tk * 2 * C, acc);
+      float *rq = which == 2 ? NULL : dq.ref, *uq = which == 2 ? NULL : dq.ut;
+      float *rkv = which == 1 ? NULL : dkv.ref, *ukv = which == 1 ? NULL : dkv.ut;
+      ref_cross_attention_backward(rq, rkv, g.ref, q.ref, kv.ref, out.ref, lse.ref, B, Tq, Tk, C, NH, acc, acc);
+      UT(cross_attention_backward)(uq, ukv, g.ut, q.ut, kv.ut, out.ut, lse.ut, B, Tq, Tk, C, NH, acc, acc);
+      if (which != 2) check(&dq, TOL_ATT, "cross_attention_backward dq acc=%d gradients %d", acc, which);
+      if (which != 1) check(&dkv, TOL_ATT, "cross_attention_backward dkv acc=%d gradients %d", acc, which);
+    }
   release_all();
 }
 
@@ -1922,6 +1947,8 @@ int main(int argc, char **argv) {
   if (!quick) RUN("rmsnorm", case_rmsnorm(512, 2048, 1e-6f));
   RUN("softmax", case_softmax(50, 1000));
   RUN("softmax", case_softmax(33, 7));
+  RUN("cross_attention", case_cross_attention(2, 67, 13, 96, 4));  // head size 24, ragged query and key tiles
+  RUN("cross_attention", case_cross_attention(1, 40, 77, 320, 2)); // SD's 77-token context, head size 160
   RUN("attention", case_attention(2, 67, 96, 4, 4, 1));                   // head size 24, ragged tiles
   RUN("attention", case_attention(1, 33, 40, 5, 5, 1));                   // head size 8
   RUN("window_attention", case_window_attention(2, 14, 21, 96, 3, 7, 3)); // torchvision's 7x7, shifted by 3

@@ -263,6 +263,14 @@ def _window_attention(qkv, table, B, H, W, C, NH, ws, shift):
     y = y.view(B, H // ws, W // ws, ws, ws, C).permute(0, 1, 3, 2, 4, 5).reshape(B, H, W, C)
     return torch.roll(y, shifts=(shift, shift), dims=(1, 2)) if shift else y
 
+def _cross_attention(q, kv, B, Tq, Tk, C, NH):
+    """torch's scaled dot-product attention of q [B, Tq, C] to kv [B, Tk, 2C]
+    (k | v), no mask: diffusers' Attention with encoder_hidden_states."""
+    hs = C // NH
+    q = q.reshape(B, Tq, NH, hs).transpose(1, 2)
+    k, v = kv.reshape(B, Tk, 2, NH, hs).permute(2, 0, 3, 1, 4)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+    return (att.softmax(-1) @ v).transpose(1, 2).reshape(B, Tq, C)
 
 def _rope(x, B, T, H, KV, hd, theta, factor=0.0, low=0.0, high=0.0, orig=0.0):
     """Hugging Face Llama's rotary embedding of the q and k parts of a packed
@@ -420,6 +428,8 @@ def forward(plan, params, inputs, dtype, sched_key="schedule", relu_mask=None, s
             y = _attention(a[0], *d[:6])
         elif k == "window_attention":  # dims: B H W C NH ws shift; inputs qkv table
             y = _window_attention(a[0], a[1], *d[:7])
+        elif k == "cross_attention":  # dims: B Tq Tk C NH
+            y = _cross_attention(a[0], a[1], *d[:5])
         elif k == "embedding":
             y = F.embedding(a[0], a[1])
         elif k == "position_embedding":
