@@ -2,7 +2,7 @@
  * each op's other fields (dims, FLOPs, slots) are its entry in ops.c. */
 #include "rules.h"
 
-#include "rules_cross_attention.h"
+#include "rules_attention.h"
 #include "rules_diffusion.h"
 
 #include <math.h>
@@ -212,25 +212,6 @@ static void attention_build(BuildCtx *c) {
   const char *osym[3] = {x->sym[0], x->sym[1], NULL}, *lsym[3] = {x->sym[0], attr_sym(c, "heads"), x->sym[1]};
   build_output(c, 0, NULL, build_shape(c, 3, od, osym), DT_F32);
   build_output(c, 1, "lse", build_shape(c, 3, ld, lsym), DT_F32);
-}
-
-/* window_attention (Swin): qkv [B, H, W, 3C] of whole windows; its relative position bias table [(2 window - 1)^2,
- * heads] (torchvision's init, std 0.02). Outputs out [B, H, W, C], lse [B, heads, H, W]. */
-static void window_attention_build(BuildCtx *c) {
-  need_float(c, 0);
-  const Shape *x = in_shape(c, 0);
-  int64_t NH = attr_i(c, "heads"), ws = attr_i(c, "window"), R = 2 * ws - 1, sh = attr_i(c, "shift");
-  if (x->rank != 4 || x->d[3] % (3 * NH) != 0)
-    build_error(c, "heads", "window_attention needs qkv [B, H, W, 3*C] with heads = %lld dividing C; '%s' is %s",
-                (long long)NH, build_input(c, 0)->name, shape_val_str(build_scratch(c), x));
-  if (x->d[1] % ws != 0 || x->d[2] % ws != 0 || ws > 32 || sh >= ws)
-    build_error(c, "window", "window = %lld must divide H = %lld and W = %lld, be at most 32 and exceed shift = %lld",
-                (long long)ws, (long long)x->d[1], (long long)x->d[2], (long long)sh);
-  build_data(c, 0, 0);
-  build_param(c, 1, "table", NULL, mat_shape(c, R * R, NULL, NH, attr_sym(c, "heads")), (Init){INIT_NORMAL, 0.02});
-  const char *sy[4] = {x->sym[0], x->sym[1], x->sym[2], NULL}, *ly[4] = {x->sym[0], attr_sym(c, "heads"), sy[1], sy[2]};
-  build_output(c, 0, NULL, build_shape(c, 4, (int64_t[4]){x->d[0], x->d[1], x->d[2], x->d[3] / 3}, sy), DT_F32);
-  build_output(c, 1, "lse", build_shape(c, 4, (int64_t[4]){x->d[0], NH, x->d[1], x->d[2]}, ly), DT_F32);
 }
 
 /* causal_self_attention (GPT-2's block, Llama's with kv_heads): qkv

@@ -2433,6 +2433,8 @@ static void gradchecks_window(void) {
                    .ref = ref_window_attention,
                    .fwd = fwd_window_attention,
                    .bwd = bwd_window_attention});
+}
+
 // diffusion ops (runtime/cpu_diffusion.c)
 
 // groupnorm (x [w b]); d = N C S G, f = eps; nin 1 is affine: false

@@ -1342,6 +1342,8 @@ void ref_window_attention_backward(float *dqkv, float *dtable, const float *dout
   free(pos);
   store(dqkv, g, B * H * W * 3 * C, acc);
   store(dtable, gt, R * NH, acc_table);
+}
+
 // diffusion ops (runtime/cpu_diffusion.c's contracts), in double
 
 void ref_groupnorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,

@@ -11,7 +11,8 @@ limit=800
 # FILE: why it is one concern over the limit
 allowed='
 planner/load.c: the YAML front end, one reader of the whole model format with its error messages
-planner/ops.c: the op table, every op'"'"'s shape rule next to its entry
+planner/ops.c: the op table, every op'"'"'s dims, FLOPs and slots next to its entry
+planner/rules.c: the core ops'"'"' shape rules, one short function per op (new families go to rules_*.c)
 planner/assign.c: arena offsets, four layers of one search over the same buffers
 runtime/memplan_bpe.c: GPT-2'"'"'s tokenizer, its loader and its pre-tokenizer matcher
 '
