@@ -1947,8 +1947,8 @@ int main(int argc, char **argv) {
   if (!quick) RUN("rmsnorm", case_rmsnorm(512, 2048, 1e-6f));
   RUN("softmax", case_softmax(50, 1000));
   RUN("softmax", case_softmax(33, 7));
-  RUN("cross_attention", case_cross_attention(2, 67, 13, 96, 4));  // head size 24, ragged query and key tiles
-  RUN("cross_attention", case_cross_attention(1, 40, 77, 320, 2)); // SD's 77-token context, head size 160
+  RUN("cross_attention", case_cross_attention(2, 67, 13, 96, 4));         // head size 24, ragged query and key tiles
+  RUN("cross_attention", case_cross_attention(1, 40, 77, 320, 2));        // SD's 77-token context, head size 160
   RUN("attention", case_attention(2, 67, 96, 4, 4, 1));                   // head size 24, ragged tiles
   RUN("attention", case_attention(1, 33, 40, 5, 5, 1));                   // head size 8
   RUN("window_attention", case_window_attention(2, 14, 21, 96, 3, 7, 3)); // torchvision's 7x7, shifted by 3
