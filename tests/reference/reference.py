@@ -87,6 +87,14 @@ NOISY_REL = 1e-3
 # (bn-mlp). 3e-3 lr steps (1.5e-5 at lr 1e-3) is 4.6x the largest; reference_frozen_lm and the
 # *_detects_wrong_lr tests pass under it too. The other AdamW models were not rerun for this figure.
 ADAMW_FLOOR = 3e-3
+# The same floor for the noisy elements (NOISY_REL above), measured on their own: an element whose gradient
+# float32 gets wrong by over 0.1% can take an AdamW step of another size, so its error is in lr steps too.
+# Measured 2026-12-02 over the AdamW reference models (5 steps) under OPENBLAS_CORETYPE=Prescott, Zen and
+# SkylakeX: the largest worst noisy element was 6.5e-3 lr steps (rmsnorm-lm, Prescott; llama-lm 3.1e-3 under
+# SkylakeX, where ADAMW_FLOOR, the bound then, failed it by 1%: the first AVX-512 machine the suite ran on).
+# 2e-2 is 3x the largest; the *_detects_* tests still fail under it (their noisy errors are 0.3-0.5 lr steps
+# or they fail on the losses).
+ADAMW_NOISY_FLOOR = 2e-2
 
 
 def run_trainer(a, init, final, log):
@@ -265,7 +273,9 @@ def compare(plan, a, b, got, got_w, out, got_eval=None):
     lr_steps = plan["optimizer"]["lr"] * a.steps
     # AdamW's update errs by about its gradient's relative error, which is
     # NOISY_REL at most in the yardstick; allowed: ADAMW_FLOOR lr steps, a few times the measured worst.
-    floor = FLOOR if plan["optimizer"]["type"] != "adamw" else max(FLOOR, ADAMW_FLOOR * lr_steps)
+    adamw = plan["optimizer"]["type"] == "adamw"
+    floor = max(FLOOR, ADAMW_FLOOR * lr_steps) if adamw else FLOOR
+    noisy_floor = max(FLOOR, ADAMW_NOISY_FLOOR * lr_steps) if adamw else FLOOR
     n_noisy = worst_noisy = noisy_ratio = 0
     ws, noisy_all = b.weights(plan)
     for name, w in ws[torch.float64].items():
@@ -283,7 +293,7 @@ def compare(plan, a, b, got, got_w, out, got_eval=None):
         ok &= worst <= tol and med <= med_tol
         if noisy.any():  # measured like the rest: TOL_FACTOR x float32 torch's own worst on these elements
             n_noisy += int(noisy.sum())
-            ntol = max(floor, TOL_FACTOR * float(spread[noisy].max()))
+            ntol = max(noisy_floor, TOL_FACTOR * float(spread[noisy].max()))
             worst_noisy = max(worst_noisy, float(err[noisy].max()))
             noisy_ratio = max(noisy_ratio, float(err[noisy].max()) / ntol)
         out.append("  %-24s worst error %.2e (tolerance %.1e), median %.2e (tolerance %.1e)%s"
