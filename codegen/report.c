@@ -109,12 +109,55 @@ static void arena(const Plan *p, FILE *out) {
     fprintf(out, "  in place:    %d buffers host an op's output in its dying input (see plan.json \"in_place\")\n", n);
 }
 
+/* Is every stage one op (a whole-graph plan, planner/remat.c)? */
+static bool per_op(const Plan *p) {
+  for (int i = 0; i < p->nstages; i++)
+    if (strcmp(p->stages[i].first_layer, p->stages[i].last_layer)) return false;
+  return p->nstages > 0;
+}
+
+/* A whole-graph plan's stages: how many ops run again and how often, then
+ * one line per run of consecutive ops run as often (kept: run once, what
+ * they keep summed, the part --precision auto stores in bf16 said), not
+ * one per op. */
+static void op_runs(const Plan *p, FILE *out) {
+  int rec = 0, reruns = 0, most = 1;
+  for (int i = 0; i < p->nstages; i++)
+    if (p->stages[i].runs > 1) {
+      rec++, reruns += p->stages[i].runs - 1;
+      if (p->stages[i].runs > most) most = p->stages[i].runs;
+    }
+  fprintf(out, "  whole graph: %d of %d forward ops recomputed, %d reruns in all (at most %d of one op)\n", rec,
+          p->nstages, reruns, most - 1);
+  char x[32], y[32], what[80];
+  for (int i = 0, j; i < p->nstages; i = j) {
+    const PlanStage *s = &p->stages[i];
+    int64_t kept = 0, half = 0;
+    for (j = i; j < p->nstages && p->stages[j].choice == s->choice && p->stages[j].runs == s->runs; j++) {
+      kept += p->stages[j].kept_bytes;
+      if (p->stages[j].half) half += p->stages[j].kept_bytes;
+    }
+    if (s->runs == 2) snprintf(what, sizeof what, "recomputed once");
+    else if (s->runs > 2) snprintf(what, sizeof what, "recomputed %d times%s", s->runs - 1, j - i > 1 ? " each" : "");
+    else if (half) snprintf(what, sizeof what, "kept, %s of it in bf16", mp_fmt_bytes(y, sizeof y, half));
+    else snprintf(what, sizeof what, "kept");
+    if (j - i == 1) fprintf(out, "  %-28s %-54s keeps %s\n", s->first_layer, what, mp_fmt_bytes(x, sizeof x, kept));
+    else
+      fprintf(out, "  %-12s .. %-12s %-54s keeps %s\n", s->first_layer, p->stages[j - 1].last_layer, what,
+              mp_fmt_bytes(x, sizeof x, kept));
+  }
+}
+
 /* Checkpointing: per stage, what is kept and what is recomputed. */
 static void stages(const Plan *p, FILE *out) {
   if (!p->extra_flops) return;
   char x[32];
   fprintf(out, "\ncheckpointing: %.2f%% extra FLOPs (%.3g GFLOP recomputed per step)\n",
           100.0 * (double)p->extra_flops / (double)p->step_flops, (double)p->extra_flops / 1e9);
+  if (per_op(p)) {
+    op_runs(p, out);
+    return;
+  }
   for (int i = 0; i < p->nstages; i++) {
     const PlanStage *s = &p->stages[i];
     const char *what = s->choice == 'R'   ? "recomputed from its input checkpoint"

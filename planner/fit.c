@@ -126,6 +126,16 @@ static void describe(Arena *ar, Plan *p, const Graph *g, const Step *plain, cons
     if (p->stages[i].runs > 1) p->stages[i].choice = 'R';
 }
 
+/* A whole-graph schedule as the walk tries it: remat candidate rc with
+ * its kept tensors in fp32 (half NULL) or, under auto, the half candidates
+ * among them stored in bf16 (half: that set), time its seconds under the
+ * chain's cost model (casts included, as chain.c charges them). */
+typedef struct {
+  int rc;
+  const bool *half;
+  double time;
+} Whole;
+
 typedef struct {
   const Graph *g;
   const FitOptions *o;
@@ -135,14 +145,17 @@ typedef struct {
   bool *half;
   RematCand *rc; /* whole-graph schedules (remat.h), fastest first; NULL where the chain is cut finely */
   int nrc;
-  double base; /* seconds of the step keeping everything, under the chain's cost model */
-  Arena trial; /* the greedy's trial steps */
+  Whole *w; /* the walk's whole-graph schedules, fastest first: rc 1.. in fp32, under auto each rc also in bf16 */
+  int nw;
+  double base;     /* seconds of the step keeping everything, under the chain's cost model */
+  Arena trial;     /* the greedy's trial steps */
+  bool trial_half; /* trial_peak stores the half candidates the schedule keeps in bf16 (auto's second greedy) */
 } Solver;
 
 /* A DAG schedule's stages (one per forward op) for the report: R where the
  * op runs again, K where it runs once (what it makes that backward reads
- * is kept). */
-static void describe_dag(Arena *ar, Plan *p, const Graph *g, const Step *plain, const Actions *a) {
+ * is kept; half: those of its outputs stored in bf16, NULL none). */
+static void describe_dag(Arena *ar, Plan *p, const Graph *g, const Step *plain, const Actions *a, const bool *half) {
   p->nstages = a->nstages;
   p->stages = ar_alloc(ar, sizeof(PlanStage) * (size_t)a->nstages);
   for (int x = 0; x < a->n; x++)
@@ -152,24 +165,84 @@ static void describe_dag(Arena *ar, Plan *p, const Graph *g, const Step *plain, 
     const Op *o = &g->ops[plain->train[i].op];
     ps->first_layer = ps->last_layer = o->name;
     ps->choice = ps->runs > 1 ? 'R' : 'K';
-    for (int k = 0; k < o->nout && ps->runs == 1; k++)
-      if (plain->saved[o->out[k]])
-        ps->kept_bytes += shape_numel(&g->t[o->out[k]].shape) * dtype_size(g->t[o->out[k]].dtype);
+    for (int k = 0; k < o->nout && ps->runs == 1; k++) {
+      int t = o->out[k];
+      if (!plain->saved[t]) continue;
+      bool h = half && half[t];
+      ps->half |= h;
+      ps->kept_bytes += shape_numel(&g->t[t].shape) * (h ? 2 : dtype_size(g->t[t].dtype));
+    }
   }
 }
 
+/* The half candidates among the tensors a whole-graph schedule's step s
+ * (built without half storage) keeps for backward; casts: their casts'
+ * seconds (12 bytes an element, as chain.c charges them). */
+static bool *kept_half(Arena *ar, const Solver *S, const Step *s, double *casts) {
+  const CostModel *cm = cost_model(S->o->backend);
+  bool *h = ar_alloc(ar, sizeof(bool) * (size_t)(S->g->nt + 1));
+  *casts = 0;
+  for (int t = 0; t < S->g->nt; t++)
+    if ((h[t] = S->half[t] && s->saved[t])) *casts += 12.0 * (double)shape_numel(&S->g->t[t].shape) / cm->bandwidth;
+  return h;
+}
+
 /* RematPeak: the liveness peak of a whole-graph schedule's real step and
- * its live bytes summed over positions (fp32 under auto, as half_of). */
+ * its live bytes summed over positions. Under auto in fp32 (the first
+ * greedy) or, with trial_half, with what it keeps in bf16 (the second). */
 static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area) {
   Solver *S = ctx;
   ar_reset(&S->trial);
-  Step *s = build_step(&S->trial, S->g, S->o, a, S->o->precision == PREC_AUTO ? NULL : S->half);
+  const bool *half = S->o->precision == PREC_AUTO ? NULL : S->half;
+  if (S->trial_half) {
+    double casts;
+    half = kept_half(&S->trial, S, ad_build(&S->trial, S->g, true, a), &casts);
+  }
+  Step *s = build_step(&S->trial, S->g, S->o, a, half);
   Live *l = live_build(&S->trial, s, s->train, s->ntrain);
   int at;
   *peak = live_peak(l, S->o->align, &at);
   *area = 0;
   for (int b = 0; b < l->nb; b++)
     if (!l->b[b].persistent) *area += (double)l->b[b].bytes * (double)(l->b[b].last - l->b[b].first);
+}
+
+/* S->w: every whole-graph candidate but the first (it keeps everything:
+ * the plan keeping everything) in fp32 and, under auto, every one with the
+ * half candidates (prec_candidates) among the tensors its step keeps for
+ * backward stored in bf16, paying its casts' time as the chain's bf16
+ * options do; under auto a second greedy ranks its schedules with that
+ * storage (it keeps what bf16 makes cheap to keep, and drops the rest),
+ * its candidates joining in bf16. Fastest first, so the walk's first fit
+ * is the fastest of both levers together. */
+static void whole_variants(Arena *ar, Solver *S) {
+  bool choose = S->o->precision == PREC_AUTO && S->half && S->nrc;
+  int n32 = S->nrc, nh = 0;
+  RematCand *hc = NULL;
+  if (choose) {
+    S->trial_half = true;
+    hc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), trial_peak, S, &nh);
+    S->trial_half = false;
+    RematCand *all = ar_alloc(ar, sizeof(RematCand) * (size_t)(n32 + nh));
+    for (int i = 0; i < n32 + nh; i++) all[i] = i < n32 ? S->rc[i] : hc[i - n32];
+    S->rc = all, S->nrc = n32 + nh;
+  }
+  S->w = ar_alloc(ar, sizeof(Whole) * (size_t)(2 * S->nrc + 1));
+  S->nw = 0;
+  for (int i = 0; i < S->nrc; i++) {
+    if (i && i < n32) S->w[S->nw++] = (Whole){i, NULL, S->base + S->rc[i].recompute};
+    if (!choose) continue;
+    ar_reset(&S->trial);
+    double casts;
+    bool *h = kept_half(ar, S, ad_build(&S->trial, S->g, true, &S->rc[i].a), &casts);
+    if (casts > 0) S->w[S->nw++] = (Whole){i, h, S->base + S->rc[i].recompute + casts};
+  }
+  ar_free(&S->trial);
+  for (int i = 1; i < S->nw; i++) /* fastest first (stable: fp32 before bf16 on a tie) */
+    for (int j = i; j > 0 && S->w[j].time < S->w[j - 1].time; j--) {
+      Whole t = S->w[j];
+      S->w[j] = S->w[j - 1], S->w[j - 1] = t;
+    }
 }
 
 /* The chain and its DP table: solved once per fit, every candidate read from it. */
@@ -196,14 +269,16 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
   if (remat_wanted(S->plain, nf, largest))
     S->rc = remat_candidates(ar, g, S->plain, cost_model(o->backend), trial_peak, S, &S->nrc);
   ar_free(&S->trial);
+  whole_variants(ar, S);
 }
 
 /* The tensors a schedule stores in half: all candidates under a fixed
- * policy; under auto, the candidates of the stages whose kept run chose a
- * half option. */
-static const bool *half_of(Arena *ar, const Solver *S, const Actions *a) {
+ * policy; under auto, for the chain's schedules, the candidates of the
+ * stages whose kept run chose a half option; for a whole-graph one, its
+ * variant's (w, Whole.half). */
+static const bool *half_of(Arena *ar, const Solver *S, const Actions *a, const Whole *w) {
   if (S->o->precision != PREC_AUTO || !S->half) return S->half;
-  if (a->ctx != S->chain) return NULL; /* whole-graph schedules keep fp32 under auto */
+  if (w) return w->half;
   const Graph *g = S->g;
   bool *h = ar_alloc(ar, sizeof(bool) * (size_t)(g->nt + 1));
   for (int x = 0; x < a->n; x++) {
@@ -246,6 +321,7 @@ static Actions lightest(Arena *ar, const Chain *c, Actions a) {
  * bound exceeds the budget is never packed. */
 typedef struct {
   Actions a;
+  const bool *half; /* the tensors stored in half (NULL: none) */
   Step *step;
   Live *lt;
   double time;
@@ -253,18 +329,20 @@ typedef struct {
 } Cand;
 
 /* m >= 0: the DP's schedule at m units (light: its lightest variant);
- * m < 0: whole-graph schedule -1 - m (S->rc). */
+ * m < 0: whole-graph schedule -1 - m (S->w). */
 static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
   Cand c;
-  if (m < 0) {
-    c.a = S->rc[-1 - m].a;
-    c.time = S->base + S->rc[-1 - m].recompute;
+  const Whole *w = m < 0 ? &S->w[-1 - m] : NULL;
+  if (w) {
+    c.a = S->rc[w->rc].a;
+    c.time = w->time;
   } else {
     c.a = ckpt_actions(ar, S->T, m);
     if (light) c.a = lightest(ar, S->chain, c.a);
     c.time = schedule_time(S->chain, &c.a);
   }
-  c.step = build_step(ar, S->g, S->o, &c.a, half_of(ar, S, &c.a));
+  c.half = half_of(ar, S, &c.a, w);
+  c.step = build_step(ar, S->g, S->o, &c.a, c.half);
   c.lt = live_build(ar, c.step, c.step->train, c.step->ntrain);
   int at;
   c.lb = live_peak(c.lt, S->o->align, &at);
@@ -276,7 +354,7 @@ static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c) {
   Plan *p = plan_live(ar, S->g, c->step, c->lt, S->o);
   MP_ASSERT(p->lower_bound_bytes >= c->lb); /* else skipping by the bound could miss a plan that fits */
   if (c->a.ctx == S->chain) describe(ar, p, S->g, S->plain, S->chain, &c->a);
-  else describe_dag(ar, p, S->g, S->plain, &c->a);
+  else describe_dag(ar, p, S->g, S->plain, &c->a, c->half);
   return p;
 }
 
@@ -370,8 +448,8 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
     if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
     try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped);
   }
-  /* the whole-graph schedules, fastest first (0 keeps everything: planned already) */
-  for (int i = 1; i < S.nrc && S.base + S.rc[i].recompute < best_time; i++)
+  /* the whole-graph schedules, fastest first */
+  for (int i = 0; i < S.nw && S.w[i].time < best_time; i++)
     if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
   if (!isfinite(best_time)) least_skipped(&S, &skipped, r, &tmp);
   ar_adopt(ar, &best);
@@ -580,8 +658,7 @@ void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   VEC_PUSH(ar, rows, sweep_row(ar, base, S.base));
   double last = NAN;
   Arena tmp = {0};
-  for (int m = S.T ? S.T->M : -1; m >= -S.nrc; m--) {
-    if (m == -1) continue; /* whole-graph schedule 0 keeps everything: the base */
+  for (int m = S.T ? S.T->M : -1; m >= -S.nw; m--) {
     if (m >= 0) {
       double c = ckpt_cost(S.T, m);
       if (!isfinite(c) || c == last) continue; /* c == last: the same schedule as the previous m */
