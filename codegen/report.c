@@ -127,7 +127,7 @@ static void op_runs(const Plan *p, FILE *out) {
       rec++, reruns += p->stages[i].runs - 1;
       if (p->stages[i].runs > most) most = p->stages[i].runs;
     }
-  fprintf(out, "  whole graph: %d of %d forward ops recomputed, %d reruns in all (at most %d of one op)\n", rec,
+  fprintf(out, "  whole graph: %d of %d forward ops recomputed, %d times in all (up to %d times one op)\n", rec,
           p->nstages, reruns, most - 1);
   char x[32], y[32], what[80];
   for (int i = 0, j; i < p->nstages; i = j) {

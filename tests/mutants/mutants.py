@@ -192,6 +192,11 @@ MUTANTS += [
          search="  if (r->used[t] >= 0 && now - r->used[t] <= r->gap) {",
          replace="  if (r->used[t] >= 0) {",
          tests=["remat_goals_unet"]),
+    # --precision auto: a whole-graph schedule's bf16 variant planned in fp32 (its casts charged, nothing lowered)
+    dict(name="remat_auto_half_ignored", file="planner/fit.c",
+         search="  if (w) return w->half;",
+         replace="  if (w) return NULL;",
+         tests=["remat_auto_unet"]),
     # --head-grad deferred forced where the plan's updates wait (micro-batches, fp16, clipping): kept silently
     dict(name="headgrad_deferred_unapplied_kept", file="planner/driver.c",
          search="  if (rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
