@@ -201,4 +201,9 @@ MUTANTS += [
     dict(name="torch_import_rope_tables_unchecked", file="tools/torch_import.py",
          search="    if not err <= tol:\n", replace="    if False:\n",
          tests=["torch_import_errors"]),
+    # the trainer's --text line: every tokenizer reported as GPT-2's (a Llama 3 tokenizer.json included)
+    dict(name="bpe_kind_always_gpt2", file="runtime/memplan_bpe.c",
+         search="  return b->pretok == PRE_LLAMA3   ? \"Llama 3 BPE\"",
+         replace="  return 0 ? \"Llama 3 BPE\"",
+         tests=["bpe_llama3_vocab"]),
 ]
