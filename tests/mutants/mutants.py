@@ -206,4 +206,9 @@ MUTANTS += [
          search="  return b->pretok == PRE_LLAMA3   ? \"Llama 3 BPE\"",
          replace="  return 0 ? \"Llama 3 BPE\"",
          tests=["bpe_llama3_vocab"]),
+    # compile's tokenizer check one id short: a tokenizer whose largest id is V compiles (and --text dies later)
+    dict(name="tokenizer_vocab_off_by_one", file="planner/load.c",
+         search="    if (nvocab <= num->i) continue;",
+         replace="    if (nvocab <= num->i + 1) continue;",
+         tests=["error_tokenizer_vocab"]),
 ]
