@@ -211,4 +211,9 @@ MUTANTS += [
          search="    if (nvocab <= num->i) continue;",
          replace="    if (nvocab <= num->i + 1) continue;",
          tests=["error_tokenizer_vocab"]),
+    # the report's dims line under micro-batching: the micro-batch printed as the model's batch (B=1 for B=4)
+    dict(name="report_dims_micro_as_batch", file="codegen/report.c",
+         search="      fprintf(out, \" %s=%lld%s (micro-batch %lld)\", d->name, (long long)p->batch,",
+         replace="      fprintf(out, \" %s=%lld%s (micro-batch %lld)\", d->name, (long long)d->value,",
+         tests=["report_dims_micro_batch", "report_dims_micro_batch_set"]),
 ]
