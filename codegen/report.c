@@ -480,8 +480,13 @@ static void ranks(const Plan *p, FILE *out) {
 
 void report_plan(const Plan *p, FILE *out) {
   fprintf(out, "memplan: %s (model %s)\n  dims        ", p->source, p->model);
-  for (int i = 0; i < p->ndims; i++)
-    fprintf(out, " %s=%lld%s", p->dims[i].name, (long long)p->dims[i].value, p->dims[i].overridden ? "*" : "");
+  for (int i = 0; i < p->ndims; i++) { /* micro-batching: dims hold the micro-batch; the model's batch first */
+    const Dim *d = &p->dims[i];
+    if (p->accumulation_steps > 1 && p->batch_dim && !strcmp(d->name, p->batch_dim))
+      fprintf(out, " %s=%lld%s (micro-batch %lld)", d->name, (long long)p->batch, d->overridden ? "*" : "",
+              (long long)d->value);
+    else fprintf(out, " %s=%lld%s", d->name, (long long)d->value, d->overridden ? "*" : "");
+  }
   fprintf(out, "\n");
   counts(p, out);
   peak(p, out);

@@ -815,11 +815,33 @@ static void lora_check(Loader *L, const LoraSpec *l) {
   }
 }
 
+/* Every id of the tokenizer (nvocab: the largest + 1) must be a row of each
+ * embedding that graph inputs feed tokens, as the trainer's --text checks
+ * at run time: refused here, before a trainer is built. */
+static void check_tokenizer_vocab(Loader *L, Node *n, const Graph *g, const char *dir, int nvocab) {
+  for (int i = 0; i < g->nops; i++) {
+    const Op *o = &g->ops[i];
+    if (o->kind != OP_EMBEDDING || g->t[o->in[0]].kind != TK_INPUT) continue;
+    const Attr *num = &o->attr[0]; /* the vocabulary: ops.c's embedding lists "num" first */
+    if (nvocab <= num->i) continue;
+    const char *s = num->s ? num->s : "";
+    bool dim = isalpha((unsigned char)s[0]) &&
+               strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == strlen(s);
+    const char *how = dim ? ar_printf(L->ar, "set %s to at least %d (in dims, or --set %s=%d)", s, nvocab, s, nvocab)
+                          : ar_printf(L->ar, "make its num at least %d", nvocab);
+    diag_error(loc_of(L, n),
+               "tokenizer '%s' has ids up to %d, but layer '%s' embeds %lld tokens (num: %s): the trainer could "
+               "not train on its tokens; %s, or name a tokenizer whose ids are below %lld",
+               dir, nvocab - 1, o->name, (long long)num->i, s, how, (long long)num->i);
+  }
+}
+
 /* tokenizer: DIR, a GPT-2 BPE vocabulary folder (encoder.json, vocab.bpe),
  * or a Hugging Face tokenizer.json (the file, or a folder holding it),
- * relative to the YAML's folder; loaded here once so that a bad one is an
- * error at compile time. Returns its absolute path. */
-static const char *load_tokenizer(Loader *L, Node *n) {
+ * relative to the YAML's folder; loaded here once so that a bad one, or one
+ * with ids past the model's vocabulary, is an error at compile time. Returns
+ * its absolute path. */
+static const char *load_tokenizer(Loader *L, Node *n, const Graph *g) {
   const char *dir = scalar(L, n, "'tokenizer'");
   char joined[PATH_MAX], abs[PATH_MAX];
   const char *slash = strrchr(L->path, '/');
@@ -834,7 +856,9 @@ static const char *load_tokenizer(Loader *L, Node *n) {
   char err[1024];
   Bpe *b = bpe_load(abs, err, sizeof err);
   if (!b) diag_error(loc_of(L, n), "tokenizer '%s': %s", dir, err);
+  int nvocab = bpe_vocab_size(b);
   bpe_free(b);
+  check_tokenizer_vocab(L, n, g, dir, nvocab);
   return ar_strdup(L->ar, abs);
 }
 
@@ -875,7 +899,7 @@ static Graph *load_doc(Loader *L) {
   }
   freeze(L, g, get(L, root, "freeze"), loc_of(L, layers));
   Node *tok = get(L, root, "tokenizer");
-  if (tok) g->tokenizer = load_tokenizer(L, tok);
+  if (tok) g->tokenizer = load_tokenizer(L, tok, g);
   return g;
 }
 

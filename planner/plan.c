@@ -204,7 +204,8 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   for (int i = 0; i < p->nsched; i++) /* recomputation is counted apart, as extra */
     if (p->sched[i].phase != PHASE_RECOMPUTE) p->step_flops += p->sched[i].flops;
   for (int t = 0; t < g->nt; t++) /* the batch dim is the inputs' leading dim */
-    if (g->t[t].kind == TK_INPUT && g->t[t].shape.rank > 0) p->micro_batch = (int)g->t[t].shape.d[0];
+    if (g->t[t].kind == TK_INPUT && g->t[t].shape.rank > 0)
+      p->micro_batch = (int)g->t[t].shape.d[0], p->batch_dim = g->t[t].shape.sym[0];
   p->accumulation_steps = s->accumulation;
   p->batch = (int64_t)p->micro_batch * s->accumulation;
   p->data_parallel = s->data_parallel;

@@ -166,7 +166,9 @@ typedef struct Plan {
    * batch, before the updates; outputs of role grad then accumulate in every
    * pass after the first, and loss backward is scaled by 1/accumulation_steps */
   int micro_batch, accumulation_steps;
-  int64_t batch; /* the effective batch (micro_batch * accumulation_steps) */
+  int64_t batch;         /* the effective batch (micro_batch * accumulation_steps) */
+  const char *batch_dim; /* the dim sizing it (the inputs' leading dim), whose value in dims is micro_batch; NULL:
+                          * none, or a plan read back from plan.json */
   /* precision: saved activations listed as buffers of dtype bf16 or f16
    * (cast ops write and read them); with fp16 the trainer scales the loss,
    * and updates run after backward only when every gradient is finite */

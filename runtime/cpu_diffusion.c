@@ -16,12 +16,8 @@ static void groupnorm_task(const void *ctx, int64_t lo, int64_t hi) {
   for (int64_t ng = lo; ng < hi; ng++) {
     const float *xg = x + ng * m;
     float *og = out + ng * m;
-    double s = 0.0;
-    for (int64_t j = 0; j < m; j++) s += xg[j];
-    float mu = (float)(s / (double)m);
-    double v = 0.0; // two-pass biased variance
-    for (int64_t j = 0; j < m; j++) v += (double)(xg[j] - mu) * (xg[j] - mu);
-    float r = 1.0f / sqrtf((float)(v / (double)m) + A->f[0]);
+    float mu, r;
+    row_stats(xg, m, A->f[0], &mu, &r);
     for (int64_t cc = 0; cc < Cg; cc++) {
       int64_t c = ng % G * Cg + cc;
       float wc = w ? w[c] : 1.0f, bc = b ? b[c] : 0.0f;

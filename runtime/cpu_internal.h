@@ -120,6 +120,11 @@ static inline float rt_exp(float x) {
 }
 
 float row_max(const float *x, int64_t n);
+/* layernorm's and groupnorm's statistics of x[0..n): the mean (double sum,
+ * rounded to float) and rstd = 1 / sqrtf(var + eps), var two-pass and biased
+ * around the float mean (no cancellation); cuda_internal.cuh's warp_row_stats
+ * does the same arithmetic. */
+void row_stats(const float *x, int64_t n, float eps, float *mean, float *rstd);
 double row_sum_exp(float *out, const float *x, int64_t n, float mx);
 float row_lse(const float *x, int64_t n);
 void softmax_row(float *x, int64_t n);

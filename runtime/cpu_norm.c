@@ -2,6 +2,19 @@
 #include "cpu_internal.h"
 
 // ----------------------------------------------------------------------------
+// row statistics, layernorm's and groupnorm's (cpu_diffusion.c)
+
+void row_stats(const float *x, int64_t n, float eps, float *mean, float *rstd) {
+  double s = 0.0;
+  for (int64_t j = 0; j < n; j++) s += x[j];
+  float m = (float)(s / (double)n);
+  double v = 0.0;
+  for (int64_t j = 0; j < n; j++) v += (double)(x[j] - m) * (x[j] - m);
+  *mean = m;
+  *rstd = 1.0f / sqrtf((float)(v / (double)n) + eps);
+}
+
+// ----------------------------------------------------------------------------
 // layernorm: out = (x - mean) * rstd * w (+ b), rstd = 1 / sqrt(var + eps) per row
 
 static void layernorm_task(const void *ctx, int64_t lo, int64_t hi) {
@@ -12,12 +25,8 @@ static void layernorm_task(const void *ctx, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; i++) {
     const float *xi = x + i * C;
     float *oi = out + i * C;
-    double s = 0.0;
-    for (int64_t j = 0; j < C; j++) s += xi[j];
-    float m = (float)(s / (double)C);
-    double v = 0.0; // two-pass biased variance: no cancellation
-    for (int64_t j = 0; j < C; j++) v += (double)(xi[j] - m) * (xi[j] - m);
-    float r = 1.0f / sqrtf((float)(v / (double)C) + A->f[0]);
+    float m, r;
+    row_stats(xi, C, A->f[0], &m, &r);
     if (b)
       for (int64_t j = 0; j < C; j++) oi[j] = (xi[j] - m) * r * w[j] + b[j];
     else

@@ -870,6 +870,11 @@ void bpe_free(Bpe *b) {
 
 int bpe_vocab_size(const Bpe *b) { return b->nvocab; }
 int bpe_eot(const Bpe *b) { return b->eot; }
+const char *bpe_kind(const Bpe *b) {
+  return b->pretok == PRE_LLAMA3   ? "Llama 3 BPE"
+         : b->pretok == PRE_DIGITS ? "SmolLM2 BPE (single digits, then GPT-2's regex)"
+                                   : "GPT-2 BPE";
+}
 
 const unsigned char *bpe_token_bytes(const Bpe *b, uint32_t id, size_t *len) {
   if (id >= (uint32_t)b->nvocab || b->tok_len[id] == UINT32_MAX) return NULL;

@@ -29,6 +29,9 @@ Bpe *bpe_load(const char *dir, char *err, size_t errcap);
 void bpe_free(Bpe *b);
 int bpe_vocab_size(const Bpe *b); /* the largest id + 1 */
 int bpe_eot(const Bpe *b);        /* the id of <|endoftext|>, -1 when the vocabulary has none */
+/* Its kind by pre-tokenizer, for reports: "GPT-2 BPE", "Llama 3 BPE" or
+ * "SmolLM2 BPE (single digits, then GPT-2's regex)". */
+const char *bpe_kind(const Bpe *b);
 
 typedef struct {
   uint32_t *ids;

@@ -69,10 +69,11 @@ Stream load_tokens(const char *path, int is_text, int64_t vocab, const char *tok
     if (!bpe) free(b), die("%s (the model's tokenizer, from its YAML's tokenizer: entry)", err);
     BpeTokens t = {0};
     bpe_encode(bpe, b, (size_t)size, 1, &t);
-    bpe_free(bpe);
     s.n = (int64_t)t.n, s.tok = t.ids ? t.ids : xmalloc(1, "tokens");
     if (tr_rank == 0)
-      printf("text %s: %lld bytes -> %lld tokens (GPT-2 BPE, %s)\n", path, (long long)size, (long long)s.n, tokenizer);
+      printf("text %s: %lld bytes -> %lld tokens (%s, %d ids, %s)\n", path, (long long)size, (long long)s.n,
+             bpe_kind(bpe), bpe_vocab_size(bpe), tokenizer);
+    bpe_free(bpe);
   } else if (is_text) {
     s.n = size;
     s.tok = xmalloc((size_t)size * sizeof *s.tok, "tokens");

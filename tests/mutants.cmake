@@ -18,6 +18,9 @@
 # window_attention_no_shift_mask (added with Swin's window_attention): caught by gradcheck (96 s, --only).
 # remat_auto_half_ignored (added with --precision auto on whole-graph plans): caught by remat_auto_unet (128 s,
 # --only).
+# bpe_kind_always_gpt2, tokenizer_vocab_off_by_one and report_dims_micro_as_batch (the --text line's tokenizer
+# kind, compile's tokenizer id check, the dims line under micro-batching): caught by bpe_llama3_vocab,
+# error_tokenizer_vocab and report_dims_micro_batch(_set) (run.py --only, 83 s, 59 s and 7 s).
 # The runner can fail: a mutant that edits only a comment printed "comment_only survived gradcheck passed",
 # one whose search text is gone "gone stale: search text found 0 times", exit status 1.
 add_test(NAME mutants COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/mutants/run.py ${MEMPLAN_SOURCE_DIR}

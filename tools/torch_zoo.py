@@ -8,7 +8,8 @@ Each model of torchvision.models.list_models(module=torchvision.models) (or the 
 this tool's own import (the same code `memplan import-torch torchvision.models:NAME` runs) with
 x=[B,3,S,S] (inception_v3: 299; a ViT: S rounded down to whole patches, its
 image_size) and cross_entropy targets into a temporary folder, then removed. Prints a
-line per model, `ok` or the error's first lines (the unsupported ops, counted by kind), and the total."""
+line per model, `ok` or what refused it: the unsupported ops, counted by kind, or else the error's line
+(torch's warnings, such as maxvit's torch.meshgrid UserWarning, ignored); and the total."""
 import argparse
 import collections
 import contextlib
@@ -18,6 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_import  # noqa: E402
@@ -51,7 +53,11 @@ def main():
             args += ["--kwargs", "image_size=%d" % size]
         err = io.StringIO()
         try:
-            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            # torch's warnings (maxvit's torch.meshgrid UserWarning) are not findings: without them the
+            # error is the first line of stderr
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 rc = torch_import.main(args)
         except Exception as e:  # a crash in the tool is a finding too
             rc, err = 3, io.StringIO("crash: %s: %s" % (type(e).__name__, e))
@@ -65,7 +71,10 @@ def main():
         kinds = sorted(set(re.findall(r"^  (\S+(?: \([^)]*\))?) at ", text, re.M)))
         kinds = sorted(set(re.sub(r" \(.*\)", "", k) for k in kinds))
         missing.update(kinds)
-        print("refused  %s: %s" % (name, ", ".join(kinds) if kinds else text.strip().splitlines()[0][:200]))
+        lines = text.strip().splitlines() or ["(no message)"]
+        first = next((ln for ln in lines if "error:" in ln or ln.startswith("crash:")), lines[0])
+        first = first.replace("memplan import-torch: error: ", "").replace("torchvision.models:%s: " % name, "")
+        print("refused  %s: %s" % (name, ", ".join(kinds) if kinds else first[:200]))
     print("%d of %d torchvision classification models import; the missing ops by the number of models they "
           "block: %s" % (ok, len(names), ", ".join("%s %d" % kv for kv in missing.most_common())))
 

@@ -17,12 +17,8 @@ static __global__ void groupnorm_fwd_kernel(float *out, float *mean, float *rstd
   int64_t m = Cg * S;
   const float *xg = x + ng * m;
   float *og = out + ng * m;
-  double s = 0.0;
-  for (int64_t j = lane; j < m; j += 32) s += xg[j];
-  float mu = (float)(warp_sum_d(s) / (double)m);
-  double v = 0.0;
-  for (int64_t j = lane; j < m; j += 32) v += (double)(xg[j] - mu) * (xg[j] - mu);
-  float r = 1.0f / sqrtf((float)(warp_sum_d(v) / (double)m) + eps);
+  float mu, r;
+  warp_row_stats(xg, m, eps, &mu, &r);
   for (int64_t j = lane; j < m; j += 32) {
     int64_t c = ng % G * Cg + j / S;
     og[j] = (xg[j] - mu) * r * (w ? w[c] : 1.0f) + (b ? b[c] : 0.0f);

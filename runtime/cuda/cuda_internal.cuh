@@ -110,6 +110,21 @@ static __device__ float warp_max_f(float v) {
   return v;
 }
 
+/* cpu_internal.h's row_stats over x[0..n), one warp: lane-strided double
+ * sums, the mean rounded to float before the two-pass biased variance,
+ * rstd = 1 / sqrtf(var + eps). Every lane gets both; layernorm's and
+ * groupnorm's statistics. */
+static __device__ void warp_row_stats(const float *x, int64_t n, float eps, float *mean, float *rstd) {
+  int lane = threadIdx.x % 32;
+  double s = 0.0;
+  for (int64_t j = lane; j < n; j += 32) s += x[j];
+  float m = (float)(warp_sum_d(s) / (double)n);
+  double v = 0.0;
+  for (int64_t j = lane; j < n; j += 32) v += (double)(x[j] - m) * (x[j] - m);
+  *mean = m;
+  *rstd = 1.0f / sqrtf((float)(warp_sum_d(v) / (double)n) + eps);
+}
+
 /* Whole-block reductions (blockDim.x a multiple of 32); every thread gets the
  * result. `sh` holds 32 values; the leading barrier lets calls follow each
  * other on the same `sh`. */

@@ -12,8 +12,7 @@ static unsigned row_blocks(int64_t rows) {
   return (unsigned)g;
 }
 
-/* cpu.c's arithmetic: double sums, the mean rounded to float before the
- * two-pass variance, rstd = 1 / sqrtf(var + eps); b NULL adds nothing. */
+/* cpu_norm.c's arithmetic (warp_row_stats); b NULL adds nothing. */
 static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *x, const float *w,
                                                 const float *b, int64_t N, int C, float eps) {
   int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
@@ -21,15 +20,8 @@ static __global__ void layernorm_forward_kernel(float *out, float *mean, float *
   if (row >= N) return;
   const float *xr = x + row * C;
   float *o = out + row * C;
-  double s = 0.0;
-  for (int j = lane; j < C; j += 32) s += xr[j];
-  float m = (float)(warp_sum_d(s) / (double)C);
-  double v = 0.0;
-  for (int j = lane; j < C; j += 32) {
-    float d = xr[j] - m;
-    v += (double)d * d;
-  }
-  float r = 1.0f / sqrtf((float)(warp_sum_d(v) / (double)C) + eps);
+  float m, r;
+  warp_row_stats(xr, C, eps, &m, &r);
   if (b)
     for (int j = lane; j < C; j += 32) o[j] = (xr[j] - m) * r * w[j] + b[j];
   else

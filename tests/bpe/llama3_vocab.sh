@@ -7,7 +7,8 @@
 #   back; --token-bits 32 writes the small vocabulary's ids 32-bit, --token-bits 16 is refused for the large
 #   one; a 32-bit file with an id outside the vocabulary is refused with its text.
 # - a tiny llama with V = 128,256 naming it in its YAML (tokenizer:) trains 3 steps on --text and on the
-#   32-bit file of the same text: the same losses, bit for bit (the ids are the same); it generates text
+#   32-bit file of the same text: the same losses, bit for bit (the ids are the same), its --text line naming the
+#   tokenizer's kind (Llama 3 BPE, 128256 ids); it generates text
 #   that is the tokenizer's decoding of the ids it prints, from --prompt and from a 32-bit --prompt-tokens
 #   (the same greedy tokens).
 set -u
@@ -66,8 +67,8 @@ n=$(( ($(wc -c <big.bin) - 1024) / 4 ))
 tr="t/build/trainer --threads 1 --steps 3 --eval-batches 0"
 $tr --text text.txt --log text.csv --save m.safetensors --generate 12 --prompt "The quick brown fox" \
   --temperature 0 >text.log 2>&1 || { cat text.log; fail "--text: exit $?"; }
-grep -F "text text.txt: 20000 bytes -> $n tokens (GPT-2 BPE, $(pwd -P)/big.json)" text.log ||
-  { cat text.log; fail "--text: not $n tokens"; }
+grep -xF "text text.txt: 20000 bytes -> $n tokens (Llama 3 BPE, 128256 ids, $(pwd -P)/big.json)" text.log ||
+  { cat text.log; fail "--text: not $n tokens of Llama 3 BPE's 128256 ids"; }
 $tr --data big.bin --log data.csv >data.log 2>&1 || { cat data.log; fail "--data big.bin: exit $?"; }
 cut -d, -f1,2 text.csv >text.loss && cut -d, -f1,2 data.csv >data.loss
 [ "$(wc -l <text.loss)" -eq 4 ] && cmp text.loss data.loss || { paste text.loss data.loss; fail "losses differ"; }

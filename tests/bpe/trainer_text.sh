@@ -20,7 +20,8 @@ cat "$src/README.md" "$src"/docs/*.md | head -c 20000 >"$work/text.txt"  # the R
 "$memplan" tokenize --vocab "$vocab" "$work/text.txt" -o "$work/text.bin" >/dev/null || fail "tokenize"
 want=$(( ($(wc -c <"$work/text.bin") - 1024) / 2 ))
 "$work/t/build/trainer" --text "$work/text.txt" --steps 1 --threads 1 >"$work/log" 2>&1 || { cat "$work/log"; fail "trainer: exit $?"; }
-grep -F "text $work/text.txt: 20000 bytes -> $want tokens (GPT-2 BPE" "$work/log" || { cat "$work/log"; fail "not $want tokens"; }
+grep -xF "text $work/text.txt: 20000 bytes -> $want tokens (GPT-2 BPE, 50257 ids, $(cd "$vocab" && pwd -P))" \
+  "$work/log" || { cat "$work/log"; fail "not $want tokens of GPT-2 BPE's 50257 ids"; }
 # a tokenizer folder that is not one: the compile error names the YAML line
 mkdir -p "$work/empty"
 sed "s|^tokenizer: .*|tokenizer: empty|" "$work/model.yaml" >"$work/bad.yaml"

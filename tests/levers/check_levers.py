@@ -79,7 +79,9 @@ check(sum(1 for line in report.splitlines() if "not planned:" in line) == sum("p
       "report and plan.json disagree on the pruned levers")
 check("B" not in plan["set"], f"micro-batch recorded as a --set: {plan['set']}")
 mbs = t["micro_batch"]
-check(f" B={mbs} " in report and f"B={mbs}*" not in report, "report stars the micro-batched dim")
+# the dims line: the YAML's batch (8), then the micro-batch, neither starred (no --set)
+check(f" B=8 (micro-batch {mbs}) " in report and "B=8*" not in report,
+      "report's dims line is not B=8 (micro-batch %d), unstarred" % mbs)
 
 fp32_3g, _ = compile_("gpt2-3g-mb4", "gpt2-124m", "--budget", "3G", "--micro-batch", "4", "--fused-loss", "off")
 auto, report_auto = compile_("gpt2-3g-auto", "gpt2-124m", "--budget", "3G", "--precision", "auto", "--micro-batch", "4", "--fused-loss", "off")

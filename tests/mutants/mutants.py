@@ -206,4 +206,19 @@ MUTANTS += [
     dict(name="torch_import_rope_tables_unchecked", file="tools/torch_import.py",
          search="    if not err <= tol:\n", replace="    if False:\n",
          tests=["torch_import_errors"]),
+    # the trainer's --text line: every tokenizer reported as GPT-2's (a Llama 3 tokenizer.json included)
+    dict(name="bpe_kind_always_gpt2", file="runtime/memplan_bpe.c",
+         search="  return b->pretok == PRE_LLAMA3   ? \"Llama 3 BPE\"",
+         replace="  return 0 ? \"Llama 3 BPE\"",
+         tests=["bpe_llama3_vocab"]),
+    # compile's tokenizer check one id short: a tokenizer whose largest id is V compiles (and --text dies later)
+    dict(name="tokenizer_vocab_off_by_one", file="planner/load.c",
+         search="    if (nvocab <= num->i) continue;",
+         replace="    if (nvocab <= num->i + 1) continue;",
+         tests=["error_tokenizer_vocab"]),
+    # the report's dims line under micro-batching: the micro-batch printed as the model's batch (B=1 for B=4)
+    dict(name="report_dims_micro_as_batch", file="codegen/report.c",
+         search="      fprintf(out, \" %s=%lld%s (micro-batch %lld)\", d->name, (long long)p->batch,",
+         replace="      fprintf(out, \" %s=%lld%s (micro-batch %lld)\", d->name, (long long)d->value,",
+         tests=["report_dims_micro_batch", "report_dims_micro_batch_set"]),
 ]
