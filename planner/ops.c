@@ -516,6 +516,19 @@ static int64_t convt_flops(const Graph *g, const Op *op, bool bwd) {
   int64_t k = op->attr[1].i;
   return FLOPS(bwd ? 4 : 2, in_numel(g, op), tshape(g, op->out[0])->d[1], k, k);
 }
+/* The kernels are conv2d's from the output's shape to x's (runtime/cpu_conv.c): its im2col matrix of one
+ * sample, [O k k, H W] floats, forward (the columns before col2im) and backward (dout's columns for dx, then
+ * for dW); none at k = s = 1, p = 0. cuBLAS's split-K sums: the largest of one sample's products. */
+static int64_t convt_scratch(const int64_t *d, bool backward) {
+  (void)backward;
+  if (d[7] == 1 && d[8] == 1 && d[9] == 0) return 0;
+  return FLOPS(4, d[4], d[7], d[7], d[2], d[3]);
+}
+static int64_t convt_workspace(const int64_t *d) {
+  int64_t col = FLOPS(4, d[4], d[7], d[7], d[2], d[3]), dx = FLOPS(4, d[1], d[2], d[3]),
+          dw = FLOPS(4, d[1], d[4], d[7], d[7]);
+  return col > dx ? (col > dw ? col : dw) : (dx > dw ? dx : dw);
+}
 /* ddpm_noise: B S T, S the elements per sample */
 static void ddpm_dims(const Graph *g, const Op *op, int64_t *d, int *n) {
   const Shape *x = tshape(g, op->in[0]);
@@ -1090,6 +1103,7 @@ static const OpInfo table[OP_COUNT] = {
                       {"output_padding", ATTR_INT, .nonneg = true}, {"bias", ATTR_BOOL, .dflt = 1}},
             .min_inputs = 1, .max_inputs = 1, .nin = 3, .nout = 1,
             .dims = convt_dims, .flops = convt_flops,
+            .gemm = true, .workspace = convt_workspace, .scratch = convt_scratch,
             .nbin = 3, .bin = {REF_DOUT, REF_IN(0), REF_IN(1)},
             .bin_for = {0, SLOT(1), SLOT(0)}, /* x for dW, W for dx */
             .nbout = 3, .bout = {REF_GIN(0), REF_GIN(1), REF_GIN(2)},

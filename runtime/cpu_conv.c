@@ -1,4 +1,4 @@
-/* cpu_conv.c: the CPU backend's convolution and pooling (cpu_internal.h). */
+/* cpu_conv.c: the CPU backend's convolution (conv2d, conv_transpose2d) and pooling (cpu_internal.h). */
 #include "cpu_internal.h"
 
 // ----------------------------------------------------------------------------
@@ -116,9 +116,10 @@ static void bias_rows_task(const void *ctx, int64_t lo, int64_t hi) {
     for (int64_t i = 0; i < c->P; i++) c->out[o * c->P + i] = c->b[o];
 }
 
-void rt_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N, int64_t C,
-                       int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh,
-                       int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
+/* out (+)= the convolution; the bias only when out is written (acc 0) */
+static void conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
+                           int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw,
+                           int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G, int acc) {
   int64_t P = Ho * Wo, Cg = C / G, Og = O / G, K = Cg * kh * kw;
   ConvCol cv = {
       .C = C, .H = H, .W = Wd, .Ho = Ho, .Wo = Wo, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .d = d};
@@ -128,9 +129,15 @@ void rt_conv2d_forward(float *out, const float *x, const float *W, const float *
     const float *xs = x + n * C * H * Wd;
     float *os = out + n * O * P;
     if (!direct) conv_im2col(cv, scratch, xs);
-    if (b) rt_par(bias_rows_task, &(BiasRows){os, b, P}, O, rt_chunks(O * P >= RT_PAR_MIN));
-    gemm_groups(0, 0, G, Og, P, K, W, Og * K, direct ? xs : scratch, K * P, os, Og * P, b != NULL);
+    if (b && !acc) rt_par(bias_rows_task, &(BiasRows){os, b, P}, O, rt_chunks(O * P >= RT_PAR_MIN));
+    gemm_groups(0, 0, G, Og, P, K, W, Og * K, direct ? xs : scratch, K * P, os, Og * P, acc || b != NULL);
   }
+}
+
+void rt_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N, int64_t C,
+                       int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh,
+                       int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
+  conv2d_forward(out, x, W, b, scratch, N, C, H, Wd, O, Ho, Wo, kh, kw, sh, sw, ph, pw, d, G, 0);
 }
 
 /* db[o] (+)= sum over n and positions of dout[n, o, :], in double */
@@ -164,7 +171,7 @@ void rt_conv2d_backward(float *dx, float *dW, float *db, const float *dout, cons
   RT_CHECK(direct || scratch || (!dx && !dW), "conv2d: no scratch buffer for an im2col");
   if (db) rt_par(conv_db_task, &(ConvBias){db, dout, N, O, P, acc_db}, O, rt_chunks(N * O * P >= RT_PAR_MIN));
   for (int64_t n = 0; n < N; n++) {
-    const float *xs = x + n * C * H * Wd, *ds = dout + n * O * P;
+    const float *xs = x ? x + n * C * H * Wd : NULL, *ds = dout + n * O * P; // x: NULL without dW
     float *dxs = dx ? dx + n * C * H * Wd : NULL;
     if (dW) { // dW_g (+)= dout_g [Og, P] @ col_g^T [P, K], summed over the samples
       if (!direct) conv_im2col(cv, scratch, xs);
@@ -180,6 +187,37 @@ void rt_conv2d_backward(float *dx, float *dW, float *db, const float *dout, cons
     c.col = scratch, c.img = dxs, c.acc = acc_dx;
     rt_par(col2im_task, &c, C, rt_chunks(C * kh * kw * P >= RT_PAR_MIN));
   }
+}
+
+// ----------------------------------------------------------------------------
+// conv_transpose2d x[N, C, H, W] -> out[N, O, Ho, Wo], W[C, O, k, k]: the
+// conv2d from out's shape to x's with weight W ([C out, O in, k, k], the same
+// layout) read the other way. Its forward is that conv2d's dx (W^T @ x's
+// sample into the scratch, then col2im), its dx that conv2d's forward of dout,
+// its dW that conv2d's dW with dout as the input and x as the output's
+// gradient; db is conv2d's db of dout. Every product is one sample's
+// sgemm on the scratch conv2d would take: O k k H W floats (planner/ops.c).
+
+void rt_conv_transpose2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
+                                 int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k,
+                                 int64_t s, int64_t p) {
+  int64_t P = Ho * Wo;
+  if (b) // the bias first, the taps add onto it
+    for (int64_t n = 0; n < N; n++)
+      rt_par(bias_rows_task, &(BiasRows){out + n * O * P, b, P}, O, rt_chunks(O * P >= RT_PAR_MIN));
+  rt_conv2d_backward(out, NULL, NULL, x, NULL, W, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, b != NULL, 0,
+                     0);
+}
+
+void rt_conv_transpose2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
+                                  float *scratch, int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho,
+                                  int64_t Wo, int64_t k, int64_t s, int64_t p, int acc_dx, int acc_dW, int acc_db) {
+  int64_t P = Ho * Wo;
+  if (db) rt_par(conv_db_task, &(ConvBias){db, dout, N, O, P, acc_db}, O, rt_chunks(N * O * P >= RT_PAR_MIN));
+  if (dx) conv2d_forward(dx, dout, W, NULL, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, acc_dx);
+  if (dW)
+    rt_conv2d_backward(NULL, dW, NULL, x, dout, NULL, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, 0,
+                       acc_dW, 0);
 }
 
 // ----------------------------------------------------------------------------

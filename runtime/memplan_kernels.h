@@ -451,15 +451,17 @@ enum { RT_MODE_TRAIN = 0, RT_MODE_RECOMPUTE = 1, RT_MODE_EVAL = 2 };
     (float *dt, const float *dout, const float *t, int64_t B, int64_t D, int64_t flip, float shift, float max_period,  \
      int acc))                                                                                                         \
   /* conv_transpose2d (torch's ConvTranspose2d, groups 1): x[N,C,H,W], W[C,O,k,k], b[O] (may be NULL):                 \
-   * out[n,o,y,z] = b[o] + sum x[n,c,h,w] W[c,o,i,j] over y = h s - p + i, z = w s - p + j (summed in double).         \
-   * Ho, Wo as the shape rule's (output_padding included). */                                                          \
+   * out[n,o,y,z] = b[o] + sum x[n,c,h,w] W[c,o,i,j] over y = h s - p + i, z = w s - p + j: conv2d's dx of x           \
+   * (the conv2d [N,O,Ho,Wo] -> [N,C,H,W] by W), so fp32 products as conv2d's. scratch: O k k H W floats, NULL when    \
+   * k = s = 1 and p = 0. Ho, Wo as the shape rule's (output_padding included). */                                     \
   X(void, conv_transpose2d_forward,                                                                                    \
-    (float *out, const float *x, const float *W, const float *b, int64_t N, int64_t C, int64_t H, int64_t Wd,          \
-     int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p))                                              \
-  /* dx (+)= the convolution of dout by W (stride s); dW (+)= sum x dout; db (+)= sum dout. Each may be NULL. */       \
+    (float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N, int64_t C, int64_t H,      \
+     int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p))                                  \
+  /* dx (+)= the convolution of dout by W (stride s: that conv2d's forward); dW (+)= sum x dout; db (+)= sum dout      \
+   * (in double). Each may be NULL; the same scratch as forward. */                                                    \
   X(void, conv_transpose2d_backward,                                                                                   \
-    (float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, int64_t N, int64_t C,         \
-     int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int acc_dx,            \
+    (float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, float *scratch, int64_t N,    \
+     int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int acc_dx, \
      int acc_dW, int acc_db))                                                                                          \
   /* ddpm_noise (docs/diffusion.md): per sample b of S elements t[b] = (mix64(mix64(key ^ 0x74696d65) ^ b) >> 11) mod  \
    * T (as float), eps[b,i] = Box-Muller of u(2q), u(2q+1) with q = (b S + i) / 2, u(j) = ((mix64(key ^ j) >> 11)      \

@@ -81,3 +81,15 @@ add_test(NAME remat_graphs
          COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/remat_graphs --check)
 set_tests_properties(remat_graphs PROPERTIES LABELS unit TIMEOUT 120)
+# conv_transpose2d's CPU kernels (runtime/cpu_conv.c: conv2d's im2col, col2im
+# and sgemm) against torch's F.conv_transpose2d, forward and backward, at SD
+# up-block sizes ([2, 320, 32, 32] -> [2, 320, 64, 64] k4 s2 p1; k3 s1 p1), 2
+# threads each, in the same run (tests/bench/bench_convt.py): prints the
+# milliseconds and the ratio memplan / torch. About a minute on 2 cores.
+# Skipped (77) without torch.
+add_executable(bench_convt ${MEMPLAN_TEST_DIR}/bench/bench_convt.c)
+target_link_libraries(bench_convt memplan_rt_cpu m)
+target_compile_options(bench_convt PRIVATE ${MEMPLAN_WARNINGS})
+add_test(NAME bench_convt COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/bench_convt.py
+                                  --bin $<TARGET_FILE:bench_convt> --threads 2 --reps 3)
+set_tests_properties(bench_convt PROPERTIES LABELS bench TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -2517,7 +2517,7 @@ static void bwd_temb(float *const *din, const float *dout, float *const *in, con
   rt_timestep_embedding_backward(din[0], dout, in[0], c->d[0], c->d[1], c->d[2], c->f, c->rs[0], acc);
 }
 
-// conv_transpose2d (x W [b]); d = N C H W O Ho Wo k s p: scatter form, the kernels' gather form's transpose
+// conv_transpose2d (x W [b]); d = N C H W O Ho Wo k s p: the scatter form, not the kernels' im2col products
 static void ref_convt(double *out, double *const *in, const Case *c) {
   const int64_t *d = c->d;
   int64_t N = d[0], C = d[1], H = d[2], W = d[3], O = d[4], Ho = d[5], Wo = d[6], k = d[7], s = d[8], p = d[9];
@@ -2535,15 +2535,28 @@ static void ref_convt(double *out, double *const *in, const Case *c) {
                     in[0][((n * C + ci) * H + h) * W + w] * in[1][((ci * O + o) * k + i) * k + j];
               }
 }
+/* The plan's scratch: O k k H W floats (none at k = s = 1, p = 0), garbage on entry. */
+static float *convt_scratch(const Case *c) {
+  const int64_t *d = c->d;
+  if (d[7] == 1 && d[8] == 1 && d[9] == 0) return NULL;
+  int64_t n = d[4] * d[7] * d[7] * d[2] * d[3];
+  float *s = NEW(float, n);
+  fill(s, n, NAN);
+  return s;
+}
 static void fwd_convt(float *out, float *const *in, const Case *c) {
   const int64_t *d = c->d;
-  rt_conv_transpose2d_forward(out, in[0], in[1], c->nin > 2 ? in[2] : NULL, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+  float *s = convt_scratch(c);
+  rt_conv_transpose2d_forward(out, in[0], in[1], c->nin > 2 ? in[2] : NULL, s, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
                               d[7], d[8], d[9]);
+  free(s);
 }
 static void bwd_convt(float *const *din, const float *dout, float *const *in, const Case *c, int acc) {
   const int64_t *d = c->d;
-  rt_conv_transpose2d_backward(din[0], din[1], c->nin > 2 ? din[2] : NULL, dout, in[0], in[1], d[0], d[1], d[2], d[3],
-                               d[4], d[5], d[6], d[7], d[8], d[9], acc, acc, acc);
+  float *s = convt_scratch(c);
+  rt_conv_transpose2d_backward(din[0], din[1], c->nin > 2 ? din[2] : NULL, dout, in[0], in[1], s, d[0], d[1], d[2],
+                               d[3], d[4], d[5], d[6], d[7], d[8], d[9], acc, acc, acc);
+  free(s);
 }
 static void case_convt(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s,
                        int64_t p, int64_t op, int bias) {
@@ -2734,6 +2747,7 @@ static void gradchecks_diffusion(void) {
   case_convt("conv_transpose2d (k4 s2 p1)", 2, 3, 3, 4, 2, 4, 2, 1, 0, 1);
   case_convt("conv_transpose2d (k3 s2 p1 output_padding 1)", 1, 2, 3, 3, 3, 3, 2, 1, 1, 1);
   case_convt("conv_transpose2d (k2 s1, no bias)", 2, 2, 2, 3, 2, 2, 1, 0, 0, 0);
+  case_convt("conv_transpose2d (1x1, no scratch)", 2, 3, 2, 3, 2, 1, 1, 0, 0, 1);
   run_case(&(Case){.name = "ddpm_noise (B=3 S=10)",
                    .nin = 1,
                    .in_n = {3 * 10},

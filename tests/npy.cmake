@@ -91,11 +91,18 @@ memplan_e2e_build(unet-mnist-small ${MEMPLAN_SOURCE_DIR}/models/unet-mnist.yaml 
 memplan_e2e(e2e_train_unet_mnist unet-mnist-small train ${e2e_dir}/unet-mnist-small/build/trainer 0.4 --steps 30
             --npy ${MEMPLAN_SOURCE_DIR}/out/mnist --eval-batches 0 --threads 2 --log-every 10)
 set_tests_properties(e2e_train_unet_mnist PROPERTIES FIXTURES_REQUIRED "trainer_unet-mnist-small;mnist")
-# ... and against PyTorch over 10 steps (plan_torch.py interpreting its plan: the same weights, batches, t and
-# eps), losses and weights within the measured float32 tolerances: within 6e-8 of float64 torch per step, the
-# tolerances 2.4e-7 to 1.8e-6. torch on one thread: 20 s of CPU (29 s with its default threads, which spin).
-# Planted once: torch drawing t and eps from seed 1338 (reference.py --dropout-seed 1338) printed "step 1: loss
-# 1.072557090 vs 1.089549547  rel err 1.56e-02 (tolerance 2.4e-07)  FAIL".
-memplan_reference(reference_unet_mnist unet-mnist-small --npy ${MEMPLAN_SOURCE_DIR}/out/mnist --steps 10)
+# ... and against PyTorch over 10 steps: tests/reference/unet_ref.py, the U-Net written as a torch.nn.Module
+# (nn.Conv2d, nn.GroupNorm, nn.ConvTranspose2d, nn.Upsample, nn.MultiheadAttention, diffusers' embedding and
+# linear beta schedule), not plan_torch interpreting memplan's plan: the same weights by name, batches, t and
+# eps (the trainer's draws), losses and weights within the measured float32 tolerances. Measured 2026-12-02
+# (conv_transpose2d as GEMMs) under OPENBLAS_CORETYPE=Prescott, Haswell and Zen: losses within 6.7e-8 of float64
+# torch per step, at most 0.20 of their tolerances (2.4e-7 to 6.6e-7); every weight's worst error at most 0.037
+# of its tolerance, its median 0.12. 21 s of CPU (torch on one thread), as plan_torch's interpretation took.
+# Planted once each: torch drawing t and eps from seed 1338 (reference.py --dropout-seed 1338) printed "step 1:
+# loss 1.072557090 vs 1.089549547  rel err 1.56e-02 (tolerance 2.4e-07)  FAIL"; unet_ref's embedding as [sin,
+# cos] (flip_sin_to_cos false) printed "step 1: loss 1.072557090 vs 1.082686084  rel err 9.36e-03 (tolerance
+# 9.4e-07)  FAIL".
+memplan_reference(reference_unet_mnist unet-mnist-small --npy ${MEMPLAN_SOURCE_DIR}/out/mnist --steps 10
+                  --module unet_ref)
 set_tests_properties(reference_unet_mnist PROPERTIES FIXTURES_REQUIRED "trainer_unet-mnist-small;mnist"
                      ENVIRONMENT OMP_NUM_THREADS=1)

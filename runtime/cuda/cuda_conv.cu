@@ -1,4 +1,4 @@
-/* cuda_conv.cu: the CUDA backend's convolution and pooling (cuda_internal.cuh). */
+/* cuda_conv.cu: the CUDA backend's convolution (conv2d, conv_transpose2d) and pooling (cuda_internal.cuh). */
 #include "cuda_internal.cuh"
 
 // ----------------------------------------------------------------------------
@@ -66,23 +66,30 @@ static void conv_im2col(float *col, const float *x, const ConvDims &c) {
   LAUNCH_CHECK();
 }
 
-void rt_cuda_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
-                            int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw,
-                            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
+/* out (+)= the convolution; the bias only when out is written (acc 0) */
+static void conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
+                           int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw,
+                           int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G, int acc) {
   need_ctx();
   int64_t P = Ho * Wo, Og = O / G, K = C / G * kh * kw;
   ConvDims c = {C, H, Wd, Ho, Wo, kh, kw, sh, sw, ph, pw, d};
   bool direct = conv_direct(c);
   RT_CHECK(direct || scratch, "conv2d: no scratch buffer for an im2col");
-  if (b && N * O * P > 0) {
+  if (b && !acc && N * O * P > 0) {
     conv_bias_kernel<<<grid_for(N * O * P, 256), 256, 0, ctx.stream>>>(out, b, N * O * P, O, P);
     LAUNCH_CHECK();
   }
   for (int64_t n = 0; n < N; n++) {
     const float *xs = x + n * C * H * Wd;
     if (!direct) conv_im2col(scratch, xs, c);
-    cuda_gemm(0, 0, Og, P, K, W, direct ? xs : scratch, out + n * O * P, b != NULL, G, Og * K, K * P, Og * P);
+    cuda_gemm(0, 0, Og, P, K, W, direct ? xs : scratch, out + n * O * P, acc || b != NULL, G, Og * K, K * P, Og * P);
   }
+}
+
+void rt_cuda_conv2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
+                            int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw,
+                            int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t d, int64_t G) {
+  conv2d_forward(out, x, W, b, scratch, N, C, H, Wd, O, Ho, Wo, kh, kw, sh, sw, ph, pw, d, G, 0);
 }
 
 void rt_cuda_conv2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
@@ -99,7 +106,7 @@ void rt_cuda_conv2d_backward(float *dx, float *dW, float *db, const float *dout,
     LAUNCH_CHECK();
   }
   for (int64_t n = 0; n < N; n++) {
-    const float *xs = x + n * C * H * Wd, *ds = dout + n * O * P;
+    const float *xs = x ? x + n * C * H * Wd : NULL, *ds = dout + n * O * P; // x: NULL without dW
     float *dxs = dx ? dx + n * C * H * Wd : NULL;
     if (dW) { // dW_g (+)= dout_g [Og, P] @ col_g^T [P, K], summed over the samples
       if (!direct) conv_im2col(scratch, xs, c);
@@ -112,6 +119,38 @@ void rt_cuda_conv2d_backward(float *dx, float *dW, float *db, const float *dout,
     col2im_kernel<<<grid_for(C * H * Wd, 256), 256, 0, ctx.stream>>>(dxs, scratch, c, acc_dx);
     LAUNCH_CHECK();
   }
+}
+
+// ----------------------------------------------------------------------------
+// conv_transpose2d: cpu_conv.c's method, the conv2d from out's shape [O, Ho,
+// Wo] to x's [C, H, W] with weight W read the other way: forward is its dx,
+// dx its forward of dout, dW its dW with dout as the input; db its db of dout.
+
+void rt_cuda_conv_transpose2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch,
+                                      int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo,
+                                      int64_t k, int64_t s, int64_t p) {
+  need_ctx();
+  if (b && N * O * Ho * Wo > 0) { // the bias first, the taps add onto it
+    conv_bias_kernel<<<grid_for(N * O * Ho * Wo, 256), 256, 0, ctx.stream>>>(out, b, N * O * Ho * Wo, O, Ho * Wo);
+    LAUNCH_CHECK();
+  }
+  rt_cuda_conv2d_backward(out, NULL, NULL, x, NULL, W, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1,
+                          b != NULL, 0, 0);
+}
+
+void rt_cuda_conv_transpose2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
+                                       const float *W, float *scratch, int64_t N, int64_t C, int64_t H, int64_t Wd,
+                                       int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int acc_dx,
+                                       int acc_dW, int acc_db) {
+  need_ctx();
+  if (db && O > 0) {
+    conv_db_kernel<<<(unsigned)O, LOSS_BLOCK, 0, ctx.stream>>>(db, dout, N, O, Ho * Wo, acc_db);
+    LAUNCH_CHECK();
+  }
+  if (dx) conv2d_forward(dx, dout, W, NULL, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, acc_dx);
+  if (dW)
+    rt_cuda_conv2d_backward(NULL, dW, NULL, x, dout, NULL, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, 0,
+                            acc_dW, 0);
 }
 
 // ----------------------------------------------------------------------------

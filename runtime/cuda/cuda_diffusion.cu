@@ -1,6 +1,6 @@
-/* cuda_diffusion.cu: the CUDA backend's diffusion ops: groupnorm, add_channels, upsample, timestep_embedding,
- * conv_transpose2d and ddpm_noise (cuda_internal.cuh), cpu_diffusion.c's arithmetic: one warp per group for
- * groupnorm, one thread per output element (double sums) elsewhere. */
+/* cuda_diffusion.cu: the CUDA backend's diffusion ops: groupnorm, add_channels, upsample, timestep_embedding
+ * and ddpm_noise (cuda_internal.cuh), cpu_diffusion.c's arithmetic: one warp per group for groupnorm, one thread
+ * per output element (double sums) elsewhere. conv_transpose2d runs conv2d's products (cuda_conv.cu). */
 #include "cuda_internal.cuh"
 
 static void launch_check_size(int64_t n) { RT_CHECK(n >= 0, "negative size"); }
@@ -222,103 +222,6 @@ void rt_cuda_timestep_embedding_backward(float *dt, const float *dout, const flo
   need_ctx();
   if (B == 0 || !dt) return;
   temb_bwd_kernel<<<grid_for(B, BLOCK), BLOCK, 0, ctx.stream>>>(dt, dout, t, B, D, flip, shift, max_period, acc);
-  LAUNCH_CHECK();
-}
-
-// ----------------------------------------------------------------------------
-// conv_transpose2d: output (y, z) reads input (h, w) through tap (i, j) where y = h s - p + i
-
-typedef struct {
-  int64_t N, C, H, W, O, Ho, Wo, k, s, p;
-} ConvTDims;
-
-static __global__ void convt_fwd_kernel(float *out, const float *x, const float *Wt, const float *b, ConvTDims d,
-                                        int64_t n) {
-  GRID_STRIDE(q, n) {
-    int64_t z = q % d.Wo, y = q / d.Wo % d.Ho, o = q / (d.Wo * d.Ho) % d.O, nn = q / (d.Wo * d.Ho * d.O);
-    double sum = b ? b[o] : 0.0;
-    for (int64_t i = 0; i < d.k; i++) {
-      int64_t yy = y + d.p - i;
-      if (yy < 0 || yy % d.s || yy / d.s >= d.H) continue;
-      for (int64_t j = 0; j < d.k; j++) {
-        int64_t zz = z + d.p - j;
-        if (zz < 0 || zz % d.s || zz / d.s >= d.W) continue;
-        for (int64_t c = 0; c < d.C; c++)
-          sum +=
-              (double)x[((nn * d.C + c) * d.H + yy / d.s) * d.W + zz / d.s] * Wt[((c * d.O + o) * d.k + i) * d.k + j];
-      }
-    }
-    out[q] = (float)sum;
-  }
-}
-
-void rt_cuda_conv_transpose2d_forward(float *out, const float *x, const float *W, const float *b, int64_t N, int64_t C,
-                                      int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s,
-                                      int64_t p) {
-  need_ctx();
-  int64_t n = N * O * Ho * Wo;
-  if (n == 0) return;
-  ConvTDims d = {N, C, H, Wd, O, Ho, Wo, k, s, p};
-  convt_fwd_kernel<<<grid_for(n, BLOCK), BLOCK, 0, ctx.stream>>>(out, x, W, b, d, n);
-  LAUNCH_CHECK();
-}
-
-static __global__ void convt_dx_kernel(float *dx, const float *g, const float *Wt, ConvTDims d, int acc, int64_t n) {
-  GRID_STRIDE(q, n) {
-    int64_t w = q % d.W, h = q / d.W % d.H, c = q / (d.W * d.H) % d.C, nn = q / (d.W * d.H * d.C);
-    double sum = 0.0;
-    for (int64_t o = 0; o < d.O; o++)
-      for (int64_t i = 0; i < d.k; i++) {
-        int64_t y = h * d.s - d.p + i;
-        if (y < 0 || y >= d.Ho) continue;
-        for (int64_t j = 0; j < d.k; j++) {
-          int64_t z = w * d.s - d.p + j;
-          if (z < 0 || z >= d.Wo) continue;
-          sum += (double)g[((nn * d.O + o) * d.Ho + y) * d.Wo + z] * Wt[((c * d.O + o) * d.k + i) * d.k + j];
-        }
-      }
-    dx[q] = acc ? dx[q] + (float)sum : (float)sum;
-  }
-}
-
-static __global__ void convt_dw_kernel(float *dW, const float *g, const float *x, ConvTDims d, int acc, int64_t n) {
-  GRID_STRIDE(q, n) {
-    int64_t j = q % d.k, i = q / d.k % d.k, o = q / (d.k * d.k) % d.O, c = q / (d.k * d.k * d.O);
-    double sum = 0.0;
-    for (int64_t nn = 0; nn < d.N; nn++)
-      for (int64_t h = 0; h < d.H; h++) {
-        int64_t y = h * d.s - d.p + i;
-        if (y < 0 || y >= d.Ho) continue;
-        for (int64_t w = 0; w < d.W; w++) {
-          int64_t z = w * d.s - d.p + j;
-          if (z < 0 || z >= d.Wo) continue;
-          sum += (double)x[((nn * d.C + c) * d.H + h) * d.W + w] * g[((nn * d.O + o) * d.Ho + y) * d.Wo + z];
-        }
-      }
-    dW[q] = acc ? dW[q] + (float)sum : (float)sum;
-  }
-}
-
-static __global__ void convt_db_kernel(float *db, const float *g, ConvTDims d, int acc) {
-  GRID_STRIDE(o, d.O) {
-    double sum = 0.0;
-    for (int64_t nn = 0; nn < d.N; nn++)
-      for (int64_t q = 0; q < d.Ho * d.Wo; q++) sum += g[(nn * d.O + o) * d.Ho * d.Wo + q];
-    db[o] = acc ? db[o] + (float)sum : (float)sum;
-  }
-}
-
-void rt_cuda_conv_transpose2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x,
-                                       const float *W, int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O,
-                                       int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p, int acc_dx, int acc_dW,
-                                       int acc_db) {
-  need_ctx();
-  ConvTDims d = {N, C, H, Wd, O, Ho, Wo, k, s, p};
-  if (dx && N * C * H * Wd > 0)
-    convt_dx_kernel<<<grid_for(N * C * H * Wd, BLOCK), BLOCK, 0, ctx.stream>>>(dx, dout, W, d, acc_dx, N * C * H * Wd);
-  if (dW && C * O * k * k > 0)
-    convt_dw_kernel<<<grid_for(C * O * k * k, BLOCK), BLOCK, 0, ctx.stream>>>(dW, dout, x, d, acc_dW, C * O * k * k);
-  if (db && O > 0) convt_db_kernel<<<grid_for(O, BLOCK), BLOCK, 0, ctx.stream>>>(db, dout, d, acc_db);
   LAUNCH_CHECK();
 }
 

@@ -1452,9 +1452,10 @@ void ref_timestep_embedding_backward(float *dt, const float *dout, const float *
 }
 
 /* scatter form: input (h, w) through tap (i, j) adds into output (h s - p + i, w s - p + j) */
-void ref_conv_transpose2d_forward(float *out, const float *x, const float *W, const float *b, int64_t N, int64_t C,
-                                  int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k, int64_t s,
-                                  int64_t p) {
+void ref_conv_transpose2d_forward(float *out, const float *x, const float *W, const float *b, float *scratch, int64_t N,
+                                  int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo, int64_t k,
+                                  int64_t s, int64_t p) {
+  (void)scratch;
   double *o = dnew(N * O * Ho * Wo);
   for (int64_t i = 0; i < N * O * Ho * Wo; i++) o[i] = b ? b[i / (Ho * Wo) % O] : 0.0;
   for (int64_t n = 0; n < N; n++)
@@ -1470,8 +1471,9 @@ void ref_conv_transpose2d_forward(float *out, const float *x, const float *W, co
 }
 
 void ref_conv_transpose2d_backward(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W,
-                                   int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho, int64_t Wo,
-                                   int64_t k, int64_t s, int64_t p, int acc_dx, int acc_dW, int acc_db) {
+                                   float *scratch, int64_t N, int64_t C, int64_t H, int64_t Wd, int64_t O, int64_t Ho,
+                                   int64_t Wo, int64_t k, int64_t s, int64_t p, int acc_dx, int acc_dW, int acc_db) {
+  (void)scratch;
   double *gx = dnew(N * C * H * Wd), *gw = dnew(C * O * k * k), *gb = dnew(O);
   for (int64_t i = 0; i < N * O * Ho * Wo; i++) gb[i / (Ho * Wo) % O] += dout[i];
   for (int64_t n = 0; n < N; n++)

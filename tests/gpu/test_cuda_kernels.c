@@ -1859,25 +1859,38 @@ static void case_timestep_embedding(int64_t B, int64_t D, int64_t flip, float sh
   release_all();
 }
 
+/* conv_transpose2d: the scratch the plan gives (O k k H W floats, NaN on entry; none for k = s = 1, p = 0), bias
+ * or none; backward with every gradient (= and +=), then dW alone and dx alone */
 static void case_conv_transpose2d(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t k, int64_t s,
                                   int64_t p, int64_t op) {
   int64_t Ho = (H - 1) * s - 2 * p + k + op, Wo = (W - 1) * s - 2 * p + k + op, nx = N * C * H * W,
-          ny = N * O * Ho * Wo;
-  Ten x = ten_rand(nx, 1), w = ten_rand(C * O * k * k, 1), b = ten_rand(O, 1), out = ten_fill(ny, NAN);
-  ref_conv_transpose2d_forward(out.ref, x.ref, w.ref, b.ref, N, C, H, W, O, Ho, Wo, k, s, p);
-  UT(conv_transpose2d_forward)(out.ut, x.ut, w.ut, b.ut, N, C, H, W, O, Ho, Wo, k, s, p);
-  check(&out, TOL_SUM, "conv_transpose2d_forward (%lld,%lld,%lld,%lld) O=%lld k%lld s%lld p%lld op%lld", LL(N), LL(C),
-        LL(H), LL(W), LL(O), LL(k), LL(s), LL(p), LL(op));
-  for (int acc = 0; acc <= 1; acc++) {
-    Ten g = ten_rand(ny, 1), dx = ten_grad(nx, acc), dw = ten_grad(C * O * k * k, acc), db = ten_grad(O, acc);
-    ref_conv_transpose2d_backward(dx.ref, dw.ref, db.ref, g.ref, x.ref, w.ref, N, C, H, W, O, Ho, Wo, k, s, p, acc, acc,
-                                  acc);
-    UT(conv_transpose2d_backward)(dx.ut, dw.ut, db.ut, g.ut, x.ut, w.ut, N, C, H, W, O, Ho, Wo, k, s, p, acc, acc, acc);
-    check(&dx, TOL_SUM, "conv_transpose2d_backward dx acc=%d", acc);
-    check(&dw, TOL_SUM, "conv_transpose2d_backward dW acc=%d", acc);
-    check(&db, TOL_SUM, "conv_transpose2d_backward db acc=%d", acc);
+          ny = N * O * Ho * Wo, nscr = k == 1 && s == 1 && p == 0 ? 0 : O * k * k * H * W;
+  for (int bias = 0; bias <= 1; bias++) {
+    Ten x = ten_rand(nx, 1), w = ten_rand(C * O * k * k, 1), b = ten_rand(O, 1), out = ten_fill(ny, NAN);
+    float *scr = nscr ? ten_fill(nscr, NAN).ut : NULL;
+    ref_conv_transpose2d_forward(out.ref, x.ref, w.ref, bias ? b.ref : NULL, NULL, N, C, H, W, O, Ho, Wo, k, s, p);
+    UT(conv_transpose2d_forward)(out.ut, x.ut, w.ut, bias ? b.ut : NULL, scr, N, C, H, W, O, Ho, Wo, k, s, p);
+    check(&out, TOL_SUM, "conv_transpose2d_forward bias=%d (%lld,%lld,%lld,%lld) O=%lld k%lld s%lld p%lld op%lld", bias,
+          LL(N), LL(C), LL(H), LL(W), LL(O), LL(k), LL(s), LL(p), LL(op));
+    release_all();
   }
-  release_all();
+  // acc patterns (dx, dW, db): all "=", all "+=", dW alone, dx alone; -1 is a NULL gradient
+  static const int pat[][3] = {{0, 0, 0}, {1, 1, 1}, {-1, 1, -1}, {1, -1, -1}};
+  for (size_t q = 0; q < sizeof pat / sizeof pat[0]; q++) {
+    const int *a = pat[q];
+    Ten x = ten_rand(nx, 1), w = ten_rand(C * O * k * k, 1), g = ten_rand(ny, 1);
+    Ten dx = ten_grad(nx, a[0] > 0), dw = ten_grad(C * O * k * k, a[1] > 0), db = ten_grad(O, a[2] > 0);
+    float *scr = nscr ? ten_fill(nscr, NAN).ut : NULL;
+    ref_conv_transpose2d_backward(a[0] < 0 ? NULL : dx.ref, a[1] < 0 ? NULL : dw.ref, a[2] < 0 ? NULL : db.ref, g.ref,
+                                  x.ref, w.ref, NULL, N, C, H, W, O, Ho, Wo, k, s, p, a[0] > 0, a[1] > 0, a[2] > 0);
+    UT(conv_transpose2d_backward)
+    (a[0] < 0 ? NULL : dx.ut, a[1] < 0 ? NULL : dw.ut, a[2] < 0 ? NULL : db.ut, g.ut, x.ut, w.ut, scr, N, C, H, W, O,
+     Ho, Wo, k, s, p, a[0] > 0, a[1] > 0, a[2] > 0);
+    if (a[0] >= 0) check(&dx, TOL_SUM, "conv_transpose2d_backward dx acc=%d k%lld s%lld", a[0], LL(k), LL(s));
+    if (a[1] >= 0) check(&dw, TOL_SUM, "conv_transpose2d_backward dW acc=%d k%lld s%lld", a[1], LL(k), LL(s));
+    if (a[2] >= 0) check(&db, TOL_SUM, "conv_transpose2d_backward db acc=%d k%lld s%lld", a[2], LL(k), LL(s));
+    release_all();
+  }
 }
 
 /* ddpm_noise: the same t (exactly), eps and x_t from the same key; backward from the reference's t */
@@ -2037,6 +2050,7 @@ int main(int argc, char **argv) {
   RUN("timestep_embedding", case_timestep_embedding(5, 9, 0, 1.0f));         // odd dim: a zero column
   RUN("conv_transpose2d", case_conv_transpose2d(2, 4, 7, 7, 3, 4, 2, 1, 0)); // 7 -> 14, the U-Net's
   RUN("conv_transpose2d", case_conv_transpose2d(1, 3, 5, 4, 2, 3, 2, 1, 1)); // output_padding
+  RUN("conv_transpose2d", case_conv_transpose2d(2, 5, 3, 4, 6, 1, 1, 0, 0)); // 1x1: no scratch
   RUN("ddpm_noise", case_ddpm_noise(8, 1000, 0x1234567890abcdefull));
   RUN("adamw", case_adamw(10007));
   RUN("sgd", case_sgd(10007));

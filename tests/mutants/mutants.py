@@ -69,10 +69,15 @@ MUTANTS = [
          search="        sw += (double)gc[j] * ((xc[j] - mean[ng]) * rstd[ng]);",
          replace="        sw += 2.0 * gc[j] * ((xc[j] - mean[ng]) * rstd[ng]);",
          tests=["gradcheck"], targets=["test_gradcheck"]),
-    dict(name="conv_transpose2d_dx_tap_flipped", file="runtime/cpu_diffusion.c",
-         search="            int64_t y = h * c->s - c->p + i;\n            if (y < 0 || y >= c->Ho) continue;\n            for (int64_t j",
-         replace="            int64_t y = h * c->s - c->p + (c->k - 1 - i);\n            if (y < 0 || y >= c->Ho) continue;\n"
-                 "            for (int64_t j",
+    # conv_transpose2d's forward is conv2d's dx onto the bias: written over it (acc 0), the bias is lost
+    dict(name="conv_transpose2d_bias_overwritten", file="runtime/cpu_conv.c",
+         search="W, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, b != NULL, 0,",
+         replace="W, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, 0, 0,",
+         tests=["gradcheck"], targets=["test_gradcheck"]),
+    # its dx is conv2d's forward of dout: onto dx's contents when another consumer wrote it first
+    dict(name="conv_transpose2d_dx_acc_ignored", file="runtime/cpu_conv.c",
+         search="if (dx) conv2d_forward(dx, dout, W, NULL, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, acc_dx);",
+         replace="if (dx) conv2d_forward(dx, dout, W, NULL, scratch, N, O, Ho, Wo, C, H, Wd, k, k, s, s, p, p, 1, 1, 0);",
          tests=["gradcheck"], targets=["test_gradcheck"]),
     # ddpm_noise: the noise the loss targets must be the noise in x_t (and a recompute must draw it again)
     dict(name="ddpm_eps_not_the_noise", file="runtime/cpu_diffusion.c",
