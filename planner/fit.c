@@ -289,6 +289,11 @@ static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **ste
   return cand_plan(ar, S, &c);
 }
 
+/* A plan pack_below kept from being packed: its liveness bound. */
+static void not_packed(FitResult *r, int64_t lb) {
+  if (!r->skipped_lb || lb < r->skipped_lb) r->skipped_lb = lb;
+}
+
 /* Candidates the bound kept from being packed: when nothing fits, the
  * smallest arena among them is still wanted (the budget that would fit). */
 typedef struct {
@@ -342,6 +347,10 @@ static int by_lb(const void *a, const void *b) {
 static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
   if (u->n) qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb); /* (NULL with none: qsort takes no NULL) */
   for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
+    if (S->o->pack_below && u->v[i].lb >= S->o->pack_below) { /* and every one after it */
+      not_packed(r, u->v[i].lb);
+      break;
+    }
     ar_reset(tmp);
     Cand c = cand_step(tmp, S, u->v[i].m, u->v[i].light);
     Plan *p = cand_plan(tmp, S, &c);
@@ -380,10 +389,20 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   return best_time;
 }
 
-/* The plan keeping everything under o, into r when it fits. */
+/* The plan keeping everything under o, into r when it fits; not packed
+ * when its liveness bound reaches pack_below (then it cannot fit). */
 static bool keep_all(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o, FitResult *r) {
   Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
-  Plan *p = fit_plan(ar, g, plain, o);
+  Live *lt = live_build(ar, plain, plain->train, plain->ntrain);
+  int at;
+  int64_t lb = o->pack_below ? live_peak(lt, o->align, &at) : 0;
+  if (o->pack_below && lb >= o->pack_below) {
+    MP_ASSERT(budget && lb > budget); /* pack_below is above the budget */
+    not_packed(r, lb);
+    r->masks = masks_name(g, o->masks);
+    return false;
+  }
+  Plan *p = plan_live(ar, g, plain, lt, o);
   r->candidates++;
   if (!r->keep_arena) r->keep_arena = p->arena_bytes;
   if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
@@ -455,6 +474,7 @@ static FitResult chunked(FitResult r) {
 /* Adds the counters of a fit tried before r. */
 static FitResult merged(FitResult r, const FitResult *before) {
   r.candidates += before->candidates;
+  if (before->skipped_lb) not_packed(&r, before->skipped_lb);
   if (before->min_arena && (!r.min_arena || before->min_arena < r.min_arena)) r.min_arena = before->min_arena;
   return r;
 }

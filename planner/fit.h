@@ -52,6 +52,8 @@ typedef struct {
   bool ignore_clip;     /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
   int ranks, zero;      /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero
                            (-1: the driver's auto); 0: one process, no collectives */
+  int64_t pack_below;   /* > 0: a plan whose liveness lower bound is this or more (and over the budget) is not
+                           packed, its bound going to FitResult.skipped_lb; 0: every plan the pass looks at is */
 } FitOptions;
 
 typedef struct {
@@ -61,6 +63,8 @@ typedef struct {
   int64_t keep_arena; /* the arena keeping every activation */
   int candidates;     /* plans built and checked (offsets assigned) */
   int bounded;        /* schedules skipped unpacked: their liveness lower bound exceeds the budget */
+  int64_t skipped_lb; /* the least bound of the plans pack_below kept from being packed (0: none, and
+                       * min_arena and keep_arena are what packing every plan gives) */
   const char *masks;  /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
                        * dropout, or auto tried both) */
   const Graph *graph; /* the plan's graph: the one given, or its copy with the loss fused (gb_fuse_loss) */

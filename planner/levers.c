@@ -212,7 +212,10 @@ static int by_mbound(const void *a, const void *b) {
   return c ? c : (x > y) - (x < y);
 }
 
-static void plan_config(Arena *ar, Config *c, int64_t budget) {
+/* Plans c; pack_below as FitOptions' (0: every plan packed, the figures
+ * the report shows exact). */
+static void plan_config(Arena *ar, Config *c, int64_t budget, int64_t pack_below) {
+  c->fo.pack_below = pack_below;
   c->r = fit_budget(ar, c->g, budget, &c->fo);
   c->planned = true;
   c->pruned = NULL;
@@ -266,26 +269,36 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
   /* the least time bound first: once a plan fits, a configuration whose
    * bound is no lower cannot beat it and is not planned */
   qsort(order, (size_t)n, sizeof(Config *), by_tbound);
+  /* first only what could fit: no plan whose liveness bound is over the
+   * budget is packed (the offset search of one that cannot fit would run to
+   * its time limit for nothing) */
   Config *best = NULL;
   for (int i = 0; i < n; i++) {
     Config *c = order[i];
     if (rq->budget && c->mbound > rq->budget) c->pruned = "memory";
     else if (best && c->tbound >= best->est) c->pruned = "time";
     else {
-      plan_config(ar, c, rq->budget);
+      plan_config(ar, c, rq->budget, rq->budget ? rq->budget + 1 : 0);
       if (c->r.plan && (!best || c->est < best->est)) best = c;
     }
   }
+  /* one fits: the report shows every planned configuration's arenas, so
+   * those with a plan left unpacked are planned again, packing all */
+  for (int i = 0; best && i < n; i++)
+    if (cfg[i].planned && cfg[i].r.skipped_lb) plan_config(ar, &cfg[i], rq->budget, 0);
   /* nothing fits: the smallest budget that would. Configurations pruned by
-   * memory are planned too while their bound is below the least arena. */
+   * memory are planned too while their bound is below the least arena, and
+   * the others again where a plan left unpacked may be below it; a plan
+   * whose bound is not below the least found so far is not packed. */
   int64_t least = 0;
   if (!best && !rq->no_least) {
     qsort(order, (size_t)n, sizeof(Config *), by_mbound);
     for (int i = 0; i < n; i++) {
       Config *c = order[i];
       if (least && c->mbound >= least) break;
-      if (!c->planned) plan_config(ar, c, rq->budget);
-      if (!least || c->r.min_arena < least) least = c->r.min_arena;
+      if (!c->planned || (c->r.skipped_lb && (!least || c->r.skipped_lb < least)))
+        plan_config(ar, c, rq->budget, least);
+      if (c->r.min_arena && (!least || c->r.min_arena < least)) least = c->r.min_arena;
     }
   }
   PlanLever *lv = ar_alloc(ar, sizeof(PlanLever) * (size_t)n);
