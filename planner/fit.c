@@ -289,11 +289,6 @@ static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **ste
   return cand_plan(ar, S, &c);
 }
 
-/* A plan pack_below kept from being packed: its liveness bound. */
-static void not_packed(FitResult *r, int64_t lb) {
-  if (!r->skipped_lb || lb < r->skipped_lb) r->skipped_lb = lb;
-}
-
 /* Candidates the bound kept from being packed: when nothing fits, the
  * smallest arena among them is still wanted (the budget that would fit). */
 typedef struct {
@@ -347,10 +342,6 @@ static int by_lb(const void *a, const void *b) {
 static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
   if (u->n) qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb); /* (NULL with none: qsort takes no NULL) */
   for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
-    if (S->o->pack_below && u->v[i].lb >= S->o->pack_below) { /* and every one after it */
-      not_packed(r, u->v[i].lb);
-      break;
-    }
     ar_reset(tmp);
     Cand c = cand_step(tmp, S, u->v[i].m, u->v[i].light);
     Plan *p = cand_plan(tmp, S, &c);
@@ -389,23 +380,35 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   return best_time;
 }
 
-/* The plan keeping everything under o, into r when it fits; not packed
- * when its liveness bound reaches pack_below (then it cannot fit). */
+/* A packed plan keeping everything, into r's figures (keep: the first of
+ * its fit_graph, whose arena is keep_arena). */
+static void keep_packed(FitResult *r, const Plan *p, bool keep) {
+  r->candidates++;
+  if (keep) r->keep_arena = p->arena_bytes;
+  if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+}
+
+/* The plan keeping everything under o, into r when it fits. When its
+ * liveness bound reaches pack_below it cannot fit, and it is deferred
+ * unpacked: its offset search (to the time limit where the bound is not
+ * reached) is wasted unless its arena is wanted (fit_complete). */
 static bool keep_all(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o, FitResult *r) {
   Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
   Live *lt = live_build(ar, plain, plain->train, plain->ntrain);
   int at;
   int64_t lb = o->pack_below ? live_peak(lt, o->align, &at) : 0;
+  bool keep = !r->keep_arena && !r->deferred;
   if (o->pack_below && lb >= o->pack_below) {
     MP_ASSERT(budget && lb > budget); /* pack_below is above the budget */
-    not_packed(r, lb);
+    FitDeferred *d = ar_alloc(ar, sizeof *d);
+    *d = (FitDeferred){.g = g, .o = *o, .lb = lb, .keep = keep, .next = r->deferred};
+    d->o.pack_below = 0;
+    r->deferred = d;
     r->masks = masks_name(g, o->masks);
     return false;
   }
   Plan *p = plan_live(ar, g, plain, lt, o);
-  r->candidates++;
-  if (!r->keep_arena) r->keep_arena = p->arena_bytes;
-  if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+  keep_packed(r, p, keep);
   r->masks = p->dropout_masks;
   if (budget && p->arena_bytes > budget) return false;
   r->plan = p;
@@ -471,10 +474,28 @@ static FitResult chunked(FitResult r) {
   return r;
 }
 
-/* Adds the counters of a fit tried before r. */
-static FitResult merged(FitResult r, const FitResult *before) {
+void fit_complete(Arena *ar, FitResult *r, int64_t below) {
+  const FitDeferred *left = NULL;
+  for (const FitDeferred *d = r->deferred; d; d = d->next) {
+    if (below && d->lb >= below) { /* still not wanted */
+      FitDeferred *k = ar_alloc(ar, sizeof *k);
+      *k = *d, k->next = left, left = k;
+      continue;
+    }
+    Step *plain = build_step(ar, d->g, &d->o, NULL, plain_half(ar, d->g, &d->o));
+    keep_packed(r, fit_plan(ar, d->g, plain, &d->o), d->keep);
+  }
+  r->deferred = left;
+}
+
+/* Adds the counters of a fit tried before r (its deferred plans too, none
+ * of them r's keep-all). */
+static FitResult merged(Arena *ar, FitResult r, const FitResult *before) {
   r.candidates += before->candidates;
-  if (before->skipped_lb) not_packed(&r, before->skipped_lb);
+  for (const FitDeferred *d = before->deferred; d; d = d->next) {
+    FitDeferred *k = ar_alloc(ar, sizeof *k);
+    *k = *d, k->keep = false, k->next = r.deferred, r.deferred = k;
+  }
   if (before->min_arena && (!r.min_arena || before->min_arena < r.min_arena)) r.min_arena = before->min_arena;
   return r;
 }
@@ -550,14 +571,14 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   int64_t N = loss_rows(whole), chunk[3];
   loss_chunks(N, chunk);
   const Graph *smallest = chunk[2] == N ? whole : gb_fuse_loss(ar, g, chunk[2]);
-  FitResult least = merged(chunked(fit_graph(ar, smallest, budget, &fo, false)), &r);
+  FitResult least = merged(ar, chunked(fit_graph(ar, smallest, budget, &fo, false)), &r);
   if (!keeps_all(&least)) return least;
   for (int c = 0; c < 2; c++) {
     if (chunk[c] == chunk[2] || (c && chunk[c] == chunk[c - 1])) continue;
     const Graph *fg = chunk[c] == N ? whole : gb_fuse_loss(ar, g, chunk[c]);
     if (budget && keep_lower_bound(ar, fg, &fo) > budget) continue;
     FitResult k = chunked(fit_graph(ar, fg, budget, &fo, true));
-    if (k.plan) return merged(k, &least);
+    if (k.plan) return merged(ar, k, &least);
     least.candidates += k.candidates;
   }
   return least;

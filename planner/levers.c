@@ -283,21 +283,21 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
     }
   }
   /* one fits: the report shows every planned configuration's arenas, so
-   * those with a plan left unpacked are planned again, packing all */
+   * the plans left unpacked are packed now */
   for (int i = 0; best && i < n; i++)
-    if (cfg[i].planned && cfg[i].r.skipped_lb) plan_config(ar, &cfg[i], rq->budget, 0);
+    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, 0);
   /* nothing fits: the smallest budget that would. Configurations pruned by
    * memory are planned too while their bound is below the least arena, and
-   * the others again where a plan left unpacked may be below it; a plan
-   * whose bound is not below the least found so far is not packed. */
+   * a plan left unpacked is packed when its bound is below the least found
+   * so far (else it cannot lower it). */
   int64_t least = 0;
   if (!best && !rq->no_least) {
     qsort(order, (size_t)n, sizeof(Config *), by_mbound);
     for (int i = 0; i < n; i++) {
       Config *c = order[i];
       if (least && c->mbound >= least) break;
-      if (!c->planned || (c->r.skipped_lb && (!least || c->r.skipped_lb < least)))
-        plan_config(ar, c, rq->budget, least);
+      if (!c->planned) plan_config(ar, c, rq->budget, least);
+      else fit_complete(ar, &c->r, least);
       if (c->r.min_arena && (!least || c->r.min_arena < least)) least = c->r.min_arena;
     }
   }

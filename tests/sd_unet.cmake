@@ -9,8 +9,8 @@
 # 0.6 and 0.5 CPU s at 8G and 4G since levers.c packs no plan whose liveness
 # bound is over the budget before one fits (the time went to offset searches
 # of keep-all plans that could not fit). The 16G test also reads a
-# configuration that does not fit: its keep-all and least arenas come from
-# the plans packed again once one fits (left unpacked, they read 0 B).
+# configuration that does not fit: its keep-all plan, over the budget, is
+# packed only once one configuration fits (left unpacked, it reads 0 B).
 # Planted once: d1t0's kv projection given a bias (diffusers' to_k, to_v have
 # none) printed "parameters   859,522,244" and the 16G test failed on its
 # regular expression; sd_unet_budget_8g on "Smallest budget that fits:

@@ -197,17 +197,18 @@ MUTANTS += [
          search="  if (rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
          replace="  if (0 && rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
          tests=["head_grad_plan"]),
-    # planner/levers.c's lazy packing: plans whose liveness bound is over the budget are left unpacked until one
-    # fits (then packed again for the report) or the least arena is wanted (then packed below the least found).
-    # Planted by hand: each printed 0 B where the arena was (sd-unet at 8G: "Smallest budget that fits: --budget
-    # 0"; at 16G: "keep all 0 B; recompute reaches 0 B")
-    dict(name="levers_least_keeps_budget_cap", file="planner/levers.c",
-         search="        plan_config(ar, c, rq->budget, least);",
-         replace="        plan_config(ar, c, rq->budget, rq->budget + 1);",
+    # planner/levers.c's deferred packing: keep-all plans whose liveness bound is over the budget are left
+    # unpacked until one fits (then packed for the report) or the least arena is wanted (then packed when their
+    # bound is below the least found). Planted by hand, each leaving them unpacked: sd-unet printed "Smallest
+    # budget that fits: --budget 0 (0 B)" at 8G and 9.84 GiB at 4G, and "keep all 0 B; recompute reaches 0 B"
+    # for 4 micro-batches of 2 at 16G
+    dict(name="levers_least_leaves_keep_all_unpacked", file="planner/levers.c",
+         search="      else fit_complete(ar, &c->r, least);",
+         replace="      else fit_complete(ar, &c->r, rq->budget + 1);",
          tests=["sd_unet_budget_8g", "sd_unet_budget_4g"]),
     dict(name="levers_fit_rows_left_unpacked", file="planner/levers.c",
-         search="  for (int i = 0; best && i < n; i++)",
-         replace="  for (int i = 0; 0 && best && i < n; i++)",
+         search="    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, 0);",
+         replace="    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, rq->budget + 1);",
          tests=["sd_unet_budget_16g"]),
     # the PyTorch front door's RoPE: tables of another rotation (Llama 3.1's scaling) imported as plain theta
     dict(name="torch_import_rope_tables_unchecked", file="tools/torch_import.py",
