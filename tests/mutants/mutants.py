@@ -210,6 +210,11 @@ MUTANTS += [
          search="    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, 0);",
          replace="    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, rq->budget + 1);",
          tests=["sd_unet_budget_16g"]),
+    # a configuration whose fused loss is the unfused graph takes another's result: planted by hand, the 16G
+    # test's "4 micro-batches of 2, fused loss" row read batch 8's arenas (23.70 GiB)
+    dict(name="levers_twin_of_another_batch", file="planner/levers.c",
+         search="c->twin = &cfg[i * nv];", replace="c->twin = &cfg[0];",
+         tests=["sd_unet_budget_16g"]),
     # the PyTorch front door's RoPE: tables of another rotation (Llama 3.1's scaling) imported as plain theta
     dict(name="torch_import_rope_tables_unchecked", file="tools/torch_import.py",
          search="    if not err <= tol:\n", replace="    if False:\n",
