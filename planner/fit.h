@@ -4,7 +4,10 @@
  * verification, not a liveness estimate) fits. A schedule whose liveness
  * lower bound already exceeds the budget cannot fit and is not packed; when
  * none fits, the skipped ones are packed in the order of their bounds until
- * no bound is below the least arena found, so that arena is exact. */
+ * no bound is below the least arena found, so that arena is exact. The plan
+ * keeping everything is packed whatever its bound (the report shows its
+ * arena), unless FitOptions.pack_below defers it (the levers: fit_complete
+ * packs it once its arena is wanted). */
 #ifndef MEMPLAN_FIT_H
 #define MEMPLAN_FIT_H
 
