@@ -458,13 +458,35 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   return best_time;
 }
 
-/* The plan keeping everything under o, into r when it fits. */
+/* A packed plan keeping everything, into r's figures (keep: the first of
+ * its fit_graph, whose arena is keep_arena). */
+static void keep_packed(FitResult *r, const Plan *p, bool keep) {
+  r->candidates++;
+  if (keep) r->keep_arena = p->arena_bytes;
+  if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+}
+
+/* The plan keeping everything under o, into r when it fits. When its
+ * liveness bound reaches pack_below it cannot fit, and it is deferred
+ * unpacked: its offset search (to the time limit where the bound is not
+ * reached) is wasted unless its arena is wanted (fit_complete). */
 static bool keep_all(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o, FitResult *r) {
   Step *plain = build_step(ar, g, o, NULL, plain_half(ar, g, o));
-  Plan *p = fit_plan(ar, g, plain, o);
-  r->candidates++;
-  if (!r->keep_arena) r->keep_arena = p->arena_bytes;
-  if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
+  Live *lt = live_build(ar, plain, plain->train, plain->ntrain);
+  int at;
+  int64_t lb = o->pack_below ? live_peak(lt, o->align, &at) : 0;
+  bool keep = !r->keep_arena && !r->deferred;
+  if (o->pack_below && lb >= o->pack_below) {
+    MP_ASSERT(budget && lb > budget); /* pack_below is above the budget */
+    FitDeferred *d = ar_alloc(ar, sizeof *d);
+    *d = (FitDeferred){.g = g, .o = *o, .lb = lb, .keep = keep, .next = r->deferred};
+    d->o.pack_below = 0;
+    r->deferred = d;
+    r->masks = masks_name(g, o->masks);
+    return false;
+  }
+  Plan *p = plan_live(ar, g, plain, lt, o);
+  keep_packed(r, p, keep);
   r->masks = p->dropout_masks;
   if (budget && p->arena_bytes > budget) return false;
   r->plan = p;
@@ -530,9 +552,28 @@ static FitResult chunked(FitResult r) {
   return r;
 }
 
-/* Adds the counters of a fit tried before r. */
-static FitResult merged(FitResult r, const FitResult *before) {
+void fit_complete(Arena *ar, FitResult *r, int64_t below) {
+  const FitDeferred *left = NULL;
+  for (const FitDeferred *d = r->deferred; d; d = d->next) {
+    if (below && d->lb >= below) { /* still not wanted */
+      FitDeferred *k = ar_alloc(ar, sizeof *k);
+      *k = *d, k->next = left, left = k;
+      continue;
+    }
+    Step *plain = build_step(ar, d->g, &d->o, NULL, plain_half(ar, d->g, &d->o));
+    keep_packed(r, fit_plan(ar, d->g, plain, &d->o), d->keep);
+  }
+  r->deferred = left;
+}
+
+/* Adds the counters of a fit tried before r (its deferred plans too, none
+ * of them r's keep-all). */
+static FitResult merged(Arena *ar, FitResult r, const FitResult *before) {
   r.candidates += before->candidates;
+  for (const FitDeferred *d = before->deferred; d; d = d->next) {
+    FitDeferred *k = ar_alloc(ar, sizeof *k);
+    *k = *d, k->keep = false, k->next = r.deferred, r.deferred = k;
+  }
   if (before->min_arena && (!r.min_arena || before->min_arena < r.min_arena)) r.min_arena = before->min_arena;
   return r;
 }
@@ -608,14 +649,14 @@ FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions
   int64_t N = loss_rows(whole), chunk[3];
   loss_chunks(N, chunk);
   const Graph *smallest = chunk[2] == N ? whole : gb_fuse_loss(ar, g, chunk[2]);
-  FitResult least = merged(chunked(fit_graph(ar, smallest, budget, &fo, false)), &r);
+  FitResult least = merged(ar, chunked(fit_graph(ar, smallest, budget, &fo, false)), &r);
   if (!keeps_all(&least)) return least;
   for (int c = 0; c < 2; c++) {
     if (chunk[c] == chunk[2] || (c && chunk[c] == chunk[c - 1])) continue;
     const Graph *fg = chunk[c] == N ? whole : gb_fuse_loss(ar, g, chunk[c]);
     if (budget && keep_lower_bound(ar, fg, &fo) > budget) continue;
     FitResult k = chunked(fit_graph(ar, fg, budget, &fo, true));
-    if (k.plan) return merged(k, &least);
+    if (k.plan) return merged(ar, k, &least);
     least.candidates += k.candidates;
   }
   return least;

@@ -4,7 +4,10 @@
  * verification, not a liveness estimate) fits. A schedule whose liveness
  * lower bound already exceeds the budget cannot fit and is not packed; when
  * none fits, the skipped ones are packed in the order of their bounds until
- * no bound is below the least arena found, so that arena is exact. */
+ * no bound is below the least arena found, so that arena is exact. The plan
+ * keeping everything is packed whatever its bound (the report shows its
+ * arena), unless FitOptions.pack_below defers it (the levers: fit_complete
+ * packs it once its arena is wanted). */
 #ifndef MEMPLAN_FIT_H
 #define MEMPLAN_FIT_H
 
@@ -52,18 +55,32 @@ typedef struct {
   bool ignore_clip;     /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
   int ranks, zero;      /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero
                            (-1: the driver's auto); 0: one process, no collectives */
+  int64_t pack_below;   /* > 0: a plan keeping everything whose liveness lower bound is this or more (and over
+                           the budget) is not packed but deferred (FitResult.deferred); 0: every plan is packed */
 } FitOptions;
 
+/* A plan keeping everything that pack_below left unpacked: its graph, its
+ * options and its liveness bound; keep: its arena is FitResult.keep_arena. */
+typedef struct FitDeferred {
+  const Graph *g;
+  FitOptions o;
+  int64_t lb;
+  bool keep;
+  const struct FitDeferred *next;
+} FitDeferred;
+
 typedef struct {
-  Plan *plan;         /* the chosen plan (NULL when nothing fits) */
-  Step *step;         /* its step */
-  int64_t min_arena;  /* the smallest arena any candidate reached */
-  int64_t keep_arena; /* the arena keeping every activation */
-  int candidates;     /* plans built and checked (offsets assigned) */
-  int bounded;        /* schedules skipped unpacked: their liveness lower bound exceeds the budget */
-  const char *masks;  /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
-                       * dropout, or auto tried both) */
-  const Graph *graph; /* the plan's graph: the one given, or its copy with the loss fused (gb_fuse_loss) */
+  Plan *plan;                  /* the chosen plan (NULL when nothing fits) */
+  Step *step;                  /* its step */
+  int64_t min_arena;           /* the smallest arena any candidate reached */
+  int64_t keep_arena;          /* the arena keeping every activation */
+  int candidates;              /* plans built and checked (offsets assigned) */
+  int bounded;                 /* schedules skipped unpacked: their liveness lower bound exceeds the budget */
+  const FitDeferred *deferred; /* plans left unpacked (fit_complete packs them); NULL: min_arena and
+                                * keep_arena are what packing every plan gives */
+  const char *masks;           /* "stored" or "regenerated": the plan's masks, or those tried when none fit (NULL: no
+                                * dropout, or auto tried both) */
+  const Graph *graph;          /* the plan's graph: the one given, or its copy with the loss fused (gb_fuse_loss) */
   int64_t loss_chunk; /* the fused loss' rows per chunk in that graph (or the last tried, when none fit); 0: unfused */
 } FitResult;
 
@@ -92,6 +109,10 @@ int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, 
  * checkpointing DP is solved once; the plan returned is the candidate that
  * was checked against the budget (not a rebuild). */
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o);
+
+/* Packs r's deferred plans whose bound is below `below` (0: all), adding
+ * their arenas to r's min_arena and keep_arena as if packed in the first place. */
+void fit_complete(Arena *ar, FitResult *r, int64_t below);
 
 /* memplan sweep: one line per Pareto-optimal schedule, from keeping
  * everything down to the least memory. */

@@ -141,13 +141,15 @@ static int64_t memory_bound(Arena *ar, const Step *s, int64_t align) {
  * makes for it (precision policy, dropout masks, recomputation allowed;
  * the fused loss's chunk and the optimizer state's precision will be
  * FitOptions fields too) and the model at its micro-batch. */
-typedef struct {
+typedef struct Config {
   FitOptions fo;
   int64_t mb; /* rows per micro-batch (fo.accumulation of them per step) */
   Graph *g;
   double tbound;  /* no plan's estimate is lower */
   int64_t mbound; /* no plan's arena is lower */
   FitResult r;
+  const struct Config *twin; /* the unfused configuration, where the model has no loss to fuse: fit_budget
+                                plans both alike, so this one takes its result instead of planning it again */
   bool planned;
   double est; /* of r.plan */
   const char *pruned;
@@ -212,7 +214,15 @@ static int by_mbound(const void *a, const void *b) {
   return c ? c : (x > y) - (x < y);
 }
 
-static void plan_config(Arena *ar, Config *c, int64_t budget) {
+/* Plans c; pack_below as FitOptions' (0: every plan packed, the figures
+ * the report shows exact). */
+static void plan_config(Arena *ar, Config *c, int64_t budget, int64_t pack_below) {
+  if (c->twin) { /* planned before it: the same tbound and mbound, enumerated first */
+    MP_ASSERT(c->twin->planned);
+    c->r = c->twin->r, c->est = c->twin->est, c->planned = true, c->pruned = NULL;
+    return;
+  }
+  c->fo.pack_below = pack_below;
   c->r = fit_budget(ar, c->g, budget, &c->fo);
   c->planned = true;
   c->pruned = NULL;
@@ -256,6 +266,7 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
       c->fo.accumulation = bdim ? (int)(B / mb) : 1;
       Arena tmp = {0};
       const Graph *gl = fit_loss_graph(&tmp, gm, c->fo.loss_chunk);
+      if (v && c->fo.loss_chunk == LOSS_FUSED && gl == gm) c->twin = &cfg[i * nv];
       Step *keep = fit_keep_step(&tmp, gl, &c->fo);
       c->tbound = step_seconds(cost_model(c->fo.backend), gl, keep, false);
       c->mbound = memory_bound(&tmp, keep, c->fo.align);
@@ -266,26 +277,38 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
   /* the least time bound first: once a plan fits, a configuration whose
    * bound is no lower cannot beat it and is not planned */
   qsort(order, (size_t)n, sizeof(Config *), by_tbound);
+  /* first only what could fit: no plan whose liveness bound is over the
+   * budget is packed (the offset search of one that cannot fit would run to
+   * its time limit for nothing) */
   Config *best = NULL;
   for (int i = 0; i < n; i++) {
     Config *c = order[i];
     if (rq->budget && c->mbound > rq->budget) c->pruned = "memory";
     else if (best && c->tbound >= best->est) c->pruned = "time";
     else {
-      plan_config(ar, c, rq->budget);
+      plan_config(ar, c, rq->budget, rq->budget ? rq->budget + 1 : 0);
       if (c->r.plan && (!best || c->est < best->est)) best = c;
     }
   }
+  /* one fits: the report shows every planned configuration's arenas, so
+   * the plans left unpacked are packed now */
+  for (int i = 0; best && i < n; i++)
+    if (cfg[i].planned && !cfg[i].twin) fit_complete(ar, &cfg[i].r, 0);
+  for (int i = 0; best && i < n; i++)
+    if (cfg[i].planned && cfg[i].twin) cfg[i].r = cfg[i].twin->r;
   /* nothing fits: the smallest budget that would. Configurations pruned by
-   * memory are planned too while their bound is below the least arena. */
+   * memory are planned too while their bound is below the least arena, and
+   * a plan left unpacked is packed when its bound is below the least found
+   * so far (else it cannot lower it). */
   int64_t least = 0;
   if (!best && !rq->no_least) {
     qsort(order, (size_t)n, sizeof(Config *), by_mbound);
     for (int i = 0; i < n; i++) {
       Config *c = order[i];
       if (least && c->mbound >= least) break;
-      if (!c->planned) plan_config(ar, c, rq->budget);
-      if (!least || c->r.min_arena < least) least = c->r.min_arena;
+      if (!c->planned || c->twin) plan_config(ar, c, rq->budget, least);
+      else fit_complete(ar, &c->r, least);
+      if (c->r.min_arena && (!least || c->r.min_arena < least)) least = c->r.min_arena;
     }
   }
   PlanLever *lv = ar_alloc(ar, sizeof(PlanLever) * (size_t)n);

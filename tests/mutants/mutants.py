@@ -207,6 +207,24 @@ MUTANTS += [
          search="  if (rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
          replace="  if (0 && rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
          tests=["head_grad_plan"]),
+    # planner/levers.c's deferred packing: keep-all plans whose liveness bound is over the budget are left
+    # unpacked until one fits (then packed for the report) or the least arena is wanted (then packed when their
+    # bound is below the least found). Planted by hand, each leaving them unpacked: sd-unet printed "Smallest
+    # budget that fits: --budget 0 (0 B)" at 8G and 9.84 GiB at 4G, and "keep all 0 B; recompute reaches 0 B"
+    # for 4 micro-batches of 2 at 16G
+    dict(name="levers_least_leaves_keep_all_unpacked", file="planner/levers.c",
+         search="      else fit_complete(ar, &c->r, least);",
+         replace="      else fit_complete(ar, &c->r, rq->budget + 1);",
+         tests=["sd_unet_budget_8g", "sd_unet_budget_4g"]),
+    dict(name="levers_fit_rows_left_unpacked", file="planner/levers.c",
+         search="    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, 0);",
+         replace="    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, rq->budget + 1);",
+         tests=["sd_unet_budget_16g"]),
+    # a configuration whose fused loss is the unfused graph takes another's result: planted by hand, the 16G
+    # test's "4 micro-batches of 2, fused loss" row read batch 8's arenas (23.70 GiB)
+    dict(name="levers_twin_of_another_batch", file="planner/levers.c",
+         search="c->twin = &cfg[i * nv];", replace="c->twin = &cfg[0];",
+         tests=["sd_unet_budget_16g"]),
     # the PyTorch front door's RoPE: tables of another rotation (Llama 3.1's scaling) imported as plain theta
     dict(name="torch_import_rope_tables_unchecked", file="tools/torch_import.py",
          search="    if not err <= tol:\n", replace="    if False:\n",
