@@ -342,12 +342,42 @@ static int by_lb(const void *a, const void *b) {
 static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
   if (u->n) qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb); /* (NULL with none: qsort takes no NULL) */
   for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
+    if (u->v[i].m < 0 && S->o->bound_least) { /* (the big steps' schedules pack slowly) */
+      r->min_arena = u->v[i].lb;
+      continue;
+    }
     ar_reset(tmp);
     Cand c = cand_step(tmp, S, u->v[i].m, u->v[i].light);
     Plan *p = cand_plan(tmp, S, &c);
     r->candidates++;
     if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
   }
+}
+
+/* The first whole-graph schedule worth trying. A big step's (peak < 0:
+ * remat.c ranked them without building any) drop more with each index, so
+ * their bounds fall with it: the last one's is built first, and when it
+ * exceeds the budget none is tried (it alone is remembered for the least
+ * arena); else a bisection builds log2(n) of them and the walk starts at
+ * the first whose bound is within budget. */
+static int rc_first(const Solver *S, int64_t budget, Arena *tmp, Arena *scratch, Unpackeds *skipped, FitResult *r) {
+  if (S->nrc < 2 || S->rc[1].peak >= 0) return 1;
+  int lo = 1, hi = S->nrc - 1; /* the first within budget is in [lo, hi] */
+  ar_reset(tmp);
+  Cand c = cand_step(tmp, S, -1 - hi, false);
+  if (c.lb > budget) { /* the least bound of all: nothing is within budget */
+    r->bounded++;
+    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, -1 - hi, false}));
+    return S->nrc;
+  }
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    ar_reset(tmp);
+    c = cand_step(tmp, S, -1 - mid, false);
+    if (c.lb <= budget) hi = mid;
+    else lo = mid + 1, r->bounded++;
+  }
+  return lo;
 }
 
 /* The DP's fastest schedule whose verified arena fits the budget, under o,
@@ -371,7 +401,8 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
     try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped);
   }
   /* the whole-graph schedules, fastest first (0 keeps everything: planned already) */
-  for (int i = 1; i < S.nrc && S.base + S.rc[i].recompute < best_time; i++)
+  for (int i = rc_first(&S, budget, &tmp, &scratch, &skipped, r); i < S.nrc && S.base + S.rc[i].recompute < best_time;
+       i++)
     if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
   if (!isfinite(best_time)) least_skipped(&S, &skipped, r, &tmp);
   ar_adopt(ar, &best);

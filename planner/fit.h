@@ -50,6 +50,8 @@ typedef struct {
   HeadGrad head_grad;   /* the fused loss's tied weight gradient: kept or deferred (not auto: the driver picks) */
   bool no_recompute;    /* --no-recompute: keep every activation, never checkpoint */
   bool ignore_clip;     /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
+  bool bound_least;     /* nothing fitting: a whole-graph schedule's liveness bound stands for its arena (none
+                           packed; the driver's tries whose least arena no one reads, PlanRequest.no_least) */
   int ranks, zero;      /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero
                            (-1: the driver's auto); 0: one process, no collectives */
 } FitOptions;

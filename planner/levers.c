@@ -254,6 +254,7 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
       Config *c = &cfg[i * nv + v];
       *c = (Config){.fo = var[v], .mb = bdim ? mb : 0, .g = gm};
       c->fo.accumulation = bdim ? (int)(B / mb) : 1;
+      c->fo.bound_least = rq->no_least;
       Arena tmp = {0};
       const Graph *gl = fit_loss_graph(&tmp, gm, c->fo.loss_chunk);
       Step *keep = fit_keep_step(&tmp, gl, &c->fo);

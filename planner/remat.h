@@ -35,7 +35,10 @@ typedef void (*RematPeak)(void *ctx, const Actions *a, int64_t *peak, double *ar
  * (chain.c) has a stage of more than a quarter of the forward ops and the
  * step saves at most REMAT_MAX_SAVED tensors (the greedy evaluates their
  * square; chains of transformer blocks never come here). */
-enum { REMAT_MAX_SAVED = 48 };
+enum { REMAT_MAX_SAVED = 48, REMAT_STEPS = 16 };
+#ifndef REMAT_BIG_GAP
+#define REMAT_BIG_GAP 2
+#endif
 bool remat_wanted(const Step *plain, int nforward, int largest_stage);
 
 /* The Pareto candidates, fastest first (the first keeps everything). */
