@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build.h"
 #include "live.h"
 #include "ops.h"
 #include "optstate.h"
@@ -159,15 +160,20 @@ typedef struct {
  * dropout's masks are chosen inside fit_budget (under --precision auto the
  * checkpointing DP picks fp32 or bf16 per stage; auto masks try both). The
  * fused loss, free under a budget (--fused-loss auto), is planned both ways:
- * unfused, and fused with fit_budget choosing its chunk. The optimizer
+ * unfused, and fused with fit_budget choosing its chunk (where the model
+ * has a classifier loss to fuse). The optimizer
  * state's precision is not a variant: it changes the numbers, so the driver
  * lowers it only when no configuration fits at a higher one (driver.c). */
-static int option_variants(const PlanRequest *rq, FitOptions *v, int cap) {
+static int option_variants(const PlanRequest *rq, const Graph *g, FitOptions *v, int cap) {
   (void)cap;
   v[0] = rq->fit;
   if (rq->fit.loss_chunk != LOSS_AUTO) return 1;
   v[0].loss_chunk = LOSS_UNFUSED;
   if (!rq->budget) return 1;
+  Arena tmp = {0};
+  bool fusable = gb_fuse_loss(&tmp, g, 0) != NULL; /* else the fused variant plans the same graph again */
+  ar_free(&tmp);
+  if (!fusable) return 1;
   v[1] = v[0];
   v[1].loss_chunk = LOSS_FUSED;
   return 2;
@@ -243,7 +249,7 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
       if (B % mb == 0) VEC_PUSH(ar, sizes, mb);
   }
   FitOptions var[MAX_VARIANTS];
-  int nv = option_variants(rq, var, MAX_VARIANTS);
+  int nv = option_variants(rq, *g, var, MAX_VARIANTS);
   int n = sizes.n * nv;
   Config *cfg = ar_alloc(ar, sizeof(Config) * (size_t)n);
   Config **order = ar_alloc(ar, sizeof(Config *) * (size_t)n);
