@@ -17,7 +17,7 @@
 # budget, so it starts at the one dropping the most) fail sd_unet_budget_8g.
 add_test(NAME sd_unet_budget_16g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml --budget 16G)
 set_tests_properties(sd_unet_budget_16g PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "parameters   859,520,964 .*4 micro-batches of 2 +keep all 16.38 GiB; fits at 15.94 GiB, 0.02% extra FLOPs[^\n]*<- chosen.*plan verified"
+  PASS_REGULAR_EXPRESSION "parameters   859,520,964 .*4 micro-batches of 2 +keep all 16.38 GiB. fits at 15.94 GiB, 0.02% extra FLOPs[^\n]*<- chosen.*plan verified"
   FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # 8G: 8 micro-batches of 1, bf16 weights, 8-bit moments, fp32 gradients
 # (3.20 GiB) and one sample's activations, 1.75 GiB kept, 1.42 GiB with
@@ -27,7 +27,7 @@ set_tests_properties(sd_unet_budget_16g PROPERTIES LABELS e2e
 add_test(NAME sd_unet_budget_8g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml --budget 8G
                                         --time-limit 0.05)
 set_tests_properties(sd_unet_budget_8g PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "8 micro-batches of 1, 8bit AdamW state +keep all 8.24 GiB; fits at 7.91 GiB, 0.03% extra FLOPs[^\n]*<- chosen.*param-precision auto: fp32 does not fit; bf16 fits.*plan verified"
+  PASS_REGULAR_EXPRESSION "8 micro-batches of 1, 8bit AdamW state +keep all 8.24 GiB. fits at 7.91 GiB, 0.03% extra FLOPs[^\n]*<- chosen.*param-precision auto: fp32 does not fit. bf16 fits.*plan verified"
   FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # 4G, full training: bf16 weights, fp32 gradients kept across micro-batches
 # and 8-bit moments alone are 6.43 GiB; the smallest budget is 7.56 GiB.
@@ -44,12 +44,12 @@ set(sd_lora --lora-rank 4 --lora-alpha 4 --lora-targets "*_qkv,*_sap,*_q,*_kv,*_
 add_test(NAME sd_unet_budget_lora_4g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml --budget 4G
                                       ${sd_lora})
 set_tests_properties(sd_unet_budget_lora_4g PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "648,192 trainable.*4 micro-batches of 2 +keep all 4.67 GiB; fits at 3.97 GiB, 0.03% extra FLOPs[^\n]*<- chosen.*plan verified"
+  PASS_REGULAR_EXPRESSION "648,192 trainable.*4 micro-batches of 2 +keep all 4.67 GiB. fits at 3.97 GiB, 0.03% extra FLOPs[^\n]*<- chosen.*plan verified"
   FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 add_test(NAME sd_unet_budget_lora_2g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml --budget 2G
                                       ${sd_lora})
 set_tests_properties(sd_unet_budget_lora_2g PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "8 micro-batches of 1 +keep all 2.01 GiB; fits at 1.92 GiB, 0.01% extra FLOPs[^\n]*<- chosen.*plan verified"
+  PASS_REGULAR_EXPRESSION "8 micro-batches of 1 +keep all 2.01 GiB. fits at 1.92 GiB, 0.01% extra FLOPs[^\n]*<- chosen.*plan verified"
   FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # -o writes the trainer folder at once: plan.svg is a note, not a layout (dot
 # took over 10 minutes on its 1679 nodes and 3061 edges before
