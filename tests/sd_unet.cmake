@@ -6,9 +6,10 @@
 # remat.c's big-step ranking (over 48 saved tensors: this step saves 1030):
 # before it nothing recomputed here, 16G chose 8 micro-batches of 1 keeping
 # everything (14.62 GiB), 8G and 4G did not fit (smallest 8.24 GiB).
-# Measured 2026-12-02 on the 2-core machine under load 10-12 (memplan's CPU
-# seconds, /usr/bin/time -f %U+%S): 1.1 s at 16G, 1.6 s at 8G and 1.1 s at 4G
-# with --time-limit 0.05, main's 0.5, 2.1 and 1.4 s in the same minutes.
+# Measured 2026-12-02 on the 2-core machine under load 8 (memplan's CPU
+# seconds, /usr/bin/time -f %U+%S, each beside main's in the same minute):
+# 16G 1.62 s (main 1.74); 8G and 4G with --time-limit 0.05 1.49 and 1.05 s
+# (main 1.87, 1.00).
 # Planted once: d1t0's kv projection given a bias (diffusers' to_k, to_v have
 # none) printed "parameters   859,522,244" and the 16G test failed on its
 # regular expression. Mutants remat_big_chains (the ranking dropping a tensor
@@ -22,8 +23,8 @@ set_tests_properties(sd_unet_budget_16g PROPERTIES LABELS e2e
 # 8G: 8 micro-batches of 1, bf16 weights, 8-bit moments, fp32 gradients
 # (3.20 GiB) and one sample's activations, 1.75 GiB kept, 1.42 GiB with
 # recomputation (0.03% extra FLOPs). --time-limit 0.05: each configuration
-# that does not fit runs the offset search to its limit (default 0.5 s: 5.9
-# CPU s at 8G).
+# that does not fit runs the offset search to its limit (default 0.5 s: 5.18
+# CPU s at 8G, main 7.30).
 add_test(NAME sd_unet_budget_8g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml --budget 8G
                                         --time-limit 0.05)
 set_tests_properties(sd_unet_budget_8g PROPERTIES LABELS e2e
