@@ -64,3 +64,14 @@ add_test(NAME ckpt_exact_unet_mnist
                  ${MEMPLAN_SOURCE_DIR}/models/unet-mnist.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_unet_mnist --blobs
                  1770K)
 set_tests_properties(ckpt_exact_unet_mnist PROPERTIES LABELS e2e)
+# tests/reference/lora-dropout-lm.yaml saves 65 tensors, so it is ranked as a
+# big step too: at 1810K (--no-micro-batch) the plan is a whole-graph one
+# (1.76 MiB, 0.22% extra FLOPs, est. 2.53 ms; main planned the chain DP's
+# 1.70 MiB at 0.51%, est. 2.64 ms), recomputing past dropout with its masks
+# stored. 12 CPU s (21 s of
+# wall under load): label heavy, outside CI; passed 2026-12-02.
+add_test(NAME ckpt_exact_lora_dropout_big
+         COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_TEST_DIR}/reference/lora-dropout-lm.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_lora_dropout_big
+                 1810K)
+set_tests_properties(ckpt_exact_lora_dropout_big PROPERTIES LABELS heavy)
