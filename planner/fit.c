@@ -216,7 +216,9 @@ static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area)
  * its candidates joining in bf16. Fastest first, so the walk's first fit
  * is the fastest of both levers together. */
 static void whole_variants(Arena *ar, Solver *S) {
-  bool choose = S->o->precision == PREC_AUTO && S->half && S->nrc;
+  /* a big step's candidates (peak < 0: ranked without building a step)
+   * stay fp32: each variant would cost a step build */
+  bool choose = S->o->precision == PREC_AUTO && S->half && S->nrc > 1 && S->rc[1].peak >= 0;
   int n32 = S->nrc, nh = 0;
   RematCand *hc = NULL;
   if (choose) {
@@ -420,12 +422,48 @@ static int by_lb(const void *a, const void *b) {
 static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
   if (u->n) qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb); /* (NULL with none: qsort takes no NULL) */
   for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
+    if (u->v[i].m < 0 && S->o->bound_least) { /* (the big steps' schedules pack slowly) */
+      r->min_arena = u->v[i].lb;
+      continue;
+    }
     ar_reset(tmp);
     Cand c = cand_step(tmp, S, u->v[i].m, u->v[i].light);
-    Plan *p = cand_plan(tmp, S, &c);
+    /* under the levers (pack_below), a big step's schedule over the budget
+     * is packed for its arena alone, with a short offset search: sd-unet
+     * spent 0.4 CPU s of its 8G compile here at 0.5 s a search */
+    FitOptions o = *S->o;
+    if (u->v[i].m < 0 && S->rc[S->w[-1 - u->v[i].m].rc].peak < 0 && o.pack_below && o.time_limit > FIT_SHOW_TIME_LIMIT)
+      o.time_limit = FIT_SHOW_TIME_LIMIT;
+    Plan *p = plan_live(tmp, S->g, c.step, c.lt, &o);
     r->candidates++;
     if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
   }
+}
+
+/* The first whole-graph schedule worth trying. A big step's (peak < 0:
+ * remat.c ranked them without building any) drop more with each index, so
+ * their bounds fall with it: the last one's is built first, and when it
+ * exceeds the budget none is tried (it alone is remembered for the least
+ * arena); else a bisection builds log2(n) of them and the walk starts at
+ * the first whose bound is within budget. */
+static int rc_first(const Solver *S, int64_t budget, Arena *tmp, Arena *scratch, Unpackeds *skipped, FitResult *r) {
+  if (S->nw < 2 || S->rc[S->w[0].rc].peak >= 0) return 0;
+  int lo = 0, hi = S->nw - 1; /* the first within budget is in [lo, hi] */
+  ar_reset(tmp);
+  Cand c = cand_step(tmp, S, -1 - hi, false);
+  if (c.lb > budget) { /* the least bound of all: nothing is within budget */
+    r->bounded++;
+    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, -1 - hi, false}));
+    return S->nw;
+  }
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    ar_reset(tmp);
+    c = cand_step(tmp, S, -1 - mid, false);
+    if (c.lb <= budget) hi = mid;
+    else lo = mid + 1, r->bounded++;
+  }
+  return lo;
 }
 
 /* The DP's fastest schedule whose verified arena fits the budget, under o,
@@ -448,8 +486,8 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
     if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
     try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped);
   }
-  /* the whole-graph schedules, fastest first */
-  for (int i = 0; i < S.nw && S.w[i].time < best_time; i++)
+  /* the whole-graph schedules, fastest first (rc 0 keeps everything: planned already) */
+  for (int i = rc_first(&S, budget, &tmp, &scratch, &skipped, r); i < S.nw && S.w[i].time < best_time; i++)
     if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
   if (!isfinite(best_time)) least_skipped(&S, &skipped, r, &tmp);
   ar_adopt(ar, &best);
@@ -552,7 +590,7 @@ static FitResult chunked(FitResult r) {
   return r;
 }
 
-void fit_complete(Arena *ar, FitResult *r, int64_t below) {
+void fit_complete(Arena *ar, FitResult *r, int64_t below, double time_limit) {
   const FitDeferred *left = NULL;
   for (const FitDeferred *d = r->deferred; d; d = d->next) {
     if (below && d->lb >= below) { /* still not wanted */
@@ -560,8 +598,10 @@ void fit_complete(Arena *ar, FitResult *r, int64_t below) {
       *k = *d, k->next = left, left = k;
       continue;
     }
-    Step *plain = build_step(ar, d->g, &d->o, NULL, plain_half(ar, d->g, &d->o));
-    keep_packed(r, fit_plan(ar, d->g, plain, &d->o), d->keep);
+    FitOptions o = d->o;
+    if (time_limit >= 0 && time_limit < o.time_limit) o.time_limit = time_limit;
+    Step *plain = build_step(ar, d->g, &o, NULL, plain_half(ar, d->g, &o));
+    keep_packed(r, fit_plan(ar, d->g, plain, &o), d->keep);
   }
   r->deferred = left;
 }

@@ -53,6 +53,8 @@ typedef struct {
   HeadGrad head_grad;   /* the fused loss's tied weight gradient: kept or deferred (not auto: the driver picks) */
   bool no_recompute;    /* --no-recompute: keep every activation, never checkpoint */
   bool ignore_clip;     /* plan as if the optimizer did not clip gradients (clipping's price, driver.c) */
+  bool bound_least;     /* nothing fitting: a whole-graph schedule's liveness bound stands for its arena (none
+                           packed; the driver's tries whose least arena no one reads, PlanRequest.no_least) */
   int ranks, zero;      /* data parallelism (planner/comm.c): ranks >= 1 adds collectives at sharding zero
                            (-1: the driver's auto); 0: one process, no collectives */
   int64_t pack_below;   /* > 0: a plan keeping everything whose liveness lower bound is this or more (and over
@@ -111,8 +113,15 @@ int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, 
 FitResult fit_budget(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o);
 
 /* Packs r's deferred plans whose bound is below `below` (0: all), adding
- * their arenas to r's min_arena and keep_arena as if packed in the first place. */
-void fit_complete(Arena *ar, FitResult *r, int64_t below);
+ * their arenas to r's min_arena and keep_arena as if packed in the first
+ * place; time_limit >= 0 caps their offset search (a negative: their own). */
+void fit_complete(Arena *ar, FitResult *r, int64_t below, double time_limit);
+
+/* Seconds of offset search for an arena only the report shows (the levers'
+ * configurations over the budget once one fits, a big step's schedules
+ * over it): the default 0.5 s spent 2 of sd-unet's 2.5 CPU s at 8G there,
+ * for the same arenas. */
+#define FIT_SHOW_TIME_LIMIT 0.05
 
 /* memplan sweep: one line per Pareto-optimal schedule, from keeping
  * everything down to the least memory. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build.h"
 #include "live.h"
 #include "ops.h"
 #include "optstate.h"
@@ -264,6 +265,7 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
       Config *c = &cfg[i * nv + v];
       *c = (Config){.fo = var[v], .mb = bdim ? mb : 0, .g = gm};
       c->fo.accumulation = bdim ? (int)(B / mb) : 1;
+      c->fo.bound_least = rq->no_least;
       Arena tmp = {0};
       const Graph *gl = fit_loss_graph(&tmp, gm, c->fo.loss_chunk);
       if (v && c->fo.loss_chunk == LOSS_FUSED && gl == gm) c->twin = &cfg[i * nv];
@@ -291,9 +293,10 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
     }
   }
   /* one fits: the report shows every planned configuration's arenas, so
-   * the plans left unpacked are packed now */
+   * the plans left unpacked (each over the budget: no choice reads them) are
+   * packed now, their offset search cut to FIT_SHOW_TIME_LIMIT */
   for (int i = 0; best && i < n; i++)
-    if (cfg[i].planned && !cfg[i].twin) fit_complete(ar, &cfg[i].r, 0);
+    if (cfg[i].planned && !cfg[i].twin) fit_complete(ar, &cfg[i].r, 0, FIT_SHOW_TIME_LIMIT);
   for (int i = 0; best && i < n; i++)
     if (cfg[i].planned && cfg[i].twin) cfg[i].r = cfg[i].twin->r;
   /* nothing fits: the smallest budget that would. Configurations pruned by
@@ -307,7 +310,7 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
       Config *c = order[i];
       if (least && c->mbound >= least) break;
       if (!c->planned || c->twin) plan_config(ar, c, rq->budget, least);
-      else fit_complete(ar, &c->r, least);
+      else fit_complete(ar, &c->r, least, -1);
       if (c->r.min_arena && (!least || c->r.min_arena < least)) least = c->r.min_arena;
     }
   }

@@ -2,6 +2,7 @@
 #include "remat.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "ops.h"
 
@@ -73,10 +74,15 @@ static RematCand cand(Rm *r, const bool *keep, int gap, int64_t peak) {
   return c;
 }
 
-bool remat_wanted(const Step *plain, int nforward, int largest_stage) {
+static int saved_count(const Step *plain) {
   int saved = 0;
   for (int t = 0; t < plain->nt; t++) saved += plain->saved[t];
-  return nforward >= 4 && largest_stage * 4 > nforward && saved <= REMAT_MAX_SAVED;
+  return saved;
+}
+
+bool remat_wanted(const Step *plain, int nforward, int largest_stage) {
+  (void)plain;
+  return nforward >= 4 && largest_stage * 4 > nforward;
 }
 
 static void rm_init(Rm *r, Arena *ar, const Graph *g, const Step *plain, const CostModel *cm) {
@@ -152,11 +158,71 @@ static void greedy(Rm *r, const Step *plain, int gap, RematPeak peak, void *ctx,
   }
 }
 
+/* Big steps: the saved tensors by recomputation seconds per byte, cheapest
+ * first (a tie: the larger first, then the older), and the schedule keeping
+ * all but each prefix whose bytes pass the next of REMAT_STEPS equal shares
+ * of the saved bytes: a handful of schedules, none built here. */
+typedef struct {
+  double rate;
+  int64_t bytes;
+  int t;
+} Ranked;
+
+/* Is every forward activation t's producer reads kept (so recomputing t
+ * reruns that op alone)? */
+static bool inputs_kept(const Rm *r, const bool *keep, int t) {
+  const Op *o = &r->g->ops[r->g->t[t].producer];
+  for (int k = 0; k < o->nin; k++) {
+    int u = o->in[k], p = is_act(r->g, u) ? r->g->t[u].producer : -1;
+    if (p >= 0 && r->fidx[p] >= 0 && !keep[u]) return false;
+  }
+  return true;
+}
+
+static int by_rate(const void *a, const void *b) {
+  const Ranked *x = a, *y = b;
+  if (x->rate != y->rate) return (x->rate > y->rate) - (x->rate < y->rate);
+  if (x->bytes != y->bytes) return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+  return (x->t > y->t) - (x->t < y->t);
+}
+
+static void ranked(Rm *r, const Step *plain, int gap, Cands *out) {
+  const Graph *g = r->g;
+  bool *keep = ar_alloc(r->ar, sizeof(bool) * (size_t)(g->nt + 1));
+  Ranked *v = ar_alloc(r->ar, sizeof(Ranked) * (size_t)(g->nt + 1));
+  int n = 0;
+  int64_t total = 0;
+  for (int t = 0; t < g->nt; t++) {
+    keep[t] = is_act(g, t) && plain->saved[t] && g->t[t].producer >= 0 && r->fidx[g->t[t].producer] >= 0;
+    if (!keep[t]) continue;
+    int64_t bytes = shape_numel(&g->t[t].shape) * dtype_size(g->t[t].dtype);
+    v[n++] = (Ranked){r->fcost[r->fidx[g->t[t].producer]] / (double)(bytes > 0 ? bytes : 1), bytes, t};
+    total += bytes;
+  }
+  qsort(v, (size_t)n, sizeof(Ranked), by_rate);
+  VEC_PUSH(r->ar, *out, cand(r, keep, gap, -1));
+  int64_t dropped = 0;
+  for (int i = 0, step = 1; i < n; i++) {
+    if (!inputs_kept(r, keep, v[i].t)) continue;
+    keep[v[i].t] = false;
+    dropped += v[i].bytes;
+    if (dropped * REMAT_STEPS < total * step && i + 1 < n) continue;
+    VEC_PUSH(r->ar, *out, cand(r, keep, gap, -1));
+    while (dropped * REMAT_STEPS >= total * step) step++;
+  }
+}
+
 RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematPeak peak,
                             void *ctx, int *n) {
   Rm r;
   rm_init(&r, ar, g, plain, cm);
   Cands all = {0};
+  if (saved_count(plain) > REMAT_MAX_SAVED) {
+    (void)peak, (void)ctx;
+    ranked(&r, plain, REMAT_BIG_GAP, &all);
+    *n = all.n;
+    return all.v;
+  }
   static const int gaps[] = {0, 2, 8, 1 << 30};
   for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
   /* fastest first; a candidate stays when no faster one peaks as low */

@@ -408,12 +408,12 @@ set_tests_properties(vit_b16_param_count PROPERTIES LABELS e2e PASS_REGULAR_EXPR
   FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 add_test(NAME resnet50_budget_1g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/resnet-50.yaml --budget 1G)
 set_tests_properties(resnet50_budget_1g PROPERTIES LABELS e2e
-                     PASS_REGULAR_EXPRESSION "fits at 994.60 MiB, 23.28% extra FLOPs; est[^\n]*<- chosen"
+                     PASS_REGULAR_EXPRESSION "fits at 994.60 MiB, 23.28% extra FLOPs. est[^\n]*<- chosen"
   FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 add_test(NAME vit_b16_budget_2g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/vit-b16.yaml --budget 2G
                                         --no-micro-batch)
 set_tests_properties(vit_b16_budget_2g PROPERTIES LABELS e2e
-                     PASS_REGULAR_EXPRESSION "fits at 2.00 GiB, 20.65% extra FLOPs; est[^\n]*<- chosen"
+                     PASS_REGULAR_EXPRESSION "fits at 2.00 GiB, 20.65% extra FLOPs. est[^\n]*<- chosen"
   FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # checkpointing stages end at block boundaries, the downsampling blocks (a
 # projection shortcut beside the main path) included

@@ -66,3 +66,36 @@ add_test(NAME remat_auto_unet
                  ${MEMPLAN_TEST_DIR}/remat/unet-shaped.yaml ${CMAKE_CURRENT_BINARY_DIR}/remat_auto_unet 406016 0.002
                  --set B=2 --set C=8 --set H=16)
 set_tests_properties(remat_auto_unet PROPERTIES LABELS e2e)
+# unet-mnist (models/unet-mnist.yaml, docs/diffusion.md): a step of 111 saved
+# tensors, planned by remat.c's big-step ranking (over REMAT_MAX_SAVED = 48;
+# before it, none recomputed). With --no-micro-batch and every format fp32,
+# the smallest budget fell from keep-all's 107476736 (102.50 MiB) to 61.17
+# MiB (2.50% extra FLOPs; with the formats free too: 98.82 -> 57.56 MiB).
+# 0.1 CPU s. Planted: remat_big_chains (a dropped tensor's consumer dropped
+# too) gives another arena here.
+memplan_compile_error(remat_unet_mnist_least MODEL ${MEMPLAN_SOURCE_DIR}/models/unet-mnist.yaml
+  EXPECT "does not fit the budget " "Smallest budget that fits: --budget 64143872 \\(61.17 MiB\\)"
+  ARGS --budget 1K --no-micro-batch --opt-state fp32 --param-precision fp32)
+# Bit-identical losses and weights (20 steps) against keep-all at a small
+# size (B=2, C=8, formats fp32: the budget must not lower the moments): at
+# 1770K the plan recomputes every tensor the ranking drops (3.58% extra
+# FLOPs; keep-all 2.20 MiB, this 1.72 MiB). Measured: 12 CPU s, about 35 s of
+# wall under load (label heavy would keep it out of CI; it is the only
+# trainer run of a big-step schedule, so it stays e2e like its siblings).
+add_test(NAME ckpt_exact_unet_mnist
+         COMMAND env "CKPT_COMPILE=--set B=2 --set C=8 --opt-state fp32 --param-precision fp32" sh
+                 ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_SOURCE_DIR}/models/unet-mnist.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_unet_mnist --blobs
+                 1770K)
+set_tests_properties(ckpt_exact_unet_mnist PROPERTIES LABELS e2e)
+# tests/reference/lora-dropout-lm.yaml saves 65 tensors, so it is ranked as a
+# big step too: at 1810K (--no-micro-batch) the plan is a whole-graph one
+# (1.76 MiB, 0.22% extra FLOPs, est. 2.53 ms; main planned the chain DP's
+# 1.70 MiB at 0.51%, est. 2.64 ms), recomputing past dropout with its masks
+# stored. 12 CPU s (21 s of
+# wall under load): label heavy, outside CI; passed 2026-12-02.
+add_test(NAME ckpt_exact_lora_dropout_big
+         COMMAND sh ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan>
+                 ${MEMPLAN_TEST_DIR}/reference/lora-dropout-lm.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_lora_dropout_big
+                 1810K)
+set_tests_properties(ckpt_exact_lora_dropout_big PROPERTIES LABELS heavy)

@@ -202,6 +202,19 @@ MUTANTS += [
          search="  if (w) return w->half;",
          replace="  if (w) return NULL;",
          tests=["remat_auto_unet"]),
+    # the big steps' ranking (remat.c, over 48 saved tensors): a tensor dropped though its producer's inputs
+    # were, so every backward read reruns a chain back to the nearest kept tensor (sd-unet at 8G: batch 8
+    # chosen at 2571% extra FLOPs instead of 8 micro-batches of 1 at 0.03%)
+    dict(name="remat_big_chains", file="planner/remat.c",
+         search="    if (!inputs_kept(r, keep, v[i].t)) continue;",
+         replace="    if (!inputs_kept(r, keep, v[i].t) && 0) continue;",
+         tests=["sd_unet_budget_8g", "remat_unet_mnist_least"]),
+    # the walk's bisection over the big steps' schedules (fit.c rc_first) never finding one within budget:
+    # the walk starts at the schedule dropping the most, the slowest
+    dict(name="remat_big_bisect_none", file="planner/fit.c",
+         search="    if (c.lb <= budget) hi = mid;",
+         replace="    if (c.lb < 0) hi = mid;",
+         tests=["sd_unet_budget_8g"]),
     # --head-grad deferred forced where the plan's updates wait (micro-batches, fp16, clipping): kept silently
     dict(name="headgrad_deferred_unapplied_kept", file="planner/driver.c",
          search="  if (rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
