@@ -226,12 +226,12 @@ MUTANTS += [
     # budget that fits: --budget 0 (0 B)" at 8G and 9.84 GiB at 4G, and "keep all 0 B; recompute reaches 0 B"
     # for 4 micro-batches of 2 at 16G
     dict(name="levers_least_leaves_keep_all_unpacked", file="planner/levers.c",
-         search="      else fit_complete(ar, &c->r, least);",
-         replace="      else fit_complete(ar, &c->r, rq->budget + 1);",
-         tests=["sd_unet_budget_8g", "sd_unet_budget_4g"]),
+         search="      else fit_complete(ar, &c->r, least, -1);",
+         replace="      else fit_complete(ar, &c->r, rq->budget + 1, -1);",
+         tests=["sd_unet_budget_4g"]),
     dict(name="levers_fit_rows_left_unpacked", file="planner/levers.c",
-         search="    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, 0);",
-         replace="    if (cfg[i].planned) fit_complete(ar, &cfg[i].r, rq->budget + 1);",
+         search="    if (cfg[i].planned && !cfg[i].twin) fit_complete(ar, &cfg[i].r, 0, FIT_SHOW_TIME_LIMIT);",
+         replace="    if (cfg[i].planned && !cfg[i].twin) fit_complete(ar, &cfg[i].r, rq->budget + 1, FIT_SHOW_TIME_LIMIT);",
          tests=["sd_unet_budget_16g"]),
     # a configuration whose fused loss is the unfused graph takes another's result: planted by hand, the 16G
     # test's "4 micro-batches of 2, fused loss" row read batch 8's arenas (23.70 GiB)
