@@ -23,7 +23,7 @@
 # budget, so it starts at the one dropping the most) fail sd_unet_budget_8g.
 add_test(NAME sd_unet_budget_16g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml --budget 16G)
 set_tests_properties(sd_unet_budget_16g PROPERTIES LABELS e2e
-  PASS_REGULAR_EXPRESSION "parameters   859,520,964 .*4 micro-batches of 2 +keep all 16.38 GiB. fits at 15.94 GiB, 0.02% extra FLOPs[^\n]*<- chosen.*plan verified"
+  PASS_REGULAR_EXPRESSION "parameters   859,520,964 .*4 micro-batches of 2 +keep all 16.38 GiB. fits at 15.94 GiB, 0.02% extra FLOPs[^\n]*<- chosen\n +fp32, 4 micro-batches of 2, fused loss keep all 16.38 GiB. fits at 15.94 GiB.*plan verified"
   FAIL_REGULAR_EXPRESSION "${memplan_exit_fails}")
 # 8G: 8 micro-batches of 1, bf16 weights, 8-bit moments, fp32 gradients
 # (3.20 GiB) and one sample's activations, 1.75 GiB kept, 1.42 GiB with
