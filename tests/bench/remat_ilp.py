@@ -185,11 +185,12 @@ def keep_all_profile(m):
     return out
 
 
-def solve(m, budget, time_limit=60, threads=1):
+def solve(m, budget, time_limit=60, threads=1, schedule=None):
     """Checkmate's MILP at a live-bytes budget. Returns (extra FLOPs, or None
     when there is no solution; "optimal", "time limit" (the best found),
     "infeasible" or "no solution in time"; seconds). A solution is replayed
-    (replay()) before its FLOPs are returned."""
+    (replay()) before its FLOPs are returned; a list `schedule` receives its
+    R and S matrices (describe() prints them)."""
     import time
 
     import pulp
@@ -279,6 +280,8 @@ def solve(m, budget, time_limit=60, threads=1):
     comp_r = [[val.get((t, k), 0) for k in range(F)] for t in range(T)]
     comp_s = [[round(S[t, k].value()) if (t, k) in S else 0 for k in range(F)] for t in range(T)]
     extra = replay(m, comp_r, comp_s, budget)
+    if schedule is not None:
+        schedule[:] = [comp_r, comp_s]
     status = "optimal" if prob.sol_status == pulp.LpSolutionOptimal else "time limit"
     return extra, status, secs
 
@@ -317,3 +320,30 @@ def replay(m, R, S, budget):
     if peak > budget:
         raise SystemExit(f"replay: the MILP's schedule peaks at {peak} bytes, over its budget {budget}")
     return sum(nodes[k]["flops"] for t in range(T) for k in range(F) if R[t][k]) - sum(nd["flops"] for nd in nodes)
+
+
+def describe(m, R, S):
+    """A solution as text: per stage that computes a value again, its
+    position in the keep-all schedule, the op there, what it recomputes, and
+    the values held into it."""
+    nodes, stages, sched = m["nodes"], m["stages"], m["plan"]["schedule"]
+    lines = []
+    for t, st in enumerate(stages):
+        again = [nodes[k]["name"] for k in range(len(nodes)) if R[t][k] and nodes[k]["stage"] != t]
+        held = [nodes[k]["name"] for k in range(len(nodes)) if S[t][k]]
+        if again:
+            op = sched[st["pos"][0]]
+            lines.append(f"stage {t} (pos {st['pos'][0]}, {op['phase']} {op['layer']}): recomputes "
+                         f"{' '.join(again)}; holds {' '.join(held)}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # remat_ilp.py KEEP_ALL_PLAN.json BUDGET_BYTES [TIME_LIMIT]: the optimum's schedule
+    import sys
+
+    model = load(sys.argv[1])
+    sol = []
+    extra, status, secs = solve(model, int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 60, schedule=sol)
+    print(f"extra {extra} FLOPs ({status}, {secs:.1f} s)")
+    if sol:
+        print(describe(model, *sol))
