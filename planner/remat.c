@@ -176,7 +176,11 @@ static void refine(Rm *r, RematPeak peak, void *ctx, Cands *all) {
   }
   RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(nt + 1));
   int n = 0;
-  remat_refine(r->ar, &most, r->fcost, peak, ctx, targets, nt, REMAT_REFINE_TRIALS, out, &n);
+  int *op = ar_alloc(r->ar, sizeof(int) * (size_t)(r->nf + 1));
+  for (int i = 0; i < r->g->nops; i++)
+    if (r->fidx[i] >= 0) op[r->fidx[i]] = i;
+  RematReads rd = {r->g, op, r->need_first, r->need, r->fcost};
+  remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, REMAT_REFINE_TRIALS, out, &n);
   for (int i = 0; i < n; i++) VEC_PUSH(r->ar, *all, out[i]);
 }
 

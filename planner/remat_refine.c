@@ -15,54 +15,83 @@ static Actions without(const Actions *most, const bool *del, const double *fcost
   return a;
 }
 
-/* One descent per order, chained over the targets (ascending): each target's
- * schedule is the next one's start. */
-static void descend(Arena *ar, const RematCand *most, const double *fcost, RematPeak peak, void *ctx,
+/* Deletes the recompute points whose copies nothing reads (after the
+ * deletions in del, the reads take older copies). */
+static void drop_dead(const Actions *m, const RematReads *rd, bool *del, int *prod, bool *read) {
+  const Graph *g = rd->g;
+  for (bool again = true; again;) {
+    again = false;
+    for (int t = 0; t < g->nt; t++) prod[t] = -1;
+    for (int x = 0, b = 0; x < m->n; x++) {
+      read[x] = false;
+      if (del[x]) continue;
+      if (m->a[x].kind == ACT_BACKWARD) {
+        for (int j = rd->need_first[b]; j < rd->need_first[b + 1]; j++)
+          if (prod[rd->need[j]] >= 0) read[prod[rd->need[j]]] = true;
+        b++;
+        continue;
+      }
+      const Op *o = &g->ops[rd->op[m->a[x].stage]];
+      for (int k = 0; k < o->nin; k++)
+        if (o->in[k] >= 0 && prod[o->in[k]] >= 0) read[prod[o->in[k]]] = true;
+      for (int k = 0; k < o->nout; k++)
+        if (o->out[k] >= 0) prod[o->out[k]] = x;
+    }
+    for (int x = 0; x < m->n; x++)
+      if (!del[x] && !read[x] && m->a[x].kind == ACT_FORWARD) del[x] = again = true;
+  }
+}
+
+/* Under each target (ascending), passes over the points in order, deleting
+ * each (with the points left dead) where the peak stays under the target,
+ * until a pass deletes none; each target's schedule is the next one's start. */
+static void descend(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
                     const int64_t *targets, int ntargets, int *trials, const int *pts, int np, RematCand *out) {
   const Actions *m = &most->a;
-  bool *del = ar_alloc(ar, sizeof(bool) * (size_t)(m->n + 1));
+  const double *fcost = rd->fcost;
+  bool *del = ar_alloc(ar, sizeof(bool) * (size_t)(m->n + 1)), *was = ar_alloc(ar, sizeof(bool) * (size_t)(m->n + 1));
+  bool *read = ar_alloc(ar, sizeof(bool) * (size_t)(m->n + 1));
+  int *prod = ar_alloc(ar, sizeof(int) * (size_t)(rd->g->nt + 1));
   Action *buf = ar_alloc(ar, sizeof(Action) * (size_t)(m->n + 1));
   int64_t pk = most->peak;
   for (int t = 0; t < ntargets; t++) {
     for (bool again = targets[t] >= most->peak; again;) {
       again = false;
-      for (int i = 0; i<np && * trials> 0; i++) {
+      for (int i = 0; *trials > 0 && i < np; i++) {
         if (del[pts[i]]) continue;
+        for (int x = 0; x < m->n; x++) was[x] = del[x];
         del[pts[i]] = true;
+        drop_dead(m, rd, del, prod, read);
         double rec, area;
         int64_t p;
         Actions a = without(m, del, fcost, buf, &rec);
         peak(ctx, &a, &p, &area);
         --*trials;
-        if (p <= targets[t]) pk = p > pk ? p : pk, again = true;
-        else del[pts[i]] = false;
+        if (p <= targets[t]) pk = p, again = true; /* the last accepted is the schedule */
+        else
+          for (int x = 0; x < m->n; x++) del[x] = was[x];
       }
     }
     RematCand c = {.peak = pk};
     Action *v = ar_alloc(ar, sizeof(Action) * (size_t)(m->n + 1));
     c.a = without(m, del, fcost, v, &c.recompute);
-    if (!out[t].a.a || c.recompute < out[t].recompute) out[t] = c;
+    out[t] = c;
   }
 }
 
-void remat_refine(Arena *ar, const RematCand *most, const double *fcost, RematPeak peak, void *ctx,
+void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
                   const int64_t *targets, int ntargets, int trials, RematCand *out, int *n) {
   const Actions *m = &most->a;
   int *pts = ar_alloc(ar, sizeof(int) * (size_t)(m->n + 1)), np = 0;
   for (int x = 0; x < m->n; x++)
     if (m->a[x].kind == ACT_FORWARD) pts[np++] = x;
-  for (int t = 0; t < ntargets; t++) out[t] = (RematCand){0};
-  /* two orders, the most expensive first: among equals the earlier point
-   * first (a copy made early serves later reads), then the later first */
-  for (int late = 0; late < 2; late++) {
-    for (int i = 1; i < np; i++)
-      for (int j = i; j > 0; j--) {
-        double c = fcost[m->a[pts[j]].stage], d = fcost[m->a[pts[j - 1]].stage];
-        if (c < d || (c == d && (pts[j] > pts[j - 1]) != late)) break;
-        int t = pts[j];
-        pts[j] = pts[j - 1], pts[j - 1] = t;
-      }
-    descend(ar, most, fcost, peak, ctx, targets, ntargets, &trials, pts, np, out);
-  }
+  /* the most expensive first; among equals the earlier (a copy made early
+   * serves more reads after it) */
+  for (int i = 1; i < np; i++)
+    for (int j = i; j > 0 && rd->fcost[m->a[pts[j]].stage] > rd->fcost[m->a[pts[j - 1]].stage]; j--) {
+      int t = pts[j];
+      pts[j] = pts[j - 1], pts[j - 1] = t;
+    }
+  descend(ar, most, rd, peak, ctx, targets, ntargets, &trials, pts, np, out);
   *n = ntargets;
 }

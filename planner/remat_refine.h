@@ -8,9 +8,12 @@
  * often mixes: the forward copy serves the first backward reads, then is
  * freed and recomputed from a copy made for another read. For each target
  * peak, the search starts from the schedule that recomputes the most (every
- * read from the graph's inputs, the greedy's last schedule at gap 0) and
- * deletes recompute points, the most expensive first, while the step's
- * liveness peak stays at or under the target, until a pass deletes none. */
+ * read from the graph's inputs: nothing kept, gap 0) and deletes recompute
+ * points, the most expensive first, each with the points it leaves unread,
+ * where the step's liveness peak stays at or under the target, until a pass
+ * deletes none. The targets come in ascending order and each one's schedule
+ * starts the next (it is under that target too), so a point is deleted at
+ * most once. */
 #ifndef MEMPLAN_REMAT_REFINE_H
 #define MEMPLAN_REMAT_REFINE_H
 
@@ -18,11 +21,20 @@
 
 enum { REMAT_REFINE_TRIALS = 4000 };
 
-/* Schedules from `most` (its forward recomputes are the points; fcost: per
- * stage, seconds of one run), one per target peak not under most's, each
- * pushed to out[*n] (out holds ntargets more). At most `trials` peak
- * evaluations in all. */
-void remat_refine(Arena *ar, const RematCand *most, const double *fcost, RematPeak peak, void *ctx,
+/* What the search reads of the step: which tensors each action reads. */
+typedef struct {
+  const Graph *g;
+  const int *op;         /* per stage: its forward op */
+  const int *need_first; /* per backward position: its activations in need[need_first[b] .. need_first[b + 1]) */
+  const int *need;
+  const double *fcost; /* per stage: seconds of one run */
+} RematReads;
+
+/* Schedules from `most` (its forward recomputes are the points), one per
+ * target peak (ascending; a target under most's peak gets most itself),
+ * written to out[0 .. *n = ntargets). At most `trials` peak evaluations in
+ * all (then the deletions stop). */
+void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
                   const int64_t *targets, int ntargets, int trials, RematCand *out, int *n);
 
 #endif
