@@ -47,9 +47,11 @@ set_tests_properties(ckpt_exact_densenet_shaped PROPERTIES LABELS e2e)
 # most 25.0% extra FLOPs: 5% over the exact optimum's step there (Checkmate's
 # MILP, CBC, proven optimal: +19.05%; 1.05 x 1.1905 = 1.250). The greedy's
 # keep sets alone paid +47.63% (1.240x the optimum); remat_refine.c's
-# descent +21.43% (1.020x). Deterministic: the bound is the goal, not a
-# tolerance. Planted: the descent deleting nothing ("47.63% extra FLOPs
-# ... FAIL", mutant remat_refine_deletes_nothing). About 1 s.
+# descent pays the optimum's +19.05%. Deterministic: the bound is the goal,
+# not a tolerance. Planted: the descent deleting nothing ("47.63% extra
+# FLOPs ... FAIL", mutant remat_refine_deletes_nothing). 0.6 s of CPU (the
+# graphs' generation and one compile; 2-7 s of wall on the 2-core machine
+# under load).
 add_test(NAME remat_exact_gap_unet COMMAND sh ${MEMPLAN_TEST_DIR}/remat/check_exact_gap.sh $<TARGET_FILE:memplan>
                                            ${CMAKE_CURRENT_BINARY_DIR}/remat_exact_gap unet 106174464 25.0)
 set_tests_properties(remat_exact_gap_unet PROPERTIES LABELS unit)
