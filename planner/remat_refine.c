@@ -42,56 +42,130 @@ static void drop_dead(const Actions *m, const RematReads *rd, bool *del, int *pr
   }
 }
 
-/* Under each target (ascending), passes over the points in order, deleting
- * each (with the points left dead) where the peak stays under the target,
- * until a pass deletes none; each target's schedule is the next one's start. */
-static void descend(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
-                    const int64_t *targets, int ntargets, int *trials, const int *pts, int np, RematCand *out) {
-  const Actions *m = &most->a;
-  const double *fcost = rd->fcost;
-  bool *del = ar_alloc(ar, sizeof(bool) * (size_t)(m->n + 1)), *was = ar_alloc(ar, sizeof(bool) * (size_t)(m->n + 1));
-  bool *read = ar_alloc(ar, sizeof(bool) * (size_t)(m->n + 1));
-  int *prod = ar_alloc(ar, sizeof(int) * (size_t)(rd->g->nt + 1));
-  Action *buf = ar_alloc(ar, sizeof(Action) * (size_t)(m->n + 1));
-  int64_t pk = most->peak;
-  for (int t = 0; t < ntargets; t++) {
-    for (bool again = targets[t] >= most->peak; again;) {
-      again = false;
-      for (int i = 0; *trials > 0 && i < np; i++) {
-        if (del[pts[i]]) continue;
-        for (int x = 0; x < m->n; x++) was[x] = del[x];
-        del[pts[i]] = true;
-        drop_dead(m, rd, del, prod, read);
-        double rec, area;
-        int64_t p;
-        Actions a = without(m, del, fcost, buf, &rec);
-        peak(ctx, &a, &p, &area);
-        --*trials;
-        if (p <= targets[t]) pk = p, again = true; /* the last accepted is the schedule */
-        else
-          for (int x = 0; x < m->n; x++) del[x] = was[x];
-      }
+/* The search: the starting schedule's points in the order tried, and the
+ * state of one descent. */
+typedef struct {
+  const Actions *m;
+  const RematReads *rd;
+  RematPeak peak;
+  void *ctx;
+  int *pts, np; /* the recompute points of m, the most expensive first */
+  int *pos;     /* per action of m: its backward position */
+  bool *was, *read, *tabu;
+  int *prod;
+  Action *buf;
+  int trials; /* peak evaluations left */
+} Search;
+
+/* Passes over the points in order, deleting each that is not tabu (with
+ * the points it leaves dead) where the peak stays at or under target, until
+ * a pass deletes none. Returns the last peak accepted, or `pk`. */
+static int64_t descend(Search *S, bool *del, int64_t target, int64_t pk) {
+  const Actions *m = S->m;
+  for (bool again = true; again;) {
+    again = false;
+    for (int i = 0; S->trials > 0 && i < S->np; i++) {
+      int x0 = S->pts[i];
+      if (del[x0] || S->tabu[x0]) continue;
+      for (int x = 0; x < m->n; x++) S->was[x] = del[x];
+      del[x0] = true;
+      drop_dead(m, S->rd, del, S->prod, S->read);
+      double rec, area;
+      int64_t p;
+      Actions a = without(m, del, S->rd->fcost, S->buf, &rec);
+      S->peak(S->ctx, &a, &p, &area);
+      S->trials--;
+      if (p <= target) pk = p, again = true; /* the last accepted is the schedule */
+      else
+        for (int x = 0; x < m->n; x++) del[x] = S->was[x];
     }
-    RematCand c = {.peak = pk};
-    Action *v = ar_alloc(ar, sizeof(Action) * (size_t)(m->n + 1));
-    c.a = without(m, del, fcost, v, &c.recompute);
-    out[t] = c;
   }
+  return pk;
+}
+
+static double cost(const Search *S, const bool *del) {
+  double c = 0;
+  for (int x = 0; x < S->m->n; x++)
+    if (!del[x] && S->m->a[x].kind == ACT_FORWARD) c += S->rd->fcost[S->m->a[x].stage];
+  return c;
+}
+
+/* A kick on stage s: every point at each position where s's recompute was
+ * deleted comes back (the copies read there are made there again, the
+ * forward copy s's reads held is freed), and a descent runs with s's
+ * points there held, then a free one. Returns whether the schedule got
+ * cheaper (del, *pk updated) or not (unchanged). */
+static bool kick(Search *S, bool *del, int s, int64_t target, int64_t *pk, bool *trial) {
+  const Actions *m = S->m;
+  bool any = false;
+  for (int x = 0; x < m->n; x++) trial[x] = del[x], S->tabu[x] = false;
+  for (int x = 0; x < m->n; x++)
+    if (m->a[x].kind == ACT_FORWARD && m->a[x].stage == s && del[x]) {
+      any = true;
+      S->tabu[x] = true;
+      for (int y = 0; y < m->n; y++)
+        if (S->pos[y] == S->pos[x]) trial[y] = false;
+    }
+  if (!any) return false;
+  int64_t p = descend(S, trial, target, *pk);
+  for (int x = 0; x < m->n; x++) S->tabu[x] = false;
+  p = descend(S, trial, target, p);
+  if (cost(S, trial) >= cost(S, del)) return false;
+  for (int x = 0; x < m->n; x++) del[x] = trial[x];
+  *pk = p;
+  return true;
 }
 
 void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
                   const int64_t *targets, int ntargets, int trials, RematCand *out, int *n) {
   const Actions *m = &most->a;
-  int *pts = ar_alloc(ar, sizeof(int) * (size_t)(m->n + 1)), np = 0;
-  for (int x = 0; x < m->n; x++)
-    if (m->a[x].kind == ACT_FORWARD) pts[np++] = x;
+  size_t nb = sizeof(bool) * (size_t)(m->n + 1);
+  Search S = {m, rd, peak, ctx, .trials = trials};
+  S.pts = ar_alloc(ar, sizeof(int) * (size_t)(m->n + 1));
+  S.pos = ar_alloc(ar, sizeof(int) * (size_t)(m->n + 1));
+  S.was = ar_alloc(ar, nb), S.read = ar_alloc(ar, nb), S.tabu = ar_alloc(ar, nb);
+  S.prod = ar_alloc(ar, sizeof(int) * (size_t)(rd->g->nt + 1));
+  S.buf = ar_alloc(ar, sizeof(Action) * (size_t)(m->n + 1));
+  for (int x = 0, b = 0; x < m->n; x++) {
+    S.pos[x] = b;
+    if (m->a[x].kind == ACT_BACKWARD) b++;
+    if (m->a[x].kind == ACT_FORWARD) S.pts[S.np++] = x;
+  }
   /* the most expensive first; among equals the earlier (a copy made early
    * serves more reads after it) */
-  for (int i = 1; i < np; i++)
-    for (int j = i; j > 0 && rd->fcost[m->a[pts[j]].stage] > rd->fcost[m->a[pts[j - 1]].stage]; j--) {
-      int t = pts[j];
-      pts[j] = pts[j - 1], pts[j - 1] = t;
+  for (int i = 1; i < S.np; i++)
+    for (int j = i; j > 0 && rd->fcost[m->a[S.pts[j]].stage] > rd->fcost[m->a[S.pts[j - 1]].stage]; j--) {
+      int t = S.pts[j];
+      S.pts[j] = S.pts[j - 1], S.pts[j - 1] = t;
     }
-  descend(ar, most, rd, peak, ctx, targets, ntargets, &trials, pts, np, out);
+  /* the stages to kick, the most expensive first; among equals the earlier */
+  int *ks = ar_alloc(ar, sizeof(int) * (size_t)(m->nstages + 1));
+  for (int i = 0; i < m->nstages; i++) {
+    int j = i;
+    for (; j > 0 && rd->fcost[i] > rd->fcost[ks[j - 1]]; j--) ks[j] = ks[j - 1];
+    ks[j] = i;
+  }
+  /* the descents, chained; then the kicks, each target's from its descent,
+   * the trials left shared equally among the targets left */
+  bool **del = ar_alloc(ar, sizeof(bool *) * (size_t)(ntargets + 1)), *trial = ar_alloc(ar, nb),
+       *cur = ar_alloc(ar, nb);
+  int64_t *pk = ar_alloc(ar, sizeof(int64_t) * (size_t)(ntargets + 1)), p = most->peak;
+  for (int t = 0; t < ntargets; t++) {
+    if (targets[t] >= most->peak) p = descend(&S, cur, targets[t], p);
+    del[t] = ar_alloc(ar, nb);
+    for (int x = 0; x < m->n; x++) del[t][x] = cur[x];
+    pk[t] = p;
+  }
+  for (int t = 0; t < ntargets; t++) {
+    int left = S.trials, share = left / (ntargets - t);
+    S.trials = share;
+    for (int i = 0; i < m->nstages && S.trials > 0 && targets[t] >= most->peak; i++)
+      kick(&S, del[t], ks[i], targets[t], &pk[t], trial);
+    S.trials = left - share + S.trials;
+    RematCand c = {.peak = pk[t]};
+    Action *v = ar_alloc(ar, sizeof(Action) * (size_t)(m->n + 1));
+    c.a = without(m, del[t], rd->fcost, v, &c.recompute);
+    out[t] = c;
+  }
   *n = ntargets;
 }
