@@ -5,7 +5,8 @@
 #
 # remat_goals_unet: the issue's goals, sweep's least arena at most 50% of
 # keep-all (measured 47.11%), at 60% of keep-all at most 30% extra FLOPs
-# (15.46%), and the least row of sweep is what compile plans at that budget.
+# (12.90%; 15.46% before remat_refine.c), and the least row of sweep is
+# what compile plans at that budget.
 # The planner is deterministic: the bounds are the goals, not tolerances.
 # Planted once: remat.c's ensure() reusing every recomputed copy however far
 # its next read (no second recompute of a skip): "least arena 123204096 =
