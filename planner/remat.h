@@ -14,7 +14,9 @@
  * liveness peak (the real step's, from a callback) falls most per second
  * of recomputation (when none lowers the peak: the live bytes summed over
  * the schedule), down to K empty; every schedule it passes is a candidate,
- * and the candidates none beats in both time and peak are returned. */
+ * as is, for each peak the greedy reached, remat_refine.c's schedule (its
+ * recompute points searched one by one), and the candidates none beats in
+ * both time and peak are returned. */
 #ifndef MEMPLAN_REMAT_H
 #define MEMPLAN_REMAT_H
 
