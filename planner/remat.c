@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "ops.h"
+#include "remat_refine.h"
 
 typedef struct {
   Arena *ar;
@@ -212,6 +213,37 @@ static void ranked(Rm *r, const Step *plain, int gap, Cands *out) {
   }
 }
 
+/* remat_refine.c's schedules, one per greedy candidate's peak, from the
+ * schedule that recomputes every read (nothing kept, gap 0). */
+static void refine(Rm *r, RematPeak peak, void *ctx, Cands *all) {
+  bool *none = ar_alloc(r->ar, sizeof(bool) * (size_t)(r->g->nt + 1));
+  double rec, area;
+  int64_t pk;
+  Actions a = schedule(r, none, 0, &rec);
+  peak(ctx, &a, &pk, &area);
+  RematCand most = cand(r, none, 0, pk);
+  /* the targets: the greedy's peaks, distinct, ascending */
+  int64_t *targets = ar_alloc(r->ar, sizeof(int64_t) * (size_t)(all->n + 1));
+  int nt = 0;
+  for (int i = 0; i < all->n; i++) {
+    int j = nt;
+    for (; j > 0 && targets[j - 1] > all->v[i].peak; j--) targets[j] = targets[j - 1];
+    if (j > 0 && targets[j - 1] == all->v[i].peak) {
+      for (; j < nt; j++) targets[j] = targets[j + 1];
+      continue;
+    }
+    targets[j] = all->v[i].peak, nt++;
+  }
+  RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(nt + 1));
+  int n = 0;
+  int *op = ar_alloc(r->ar, sizeof(int) * (size_t)(r->nf + 1));
+  for (int i = 0; i < r->g->nops; i++)
+    if (r->fidx[i] >= 0) op[r->fidx[i]] = i;
+  RematReads rd = {r->g, op, r->need_first, r->need, r->fcost};
+  remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, REMAT_REFINE_TRIALS, out, &n);
+  for (int i = 0; i < n; i++) VEC_PUSH(r->ar, *all, out[i]);
+}
+
 RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematPeak peak,
                             void *ctx, int *n) {
   Rm r;
@@ -225,6 +257,7 @@ RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const 
   }
   static const int gaps[] = {0, 2, 8, 1 << 30};
   for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
+  refine(&r, peak, ctx, &all);
   /* fastest first; a candidate stays when no faster one peaks as low */
   for (int i = 1; i < all.n; i++)
     for (int j = i; j > 0 && all.v[j].recompute < all.v[j - 1].recompute; j--) {

@@ -14,7 +14,9 @@
  * liveness peak (the real step's, from a callback) falls most per second
  * of recomputation (when none lowers the peak: the live bytes summed over
  * the schedule), down to K empty; every schedule it passes is a candidate,
- * and the candidates none beats in both time and peak are returned.
+ * as is, for each peak the greedy reached, remat_refine.c's schedule (its
+ * recompute points searched one by one), and the candidates none beats in
+ * both time and peak are returned.
  *
  * That greedy builds the real step (saved^2) times per G: past
  * REMAT_MAX_SAVED saved tensors (a U-Net of many blocks: unet-mnist saves
@@ -29,7 +31,8 @@
  * of REMAT_STEPS equal shares of the saved bytes; their peaks are unknown
  * (-1): fit.c's walk builds them as it tries them, by bisection (their
  * bounds fall as the prefix grows), so a budgeted compile builds about
- * log2(REMAT_STEPS) + 1 steps, and packs only the ones within budget. */
+ * log2(REMAT_STEPS) + 1 steps, and packs only the ones within budget
+ * (remat_refine.c does not run on them: each of its trials builds a step). */
 #ifndef MEMPLAN_REMAT_H
 #define MEMPLAN_REMAT_H
 

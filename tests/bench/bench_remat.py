@@ -1,5 +1,5 @@
 """bench_remat.py --memplan MEMPLAN --workdir DIR [--time-limit S] [--seeds N]
-[--graphs NAME,...] [--json FILE] [--check]: memplan's recomputation against the exact
+[--graphs NAME,...] [--objective flops|seconds] [--json FILE] [--check]: memplan's recomputation against the exact
 integer program (issue 29; docs/budgets-and-levers.md#the-exact-benchmark).
 
 For each generated graph (remat_graphs.py: the U-Net, the DenseNet block,
@@ -11,7 +11,13 @@ and at 90%..50% of the keep-all peak, it compiles with `--budget B
 live-bytes peak, or at B where memplan does not fit. It prints both extra
 FLOPs, their ratio (memplan's step FLOPs over the optimum's) and a last line
 "within X% of the exact optimum at every budget". --json FILE also writes
-every row (bytes and FLOPs, the solver's status and seconds).
+every row (bytes and FLOPs, the solver's status and seconds; with
+--objective seconds, "ilp_extra_flops" and "memplan_extra" are seconds).
+
+--objective seconds: the MILP minimizes memplan's own cost model instead
+(planner/cost.c's CPU roofline, remat_ilp.op_seconds: a concat's copy costs
+its bytes, where its FLOPs are none), and both extras are seconds of it, in
+percent of the step's; memplan's are its plan's recompute ops' seconds.
 
 --check (the unit test remat_graphs): only generate the graphs, compile and
 verify each keep-all plan, and check the MILP's memory model counts the
@@ -63,6 +69,7 @@ def main():
     ap.add_argument("--graphs", default="")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--json", help="also write every row to this file")
+    ap.add_argument("--objective", choices=("flops", "seconds"), default="flops")
     a = ap.parse_args()
     if not a.check:
         try:
@@ -102,21 +109,24 @@ def main():
         grid = [int(peak * f / 10) for f in range(9, 4, -1)]
         budgets = sorted(set(sweep_budgets(a.memplan, path) + grid), reverse=True)
         print(f"  {'budget MiB':>10} {'memplan peak':>12} {'memplan extra':>13} {'ILP extra':>10} {'ratio':>7}  ILP")
-        S = model["step_flops"]
+        secs_obj = a.objective == "seconds"
+        S = model["step_seconds"] if secs_obj else model["step_flops"]
         for b in budgets:
             plan, smallest = compile_plan(a.memplan, path, os.path.join(a.workdir, name, str(b)), "--budget", str(b))
             at = plan["totals"]["train_peak_bytes"] if plan else b
-            extra, status, secs = remat_ilp.solve(model, at, a.time_limit)
+            extra, status, secs = remat_ilp.solve(model, at, a.time_limit, objective=a.objective)
             ilp = f"{100 * extra / S:9.2f}%" if extra is not None else f"{'-':>10}"
             how = f"{status}, {secs:.1f} s"
             table.append({"graph": name, "budget_bytes": b, "step_flops": S, "memplan_fits": plan is not None,
                           "memplan_peak_bytes": at if plan else None,
                           "memplan_extra_flops": plan["totals"]["extra_flops"] if plan else None,
-                          "ilp_extra_flops": extra, "ilp_status": status, "ilp_seconds": round(secs, 1)})
+                          "ilp_extra_flops": extra, "ilp_status": status, "ilp_seconds": round(secs, 1),
+                          "objective": a.objective, "memplan_extra": (remat_ilp.recompute_seconds(plan) if secs_obj
+                                                                       else plan["totals"]["extra_flops"]) if plan else None})
             if status in ("time limit", "no solution in time"):
                 unproven += 1
             if plan:
-                e = plan["totals"]["extra_flops"]
+                e = remat_ilp.recompute_seconds(plan) if secs_obj else plan["totals"]["extra_flops"]
                 mine = f"{100 * e / S:12.2f}%"
                 if status == "infeasible":
                     sys.exit(f"{name} at {b}: memplan's plan fits {at} live bytes and the MILP has no solution "

@@ -37,6 +37,30 @@ and the fused loss (the bench holds them off in memplan too).
 """
 import json
 
+# planner/cost.c's CPU roofline, for the objective "seconds": an op takes
+# max(FLOPs / peak, bytes of its buffers / bandwidth), peak 350 GFLOP/s for
+# matrix products (conv2d, linear, matmul, attention), 20 GFLOP/s for the
+# rest, 10 GB/s; a backward op moves twice its forward op's bytes.
+GEMM = {"linear", "matmul", "conv2d", "causal_self_attention", "cross_attention", "window_attention",
+        "linear_cross_entropy"}
+
+
+def op_bytes(op, size):
+    return sum(size[b] for b in op["inputs"] + op["outputs"] if b >= 0)
+
+
+def op_seconds(op, size, fwd_bytes=None):
+    """memplan's estimate of one run of op (a schedule entry): fwd_bytes, for a
+    backward op, its forward op's bytes."""
+    by = op_bytes(op, size) if fwd_bytes is None else 2 * fwd_bytes
+    return max(op["flops"] / (350e9 if op["op"] in GEMM else 20e9), by / 10e9)
+
+
+def recompute_seconds(plan):
+    """The seconds of a plan's recompute ops under op_seconds."""
+    size = {b["id"]: b["bytes"] for b in plan["buffers"]}
+    return sum(op_seconds(op, size) for op in plan["schedule"] if op["phase"] == "recompute")
+
 
 def load(plan_path):
     """The model of a keep-all plan.json: forward nodes and stages."""
@@ -52,6 +76,7 @@ def load(plan_path):
     # one that writes into an older value (an add over an input that dies
     # there) is a node that reuses its bytes when that value is freed there
     align = p["align"]
+    rawsize = {b["id"]: b["bytes"] for b in p["buffers"]}
     size = {i: -(-b["bytes"] // align) * align for i, b in bufs.items()}
     node_of = {}  # buffer id -> the node whose value it holds now
     nodes = []
@@ -77,6 +102,7 @@ def load(plan_path):
             if b not in nd["bufs"]:
                 nd["bufs"].append(b)
         nd["flops"] += op["flops"]
+        nd["secs"] = nd.get("secs", 0) + op_seconds(op, rawsize)
         nd["pos"] = op["id"]
         nd["name"] = op["layer"]
         if op.get("scratch") is not None:
@@ -151,8 +177,11 @@ def load(plan_path):
         nd["stage"] = stage_of[k]
         nd["users"] = sorted(j for j, m in enumerate(nodes) if k in m["deps"])
         nd["readers"] = sorted(t for t, s in enumerate(stages) if k in s["reads"])
+    fwd = {op["layer"]: op_bytes(op, rawsize) for op in sched if op["phase"] == "forward"}
+    step_secs = sum(op_seconds(op, rawsize, None if op["phase"] == "forward" else fwd.get(op["layer"], 0))
+                    for op in sched if op["phase"] in ("forward", "backward"))
     return {"plan": p, "nodes": nodes, "stages": stages, "persistent": persistent,
-            "step_flops": p["totals"]["step_flops"], "peak": p["totals"]["train_peak_bytes"]}
+            "step_flops": p["totals"]["step_flops"], "step_seconds": step_secs, "peak": p["totals"]["train_peak_bytes"]}
 
 
 def keep_all_profile(m):
@@ -185,11 +214,13 @@ def keep_all_profile(m):
     return out
 
 
-def solve(m, budget, time_limit=60, threads=1):
+def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops"):
     """Checkmate's MILP at a live-bytes budget. Returns (extra FLOPs, or None
     when there is no solution; "optimal", "time limit" (the best found),
     "infeasible" or "no solution in time"; seconds). A solution is replayed
-    (replay()) before its FLOPs are returned."""
+    (replay()) before its FLOPs are returned; a list `schedule` receives its
+    R and S matrices (describe() prints them). objective "seconds": each
+    op's op_seconds() instead of its FLOPs, the extra returned in seconds."""
     import time
 
     import pulp
@@ -222,7 +253,8 @@ def solve(m, budget, time_limit=60, threads=1):
     def s(t, k):
         return S.get((t, k), 0)
 
-    prob += pulp.lpSum(r(t, k) * nodes[k]["flops"] for t in range(T) for k in range(F))
+    key = "secs" if objective == "seconds" else "flops"
+    prob += pulp.lpSum(r(t, k) * nodes[k][key] for t in range(T) for k in range(F))
     for t in range(T):
         for k in range(F):
             if isinstance(r(t, k), pulp.LpVariable) or r(t, k) == 1:
@@ -278,12 +310,14 @@ def solve(m, budget, time_limit=60, threads=1):
     val = {key: round(v.value()) if isinstance(v, pulp.LpVariable) else v for key, v in R.items()}
     comp_r = [[val.get((t, k), 0) for k in range(F)] for t in range(T)]
     comp_s = [[round(S[t, k].value()) if (t, k) in S else 0 for k in range(F)] for t in range(T)]
-    extra = replay(m, comp_r, comp_s, budget)
+    extra = replay(m, comp_r, comp_s, budget, key)
+    if schedule is not None:
+        schedule[:] = [comp_r, comp_s]
     status = "optimal" if prob.sol_status == pulp.LpSolutionOptimal else "time limit"
     return extra, status, secs
 
 
-def replay(m, R, S, budget):
+def replay(m, R, S, budget, key="flops"):
     """Runs a solution's schedule (R[t][k]: node k computed in stage t, S[t][k]:
     held into stage t) freeing every value after its last use, independently
     of the MILP's constraints; checks every read finds its value and the peak
@@ -316,4 +350,31 @@ def replay(m, R, S, budget):
         peak = max(peak, m["persistent"] + st["fixed"] + sum(nodes[i]["bytes"] for i in held))
     if peak > budget:
         raise SystemExit(f"replay: the MILP's schedule peaks at {peak} bytes, over its budget {budget}")
-    return sum(nodes[k]["flops"] for t in range(T) for k in range(F) if R[t][k]) - sum(nd["flops"] for nd in nodes)
+    return sum(nodes[k][key] for t in range(T) for k in range(F) if R[t][k]) - sum(nd[key] for nd in nodes)
+
+
+def describe(m, R, S):
+    """A solution as text: per stage that computes a value again, its
+    position in the keep-all schedule, the op there, what it recomputes, and
+    the values held into it."""
+    nodes, stages, sched = m["nodes"], m["stages"], m["plan"]["schedule"]
+    lines = []
+    for t, st in enumerate(stages):
+        again = [nodes[k]["name"] for k in range(len(nodes)) if R[t][k] and nodes[k]["stage"] != t]
+        held = [nodes[k]["name"] for k in range(len(nodes)) if S[t][k]]
+        if again:
+            op = sched[st["pos"][0]]
+            lines.append(f"stage {t} (pos {st['pos'][0]}, {op['phase']} {op['layer']}): recomputes "
+                         f"{' '.join(again)}; holds {' '.join(held)}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # remat_ilp.py KEEP_ALL_PLAN.json BUDGET_BYTES [TIME_LIMIT]: the optimum's schedule
+    import sys
+
+    model = load(sys.argv[1])
+    sol = []
+    extra, status, secs = solve(model, int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 60, schedule=sol)
+    print(f"extra {extra} FLOPs ({status}, {secs:.1f} s)")
+    if sol:
+        print(describe(model, *sol))

@@ -1,0 +1,48 @@
+/* remat_refine.h: a local search over whole-graph recompute schedules
+ * (remat.h), below the greedy's keep set and reuse gap.
+ *
+ * A schedule is its recompute points: which forward ops run again right
+ * before which backward op (every backward read takes the newest copy, and
+ * a copy lives until its last reader). The greedy's schedules recompute a
+ * dropped tensor for every read or hold one copy G positions; the optimum
+ * often mixes: the forward copy serves the first backward reads, then is
+ * freed and recomputed from a copy made for another read. For each target
+ * peak, the search starts from the schedule that recomputes the most (every
+ * read from the graph's inputs: nothing kept, gap 0) and deletes recompute
+ * points, the most expensive first, each with the points it leaves unread,
+ * where the step's liveness peak stays at or under the target, until a pass
+ * deletes none. The targets come in ascending order and each one's schedule
+ * starts the next (it is under that target too). A descent stops in a local
+ * optimum (on the U-Net at 50% of keep-all, it holds the decoder's forward
+ * copies and recomputes the encoder from the input for every read, 1.09x
+ * the optimum's step); then kicks: for a stage s (the most expensive first),
+ * the points of every position where s's recompute was deleted come back,
+ * a descent runs with s's points held there, then a free one, and the
+ * result replaces the schedule when it recomputes less. The trials left
+ * after the descents are shared equally among the targets' kicks. */
+#ifndef MEMPLAN_REMAT_REFINE_H
+#define MEMPLAN_REMAT_REFINE_H
+
+#include "remat.h"
+
+/* The trials: 4000 found a little more on one random DAG at two budgets
+ * (bench_remat), for twice the compile time. */
+enum { REMAT_REFINE_TRIALS = 2000 };
+
+/* What the search reads of the step: which tensors each action reads. */
+typedef struct {
+  const Graph *g;
+  const int *op;         /* per stage: its forward op */
+  const int *need_first; /* per backward position: its activations in need[need_first[b] .. need_first[b + 1]) */
+  const int *need;
+  const double *fcost; /* per stage: seconds of one run */
+} RematReads;
+
+/* Schedules from `most` (its forward recomputes are the points), one per
+ * target peak (ascending; a target under most's peak gets most itself),
+ * written to out[0 .. *n = ntargets). At most `trials` peak evaluations in
+ * all (then the search stops where it is). */
+void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
+                  const int64_t *targets, int ntargets, int trials, RematCand *out, int *n);
+
+#endif
