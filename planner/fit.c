@@ -150,6 +150,7 @@ typedef struct {
   double base;     /* seconds of the step keeping everything, under the chain's cost model */
   Arena trial;     /* the greedy's trial steps */
   bool trial_half; /* trial_peak stores the half candidates the schedule keeps in bf16 (auto's second greedy) */
+  bool big;        /* rc is remat.c's ranking of a big step: peaks unknown (-1), bounds falling with the index */
 } Solver;
 
 /* A DAG schedule's stages (one per forward op) for the report: R where the
@@ -218,7 +219,7 @@ static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area)
 static void whole_variants(Arena *ar, Solver *S) {
   /* a big step's candidates (peak < 0: ranked without building a step)
    * stay fp32: each variant would cost a step build */
-  bool choose = S->o->precision == PREC_AUTO && S->half && S->nrc > 1 && S->rc[1].peak >= 0;
+  bool choose = S->o->precision == PREC_AUTO && S->half && S->nrc > 1 && !S->big;
   int n32 = S->nrc, nh = 0;
   RematCand *hc = NULL;
   if (choose) {
@@ -270,6 +271,7 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
   S->rc = NULL, S->nrc = 0;
   if (remat_wanted(S->plain, nf, largest))
     S->rc = remat_candidates(ar, g, S->plain, cost_model(o->backend), trial_peak, S, &S->nrc);
+  S->big = S->nrc > 1 && S->rc[1].peak < 0;
   ar_free(&S->trial);
   whole_variants(ar, S);
 }
@@ -432,7 +434,7 @@ static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tm
      * is packed for its arena alone, with a short offset search: sd-unet
      * spent 0.4 CPU s of its 8G compile here at 0.5 s a search */
     FitOptions o = *S->o;
-    if (u->v[i].m < 0 && S->rc[S->w[-1 - u->v[i].m].rc].peak < 0 && o.pack_below && o.time_limit > FIT_SHOW_TIME_LIMIT)
+    if (u->v[i].m < 0 && S->big && o.pack_below && o.time_limit > FIT_SHOW_TIME_LIMIT)
       o.time_limit = FIT_SHOW_TIME_LIMIT;
     Plan *p = plan_live(tmp, S->g, c.step, c.lt, &o);
     r->candidates++;
@@ -447,7 +449,7 @@ static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tm
  * arena); else a bisection builds log2(n) of them and the walk starts at
  * the first whose bound is within budget. */
 static int rc_first(const Solver *S, int64_t budget, Arena *tmp, Arena *scratch, Unpackeds *skipped, FitResult *r) {
-  if (S->nw < 2 || S->rc[S->w[0].rc].peak >= 0) return 0;
+  if (S->nw < 2 || !S->big) return 0;
   int lo = 0, hi = S->nw - 1; /* the first within budget is in [lo, hi] */
   ar_reset(tmp);
   Cand c = cand_step(tmp, S, -1 - hi, false);

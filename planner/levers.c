@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build.h"
 #include "live.h"
 #include "ops.h"
 #include "optstate.h"
