@@ -143,7 +143,7 @@ typedef struct {
   Chain *chain;
   CkptTable *T;
   bool *half;
-  RematCand *rc; /* whole-graph schedules (remat.h), fastest first; NULL where the chain is cut finely */
+  RematCand *rc; /* whole-graph schedules (remat.h), fastest first; NULL where remat_wanted says REMAT_NONE */
   int nrc;
   Whole *w; /* the walk's whole-graph schedules, fastest first: rc 1.. in fp32, under auto each rc also in bf16 */
   int nw;
@@ -151,6 +151,7 @@ typedef struct {
   Arena trial;     /* the greedy's trial steps */
   bool trial_half; /* trial_peak stores the half candidates the schedule keeps in bf16 (auto's second greedy) */
   bool big;        /* rc is remat.c's ranking of a big step: peaks unknown (-1), bounds falling with the index */
+  RematUse use;    /* what remat_wanted said of the step */
 } Solver;
 
 /* A DAG schedule's stages (one per forward op) for the report: R where the
@@ -224,7 +225,7 @@ static void whole_variants(Arena *ar, Solver *S) {
   RematCand *hc = NULL;
   if (choose) {
     S->trial_half = true;
-    hc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), trial_peak, S, &nh);
+    hc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, trial_peak, S, &nh);
     S->trial_half = false;
     RematCand *all = ar_alloc(ar, sizeof(RematCand) * (size_t)(n32 + nh));
     for (int i = 0; i < n32 + nh; i++) all[i] = i < n32 ? S->rc[i] : hc[i - n32];
@@ -269,8 +270,9 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
     S->base += st->f + st->opt[0].b;
   }
   S->rc = NULL, S->nrc = 0;
-  if (remat_wanted(S->plain, nf, largest))
-    S->rc = remat_candidates(ar, g, S->plain, cost_model(o->backend), trial_peak, S, &S->nrc);
+  S->use = remat_wanted(S->plain, nf, largest);
+  if (S->use != REMAT_NONE)
+    S->rc = remat_candidates(ar, g, S->plain, cost_model(o->backend), S->use, trial_peak, S, &S->nrc);
   S->big = S->nrc > 1 && S->rc[1].peak < 0;
   ar_free(&S->trial);
   whole_variants(ar, S);

@@ -81,9 +81,10 @@ static int saved_count(const Step *plain) {
   return saved;
 }
 
-bool remat_wanted(const Step *plain, int nforward, int largest_stage) {
-  (void)plain;
-  return nforward >= 4 && largest_stage * 4 > nforward;
+RematUse remat_wanted(const Step *plain, int nforward, int largest_stage) {
+  if (nforward < 4) return REMAT_NONE;
+  if (largest_stage * 4 > nforward) return REMAT_GRAPH;
+  return saved_count(plain) <= REMAT_CHAIN_SAVED ? REMAT_CHAIN : REMAT_NONE;
 }
 
 static void rm_init(Rm *r, Arena *ar, const Graph *g, const Step *plain, const CostModel *cm) {
@@ -215,7 +216,7 @@ static void ranked(Rm *r, const Step *plain, int gap, Cands *out) {
 
 /* remat_refine.c's schedules, one per greedy candidate's peak, from the
  * schedule that recomputes every read (nothing kept, gap 0). */
-static void refine(Rm *r, RematPeak peak, void *ctx, Cands *all) {
+static void refine(Rm *r, RematPeak peak, void *ctx, int trials, Cands *all) {
   bool *none = ar_alloc(r->ar, sizeof(bool) * (size_t)(r->g->nt + 1));
   double rec, area;
   int64_t pk;
@@ -240,12 +241,12 @@ static void refine(Rm *r, RematPeak peak, void *ctx, Cands *all) {
   for (int i = 0; i < r->g->nops; i++)
     if (r->fidx[i] >= 0) op[r->fidx[i]] = i;
   RematReads rd = {r->g, op, r->need_first, r->need, r->fcost};
-  remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, REMAT_REFINE_TRIALS, out, &n);
+  remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, trials, out, &n);
   for (int i = 0; i < n; i++) VEC_PUSH(r->ar, *all, out[i]);
 }
 
-RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematPeak peak,
-                            void *ctx, int *n) {
+RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematUse use,
+                            RematPeak peak, void *ctx, int *n) {
   Rm r;
   rm_init(&r, ar, g, plain, cm);
   Cands all = {0};
@@ -257,7 +258,7 @@ RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const 
   }
   static const int gaps[] = {0, 2, 8, 1 << 30};
   for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
-  refine(&r, peak, ctx, &all);
+  refine(&r, peak, ctx, use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS, &all);
   /* fastest first; a candidate stays when no faster one peaks as low */
   for (int i = 1; i < all.n; i++)
     for (int j = i; j > 0 && all.v[j].recompute < all.v[j - 1].recompute; j--) {
