@@ -130,3 +130,23 @@ set_tests_properties(remat_exact_gap_unet_50 PROPERTIES LABELS unit)
 add_test(NAME remat_exact_gap_unet COMMAND sh ${MEMPLAN_TEST_DIR}/remat/check_exact_gap.sh $<TARGET_FILE:memplan>
                                            ${CMAKE_CURRENT_BINARY_DIR}/remat_exact_gap unet 106174464 25.0)
 set_tests_properties(remat_exact_gap_unet PROPERTIES LABELS unit)
+# remat_exact_gap_chain: bench_remat's conv chain (12 conv + relu blocks,
+# keep-all 16.75 MiB) at 8.75 MiB (9172224 bytes, the bench's row there),
+# at most 26.5% extra FLOPs: 5% over the exact optimum's step (Checkmate's
+# MILP, CBC, proven optimal in 8 s: +20.52%; 1.05 x 1.2052 = 1.2654). The
+# checkpointing DP alone paid +41.04% (1.170x: it counts the conv's output
+# and the relu written in place over it twice); with remat.c's schedules
+# beside it (REMAT_CHAIN) the walk takes the greedy's +25.65% (1.043x).
+# Planted: remat_wanted never saying REMAT_CHAIN ("41.04% extra FLOPs ...
+# FAIL", mutant remat_chain_dp_only). 0.2 s of CPU.
+# remat_exact_gap_chain_least: at 5.75 MiB (6026496 bytes), at most 182.7%
+# (the optimum +169.26%, proven in 2 s; 1.05 x 2.6926 = 2.8272). The DP and
+# the greedy paid +197.48%; the refinement (REMAT_CHAIN_TRIALS) reaches the
+# optimum's +169.26%. Planted: no refinement trials for chains (mutant
+# remat_chain_no_refine).
+add_test(NAME remat_exact_gap_chain COMMAND sh ${MEMPLAN_TEST_DIR}/remat/check_exact_gap.sh $<TARGET_FILE:memplan>
+                                            ${CMAKE_CURRENT_BINARY_DIR}/remat_exact_gap_chain chain 9172224 26.5)
+set_tests_properties(remat_exact_gap_chain PROPERTIES LABELS unit)
+add_test(NAME remat_exact_gap_chain_least COMMAND sh ${MEMPLAN_TEST_DIR}/remat/check_exact_gap.sh $<TARGET_FILE:memplan>
+                                                  ${CMAKE_CURRENT_BINARY_DIR}/remat_exact_gap_chain_least chain 6026496 182.7)
+set_tests_properties(remat_exact_gap_chain_least PROPERTIES LABELS unit)

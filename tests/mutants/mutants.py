@@ -227,6 +227,17 @@ MUTANTS += [
          search="  if (!any) return false;",
          replace="  if (!any || s >= 0) return false;",
          tests=["remat_exact_gap_unet_50"]),
+    # remat.c's schedules never planned beside the DP on a finely cut chain (the chain at 8.75 MiB: +41.04%, the
+    # optimum +20.52%)
+    dict(name="remat_chain_dp_only", file="planner/remat.c",
+         search="  return saved_count(plain) <= REMAT_CHAIN_SAVED ? REMAT_CHAIN : REMAT_NONE;",
+         replace="  return saved_count(plain) < 0 ? REMAT_CHAIN : REMAT_NONE;",
+         tests=["remat_exact_gap_chain"]),
+    # no refinement on chains: the greedy alone (the chain at 5.75 MiB: +197.48%, the optimum +169.26%)
+    dict(name="remat_chain_no_refine", file="planner/remat.c",
+         search="use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS",
+         replace="use == REMAT_CHAIN ? 0 : REMAT_REFINE_TRIALS",
+         tests=["remat_exact_gap_chain_least"]),
     # --head-grad deferred forced where the plan's updates wait (micro-batches, fp16, clipping): kept silently
     dict(name="headgrad_deferred_unapplied_kept", file="planner/driver.c",
          search="  if (rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
