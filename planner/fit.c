@@ -152,6 +152,7 @@ typedef struct {
   bool trial_half; /* trial_peak stores the half candidates the schedule keeps in bf16 (auto's second greedy) */
   bool big;        /* rc is remat.c's ranking of a big step: peaks unknown (-1), bounds falling with the index */
   RematUse use;    /* what remat_wanted said of the step */
+  int64_t target;  /* the peak remat.c's refinement searched under (0: the greedy's) */
 } Solver;
 
 /* A DAG schedule's stages (one per forward op) for the report: R where the
@@ -225,7 +226,7 @@ static void whole_variants(Arena *ar, Solver *S) {
   RematCand *hc = NULL;
   if (choose) {
     S->trial_half = true;
-    hc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, trial_peak, S, &nh);
+    hc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, S->target, trial_peak, S, &nh);
     S->trial_half = false;
     RematCand *all = ar_alloc(ar, sizeof(RematCand) * (size_t)(n32 + nh));
     for (int i = 0; i < n32 + nh; i++) all[i] = i < n32 ? S->rc[i] : hc[i - n32];
@@ -249,7 +250,24 @@ static void whole_variants(Arena *ar, Solver *S) {
     }
 }
 
-/* The chain and its DP table: solved once per fit, every candidate read from it. */
+/* The whole-graph schedules (remat_candidates) and the walk's variants of
+ * them; target > 0: the one peak the refinement searches under. */
+static void solver_whole(Arena *ar, Solver *S, int64_t target) {
+  S->target = target;
+  S->rc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, target, trial_peak, S, &S->nrc);
+  S->big = S->nrc > 1 && S->rc[1].peak < 0;
+  ar_free(&S->trial);
+  whole_variants(ar, S);
+}
+
+/* The chain and its DP table: solved once per fit, every candidate read from
+ * it; the whole-graph schedules too where the chain has a large stage
+ * (REMAT_GRAPH). A small chain's (REMAT_CHAIN) are searched by the caller:
+ * the walk only where a DP schedule fits (they can make its plan faster;
+ * searched for every configuration the levers walk, where nothing fits
+ * too, they cost dropout-mlp 0.9 s of CPU at 40% of keep-all instead of
+ * 0.06 s), refined under the budget; the sweep always, under each of the
+ * greedy's peaks. */
 static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
   *S = (Solver){.g = g, .o = o};
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
@@ -269,13 +287,9 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
     if (st->last - st->first > largest) largest = st->last - st->first;
     S->base += st->f + st->opt[0].b;
   }
-  S->rc = NULL, S->nrc = 0;
+  S->rc = NULL, S->nrc = 0, S->w = NULL, S->nw = 0;
   S->use = remat_wanted(S->plain, nf, largest);
-  if (S->use != REMAT_NONE)
-    S->rc = remat_candidates(ar, g, S->plain, cost_model(o->backend), S->use, trial_peak, S, &S->nrc);
-  S->big = S->nrc > 1 && S->rc[1].peak < 0;
-  ar_free(&S->trial);
-  whole_variants(ar, S);
+  if (S->use == REMAT_GRAPH) solver_whole(ar, S, 0);
 }
 
 /* The tensors a schedule stores in half: all candidates under a fixed
@@ -490,6 +504,7 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
     if (try_fit(&S, m, false, budget, INFINITY, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
     try_fit(&S, m, true, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped);
   }
+  if (S.use == REMAT_CHAIN && isfinite(best_time)) solver_whole(&scratch, &S, budget);
   /* the whole-graph schedules, fastest first (rc 0 keeps everything: planned already) */
   for (int i = rc_first(&S, budget, &tmp, &scratch, &skipped, r); i < S.nw && S.w[i].time < best_time; i++)
     if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
@@ -736,6 +751,7 @@ static int by_time(const void *a, const void *b) {
 void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   Solver S;
   solver_init(ar, &S, g, o);
+  if (S.use == REMAT_CHAIN) solver_whole(ar, &S, 0);
   Plan *base = fit_plan(ar, g, build_step(ar, g, o, NULL, plain_half(ar, g, o)), o);
   fprintf(out, "%-16s %16s %9s  stages (K keep, S selective, R recompute; k, s, r: kept in bf16)\n", "arena bytes",
           "arena", "extra %");

@@ -216,7 +216,7 @@ static void ranked(Rm *r, const Step *plain, int gap, Cands *out) {
 
 /* remat_refine.c's schedules, one per greedy candidate's peak, from the
  * schedule that recomputes every read (nothing kept, gap 0). */
-static void refine(Rm *r, RematPeak peak, void *ctx, int trials, Cands *all) {
+static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int64_t target, Cands *all) {
   bool *none = ar_alloc(r->ar, sizeof(bool) * (size_t)(r->g->nt + 1));
   double rec, area;
   int64_t pk;
@@ -235,6 +235,8 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, Cands *all) {
     }
     targets[j] = all->v[i].peak, nt++;
   }
+  if (target > 0) /* every trial spent under the one peak wanted */
+    targets[0] = target, nt = 1;
   RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(nt + 1));
   int n = 0;
   int *op = ar_alloc(r->ar, sizeof(int) * (size_t)(r->nf + 1));
@@ -246,7 +248,7 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, Cands *all) {
 }
 
 RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematUse use,
-                            RematPeak peak, void *ctx, int *n) {
+                            int64_t target, RematPeak peak, void *ctx, int *n) {
   Rm r;
   rm_init(&r, ar, g, plain, cm);
   Cands all = {0};
@@ -258,7 +260,7 @@ RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const 
   }
   static const int gaps[] = {0, 2, 8, 1 << 30};
   for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
-  refine(&r, peak, ctx, use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS, &all);
+  refine(&r, peak, ctx, use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS, target, &all);
   /* fastest first; a candidate stays when no faster one peaks as low */
   for (int i = 1; i < all.n; i++)
     for (int j = i; j > 0 && all.v[j].recompute < all.v[j - 1].recompute; j--) {
