@@ -136,7 +136,7 @@ set_tests_properties(remat_exact_gap_unet PROPERTIES LABELS unit)
 # MILP, CBC, proven optimal in 8 s: +20.52%; 1.05 x 1.2052 = 1.2654). The
 # checkpointing DP alone paid +41.04% (1.170x: it counts the conv's output
 # and the relu written in place over it twice); with remat.c's schedules
-# beside it (REMAT_CHAIN) the walk takes the greedy's +25.65% (1.043x).
+# beside it (REMAT_CHAIN) the walk takes +25.64% (1.043x).
 # Planted: remat_wanted never saying REMAT_CHAIN ("41.04% extra FLOPs ...
 # FAIL", mutant remat_chain_dp_only). 0.2 s of CPU.
 # remat_exact_gap_chain_least: at 5.75 MiB (6026496 bytes), at most 182.7%
