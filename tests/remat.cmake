@@ -138,7 +138,7 @@ set_tests_properties(remat_exact_gap_unet PROPERTIES LABELS unit)
 # and the relu written in place over it twice); with remat.c's schedules
 # beside it (REMAT_CHAIN) the walk takes +25.64% (1.043x).
 # Planted: remat_wanted never saying REMAT_CHAIN ("41.04% extra FLOPs ...
-# FAIL", mutant remat_chain_dp_only). 0.2 s of CPU.
+# FAIL", mutant remat_chain_dp_only). 0.4 s of CPU each (with the graphs).
 # remat_exact_gap_chain_least: at 5.75 MiB (6026496 bytes), at most 182.7%
 # (the optimum +169.26%, proven in 2 s; 1.05 x 2.6926 = 2.8272). The DP and
 # the greedy paid +197.48%; the refinement (REMAT_CHAIN_TRIALS) reaches the
