@@ -37,6 +37,13 @@ import remat_graphs  # noqa: E402
 import remat_ilp  # noqa: E402
 
 MIB = 2.0**20
+# the end of CBC 2.10.8's log, where the search completed and where it stopped
+# on its time limit (with a lower bound): what remat_ilp.cbc_result must read
+CBC_LOGS = [("Result - Optimal solution found\n\nObjective value:                2.86290221\n"
+             "Enumerated nodes:               0\n", ("Optimal solution found", 2.86290221, 2.86290221)),
+            ("Result - Stopped on time limit\n\nObjective value:                26938397094.00000000\n"
+             "Lower bound:                    24878424571.430\nGap:                            0.08\n",
+             ("Stopped on time limit", 26938397094.0, 24878424571.429))]
 
 
 def compile_plan(memplan, model, out, *opts):
@@ -82,6 +89,11 @@ def main():
             print("bench_remat: skipped: the exact solver needs PuLP and CBC; on Debian "
                   "`apt-get install python3-pulp coinor-cbc`, then run this with /usr/bin/python3")
             return 0
+    if a.check:
+        for log, want in CBC_LOGS:
+            got = remat_ilp.cbc_result(log)
+            if got[0] != want[0] or any(abs(x - y) > 1e-6 * abs(y) for x, y in zip(got[1:], want[1:])):
+                sys.exit(f"remat_ilp.cbc_result reads {got} from CBC's log ending\n{log}\nwhere it says {want}")
     paths = remat_graphs.write_all(os.path.join(a.workdir, "models"), a.seeds)
     if a.graphs:
         names = [os.path.basename(p)[:-5] for p in paths]
@@ -146,16 +158,19 @@ def main():
                 res = remat_ilp.solve(model, at, a.time_limit, objective=o, start=start)
                 extra, bound, status = res["extra"], res["bound"], res["status"]
                 solves += 1
-                unproven += status != "optimal"
+                unproven += status in ("time limit", "no solution in time")
                 if extra is not None and bound is not None:
                     bound = min(bound, extra)  # float noise: a bound is never above the best found
                 e = (remat_ilp.recompute_seconds(plan) if secs_obj else plan["totals"]["extra_flops"]) if plan else None
                 how = f"{status}, {res['secs']:.1f} s"
                 if start is not None:
-                    how += ", from memplan's" if res["start"] == "accepted" else ", memplan's start rejected by CBC"
+                    how += {"accepted": ", from memplan's", "rejected": ", memplan's start rejected by CBC",
+                            "unused": ", memplan's start unused (solved first)"}[res["start"]]
                 elif plan:
                     how += f", no start: {why}"
                 ratio = proven = None
+                if res["start"] == "accepted" and abs(res["start_extra"] - e) > 1e-4 * S_:  # CBC prints 6 digits
+                    how += f"; CBC costs memplan's start {100 * res['start_extra'] / S_:.2f}%, not {100 * e / S_:.2f}%"
                 if plan and status == "infeasible":
                     sys.exit(f"{name} at {b}: memplan's plan fits {at} live bytes and the MILP has no solution "
                              "there: its model counts more than the planner does")
@@ -172,7 +187,7 @@ def main():
                         how += "; memplan below the proven bound: the MILP's model and the plan disagree"
                     where = f"{name} at {b / MIB:.2f} MiB"
                     for k, v in (("found", ratio), ("proven", proven)):
-                        if v is not None and v - 1 > worst[o][k][0]:
+                        if v is not None and round(v - 1, 9) > worst[o][k][0]:
                             worst[o][k] = (v - 1, where)
                 rows += plan is not None and o == objectives[0]
                 if not plan and extra is not None:

@@ -259,8 +259,8 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
     on the extra, None when it gave none), "status" ("optimal", "time limit"
     (the best found), "infeasible" or "no solution in time"), "secs" (the
     solve's wall time), "start" (with start=(R, S), a schedule given to CBC as
-    its MIP start: "accepted" or "rejected", and "start_extra", what CBC says
-    it costs). A solution is replayed (replay()) before it is returned; a list
+    its MIP start: "accepted", "rejected" or "unused" (CBC solved the
+    problem without it), and "start_extra", what CBC says it costs). A solution is replayed (replay()) before it is returned; a list
     `schedule` receives its R and S matrices (describe() prints them)."""
     import os
     import tempfile
@@ -365,8 +365,10 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
     if start is not None:
         import re
 
+        # CBC says which: a cost; "could not be used" (infeasible in its
+        # model); nothing where it solved the problem before looking at it
         ms = re.search(r"MIPStart provided solution with cost (\S+)", log)
-        out["start"] = "accepted" if ms else "rejected"
+        out["start"] = "accepted" if ms else "rejected" if "could not be used" in log else "unused"
         out["start_extra"] = float(ms.group(1)) / scale if ms else None
     if prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         # infeasible, or no solution found within the time limit
