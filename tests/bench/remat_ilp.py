@@ -223,7 +223,7 @@ def variables(m):
     """Where the MILP has variables: the (stage, node) pairs of R (a stage that
     computes, after the node's own stage, up to its last use) and of S."""
     nodes, stages = m["nodes"], m["stages"]
-    T, F = len(stages), len(nodes)
+    F = len(nodes)
     st = [nd["stage"] for nd in nodes]
     comp = [s["node"] is not None or bool(s["reads"]) for s in stages]
     # a value is of use up to the last stage that reads it or a node that
@@ -260,8 +260,11 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
     (the best found), "infeasible" or "no solution in time"), "secs" (the
     solve's wall time), "start" (with start=(R, S), a schedule given to CBC as
     its MIP start: "accepted", "rejected" or "unused" (CBC solved the
-    problem without it), and "start_extra", what CBC says it costs). A solution is replayed (replay()) before it is returned; a list
-    `schedule` receives its R and S matrices (describe() prints them)."""
+    problem without it), and "start_breaks", the MILP's constraints it
+    breaks, by name: memory_T_K at stage T computing node K, memory_T_op at
+    its backward op, read_T_K, input_T_K_D, held_T_K). A
+    solution is replayed (replay()) before it is returned; a list `schedule`
+    receives its R and S matrices (describe() prints them)."""
     import os
     import tempfile
     import time
@@ -299,11 +302,11 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
         for k in range(F):
             if isinstance(r(t, k), pulp.LpVariable) or r(t, k) == 1:
                 for d in nodes[k]["deps"]:
-                    prob += r(t, k) <= r(t, d) + s(t, d)
+                    prob += r(t, k) <= r(t, d) + s(t, d), f"input_{t}_{k}_{d}"
             if (t + 1, k) in S:
-                prob += S[t + 1, k] <= s(t, k) + r(t, k)
+                prob += S[t + 1, k] <= s(t, k) + r(t, k), f"held_{t + 1}_{k}"
         for k in stages[t]["reads"]:
-            prob += r(t, k) + s(t, k) >= 1
+            prob += r(t, k) + s(t, k) >= 1, f"read_{t}_{k}"
     # memory, step by step inside each stage. Checkmate's paper frees a value
     # with a binary FREE[t,i,k] per edge and step; here a continuous
     # A[t,i,k] in [0,1] bounds from below whether value i is held at step k
@@ -312,6 +315,7 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
     # stage's backward op, or kept for the next). Only memory constraints
     # bound A from above, so at any integer R, S the least A is exact
     # liveness: the same optimum, no extra binaries.
+    live = []
     for t in range(T):
         avail = [k for k in range(F) if st[k] <= t]
         nxt = [s(t + 1, i) if t + 1 < T else 0 for i in range(F)]
@@ -333,21 +337,30 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
                 if not need:
                     continue
                 a_v = pulp.LpVariable(f"A_{t}_{i}_{k}", 0, 1)
+                live.append((a_v, pres, need))
                 for pv in pres:
                     for nv in need:
                         prob += a_v >= pv + nv - 1
                 held = held + a_v * nodes[i]["bytes"]
-            prob += held <= cap - stages[t]["pre"]
+            prob += held <= cap - stages[t]["pre"], f"memory_{t}_{k}"
         if stages[t]["node"] is None:  # the backward op (or a run without reads)
             prob += pulp.lpSum(nodes[i]["bytes"] * (1 if i in stages[t]["reads"] else nxt[i])
-                               for i in avail) <= cap - stages[t]["fixed"]
-    out = {"extra": None, "bound": None, "start": None, "start_extra": None}
+                               for i in avail) <= cap - stages[t]["fixed"], f"memory_{t}_op"
+    out = {"extra": None, "bound": None, "start": None, "start_breaks": None}
     if start is not None:
         for (t, k), v in R.items():
             if isinstance(v, pulp.LpVariable):
                 v.setInitialValue(start[0][t][k])
         for (t, k), v in S.items():
             v.setInitialValue(start[1][t][k])
+
+        def val(x):
+            return x.varValue if isinstance(x, pulp.LpVariable) else x
+
+        for a_v, pres, need in live:  # the least A: exact liveness
+            a_v.setInitialValue(max(0, max(val(pv) + val(nv) - 1 for pv in pres for nv in need)))
+        # the start in the MILP's own constraints (replay() runs it apart from them)
+        out["start_breaks"] = [n for n, c in prob.constraints.items() if not c.valid(1e-6 * max(1, abs(c.constant)))]
     fd, log_path = tempfile.mkstemp(prefix="remat_ilp_", suffix=".log")
     os.close(fd)
     t0 = time.time()
@@ -367,9 +380,9 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
 
         # CBC says which: a cost; "could not be used" (infeasible in its
         # model); nothing where it solved the problem before looking at it
-        ms = re.search(r"MIPStart provided solution with cost (\S+)", log)
+        # (the cost it prints is its presolved model's, without what presolve fixed)
+        ms = re.search(r"MIPStart provided solution with cost", log)
         out["start"] = "accepted" if ms else "rejected" if "could not be used" in log else "unused"
-        out["start_extra"] = float(ms.group(1)) / scale if ms else None
     if prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         # infeasible, or no solution found within the time limit
         out["status"] = "infeasible" if pulp.LpStatus[prob.status] == "Infeasible" else "no solution in time"
