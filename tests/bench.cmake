@@ -68,9 +68,16 @@ add_test(NAME bench_remat
 set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 3600)
 # The benchmark's graphs (fast, in CI): each generated YAML compiles and
 # verifies keeping everything, and the MILP's memory model counts the plan's
-# live bytes at every stage of the keep-all schedule (no solver needed).
-# CPU seconds: 0.6 (5.2 under ASan: Graphviz draws each plan; CI runs it in
-# build/, build-release/ and build-asan/, about 7 s in all). Planted once each: the model without the
+# live bytes at every stage of the keep-all schedule (no solver needed);
+# each graph's plan at 60% of keep-all (or its least) converts to the MILP's
+# MIP start (remat_ilp.from_plan) and replays in the MILP's model within the
+# plan's peak at the plan's extra FLOPs (the U-Net's and DenseNet's must: the
+# chain's DP plan keeps a conv's output apart from its relu, which the MILP
+# merges, and says so); CBC 2.10.8's log ends read right (the proven bound).
+# CPU seconds: 3.0 (0.8 before the conversion's six compiles with a budget;
+# 5.2 under ASan then: Graphviz draws each plan; CI runs it in
+# build/, build-release/ and build-asan/). Mutants remat_ilp_start_ignores_reads and
+# remat_ilp_bound_is_best_found (tests/mutants/mutants.py). Planted once each: the model without the
 # convs' scratch failed ("counts 19895808 bytes at stage 0 ..., the plan's
 # live ranges 29332992"), a skip concat naming a missing layer failed
 # (memplan's error, exit 1). bench_remat's replay, planted: the MILP without

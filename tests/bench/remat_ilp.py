@@ -453,7 +453,7 @@ def from_plan(m, plan):
     it that computes); a node is recomputed where all its ops are, once; a
     read takes the newest copy, held (S) from where it was computed to that
     read, as memplan's schedule does. The result is checked by replay() at
-    the plan's own peak; the extra FLOPs must be the plan's."""
+    the plan's own peak; the extra FLOPs and seconds must be the plan's."""
     nodes, stages, keep = m["nodes"], m["stages"], m["plan"]["schedule"]
     T, F = len(stages), len(nodes)
     rv, sv = variables(m)
@@ -508,6 +508,9 @@ def from_plan(m, plan):
         return None, None, f"replayed in the MILP's model: {e}"
     if extra != plan["totals"]["extra_flops"]:
         return None, None, f"the MILP's R recomputes {extra} FLOPs, the plan {plan['totals']['extra_flops']}"
+    secs, mine = replay(m, R, S, plan["totals"]["train_peak_bytes"], "secs"), recompute_seconds(plan)
+    if abs(secs - mine) > 1e-9 * m["step_seconds"]:
+        return None, None, f"the MILP's R recomputes {secs:.6g} s under op_seconds, the plan's recompute ops {mine:.6g}"
     return R, S, None
 
 
