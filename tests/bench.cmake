@@ -63,8 +63,8 @@ set_tests_properties(bench_generate PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RE
 # (estimated seconds and FLOPs), memplan's plan as CBC's start, each row's
 # ratio proven against CBC's lower bound, at most 30 s a solve: unet,
 # densenet, chain and random-1 took 20 minutes of wall on the 2-core machine
-# under load (2026-12-02), the six graphs about 45 (at 60 s a solve about
-# 80). Without python3-pulp and coinor-cbc it says how to install them and
+# under load (2026-12-02); the six graphs, estimated from random-1's 11
+# minutes, about 45 (at 60 s a solve about 80). Without python3-pulp and coinor-cbc it says how to install them and
 # passes, skipped.
 add_test(NAME bench_remat
          COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>

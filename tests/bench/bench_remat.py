@@ -194,10 +194,9 @@ def main():
                     proven = (S_ + e) / (S_ + bound)
                     if proven < 1 - 1e-9:
                         how += "; memplan below the proven bound: the MILP's model and the plan disagree"
-                    where = f"{name} at {b / MIB:.2f} MiB"
-                    for k, v in (("found", ratio), ("proven", proven)):
-                        if v is not None and round(v - 1, 9) > worst[o][k][0]:
-                            worst[o][k] = (v - 1, where)
+                for k, v in (("found", ratio), ("proven", proven)):
+                    if v is not None and round(v - 1, 9) > worst[o][k][0]:
+                        worst[o][k] = (v - 1, f"{name} at {b / MIB:.2f} MiB")
                 rows += plan is not None and o == objectives[0]
                 if not plan and extra is not None:
                     only_ilp.append(f"{name} {b / MIB:.2f} MiB ({o}: +{100 * extra / S_:.1f}%)")
