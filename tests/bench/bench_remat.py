@@ -1,6 +1,6 @@
 """bench_remat.py --memplan MEMPLAN --workdir DIR [--time-limit S] [--seeds N]
-[--graphs NAME,...] [--objective flops|seconds] [--json FILE] [--check]: memplan's recomputation against the exact
-integer program (issue 29; docs/budgets-and-levers.md#the-exact-benchmark).
+[--graphs NAME,...] [--objective both|seconds|flops] [--json FILE] [--check]: memplan's recomputation against the
+exact integer program (issue 29; docs/budgets-and-levers.md#the-exact-benchmark).
 
 For each generated graph (remat_graphs.py: the U-Net, the DenseNet block,
 a conv chain, random layered DAGs), at each budget `memplan sweep` reports
@@ -8,20 +8,29 @@ and at 90%..50% of the keep-all peak, it compiles with `--budget B
 --no-micro-batch --fused-loss off` and every precision lever at fp32
 (recomputation alone) and solves Checkmate's MILP
 (remat_ilp.py, PuLP + CBC, at most S seconds a solve) at memplan's own
-live-bytes peak, or at B where memplan does not fit. It prints both extra
-FLOPs, their ratio (memplan's step FLOPs over the optimum's) and a last line
-"within X% of the exact optimum at every budget". --json FILE also writes
-every row (bytes and FLOPs, the solver's status and seconds; with
---objective seconds, "ilp_extra_flops" and "memplan_extra" are seconds).
+live-bytes peak, or at B where memplan does not fit, once per objective:
+"seconds", memplan's own (planner/cost.c's CPU roofline,
+remat_ilp.op_seconds: a concat's copy costs its bytes, where its FLOPs are
+none; memplan's extra is its plan's recompute ops' seconds), and "flops"
+(plan.json's "extra FLOPs"); `--objective both`, the default, solves both.
 
---objective seconds: the MILP minimizes memplan's own cost model instead
-(planner/cost.c's CPU roofline, remat_ilp.op_seconds: a concat's copy costs
-its bytes, where its FLOPs are none), and both extras are seconds of it, in
-percent of the step's; memplan's are its plan's recompute ops' seconds.
+memplan's plan is CBC's MIP start (remat_ilp.from_plan: its recompute ops as
+the MILP's R and S, replayed in the MILP's model at the plan's peak; where
+the plan cannot be said exactly in the MILP's variables the row says why
+and CBC starts cold), so CBC's best is never worse than memplan's and its
+time goes to the lower bound. Each row prints both extras in percent of the
+step, CBC's proven lower bound, the ratio of the steps against the best
+found, (S + memplan's) / (S + best), and against the bound, the ratio
+proven at most; the last line names the worst of each, per objective.
+--json FILE also writes every row (one per budget and objective; bytes,
+the extras in the objective's unit, the bound, both ratios, the solver's
+status and seconds, the warm start's fate).
 
 --check (the unit test remat_graphs): only generate the graphs, compile and
-verify each keep-all plan, and check the MILP's memory model counts the
-plan's live bytes at every stage (no solver needed).
+verify each keep-all plan, check the MILP's memory model counts the plan's
+live bytes at every stage, convert each graph's plan at 60% of keep-all (or
+its least) into the MILP's start and replay it (the U-Net's and DenseNet's
+must convert), and read CBC's log ends (no solver needed).
 
 Without PuLP or CBC it prints how to install them and exits 0, skipped.
 """
@@ -37,6 +46,13 @@ import remat_graphs  # noqa: E402
 import remat_ilp  # noqa: E402
 
 MIB = 2.0**20
+# the end of CBC 2.10.8's log, where the search completed and where it stopped
+# on its time limit (with a lower bound): what remat_ilp.cbc_result must read
+CBC_LOGS = [("Result - Optimal solution found\n\nObjective value:                2.86290221\n"
+             "Enumerated nodes:               0\n", ("Optimal solution found", 2.86290221, 2.86290221)),
+            ("Result - Stopped on time limit\n\nObjective value:                26938397094.00000000\n"
+             "Lower bound:                    24878424571.430\nGap:                            0.08\n",
+             ("Stopped on time limit", 26938397094.0, 24878424571.429))]
 
 
 def compile_plan(memplan, model, out, *opts):
@@ -69,7 +85,7 @@ def main():
     ap.add_argument("--graphs", default="")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--json", help="also write every row to this file")
-    ap.add_argument("--objective", choices=("flops", "seconds"), default="flops")
+    ap.add_argument("--objective", choices=("both", "seconds", "flops"), default="both")
     a = ap.parse_args()
     if not a.check:
         try:
@@ -82,6 +98,11 @@ def main():
             print("bench_remat: skipped: the exact solver needs PuLP and CBC; on Debian "
                   "`apt-get install python3-pulp coinor-cbc`, then run this with /usr/bin/python3")
             return 0
+    if a.check:
+        for log, want in CBC_LOGS:
+            got = remat_ilp.cbc_result(log)
+            if got[0] != want[0] or any(abs(x - y) > 1e-6 * abs(y) for x, y in zip(got[1:], want[1:])):
+                sys.exit(f"remat_ilp.cbc_result reads {got} from CBC's log ending\n{log}\nwhere it says {want}")
     paths = remat_graphs.write_all(os.path.join(a.workdir, "models"), a.seeds)
     if a.graphs:
         names = [os.path.basename(p)[:-5] for p in paths]
@@ -89,7 +110,10 @@ def main():
         if unknown:
             sys.exit(f"bench_remat: --graphs: no graph {', '.join(unknown)} (the graphs: {', '.join(names)})")
         paths = [p for p in paths if os.path.basename(p)[:-5] in a.graphs.split(",")]
-    worst, worst_at, only_ilp, unproven, rows, table = 0.0, "", [], 0, 0, []
+    objectives = ("seconds", "flops") if a.objective == "both" else (a.objective,)
+    worst = {o: {"found": (0.0, ""), "proven": (0.0, "")} for o in objectives}
+    unbounded = {o: 0 for o in objectives}
+    only_ilp, unproven, solves, rows, table, starts = [], 0, 0, 0, [], [0, 0]
     for path in paths:
         name = os.path.basename(path)[:-5]
         compile_plan(a.memplan, path, os.path.join(a.workdir, name, "keep"))
@@ -102,62 +126,114 @@ def main():
         layers = remat_graphs.layer_count(open(path).read())
         print(f"{name}: {layers} layers, {len(model['nodes'])} forward values, {len(model['stages'])} stages; "
               f"keep-all peak {model['peak'] / MIB:.2f} MiB (the model's: the same), "
-              f"step {model['step_flops'] / 1e9:.2f} GFLOP")
-        if a.check:
-            continue
+              f"step {model['step_flops'] / 1e9:.2f} GFLOP, est. {model['step_seconds'] * 1e3:.1f} ms")
         peak = model["peak"]
+        if a.check:
+            # the warm start's conversion, without a solver: the plan at 60% of
+            # keep-all (or memplan's smallest budget) as the MILP's R and S,
+            # replayed at the plan's peak, its extra FLOPs the plan's
+            b = int(peak * 0.6)
+            plan, smallest = compile_plan(a.memplan, path, os.path.join(a.workdir, name, "60"), "--budget", str(b))
+            if not plan:
+                plan, _ = compile_plan(a.memplan, path, os.path.join(a.workdir, name, "least"), "--budget",
+                                       str(smallest))
+            R, S, why = remat_ilp.from_plan(model, plan)
+            if why:
+                print(f"  plan at {plan['totals']['train_peak_bytes'] / MIB:.2f} MiB: no MILP start: {why}")
+                if name in ("unet", "densenet"):  # whole-graph plans (remat.c) convert: the test's anchors
+                    sys.exit(f"{name}: memplan's plan at {plan['budget_bytes']} bytes as the MILP's schedule: {why}")
+                continue
+            n = sum(map(sum, R)) - len(model["nodes"])
+            print(f"  plan at {plan['totals']['train_peak_bytes'] / MIB:.2f} MiB: {n} recomputed nodes, replayed in "
+                  f"the MILP's model within its peak, {100 * plan['totals']['extra_flops'] / model['step_flops']:.2f}% "
+                  "extra FLOPs as the plan's")
+            continue
         grid = [int(peak * f / 10) for f in range(9, 4, -1)]
         budgets = sorted(set(sweep_budgets(a.memplan, path) + grid), reverse=True)
-        print(f"  {'budget MiB':>10} {'memplan peak':>12} {'memplan extra':>13} {'ILP extra':>10} {'ratio':>7}  ILP")
-        secs_obj = a.objective == "seconds"
-        S = model["step_seconds"] if secs_obj else model["step_flops"]
+        print(f"  {'budget MiB':>10} {'memplan peak':>12} {'objective':>9} {'memplan extra':>13} {'ILP extra':>10} "
+              f"{'ILP bound':>10} {'ratio':>6} {'proven':>7}  ILP")
         for b in budgets:
             plan, smallest = compile_plan(a.memplan, path, os.path.join(a.workdir, name, str(b)), "--budget", str(b))
             at = plan["totals"]["train_peak_bytes"] if plan else b
-            extra, status, secs = remat_ilp.solve(model, at, a.time_limit, objective=a.objective)
-            ilp = f"{100 * extra / S:9.2f}%" if extra is not None else f"{'-':>10}"
-            how = f"{status}, {secs:.1f} s"
-            table.append({"graph": name, "budget_bytes": b, "step_flops": S, "memplan_fits": plan is not None,
-                          "memplan_peak_bytes": at if plan else None,
-                          "memplan_extra_flops": plan["totals"]["extra_flops"] if plan else None,
-                          "ilp_extra_flops": extra, "ilp_status": status, "ilp_seconds": round(secs, 1),
-                          "objective": a.objective, "memplan_extra": (remat_ilp.recompute_seconds(plan) if secs_obj
-                                                                       else plan["totals"]["extra_flops"]) if plan else None})
-            if status in ("time limit", "no solution in time"):
-                unproven += 1
+            start, why = None, "memplan does not fit"
             if plan:
-                e = remat_ilp.recompute_seconds(plan) if secs_obj else plan["totals"]["extra_flops"]
-                mine = f"{100 * e / S:12.2f}%"
-                if status == "infeasible":
+                R, S, why = remat_ilp.from_plan(model, plan)
+                start = (R, S) if R else None
+            starts[start is not None] += plan is not None
+            lead = f"  {b / MIB:10.2f} {at / MIB if plan else 0:12.2f}" if plan else f"  {b / MIB:10.2f} {'no fit':>12}"
+            for o in objectives:
+                secs_obj = o == "seconds"
+                S_ = model["step_seconds"] if secs_obj else model["step_flops"]
+                res = remat_ilp.solve(model, at, a.time_limit, objective=o, start=start)
+                extra, bound, status = res["extra"], res["bound"], res["status"]
+                solves += 1
+                unproven += status in ("time limit", "no solution in time")
+                if extra is not None and bound is not None:
+                    bound = min(bound, extra)  # float noise: a bound is never above the best found
+                e = (remat_ilp.recompute_seconds(plan) if secs_obj else plan["totals"]["extra_flops"]) if plan else None
+                how = f"{status}, {res['secs']:.1f} s"
+                if start is not None:
+                    how += {"accepted": ", from memplan's", "rejected": ", memplan's start rejected by CBC",
+                            "unused": ", memplan's start unused (solved first)"}[res["start"]]
+                elif plan:
+                    how += f", no start: {why}"
+                ratio = proven = None
+                if res.get("start_breaks"):  # replay() ran it within the peak: the MILP and replay() disagree
+                    how += f"; memplan's start breaks the MILP's constraints {', '.join(res['start_breaks'][:3])}"
+                if plan and status == "infeasible":
                     sys.exit(f"{name} at {b}: memplan's plan fits {at} live bytes and the MILP has no solution "
                              "there: its model counts more than the planner does")
-                if extra is None:
-                    print(f"  {b / MIB:10.2f} {at / MIB:12.2f} {mine} {ilp} {'':>7}  {how}")
-                    continue
-                ratio = (S + e) / (S + extra)
-                rows += 1
-                if ratio - 1 > worst:
-                    worst, worst_at = ratio - 1, f"{name} at {b / MIB:.2f} MiB"
-                print(f"  {b / MIB:10.2f} {at / MIB:12.2f} {mine} {ilp} {ratio:7.3f}  {how}")
-            else:
-                if extra is not None:
-                    only_ilp.append(f"{name} {b / MIB:.2f} MiB (+{100 * extra / S:.1f}%)")
-                print(f"  {b / MIB:10.2f} {'no fit':>12} {'-':>13} {ilp} {'':>7}  {how}; "
-                      f"memplan's smallest {smallest / MIB:.2f} MiB")
+                if plan and extra is not None:
+                    ratio = (S_ + e) / (S_ + extra)
+                    if res["start"] == "accepted" and ratio < 1 - 1e-9:
+                        sys.exit(f"{name} at {b}: CBC's best, {extra}, is worse than memplan's schedule it was "
+                                 f"given as its start, {e}: the start or the MILP is wrong")
+                if plan and bound is None:
+                    unbounded[o] += 1
+                if plan and bound is not None:
+                    proven = (S_ + e) / (S_ + bound)
+                    if proven < 1 - 1e-9:
+                        how += "; memplan below the proven bound: the MILP's model and the plan disagree"
+                for k, v in (("found", ratio), ("proven", proven)):
+                    if v is not None and round(v - 1, 9) > worst[o][k][0]:
+                        worst[o][k] = (v - 1, f"{name} at {b / MIB:.2f} MiB")
+                rows += plan is not None and o == objectives[0]
+                if not plan and extra is not None:
+                    only_ilp.append(f"{name} {b / MIB:.2f} MiB ({o}: +{100 * extra / S_:.1f}%)")
+                pct = (lambda x, w=10: f"{100 * x / S_:{w - 1}.2f}%" if x is not None else f"{'-':>{w}}")
+                rat = (lambda x, w: f"{x:{w}.3f}" if x is not None else f"{'':>{w}}")
+                print(f"{lead} {'seconds' if secs_obj else 'FLOPs':>9} {pct(e, 13)} {pct(extra)} {pct(bound)} "
+                      f"{rat(ratio, 6)} {rat(proven, 7)}  {how}"
+                      + (f"; memplan's smallest {smallest / MIB:.2f} MiB" if not plan else ""))
+                lead = " " * len(lead)
+                table.append({"graph": name, "budget_bytes": b, "objective": o, "step": S_,
+                              "step_flops": model["step_flops"], "step_seconds": model["step_seconds"],
+                              "memplan_fits": plan is not None, "memplan_peak_bytes": at if plan else None,
+                              "memplan_extra_flops": plan["totals"]["extra_flops"] if plan else None,
+                              "memplan_extra": e, "ilp_extra": extra, "ilp_extra_bound": bound,
+                              "ilp_extra_flops": extra, "ilp_status": status, "ilp_seconds": round(res["secs"], 1),
+                              "ratio": ratio, "ratio_proven": proven, "warm_start": res["start"],
+                              "warm_start_breaks": res.get("start_breaks"),
+                              "no_warm_start_why": None if start is not None or not plan else why})
     if a.check:
-        print("remat_graphs: every graph compiles and verifies, and the MILP's model counts "
-              "the plan's live bytes at every stage")
+        print("remat_graphs: every graph compiles and verifies, the MILP's model counts the plan's live bytes at "
+              "every stage, and a plan with recomputation replays in it as the MILP's start")
         return 0
     if a.json:
         with open(a.json + ".tmp", "w") as f:
-            json.dump({"time_limit_s": a.time_limit, "rows": table}, f, indent=1)
+            json.dump({"time_limit_s": a.time_limit, "objectives": list(objectives), "rows": table}, f, indent=1)
         os.replace(a.json + ".tmp", a.json)
-    print(f"ILP: Checkmate's MILP in CBC, at most {a.time_limit:g} s a solve; {unproven} of the solves hit it "
-          "(their ratio is to the best found, the optimum's may be larger)")
+    print(f"ILP: Checkmate's MILP in CBC, at most {a.time_limit:g} s a solve; {unproven} of the {solves} solves "
+          "stopped before proving optimality (their proven ratio is against CBC's lower bound); "
+          f"memplan's plan was CBC's start at {starts[1]} of the {starts[0] + starts[1]} budgets memplan fits")
     if only_ilp:
         print(f"budgets the ILP fits and memplan does not ({len(only_ilp)}): {', '.join(only_ilp)}")
-    print(f"memplan is within {100 * worst:.1f}% of the exact optimum at every budget it plans "
-          f"({rows} budgets{'; worst: ' + worst_at if worst_at else ''})")
+    names = {"seconds": "in memplan's objective (estimated seconds)", "flops": "in FLOPs"}
+    parts = [f"{names[o]} within {100 * worst[o]['found'][0]:.1f}% of the best found, proven <= "
+             f"{100 * worst[o]['proven'][0]:.1f}%" + (f" (worst: {worst[o]['proven'][1]})" if worst[o]["proven"][1]
+                                                      else "")
+             + (f", {unbounded[o]} budgets without a bound from CBC" if unbounded[o] else "") for o in objectives]
+    print(f"memplan at every budget it plans ({rows}): {'; '.join(parts)}")
     return 0
 
 

@@ -101,6 +101,7 @@ def load(plan_path):
             node_of[b] = k
             if b not in nd["bufs"]:
                 nd["bufs"].append(b)
+        nd.setdefault("layers", []).append(op["layer"])
         nd["flops"] += op["flops"]
         nd["secs"] = nd.get("secs", 0) + op_seconds(op, rawsize)
         nd["pos"] = op["id"]
@@ -214,13 +215,58 @@ def keep_all_profile(m):
     return out
 
 
-def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops"):
-    """Checkmate's MILP at a live-bytes budget. Returns (extra FLOPs, or None
-    when there is no solution; "optimal", "time limit" (the best found),
-    "infeasible" or "no solution in time"; seconds). A solution is replayed
-    (replay()) before its FLOPs are returned; a list `schedule` receives its
-    R and S matrices (describe() prints them). objective "seconds": each
-    op's op_seconds() instead of its FLOPs, the extra returned in seconds."""
+class ReplayError(SystemExit):
+    """A schedule that does not run in the model; uncaught, it ends the bench with its message."""
+
+
+def variables(m):
+    """Where the MILP has variables: the (stage, node) pairs of R (a stage that
+    computes, after the node's own stage, up to its last use) and of S."""
+    nodes, stages = m["nodes"], m["stages"]
+    F = len(nodes)
+    st = [nd["stage"] for nd in nodes]
+    comp = [s["node"] is not None or bool(s["reads"]) for s in stages]
+    # a value is of use up to the last stage that reads it or a node that
+    # reads it (nodes in reverse order: users come later): no variables after
+    useful = [0] * F
+    for k in reversed(range(F)):
+        useful[k] = max([st[k]] + nodes[k]["readers"] + [useful[j] for j in nodes[k]["users"]])
+    sv = {(t, k) for k in range(F) for t in range(st[k] + 1, useful[k] + 1)}
+    return {(t, k) for t, k in sv if comp[t]}, sv
+
+
+def cbc_result(log):
+    """CBC 2.10's verdict from its log: (result, objective, lower bound), both of
+    the variables' part of the objective (the MPS file has no constant), None
+    where the log has none; where the search completed the bound is the
+    objective. The bound is printed to 3 decimals: 0.001 is taken off."""
+    import re
+
+    res = re.search(r"^Result - (.*)$", log, re.M)
+    obj = re.search(r"^Objective value:\s+(\S+)", log, re.M)
+    lb = re.search(r"^Lower bound:\s+(\S+)", log, re.M)
+    result = res.group(1).strip() if res else None
+    objective = float(obj.group(1)) if obj else None
+    if result == "Optimal solution found":
+        return result, objective, objective
+    return result, objective, float(lb.group(1)) - 1e-3 if lb else None
+
+
+def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops", start=None):
+    """Checkmate's MILP at a live-bytes budget. Returns a dict: "extra" (FLOPs,
+    or seconds with objective "seconds": each op's op_seconds() instead of its
+    FLOPs; None when there is no solution), "bound" (CBC's proven lower bound
+    on the extra, None when it gave none), "status" ("optimal", "time limit"
+    (the best found), "infeasible" or "no solution in time"), "secs" (the
+    solve's wall time), "start" (with start=(R, S), a schedule given to CBC as
+    its MIP start: "accepted", "rejected" or "unused" (CBC solved the
+    problem without it), and "start_breaks", the MILP's constraints it
+    breaks, by name: memory_T_K at stage T computing node K, memory_T_op at
+    its backward op, read_T_K, input_T_K_D, held_T_K). A
+    solution is replayed (replay()) before it is returned; a list `schedule`
+    receives its R and S matrices (describe() prints them)."""
+    import os
+    import tempfile
     import time
 
     import pulp
@@ -230,21 +276,15 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops")
     st = [nd["stage"] for nd in nodes]
     cap = budget - m["persistent"]
     prob = pulp.LpProblem("checkmate", pulp.LpMinimize)
-    # R[t][k]: node k (re)computed in stage t; only where stage t may compute
-    comp = [s["node"] is not None or bool(s["reads"]) for s in stages]
-    # a value is of use up to the last stage that reads it or a node that
-    # reads it (nodes in reverse order: users come later): no variables after
-    useful = [0] * F
-    for k in reversed(range(F)):
-        useful[k] = max([st[k]] + nodes[k]["readers"] + [useful[j] for j in nodes[k]["users"]])
+    rv, sv = variables(m)
     R, S = {}, {}
     for t in range(T):
         for k in range(F):
             if st[k] == t:
                 R[t, k] = 1
-            elif st[k] < t <= useful[k] and comp[t]:
+            elif (t, k) in rv:  # R[t][k]: node k (re)computed in stage t
                 R[t, k] = pulp.LpVariable(f"R_{t}_{k}", cat="Binary")
-            if st[k] < t <= useful[k]:
+            if (t, k) in sv:
                 S[t, k] = pulp.LpVariable(f"S_{t}_{k}", cat="Binary")
 
     def r(t, k):
@@ -254,16 +294,19 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops")
         return S.get((t, k), 0)
 
     key = "secs" if objective == "seconds" else "flops"
-    prob += pulp.lpSum(r(t, k) * nodes[k][key] for t in range(T) for k in range(F))
+    # seconds in microseconds: CBC's absolute tolerances (1e-4 and below) and
+    # its log's 3 decimals are then nothing beside a step's ~1e5 us
+    scale = 1e6 if key == "secs" else 1
+    prob += pulp.lpSum(r(t, k) * (nodes[k][key] * scale) for t in range(T) for k in range(F))
     for t in range(T):
         for k in range(F):
             if isinstance(r(t, k), pulp.LpVariable) or r(t, k) == 1:
                 for d in nodes[k]["deps"]:
-                    prob += r(t, k) <= r(t, d) + s(t, d)
+                    prob += r(t, k) <= r(t, d) + s(t, d), f"input_{t}_{k}_{d}"
             if (t + 1, k) in S:
-                prob += S[t + 1, k] <= s(t, k) + r(t, k)
+                prob += S[t + 1, k] <= s(t, k) + r(t, k), f"held_{t + 1}_{k}"
         for k in stages[t]["reads"]:
-            prob += r(t, k) + s(t, k) >= 1
+            prob += r(t, k) + s(t, k) >= 1, f"read_{t}_{k}"
     # memory, step by step inside each stage. Checkmate's paper frees a value
     # with a binary FREE[t,i,k] per edge and step; here a continuous
     # A[t,i,k] in [0,1] bounds from below whether value i is held at step k
@@ -272,6 +315,7 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops")
     # stage's backward op, or kept for the next). Only memory constraints
     # bound A from above, so at any integer R, S the least A is exact
     # liveness: the same optimum, no extra binaries.
+    live = []
     for t in range(T):
         avail = [k for k in range(F) if st[k] <= t]
         nxt = [s(t + 1, i) if t + 1 < T else 0 for i in range(F)]
@@ -293,44 +337,85 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops")
                 if not need:
                     continue
                 a_v = pulp.LpVariable(f"A_{t}_{i}_{k}", 0, 1)
+                live.append((a_v, pres, need))
                 for pv in pres:
                     for nv in need:
                         prob += a_v >= pv + nv - 1
                 held = held + a_v * nodes[i]["bytes"]
-            prob += held <= cap - stages[t]["pre"]
+            prob += held <= cap - stages[t]["pre"], f"memory_{t}_{k}"
         if stages[t]["node"] is None:  # the backward op (or a run without reads)
             prob += pulp.lpSum(nodes[i]["bytes"] * (1 if i in stages[t]["reads"] else nxt[i])
-                               for i in avail) <= cap - stages[t]["fixed"]
+                               for i in avail) <= cap - stages[t]["fixed"], f"memory_{t}_op"
+    out = {"extra": None, "bound": None, "start": None, "start_breaks": None}
+    if start is not None:
+        for (t, k), v in R.items():
+            if isinstance(v, pulp.LpVariable):
+                v.setInitialValue(start[0][t][k])
+        for (t, k), v in S.items():
+            v.setInitialValue(start[1][t][k])
+
+        def val(x):
+            return x.varValue if isinstance(x, pulp.LpVariable) else x
+
+        for a_v, pres, need in live:  # the least A: exact liveness
+            a_v.setInitialValue(max(0, max(val(pv) + val(nv) - 1 for pv in pres for nv in need)))
+        # the start in the MILP's own constraints (replay() runs it apart from them)
+        out["start_breaks"] = [n for n, c in prob.constraints.items() if not c.valid(1e-6 * max(1, abs(c.constant)))]
+    fd, log_path = tempfile.mkstemp(prefix="remat_ilp_", suffix=".log")
+    os.close(fd)
     t0 = time.time()
-    prob.solve(pulp.COIN_CMD(msg=False, timeLimit=time_limit, threads=threads))
-    secs = time.time() - t0
+    try:
+        prob.solve(pulp.COIN_CMD(msg=False, timeLimit=time_limit, threads=threads, warmStart=start is not None,
+                                 logPath=log_path))
+        log = open(log_path).read()
+    finally:
+        os.unlink(log_path)
+    out["secs"] = time.time() - t0
+    result, cbc_obj, cbc_lb = cbc_result(log)
+    const, base = prob.objective.constant, sum(nd[key] for nd in nodes)
+    if cbc_lb is not None:
+        out["bound"] = max(0.0, (cbc_lb + const) / scale - base)
+    if start is not None:
+        import re
+
+        # CBC says which: a cost; "could not be used" (infeasible in its
+        # model); nothing where it solved the problem before looking at it
+        # (the cost it prints is its presolved model's, without what presolve fixed)
+        ms = re.search(r"MIPStart provided solution with cost", log)
+        out["start"] = "accepted" if ms else "rejected" if "could not be used" in log else "unused"
     if prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         # infeasible, or no solution found within the time limit
-        return None, "infeasible" if pulp.LpStatus[prob.status] == "Infeasible" else "no solution in time", secs
+        out["status"] = "infeasible" if pulp.LpStatus[prob.status] == "Infeasible" else "no solution in time"
+        return out
+    got = pulp.value(prob.objective)
+    if cbc_obj is None or abs(cbc_obj + const - got) > 1e-6 * max(1.0, abs(got)):
+        raise SystemExit(f"remat_ilp: CBC's log says {result!r}, objective {cbc_obj}, its solution {got - const}: "
+                         "the log was misread (a CBC other than 2.10?); no bound can be trusted")
     val = {key: round(v.value()) if isinstance(v, pulp.LpVariable) else v for key, v in R.items()}
     comp_r = [[val.get((t, k), 0) for k in range(F)] for t in range(T)]
     comp_s = [[round(S[t, k].value()) if (t, k) in S else 0 for k in range(F)] for t in range(T)]
-    extra = replay(m, comp_r, comp_s, budget, key)
+    out["extra"] = replay(m, comp_r, comp_s, budget, key)
     if schedule is not None:
         schedule[:] = [comp_r, comp_s]
-    status = "optimal" if prob.sol_status == pulp.LpSolutionOptimal else "time limit"
-    return extra, status, secs
+    out["status"] = "optimal" if prob.sol_status == pulp.LpSolutionOptimal else "time limit"
+    return out
 
 
-def replay(m, R, S, budget, key="flops"):
+def replay(m, R, S, budget, key="flops", info=None):
     """Runs a solution's schedule (R[t][k]: node k computed in stage t, S[t][k]:
     held into stage t) freeing every value after its last use, independently
     of the MILP's constraints; checks every read finds its value and the peak
-    is within the budget. Returns the extra FLOPs."""
+    is within the budget (else raises ReplayError). Returns the extra FLOPs
+    (or seconds, key "secs"); a dict `info` receives the peak and its stage."""
     nodes, stages = m["nodes"], m["stages"]
     T, F = len(stages), len(nodes)
-    peak = 0
+    peak, peak_at = 0, 0
     for t, st in enumerate(stages):
         nxt = S[t + 1] if t + 1 < T else [0] * F
         todo = [k for k in range(F) if R[t][k]]
         held = {i for i in range(F) if S[t][i]}
         if t and not held <= {i for i in range(F) if S[t - 1][i] or R[t - 1][i]}:
-            raise SystemExit(f"replay: stage {t} holds a value the stage before neither held nor computed")
+            raise ReplayError(f"replay: stage {t} holds a value the stage before neither held nor computed")
 
         def needed(i, after):
             return nxt[i] or i in st["reads"] or any(j > after and j in todo for j in nodes[i]["users"])
@@ -338,19 +423,95 @@ def replay(m, R, S, budget, key="flops"):
         held = {i for i in held if needed(i, -1)}
         for k in todo:
             if not nodes[k]["deps"] <= held:
-                raise SystemExit(f"replay: stage {t} computes {nodes[k]['name']} without its inputs")
+                raise ReplayError(f"replay: stage {t} computes {nodes[k]['name']} without its inputs")
             mem = sum(nodes[i]["bytes"] for i in held) + nodes[k]["bytes"] + nodes[k]["scratch"]
             i = nodes[k]["inplace_of"]
             if i is not None and i in held and not needed(i, k):
                 mem -= nodes[i]["bytes"]
-            peak = max(peak, m["persistent"] + st["pre"] + mem)
+            if m["persistent"] + st["pre"] + mem > peak:
+                peak, peak_at = m["persistent"] + st["pre"] + mem, t
             held = {i for i in held | {k} if needed(i, k)}
         if not st["reads"] <= held:
-            raise SystemExit(f"replay: stage {t}'s backward op reads a value not held")
-        peak = max(peak, m["persistent"] + st["fixed"] + sum(nodes[i]["bytes"] for i in held))
+            raise ReplayError(f"replay: stage {t}'s backward op reads a value not held")
+        if m["persistent"] + st["fixed"] + sum(nodes[i]["bytes"] for i in held) > peak:
+            peak, peak_at = m["persistent"] + st["fixed"] + sum(nodes[i]["bytes"] for i in held), t
+    if info is not None:
+        info.update(peak=peak, stage=peak_at)
     if peak > budget:
-        raise SystemExit(f"replay: the MILP's schedule peaks at {peak} bytes, over its budget {budget}")
+        op = m["plan"]["schedule"][stages[peak_at]["pos"][0]]
+        raise ReplayError(f"replay: the schedule peaks at {peak} bytes in stage {peak_at} (keep-all position "
+                          f"{op['id']}, {op['phase']} {op['layer']}), over its budget {budget}")
     return sum(nodes[k][key] for t in range(T) for k in range(F) if R[t][k]) - sum(nd[key] for nd in nodes)
+
+
+def from_plan(m, plan):
+    """A plan's recomputation (plan.json compiled with a budget, the same model
+    and options as the keep-all plan m was loaded from) as the MILP's R and S:
+    returns (R, S, None), or (None, None, why) where it cannot be said exactly
+    in the MILP's variables. Each recompute op is its forward op rerun in the
+    stage of the next op of the keep-all schedule (or the first stage after
+    it that computes); a node is recomputed where all its ops are, once; a
+    read takes the newest copy, held (S) from where it was computed to that
+    read, as memplan's schedule does. The result is checked by replay() at
+    the plan's own peak; the extra FLOPs and seconds must be the plan's."""
+    nodes, stages, keep = m["nodes"], m["stages"], m["plan"]["schedule"]
+    T, F = len(stages), len(nodes)
+    rv, sv = variables(m)
+    comp = {t for t, _ in rv} | {nd["stage"] for nd in nodes}
+    node_of = {layer: k for k, nd in enumerate(nodes) for layer in nd["layers"]}
+    stage_at = {q: t for t, s in enumerate(stages) for q in s["pos"]}
+    R = [[1 if nd["stage"] == t else 0 for nd in nodes] for t in range(T)]
+    pending, q = [], 0
+    for op in plan["schedule"]:
+        if op["phase"] == "recompute":
+            if op["layer"] not in node_of:
+                return None, None, f"it recomputes {op['layer']}, which no forward node of the model computes"
+            pending.append(op["layer"])
+            continue
+        if q >= len(keep) or (op["op"], op["phase"], op["layer"]) != (keep[q]["op"], keep[q]["phase"],
+                                                                       keep[q]["layer"]):
+            return None, None, (f"its op {op['id']} ({op['phase']} {op['layer']}) is not the keep-all schedule's op "
+                                f"{q} with the recompute ops taken out")
+        if pending:
+            t = stage_at.get(q)
+            while t is not None and t < T and t not in comp:
+                t += 1
+            if t is None or t >= T:
+                return None, None, f"it recomputes {', '.join(pending)} before op {op['id']}, where no stage computes"
+            for k in sorted({node_of[layer] for layer in pending}):
+                ran = sorted(x for x in pending if node_of[x] == k)
+                if ran != sorted(nodes[k]["layers"]):
+                    return None, None, (f"before op {op['id']} it reruns {' '.join(ran)}, where the MILP's node "
+                                        f"{nodes[k]['name']} is {' '.join(nodes[k]['layers'])} once each (the keep-all "
+                                        "plan writes them in place, into one value)")
+                if (t, k) not in rv:
+                    return None, None, f"it recomputes {nodes[k]['name']} in stage {t}, after its last use"
+                R[t][k] = 1
+            pending = []
+        q += 1
+    if q != len(keep) or pending:
+        return None, None, "its schedule ends before the keep-all schedule's"
+    S = [[0] * F for _ in range(T)]
+    for k in range(F):
+        last = nodes[k]["stage"]
+        for t in range(last, T):
+            last = t if R[t][k] else last
+            if k in stages[t]["reads"] or any(R[t][j] and k in nodes[j]["deps"] for j in nodes[k]["users"]):
+                for u in range(last + 1, t + 1):
+                    S[u][k] = 1
+    if any(S[t][k] and (t, k) not in sv for t in range(T) for k in range(F)):
+        return None, None, "it holds a value past its last use"
+    info = {}
+    try:
+        extra = replay(m, R, S, plan["totals"]["train_peak_bytes"], "flops", info)
+    except ReplayError as e:
+        return None, None, f"replayed in the MILP's model: {e}"
+    if extra != plan["totals"]["extra_flops"]:
+        return None, None, f"the MILP's R recomputes {extra} FLOPs, the plan {plan['totals']['extra_flops']}"
+    secs, mine = replay(m, R, S, plan["totals"]["train_peak_bytes"], "secs"), recompute_seconds(plan)
+    if abs(secs - mine) > 1e-9 * m["step_seconds"]:
+        return None, None, f"the MILP's R recomputes {secs:.6g} s under op_seconds, the plan's recompute ops {mine:.6g}"
+    return R, S, None
 
 
 def describe(m, R, S):
@@ -374,7 +535,7 @@ if __name__ == "__main__":  # remat_ilp.py KEEP_ALL_PLAN.json BUDGET_BYTES [TIME
 
     model = load(sys.argv[1])
     sol = []
-    extra, status, secs = solve(model, int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 60, schedule=sol)
-    print(f"extra {extra} FLOPs ({status}, {secs:.1f} s)")
+    res = solve(model, int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 60, schedule=sol)
+    print(f"extra {res['extra']} FLOPs, at least {res['bound']} ({res['status']}, {res['secs']:.1f} s)")
     if sol:
         print(describe(model, *sol))

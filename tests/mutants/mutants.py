@@ -238,6 +238,19 @@ MUTANTS += [
          search="use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS",
          replace="use == REMAT_CHAIN ? 0 : REMAT_REFINE_TRIALS",
          tests=["remat_exact_gap_chain_least"]),
+    # bench_remat's MIP start (tests/bench/remat_ilp.py from_plan): a value read by a backward op not held
+    # into its stage, only for recomputing its users; remat_graphs replays each plan as the start (the U-Net's:
+    # "replay: stage 17's backward op reads a value not held")
+    dict(name="remat_ilp_start_ignores_reads", file="tests/bench/remat_ilp.py",
+         search='            if k in stages[t]["reads"] or any(R[t][j] and k in nodes[j]["deps"]',
+         replace='            if False or any(R[t][j] and k in nodes[j]["deps"]',
+         tests=["remat_graphs"]),
+    # CBC's best found taken for its lower bound where it stopped on its time limit: every ratio "proven"
+    # (remat_graphs reads CBC 2.10.8's log ends, bench_remat.CBC_LOGS)
+    dict(name="remat_ilp_bound_is_best_found", file="tests/bench/remat_ilp.py",
+         search="    return result, objective, float(lb.group(1)) - 1e-3 if lb else None",
+         replace="    return result, objective, objective",
+         tests=["remat_graphs"]),
     # --head-grad deferred forced where the plan's updates wait (micro-batches, fp16, clipping): kept silently
     dict(name="headgrad_deferred_unapplied_kept", file="planner/driver.c",
          search="  if (rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
