@@ -233,12 +233,6 @@ MUTANTS += [
          search="    int left = S.trials, share = left;",
          replace="    int left = S.trials, share = left / (ntargets - t);",
          tests=["remat_exact_gap_random3"]),
-    # remat_refine.c running a kick that brings back the same positions as one tried (random-3's least target
-    # runs out of trials before the kick that finds +51.29%)
-    dict(name="remat_refine_kicks_repeated", file="planner/remat_refine.c",
-         search="    if (b == S->npos) return true;",
-         replace="    if (b == S->npos && b < 0) return true;",
-         tests=["remat_exact_gap_random3"]),
     # --head-grad deferred forced where the plan's updates wait (micro-batches, fp16, clipping): kept silently
     dict(name="headgrad_deferred_unapplied_kept", file="planner/driver.c",
          search="  if (rq->fit.head_grad == HG_DEFERRED && strcmp(p->head_grad, \"deferred\")) {",
