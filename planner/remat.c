@@ -214,8 +214,8 @@ static void ranked(Rm *r, const Step *plain, int gap, Cands *out) {
   }
 }
 
-/* remat_refine.c's schedules, one per greedy candidate's peak, from the
- * schedule that recomputes every read (nothing kept, gap 0). */
+/* remat_refine.c's schedules, one or two per greedy candidate's peak, from
+ * the schedule that recomputes every read (nothing kept, gap 0). */
 static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int64_t target, Cands *all) {
   bool *none = ar_alloc(r->ar, sizeof(bool) * (size_t)(r->g->nt + 1));
   double rec, area;
@@ -237,7 +237,7 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int64_t target,
   }
   if (target > 0) /* every trial spent under the one peak wanted */
     targets[0] = target, nt = 1;
-  RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(nt + 1));
+  RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(2 * nt + 1));
   int n = 0;
   int *op = ar_alloc(r->ar, sizeof(int) * (size_t)(r->nf + 1));
   for (int i = 0; i < r->g->nops; i++)
@@ -261,7 +261,9 @@ RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const 
   static const int gaps[] = {0, 2, 8, 1 << 30};
   for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
   refine(&r, peak, ctx, use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS, target, &all);
-  /* fastest first; a candidate stays when no faster one peaks as low */
+  /* fastest first; a candidate stays when no faster one peaks as low, or
+   * when it is a descent's twin peaking as low as the last kept (the same
+   * liveness peak may pack into a smaller arena: random-1's least budget) */
   for (int i = 1; i < all.n; i++)
     for (int j = i; j > 0 && all.v[j].recompute < all.v[j - 1].recompute; j--) {
       RematCand t = all.v[j];
@@ -269,7 +271,8 @@ RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const 
     }
   int m = 0;
   for (int i = 0; i < all.n; i++)
-    if (!m || all.v[i].peak < all.v[m - 1].peak) all.v[m++] = all.v[i];
+    if (!m || all.v[i].peak < all.v[m - 1].peak || (all.v[i].twin && all.v[i].peak == all.v[m - 1].peak))
+      all.v[m++] = all.v[i];
   *n = m;
   return all.v;
 }
