@@ -6,6 +6,7 @@
 #include "build.h"
 #include "decode.h"
 #include "levers.h"
+#include "plan_build.h"
 #include "verify.h"
 
 /* --opt-state: a format given is fitted as asked (AdamW only); auto fits
@@ -218,6 +219,10 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
     load_free(src);
     return out;
   }
+  /* every fit below shares one memo of packings: the levers' tries pack the same schedule more than once */
+  PlanRequest withm = *rq;
+  withm.fit.memo = pack_memo_new(ar);
+  rq = &withm;
   /* generation's caches sit above the arena: the levers fit the arena into what they leave of the budget */
   int64_t kv = rq->gen_context ? decode_graph_bytes(g, rq->gen_context) + rq->fit.align : 0;
   PlanRequest lessk = *rq;

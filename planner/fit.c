@@ -54,7 +54,7 @@ static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const
   Live *le = live_build(ar, s, s->eval, s->neval);
   Plan *p = plan_build(ar, g, s, lt, le, o->align);
   p->guard_bytes = o->guard;
-  plan_assign(p, o->time_limit);
+  plan_assign_memo(p, o->time_limit, o->memo);
   p->extra_flops = s->recompute_flops;
   p->precision = prec_name(o->precision);
   if (o->precision == PREC_AUTO) { /* what auto chose: bf16 where anything was lowered */

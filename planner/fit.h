@@ -59,6 +59,8 @@ typedef struct {
                            (-1: the driver's auto); 0: one process, no collectives */
   int64_t pack_below;   /* > 0: a plan keeping everything whose liveness lower bound is this or more (and over
                            the budget) is not packed but deferred (FitResult.deferred); 0: every plan is packed */
+  /* the compilation's packings (plan_build.h's PackMemo), NULL: none */
+  struct PackMemo *memo;
 } FitOptions;
 
 /* A plan keeping everything that pack_below left unpacked: its graph, its

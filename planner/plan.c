@@ -221,9 +221,75 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
   return p;
 }
 
+/* One remembered packing: its input (items, alignment, limit) and what
+ * assign_offsets gave for it. */
+typedef struct PackEntry {
+  uint64_t hash;
+  int n;
+  int64_t align;
+  double tl;
+  AsgItem *items;
+  int64_t *off;
+  AsgResult r;
+  struct PackEntry *next;
+} PackEntry;
+
+/* At most PACK_MEMO_MAX_BYTES of items and offsets are kept (sd-unet's
+ * packings: 3,355 items, 107 KB each). */
+enum { PACK_MEMO_MAX_BYTES = 64 << 20 };
+
+struct PackMemo {
+  Arena *ar;
+  PackEntry *head;
+  size_t bytes;
+  int hits; /* packings copied (tests read it) */
+};
+
+PackMemo *pack_memo_new(Arena *ar) {
+  PackMemo *m = ar_alloc(ar, sizeof *m);
+  m->ar = ar;
+  return m;
+}
+
+int pack_memo_hits(const PackMemo *m) { return m ? m->hits : 0; }
+
+static uint64_t items_hash(const AsgItem *it, int n, int64_t align, double tl) {
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)n ^ ((uint64_t)align << 32) ^ (uint64_t)(tl * 1e6);
+  for (int i = 0; i < n; i++) {
+    uint64_t v[3] = {(uint64_t)it[i].lo, (uint64_t)it[i].hi, (uint64_t)it[i].size};
+    for (int k = 0; k < 3; k++) h = (h ^ v[k]) * 1099511628211ull;
+  }
+  return h;
+}
+
+/* assign_offsets through the memo. */
+static AsgResult assign_memo(PackMemo *m, const AsgItem *it, int n, int64_t align, double tl, int64_t *off) {
+  if (!m) return assign_offsets(it, n, align, tl, off);
+  uint64_t h = items_hash(it, n, align, tl);
+  for (PackEntry *e = m->head; e; e = e->next)
+    if (e->hash == h && e->n == n && e->align == align && e->tl == tl &&
+        !memcmp(e->items, it, sizeof(AsgItem) * (size_t)n)) {
+      memcpy(off, e->off, sizeof(int64_t) * (size_t)n);
+      m->hits++;
+      return e->r;
+    }
+  AsgResult r = assign_offsets(it, n, align, tl, off);
+  size_t bytes = (sizeof(AsgItem) + sizeof(int64_t)) * (size_t)n;
+  if (m->bytes + bytes <= PACK_MEMO_MAX_BYTES) {
+    PackEntry *e = ar_alloc(m->ar, sizeof *e);
+    *e = (PackEntry){.hash = h, .n = n, .align = align, .tl = tl, .r = r, .next = m->head};
+    e->items = ar_alloc(m->ar, sizeof(AsgItem) * (size_t)n);
+    e->off = ar_alloc(m->ar, sizeof(int64_t) * (size_t)n);
+    memcpy(e->items, it, sizeof(AsgItem) * (size_t)n);
+    memcpy(e->off, off, sizeof(int64_t) * (size_t)n);
+    m->head = e, m->bytes += bytes;
+  }
+  return r;
+}
+
 /* Packs the transient buffers of one schedule above `base`; returns the
  * packing's height (without base) and its lower bound. */
-static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, int64_t *lb) {
+static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, PackMemo *memo, int64_t *lb) {
   AsgItem *it = calloc((size_t)p->nbuf + 1, sizeof(AsgItem));
   int64_t *off = calloc((size_t)p->nbuf + 1, sizeof(int64_t));
   int *id = calloc((size_t)p->nbuf + 1, sizeof(int));
@@ -234,7 +300,7 @@ static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, int64_t *lb)
       it[n] = (AsgItem){p->buf[b].first, p->buf[b].last, p->buf[b].bytes + p->guard_bytes};
       id[n++] = b;
     }
-  AsgResult r = assign_offsets(it, n, p->align, tl, off);
+  AsgResult r = assign_memo(memo, it, n, p->align, tl, off);
   for (int i = 0; i < n; i++) p->buf[id[i]].offset = base + off[i];
   if (set == SCHED_TRAIN) {
     p->assign_method = r.method;
@@ -277,7 +343,9 @@ static void peak_by_role(Plan *p) {
   free(delta);
 }
 
-void plan_assign(Plan *p, double time_limit_s) {
+void plan_assign(Plan *p, double time_limit_s) { plan_assign_memo(p, time_limit_s, NULL); }
+
+void plan_assign_memo(Plan *p, double time_limit_s, PackMemo *memo) {
   int64_t base = 0;
   for (int b = 0; b < p->nbuf; b++)
     if (p->buf[b].sched == SCHED_BOTH) {
@@ -286,8 +354,8 @@ void plan_assign(Plan *p, double time_limit_s) {
     }
   p->persistent_bytes = base;
   int64_t lbt, lbe;
-  int64_t ht = pack(p, SCHED_TRAIN, base, time_limit_s, &lbt);
-  int64_t he = pack(p, SCHED_EVAL, base, time_limit_s, &lbe);
+  int64_t ht = pack(p, SCHED_TRAIN, base, time_limit_s, memo, &lbt);
+  int64_t he = pack(p, SCHED_EVAL, base, time_limit_s, memo, &lbe);
   p->train_peak_bytes = base + ht;
   p->eval_peak_bytes = base + he;
   p->arena_bytes = base + (ht > he ? ht : he);

@@ -16,6 +16,19 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
  * above them by assign_offsets; fills the totals. */
 void plan_assign(Plan *p, double time_limit_s);
 
+/* The packings of one compilation, remembered: the levers plan the same
+ * schedule more than once (sd-unet's LoRA compile at 2G packed four of its
+ * big step's schedules twice, 0.46 of its 2.6 CPU s, each settings' try
+ * building the same step), and assign_offsets returns the same offsets for
+ * the same items, alignment and limit, so an identical packing is copied.
+ * Lives in `ar` (freed with it). */
+typedef struct PackMemo PackMemo;
+PackMemo *pack_memo_new(Arena *ar);
+/* plan_assign, packing each schedule at most once per memo (NULL: none). */
+void plan_assign_memo(Plan *p, double time_limit_s, PackMemo *memo);
+/* How many packings the memo copied instead of packing (0 for NULL). */
+int pack_memo_hits(const PackMemo *memo);
+
 /* --dump=plan: a stable text listing of buffers and schedules. */
 void plan_dump(const Plan *p, FILE *out);
 

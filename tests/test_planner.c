@@ -659,6 +659,39 @@ static void test_dropout_masks(void) {
   ar_free(&ar);
 }
 
+/* The memo of packings (plan_assign_memo): a packing identical in items,
+ * alignment and limit is copied (the same offsets as packing it), one that
+ * differs in any of them is packed. */
+static Plan *unassigned(Arena *ar, Graph *g, int64_t guard) {
+  Step *s = ad_build(ar, g, true, NULL);
+  Plan *p = plan_build(ar, g, s, live_build(ar, s, s->train, s->ntrain), live_build(ar, s, s->eval, s->neval), 256);
+  p->guard_bytes = guard;
+  return p;
+}
+
+static void test_pack_memo(void) {
+  Arena ar = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gpt2-mini.yaml", models);
+  Graph *g = load_model(&ar, path, NULL, 0);
+  PackMemo *m = pack_memo_new(&ar);
+  Plan *a = unassigned(&ar, g, 0), *b = unassigned(&ar, g, 0);
+  plan_assign_memo(a, 0.2, m);
+  CHECK(pack_memo_hits(m) == 0); /* train and eval differ */
+  plan_assign_memo(b, 0.2, m);
+  CHECK(pack_memo_hits(m) == 2 && b->arena_bytes == a->arena_bytes && verify_plan(b) == NULL);
+  bool same = a->nbuf == b->nbuf;
+  for (int i = 0; same && i < a->nbuf; i++) same = a->buf[i].offset == b->buf[i].offset;
+  CHECK(same);
+  /* guard bytes: as many items, other sizes; another limit: the same items */
+  Plan *c = unassigned(&ar, g, 64), *d = unassigned(&ar, g, 0);
+  plan_assign_memo(c, 0.2, m);
+  plan_assign_memo(d, 0.1, m);
+  CHECK(pack_memo_hits(m) == 2 && verify_plan(c) == NULL && c->arena_bytes > a->arena_bytes);
+  CHECK(pack_memo_hits(NULL) == 0);
+  ar_free(&ar);
+}
+
 int main(int argc, char **argv) {
   models = argc > 1 ? argv[1] : "models";
   test_expr();
@@ -673,5 +706,6 @@ int main(int argc, char **argv) {
   test_scratch();
   test_models();
   test_dropout_masks();
+  test_pack_memo();
   return check_summary("test_planner");
 }
