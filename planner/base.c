@@ -22,7 +22,8 @@ struct ArBlock {
   max_align_t data[];
 };
 
-void *ar_alloc(Arena *a, size_t n) {
+/* ar_alloc without the zeroing. */
+static void *ar_raw(Arena *a, size_t n) {
   size_t al = sizeof(max_align_t);
   n = (n + al - 1) / al * al;
   if (!a->head || a->head->cap - a->head->used < n) {
@@ -46,13 +47,30 @@ void *ar_alloc(Arena *a, size_t n) {
   }
   void *p = (char *)a->head->data + a->head->used;
   a->head->used += n;
+  return p;
+}
+
+void *ar_alloc(Arena *a, size_t n) {
+  void *p = ar_raw(a, n);
   memset(p, 0, n);
   return p;
 }
 
+/* The last allocation of the newest block grows where it is when the block
+ * has room (a growing VEC, the usual case, is copied no more); elsewhere
+ * only the bytes past the copy are zeroed. */
 void *ar_grow(Arena *a, void *old, size_t oldn, size_t newn) {
-  void *p = ar_alloc(a, newn);
-  if (old && oldn) memcpy(p, old, oldn < newn ? oldn : newn);
+  size_t al = sizeof(max_align_t), r = (oldn + al - 1) / al * al, rn = (newn + al - 1) / al * al;
+  ArBlock *h = a->head;
+  if (old && oldn && newn > oldn && h && (char *)old + r == (char *)h->data + h->used && h->used - r + rn <= h->cap) {
+    h->used += rn - r;
+    memset((char *)old + oldn, 0, newn - oldn);
+    return old;
+  }
+  size_t keep = old && oldn ? (oldn < newn ? oldn : newn) : 0;
+  char *p = ar_raw(a, newn);
+  if (keep) memcpy(p, old, keep);
+  memset(p + keep, 0, newn - keep);
   return p;
 }
 

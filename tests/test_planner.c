@@ -692,6 +692,32 @@ static void test_pack_memo(void) {
   ar_free(&ar);
 }
 
+/* ar_grow: the newest allocation grows in place, keeping its bytes and
+ * zeroing the new ones (in a reused, dirty block); any other is copied. */
+static bool bytes_are(const unsigned char *p, size_t from, size_t to, unsigned char v) {
+  for (size_t i = from; i < to; i++)
+    if (p[i] != v) return false;
+  return true;
+}
+
+static void test_arena_grow(void) {
+  Arena ar = {0};
+  memset(ar_alloc(&ar, 1000), 0xff, 1000);
+  ar_reset(&ar); /* the next allocations reuse those dirty bytes */
+  unsigned char *a = ar_alloc(&ar, 40);
+  CHECK(bytes_are(a, 0, 40, 0));
+  memset(a, 0xab, 40);
+  unsigned char *b = ar_grow(&ar, a, 40, 200);
+  CHECK(b == a && bytes_are(b, 0, 40, 0xab) && bytes_are(b, 40, 200, 0));
+  unsigned char *c = ar_alloc(&ar, 16);
+  memset(c, 0xcd, 16);
+  unsigned char *d = ar_grow(&ar, b, 200, 400); /* not the newest: copied */
+  CHECK(d != b && bytes_are(d, 0, 40, 0xab) && bytes_are(d, 40, 400, 0) && bytes_are(c, 0, 16, 0xcd));
+  unsigned char *e = ar_grow(&ar, d, 400, 3u << 20); /* past the block: copied */
+  CHECK(e != d && bytes_are(e, 0, 40, 0xab) && bytes_are(e, 40, 3u << 20, 0));
+  ar_free(&ar);
+}
+
 int main(int argc, char **argv) {
   models = argc > 1 ? argv[1] : "models";
   test_expr();
@@ -707,5 +733,6 @@ int main(int argc, char **argv) {
   test_models();
   test_dropout_masks();
   test_pack_memo();
+  test_arena_grow();
   return check_summary("test_planner");
 }
