@@ -26,6 +26,7 @@ typedef struct {
   int *last_writer; /* per param: the graph op whose backward completes its gradient */
   int *fscratch;    /* per graph op: the scratch of its first forward run (shared with eval), -1 */
   bool fuse;
+  bool unnamed; /* Actions.unnamed: new tensors take their source's name, shapes no symbols */
 } Ad;
 
 static Role role_of(TensorKind k) {
@@ -58,9 +59,13 @@ static int scratch_tensor(Ad *a, int i, bool backward, const char *suffix) {
   int64_t bytes = oi->scratch(dim, backward);
   if (bytes <= 0) return -1;
   int64_t n = (bytes + 3) / 4;
-  const char *sym = ar_printf(a->ar, "%lld", (long long)n);
-  STensor t = {ar_printf(a->ar, "%s.%s", o->name, suffix), ROLE_TEMP, DT_F32,
-               {.rank = 1, .d = {n}, .sym = {sym}},        o->out[0], {INIT_NONE, 0}};
+  const char *sym = a->unnamed ? "?" : ar_printf(a->ar, "%lld", (long long)n);
+  STensor t = {a->unnamed ? o->name : ar_printf(a->ar, "%s.%s", o->name, suffix),
+               ROLE_TEMP,
+               DT_F32,
+               {.rank = 1, .d = {n}, .sym = {sym}},
+               o->out[0],
+               {INIT_NONE, 0}};
   VEC_PUSH(a->ar, a->t, t);
   return a->t.n - 1;
 }
@@ -107,7 +112,7 @@ static void make_grads(Ad *a) {
       int t = o->in[k];
       if (t < 0 || !op_info(o->kind)->grad_to[k] || !dep[t] || grad[t] >= 0) continue;
       Role r = g->t[t].kind == TK_PARAM ? ROLE_GRAD : ROLE_ACTIVATION;
-      grad[t] = new_tensor(a, ar_printf(a->ar, "%s.grad", g->t[t].name), r, t);
+      grad[t] = new_tensor(a, a->unnamed ? g->t[t].name : ar_printf(a->ar, "%s.grad", g->t[t].name), r, t);
     }
   }
   a->s->grad = grad;
@@ -139,11 +144,14 @@ static void run_forward(Ad *a, int i) {
     if (k >= oi->nout - oi->nstats && !oi->mode_arg && !a->s->saved[t])
       continue; /* statistics no backward reads
                  * (frozen): not written, as in eval */
-    if (again) a->cur[t] = new_tensor(a, ar_printf(a->ar, "%s@%d", a->g->t[t].name, a->runs[i]), ROLE_ACTIVATION, t);
+    const char *name = a->g->t[t].name;
+    if (again)
+      a->cur[t] = new_tensor(a, a->unnamed ? name : ar_printf(a->ar, "%s@%d", name, a->runs[i]), ROLE_ACTIVATION, t);
     f.out[k] = a->cur[t];
   }
   if (again) a->s->recompute_flops += oi->flops(a->g, o, false);
-  f.scratch = again ? scratch_tensor(a, i, false, ar_printf(a->ar, "scratch@%d", a->runs[i])) : a->fscratch[i];
+  const char *scratch = again && !a->unnamed ? ar_printf(a->ar, "scratch@%d", a->runs[i]) : "scratch";
+  f.scratch = again ? scratch_tensor(a, i, false, scratch) : a->fscratch[i];
   VEC_PUSH(a->ar, a->train, f);
 }
 
@@ -174,10 +182,12 @@ static void update(Ad *a, int p) {
   u.in[0] = a->s->grad[p];
   u.out[u.nout++] = p;
   if (opt->kind == OPT_ADAMW) {
-    u.out[u.nout++] = new_tensor(a, ar_printf(a->ar, "%s.adam_m", pn), ROLE_OPT_STATE, p);
-    u.out[u.nout++] = new_tensor(a, ar_printf(a->ar, "%s.adam_v", pn), ROLE_OPT_STATE, p);
+    u.out[u.nout++] = new_tensor(a, a->unnamed ? pn : ar_printf(a->ar, "%s.adam_m", pn), ROLE_OPT_STATE, p);
+    u.out[u.nout++] = new_tensor(a, a->unnamed ? pn : ar_printf(a->ar, "%s.adam_v", pn), ROLE_OPT_STATE, p);
   } else {
-    u.out[u.nout++] = opt->momentum != 0 ? new_tensor(a, ar_printf(a->ar, "%s.momentum", pn), ROLE_OPT_STATE, p) : -1;
+    u.out[u.nout++] = opt->momentum != 0
+                          ? new_tensor(a, a->unnamed ? pn : ar_printf(a->ar, "%s.momentum", pn), ROLE_OPT_STATE, p)
+                          : -1;
   }
   VEC_PUSH(a->ar, a->train, u);
 }
@@ -270,7 +280,7 @@ static bool *plain_saved(Ad *a) {
 }
 
 Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts) {
-  Ad a = {.ar = ar, .g = g, .s = ar_alloc(ar, sizeof(Step)), .fuse = fuse_updates};
+  Ad a = {.ar = ar, .g = g, .s = ar_alloc(ar, sizeof(Step)), .fuse = fuse_updates, .unnamed = acts && acts->unnamed};
   for (int i = 0; i < g->nt; i++) {
     STensor t = {g->t[i].name, role_of(g->t[i].kind), g->t[i].dtype, g->t[i].shape, i, g->t[i].init};
     VEC_PUSH(ar, a.t, t);

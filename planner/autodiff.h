@@ -52,6 +52,8 @@ typedef struct {
   /* does option k of stage s keep graph tensor t for backward? */
   bool (*keeps)(const void *ctx, int s, int k, int t);
   const void *ctx;
+  bool unnamed; /* a trial build (remat.c's searches): the tensors the step makes take their source's name, none
+                   formatted (a step whose peak alone is read; every figure is the same) */
 } Actions;
 
 typedef struct {

@@ -131,5 +131,5 @@ static void emit(Emit *e, int s, int t, int m) {
 Actions ckpt_actions(Arena *ar, const CkptTable *T, int m) {
   Emit e = {ar, T, {0}};
   emit(&e, 0, T->c->n - 1, m);
-  return (Actions){e.a.v, e.a.n, chain_stage_first(ar, T->c), T->c->n, chain_keeps_cb, T->c};
+  return (Actions){e.a.v, e.a.n, chain_stage_first(ar, T->c), T->c->n, chain_keeps_cb, T->c, false};
 }

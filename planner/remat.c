@@ -51,7 +51,8 @@ static void ensure(Rm *r, int t, int now) {
   for (int k = 0; k < o->nout; k++) r->used[o->out[k]] = now;
 }
 
-/* The schedule of keep set keep and reuse gap gap. */
+/* The schedule of keep set keep and reuse gap gap, for a trial build (its
+ * step's tensors unnamed: cand() copies it out named). */
 static Actions schedule(Rm *r, const bool *keep, int gap, double *rec) {
   r->keep = keep, r->gap = gap, r->rec = 0;
   r->a.n = 0;
@@ -62,7 +63,7 @@ static Actions schedule(Rm *r, const bool *keep, int gap, double *rec) {
     VEC_PUSH(r->ar, r->a, ((Action){ACT_BACKWARD, r->bstage[b], 0}));
   }
   *rec = r->rec;
-  return (Actions){r->a.v, r->a.n, r->first, r->nf, keeps_all, NULL};
+  return (Actions){r->a.v, r->a.n, r->first, r->nf, keeps_all, NULL, .unnamed = true};
 }
 
 /* The schedule as a candidate: its actions copied out of the one being built. */
@@ -71,7 +72,7 @@ static RematCand cand(Rm *r, const bool *keep, int gap, int64_t peak) {
   c.a = schedule(r, keep, gap, &c.recompute);
   Action *v = ar_alloc(r->ar, sizeof(Action) * (size_t)c.a.n);
   for (int x = 0; x < c.a.n; x++) v[x] = c.a.a[x];
-  c.a.a = v;
+  c.a.a = v, c.a.unnamed = false;
   return c;
 }
 

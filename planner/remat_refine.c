@@ -1,7 +1,8 @@
 /* remat_refine.c: deleting recompute points under a target peak. */
 #include "remat_refine.h"
 
-/* The schedule without the deleted points, in buf; its recompute seconds. */
+/* The schedule without the deleted points, in buf, for a trial build
+ * (unnamed: schedule_of names what is kept); its recompute seconds. */
 static Actions without(const Actions *most, const bool *del, const double *fcost, Action *buf, double *rec) {
   Actions a = *most;
   int m = 0;
@@ -11,7 +12,7 @@ static Actions without(const Actions *most, const bool *del, const double *fcost
     buf[m++] = most->a[x];
     if (most->a[x].kind == ACT_FORWARD) *rec += fcost[most->a[x].stage];
   }
-  a.a = buf, a.n = m;
+  a.a = buf, a.n = m, a.unnamed = true;
   return a;
 }
 
@@ -155,6 +156,7 @@ static RematCand schedule_of(Arena *ar, const Actions *m, const bool *del, const
   RematCand c = {.peak = peak};
   Action *v = ar_alloc(ar, sizeof(Action) * (size_t)(m->n + 1));
   c.a = without(m, del, fcost, v, &c.recompute);
+  c.a.unnamed = false;
   return c;
 }
 

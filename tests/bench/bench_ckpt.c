@@ -33,7 +33,7 @@ static Actions scheme(Arena *ar, const Chain *c, const int *seg, const bool *red
     for (int i = hi; i >= lo; i--) a[n++] = (Action){ACT_BACKWARD, i, chain_option(&c->s[i], opt, false)};
     hi = lo - 1;
   }
-  return (Actions){a, n, chain_stage_first(ar, c), c->n, chain_keeps_cb, c};
+  return (Actions){a, n, chain_stage_first(ar, c), c->n, chain_keeps_cb, c, false};
 }
 
 static Plan *plan_of(Arena *ar, const Graph *g, const Actions *a, const FitOptions *o) {
