@@ -147,6 +147,8 @@ memplan_e2e(e2e_train_llama-mini llama-mini train ${e2e_dir}/llama-mini/build/tr
 # 564 s, e2e_train_gpt2-mini 79 s, e2e_train_mlp 25 s, a trainer build 77-85 s;
 # determinism, roundtrip, errors, nonfinite, schedule, resume, keep, shuffle
 # 2-12 s each (within 120 s at 10x). Timeouts there: about 2-3x those figures.
+# (tests/run-all's sanitizer pass leaves e2e_train_llama-mini out: e2e_paramprec_llama-mini
+# runs its trainer there.)
 if(MEMPLAN_SANITIZE)
   set_tests_properties(e2e_train_llama-mini PROPERTIES TIMEOUT 1200)
   set_tests_properties(e2e_train_gpt2-mini PROPERTIES TIMEOUT 240)
