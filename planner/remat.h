@@ -43,7 +43,6 @@ typedef struct {
   Actions a;
   double recompute; /* seconds of recomputation under the cost model */
   int64_t peak;     /* the peak the callback gave */
-  bool twin;        /* remat_refine.c's descent, beside its kicks' cheaper schedule of the same target */
 } RematCand;
 
 /* The liveness peak and the live bytes summed over positions of the step

@@ -227,6 +227,18 @@ MUTANTS += [
          search="  if (!any || tried(S, at)) return false;",
          replace="  if (!any || s >= 0 || tried(S, at)) return false;",
          tests=["remat_exact_gap_unet_50", "remat_exact_gap_random3"]),
+    # remat_refine.c's second search order (the points by their closure's seconds) given no trials: random-1 at
+    # 12.47 MiB back to +46.54% of the step's seconds (1.052x the best CBC found, +39.30%)
+    dict(name="remat_refine_no_closure", file="planner/remat.c",
+         search="         use == REMAT_CHAIN ? 0 : REMAT_CLOSURE_TRIALS, target, &all);",
+         replace="         0, target, &all);",
+         tests=["remat_exact_gap_random1"]),
+    # remat.c's candidates pruned by liveness peak again (a faster one peaking as low drops a slower one, which
+    # may pack into a smaller arena): random-1 at 12.47 MiB +46.54%
+    dict(name="remat_candidates_pruned", file="planner/remat.c",
+         search="    if (j < 0 || all.v[j].recompute != all.v[i].recompute) all.v[m++] = all.v[i];",
+         replace="    if (!m || all.v[i].peak < all.v[m - 1].peak) all.v[m++] = all.v[i];",
+         tests=["remat_exact_gap_random1"]),
     # remat.c's schedules never planned beside the DP on a finely cut chain (the chain at 8.75 MiB: +41.04%, the
     # optimum +20.52%)
     dict(name="remat_chain_dp_only", file="planner/remat.c",
