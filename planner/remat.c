@@ -224,7 +224,7 @@ static bool same(const Actions *a, const Actions *b) {
 
 /* remat_refine.c's schedules, one or two per greedy candidate's peak, from
  * the schedule that recomputes every read (nothing kept, gap 0). */
-static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, int64_t target, Cands *all) {
+static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, int64_t target, int64_t cap, Cands *all) {
   bool *none = ar_alloc(r->ar, sizeof(bool) * (size_t)(r->g->nt + 1));
   double rec, area;
   int64_t pk;
@@ -243,7 +243,8 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, in
     }
     targets[j] = all->v[i].peak, nt++;
   }
-  if (target > 0) /* every trial spent under the one peak wanted */
+  while (cap > 0 && nt > 1 && targets[nt - 1] > cap) nt--; /* no plan within cap packs a schedule over it */
+  if (target > 0)                                           /* every trial spent under the one peak wanted */
     targets[0] = target, nt = 1;
   RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(4 * nt + 1));
   int n = 0;
@@ -261,7 +262,7 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, in
 }
 
 RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematUse use,
-                            int64_t target, RematPeak peak, void *ctx, int *n) {
+                            int64_t target, RematPeak peak, RematPeak packed, void *ctx, int *n) {
   Rm r;
   rm_init(&r, ar, g, plain, cm);
   Cands all = {0};
@@ -271,10 +272,27 @@ RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const 
     *n = all.n;
     return all.v;
   }
-  static const int gaps[] = {0, 2, 8, 1 << 30};
-  for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
-  refine(&r, peak, ctx, use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS,
-         use == REMAT_CHAIN ? 0 : REMAT_CLOSURE_TRIALS, target, &all);
+  bool chain = use == REMAT_CHAIN;
+  if (packed) { /* the refinement under the budget's arena alone, beside keeping everything */
+    bool *keep = ar_alloc(ar, sizeof(bool) * (size_t)(g->nt + 1));
+    for (int t = 0; t < g->nt; t++)
+      keep[t] = is_act(g, t) && plain->saved[t] && g->t[t].producer >= 0 && r.fidx[g->t[t].producer] >= 0;
+    VEC_PUSH(ar, all, cand(&r, keep, 0, 0));
+    refine(&r, packed, ctx, REMAT_PACKED_TRIALS, REMAT_PACKED_CLOSURE_TRIALS, target, 0, &all);
+  } else {
+    static const int gaps[] = {0, 2, 8, 1 << 30};
+    for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
+    int n0 = all.n;
+    bool budget_too = !chain && target > 0; /* the trials shared with the refinement under the budget */
+    refine(&r, peak, ctx, chain ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS - (budget_too ? REMAT_BUDGET_TRIALS : 0),
+           chain ? 0 : REMAT_CLOSURE_TRIALS - (budget_too ? REMAT_BUDGET_CLOSURE_TRIALS : 0), chain ? target : 0,
+           target, &all);
+    if (budget_too) { /* and under the budget alone, beside the greedy's peaks */
+      Cands budget = {all.v, n0, n0};
+      refine(&r, peak, ctx, REMAT_BUDGET_TRIALS, REMAT_BUDGET_CLOSURE_TRIALS, target, 0, &budget);
+      for (int i = n0; i < budget.n; i++) VEC_PUSH(ar, all, budget.v[i]);
+    }
+  }
   /* fastest first; every one stays, also where a faster one peaks as low:
    * a liveness peak is not the arena its plan packs into (random-1 at
    * 12.47 MiB packs a schedule of a 12.02 MiB liveness peak, not the

@@ -38,6 +38,15 @@
  * random-3's least target finish the kick that brings it within 5% of the
  * optimum; the two orders keep that (+50.77%). */
 enum { REMAT_REFINE_TRIALS = 2000, REMAT_CLOSURE_TRIALS = 1000 };
+/* The refinements under a graph's budget (remat_candidates): by liveness
+ * peak, and by the arena packed (each trial within the budget packed). */
+enum { REMAT_BUDGET_TRIALS = 1000, REMAT_BUDGET_CLOSURE_TRIALS = 500 };
+enum { REMAT_PACKED_TRIALS = 600, REMAT_PACKED_CLOSURE_TRIALS = 300 };
+#define REMAT_TRIAL_PACK_LIMIT 0.005 /* seconds of offset search a packed trial may take */
+/* fit.c runs the refinement under the budget's arena only where the plan
+ * it found is this many times the step of a schedule packed over the
+ * budget (the gap the issue allows to the optimum) */
+#define REMAT_PACKED_GAP 1.05
 
 /* What the search reads of the step: which tensors each action reads. */
 typedef struct {
