@@ -243,8 +243,9 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, in
     }
     targets[j] = all->v[i].peak, nt++;
   }
-  while (cap > 0 && nt > 1 && targets[nt - 1] > cap) nt--; /* no plan within cap packs a schedule over it */
-  if (target > 0)                                           /* every trial spent under the one peak wanted */
+  /* the peaks over cap dropped (a plan within cap packs no schedule over it) */
+  while (cap > 0 && nt > 1 && targets[nt - 1] > cap) nt--;
+  if (target > 0) /* every trial spent under the one peak wanted */
     targets[0] = target, nt = 1;
   RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(4 * nt + 1));
   int n = 0;
