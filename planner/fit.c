@@ -8,10 +8,12 @@
 
 #include "build.h"
 #include "comm.h"
+#include "fit_describe.h"
 #include "live.h"
 #include "ops.h"
 #include "plan_build.h"
 #include "remat.h"
+#include "remat_refine.h"
 
 /* Saved activations that the precision policy may store in half (NULL:
  * none). bf16 and fp16 store all of them so; auto chooses per stage. */
@@ -102,30 +104,6 @@ int64_t fit_unfused_lower_bound(Arena *ar, const Graph *g, const FitOptions *o, 
   return lb;
 }
 
-/* Per-stage decisions of a schedule, for the report. */
-static void describe(Arena *ar, Plan *p, const Graph *g, const Step *plain, const Chain *c, const Actions *a) {
-  p->nstages = c->n;
-  p->stages = ar_alloc(ar, sizeof(PlanStage) * (size_t)c->n);
-  for (int i = 0; i < c->n; i++) {
-    PlanStage *ps = &p->stages[i];
-    ps->first_layer = g->ops[plain->train[c->s[i].first].op].name;
-    ps->last_layer = g->ops[plain->train[c->s[i].last - 1].op].name;
-  }
-  for (int x = 0; x < a->n; x++) {
-    PlanStage *ps = &p->stages[a->a[x].stage];
-    if (a->a[x].kind == ACT_BACKWARD) continue;
-    ps->runs++;
-    if (a->a[x].kind == ACT_KEEP) {
-      const StageOption *so = &c->s[a->a[x].stage].opt[a->a[x].option];
-      ps->kept_bytes = so->keep_bytes;
-      ps->choice = so->keep == KEEP_SELECTIVE ? 'S' : 'K';
-      ps->half = so->half && c->choose_half;
-    }
-  }
-  for (int i = 0; i < c->n; i++)
-    if (p->stages[i].runs > 1) p->stages[i].choice = 'R';
-}
-
 /* A whole-graph schedule as the walk tries it: remat candidate rc with
  * its kept tensors in fp32 (half NULL) or, under auto, the half candidates
  * among them stored in bf16 (half: that set), time its seconds under the
@@ -153,30 +131,9 @@ typedef struct {
   bool big;        /* rc is remat.c's ranking of a big step: peaks unknown (-1), bounds falling with the index */
   RematUse use;    /* what remat_wanted said of the step */
   int64_t target;  /* the peak remat.c's refinement searched under (0: the greedy's) */
+  bool packed;     /* solver_whole searches under the budget's arena alone (trial_arena) */
+  double missed;   /* the fastest whole-graph schedule the walk packed over the budget (INFINITY: none) */
 } Solver;
-
-/* A DAG schedule's stages (one per forward op) for the report: R where the
- * op runs again, K where it runs once (what it makes that backward reads
- * is kept; half: those of its outputs stored in bf16, NULL none). */
-static void describe_dag(Arena *ar, Plan *p, const Graph *g, const Step *plain, const Actions *a, const bool *half) {
-  p->nstages = a->nstages;
-  p->stages = ar_alloc(ar, sizeof(PlanStage) * (size_t)a->nstages);
-  for (int x = 0; x < a->n; x++)
-    if (a->a[x].kind != ACT_BACKWARD) p->stages[a->a[x].stage].runs++;
-  for (int i = 0; i < a->nstages; i++) {
-    PlanStage *ps = &p->stages[i];
-    const Op *o = &g->ops[plain->train[i].op];
-    ps->first_layer = ps->last_layer = o->name;
-    ps->choice = ps->runs > 1 ? 'R' : 'K';
-    for (int k = 0; k < o->nout && ps->runs == 1; k++) {
-      int t = o->out[k];
-      if (!plain->saved[t]) continue;
-      bool h = half && half[t];
-      ps->half |= h;
-      ps->kept_bytes += shape_numel(&g->t[t].shape) * (h ? 2 : dtype_size(g->t[t].dtype));
-    }
-  }
-}
 
 /* The half candidates among the tensors a whole-graph schedule's step s
  * (built without half storage) keeps for backward; casts: their casts'
@@ -193,21 +150,41 @@ static bool *kept_half(Arena *ar, const Solver *S, const Step *s, double *casts)
 /* RematPeak: the liveness peak of a whole-graph schedule's real step and
  * its live bytes summed over positions. Under auto in fp32 (the first
  * greedy) or, with trial_half, with what it keeps in bf16 (the second). */
-static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area) {
-  Solver *S = ctx;
+static Live *trial_live(Solver *S, const Actions *a, Step **step, int64_t *peak, double *area) {
   ar_reset(&S->trial);
   const bool *half = S->o->precision == PREC_AUTO ? NULL : S->half;
   if (S->trial_half) {
     double casts;
     half = kept_half(&S->trial, S, ad_build(&S->trial, S->g, true, a), &casts);
   }
-  Step *s = build_step(&S->trial, S->g, S->o, a, half);
+  Step *s = *step = build_step(&S->trial, S->g, S->o, a, half);
   Live *l = live_build(&S->trial, s, s->train, s->ntrain);
   int at;
   *peak = live_peak(l, S->o->align, &at);
   *area = 0;
   for (int b = 0; b < l->nb; b++)
     if (!l->b[b].persistent) *area += (double)l->b[b].bytes * (double)(l->b[b].last - l->b[b].first);
+  return l;
+}
+
+static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area) {
+  Step *s;
+  trial_live(ctx, a, &s, peak, area);
+}
+
+/* RematPeak for the refinement under the budget's arena (S->target): the
+ * arena of the schedule's plan, packed with an offset search of
+ * REMAT_TRIAL_PACK_LIMIT, where its liveness bound is within the budget
+ * (else that bound: over it anyway). The walk packs what it finds with its
+ * own limit, which starts from the same passes. */
+static void trial_arena(void *ctx, const Actions *a, int64_t *peak, double *area) {
+  Solver *S = ctx;
+  Step *s;
+  Live *l = trial_live(S, a, &s, peak, area);
+  if (*peak > S->target) return;
+  FitOptions o = *S->o;
+  o.time_limit = REMAT_TRIAL_PACK_LIMIT, o.memo = NULL;
+  *peak = plan_live(&S->trial, S->g, s, l, &o)->arena_bytes;
 }
 
 /* S->w: every whole-graph candidate but the first (it keeps everything:
@@ -226,7 +203,8 @@ static void whole_variants(Arena *ar, Solver *S) {
   RematCand *hc = NULL;
   if (choose) {
     S->trial_half = true;
-    hc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, S->target, trial_peak, S, &nh);
+    hc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, S->target, trial_peak,
+                          S->packed ? trial_arena : NULL, S, &nh);
     S->trial_half = false;
     RematCand *all = ar_alloc(ar, sizeof(RematCand) * (size_t)(n32 + nh));
     for (int i = 0; i < n32 + nh; i++) all[i] = i < n32 ? S->rc[i] : hc[i - n32];
@@ -254,7 +232,8 @@ static void whole_variants(Arena *ar, Solver *S) {
  * them; target > 0: the one peak the refinement searches under. */
 static void solver_whole(Arena *ar, Solver *S, int64_t target) {
   S->target = target;
-  S->rc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, target, trial_peak, S, &S->nrc);
+  S->rc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, target, trial_peak,
+                           S->packed ? trial_arena : NULL, S, &S->nrc);
   S->big = S->nrc > 1 && S->rc[1].peak < 0;
   ar_free(&S->trial);
   whole_variants(ar, S);
@@ -268,8 +247,8 @@ static void solver_whole(Arena *ar, Solver *S, int64_t target) {
  * too, they cost dropout-mlp 0.9 s of CPU at 40% of keep-all instead of
  * 0.06 s), refined under the budget; the sweep always, under each of the
  * greedy's peaks. */
-static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o) {
-  *S = (Solver){.g = g, .o = o};
+static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *o, int64_t budget) {
+  *S = (Solver){.g = g, .o = o, .missed = INFINITY};
   S->plain = ad_build(ar, g, true, NULL); /* the chain and keep sets read the plain step */
   if (o->masks == MASKS_REGEN) S->plain = ad_regen_stats(ar, S->plain);
   S->half = o->precision == PREC_FP32 ? NULL : prec_candidates(ar, g, S->plain);
@@ -289,7 +268,7 @@ static void solver_init(Arena *ar, Solver *S, const Graph *g, const FitOptions *
   }
   S->rc = NULL, S->nrc = 0, S->w = NULL, S->nw = 0;
   S->use = remat_wanted(S->plain, nf, largest);
-  if (S->use == REMAT_GRAPH) solver_whole(ar, S, 0);
+  if (S->use == REMAT_GRAPH) solver_whole(ar, S, budget);
 }
 
 /* The tensors a schedule stores in half: all candidates under a fixed
@@ -373,8 +352,8 @@ static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
 static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c) {
   Plan *p = plan_live(ar, S->g, c->step, c->lt, S->o);
   MP_ASSERT(p->lower_bound_bytes >= c->lb); /* else skipping by the bound could miss a plan that fits */
-  if (c->a.ctx == S->chain) describe(ar, p, S->g, S->plain, S->chain, &c->a);
-  else describe_dag(ar, p, S->g, S->plain, &c->a, c->half);
+  if (c->a.ctx == S->chain) fit_describe(ar, p, S->g, S->plain, S->chain, &c->a);
+  else fit_describe_dag(ar, p, S->g, S->plain, &c->a, c->half);
   return p;
 }
 
@@ -407,8 +386,8 @@ static void ar_swap(Arena *a, Arena *b) {
  * checked: when its arena fits the budget and it runs in less than `limit`,
  * it becomes r's plan, tmp and *best trading places (the last winner's
  * memory becomes the next candidates'). */
-static bool try_fit(const Solver *S, int m, bool light, int64_t budget, double limit, FitResult *r, Arena *tmp,
-                    Arena *best, double *best_time, Arena *scratch, Unpackeds *skipped) {
+static bool try_fit(Solver *S, int m, bool light, int64_t budget, double limit, FitResult *r, Arena *tmp, Arena *best,
+                    double *best_time, Arena *scratch, Unpackeds *skipped) {
   ar_reset(tmp);
   Cand c = cand_step(tmp, S, m, light);
   if (c.time >= limit) return false; /* slower than the plan already found */
@@ -420,7 +399,10 @@ static bool try_fit(const Solver *S, int m, bool light, int64_t budget, double l
   Plan *p = cand_plan(tmp, S, &c);
   r->candidates++;
   if (p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
-  if (p->arena_bytes > budget) return false;
+  if (p->arena_bytes > budget) {
+    if (m < 0 && c.time < S->missed) S->missed = c.time;
+    return false;
+  }
   ar_swap(tmp, best);
   r->plan = p;
   r->step = c.step;
@@ -493,7 +475,7 @@ static int rc_first(const Solver *S, int64_t budget, Arena *tmp, Arena *scratch,
 static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *o, FitResult *r) {
   Arena scratch = {0}, tmp = {0}, best = {0};
   Solver S;
-  solver_init(&scratch, &S, g, o);
+  solver_init(&scratch, &S, g, o, budget);
   double best_time = INFINITY, last = NAN;
   Unpackeds skipped = {0};
   for (int m = S.T ? S.T->M : -1; m >= 0; m--) {
@@ -508,6 +490,17 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   /* the whole-graph schedules, fastest first (rc 0 keeps everything: planned already) */
   for (int i = rc_first(&S, budget, &tmp, &scratch, &skipped, r); i < S.nw && S.w[i].time < best_time; i++)
     if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
+  /* a whole-graph schedule whose step is over REMAT_PACKED_GAP times
+   * faster had its live bytes within the budget but not its arena
+   * (random-1 at 11.59 MiB: the refined schedules of 11.50 MiB of live
+   * bytes pack into 11.72 to 12.59 MiB, the greedy's of +83.89% fits):
+   * the refinement again, under the budget's arena */
+  if (S.use == REMAT_GRAPH && !S.big && S.missed * REMAT_PACKED_GAP < best_time) {
+    S.packed = true;
+    solver_whole(&scratch, &S, budget);
+    for (int i = 0; i < S.nw && S.w[i].time < best_time; i++)
+      if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
+  }
   if (!isfinite(best_time)) least_skipped(&S, &skipped, r, &tmp);
   ar_adopt(ar, &best);
   ar_free(&tmp);
@@ -750,7 +743,7 @@ static int by_time(const void *a, const void *b) {
  * last printed one, and always the least-memory row. */
 void fit_sweep(Arena *ar, const Graph *g, const FitOptions *o, FILE *out) {
   Solver S;
-  solver_init(ar, &S, g, o);
+  solver_init(ar, &S, g, o, 0);
   if (S.use == REMAT_CHAIN) solver_whole(ar, &S, 0);
   Plan *base = fit_plan(ar, g, build_step(ar, g, o, NULL, plain_half(ar, g, o)), o);
   fprintf(out, "%-16s %16s %9s  stages (K keep, S selective, R recompute; k, s, r: kept in bf16)\n", "arena bytes",

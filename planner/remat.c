@@ -215,9 +215,16 @@ static void ranked(Rm *r, const Step *plain, int gap, Cands *out) {
   }
 }
 
+static bool same(const Actions *a, const Actions *b) {
+  if (a->n != b->n) return false;
+  for (int x = 0; x < a->n; x++)
+    if (a->a[x].kind != b->a[x].kind || a->a[x].stage != b->a[x].stage) return false;
+  return true;
+}
+
 /* remat_refine.c's schedules, one or two per greedy candidate's peak, from
  * the schedule that recomputes every read (nothing kept, gap 0). */
-static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int64_t target, Cands *all) {
+static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, int64_t target, int64_t cap, Cands *all) {
   bool *none = ar_alloc(r->ar, sizeof(bool) * (size_t)(r->g->nt + 1));
   double rec, area;
   int64_t pk;
@@ -236,20 +243,27 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int64_t target,
     }
     targets[j] = all->v[i].peak, nt++;
   }
+  /* the peaks over cap dropped (a plan within cap packs no schedule over it) */
+  while (cap > 0 && nt > 1 && targets[nt - 1] > cap) nt--;
   if (target > 0) /* every trial spent under the one peak wanted */
     targets[0] = target, nt = 1;
-  RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(2 * nt + 1));
+  RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(4 * nt + 1));
   int n = 0;
   int *op = ar_alloc(r->ar, sizeof(int) * (size_t)(r->nf + 1));
   for (int i = 0; i < r->g->nops; i++)
     if (r->fidx[i] >= 0) op[r->fidx[i]] = i;
   RematReads rd = {r->g, op, r->need_first, r->need, r->fcost};
-  remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, trials, out, &n);
+  remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, trials, false, out, &n);
+  if (closure > 0) { /* the second order: its schedules join the first's */
+    int n2 = 0;
+    remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, closure, true, out + n, &n2);
+    n += n2;
+  }
   for (int i = 0; i < n; i++) VEC_PUSH(r->ar, *all, out[i]);
 }
 
 RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematUse use,
-                            int64_t target, RematPeak peak, void *ctx, int *n) {
+                            int64_t target, RematPeak peak, RematPeak packed, void *ctx, int *n) {
   Rm r;
   rm_init(&r, ar, g, plain, cm);
   Cands all = {0};
@@ -259,21 +273,43 @@ RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const 
     *n = all.n;
     return all.v;
   }
-  static const int gaps[] = {0, 2, 8, 1 << 30};
-  for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
-  refine(&r, peak, ctx, use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS, target, &all);
-  /* fastest first; a candidate stays when no faster one peaks as low, or
-   * when it is a descent's twin peaking as low as the last kept (the same
-   * liveness peak may pack into a smaller arena: random-1's least budget) */
+  bool chain = use == REMAT_CHAIN;
+  if (packed) { /* the refinement under the budget's arena alone, beside keeping everything */
+    bool *keep = ar_alloc(ar, sizeof(bool) * (size_t)(g->nt + 1));
+    for (int t = 0; t < g->nt; t++)
+      keep[t] = is_act(g, t) && plain->saved[t] && g->t[t].producer >= 0 && r.fidx[g->t[t].producer] >= 0;
+    VEC_PUSH(ar, all, cand(&r, keep, 0, 0));
+    refine(&r, packed, ctx, REMAT_PACKED_TRIALS, REMAT_PACKED_CLOSURE_TRIALS, target, 0, &all);
+  } else {
+    static const int gaps[] = {0, 2, 8, 1 << 30};
+    for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
+    int n0 = all.n;
+    bool budget_too = !chain && target > 0; /* the trials shared with the refinement under the budget */
+    refine(&r, peak, ctx, chain ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS - (budget_too ? REMAT_BUDGET_TRIALS : 0),
+           chain ? 0 : REMAT_CLOSURE_TRIALS - (budget_too ? REMAT_BUDGET_CLOSURE_TRIALS : 0), chain ? target : 0,
+           target, &all);
+    if (budget_too) { /* and under the budget alone, beside the greedy's peaks */
+      Cands budget = {all.v, n0, n0};
+      refine(&r, peak, ctx, REMAT_BUDGET_TRIALS, REMAT_BUDGET_CLOSURE_TRIALS, target, 0, &budget);
+      for (int i = n0; i < budget.n; i++) VEC_PUSH(ar, all, budget.v[i]);
+    }
+  }
+  /* fastest first; every one stays, also where a faster one peaks as low:
+   * a liveness peak is not the arena its plan packs into (random-1 at
+   * 12.47 MiB packs a schedule of a 12.02 MiB liveness peak, not the
+   * faster ones of 12.95 MiB; random-1's 16.47 MiB and random-2's 15.02
+   * MiB lost 6-8% of the step to the pruning, with two search orders) */
   for (int i = 1; i < all.n; i++)
     for (int j = i; j > 0 && all.v[j].recompute < all.v[j - 1].recompute; j--) {
       RematCand t = all.v[j];
       all.v[j] = all.v[j - 1], all.v[j - 1] = t;
     }
   int m = 0;
-  for (int i = 0; i < all.n; i++)
-    if (!m || all.v[i].peak < all.v[m - 1].peak || (all.v[i].twin && all.v[i].peak == all.v[m - 1].peak))
-      all.v[m++] = all.v[i];
+  for (int i = 0; i < all.n; i++) {
+    int j = m - 1; /* the same schedule as one kept (found again by another target or order): once */
+    while (j >= 0 && all.v[j].recompute == all.v[i].recompute && !same(&all.v[j].a, &all.v[i].a)) j--;
+    if (j < 0 || all.v[j].recompute != all.v[i].recompute) all.v[m++] = all.v[i];
+  }
   *n = m;
   return all.v;
 }

@@ -43,7 +43,6 @@ typedef struct {
   Actions a;
   double recompute; /* seconds of recomputation under the cost model */
   int64_t peak;     /* the peak the callback gave */
-  bool twin;        /* remat_refine.c's descent, beside its kicks' cheaper schedule of the same target */
 } RematCand;
 
 /* The liveness peak and the live bytes summed over positions of the step
@@ -71,11 +70,20 @@ RematUse remat_wanted(const Step *plain, int nforward, int largest_stage);
 
 /* The Pareto candidates, fastest first (the first keeps everything); a big
  * step's, unbuilt (peak -1), in the order of their prefixes. use: what
- * remat_wanted said (not REMAT_NONE). target > 0: the refinement searches
- * under that peak alone (a budget) instead of each of the greedy's peaks
- * (the chain at 6.75 MiB: +56.42% extra FLOPs instead of +76.94%, in the
- * same trials). */
+ * remat_wanted said (not REMAT_NONE). target > 0 is a budget: for a chain
+ * (REMAT_CHAIN) the refinement searches under that peak alone instead of
+ * each of the greedy's peaks (the chain at 6.75 MiB: +56.42% extra FLOPs
+ * instead of +76.94%, in the same trials); for a graph (REMAT_GRAPH) under
+ * the greedy's peaks within it (at least one) and, with
+ * REMAT_BUDGET_TRIALS of the trials, under the budget itself (random-1 at
+ * 12.59 MiB: +33.43% of the step's seconds instead of +43.99%). packed
+ * (NULL: none) is fit.c's second call where the plan the walk found is far
+ * slower than a schedule whose live bytes fit but whose arena did not: then
+ * only keeping everything and the refinement under target, each trial's
+ * peak being the arena its plan packs into (random-1 at 11.59 MiB: +45.92%
+ * instead of the greedy's +83.89%; the refined schedules of 11.50 MiB of
+ * live bytes pack into 11.72 to 12.59 MiB). */
 RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const CostModel *cm, RematUse use,
-                            int64_t target, RematPeak peak, void *ctx, int *n);
+                            int64_t target, RematPeak peak, RematPeak packed, void *ctx, int *n);
 
 #endif

@@ -161,7 +161,7 @@ static RematCand schedule_of(Arena *ar, const Actions *m, const bool *del, const
 }
 
 void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
-                  const int64_t *targets, int ntargets, int trials, RematCand *out, int *n) {
+                  const int64_t *targets, int ntargets, int trials, bool closure, RematCand *out, int *n) {
   const Actions *m = &most->a;
   size_t nb = sizeof(bool) * (size_t)(m->n + 1);
   Search S = {m, rd, peak, ctx, .trials = trials};
@@ -177,10 +177,19 @@ void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematP
   }
   S.tried = ar_alloc(ar, sizeof(bool) * (size_t)(S.npos + 1) * (size_t)(m->nstages + 1));
   bool *at = ar_alloc(ar, sizeof(bool) * (size_t)(S.npos + 1));
-  /* the most expensive first; among equals the earlier (a copy made early
-   * serves more reads after it) */
+  /* the most expensive first (closure: with the points deleting it alone
+   * leaves unread); among equals the earlier (a copy made early serves
+   * more reads after it) */
+  double *gain = ar_alloc(ar, sizeof(double) * (size_t)(m->n + 1));
+  for (int i = 0; i < S.np; i++) {
+    int x0 = S.pts[i];
+    for (int x = 0; x < m->n; x++) S.was[x] = x == x0;
+    if (closure) drop_dead(m, rd, S.was, S.prod, S.read);
+    for (int x = 0; x < m->n; x++)
+      if (S.was[x]) gain[x0] += rd->fcost[m->a[x].stage];
+  }
   for (int i = 1; i < S.np; i++)
-    for (int j = i; j > 0 && rd->fcost[m->a[S.pts[j]].stage] > rd->fcost[m->a[S.pts[j - 1]].stage]; j--) {
+    for (int j = i; j > 0 && gain[S.pts[j]] > gain[S.pts[j - 1]]; j--) {
       int t = S.pts[j];
       S.pts[j] = S.pts[j - 1], S.pts[j - 1] = t;
     }
@@ -217,6 +226,6 @@ void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematP
     for (int i = 0; i < m->nstages && S.trials > 0 && targets[t] >= most->peak; i++)
       better |= kick(&S, del[t], ks[i], targets[t], &pk[t], trial, at);
     S.trials += left - share;
-    if (better) out[*n - 1].twin = true, out[(*n)++] = schedule_of(ar, m, del[t], rd->fcost, pk[t]);
+    if (better) out[(*n)++] = schedule_of(ar, m, del[t], rd->fcost, pk[t]);
   }
 }

@@ -30,11 +30,23 @@
 
 #include "remat.h"
 
-/* The trials: 3000 let random-3's least target finish the kick that
- * brings it within 5% of the optimum (bench_remat --objective seconds:
- * 2800 is the least that does); compile time stays about the same as
- * 2000 did with the kicks shared equally (1.0 CPU s on random-3). */
-enum { REMAT_REFINE_TRIALS = 3000 };
+/* The trials: 2000 in the points' own order, then 1000 in their closure's
+ * (a second search from the same start: random-1 at 12.47 MiB, +46.54% of
+ * the step's seconds in the first order alone, +45.29% with both, the best
+ * CBC found +39.30%; random-2 and -3 gain at four budgets, none loses,
+ * bench_remat --objective seconds). 3000 in the one order had let
+ * random-3's least target finish the kick that brings it within 5% of the
+ * optimum; the two orders keep that (+50.77%). */
+enum { REMAT_REFINE_TRIALS = 2000, REMAT_CLOSURE_TRIALS = 1000 };
+/* The refinements under a graph's budget (remat_candidates): by liveness
+ * peak, and by the arena packed (each trial within the budget packed). */
+enum { REMAT_BUDGET_TRIALS = 1000, REMAT_BUDGET_CLOSURE_TRIALS = 500 };
+enum { REMAT_PACKED_TRIALS = 600, REMAT_PACKED_CLOSURE_TRIALS = 300 };
+#define REMAT_TRIAL_PACK_LIMIT 0.005 /* seconds of offset search a packed trial may take */
+/* fit.c runs the refinement under the budget's arena only where the plan
+ * it found is this many times the step of a schedule packed over the
+ * budget (the gap the issue allows to the optimum) */
+#define REMAT_PACKED_GAP 1.05
 
 /* What the search reads of the step: which tensors each action reads. */
 typedef struct {
@@ -49,8 +61,11 @@ typedef struct {
  * target peak (ascending; a target under most's peak gets most itself) the
  * descent's and, where its kicks found a cheaper one, that one too, written
  * to out[0 .. *n), at most 2 * ntargets. At most `trials` peak evaluations
- * in all (then the search stops where it is). */
+ * in all (then the search stops where it is). The descents try the points
+ * by their seconds, the most first, or with closure by those with the
+ * points deleting one alone leaves unread (a copy of a value far from the
+ * graph's inputs: deleting it spares its whole chain of recomputes). */
 void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
-                  const int64_t *targets, int ntargets, int trials, RematCand *out, int *n);
+                  const int64_t *targets, int ntargets, int trials, bool closure, RematCand *out, int *n);
 
 #endif

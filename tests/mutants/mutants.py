@@ -227,6 +227,18 @@ MUTANTS += [
          search="  if (!any || tried(S, at)) return false;",
          replace="  if (!any || s >= 0 || tried(S, at)) return false;",
          tests=["remat_exact_gap_unet_50", "remat_exact_gap_random3"]),
+    # remat_refine.c's second search order (the points by their closure's seconds) given no trials: random-2 at
+    # 14.34 MiB back to +36.87% of the step's seconds (+31.37% with it; random-1 at 12.47 MiB +45.88%, +45.29%)
+    dict(name="remat_refine_no_closure", file="planner/remat.c",
+         search="  if (closure > 0) { /* the second order: its schedules join the first's */",
+         replace="  if (closure < 0) {",
+         tests=["remat_exact_gap_random2"]),
+    # remat.c's candidates pruned by liveness peak again (a faster one peaking as low drops a slower one, which
+    # may pack into a smaller arena): random-1 at 12.47 MiB +46.54%
+    dict(name="remat_candidates_pruned", file="planner/remat.c",
+         search="    if (j < 0 || all.v[j].recompute != all.v[i].recompute) all.v[m++] = all.v[i];",
+         replace="    if (!m || all.v[i].peak < all.v[m - 1].peak) all.v[m++] = all.v[i];",
+         tests=["remat_exact_gap_random1"]),
     # remat.c's schedules never planned beside the DP on a finely cut chain (the chain at 8.75 MiB: +41.04%, the
     # optimum +20.52%)
     dict(name="remat_chain_dp_only", file="planner/remat.c",
@@ -307,4 +319,22 @@ MUTANTS += [
          search="    memset((char *)old + oldn, 0, newn - oldn);\n",
          replace="",
          tests=["planner_unit"], targets=["test_planner"]),
+    # fit.c's second whole-graph search, under the budget's arena, never run: random-1 at 11.59 MiB back to the
+    # greedy's +83.89% of the step's seconds (the optimum +40.49%)
+    dict(name="remat_packed_never", file="planner/fit.c",
+         search="  if (S.use == REMAT_GRAPH && !S.big && S.missed * REMAT_PACKED_GAP < best_time) {",
+         replace="  if (S.use == REMAT_GRAPH && !S.big && S.missed * REMAT_PACKED_GAP < 0) {",
+         tests=["remat_exact_gap_random1_least"]),
+    # that search's trials judged by their live bytes, not their packed arena (trial_arena never packing): the
+    # same search as the first under the budget, whose schedules do not pack (random-1 at 11.59 MiB +83.89%)
+    dict(name="remat_packed_by_liveness", file="planner/fit.c",
+         search="  if (*peak > S->target) return;",
+         replace="  if (*peak > S->target || 1) return;",
+         tests=["remat_exact_gap_random1_least"]),
+    # remat.c's refinement under the budget itself (beside the greedy's peaks) not run: random-1 at 12.59 MiB
+    # back to +43.99% (the best CBC found +33.15%)
+    dict(name="remat_budget_refine_none", file="planner/remat.c",
+         search="    if (budget_too) { /* and under the budget alone, beside the greedy's peaks */",
+         replace="    if (!budget_too) {",
+         tests=["remat_exact_gap_random1_1259"]),
 ]

@@ -52,7 +52,9 @@ for v in full auto; do
   cmake --build "$work/bld" -j2 > /dev/null
   cp "$work/bld/trainer" "$work/$v.trainer"
 done
-"$py" "$(dirname "$0")/channel_blobs.py" "$work/data" 512 3 16 10
+h=16 # the images' side: the model's H where a --set gives it
+for a in "$@"; do case $a in H=*) h=${a#H=} ;; esac; done
+"$py" "$(dirname "$0")/channel_blobs.py" "$work/data" 512 3 "$h" 10
 for seed in ${SEEDS:-11}; do
   for v in full auto; do
     "$work/$v.trainer" --npy "$work/data" --steps 100 --lr 0.05 --seed "$seed" --threads 2 --log-every 100 \
