@@ -307,4 +307,15 @@ MUTANTS += [
          search="    memset((char *)old + oldn, 0, newn - oldn);\n",
          replace="",
          tests=["planner_unit"], targets=["test_planner"]),
+    # the exact search (planner/assign.c's minimize) starting a round the work left cannot pay: sd-unet's
+    # 8G packing runs its budget out at the bound (32.5M units, not 17.6M), the same height
+    dict(name="assign_unpaid_round_run", file="planner/assign.c",
+         search="    if (allow > 2000 * (int64_t)P->in->n && allow > P->budget) {",
+         replace="    if (allow < 0 && allow > P->budget) {",
+         tests=["assign_unit"], targets=["test_assign"]),
+    # ... or ending the search there but giving iterated greedy the rest (29.4M units)
+    dict(name="assign_unpaid_round_greedy", file="planner/assign.c",
+         search="      P->ended = last > 0;\n",
+         replace="      P->ended = last < 0;\n",
+         tests=["assign_unit"], targets=["test_assign"]),
 ]
