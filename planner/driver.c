@@ -222,6 +222,7 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   /* every fit below shares one memo of packings: the levers' tries pack the same schedule more than once */
   PlanRequest withm = *rq;
   withm.fit.memo = pack_memo_new(ar);
+  if (!withm.graphs) withm.graphs = levers_graphs_new(ar); /* (a test gives its own, to read) */
   rq = &withm;
   /* generation's caches sit above the arena: the levers fit the arena into what they leave of the budget */
   int64_t kv = rq->gen_context ? decode_graph_bytes(g, rq->gen_context) + rq->fit.align : 0;

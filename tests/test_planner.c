@@ -8,6 +8,7 @@
 #include "chain.h"
 #include "expr.h"
 #include "fit.h"
+#include "levers.h"
 #include "live.h"
 #include "load.h"
 #include "ops.h"
@@ -692,6 +693,31 @@ static void test_pack_memo(void) {
   ar_free(&ar);
 }
 
+/* The levers build each micro-batch's graph once per compilation
+ * (PlanRequest.graphs): gpt2-mini at 5M fits only with 8-bit moments, so the
+ * levers run for fp32, bf16 and 8bit moments, each at micro-batches of 2 and
+ * 1 (the whole batch is the model's own graph): 4 graphs reused. */
+static void test_lever_graphs(void) {
+  Arena ar = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gpt2-mini.yaml", models);
+  PlanRequest rq = {.model = path,
+                    .budget = 5 << 20,
+                    .fit = {.fuse = true,
+                            .align = 256,
+                            .time_limit = 0.2,
+                            .units = 500,
+                            .accumulation = 1,
+                            .loss_chunk = LOSS_AUTO,
+                            .opt_state = OPTS_AUTO}};
+  rq.graphs = levers_graphs_new(&ar);
+  PlanOutcome out = plan_model(&ar, &rq);
+  CHECK(out.status == PLAN_OK && out.plan && !strcmp(out.plan->opt_state, "8bit"));
+  CHECK(levers_graphs_hits(rq.graphs) == 4);
+  CHECK(levers_graphs_hits(NULL) == 0);
+  ar_free(&ar);
+}
+
 /* ar_grow: the newest allocation grows in place, keeping its bytes and
  * zeroing the new ones (in a reused, dirty block); any other is copied. */
 static bool bytes_are(const unsigned char *p, size_t from, size_t to, unsigned char v) {
@@ -733,6 +759,7 @@ int main(int argc, char **argv) {
   test_models();
   test_dropout_masks();
   test_pack_memo();
+  test_lever_graphs();
   test_arena_grow();
   return check_summary("test_planner");
 }
