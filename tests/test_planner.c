@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autodiff.h"
+#include "build.h"
 #include "chain.h"
 #include "expr.h"
 #include "fit.h"
@@ -693,6 +694,49 @@ static void test_pack_memo(void) {
   ar_free(&ar);
 }
 
+/* Two steps alike: the same tensors and instructions. */
+static bool same_step(const Step *a, const Step *b) {
+  bool same = a->nt == b->nt && a->ntrain == b->ntrain && a->neval == b->neval && a->loss == b->loss;
+  for (int i = 0; same && i < a->nt; i++)
+    same = !strcmp(a->t[i].name, b->t[i].name) && a->t[i].role == b->t[i].role && a->saved[i] == b->saved[i];
+  for (int i = 0; same && i < a->ntrain; i++) {
+    const Instr *x = &a->train[i], *y = &b->train[i];
+    same = x->kind == y->kind && x->phase == y->phase && x->op == y->op && x->nin == y->nin && x->nout == y->nout &&
+           !memcmp(x->in, y->in, sizeof x->in) && !memcmp(x->out, y->out, sizeof x->out);
+  }
+  return same;
+}
+
+/* The step keeping everything is built once per graph (GraphMemo, in the
+ * graph's arena): ad_build again copies it, each caller its own Step over
+ * the same tables; the unfused step is another; the fused loss's graph, a
+ * copy of g, has its own memo (g's steps would be the wrong ones). */
+static void test_step_memo(void) {
+  Arena ar = {0}, tmp = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gpt2-mini.yaml", models);
+  Graph *g = load_model(&ar, path, NULL, 0);
+  Step *a = ad_build(&tmp, g, true, NULL), *b = ad_build(&tmp, g, true, NULL);
+  CHECK(g->memo && g->memo->hits == 1 && a != b && a->train == b->train && same_step(a, b));
+  b->accumulation = 4; /* build_step sets it on its copy */
+  CHECK(a->accumulation == 1);
+  Step *u = ad_build(&tmp, g, false, NULL);
+  CHECK(g->memo->hits == 1 && !u->fused && a->fused && u->train != a->train);
+  Graph by_hand = *g; /* no memo: built afresh, the same step */
+  by_hand.memo = NULL;
+  Step *fresh = ad_build(&ar, &by_hand, true, NULL);
+  ar_free(&tmp); /* the kept steps live in the graph's arena */
+  Step *c = ad_build(&ar, g, true, NULL);
+  CHECK(g->memo->hits == 2 && same_step(c, fresh) && c->train != fresh->train);
+  const Graph *f = gb_fuse_loss(&ar, g, 0);
+  CHECK(f && f->memo && f->memo != g->memo);
+  Step *fs = ad_build(&ar, f, true, NULL);
+  Graph fh = *f;
+  fh.memo = NULL;
+  CHECK(f->memo->hits == 0 && !same_step(fs, c) && same_step(fs, ad_build(&ar, &fh, true, NULL)));
+  ar_free(&ar);
+}
+
 /* The levers build each micro-batch's graph once per compilation
  * (PlanRequest.graphs): gpt2-mini at 5M fits only with 8-bit moments, so the
  * levers run for fp32, bf16 and 8bit moments, each at micro-batches of 2 and
@@ -759,6 +803,7 @@ int main(int argc, char **argv) {
   test_models();
   test_dropout_masks();
   test_pack_memo();
+  test_step_memo();
   test_lever_graphs();
   test_arena_grow();
   return check_summary("test_planner");

@@ -323,4 +323,16 @@ MUTANTS += [
          search="e->nov == rq->nov && e->mb == mb) {",
          replace="e->nov == rq->nov && e->mb == -mb) {",
          tests=["planner_unit"], targets=["test_planner"]),
+    # the fused loss's graph (planner/build.c) sharing its source graph's memo: ad_build hands it the unfused
+    # step
+    dict(name="graph_memo_shared_by_fused", file="planner/build.c",
+         search="  f->memo = graph_memo_new(ar); /* its own: g's steps are not f's */\n",
+         replace="",
+         tests=["planner_unit"], targets=["test_planner"]),
+    # ad_build (planner/autodiff.c) handing out the kept step itself: build_step's accumulation lands in
+    # every other holder's step
+    dict(name="step_memo_no_copy", file="planner/autodiff.c",
+         search="  Step *s = ar_alloc(ar, sizeof(Step));\n  *s = **kept;\n  return s;",
+         replace="  return (Step *)*kept;",
+         tests=["planner_unit"], targets=["test_planner"]),
 ]
