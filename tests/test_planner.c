@@ -762,6 +762,44 @@ static void test_lever_graphs(void) {
   ar_free(&ar);
 }
 
+/* A format lever's earlier formats are fitted without looking for their
+ * least arena when a later one fits (driver.c's fit_formats): llama-mini,
+ * its projections and embeddings frozen, under 66 MiB keeping everything in
+ * one pass fits only with int8 base weights (as
+ * plan_base_weights_auto_llama_mini), and fp32's and bf16's plans over the
+ * budget are not packed (6 packings, not 10). With nothing fitting (60 MiB) they are fitted again
+ * for it: the smallest budget is the least of all formats (nf4's, 63.06
+ * MiB). */
+static void test_formats_least(void) {
+  Arena ar = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/llama-mini.yaml", models);
+  static const char *const frozen[] = {"emb.weight", "h*.attn.*", "h*.gate.*", "h*.up.*", "h*.down.*", "logits.weight"};
+  PlanRequest rq = {.model = path,
+                    .tune = {.freeze = frozen, .nfreeze = 6},
+                    .budget = 66 << 20,
+                    .no_micro_batch = true,
+                    .fit = {.fuse = true,
+                            .align = 256,
+                            .time_limit = 0.2,
+                            .units = 500,
+                            .accumulation = 1,
+                            .loss_chunk = LOSS_AUTO,
+                            .opt_state = OPTS_AUTO,
+                            .base_weights = BW_AUTO,
+                            .no_recompute = true}};
+  rq.fit.memo = pack_memo_new(&ar);
+  PlanOutcome out = plan_model(&ar, &rq);
+  CHECK(out.status == PLAN_OK && !strcmp(out.plan->base_weights, "int8"));
+  CHECK(pack_memo_packed(rq.fit.memo) == 6); /* 10 when fp32 and bf16 look for their least arenas */
+  rq.budget = 60 << 20;
+  rq.fit.memo = pack_memo_new(&ar);
+  out = plan_model(&ar, &rq);
+  CHECK(out.status == PLAN_OVER_BUDGET && out.min_arena == 66121984);
+  CHECK(pack_memo_packed(NULL) == 0);
+  ar_free(&ar);
+}
+
 /* ar_grow: the newest allocation grows in place, keeping its bytes and
  * zeroing the new ones (in a reused, dirty block); any other is copied. */
 static bool bytes_are(const unsigned char *p, size_t from, size_t to, unsigned char v) {
@@ -805,6 +843,7 @@ int main(int argc, char **argv) {
   test_pack_memo();
   test_step_memo();
   test_lever_graphs();
+  test_formats_least();
   test_arena_grow();
   return check_summary("test_planner");
 }
