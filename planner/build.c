@@ -482,6 +482,6 @@ const Graph *gb_fuse_loss(Arena *ar, const Graph *g, int64_t chunk) {
   Graph *f = ar_alloc(ar, sizeof(Graph));
   *f = *g;
   f->t = t, f->nt = nt, f->ops = ops, f->nops = nops, f->loss = map[g->loss];
-  f->memo = graph_memo_new(ar); /* its own: g's steps are not f's */
+  f->memo = NULL; /* g's steps are not f's; and f's arena may be one whose blocks go on in another (ar_adopt) */
   return f;
 }
