@@ -1262,7 +1262,6 @@ typedef struct {
   int n;
   int64_t budget;    /* work units left */
   int64_t spent;     /* work units of the portfolio's passes */
-  bool ended;        /* minimize stopped at a round it could not pay (the rest is left unspent) */
   double best_at;    /* when minimize last lowered the height */
   int64_t stack_top; /* top of the stacked (spanning) items */
   double deadline;
@@ -1390,20 +1389,8 @@ static int fit_allowed(Plan *P, int64_t cap, int64_t allow) {
  * best - align. */
 static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *optimal) {
   const char *m;
-  int64_t proven = lb, last = 0; /* every height below proven is infeasible; last: the round's work */
+  int64_t proven = lb; /* every height below it is infeasible */
   for (int64_t allow = 2000 * (int64_t)P->in->n; proven < best; allow *= 4) {
-    /* A later round starts only when what is left pays its try at the bound
-     * in full. Cut short, that try would stop inside the node limits the
-     * round is sized to reach and, unless it found the bound, spend all that
-     * is left, leaving iterated greedy nothing: so where the last round's
-     * search did work, the search ends here and the rest goes unspent (the
-     * same packing, without the try). sd-unet's plan at 8G: round two needed
-     * 21.4M units at the bound and had 14.9M, 0.2 CPU s for nothing. */
-    if (allow > 2000 * (int64_t)P->in->n && allow > P->budget) {
-      P->ended = last > 0;
-      break;
-    }
-    int64_t before = P->budget;
     int unknown = 0;
     for (int64_t lo = proven; lo < best && unknown < 4 && P->budget > 0 && now_s() < P->deadline;) {
       int64_t cap = lo == proven ? lo : best - ((best - lo) / align / 4 + 1) * align;
@@ -1417,7 +1404,6 @@ static int64_t minimize(Plan *P, int64_t lb, int64_t align, int64_t best, bool *
         lo = cap + align;
       }
     }
-    last = before - P->budget;
     if (allow >= P->budget || now_s() >= P->deadline) break;
   }
   *optimal = proven >= best;
@@ -1586,14 +1572,13 @@ AsgResult assign_offsets(const AsgItem *items, int n, int64_t align, double time
     r.height = plan_result(&P, offsets, &r.method);
     if (r.height > r.lower_bound) minimize(&P, r.lower_bound, align, r.height, &r.optimal);
     r.height = plan_result(&P, offsets, &r.method);
-    if (r.height > r.lower_bound && !r.optimal && !P.ended) {
+    if (r.height > r.lower_bound && !r.optimal) {
       improve(&P, r.lower_bound, false);
       r.height = plan_result(&P, offsets, &r.method);
     }
     r.optimal = r.optimal || r.height == r.lower_bound;
     if (r.height < h0) r.best_seconds = P.best_at - t0;
   }
-  r.work = (int64_t)(time_limit_s * WORK_PER_SECOND) - P.budget;
   leaves_free(&P);
   free(ids);
   inst_free(&in);

@@ -21,7 +21,6 @@ typedef struct {
   const char *method;  /* what produced the kept solution, e.g. "best-fit/size" */
   double seconds;      /* total time spent */
   double best_seconds; /* when the kept solution was found (<= seconds) */
-  int64_t work;        /* work units spent (the budget's currency: time_limit_s x WORK_PER_SECOND) */
 } AsgResult;
 
 /* Assigns offsets (multiples of align) to n items, minimizing the height;
