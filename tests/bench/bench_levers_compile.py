@@ -49,11 +49,11 @@ CASES = [
     ("vit-b16", ["--budget", "2G"], 0.63, None),
 ]
 # sd-unet: the previous figure is main at d625a3c, the least of 5 runs alternating with this branch's
-# binary on the 2-core machine (load 4-5: other helpers' jobs), 2026-12-03; this branch there: 0.55, 0.77,
-# 0.50, 0.44, 0.38 (the search round it cannot pay not started, no least arena packed for a format before
-# one that fits, the step keeping everything built once per graph). Main at 1bb75f2 earlier that day: 0.93,
-# 1.80, 0.90, 1.11, 2.68 (d625a3c: 0.85, 1.73, 0.89, 0.97, 1.77)
-SD16, SD8, SD4, SDL4, SDL2 = 0.56, 1.36, 0.72, 0.71, 1.23
+# binary on the 2-core machine (load 5-6: other helpers' jobs), 2026-12-03; this branch there: 0.62, 1.03,
+# 0.55, 0.52, 0.42 (no least arena packed for a format before one that fits, the step keeping everything built
+# once per graph, the format tries that fit nothing freed). Main at 1bb75f2 earlier that day: 0.93, 1.80,
+# 0.90, 1.11, 2.68 (d625a3c: 0.85, 1.73, 0.89, 0.97, 1.77)
+SD16, SD8, SD4, SDL4, SDL2 = 0.64, 1.45, 0.72, 0.76, 1.34
 LORA = ["--lora-rank", "4", "--lora-alpha", "4", "--lora-targets", "*_qkv,*_sap,*_q,*_kv,*_cap"]
 CASES += [
     ("sd-unet", ["--budget", "16G"], SD16, None),
