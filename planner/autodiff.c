@@ -279,7 +279,23 @@ static bool *plain_saved(Ad *a) {
   return saved;
 }
 
+static Step *build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts);
+
+/* The step keeping everything is built once per graph and kept in its memo
+ * (graph.h), in the graph's arena; each caller gets its own copy of the
+ * Step (build_step sets its accumulation), the tables shared: no pass
+ * writes into a step's tables, each lowering copies what it changes. */
 Step *ad_build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts) {
+  if (acts || !g->memo) return build(ar, g, fuse_updates, acts);
+  const Step **kept = (const Step **)&g->memo->keep_step[fuse_updates];
+  if (*kept) g->memo->hits++;
+  else *kept = build(g->memo->ar, g, fuse_updates, NULL);
+  Step *s = ar_alloc(ar, sizeof(Step));
+  *s = **kept;
+  return s;
+}
+
+static Step *build(Arena *ar, const Graph *g, bool fuse_updates, const Actions *acts) {
   Ad a = {.ar = ar, .g = g, .s = ar_alloc(ar, sizeof(Step)), .fuse = fuse_updates, .unnamed = acts && acts->unnamed};
   for (int i = 0; i < g->nt; i++) {
     STensor t = {g->t[i].name, role_of(g->t[i].kind), g->t[i].dtype, g->t[i].shape, i, g->t[i].init};

@@ -72,6 +72,16 @@ static Instr cast_of(const Instr *x, int in, int out) {
  * by a cast into the weight (stochastic rounding) right after. */
 static Instr *rewire(Lower *L, const Instr *ins, int n, int *count) {
   VEC(Instr) out = {0};
+  int casts = 0; /* one allocation: the casts counted first */
+  for (int i = 0; i < n; i++) {
+    const Instr *x = &ins[i];
+    bool upd =
+        (x->kind == OP_ADAMW || x->kind == OP_SGD) && x->out[0] >= 0 && x->out[0] < L->n && L->scale[x->out[0]] != -2;
+    casts += 2 * upd;
+    for (int k = 0; k < x->nin; k++) casts += x->in[k] >= 0 && x->in[k] < L->n && L->scale[x->in[k]] != -2;
+  }
+  out.cap = n + casts + 1;
+  out.v = ar_alloc(L->ar, sizeof(Instr) * (size_t)out.cap);
   for (int i = 0; i < n; i++) {
     Instr x = ins[i];
     bool upd = (x.kind == OP_ADAMW || x.kind == OP_SGD) && x.out[0] >= 0 && x.out[0] < L->n;
@@ -104,9 +114,30 @@ Step *basew_lower(Arena *ar, const Graph *g, const Step *s, BaseFmt f, ParamPrec
   if ((f == BW_FP32 || !basew_any(g)) && (pp != PP_BF16 || !paramprec_any(g))) return (Step *)s;
   static const DType dt[] = {DT_F32, DT_BF16, DT_I8, DT_NF4};
   Lower L = {ar, {0}, NULL, s->nt};
-  for (int t = 0; t < s->nt; t++) VEC_PUSH(ar, L.t, s->t[t]);
   L.scale = ar_alloc(ar, sizeof(int) * (size_t)(s->nt + 1));
   for (int t = 0; t < s->nt; t++) L.scale[t] = -2;
+  /* the tensor table in one allocation, not grown a tensor at a time: s's,
+   * an absmax per quantized weight, an fp32 copy per read of a lowered one
+   * (the loop below marks the lowered, then sets them) */
+  int extra = 1;
+  for (int t = 0; t < g->nt && t < s->nt; t++) {
+    bool pl = pp == PP_BF16 && pp_lowers(g, t) && s->t[t].role == ROLE_PARAM;
+    bool fz = f != BW_FP32 && g->t[t].kind == TK_PARAM && g->t[t].frozen && s->t[t].role == ROLE_PARAM;
+    if (pl || fz) L.scale[t] = -1;
+    extra += fz && f != BW_BF16;
+  }
+  for (int set = 0; set < 2; set++)
+    for (int i = 0; i < (set ? s->neval : s->ntrain); i++) {
+      const Instr *x = set ? &s->eval[i] : &s->train[i];
+      extra +=
+          (x->kind == OP_ADAMW || x->kind == OP_SGD) && x->out[0] >= 0 && x->out[0] < s->nt && L.scale[x->out[0]] != -2;
+      for (int k = 0; k < x->nin; k++) extra += x->in[k] >= 0 && x->in[k] < s->nt && L.scale[x->in[k]] != -2;
+    }
+  for (int t = 0; t < s->nt; t++) L.scale[t] = -2;
+  L.t.cap = s->nt + extra;
+  L.t.v = ar_alloc(ar, sizeof(STensor) * (size_t)L.t.cap);
+  memcpy(L.t.v, s->t, sizeof(STensor) * (size_t)s->nt);
+  L.t.n = s->nt;
   for (int t = 0; t < g->nt && t < s->nt; t++) {
     if (pp == PP_BF16 && pp_lowers(g, t) && s->t[t].role == ROLE_PARAM) L.t.v[t].dtype = DT_BF16, L.scale[t] = -1;
     if (f == BW_FP32 || g->t[t].kind != TK_PARAM || !g->t[t].frozen || s->t[t].role != ROLE_PARAM) continue;

@@ -390,11 +390,18 @@ static void check_flops(const Graph *g) {
   }
 }
 
+GraphMemo *graph_memo_new(Arena *ar) {
+  GraphMemo *m = ar_alloc(ar, sizeof(GraphMemo));
+  m->ar = ar;
+  return m;
+}
+
 Graph *gb_finish(GraphBuilder *gb, const char *model, const char *path, Dim *dims, int ndims, Optimizer opt,
                  bool gpt2_init, Loc layers) {
   if (gpt2_init) apply_gpt2_init(gb);
   Graph *g = ar_alloc(gb->ar, sizeof(Graph));
-  *g = (Graph){model, path, dims, ndims, gb->t.v, gb->t.n, gb->ops.v, gb->ops.n, opt, 0, NULL, 0, 0, 0};
+  *g = (Graph){
+      model, path, dims, ndims, gb->t.v, gb->t.n, gb->ops.v, gb->ops.n, opt, 0, NULL, 0, 0, 0, graph_memo_new(gb->ar)};
   g->loss = find_loss(gb, layers);
   check_flops(g);
   return g;
@@ -475,5 +482,6 @@ const Graph *gb_fuse_loss(Arena *ar, const Graph *g, int64_t chunk) {
   Graph *f = ar_alloc(ar, sizeof(Graph));
   *f = *g;
   f->t = t, f->nt = nt, f->ops = ops, f->nops = nops, f->loss = map[g->loss];
+  f->memo = NULL; /* g's steps are not f's; and f's arena may be one whose blocks go on in another (ar_adopt) */
   return f;
 }

@@ -9,6 +9,21 @@
 #include "plan_build.h"
 #include "verify.h"
 
+/* levers_fit in an arena of its own, kept (adopted into ar) only with the
+ * plan it returns (or an error): a try that fits nothing leaves its least
+ * arena alone, and what it allocated goes back for the next try to reuse
+ * instead of new pages (sd-unet at 8G tries six formats; the first five fit
+ * nothing). What outlives a try is not in it: the graphs (the model source's
+ * arena), their memos, the packings' memo and the micro-batch graphs' list
+ * (the compilation's arena). */
+static FitResult levers_try(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g, const char **error) {
+  Arena own = {0};
+  FitResult x = levers_fit(&own, src, rq, g, error);
+  if (x.plan || *error) ar_adopt(ar, &own);
+  else ar_free(&own);
+  return x;
+}
+
 /* --opt-state: a format given is fitted as asked (AdamW only); auto fits
  * fp32, bf16 and 8bit in that order and takes the first with any
  * configuration that fits (the levers then choosing among that format's
@@ -42,7 +57,7 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   }
   if (want != OPTS_AUTO) {
     chosen->fit.opt_state = want;
-    return levers_fit(ar, src, chosen, g, error);
+    return levers_try(ar, src, chosen, g, error);
   }
   Graph *g0 = *g;
   FitResult best = {0};
@@ -51,9 +66,9 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   for (OptPrec f = OPTS_FP32; f <= OPTS_8BIT; f++) {
     PlanRequest r = *rq;
     r.fit.opt_state = f;
-    r.no_least = f < OPTS_8BIT; /* 8bit's least arena is the least of the three */
+    r.no_least = rq->no_least || f < OPTS_8BIT; /* 8bit's least arena is the least of the three */
     Graph *gf = g0;
-    FitResult x = levers_fit(ar, src, &r, &gf, error);
+    FitResult x = levers_try(ar, src, &r, &gf, error);
     if (*error) return x;
     const Plan *p = x.plan;
     if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;
@@ -82,7 +97,12 @@ typedef FitResult FitFn(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanReq
  * --param-precision) or the FLOPs (--head-grad): its formats 0 .. n-1 in
  * order, each set by set() and the levers inside it fitted by inner, the
  * first that fits taken (*chosen, *g: inner's). *tried: what auto saw, for
- * the report; NULL when format 0 fits. None fits: the least arena of all. */
+ * the report; NULL when format 0 fits. None fits: the least arena of all.
+ * A format's least arena is read only when none fits, so formats before the
+ * last are fitted without looking for it (PlanRequest.no_least: nothing
+ * over the budget packed for it), and fitted again for it only when the
+ * last does not fit either (sd-unet's LoRA compile at 2G packed the least
+ * arenas of its fp32, bf16 and int8 base weights before nf4 fit). */
 static FitResult fit_formats(Arena *ar, ModelSrc *src, const PlanRequest *rq, PlanRequest *chosen, Graph **g,
                              const char **error, int n, void (*set)(PlanRequest *, int), const char *(*name)(int),
                              FitFn *inner, const char **tried) {
@@ -93,6 +113,7 @@ static FitResult fit_formats(Arena *ar, ModelSrc *src, const PlanRequest *rq, Pl
   *tried = NULL;
   for (int f = 0; f < n; f++) {
     set(&r, f);
+    r.no_least = rq->no_least || f < n - 1;
     Graph *gf = g0;
     PlanRequest rc;
     FitResult x = inner(ar, src, &r, &rc, &gf, error);
@@ -104,6 +125,15 @@ static FitResult fit_formats(Arena *ar, ModelSrc *src, const PlanRequest *rq, Pl
       if (f) *tried = seen;
       return x;
     }
+  }
+  for (int f = 0; f < n - 1 && !rq->no_least; f++) { /* none fits: the least arenas skipped above */
+    set(&r, f);
+    r.no_least = false;
+    Graph *gf = g0;
+    PlanRequest rc;
+    FitResult x = inner(ar, src, &r, &rc, &gf, error);
+    if (*error) return x;
+    if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;
   }
   return (FitResult){.min_arena = least};
 }
@@ -221,7 +251,8 @@ PlanOutcome plan_model(Arena *ar, const PlanRequest *rq) {
   }
   /* every fit below shares one memo of packings: the levers' tries pack the same schedule more than once */
   PlanRequest withm = *rq;
-  withm.fit.memo = pack_memo_new(ar);
+  if (!withm.fit.memo) withm.fit.memo = pack_memo_new(ar);
+  if (!withm.graphs) withm.graphs = levers_graphs_new(ar); /* (a test gives its own, to read) */
   rq = &withm;
   /* generation's caches sit above the arena: the levers fit the arena into what they leave of the budget */
   int64_t kv = rq->gen_context ? decode_graph_bytes(g, rq->gen_context) + rq->fit.align : 0;

@@ -6,6 +6,8 @@
 #include "fit.h"
 #include "load.h"
 
+typedef struct LeverGraphs LeverGraphs; /* levers.h */
+
 typedef struct {
   const char *model;     /* the YAML file */
   const DimOverride *ov; /* --set: dims replaced by name */
@@ -19,6 +21,7 @@ typedef struct {
   bool graph_only;     /* stop once the model is loaded (--dump=graph) */
   bool no_least;       /* when nothing fits, skip the search for the smallest budget that would (min_arena 0):
                         * the driver tries a lower optimizer-state precision next */
+  LeverGraphs *graphs; /* the micro-batch graphs built so far (levers.h); NULL: plan_model makes one */
 } PlanRequest;
 
 typedef enum {

@@ -194,6 +194,22 @@ typedef struct {
 /* "constant", "cosine", "linear" */
 const char *sched_name(SchedKind k);
 
+/* What later passes make of a graph once and keep with it, in its arena
+ * (so it goes with the graph): the step keeping every activation,
+ * ad_build(g, fuse, NULL) at keep_step[fuse] (autodiff.c; the levers and
+ * the budget pass build it for every configuration and format they try:
+ * sd-unet at 8G, 60 times for 4 graphs). The graph itself never changes.
+ * Only the loader's graphs have one (gb_finish, in the model source's
+ * arena, which lives through the compilation): a graph made in a pass's
+ * own arena (gb_fuse_loss) may outlive that Arena (its blocks adopted by
+ * another, driver.c's levers_try), and a step built there later would be
+ * lost. */
+typedef struct {
+  Arena *ar;
+  const void *keep_step[2]; /* const Step * (autodiff.h); NULL: not built yet */
+  int hits;                 /* steps reused (tests read it) */
+} GraphMemo;
+
 typedef struct {
   const char *model;
   const char *path;
@@ -209,7 +225,11 @@ typedef struct {
   /* LoRA adapters (0: none): y = x W^T + alpha/rank dropout(x) A^T B^T */
   int64_t lora_rank;
   double lora_alpha, lora_dropout;
+  GraphMemo *memo; /* NULL: nothing kept (gb_fuse_loss's graphs, a graph made by hand) */
 } Graph;
+
+/* A fresh memo in ar, the arena of the graph it goes with. */
+GraphMemo *graph_memo_new(Arena *ar);
 
 int64_t dtype_size(DType t);
 const char *dtype_name(DType t);                   /* "f32", "i32" */

@@ -35,8 +35,38 @@ static int64_t dim_value(const Graph *g, const char *name) {
   return 0;
 }
 
-/* The model again with the batch dim set to mb (after the user's --set). */
+/* The models built at a micro-batch size, for the compilation (levers.h). */
+typedef struct MbGraph {
+  const DimOverride *ov;
+  int nov;
+  int64_t mb;
+  Graph *g;
+  struct MbGraph *next;
+} MbGraph;
+
+struct LeverGraphs {
+  Arena *ar; /* the compilation's: levers_fit's own may be freed after it (driver.c) */
+  MbGraph *head;
+  int hits; /* graphs reused (tests read it) */
+};
+
+LeverGraphs *levers_graphs_new(Arena *ar) {
+  LeverGraphs *m = ar_alloc(ar, sizeof(LeverGraphs));
+  m->ar = ar;
+  return m;
+}
+
+int levers_graphs_hits(const LeverGraphs *m) { return m ? m->hits : 0; }
+
+/* The model again with the batch dim set to mb (after the user's --set):
+ * built once per compilation (rq->graphs; NULL: every time) for the same
+ * overrides, since a graph is never changed once built. */
 static Graph *with_micro_batch(Arena *ar, ModelSrc *src, const PlanRequest *rq, const char *bdim, int64_t mb) {
+  for (MbGraph *e = rq->graphs ? rq->graphs->head : NULL; e; e = e->next)
+    if (e->ov == rq->ov && e->nov == rq->nov && e->mb == mb) {
+      rq->graphs->hits++;
+      return e->g;
+    }
   int n = rq->nov, i = 0;
   DimOverride *ov = ar_alloc(ar, sizeof(DimOverride) * (size_t)(n + 1));
   for (int k = 0; k < n; k++) ov[k] = rq->ov[k];
@@ -45,6 +75,11 @@ static Graph *with_micro_batch(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   Graph *g = load_build(src, ov, i == n ? n + 1 : n);
   for (int d = 0; d < g->ndims; d++) /* a micro-batch is the planner's choice, not a --set */
     if (!strcmp(g->dims[d].name, bdim)) g->dims[d].overridden = i < n;
+  if (rq->graphs) {
+    MbGraph *e = ar_alloc(rq->graphs->ar, sizeof *e);
+    *e = (MbGraph){rq->ov, rq->nov, mb, g, rq->graphs->head};
+    rq->graphs->head = e;
+  }
   return g;
 }
 
@@ -268,9 +303,13 @@ FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g,
       Arena tmp = {0};
       const Graph *gl = fit_loss_graph(&tmp, gm, c->fo.loss_chunk);
       if (v && c->fo.loss_chunk == LOSS_FUSED && gl == gm) c->twin = &cfg[i * nv];
-      Step *keep = fit_keep_step(&tmp, gl, &c->fo);
-      c->tbound = step_seconds(cost_model(c->fo.backend), gl, keep, false);
-      c->mbound = memory_bound(&tmp, keep, c->fo.align);
+      if (c->twin) { /* the same step: its twin's bounds */
+        c->tbound = c->twin->tbound, c->mbound = c->twin->mbound;
+      } else {
+        Step *keep = fit_keep_step(&tmp, gl, &c->fo);
+        c->tbound = step_seconds(cost_model(c->fo.backend), gl, keep, false);
+        c->mbound = memory_bound(&tmp, keep, c->fo.align);
+      }
       ar_free(&tmp);
       order[i * nv + v] = c;
     }

@@ -26,4 +26,12 @@
  * not divide the batch sets *error instead. */
 FitResult levers_fit(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g, const char **error);
 
+/* The graphs levers_fit builds at each micro-batch size, kept for the
+ * compilation (PlanRequest.graphs): the driver fits the levers once per
+ * format of the weights and the moments it tries (sd-unet at 8G: six
+ * times), each at the same micro-batch sizes. In ar (freed with it). */
+LeverGraphs *levers_graphs_new(Arena *ar);
+/* How many graphs were reused instead of built (0 for NULL). */
+int levers_graphs_hits(const LeverGraphs *m);
+
 #endif

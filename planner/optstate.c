@@ -27,8 +27,11 @@ static STensor scale_of(Arena *ar, const STensor *moment) {
 
 Step *opt_state_lower(Arena *ar, Step *s, OptPrec p) {
   if (p == OPTS_FP32 || p == OPTS_AUTO) return s;
-  VEC(STensor) t = {0};
-  for (int i = 0; i < s->nt; i++) VEC_PUSH(ar, t, s->t[i]);
+  int scales = 0; /* the tables in one allocation each, not grown a tensor at a time */
+  for (int i = 0; p == OPTS_8BIT && i < s->ntrain; i++)
+    scales += 2 * (s->train[i].kind == OP_ADAMW && quantized(shape_numel(&s->t[s->train[i].out[1]].shape)));
+  VEC(STensor) t = {ar_alloc(ar, sizeof(STensor) * (size_t)(s->nt + scales + 1)), s->nt, s->nt + scales + 1};
+  memcpy(t.v, s->t, sizeof(STensor) * (size_t)s->nt);
   Instr *train = ar_alloc(ar, sizeof(Instr) * (size_t)(s->ntrain + 1));
   memcpy(train, s->train, sizeof(Instr) * (size_t)s->ntrain);
   for (int i = 0; i < s->ntrain; i++) {

@@ -242,7 +242,8 @@ struct PackMemo {
   Arena *ar;
   PackEntry *head;
   size_t bytes;
-  int hits; /* packings copied (tests read it) */
+  int hits;   /* packings copied (tests read it) */
+  int packed; /* packings made */
 };
 
 PackMemo *pack_memo_new(Arena *ar) {
@@ -252,6 +253,8 @@ PackMemo *pack_memo_new(Arena *ar) {
 }
 
 int pack_memo_hits(const PackMemo *m) { return m ? m->hits : 0; }
+
+int pack_memo_packed(const PackMemo *m) { return m ? m->packed : 0; }
 
 static uint64_t items_hash(const AsgItem *it, int n, int64_t align, double tl) {
   uint64_t h = 1469598103934665603ull ^ (uint64_t)n ^ ((uint64_t)align << 32) ^ (uint64_t)(tl * 1e6);
@@ -274,6 +277,7 @@ static AsgResult assign_memo(PackMemo *m, const AsgItem *it, int n, int64_t alig
       return e->r;
     }
   AsgResult r = assign_offsets(it, n, align, tl, off);
+  m->packed++;
   size_t bytes = (sizeof(AsgItem) + sizeof(int64_t)) * (size_t)n;
   if (m->bytes + bytes <= PACK_MEMO_MAX_BYTES) {
     PackEntry *e = ar_alloc(m->ar, sizeof *e);

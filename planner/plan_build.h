@@ -28,6 +28,8 @@ PackMemo *pack_memo_new(Arena *ar);
 void plan_assign_memo(Plan *p, double time_limit_s, PackMemo *memo);
 /* How many packings the memo copied instead of packing (0 for NULL). */
 int pack_memo_hits(const PackMemo *memo);
+/* How many it packed (0 for NULL). */
+int pack_memo_packed(const PackMemo *memo);
 
 /* --dump=plan: a stable text listing of buffers and schedules. */
 void plan_dump(const Plan *p, FILE *out);

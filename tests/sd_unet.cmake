@@ -18,7 +18,13 @@
 # least of 5 (bench_levers_compile.py): 0.85, 1.73, 0.89 s at 16G, 8G, 4G and
 # 0.97, 1.77 s for LoRA 4G, 2G (main: 0.93, 1.80, 0.90, 1.11, 2.68) with
 # identical packings copied (plan.c's PackMemo) and no exact search built
-# that its work units left cannot pay for.
+# that its work units left cannot pay for. Later that day, least of 5
+# alternating with main (d625a3c): 0.62, 1.03, 0.55, 0.52, 0.42 s (main:
+# 0.64, 1.45, 0.72, 0.76, 1.34), the plans byte for byte main's: no least
+# arena packed for a format before one that fits (LoRA 2G, 8G), the step
+# keeping everything built once per graph, the format tries that fit nothing
+# freed. At 8G about 0.25 s is the chosen plan's offset search, which lowers
+# nothing (docs/vision-models.md).
 # Planted once: d1t0's kv projection given a bias (diffusers' to_k, to_v have
 # none) printed "parameters   859,522,244" and the 16G test failed on its
 # regular expression. Mutants remat_big_chains (the ranking dropping a tensor
@@ -45,8 +51,8 @@ memplan_compile_error(sd_unet_budget_4g MODEL ${MEMPLAN_SOURCE_DIR}/models/sd-un
 # diffusers' train_text_to_image_lora.py adapts: to_q, to_k, to_v, to_out),
 # the base frozen (docs/fine-tuning.md): 4G fits recomputing (4 micro-batches
 # of 2, estimated 5.6% faster than 8 of 1 keeping everything, which main
-# chose); at 2G only recomputation fits (main's smallest: 2.01 GiB). 1.0 and
-# 1.8 CPU s.
+# chose); at 2G only recomputation fits (main's smallest: 2.01 GiB). 0.52 and
+# 0.42 CPU s (2026-12-03; 1.0 and 1.8 before).
 set(sd_lora --lora-rank 4 --lora-alpha 4 --lora-targets "*_qkv,*_sap,*_q,*_kv,*_cap")
 add_test(NAME sd_unet_budget_lora_4g COMMAND ${memplan_ok} compile ${MEMPLAN_SOURCE_DIR}/models/sd-unet.yaml --budget 4G
                                       ${sd_lora})

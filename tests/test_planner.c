@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "autodiff.h"
+#include "build.h"
 #include "chain.h"
 #include "expr.h"
 #include "fit.h"
+#include "levers.h"
 #include "live.h"
 #include "load.h"
 #include "ops.h"
@@ -692,6 +694,111 @@ static void test_pack_memo(void) {
   ar_free(&ar);
 }
 
+/* Two steps alike: the same tensors and instructions. */
+static bool same_step(const Step *a, const Step *b) {
+  bool same = a->nt == b->nt && a->ntrain == b->ntrain && a->neval == b->neval && a->loss == b->loss;
+  for (int i = 0; same && i < a->nt; i++)
+    same = !strcmp(a->t[i].name, b->t[i].name) && a->t[i].role == b->t[i].role && a->saved[i] == b->saved[i];
+  for (int i = 0; same && i < a->ntrain; i++) {
+    const Instr *x = &a->train[i], *y = &b->train[i];
+    same = x->kind == y->kind && x->phase == y->phase && x->op == y->op && x->nin == y->nin && x->nout == y->nout &&
+           !memcmp(x->in, y->in, sizeof x->in) && !memcmp(x->out, y->out, sizeof x->out);
+  }
+  return same;
+}
+
+/* The step keeping everything is built once per graph (GraphMemo, in the
+ * graph's arena): ad_build again copies it, each caller its own Step over
+ * the same tables; the unfused step is another; the fused loss's graph, a
+ * copy of g, keeps none (g's steps would be the wrong ones, and its arena
+ * may not live as long as it: graph.h). */
+static void test_step_memo(void) {
+  Arena ar = {0}, tmp = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gpt2-mini.yaml", models);
+  Graph *g = load_model(&ar, path, NULL, 0);
+  Step *a = ad_build(&tmp, g, true, NULL), *b = ad_build(&tmp, g, true, NULL);
+  CHECK(g->memo && g->memo->hits == 1 && a != b && a->train == b->train && same_step(a, b));
+  b->accumulation = 4; /* build_step sets it on its copy */
+  CHECK(a->accumulation == 1);
+  Step *u = ad_build(&tmp, g, false, NULL);
+  CHECK(g->memo->hits == 1 && !u->fused && a->fused && u->train != a->train);
+  Graph by_hand = *g; /* no memo: built afresh, the same step */
+  by_hand.memo = NULL;
+  Step *fresh = ad_build(&ar, &by_hand, true, NULL);
+  ar_free(&tmp); /* the kept steps live in the graph's arena */
+  Step *c = ad_build(&ar, g, true, NULL);
+  CHECK(g->memo->hits == 2 && same_step(c, fresh) && c->train != fresh->train);
+  const Graph *f = gb_fuse_loss(&ar, g, 0);
+  CHECK(f && !f->memo);
+  Step *fs = ad_build(&ar, f, true, NULL), *fs2 = ad_build(&ar, f, true, NULL);
+  CHECK(g->memo->hits == 2 && !same_step(fs, c) && same_step(fs, fs2) && fs->train != fs2->train);
+  ar_free(&ar);
+}
+
+/* The levers build each micro-batch's graph once per compilation
+ * (PlanRequest.graphs): gpt2-mini at 5M fits only with 8-bit moments, so the
+ * levers run for fp32, bf16 and 8bit moments, each at micro-batches of 2 and
+ * 1 (the whole batch is the model's own graph): 4 graphs reused. */
+static void test_lever_graphs(void) {
+  Arena ar = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/gpt2-mini.yaml", models);
+  PlanRequest rq = {.model = path,
+                    .budget = 5 << 20,
+                    .fit = {.fuse = true,
+                            .align = 256,
+                            .time_limit = 0.2,
+                            .units = 500,
+                            .accumulation = 1,
+                            .loss_chunk = LOSS_AUTO,
+                            .opt_state = OPTS_AUTO}};
+  rq.graphs = levers_graphs_new(&ar);
+  PlanOutcome out = plan_model(&ar, &rq);
+  CHECK(out.status == PLAN_OK && out.plan && !strcmp(out.plan->opt_state, "8bit"));
+  CHECK(levers_graphs_hits(rq.graphs) == 4);
+  CHECK(levers_graphs_hits(NULL) == 0);
+  ar_free(&ar);
+}
+
+/* A format lever's earlier formats are fitted without looking for their
+ * least arena when a later one fits (driver.c's fit_formats): llama-mini,
+ * its projections and embeddings frozen, under 66 MiB keeping everything in
+ * one pass fits only with int8 base weights (as
+ * plan_base_weights_auto_llama_mini), and fp32's and bf16's plans over the
+ * budget are not packed (6 packings, not 10). With nothing fitting (60 MiB) they are fitted again
+ * for it: the smallest budget is the least of all formats (nf4's, 63.06
+ * MiB). */
+static void test_formats_least(void) {
+  Arena ar = {0};
+  char path[1024];
+  snprintf(path, sizeof path, "%s/llama-mini.yaml", models);
+  static const char *const frozen[] = {"emb.weight", "h*.attn.*", "h*.gate.*", "h*.up.*", "h*.down.*", "logits.weight"};
+  PlanRequest rq = {.model = path,
+                    .tune = {.freeze = frozen, .nfreeze = 6},
+                    .budget = 66 << 20,
+                    .no_micro_batch = true,
+                    .fit = {.fuse = true,
+                            .align = 256,
+                            .time_limit = 0.2,
+                            .units = 500,
+                            .accumulation = 1,
+                            .loss_chunk = LOSS_AUTO,
+                            .opt_state = OPTS_AUTO,
+                            .base_weights = BW_AUTO,
+                            .no_recompute = true}};
+  rq.fit.memo = pack_memo_new(&ar);
+  PlanOutcome out = plan_model(&ar, &rq);
+  CHECK(out.status == PLAN_OK && !strcmp(out.plan->base_weights, "int8"));
+  CHECK(pack_memo_packed(rq.fit.memo) == 6); /* 10 when fp32 and bf16 look for their least arenas */
+  rq.budget = 60 << 20;
+  rq.fit.memo = pack_memo_new(&ar);
+  out = plan_model(&ar, &rq);
+  CHECK(out.status == PLAN_OVER_BUDGET && out.min_arena == 66121984);
+  CHECK(pack_memo_packed(NULL) == 0);
+  ar_free(&ar);
+}
+
 /* ar_grow: the newest allocation grows in place, keeping its bytes and
  * zeroing the new ones (in a reused, dirty block); any other is copied. */
 static bool bytes_are(const unsigned char *p, size_t from, size_t to, unsigned char v) {
@@ -733,6 +840,9 @@ int main(int argc, char **argv) {
   test_models();
   test_dropout_masks();
   test_pack_memo();
+  test_step_memo();
+  test_lever_graphs();
+  test_formats_least();
   test_arena_grow();
   return check_summary("test_planner");
 }

@@ -11,7 +11,7 @@ checkpointing candidate packed (commit d16ec51, measured on this project's
 2-core machine, same build type). The goal is 2 s for any budget (issue 16).
 sd-unet's compiles (16G, 8G, 4G that does not fit, and tests/sd_unet.cmake's
 LoRA ones at 4G and 2G; issue 29: every one within 2 s) compare against main
-at 1bb75f2 instead, measured the same way on the same machine the same day.
+at d625a3c instead, measured the same way on the same machine the same day.
 REPEAT (default 1): compile each that many times and print the least CPU s
 (the machine's load only ever adds).
 
@@ -48,9 +48,12 @@ CASES = [
     ("vit-b16", ["--budget", "1G"], 8.43, None),
     ("vit-b16", ["--budget", "2G"], 0.63, None),
 ]
-# sd-unet: the previous figure is main at 1bb75f2, the least of 5 runs alternating with this branch's
-# binary on the 2-core machine (another helper's jobs on the other core), 2026-12-03
-SD16, SD8, SD4, SDL4, SDL2 = 0.93, 1.80, 0.90, 1.11, 2.68
+# sd-unet: the previous figure is main at d625a3c, the least of 5 runs alternating with this branch's
+# binary on the 2-core machine (load 5-6: other helpers' jobs), 2026-12-03; this branch there: 0.62, 1.03,
+# 0.55, 0.52, 0.42 (no least arena packed for a format before one that fits, the step keeping everything built
+# once per graph, the format tries that fit nothing freed). Main at 1bb75f2 earlier that day: 0.93, 1.80,
+# 0.90, 1.11, 2.68 (d625a3c: 0.85, 1.73, 0.89, 0.97, 1.77)
+SD16, SD8, SD4, SDL4, SDL2 = 0.64, 1.45, 0.72, 0.76, 1.34
 LORA = ["--lora-rank", "4", "--lora-alpha", "4", "--lora-targets", "*_qkv,*_sap,*_q,*_kv,*_cap"]
 CASES += [
     ("sd-unet", ["--budget", "16G"], SD16, None),

@@ -337,4 +337,27 @@ MUTANTS += [
          search="    if (budget_too) { /* and under the budget alone, beside the greedy's peaks */",
          replace="    if (!budget_too) {",
          tests=["remat_exact_gap_random1_1259"]),
+    # the levers' micro-batch graphs (planner/levers.c) never found again: each format's fit builds them anew
+    dict(name="lever_graphs_never_hit", file="planner/levers.c",
+         search="e->nov == rq->nov && e->mb == mb) {",
+         replace="e->nov == rq->nov && e->mb == -mb) {",
+         tests=["planner_unit"], targets=["test_planner"]),
+    # the fused loss's graph (planner/build.c) sharing its source graph's memo: ad_build hands it the unfused
+    # step
+    dict(name="graph_memo_shared_by_fused", file="planner/build.c",
+         search="  f->memo = NULL; /* g's steps are not f's;",
+         replace="  (void)0; /* g's steps are not f's;",
+         tests=["planner_unit"], targets=["test_planner"]),
+    # ad_build (planner/autodiff.c) handing out the kept step itself: build_step's accumulation lands in
+    # every other holder's step
+    dict(name="step_memo_no_copy", file="planner/autodiff.c",
+         search="  Step *s = ar_alloc(ar, sizeof(Step));\n  *s = **kept;\n  return s;",
+         replace="  return (Step *)*kept;",
+         tests=["planner_unit"], targets=["test_planner"]),
+    # the format levers (planner/driver.c's fit_formats) looking for every format's least arena though a
+    # later one fits: llama-mini's frozen weights at 66 MiB pack 10 plans, not 6
+    dict(name="formats_least_always", file="planner/driver.c",
+         search="    r.no_least = rq->no_least || f < n - 1;\n",
+         replace="    r.no_least = rq->no_least;\n",
+         tests=["planner_unit"], targets=["test_planner"]),
 ]
