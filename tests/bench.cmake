@@ -88,9 +88,12 @@ set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # (memplan's error, exit 1). bench_remat's replay, planted: the MILP without
 # its dependency constraints ("replay: stage 11 computes d2 without its
 # inputs"), without the held values' bytes ("peaks at 181376512 bytes, over
-# its budget 119069337").
+# its budget 119069337"). With PuLP (Debian's python3, MEMPLAN_BENCH_PYTHON3)
+# each converted plan must also satisfy every row of the MILP, its
+# tightenings included (remat_ilp.formulate(), no solver runs): mutant
+# remat_ilp_live_row_without_recompute.
 add_test(NAME remat_graphs
-         COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
+         COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/remat_graphs --check)
 set_tests_properties(remat_graphs PROPERTIES LABELS unit TIMEOUT 120)
 # conv_transpose2d's CPU kernels (runtime/cpu_conv.c: conv2d's im2col, col2im
