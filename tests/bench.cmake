@@ -79,7 +79,7 @@ set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # plan's peak at the plan's extra FLOPs (the U-Net's and DenseNet's must: the
 # chain's DP plan keeps a conv's output apart from its relu, which the MILP
 # merges, and says so); CBC 2.10.8's log ends read right (the proven bound).
-# CPU seconds: 6.0 with PuLP's rows (3.0 without them; 0.8 before the conversion's six compiles with a budget;
+# CPU seconds: 6.0 with PuLP's rows, 2.1 without (2026-12-03; 3.0 once, 0.8 before the conversion's six compiles with a budget;
 # 5.2 under ASan then: Graphviz draws each plan; CI runs it in
 # build/, build-release/ and build-asan/). Mutants remat_ilp_start_ignores_reads and
 # remat_ilp_bound_is_best_found (tests/mutants/mutants.py). Planted once each: the model without the
