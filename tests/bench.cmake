@@ -79,7 +79,7 @@ set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # plan's peak at the plan's extra FLOPs (the U-Net's and DenseNet's must: the
 # chain's DP plan keeps a conv's output apart from its relu, which the MILP
 # merges, and says so); CBC 2.10.8's log ends read right (the proven bound).
-# CPU seconds: 3.0 (0.8 before the conversion's six compiles with a budget;
+# CPU seconds: 6.0 with PuLP's rows, 2.1 without (2026-12-03; 3.0 once, 0.8 before the conversion's six compiles with a budget;
 # 5.2 under ASan then: Graphviz draws each plan; CI runs it in
 # build/, build-release/ and build-asan/). Mutants remat_ilp_start_ignores_reads and
 # remat_ilp_bound_is_best_found (tests/mutants/mutants.py). Planted once each: the model without the
@@ -88,9 +88,12 @@ set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # (memplan's error, exit 1). bench_remat's replay, planted: the MILP without
 # its dependency constraints ("replay: stage 11 computes d2 without its
 # inputs"), without the held values' bytes ("peaks at 181376512 bytes, over
-# its budget 119069337").
+# its budget 119069337"). With PuLP (Debian's python3, MEMPLAN_BENCH_PYTHON3)
+# each converted plan must also satisfy every row of the MILP, its
+# tightenings included (remat_ilp.formulate(), no solver runs): mutant
+# remat_ilp_live_row_without_recompute.
 add_test(NAME remat_graphs
-         COMMAND python3 ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
+         COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/remat_graphs --check)
 set_tests_properties(remat_graphs PROPERTIES LABELS unit TIMEOUT 120)
 # conv_transpose2d's CPU kernels (runtime/cpu_conv.c: conv2d's im2col, col2im

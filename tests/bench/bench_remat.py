@@ -1,6 +1,6 @@
 """bench_remat.py --memplan MEMPLAN --workdir DIR [--time-limit S] [--seeds N]
-[--graphs NAME,...] [--objective both|seconds|flops] [--json FILE] [--check]: memplan's recomputation against the
-exact integer program (issue 29; docs/budgets-and-levers.md#the-exact-benchmark).
+[--graphs NAME,...] [--budgets BYTES,...] [--objective both|seconds|flops] [--json FILE] [--check]: memplan's
+recomputation against the exact integer program (issue 29; docs/budgets-and-levers.md#the-exact-benchmark).
 
 For each generated graph (remat_graphs.py: the U-Net, the DenseNet block,
 a conv chain, random layered DAGs), at each budget `memplan sweep` reports
@@ -13,6 +13,8 @@ live-bytes peak, or at B where memplan does not fit, once per objective:
 remat_ilp.op_seconds: a concat's copy costs its bytes, where its FLOPs are
 none; memplan's extra is its plan's recompute ops' seconds), and "flops"
 (plan.json's "extra FLOPs"); `--objective both`, the default, solves both.
+`--budgets` keeps only the given budgets (in bytes, as the rows' MiB come
+from: the sweep's and the grid's), to re-run the unproven ones.
 
 memplan's plan is CBC's MIP start (remat_ilp.from_plan: its recompute ops as
 the MILP's R and S, replayed in the MILP's model at the plan's peak; where
@@ -30,7 +32,8 @@ status and seconds, the warm start's fate).
 verify each keep-all plan, check the MILP's memory model counts the plan's
 live bytes at every stage, convert each graph's plan at 60% of keep-all (or
 its least) into the MILP's start and replay it (the U-Net's and DenseNet's
-must convert), and read CBC's log ends (no solver needed).
+must convert), check the start satisfies every row of the MILP (with PuLP;
+no solver runs), and read CBC's log ends.
 
 Without PuLP or CBC it prints how to install them and exits 0, skipped.
 """
@@ -86,6 +89,7 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--json", help="also write every row to this file")
     ap.add_argument("--objective", choices=("both", "seconds", "flops"), default="both")
+    ap.add_argument("--budgets", default="", help="only these budgets, in bytes, comma-separated")
     a = ap.parse_args()
     if not a.check:
         try:
@@ -103,6 +107,15 @@ def main():
             got = remat_ilp.cbc_result(log)
             if got[0] != want[0] or any(abs(x - y) > 1e-6 * abs(y) for x, y in zip(got[1:], want[1:])):
                 sys.exit(f"remat_ilp.cbc_result reads {got} from CBC's log ending\n{log}\nwhere it says {want}")
+    try:
+        import pulp  # noqa: F401
+
+        pulp_ok = True
+    except ImportError:
+        pulp_ok = False
+        if a.check:
+            print("remat_graphs: PuLP is missing (`apt-get install python3-pulp`, run with /usr/bin/python3): the "
+                  "plans are not checked against the MILP's rows")
     paths = remat_graphs.write_all(os.path.join(a.workdir, "models"), a.seeds)
     if a.graphs:
         names = [os.path.basename(p)[:-5] for p in paths]
@@ -147,9 +160,21 @@ def main():
             print(f"  plan at {plan['totals']['train_peak_bytes'] / MIB:.2f} MiB: {n} recomputed nodes, replayed in "
                   f"the MILP's model within its peak, {100 * plan['totals']['extra_flops'] / model['step_flops']:.2f}% "
                   "extra FLOPs as the plan's")
+            if pulp_ok:  # every row of the MILP (its tightenings too) holds at this feasible schedule
+                breaks = remat_ilp.formulate(model, plan["totals"]["train_peak_bytes"], start=(R, S))["start_breaks"]
+                if breaks:
+                    sys.exit(f"{name}: memplan's plan at {plan['budget_bytes']} bytes replays within its peak, but "
+                             f"breaks the MILP's constraints {', '.join(breaks[:5])}: a row cuts a feasible "
+                             "schedule (tests/bench/remat_ilp.py formulate())")
+                print("  and satisfies every constraint of the MILP there")
             continue
         grid = [int(peak * f / 10) for f in range(9, 4, -1)]
         budgets = sorted(set(sweep_budgets(a.memplan, path) + grid), reverse=True)
+        if a.budgets:
+            every, want = budgets, {int(x) for x in a.budgets.split(",")}
+            budgets = [b for b in budgets if b in want]
+            if not budgets:
+                print(f"  --budgets: none of its budgets (they are {','.join(map(str, every))}); skipped")
         print(f"  {'budget MiB':>10} {'memplan peak':>12} {'objective':>9} {'memplan extra':>13} {'ILP extra':>10} "
               f"{'ILP bound':>10} {'ratio':>6} {'proven':>7}  ILP")
         for b in budgets:
@@ -169,6 +194,11 @@ def main():
                 solves += 1
                 unproven += status in ("time limit", "no solution in time")
                 if extra is not None and bound is not None:
+                    # a bound above a schedule that replay() ran within the budget cuts feasible schedules (a
+                    # tightening that is not valid) or is misread; CBC's float noise is far below 1e-6 of the step
+                    if bound > extra + 1e-6 * S_:
+                        sys.exit(f"{name} at {b}: CBC's lower bound, {bound}, is above its best found, {extra}, a "
+                                 "schedule that replays within the budget: the MILP or the bound is wrong")
                     bound = min(bound, extra)  # float noise: a bound is never above the best found
                 e = (remat_ilp.recompute_seconds(plan) if secs_obj else plan["totals"]["extra_flops"]) if plan else None
                 how = f"{status}, {res['secs']:.1f} s"

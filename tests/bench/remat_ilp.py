@@ -252,23 +252,17 @@ def cbc_result(log):
     return result, objective, float(lb.group(1)) - 1e-3 if lb else None
 
 
-def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops", start=None):
-    """Checkmate's MILP at a live-bytes budget. Returns a dict: "extra" (FLOPs,
-    or seconds with objective "seconds": each op's op_seconds() instead of its
-    FLOPs; None when there is no solution), "bound" (CBC's proven lower bound
-    on the extra, None when it gave none), "status" ("optimal", "time limit"
-    (the best found), "infeasible" or "no solution in time"), "secs" (the
-    solve's wall time), "start" (with start=(R, S), a schedule given to CBC as
-    its MIP start: "accepted", "rejected" or "unused" (CBC solved the
-    problem without it), and "start_breaks", the MILP's constraints it
-    breaks, by name: memory_T_K at stage T computing node K, memory_T_op at
-    its backward op, read_T_K, input_T_K_D, held_T_K). A
-    solution is replayed (replay()) before it is returned; a list `schedule`
-    receives its R and S matrices (describe() prints them)."""
-    import os
-    import tempfile
-    import time
-
+def formulate(m, budget, objective="flops", start=None):
+    """Checkmate's MILP at a live-bytes budget, as a PuLP problem (no solver
+    runs). Returns a dict: "prob", "R" and "S" (the variables by (stage,
+    node); 1 where a node's own stage computes it), "key" and "scale" (the
+    objective's unit), and with start=(R, S), a schedule, "start_breaks": the
+    MILP's constraints it breaks with every variable at its value in the
+    schedule and every A at the values' exact liveness there, computed apart
+    from the A rows (so a row that claims more than liveness breaks a start
+    that reaches it), by name: memory_T_K at stage T computing node K,
+    memory_T_op at its backward op, read_T_K, input_T_K_D, held_T_K,
+    live_T_I_K_N (the lower bounds on A, below)."""
     import pulp
 
     nodes, stages = m["nodes"], m["stages"]
@@ -308,13 +302,19 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
         for k in stages[t]["reads"]:
             prob += r(t, k) + s(t, k) >= 1, f"read_{t}_{k}"
     # memory, step by step inside each stage. Checkmate's paper frees a value
-    # with a binary FREE[t,i,k] per edge and step; here a continuous
-    # A[t,i,k] in [0,1] bounds from below whether value i is held at step k
-    # of stage t: present (kept into the stage, or recomputed at a step
-    # before k) and needed (read at step k or after in the stage, by this
-    # stage's backward op, or kept for the next). Only memory constraints
-    # bound A from above, so at any integer R, S the least A is exact
-    # liveness: the same optimum, no extra binaries.
+    # with a binary FREE[t,i,k] per edge and step; here value i counts at
+    # step k of stage t where it is present (kept into the stage, or
+    # recomputed at a step before k) and needed (read at step k or after in
+    # the stage, by this stage's backward op, or kept for the next). Each
+    # need implies i is in the stage (the input_, held_ and read_ rows: kept
+    # into it or recomputed in it), so for i computed before k (i < k) a need
+    # alone makes i present: one need counts its bytes directly, several
+    # through a continuous A[t,i,k] in [0,1] at least each. For i after k only
+    # a kept i is present: A >= S[t,i] + need - 1 (McCormick) and
+    # A >= need - R[t,i] (a need without the recompute means kept). Only
+    # memory rows bound A from above, so at any integer R, S the least A is
+    # exact liveness: the same integer optimum, no extra binaries, a tighter
+    # relaxation than McCormick's alone and fewer rows.
     live = []
     for t in range(T):
         avail = [k for k in range(F) if st[k] <= t]
@@ -322,13 +322,12 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
         for k in avail:
             if (t, k) not in R:
                 continue  # not computed in this stage
-            held = r(t, k) * (nodes[k]["bytes"] + nodes[k]["scratch"])
+            held = pulp.lpSum([r(t, k) * (nodes[k]["bytes"] + nodes[k]["scratch"])])
             for i in avail:
                 if i >= k and not (t, i) in S:
                     continue  # not yet computed, not kept
-                pres = ([S[t, i]] if (t, i) in S else []) + ([r(t, i)] if i < k and (t, i) in R else [])
-                if not pres:
-                    continue
+                if i < k and (t, i) not in S and (t, i) not in R:
+                    continue  # neither kept into the stage nor computed in it
                 need = [r(t, j) for j in nodes[i]["users"]
                         if j >= k and (t, j) in R and not (j == k and nodes[k]["inplace_of"] == i)]
                 need += [nxt[i]] if isinstance(nxt[i], pulp.LpVariable) else []
@@ -336,31 +335,68 @@ def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops",
                     need = [1]
                 if not need:
                     continue
+                if i < k and any(not isinstance(nv, pulp.LpVariable) for nv in need):
+                    held += nodes[i]["bytes"]  # read here, or k's input in k's own stage: present
+                    continue
+                if i < k and len(need) == 1:
+                    held += need[0] * nodes[i]["bytes"]
+                    continue
                 a_v = pulp.LpVariable(f"A_{t}_{i}_{k}", 0, 1)
-                live.append((a_v, pres, need))
-                for pv in pres:
-                    for nv in need:
-                        prob += a_v >= pv + nv - 1
-                held = held + a_v * nodes[i]["bytes"]
+                lows = list(need) if i < k else [s(t, i) + nv - 1 for nv in need] + [nv - r(t, i) for nv in need]
+                for n, lo in enumerate(lows):
+                    prob += a_v >= lo, f"live_{t}_{i}_{k}_{n}"
+                live.append((a_v, t, i, k))
+                held += a_v * nodes[i]["bytes"]
+            if not held.keys():  # a constant: k's own stage, holding only its inputs
+                if held.constant > cap - stages[t]["pre"]:
+                    prob += pulp.LpVariable(f"over_{t}_{k}", 0, 0) >= 1, f"memory_{t}_{k}"  # nothing fits
+                continue
             prob += held <= cap - stages[t]["pre"], f"memory_{t}_{k}"
         if stages[t]["node"] is None:  # the backward op (or a run without reads)
             prob += pulp.lpSum(nodes[i]["bytes"] * (1 if i in stages[t]["reads"] else nxt[i])
                                for i in avail) <= cap - stages[t]["fixed"], f"memory_{t}_op"
-    out = {"extra": None, "bound": None, "start": None, "start_breaks": None}
+    out = {"prob": prob, "R": R, "S": S, "key": key, "scale": scale, "start_breaks": None}
     if start is not None:
+        SR, SS = start
         for (t, k), v in R.items():
             if isinstance(v, pulp.LpVariable):
-                v.setInitialValue(start[0][t][k])
+                v.setInitialValue(SR[t][k])
         for (t, k), v in S.items():
-            v.setInitialValue(start[1][t][k])
-
-        def val(x):
-            return x.varValue if isinstance(x, pulp.LpVariable) else x
-
-        for a_v, pres, need in live:  # the least A: exact liveness
-            a_v.setInitialValue(max(0, max(val(pv) + val(nv) - 1 for pv in pres for nv in need)))
+            v.setInitialValue(SS[t][k])
+        for a_v, t, i, k in live:  # exact liveness of i at step k of stage t, from the schedule alone
+            nxt = SS[t + 1][i] if t + 1 < T else 0
+            present = SS[t][i] or (SR[t][i] and i < k)
+            needed = nxt or i in stages[t]["reads"] or any(
+                SR[t][j] for j in nodes[i]["users"] if j >= k and not (j == k and nodes[k]["inplace_of"] == i))
+            a_v.setInitialValue(1 if present and needed else 0)
         # the start in the MILP's own constraints (replay() runs it apart from them)
         out["start_breaks"] = [n for n, c in prob.constraints.items() if not c.valid(1e-6 * max(1, abs(c.constant)))]
+    return out
+
+
+def solve(m, budget, time_limit=60, threads=1, schedule=None, objective="flops", start=None):
+    """Checkmate's MILP (formulate()) at a live-bytes budget, in CBC. Returns a
+    dict: "extra" (FLOPs, or seconds with objective "seconds": each op's
+    op_seconds() instead of its FLOPs; None when there is no solution),
+    "bound" (CBC's proven lower bound on the extra, None when it gave none),
+    "status" ("optimal", "time limit" (the best found), "infeasible" or "no
+    solution in time"), "secs" (the solve's wall time), "start" (with
+    start=(R, S), a schedule given to CBC as its MIP start: "accepted",
+    "rejected" or "unused" (CBC solved the problem without it), and
+    "start_breaks", formulate()'s. A solution is replayed (replay()) before it
+    is returned; a list `schedule` receives its R and S matrices (describe()
+    prints them)."""
+    import os
+    import tempfile
+    import time
+
+    import pulp
+
+    nodes, stages = m["nodes"], m["stages"]
+    T, F = len(stages), len(nodes)
+    f = formulate(m, budget, objective, start)
+    prob, R, S, key, scale = f["prob"], f["R"], f["S"], f["key"], f["scale"]
+    out = {"extra": None, "bound": None, "start": None, "start_breaks": f["start_breaks"]}
     fd, log_path = tempfile.mkstemp(prefix="remat_ilp_", suffix=".log")
     os.close(fd)
     t0 = time.time()

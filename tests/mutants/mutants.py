@@ -360,4 +360,11 @@ MUTANTS += [
          search="    r.no_least = rq->no_least || f < n - 1;\n",
          replace="    r.no_least = rq->no_least;\n",
          tests=["planner_unit"], targets=["test_planner"]),
+    # the MILP's liveness rows (tests/bench/remat_ilp.py formulate()) counting a value computed later in the
+    # stage as held at an earlier step: a row cutting feasible schedules, so a bound above the optimum;
+    # remat_graphs checks each converted plan against every row (the U-Net's: "breaks ... live_24_10_0_1")
+    dict(name="remat_ilp_live_row_without_recompute", file="tests/bench/remat_ilp.py",
+         search=" + [nv - r(t, i) for nv in need]",
+         replace=" + [nv for nv in need]",
+         tests=["remat_graphs"]),
 ]
