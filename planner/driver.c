@@ -9,21 +9,6 @@
 #include "plan_build.h"
 #include "verify.h"
 
-/* levers_fit in an arena of its own, kept (adopted into ar) only with the
- * plan it returns (or an error): a try that fits nothing leaves its least
- * arena alone, and what it allocated goes back for the next try to reuse
- * instead of new pages (sd-unet at 8G tries six formats; the first five fit
- * nothing). What outlives a try is not in it: the graphs (the model source's
- * arena), their memos, the packings' memo and the micro-batch graphs' list
- * (the compilation's arena). */
-static FitResult levers_try(Arena *ar, ModelSrc *src, const PlanRequest *rq, Graph **g, const char **error) {
-  Arena own = {0};
-  FitResult x = levers_fit(&own, src, rq, g, error);
-  if (x.plan || *error) ar_adopt(ar, &own);
-  else ar_free(&own);
-  return x;
-}
-
 /* --opt-state: a format given is fitted as asked (AdamW only); auto fits
  * fp32, bf16 and 8bit in that order and takes the first with any
  * configuration that fits (the levers then choosing among that format's
@@ -57,7 +42,7 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   }
   if (want != OPTS_AUTO) {
     chosen->fit.opt_state = want;
-    return levers_try(ar, src, chosen, g, error);
+    return levers_fit(ar, src, chosen, g, error);
   }
   Graph *g0 = *g;
   FitResult best = {0};
@@ -68,7 +53,7 @@ static FitResult fit_opt_state(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
     r.fit.opt_state = f;
     r.no_least = rq->no_least || f < OPTS_8BIT; /* 8bit's least arena is the least of the three */
     Graph *gf = g0;
-    FitResult x = levers_try(ar, src, &r, &gf, error);
+    FitResult x = levers_fit(ar, src, &r, &gf, error);
     if (*error) return x;
     const Plan *p = x.plan;
     if (!least || (x.min_arena && x.min_arena < least)) least = x.min_arena;

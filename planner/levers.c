@@ -45,16 +45,11 @@ typedef struct MbGraph {
 } MbGraph;
 
 struct LeverGraphs {
-  Arena *ar; /* the compilation's: levers_fit's own may be freed after it (driver.c) */
   MbGraph *head;
   int hits; /* graphs reused (tests read it) */
 };
 
-LeverGraphs *levers_graphs_new(Arena *ar) {
-  LeverGraphs *m = ar_alloc(ar, sizeof(LeverGraphs));
-  m->ar = ar;
-  return m;
-}
+LeverGraphs *levers_graphs_new(Arena *ar) { return ar_alloc(ar, sizeof(LeverGraphs)); }
 
 int levers_graphs_hits(const LeverGraphs *m) { return m ? m->hits : 0; }
 
@@ -76,7 +71,7 @@ static Graph *with_micro_batch(Arena *ar, ModelSrc *src, const PlanRequest *rq, 
   for (int d = 0; d < g->ndims; d++) /* a micro-batch is the planner's choice, not a --set */
     if (!strcmp(g->dims[d].name, bdim)) g->dims[d].overridden = i < n;
   if (rq->graphs) {
-    MbGraph *e = ar_alloc(rq->graphs->ar, sizeof *e);
+    MbGraph *e = ar_alloc(ar, sizeof *e);
     *e = (MbGraph){rq->ov, rq->nov, mb, g, rq->graphs->head};
     rq->graphs->head = e;
   }
