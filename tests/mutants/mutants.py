@@ -247,8 +247,8 @@ MUTANTS += [
          tests=["remat_exact_gap_chain"]),
     # no refinement on chains: the greedy alone (the chain at 5.75 MiB: +197.48%, the optimum +169.26%)
     dict(name="remat_chain_no_refine", file="planner/remat.c",
-         search="use == REMAT_CHAIN ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS",
-         replace="use == REMAT_CHAIN ? 0 : REMAT_REFINE_TRIALS",
+         search="refine(&r, peak, ctx, chain ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS",
+         replace="refine(&r, peak, ctx, chain ? 0 : REMAT_REFINE_TRIALS",
          tests=["remat_exact_gap_chain_least"]),
     # bench_remat's MIP start (tests/bench/remat_ilp.py from_plan): a value read by a backward op not held
     # into its stage, only for recomputing its users; remat_graphs replays each plan as the start (the U-Net's:
