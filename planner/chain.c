@@ -51,6 +51,18 @@ static bool *cuts(Arena *ar, const Graph *g, const Step *s, int nf, int *crossin
     if (g->t[t].kind == TK_ACT && lastuse[t] >= 0)
       for (int i = pos[g->t[t].producer]; i < lastuse[t]; i++)
         if (cut[i]) crossing[i] = t;
+  /* no cut between an op and the next one writing in place over its output
+   * (a relu after its conv): the two are one buffer, which two stages would
+   * count twice */
+  for (int i = 0; i + 1 < nf; i++) {
+    if (!cut[i]) continue;
+    const Op *o = &g->ops[s->train[i + 1].op];
+    int t = crossing[i];
+    for (int k = 0; k < o->nin; k++)
+      if ((op_info(o->kind)->inplace_fwd & SLOT(k)) && o->in[k] == t && lastuse[t] == i + 1 &&
+          tbytes(g, o->out[0]) == tbytes(g, t))
+        cut[i] = false;
+  }
   return cut;
 }
 
@@ -161,6 +173,15 @@ Chain *chain_build(Arena *ar, const Graph *g, const Step *plain, const CostModel
     *st = (Stage){.first = start, .last = i + 1, .in = in, .out = i + 1 < nf ? crossing[i] : plain->loss};
     st->x_in = in >= 0 ? tbytes(g, in) : 0;
     stage_costs(g, plain, cm, half, choose, st);
+    bool reads_out = false, reads_other = false;
+    for (int j = st->first; j < st->last; j++) {
+      const Op *o = &g->ops[plain->train[j].op];
+      const OpInfo *oi = op_info(o->kind);
+      for (int k = 0; k < oi->nbin; k++)
+        if (REF_KIND(oi->bin[k]) == REF_OUT(0)) reads_out |= o->out[REF_SLOT(oi->bin[k])] == st->out;
+      for (int k = 0; k < o->nout; k++) reads_other |= o->out[k] != st->out && plain->saved[o->out[k]];
+    }
+    st->out_only = reads_out && !reads_other && !st->opt[0].half && st->opt[0].keep == KEEP_ALL;
     start = i + 1, in = st->out;
   }
   return c;

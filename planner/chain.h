@@ -37,6 +37,12 @@ typedef struct {
   int64_t work;    /* working memory while the stage runs (fresh gradients, transient outputs) */
   double f;        /* seconds of forward */
   int64_t f_flops;
+  /* backward reads the stage's output and nothing else the stage makes (a
+   * conv + relu block): with that output still held as the next stage's
+   * checkpoint, option 0 needs no forward (ckpt.h's held variant). A stage
+   * whose backward reads none of it (a linear layer) gains nothing: keeping
+   * it holds the same output. */
+  bool out_only;
   int nopt; /* options none of which is as fast with as little memory as another */
   StageOption opt[STAGE_MAX_OPTIONS];
 } Stage;

@@ -305,9 +305,12 @@ static double schedule_time(const Chain *c, const Actions *a) {
  * memory units cannot see a few megabytes, the arena check can. */
 static Actions lightest(Arena *ar, const Chain *c, Actions a) {
   Action *v = ar_alloc(ar, sizeof(Action) * (size_t)(a.n ? a.n : 1));
+  int *last = ar_alloc(ar, sizeof(int) * (size_t)(c->n + 1)); /* the option of each stage's latest forward */
   for (int x = 0; x < a.n; x++) {
     v[x] = a.a[x];
-    if (v[x].kind != ACT_FORWARD) v[x].option = chain_lightest(&c->s[v[x].stage]);
+    if (v[x].kind == ACT_KEEP) v[x].option = chain_lightest(&c->s[v[x].stage]);
+    if (v[x].kind == ACT_BACKWARD) v[x].option = last[v[x].stage]; /* a held output's backward: option 0 */
+    else last[v[x].stage] = v[x].option;
   }
   a.a = v;
   return a;

@@ -21,8 +21,12 @@ void fit_describe(Arena *ar, Plan *p, const Graph *g, const Step *plain, const C
       ps->half = so->half && c->choose_half;
     }
   }
-  for (int i = 0; i < c->n; i++)
-    if (p->stages[i].runs > 1) p->stages[i].choice = 'R';
+  for (int i = 0; i < c->n; i++) {
+    PlanStage *ps = &p->stages[i];
+    if (ps->runs > 1) ps->choice = 'R';
+    else if (!ps->choice) /* run once, its output held from a checkpoint's forward (ckpt.h's H) */
+      ps->choice = 'K', ps->kept_bytes = c->s[i].opt[0].keep_bytes;
+  }
 }
 
 /* A DAG schedule's stages (one per forward op) for the report: R where the

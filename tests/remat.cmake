@@ -160,6 +160,28 @@ set_tests_properties(remat_exact_gap_chain PROPERTIES LABELS unit)
 add_test(NAME remat_exact_gap_chain_least COMMAND sh ${MEMPLAN_TEST_DIR}/remat/check_exact_gap.sh $<TARGET_FILE:memplan>
                                                   ${CMAKE_CURRENT_BINARY_DIR}/remat_exact_gap_chain_least chain 6026496 182.7)
 set_tests_properties(remat_exact_gap_chain_least PROPERTIES LABELS unit)
+# remat_exact_gap_chain_775: the chain at 7.75 MiB (8123648 bytes) in
+# memplan's objective: recompute seconds at most 35.93% of the step's, 5%
+# over the best schedule CBC found there (+29.46%, 90 s, bound +22.52%;
+# 1.05 x 1.2946 = 1.3593). Rotor's DP reran a conv to tape an output it
+# still held as the next segment's checkpoint and the whole-graph search
+# paid +36.40% (1.054x); the DP's held outputs (ckpt.h, H) plan +29.46%.
+# Planted: no held variant (mutant ckpt_no_held).
+add_test(NAME remat_exact_gap_chain_775 COMMAND sh ${MEMPLAN_TEST_DIR}/remat/check_exact_gap.sh $<TARGET_FILE:memplan>
+                                                ${CMAKE_CURRENT_BINARY_DIR}/remat_exact_gap_chain_775 chain 8123648 35.93
+                                                seconds)
+set_tests_properties(remat_exact_gap_chain_775 PROPERTIES LABELS unit)
+# ckpt_exact_conv_chain: the DP's held outputs train bit for bit like
+# keeping everything. tests/remat/conv-chain.yaml is bench_remat's chain; at
+# B=2, C=8, 16x16 (keep-all 412 KiB) 260K and 280K are DP plans whose
+# backward of a conv + relu block reads the output its checkpoint forward
+# made, held past the next block's backward (58.88% and 30.71% extra FLOPs;
+# the whole-graph search paid 76.78% and 38.38%).
+add_test(NAME ckpt_exact_conv_chain
+         COMMAND env "CKPT_COMPILE=--set B=2 --set C=8 --set HW=16 --no-micro-batch" sh
+                 ${MEMPLAN_TEST_DIR}/scripts/ckpt_exact.sh $<TARGET_FILE:memplan> ${MEMPLAN_TEST_DIR}/remat/conv-chain.yaml
+                 ${CMAKE_CURRENT_BINARY_DIR}/ckpt_exact_conv_chain --blobs 260K 280K)
+set_tests_properties(ckpt_exact_conv_chain PROPERTIES LABELS e2e)
 # remat_exact_gap_random3: bench_remat's random-3 at its least budget before
 # (15489024 bytes, 14.77 MiB), in memplan's objective: recompute seconds
 # under its cost model at most 52.25% of the keep-all step's, 5% over the

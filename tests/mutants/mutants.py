@@ -367,4 +367,23 @@ MUTANTS += [
          search=" + [nv - r(t, i) for nv in need]",
          replace=" + [nv for nv in need]",
          tests=["remat_graphs"]),
+    # the checkpointing DP (planner/ckpt.c) without its held outputs: Rotor's model reruns a conv to tape an
+    # output it still holds (the chain at 7.75 MiB: +36.40% of the step's seconds, CBC's best +29.46%); the
+    # exhaustive search of test_ckpt's random chains finds cheaper schedules than the table
+    dict(name="ckpt_no_held", file="planner/ckpt.c",
+         search="        if (!T->hcost || !T->c->s[j - 1].out_only) continue;",
+         replace="        if (1) continue;",
+         tests=["remat_exact_gap_chain_775", "ckpt_unit"], targets=["memplan", "test_ckpt"]),
+    # a held output's segment emitted as if the output were not held (planner/ckpt.c emit): the stage's forward
+    # is never taped and its backward then reads a value the plan does not hold where the DP says
+    dict(name="ckpt_held_emitted_plain", file="planner/ckpt.c",
+         search="  if (ch > n) emit(e, s, j - 1, m - units(T, T->c->s[j].x_in), true);",
+         replace="  if (ch > n) emit(e, s, j - 1, m - units(T, T->c->s[j].x_in), false);",
+         tests=["ckpt_unit"], targets=["test_ckpt"]),
+    # chain.c cutting between a conv and the relu written in place over its output: the DP counts the one
+    # buffer twice (the chain at 7.75 MiB: +36.40% again)
+    dict(name="chain_cut_in_place", file="planner/chain.c",
+         search="          tbytes(g, o->out[0]) == tbytes(g, t))\n        cut[i] = false;",
+         replace="          tbytes(g, o->out[0]) == tbytes(g, t))\n        cut[i] = true;",
+         tests=["remat_exact_gap_chain_775"]),
 ]
