@@ -157,6 +157,7 @@ static void stages(const Plan *p, Text *t) {
                 s->half ? "true" : "false", s->runs, (long long)s->kept_bytes);
   }
   text_printf(t, "%s],\n", p->nstages ? "\n  " : "");
+  if (p->whole_graph) text_printf(t, "  \"stages_whole_graph\": true,\n");
 }
 
 static void buffers(const Plan *p, Text *t) {

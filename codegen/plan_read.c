@@ -216,6 +216,7 @@ static void read_totals(Arena *ar, const MjVal *root, Plan *p) {
                              : get_int(roles, plan_role_name((Role)r), 0, PLAN_MAX_VALUE);
   const MjVal *st = find(root, "stages");
   if (!st) return;
+  p->whole_graph = find(root, "stages_whole_graph") && get(root, "stages_whole_graph", MJ_BOOL)->b; /* optional */
   want(st, MJ_ARR, "\"stages\"");
   p->nstages = st->n;
   p->stages = st->n ? ar_alloc(ar, sizeof(PlanStage) * (size_t)st->n) : NULL;

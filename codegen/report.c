@@ -109,13 +109,6 @@ static void arena(const Plan *p, FILE *out) {
     fprintf(out, "  in place:    %d buffers host an op's output in its dying input (see plan.json \"in_place\")\n", n);
 }
 
-/* Is every stage one op (a whole-graph plan, planner/remat.c)? */
-static bool per_op(const Plan *p) {
-  for (int i = 0; i < p->nstages; i++)
-    if (strcmp(p->stages[i].first_layer, p->stages[i].last_layer)) return false;
-  return p->nstages > 0;
-}
-
 /* A whole-graph plan's stages: how many ops run again and how often, then
  * one line per run of consecutive ops run as often (kept: run once, what
  * they keep summed, the part --precision auto stores in bf16 said), not
@@ -154,7 +147,7 @@ static void stages(const Plan *p, FILE *out) {
   char x[32];
   fprintf(out, "\ncheckpointing: %.2f%% extra FLOPs (%.3g GFLOP recomputed per step)\n",
           100.0 * (double)p->extra_flops / (double)p->step_flops, (double)p->extra_flops / 1e9);
-  if (per_op(p)) {
+  if (p->whole_graph) {
     op_runs(p, out);
     return;
   }

@@ -34,6 +34,7 @@ void fit_describe(Arena *ar, Plan *p, const Graph *g, const Step *plain, const C
  * is kept; half: those of its outputs stored in bf16, NULL none). */
 void fit_describe_dag(Arena *ar, Plan *p, const Graph *g, const Step *plain, const Actions *a, const bool *half) {
   p->nstages = a->nstages;
+  p->whole_graph = true;
   p->stages = ar_alloc(ar, sizeof(PlanStage) * (size_t)a->nstages);
   for (int x = 0; x < a->n; x++)
     if (a->a[x].kind != ACT_BACKWARD) p->stages[a->a[x].stage].runs++;

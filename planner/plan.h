@@ -159,6 +159,7 @@ typedef struct Plan {
   int64_t step_flops, extra_flops; /* extra: recomputation */
   PlanStage *stages;               /* checkpointing stages; NULL when nothing is recomputed */
   int nstages;
+  bool whole_graph;  /* the stages are the forward ops of a whole-graph schedule (planner/remat.c), not a chain's */
   PlanLever *levers; /* what the budget pass tried, in order (NULL: not recorded) */
   int nlevers;
   /* micro-batching: the schedule's forward, recompute and backward ops run

@@ -297,6 +297,37 @@ static void test_state_json(const Plan *p) {
   ar_free(&ar);
 }
 
+/* The report describes a plan's stages as a whole-graph schedule's ops only
+ * where the plan says so (stages_whole_graph), not wherever each stage is
+ * one op: a chain's stages can be too. The flag round-trips in plan.json. */
+static void test_report_whole_graph(const Plan *p) {
+  PlanStage st[2] = {{.first_layer = "a", .last_layer = "a", .choice = 'R', .runs = 2},
+                     {.first_layer = "b", .last_layer = "b", .choice = 'K', .runs = 1}};
+  Plan q = *p;
+  q.stages = st, q.nstages = 2;
+  for (int wg = 0; wg < 2; wg++) {
+    q.whole_graph = wg;
+    char *rep = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&rep, &n);
+    CHECK(f != NULL);
+    if (!f) return;
+    report_plan(&q, f);
+    fclose(f);
+    CHECK(rep && (strstr(rep, "whole graph: 1 of 2 forward ops recomputed") != NULL) == (wg == 1));
+    CHECK(rep &&
+          (strstr(rep, "  a            .. a            recomputed from its input checkpoint") != NULL) == (wg == 0));
+    free(rep);
+    test_json_round_trip(&q);
+    Arena ar = {0};
+    Text a = {0};
+    json_plan(&q, &a);
+    CHECK(plan_read(&ar, "plan.json", a.s, a.n)->whole_graph == wg);
+    text_free(&a);
+    ar_free(&ar);
+  }
+}
+
 /* Running state end to end on tests/reference/bn-mlp.yaml (4 batchnorms):
  * 8 state buffers, persistent (both schedules, below persistent_bytes, never
  * in place), initialized zeros and ones, no gradient or optimizer state of
@@ -356,6 +387,7 @@ static void test_state(const char *bn) {
     CHECK(par && strstr(par + 1, "\n") == strstr(par + 1, "\n  state                2.00 KiB\n"));
     free(rep);
   }
+  test_report_whole_graph(p);
   ar_free(&ar);
 }
 

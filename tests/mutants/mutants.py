@@ -386,4 +386,10 @@ MUTANTS += [
          search="          tbytes(g, o->out[0]) == tbytes(g, t))\n        cut[i] = false;",
          replace="          tbytes(g, o->out[0]) == tbytes(g, t))\n        cut[i] = true;",
          tests=["remat_exact_gap_chain_775"]),
+    # the report taking any plan whose stages are one op each for a whole-graph one (codegen/report.c): a
+    # chain's one-op stages would read "whole graph: ..."; codegen_unit's test_report_whole_graph
+    dict(name="report_whole_graph_by_shape", file="codegen/report.c",
+         search="  if (p->whole_graph) {",
+         replace="  if (p->nstages) {",
+         tests=["codegen_unit"], targets=["test_codegen"]),
 ]
