@@ -82,7 +82,7 @@ set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # merges, and says so); CBC 2.10.8's log ends read right (the proven bound).
 # The exact DP (remat_chain_exact.py) on the chain at 8.75 and 5.75 MiB in both objectives and the U-Net at 50% of
 # keep-all (seconds) must give CBC's proven optima there (bench_remat.EXACT_OPTIMA, to 1e-9 of the step: both are
-# replay()'s float sums) and, with PuLP, satisfy every row of the MILP: about 10 CPU s more (2026-12-03). Mutants
+# replay()'s float sums) and, with PuLP, satisfy every row of the MILP: 13.5 CPU s in all (2026-12-03). Mutants
 # remat_exact_dp_inputs_never_freed (no schedule at 5.75 MiB), remat_exact_dp_no_op_row (replay: over the
 # budget) and remat_exact_dp_no_scratch (the U-Net's: replay over the budget; on the chain the backward op's row
 # binds first and it survived the chain's optima alone).
