@@ -289,13 +289,13 @@ def main():
                     how = (f"exact DP, {ex['secs']:.1f} s, {ex['states']} states a step at most; CBC "
                            + ("not run" if a.exact == "only" else f"{cbc['status']}: {pct(cbc['extra']).strip()} "
                               f"(bound {pct(cbc['bound']).strip()}), {res['secs']:.1f} s"))
-                elif dp_why and o == objectives[0]:
-                    how += f"; no exact DP: {dp_why}"
                 if start is not None:  # (no CBC run: no start's fate)
                     how += {None: "", "accepted": ", from memplan's", "rejected": ", memplan's start rejected by CBC",
                             "unused": ", memplan's start unused (solved first)"}[res["start"]]
                 elif plan:
                     how += f", no start: {why}"
+                if dp_why and o == objectives[0]:
+                    how += f"; no exact DP: {dp_why}"
                 ratio = proven = None
                 if res.get("start_breaks"):  # replay() ran it within the peak: the MILP and replay() disagree
                     how += f"; memplan's start breaks the MILP's constraints {', '.join(res['start_breaks'][:3])}"

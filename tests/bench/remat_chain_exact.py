@@ -102,7 +102,7 @@ def solve(m, budget, objective="seconds", max_states=3_000_000):
             cur = nxt
             most = max(most, len(cur))
             if len(cur) > max_states:
-                raise TooLarge(f"{len(cur)} states at stage {t}, step {k}")
+                raise TooLarge(f"{len(cur)} states at stage {t}, step {k}, over {max_states}")
         # the stage's end: every read present; what else is present is held into the next stage where it can
         # be (else it was needed up to here); a read value held on or not; the backward op's row
         layer, bk = {}, {}
