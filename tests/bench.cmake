@@ -62,7 +62,8 @@ set_tests_properties(bench_generate PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RE
 # random-DAG graphs of tests/bench/remat_graphs.py, at every budget
 # `memplan sweep` reports and 90%..50% of keep-all, in both objectives
 # (estimated seconds and FLOPs), memplan's plan as CBC's start, each row's
-# ratio proven against CBC's lower bound, at most 30 s a solve: unet,
+# ratio proven against CBC's lower bound (exact where tests/bench/remat_chain_exact.py's DP applies:
+# the chain, U-Net, DenseNet; its optimum checked against CBC's), at most 30 s a solve: unet,
 # densenet, chain and random-1 took 20 minutes of wall on the 2-core machine
 # under load (2026-12-02); the six graphs, estimated from random-1's 11
 # minutes, about 45 (at 60 s a solve about 80). Without python3-pulp and coinor-cbc it says how to install them and
@@ -79,7 +80,13 @@ set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # plan's peak at the plan's extra FLOPs (the U-Net's and DenseNet's must: the
 # chain's DP plan keeps a conv's output apart from its relu, which the MILP
 # merges, and says so); CBC 2.10.8's log ends read right (the proven bound).
-# CPU seconds: 6.0 with PuLP's rows, 2.1 without (2026-12-03; 3.0 once, 0.8 before the conversion's six compiles with a budget;
+# The exact DP (remat_chain_exact.py) on the chain at 8.75 and 5.75 MiB in both objectives and the U-Net at 50% of
+# keep-all (seconds) must give CBC's proven optima there (bench_remat.EXACT_OPTIMA, to 1e-9 of the step: both are
+# replay()'s float sums) and, with PuLP, satisfy every row of the MILP: 13.5 CPU s in all (2026-12-03). Mutants
+# remat_exact_dp_inputs_never_freed (no schedule at 5.75 MiB), remat_exact_dp_no_op_row (replay: over the
+# budget) and remat_exact_dp_no_scratch (the U-Net's: replay over the budget; on the chain the backward op's row
+# binds first and it survived the chain's optima alone).
+# CPU seconds before the exact DP: 6.0 with PuLP's rows, 2.1 without (2026-12-03; 3.0 once, 0.8 before the conversion's six compiles with a budget;
 # 5.2 under ASan then: Graphviz draws each plan; CI runs it in
 # build/, build-release/ and build-asan/). Mutants remat_ilp_start_ignores_reads and
 # remat_ilp_bound_is_best_found (tests/mutants/mutants.py). Planted once each: the model without the

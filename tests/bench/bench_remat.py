@@ -1,5 +1,6 @@
 """bench_remat.py --memplan MEMPLAN --workdir DIR [--time-limit S] [--seeds N]
-[--graphs NAME,...] [--budgets BYTES,...] [--objective both|seconds|flops] [--json FILE] [--check]: memplan's
+[--graphs NAME,...] [--budgets BYTES,...] [--objective both|seconds|flops] [--exact auto|off|only]
+[--exact-states N] [--json FILE] [--check]: memplan's
 recomputation against the exact integer program (issue 29; docs/budgets-and-levers.md#the-exact-benchmark).
 
 For each generated graph (remat_graphs.py: the U-Net, the DenseNet block,
@@ -24,6 +25,15 @@ time goes to the lower bound. Each row prints both extras in percent of the
 step, CBC's proven lower bound, the ratio of the steps against the best
 found, (S + memplan's) / (S + best), and against the bound, the ratio
 proven at most; the last line names the worst of each, per objective.
+The exact DP (remat_chain_exact.py: the same MILP's optimum, proven, for
+graphs whose sets of values held at once can be enumerated: the chain, the
+U-Net, the DenseNet) runs beside CBC at each budget where it keeps under
+--exact-states states a step (`--exact auto`, the default): its optimum
+must be at most CBC's best found and at least CBC's bound (equal where CBC
+proves it), its schedule must satisfy every row of the MILP, and it is the
+row's best found and lower bound ("exact DP" in the row), so the proven
+ratio is exact. `--exact only` skips CBC where the DP applies; `--exact
+off` runs CBC alone.
 --json FILE also writes every row (one per budget and objective; bytes,
 the extras in the objective's unit, the bound, both ratios, the solver's
 status and seconds, the warm start's fate).
@@ -45,6 +55,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import remat_chain_exact  # noqa: E402
 import remat_graphs  # noqa: E402
 import remat_ilp  # noqa: E402
 
@@ -57,6 +68,56 @@ CBC_LOGS = [("Result - Optimal solution found\n\nObjective value:               
              "Lower bound:                    24878424571.430\nGap:                            0.08\n",
              ("Stopped on time limit", 26938397094.0, 24878424571.429))]
 
+
+def check_exact(where, at, o, model, ex, res, step):
+    """The exact DP's optimum (remat_chain_exact.solve) beside CBC's solve at the same live-bytes budget (not
+    run: its values None): the DP's schedule must satisfy every row of the MILP, be no worse than any schedule
+    CBC found and no better than CBC's proven bound (CBC's float noise is far below 1e-6 of the step), else
+    the bench stops. Returns the row's best found, lower bound and status: the DP's optimum, proven."""
+    tol = 1e-6 * step
+    if ex["extra"] is None:
+        if res["extra"] is not None:
+            sys.exit(f"{where}: the exact DP finds no schedule within {at} live bytes where CBC found one, "
+                     f"{res['extra']}, that replays: the DP cuts feasible schedules (tests/bench/remat_chain_exact.py)")
+        return None, None, "infeasible"
+    breaks = remat_chain_exact.row_breaks(model, at, ex["R"], ex["S"], o)
+    if breaks:
+        sys.exit(f"{where}: the exact DP's schedule breaks the MILP's rows {', '.join(breaks[:5])}: its memory "
+                 "model is not formulate()'s (tests/bench/remat_chain_exact.py)")
+    if res["extra"] is not None and ex["extra"] > res["extra"] + tol:
+        sys.exit(f"{where}: the exact DP's optimum, {ex['extra']}, is above a schedule CBC found, {res['extra']}: "
+                 "the DP misses feasible schedules (tests/bench/remat_chain_exact.py)")
+    if res["bound"] is not None and res["bound"] > ex["extra"] + tol or res["status"] == "infeasible":
+        sys.exit(f"{where}: CBC's lower bound, {res['bound']} ({res['status']}), is above the exact DP's schedule, "
+                 f"{ex['extra']}, which replays and satisfies every row of the MILP: the bound is wrong")
+    return ex["extra"], ex["extra"], "optimal"
+
+# CBC's proven optima of the MILP (remat_ilp.solve, CBC 2.10.8, "optimal"; 2026-12-03): the chain at 8.75 MiB
+# (19-24 s) and 5.75 MiB (1 s), the U-Net at 50% of keep-all (25 s, where the nodes' scratch binds): (graph, live
+# bytes, objective, extra seconds or FLOPs). --check requires the exact DP's to be the same: both are replay()'s
+# sums of the same nodes' costs, so equal schedules give equal floats and equal-cost ones differ by rounding, far
+# below 1e-9 of the step. A planner change that alters a keep-all plan (its bytes or stages) changes them:
+# re-solve with remat_ilp.py KEEP_ALL_PLAN BYTES.
+EXACT_OPTIMA = [("chain", 9172224, "seconds", 0.004919319405714289), ("chain", 9172224, "flops", 1209794560),
+                ("chain", 6026496, "seconds", 0.04000766829714286), ("chain", 6026496, "flops", 9980084224),
+                ("unet", 99224448, "seconds", 0.14399644818285703)]
+
+
+def check_exact_optima(name, model, pulp_ok):
+    """--check: the exact DP where CBC proved the optimum (EXACT_OPTIMA): the same optimum, and its schedule
+    satisfies every row of the MILP (with PuLP)."""
+    for _, at, o, want in [x for x in EXACT_OPTIMA if x[0] == name]:
+        step = model["step_seconds"] if o == "seconds" else model["step_flops"]
+        ex = remat_chain_exact.solve(model, at, o)
+        if ex["extra"] is None or abs(ex["extra"] - want) > 1e-9 * step:
+            sys.exit(f"{name} at {at} bytes ({o}): the exact DP's optimum is {ex['extra']}, CBC proved {want} "
+                     "(tests/bench/remat_chain_exact.py; bench_remat.EXACT_OPTIMA)")
+        breaks = remat_chain_exact.row_breaks(model, at, ex["R"], ex["S"], o) if pulp_ok else []
+        if breaks:
+            sys.exit(f"{name} at {at} bytes ({o}): the exact DP's schedule breaks the MILP's rows "
+                     f"{', '.join(breaks[:5])}")
+        print(f"  exact DP at {at / MIB:.2f} MiB ({o}): +{100 * want / step:.2f}% of the step, CBC's proven "
+              f"optimum, in {ex['secs']:.1f} s" + (", every row of the MILP holds" if pulp_ok else ""))
 
 def compile_plan(memplan, model, out, *opts):
     r = subprocess.run([memplan, "compile", model, "--no-micro-batch", "--fused-loss", "off", "--precision", "fp32",
@@ -90,6 +151,8 @@ def main():
     ap.add_argument("--json", help="also write every row to this file")
     ap.add_argument("--objective", choices=("both", "seconds", "flops"), default="both")
     ap.add_argument("--budgets", default="", help="only these budgets, in bytes, comma-separated")
+    ap.add_argument("--exact", choices=("auto", "off", "only"), default="auto")
+    ap.add_argument("--exact-states", type=int, default=150000)
     a = ap.parse_args()
     if not a.check:
         try:
@@ -126,7 +189,7 @@ def main():
     objectives = ("seconds", "flops") if a.objective == "both" else (a.objective,)
     worst = {o: {"found": (0.0, ""), "proven": (0.0, "")} for o in objectives}
     unbounded = {o: 0 for o in objectives}
-    only_ilp, unproven, solves, rows, table, starts = [], 0, 0, 0, [], [0, 0]
+    only_ilp, unproven, solves, rows, table, starts, exact_rows = [], 0, 0, 0, [], [0, 0], 0
     for path in paths:
         name = os.path.basename(path)[:-5]
         compile_plan(a.memplan, path, os.path.join(a.workdir, name, "keep"))
@@ -141,6 +204,8 @@ def main():
               f"keep-all peak {model['peak'] / MIB:.2f} MiB (the model's: the same), "
               f"step {model['step_flops'] / 1e9:.2f} GFLOP, est. {model['step_seconds'] * 1e3:.1f} ms")
         peak = model["peak"]
+        if a.check:
+            check_exact_optima(name, model, pulp_ok)
         if a.check:
             # the warm start's conversion, without a solver: the plan at 60% of
             # keep-all (or memplan's smallest budget) as the MILP's R and S,
@@ -175,6 +240,7 @@ def main():
             budgets = [b for b in budgets if b in want]
             if not budgets:
                 print(f"  --budgets: none of its budgets (they are {','.join(map(str, every))}); skipped")
+        too_large = None  # the least budget where the exact DP had too many states: so has every one above
         print(f"  {'budget MiB':>10} {'memplan peak':>12} {'objective':>9} {'memplan extra':>13} {'ILP extra':>10} "
               f"{'ILP bound':>10} {'ratio':>6} {'proven':>7}  ILP")
         for b in budgets:
@@ -186,13 +252,30 @@ def main():
                 start = (R, S) if R else None
             starts[start is not None] += plan is not None
             lead = f"  {b / MIB:10.2f} {at / MIB if plan else 0:12.2f}" if plan else f"  {b / MIB:10.2f} {'no fit':>12}"
+            dp, dp_why = {}, None
+            if a.exact != "off" and (too_large is None or at < too_large):
+                try:
+                    dp = {o: remat_chain_exact.solve(model, at, o, a.exact_states) for o in objectives}
+                except remat_chain_exact.TooLarge as e:
+                    too_large, dp_why = at, str(e)
             for o in objectives:
                 secs_obj = o == "seconds"
                 S_ = model["step_seconds"] if secs_obj else model["step_flops"]
-                res = remat_ilp.solve(model, at, a.time_limit, objective=o, start=start)
+                ex = dp.get(o)
+                if ex and a.exact == "only":
+                    res = {"extra": None, "bound": None, "status": "not run", "secs": 0.0, "start": None}
+                else:
+                    res = remat_ilp.solve(model, at, a.time_limit, objective=o, start=start)
+                    solves += 1
                 extra, bound, status = res["extra"], res["bound"], res["status"]
-                solves += 1
-                unproven += status in ("time limit", "no solution in time")
+                cbc = {"extra": extra, "bound": bound, "status": status}
+                pct = (lambda x, w=10, S_=S_: f"{100 * x / S_:{w - 1}.2f}%" if x is not None else f"{'-':>{w}}")
+                rat = (lambda x, w: f"{x:{w}.3f}" if x is not None else f"{'':>{w}}")
+                if ex:
+                    exact_rows += o == objectives[0]
+                    extra, bound, status = check_exact(f"{name} at {b} ({o})", at, o, model, ex, res, S_)
+                else:
+                    unproven += status in ("time limit", "no solution in time")
                 if extra is not None and bound is not None:
                     # a bound above a schedule that replay() ran within the budget cuts feasible schedules (a
                     # tightening that is not valid) or is misread; CBC's float noise is far below 1e-6 of the step
@@ -202,11 +285,17 @@ def main():
                     bound = min(bound, extra)  # float noise: a bound is never above the best found
                 e = (remat_ilp.recompute_seconds(plan) if secs_obj else plan["totals"]["extra_flops"]) if plan else None
                 how = f"{status}, {res['secs']:.1f} s"
-                if start is not None:
-                    how += {"accepted": ", from memplan's", "rejected": ", memplan's start rejected by CBC",
+                if ex:
+                    how = (f"exact DP, {ex['secs']:.1f} s, {ex['states']} states a step at most; CBC "
+                           + ("not run" if a.exact == "only" else f"{cbc['status']}: {pct(cbc['extra']).strip()} "
+                              f"(bound {pct(cbc['bound']).strip()}), {res['secs']:.1f} s"))
+                if start is not None:  # (no CBC run: no start's fate)
+                    how += {None: "", "accepted": ", from memplan's", "rejected": ", memplan's start rejected by CBC",
                             "unused": ", memplan's start unused (solved first)"}[res["start"]]
                 elif plan:
                     how += f", no start: {why}"
+                if dp_why and o == objectives[0]:
+                    how += f"; no exact DP: {dp_why}"
                 ratio = proven = None
                 if res.get("start_breaks"):  # replay() ran it within the peak: the MILP and replay() disagree
                     how += f"; memplan's start breaks the MILP's constraints {', '.join(res['start_breaks'][:3])}"
@@ -230,8 +319,6 @@ def main():
                 rows += plan is not None and o == objectives[0]
                 if not plan and extra is not None:
                     only_ilp.append(f"{name} {b / MIB:.2f} MiB ({o}: +{100 * extra / S_:.1f}%)")
-                pct = (lambda x, w=10: f"{100 * x / S_:{w - 1}.2f}%" if x is not None else f"{'-':>{w}}")
-                rat = (lambda x, w: f"{x:{w}.3f}" if x is not None else f"{'':>{w}}")
                 print(f"{lead} {'seconds' if secs_obj else 'FLOPs':>9} {pct(e, 13)} {pct(extra)} {pct(bound)} "
                       f"{rat(ratio, 6)} {rat(proven, 7)}  {how}"
                       + (f"; memplan's smallest {smallest / MIB:.2f} MiB" if not plan else ""))
@@ -243,7 +330,9 @@ def main():
                               "memplan_extra": e, "ilp_extra": extra, "ilp_extra_bound": bound,
                               "ilp_extra_flops": extra, "ilp_status": status, "ilp_seconds": round(res["secs"], 1),
                               "ratio": ratio, "ratio_proven": proven, "warm_start": res["start"],
-                              "warm_start_breaks": res.get("start_breaks"),
+                              "warm_start_breaks": res.get("start_breaks"), "exact_dp": bool(ex),
+                              "exact_dp_seconds": round(ex["secs"], 1) if ex else None,
+                              "cbc_extra": cbc["extra"], "cbc_bound": cbc["bound"], "cbc_status": cbc["status"],
                               "no_warm_start_why": None if start is not None or not plan else why})
     if a.check:
         print("remat_graphs: every graph compiles and verifies, the MILP's model counts the plan's live bytes at "
@@ -254,7 +343,8 @@ def main():
             json.dump({"time_limit_s": a.time_limit, "objectives": list(objectives), "rows": table}, f, indent=1)
         os.replace(a.json + ".tmp", a.json)
     print(f"ILP: Checkmate's MILP in CBC, at most {a.time_limit:g} s a solve; {unproven} of the {solves} solves "
-          "stopped before proving optimality (their proven ratio is against CBC's lower bound); "
+          "stopped before proving optimality where the exact DP did not run (their proven ratio is against CBC's "
+          f"lower bound); the exact DP's optimum at {exact_rows} of the {len(table) // len(objectives)} budgets; "
           f"memplan's plan was CBC's start at {starts[1]} of the {starts[0] + starts[1]} budgets memplan fits")
     if only_ilp:
         print(f"budgets the ILP fits and memplan does not ({len(only_ilp)}): {', '.join(only_ilp)}")

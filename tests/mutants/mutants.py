@@ -392,4 +392,22 @@ MUTANTS += [
          search="  if (p->whole_graph) {",
          replace="  if (p->nstages) {",
          tests=["codegen_unit"], targets=["test_codegen"]),
+    # the exact DP (tests/bench/remat_chain_exact.py) never freeing k's inputs at their last use: it counts more
+    # than the MILP's rows, so its optimum is above CBC's (the chain at 5.75 MiB: no schedule fits)
+    dict(name="remat_exact_dp_inputs_never_freed", file="tests/bench/remat_chain_exact.py",
+         search="nxt[q2] = (c2, by - bx + (b[k] if keep else 0), held, rmask | bits[k])",
+         replace="nxt[q2] = (c2, by + (b[k] if keep else 0), held, rmask | bits[k])",
+         tests=["remat_graphs"]),
+    # the exact DP without the backward op's row (its temporaries beside the values held): a schedule over the
+    # budget ("replay: the schedule peaks at 10220800 bytes in stage 20 ..., over its budget 9172224")
+    dict(name="remat_exact_dp_no_op_row", file="tests/bench/remat_chain_exact.py",
+         search='            if s["node"] is None and by > cap - s["fixed"]:',
+         replace='            if False and by > cap - s["fixed"]:',
+         tests=["remat_graphs"]),
+    # the exact DP counting a computed node without its scratch (a conv's im2col): the U-Net at 50% of keep-all
+    # ("replay: the schedule peaks at 105879040 bytes in stage 26 ..., over its budget 99224448")
+    dict(name="remat_exact_dp_no_scratch", file="tests/bench/remat_chain_exact.py",
+         search="row = by + work[k] - (b[inplace[k]]",
+         replace="row = by + b[k] - (b[inplace[k]]",
+         tests=["remat_graphs"]),
 ]
