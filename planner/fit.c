@@ -51,11 +51,17 @@ static const char *masks_name(const Graph *g, Masks m) {
   return !ad_has_regen(g) ? NULL : m == MASKS_REGEN ? "regenerated" : "stored";
 }
 
-/* fit_plan with the training schedule's liveness already built. */
-static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
+/* The plan of step s before its offsets (its lower bound is known:
+ * plan_lower_bound), the training schedule's liveness already built. */
+static Plan *plan_unpacked(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
   Live *le = live_build(ar, s, s->eval, s->neval);
   Plan *p = plan_build(ar, g, s, lt, le, o->align);
   p->guard_bytes = o->guard;
+  return p;
+}
+
+/* p (plan_unpacked, of step s) with its offsets and the options' figures. */
+static Plan *plan_packed(Plan *p, const Graph *g, const Step *s, const FitOptions *o) {
   plan_assign_memo(p, o->time_limit, o->memo);
   p->extra_flops = s->recompute_flops;
   p->precision = prec_name(o->precision);
@@ -78,6 +84,11 @@ static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const
       p->loss_chunk = d[3];
     }
   return p;
+}
+
+/* fit_plan with the training schedule's liveness already built. */
+static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
+  return plan_packed(plan_unpacked(ar, g, s, lt, o), g, s, o);
 }
 
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
@@ -174,9 +185,13 @@ static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area)
 
 /* RematPeak for the refinement under the budget's arena (S->target): the
  * arena of the schedule's plan, packed with an offset search of
- * REMAT_TRIAL_PACK_LIMIT, where its liveness bound is within the budget
- * (else that bound: over it anyway). The walk packs what it finds with its
- * own limit, which starts from the same passes. */
+ * REMAT_TRIAL_PACK_LIMIT, where its bounds are within the budget (else the
+ * bound over it: the arena is too, and the search only compares it with
+ * the target). The step's liveness bound first, then the plan's (with the
+ * library workspace): on the random DAGs at their least budgets most
+ * trials that the search refuses are over the plan's bound, which costs a
+ * plan build where the offset search took 5 ms. The walk packs what it
+ * finds with its own limit, which starts from the same passes. */
 static void trial_arena(void *ctx, const Actions *a, int64_t *peak, double *area) {
   Solver *S = ctx;
   Step *s;
@@ -184,7 +199,9 @@ static void trial_arena(void *ctx, const Actions *a, int64_t *peak, double *area
   if (*peak > S->target) return;
   FitOptions o = *S->o;
   o.time_limit = REMAT_TRIAL_PACK_LIMIT, o.memo = NULL;
-  *peak = plan_live(&S->trial, S->g, s, l, &o)->arena_bytes;
+  Plan *p = plan_unpacked(&S->trial, S->g, s, l, &o);
+  if ((*peak = plan_lower_bound(p)) > S->target) return;
+  *peak = plan_packed(p, S->g, s, &o)->arena_bytes;
 }
 
 /* S->w: every whole-graph candidate but the first (it keeps everything:
@@ -351,10 +368,14 @@ static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
   return c;
 }
 
-/* The candidate's plan, offsets assigned; the bound above is checked. */
-static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c) {
-  Plan *p = plan_live(ar, S->g, c->step, c->lt, S->o);
-  MP_ASSERT(p->lower_bound_bytes >= c->lb); /* else skipping by the bound could miss a plan that fits */
+/* The candidate's plan (p: plan_unpacked's, NULL: built here), offsets
+ * assigned; the bounds above are checked. */
+static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c, Plan *p) {
+  if (!p) p = plan_unpacked(ar, S->g, c->step, c->lt, S->o);
+  int64_t lb = plan_lower_bound(p);
+  p = plan_packed(p, S->g, c->step, S->o);
+  /* else skipping by either bound could miss a plan that fits */
+  MP_ASSERT(p->lower_bound_bytes >= c->lb && p->lower_bound_bytes == lb);
   if (c->a.ctx == S->chain) fit_describe(ar, p, S->g, S->plain, S->chain, &c->a);
   else fit_describe_dag(ar, p, S->g, S->plain, &c->a, c->half);
   return p;
@@ -366,15 +387,19 @@ static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **ste
   Cand c = cand_step(ar, S, m, light);
   *step = c.step;
   *time = c.time;
-  return cand_plan(ar, S, &c);
+  return cand_plan(ar, S, &c, NULL);
 }
 
-/* Candidates the bound kept from being packed: when nothing fits, the
- * smallest arena among them is still wanted (the budget that would fit). */
+/* Candidates a bound kept from being packed: when nothing fits, the
+ * smallest arena among them is still wanted (the budget that would fit).
+ * planned: skipped by its plan's bound (plan_lower_bound), where the step's
+ * liveness bound was within the budget: the walk packed those before, so
+ * least_skipped packs them as it did (its full limit, never a bound for
+ * the arena). */
 typedef struct {
   int64_t lb;
   int m;
-  bool light;
+  bool light, planned;
 } Unpacked;
 typedef VEC(Unpacked) Unpackeds;
 
@@ -396,10 +421,26 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, double limit, 
   if (c.time >= limit) return false; /* slower than the plan already found */
   if (c.lb > budget) {               /* cannot fit: remembered for the least arena */
     r->bounded++;
-    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, m, light}));
+    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, m, light, false}));
     return false;
   }
-  Plan *p = cand_plan(tmp, S, &c);
+  /* The plan's own bound, with the library workspace the step's leaves
+   * out: over the budget, the offset search (to its limit: it cannot fit)
+   * is not run, and every figure stays as if it had been. Such a schedule
+   * is missed as when packed over the budget, and its arena is wanted for
+   * the least where the walk's packing would have given it (min_arena
+   * already set: a plan keeping everything, packed). On the random DAGs at
+   * their least budgets the walk packed up to seven whole-graph schedules
+   * 128 KiB over it so, 0.3 CPU s each. */
+  Plan *p = plan_unpacked(tmp, S->g, c.step, c.lt, S->o);
+  int64_t plb = plan_lower_bound(p);
+  if (plb > budget) {
+    r->bounded++;
+    if (r->min_arena) VEC_PUSH(scratch, *skipped, ((Unpacked){plb, m, light, true}));
+    if (m < 0 && c.time < S->missed) S->missed = c.time;
+    return false;
+  }
+  p = cand_plan(tmp, S, &c, p);
   r->candidates++;
   if (p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
   if (p->arena_bytes > budget) {
@@ -425,7 +466,7 @@ static int by_lb(const void *a, const void *b) {
 static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
   if (u->n) qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb); /* (NULL with none: qsort takes no NULL) */
   for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
-    if (u->v[i].m < 0 && S->o->bound_least) { /* (the big steps' schedules pack slowly) */
+    if (u->v[i].m < 0 && S->o->bound_least && !u->v[i].planned) { /* (the big steps' schedules pack slowly) */
       r->min_arena = u->v[i].lb;
       continue;
     }
@@ -435,7 +476,7 @@ static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tm
      * is packed for its arena alone, with a short offset search: sd-unet
      * spent 0.4 CPU s of its 8G compile here at 0.5 s a search */
     FitOptions o = *S->o;
-    if (u->v[i].m < 0 && S->big && o.pack_below && o.time_limit > FIT_SHOW_TIME_LIMIT)
+    if (u->v[i].m < 0 && S->big && o.pack_below && o.time_limit > FIT_SHOW_TIME_LIMIT && !u->v[i].planned)
       o.time_limit = FIT_SHOW_TIME_LIMIT;
     Plan *p = plan_live(tmp, S->g, c.step, c.lt, &o);
     r->candidates++;
@@ -456,7 +497,7 @@ static int rc_first(const Solver *S, int64_t budget, Arena *tmp, Arena *scratch,
   Cand c = cand_step(tmp, S, -1 - hi, false);
   if (c.lb > budget) { /* the least bound of all: nothing is within budget */
     r->bounded++;
-    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, -1 - hi, false}));
+    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, -1 - hi, false, false}));
     return S->nw;
   }
   while (lo < hi) {
