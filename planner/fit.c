@@ -143,6 +143,7 @@ typedef struct {
   RematUse use;    /* what remat_wanted said of the step */
   int64_t target;  /* the peak remat.c's refinement searched under (0: the greedy's) */
   bool packed;     /* solver_whole searches under the budget's arena alone (trial_arena) */
+  PackMemo *memo;  /* trial_arena's packings (the eval schedule's is every trial's) */
   double missed;   /* the fastest whole-graph schedule the walk packed over the budget (INFINITY: none) */
 } Solver;
 
@@ -198,7 +199,7 @@ static void trial_arena(void *ctx, const Actions *a, int64_t *peak, double *area
   Live *l = trial_live(S, a, &s, peak, area);
   if (*peak > S->target) return;
   FitOptions o = *S->o;
-  o.time_limit = REMAT_TRIAL_PACK_LIMIT, o.memo = NULL;
+  o.time_limit = REMAT_TRIAL_PACK_LIMIT, o.memo = S->memo;
   Plan *p = plan_unpacked(&S->trial, S->g, s, l, &o);
   if ((*peak = plan_lower_bound(p)) > S->target) return;
   *peak = plan_packed(p, S->g, s, &o)->arena_bytes;
@@ -249,6 +250,7 @@ static void whole_variants(Arena *ar, Solver *S) {
  * them; target > 0: the one peak the refinement searches under. */
 static void solver_whole(Arena *ar, Solver *S, int64_t target) {
   S->target = target;
+  S->memo = S->packed ? pack_memo_new(ar) : NULL;
   S->rc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, target, trial_peak,
                            S->packed ? trial_arena : NULL, S, &S->nrc);
   S->big = S->nrc > 1 && S->rc[1].peak < 0;
