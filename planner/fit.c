@@ -51,16 +51,14 @@ static const char *masks_name(const Graph *g, Masks m) {
   return !ad_has_regen(g) ? NULL : m == MASKS_REGEN ? "regenerated" : "stored";
 }
 
-/* The plan of step s before its offsets (its lower bound is known:
- * plan_lower_bound), the training schedule's liveness already built. */
+/* Step s's plan before offsets (its train liveness lt built already). */
 static Plan *plan_unpacked(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
-  Live *le = live_build(ar, s, s->eval, s->neval);
-  Plan *p = plan_build(ar, g, s, lt, le, o->align);
+  Plan *p = plan_build(ar, g, s, lt, live_build(ar, s, s->eval, s->neval), o->align);
   p->guard_bytes = o->guard;
   return p;
 }
 
-/* p (plan_unpacked, of step s) with its offsets and the options' figures. */
+/* p (plan_unpacked's, of s) with its offsets and the options' figures. */
 static Plan *plan_packed(Plan *p, const Graph *g, const Step *s, const FitOptions *o) {
   plan_assign_memo(p, o->time_limit, o->memo);
   p->extra_flops = s->recompute_flops;
@@ -86,13 +84,8 @@ static Plan *plan_packed(Plan *p, const Graph *g, const Step *s, const FitOption
   return p;
 }
 
-/* fit_plan with the training schedule's liveness already built. */
-static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
-  return plan_packed(plan_unpacked(ar, g, s, lt, o), g, s, o);
-}
-
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
-  return plan_live(ar, g, s, live_build(ar, s, s->train, s->ntrain), o);
+  return plan_packed(plan_unpacked(ar, g, s, live_build(ar, s, s->train, s->ntrain), o), g, s, o);
 }
 
 Step *fit_keep_step(Arena *ar, const Graph *g, const FitOptions *o) {
@@ -184,15 +177,10 @@ static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area)
   trial_live(ctx, a, &s, peak, area);
 }
 
-/* RematPeak for the refinement under the budget's arena (S->target): the
- * arena of the schedule's plan, packed with an offset search of
- * REMAT_TRIAL_PACK_LIMIT, where its bounds are within the budget (else the
- * bound over it: the arena is too, and the search only compares it with
- * the target). The step's liveness bound first, then the plan's (with the
- * library workspace): on the random DAGs at their least budgets most
- * trials that the search refuses are over the plan's bound, which costs a
- * plan build where the offset search took 5 ms. The walk packs what it
- * finds with its own limit, which starts from the same passes. */
+/* RematPeak under the budget's arena (S->target): the plan's arena, packed
+ * with REMAT_TRIAL_PACK_LIMIT, where the step's and then the plan's bound
+ * are within it (else that bound: the arena is over it too). The walk packs
+ * what it finds with its own limit, which starts from the same passes. */
 static void trial_arena(void *ctx, const Actions *a, int64_t *peak, double *area) {
   Solver *S = ctx;
   Step *s;
@@ -370,13 +358,11 @@ static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
   return c;
 }
 
-/* The candidate's plan (p: plan_unpacked's, NULL: built here), offsets
- * assigned; the bounds above are checked. */
+/* The candidate's plan (p: plan_unpacked's, or NULL), offsets assigned. */
 static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c, Plan *p) {
   if (!p) p = plan_unpacked(ar, S->g, c->step, c->lt, S->o);
   int64_t lb = plan_lower_bound(p);
-  p = plan_packed(p, S->g, c->step, S->o);
-  /* else skipping by either bound could miss a plan that fits */
+  p = plan_packed(p, S->g, c->step, S->o); /* else skipping by a bound could miss a plan that fits: */
   MP_ASSERT(p->lower_bound_bytes >= c->lb && p->lower_bound_bytes == lb);
   if (c->a.ctx == S->chain) fit_describe(ar, p, S->g, S->plain, S->chain, &c->a);
   else fit_describe_dag(ar, p, S->g, S->plain, &c->a, c->half);
@@ -393,11 +379,8 @@ static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **ste
 }
 
 /* Candidates a bound kept from being packed: when nothing fits, the
- * smallest arena among them is still wanted (the budget that would fit).
- * planned: skipped by its plan's bound (plan_lower_bound), where the step's
- * liveness bound was within the budget: the walk packed those before, so
- * least_skipped packs them as it did (its full limit, never a bound for
- * the arena). */
+ * smallest arena among them is still wanted (the budget that would fit);
+ * planned: by its plan's bound alone (packed as the walk's were). */
 typedef struct {
   int64_t lb;
   int m;
@@ -426,19 +409,14 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, double limit, 
     VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, m, light, false}));
     return false;
   }
-  /* The plan's own bound, with the library workspace the step's leaves
-   * out: over the budget, the offset search (to its limit: it cannot fit)
-   * is not run, and every figure stays as if it had been. Such a schedule
-   * is missed as when packed over the budget, and its arena is wanted for
-   * the least where the walk's packing would have given it (min_arena
-   * already set: a plan keeping everything, packed). On the random DAGs at
-   * their least budgets the walk packed up to seven whole-graph schedules
-   * 128 KiB over it so, 0.3 CPU s each. */
+  /* The plan's bound (the step's lacks the library workspace) over the
+   * budget: no offset search (it ran to its limit, 0.3 CPU s on the random
+   * DAGs), every figure as if packed: missed, its arena wanted for the
+   * least where a packing joined it (min_arena set). */
   Plan *p = plan_unpacked(tmp, S->g, c.step, c.lt, S->o);
-  int64_t plb = plan_lower_bound(p);
-  if (plb > budget) {
+  if (plan_lower_bound(p) > budget) {
     r->bounded++;
-    if (r->min_arena) VEC_PUSH(scratch, *skipped, ((Unpacked){plb, m, light, true}));
+    if (r->min_arena) VEC_PUSH(scratch, *skipped, ((Unpacked){plan_lower_bound(p), m, light, true}));
     if (m < 0 && c.time < S->missed) S->missed = c.time;
     return false;
   }
@@ -480,7 +458,7 @@ static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tm
     FitOptions o = *S->o;
     if (u->v[i].m < 0 && S->big && o.pack_below && o.time_limit > FIT_SHOW_TIME_LIMIT && !u->v[i].planned)
       o.time_limit = FIT_SHOW_TIME_LIMIT;
-    Plan *p = plan_live(tmp, S->g, c.step, c.lt, &o);
+    Plan *p = plan_packed(plan_unpacked(tmp, S->g, c.step, c.lt, &o), S->g, c.step, &o);
     r->candidates++;
     if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
   }
@@ -536,11 +514,9 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   /* the whole-graph schedules, fastest first (rc 0 keeps everything: planned already) */
   for (int i = rc_first(&S, budget, &tmp, &scratch, &skipped, r); i < S.nw && S.w[i].time < best_time; i++)
     if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
-  /* a whole-graph schedule whose step is over REMAT_PACKED_GAP times
-   * faster had its live bytes within the budget but not its arena
-   * (random-1 at 11.59 MiB: the refined schedules of 11.50 MiB of live
-   * bytes pack into 11.72 to 12.59 MiB, the greedy's of +83.89% fits):
-   * the refinement again, under the budget's arena */
+  /* a schedule over REMAT_PACKED_GAP times faster fit by its live bytes, not
+   * its arena (random-1 at 11.59 MiB: refined ones of 11.50 MiB live pack into
+   * 11.72-12.59, the greedy's +83.89% fits): refined under the arena */
   if (S.use == REMAT_GRAPH && !S.big && S.missed * REMAT_PACKED_GAP < best_time) {
     S.packed = true;
     solver_whole(&scratch, &S, budget);
@@ -581,7 +557,7 @@ static bool keep_all(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     r->masks = masks_name(g, o->masks);
     return false;
   }
-  Plan *p = plan_live(ar, g, plain, lt, o);
+  Plan *p = plan_packed(plan_unpacked(ar, g, plain, lt, o), g, plain, o);
   keep_packed(r, p, keep);
   r->masks = p->dropout_masks;
   if (budget && p->arena_bytes > budget) return false;
