@@ -360,10 +360,8 @@ static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
 
 /* The candidate's plan (p: plan_unpacked's, or NULL), offsets assigned. */
 static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c, Plan *p) {
-  if (!p) p = plan_unpacked(ar, S->g, c->step, c->lt, S->o);
-  int64_t lb = plan_lower_bound(p);
-  p = plan_packed(p, S->g, c->step, S->o); /* else skipping by a bound could miss a plan that fits: */
-  MP_ASSERT(p->lower_bound_bytes >= c->lb && p->lower_bound_bytes == lb);
+  p = plan_packed(p ? p : plan_unpacked(ar, S->g, c->step, c->lt, S->o), S->g, c->step, S->o);
+  MP_ASSERT(p->lower_bound_bytes >= c->lb && p->lower_bound_bytes == plan_lower_bound(p)); /* else the skips err */
   if (c->a.ctx == S->chain) fit_describe(ar, p, S->g, S->plain, S->chain, &c->a);
   else fit_describe_dag(ar, p, S->g, S->plain, &c->a, c->half);
   return p;
@@ -378,9 +376,8 @@ static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **ste
   return cand_plan(ar, S, &c, NULL);
 }
 
-/* Candidates a bound kept from being packed: when nothing fits, the
- * smallest arena among them is still wanted (the budget that would fit);
- * planned: by its plan's bound alone (packed as the walk's were). */
+/* Candidates a bound kept from being packed: when nothing fits, their least arena is still wanted (the
+ * budget that would fit); planned: by its plan's bound alone (packed as the walk's were). */
 typedef struct {
   int64_t lb;
   int m;
