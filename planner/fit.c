@@ -51,11 +51,15 @@ static const char *masks_name(const Graph *g, Masks m) {
   return !ad_has_regen(g) ? NULL : m == MASKS_REGEN ? "regenerated" : "stored";
 }
 
-/* fit_plan with the training schedule's liveness already built. */
-static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
-  Live *le = live_build(ar, s, s->eval, s->neval);
-  Plan *p = plan_build(ar, g, s, lt, le, o->align);
+/* Step s's plan before offsets (its train liveness lt built already). */
+static Plan *plan_unpacked(Arena *ar, const Graph *g, const Step *s, Live *lt, const FitOptions *o) {
+  Plan *p = plan_build(ar, g, s, lt, live_build(ar, s, s->eval, s->neval), o->align);
   p->guard_bytes = o->guard;
+  return p;
+}
+
+/* p (plan_unpacked's, of s) with its offsets and the options' figures. */
+static Plan *plan_packed(Plan *p, const Graph *g, const Step *s, const FitOptions *o) {
   plan_assign_memo(p, o->time_limit, o->memo);
   p->extra_flops = s->recompute_flops;
   p->precision = prec_name(o->precision);
@@ -81,7 +85,7 @@ static Plan *plan_live(Arena *ar, const Graph *g, const Step *s, Live *lt, const
 }
 
 Plan *fit_plan(Arena *ar, const Graph *g, const Step *s, const FitOptions *o) {
-  return plan_live(ar, g, s, live_build(ar, s, s->train, s->ntrain), o);
+  return plan_packed(plan_unpacked(ar, g, s, live_build(ar, s, s->train, s->ntrain), o), g, s, o);
 }
 
 Step *fit_keep_step(Arena *ar, const Graph *g, const FitOptions *o) {
@@ -132,6 +136,7 @@ typedef struct {
   RematUse use;    /* what remat_wanted said of the step */
   int64_t target;  /* the peak remat.c's refinement searched under (0: the greedy's) */
   bool packed;     /* solver_whole searches under the budget's arena alone (trial_arena) */
+  PackMemo *memo;  /* trial_arena's packings (the eval schedule's is every trial's) */
   double missed;   /* the fastest whole-graph schedule the walk packed over the budget (INFINITY: none) */
 } Solver;
 
@@ -172,19 +177,20 @@ static void trial_peak(void *ctx, const Actions *a, int64_t *peak, double *area)
   trial_live(ctx, a, &s, peak, area);
 }
 
-/* RematPeak for the refinement under the budget's arena (S->target): the
- * arena of the schedule's plan, packed with an offset search of
- * REMAT_TRIAL_PACK_LIMIT, where its liveness bound is within the budget
- * (else that bound: over it anyway). The walk packs what it finds with its
- * own limit, which starts from the same passes. */
+/* RematPeak under the budget's arena (S->target): the plan's arena, packed
+ * with REMAT_TRIAL_PACK_LIMIT, where the step's and then the plan's bound
+ * are within it (else that bound: the arena is over it too). The walk packs
+ * what it finds with its own limit, which starts from the same passes. */
 static void trial_arena(void *ctx, const Actions *a, int64_t *peak, double *area) {
   Solver *S = ctx;
   Step *s;
   Live *l = trial_live(S, a, &s, peak, area);
   if (*peak > S->target) return;
   FitOptions o = *S->o;
-  o.time_limit = REMAT_TRIAL_PACK_LIMIT, o.memo = NULL;
-  *peak = plan_live(&S->trial, S->g, s, l, &o)->arena_bytes;
+  o.time_limit = REMAT_TRIAL_PACK_LIMIT, o.memo = S->memo;
+  Plan *p = plan_unpacked(&S->trial, S->g, s, l, &o);
+  if ((*peak = plan_lower_bound(p)) > S->target) return;
+  *peak = plan_packed(p, S->g, s, &o)->arena_bytes;
 }
 
 /* S->w: every whole-graph candidate but the first (it keeps everything:
@@ -232,6 +238,7 @@ static void whole_variants(Arena *ar, Solver *S) {
  * them; target > 0: the one peak the refinement searches under. */
 static void solver_whole(Arena *ar, Solver *S, int64_t target) {
   S->target = target;
+  S->memo = S->packed ? pack_memo_new(ar) : NULL;
   S->rc = remat_candidates(ar, S->g, S->plain, cost_model(S->o->backend), S->use, target, trial_peak,
                            S->packed ? trial_arena : NULL, S, &S->nrc);
   S->big = S->nrc > 1 && S->rc[1].peak < 0;
@@ -351,10 +358,10 @@ static Cand cand_step(Arena *ar, const Solver *S, int m, bool light) {
   return c;
 }
 
-/* The candidate's plan, offsets assigned; the bound above is checked. */
-static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c) {
-  Plan *p = plan_live(ar, S->g, c->step, c->lt, S->o);
-  MP_ASSERT(p->lower_bound_bytes >= c->lb); /* else skipping by the bound could miss a plan that fits */
+/* The candidate's plan (p: plan_unpacked's, or NULL), offsets assigned. */
+static Plan *cand_plan(Arena *ar, const Solver *S, const Cand *c, Plan *p) {
+  p = plan_packed(p ? p : plan_unpacked(ar, S->g, c->step, c->lt, S->o), S->g, c->step, S->o);
+  MP_ASSERT(p->lower_bound_bytes >= c->lb && p->lower_bound_bytes == plan_lower_bound(p)); /* else the skips err */
   if (c->a.ctx == S->chain) fit_describe(ar, p, S->g, S->plain, S->chain, &c->a);
   else fit_describe_dag(ar, p, S->g, S->plain, &c->a, c->half);
   return p;
@@ -366,15 +373,15 @@ static Plan *candidate(Arena *ar, const Solver *S, int m, bool light, Step **ste
   Cand c = cand_step(ar, S, m, light);
   *step = c.step;
   *time = c.time;
-  return cand_plan(ar, S, &c);
+  return cand_plan(ar, S, &c, NULL);
 }
 
-/* Candidates the bound kept from being packed: when nothing fits, the
- * smallest arena among them is still wanted (the budget that would fit). */
+/* Candidates a bound kept from being packed: when nothing fits, their least arena is still wanted (the
+ * budget that would fit); planned: by its plan's bound alone (packed as the walk's were). */
 typedef struct {
   int64_t lb;
   int m;
-  bool light;
+  bool light, planned;
 } Unpacked;
 typedef VEC(Unpacked) Unpackeds;
 
@@ -396,10 +403,21 @@ static bool try_fit(Solver *S, int m, bool light, int64_t budget, double limit, 
   if (c.time >= limit) return false; /* slower than the plan already found */
   if (c.lb > budget) {               /* cannot fit: remembered for the least arena */
     r->bounded++;
-    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, m, light}));
+    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, m, light, false}));
     return false;
   }
-  Plan *p = cand_plan(tmp, S, &c);
+  /* The plan's bound (the step's lacks the library workspace) over the
+   * budget: no offset search (it ran to its limit, 0.3 CPU s on the random
+   * DAGs), every figure as if packed: missed, its arena wanted for the
+   * least where a packing joined it (min_arena set). */
+  Plan *p = plan_unpacked(tmp, S->g, c.step, c.lt, S->o);
+  if (plan_lower_bound(p) > budget) {
+    r->bounded++;
+    if (r->min_arena) VEC_PUSH(scratch, *skipped, ((Unpacked){plan_lower_bound(p), m, light, true}));
+    if (m < 0 && c.time < S->missed) S->missed = c.time;
+    return false;
+  }
+  p = cand_plan(tmp, S, &c, p);
   r->candidates++;
   if (p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
   if (p->arena_bytes > budget) {
@@ -425,7 +443,7 @@ static int by_lb(const void *a, const void *b) {
 static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tmp) {
   if (u->n) qsort(u->v, (size_t)u->n, sizeof(Unpacked), by_lb); /* (NULL with none: qsort takes no NULL) */
   for (int i = 0; i < u->n && (!r->min_arena || u->v[i].lb < r->min_arena); i++) {
-    if (u->v[i].m < 0 && S->o->bound_least) { /* (the big steps' schedules pack slowly) */
+    if (u->v[i].m < 0 && S->o->bound_least && !u->v[i].planned) { /* (the big steps' schedules pack slowly) */
       r->min_arena = u->v[i].lb;
       continue;
     }
@@ -435,9 +453,9 @@ static void least_skipped(const Solver *S, Unpackeds *u, FitResult *r, Arena *tm
      * is packed for its arena alone, with a short offset search: sd-unet
      * spent 0.4 CPU s of its 8G compile here at 0.5 s a search */
     FitOptions o = *S->o;
-    if (u->v[i].m < 0 && S->big && o.pack_below && o.time_limit > FIT_SHOW_TIME_LIMIT)
+    if (u->v[i].m < 0 && S->big && o.pack_below && o.time_limit > FIT_SHOW_TIME_LIMIT && !u->v[i].planned)
       o.time_limit = FIT_SHOW_TIME_LIMIT;
-    Plan *p = plan_live(tmp, S->g, c.step, c.lt, &o);
+    Plan *p = plan_packed(plan_unpacked(tmp, S->g, c.step, c.lt, &o), S->g, c.step, &o);
     r->candidates++;
     if (!r->min_arena || p->arena_bytes < r->min_arena) r->min_arena = p->arena_bytes;
   }
@@ -456,7 +474,7 @@ static int rc_first(const Solver *S, int64_t budget, Arena *tmp, Arena *scratch,
   Cand c = cand_step(tmp, S, -1 - hi, false);
   if (c.lb > budget) { /* the least bound of all: nothing is within budget */
     r->bounded++;
-    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, -1 - hi, false}));
+    VEC_PUSH(scratch, *skipped, ((Unpacked){c.lb, -1 - hi, false, false}));
     return S->nw;
   }
   while (lo < hi) {
@@ -493,11 +511,9 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   /* the whole-graph schedules, fastest first (rc 0 keeps everything: planned already) */
   for (int i = rc_first(&S, budget, &tmp, &scratch, &skipped, r); i < S.nw && S.w[i].time < best_time; i++)
     if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
-  /* a whole-graph schedule whose step is over REMAT_PACKED_GAP times
-   * faster had its live bytes within the budget but not its arena
-   * (random-1 at 11.59 MiB: the refined schedules of 11.50 MiB of live
-   * bytes pack into 11.72 to 12.59 MiB, the greedy's of +83.89% fits):
-   * the refinement again, under the budget's arena */
+  /* a schedule over REMAT_PACKED_GAP times faster fit by its live bytes, not
+   * its arena (random-1 at 11.59 MiB: refined ones of 11.50 MiB live pack into
+   * 11.72-12.59, the greedy's +83.89% fits): refined under the arena */
   if (S.use == REMAT_GRAPH && !S.big && S.missed * REMAT_PACKED_GAP < best_time) {
     S.packed = true;
     solver_whole(&scratch, &S, budget);
@@ -538,7 +554,7 @@ static bool keep_all(Arena *ar, const Graph *g, int64_t budget, const FitOptions
     r->masks = masks_name(g, o->masks);
     return false;
   }
-  Plan *p = plan_live(ar, g, plain, lt, o);
+  Plan *p = plan_packed(plan_unpacked(ar, g, plain, lt, o), g, plain, o);
   keep_packed(r, p, keep);
   r->masks = p->dropout_masks;
   if (budget && p->arena_bytes > budget) return false;

@@ -291,6 +291,39 @@ static AsgResult assign_memo(PackMemo *m, const AsgItem *it, int n, int64_t alig
   return r;
 }
 
+/* The transient buffers of one schedule as the offset search's items, in
+ * it (id: each one's buffer); returns how many. */
+static int items_of(const Plan *p, SchedSet set, AsgItem *it, int *id) {
+  int n = 0;
+  for (int b = 0; b < p->nbuf; b++)
+    if (p->buf[b].sched == set) {
+      it[n] = (AsgItem){p->buf[b].first, p->buf[b].last, p->buf[b].bytes + p->guard_bytes};
+      id[n++] = b;
+    }
+  return n;
+}
+
+/* The persistent buffers' bytes, stacked at the bottom. */
+static int64_t persistent_of(const Plan *p) {
+  int64_t base = 0;
+  for (int b = 0; b < p->nbuf; b++)
+    if (p->buf[b].sched == SCHED_BOTH) base += mp_align_up(p->buf[b].bytes + p->guard_bytes, p->align);
+  return base;
+}
+
+int64_t plan_lower_bound(const Plan *p) {
+  AsgItem *it = calloc((size_t)p->nbuf + 1, sizeof(AsgItem));
+  int *id = calloc((size_t)p->nbuf + 1, sizeof(int));
+  MP_ASSERT(it && id);
+  int64_t lb = 0;
+  for (int s = 0; s < 2; s++) {
+    int64_t l = assign_lower_bound(it, items_of(p, s ? SCHED_EVAL : SCHED_TRAIN, it, id), p->align);
+    lb = l > lb ? l : lb;
+  }
+  free(it), free(id);
+  return persistent_of(p) + lb;
+}
+
 /* Packs the transient buffers of one schedule above `base`; returns the
  * packing's height (without base) and its lower bound. */
 static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, PackMemo *memo, int64_t *lb) {
@@ -298,12 +331,7 @@ static int64_t pack(Plan *p, SchedSet set, int64_t base, double tl, PackMemo *me
   int64_t *off = calloc((size_t)p->nbuf + 1, sizeof(int64_t));
   int *id = calloc((size_t)p->nbuf + 1, sizeof(int));
   MP_ASSERT(it && off && id);
-  int n = 0;
-  for (int b = 0; b < p->nbuf; b++)
-    if (p->buf[b].sched == set) {
-      it[n] = (AsgItem){p->buf[b].first, p->buf[b].last, p->buf[b].bytes + p->guard_bytes};
-      id[n++] = b;
-    }
+  int n = items_of(p, set, it, id);
   AsgResult r = assign_memo(memo, it, n, p->align, tl, off);
   for (int i = 0; i < n; i++) p->buf[id[i]].offset = base + off[i];
   if (set == SCHED_TRAIN) {
@@ -356,6 +384,7 @@ void plan_assign_memo(Plan *p, double time_limit_s, PackMemo *memo) {
       p->buf[b].offset = base;
       base += mp_align_up(p->buf[b].bytes + p->guard_bytes, p->align);
     }
+  MP_ASSERT(base == persistent_of(p)); /* plan_lower_bound's, which fit.c skips plans by */
   p->persistent_bytes = base;
   int64_t lbt, lbe;
   int64_t ht = pack(p, SCHED_TRAIN, base, time_limit_s, memo, &lbt);

@@ -16,6 +16,14 @@ Plan *plan_build(Arena *ar, const Graph *g, const Step *s, const Live *train, co
  * above them by assign_offsets; fills the totals. */
 void plan_assign(Plan *p, double time_limit_s);
 
+/* The lower_bound_bytes plan_assign will give p (the persistent buffers
+ * plus the larger schedule's most live bytes, aligned, guards included),
+ * without packing: no offsets go below it, so a plan whose bound is over a
+ * budget needs no offset search to know it does not fit (the liveness
+ * bound of its step alone leaves out the library workspace, which
+ * plan_build adds). */
+int64_t plan_lower_bound(const Plan *p);
+
 /* The packings of one compilation, remembered: the levers plan the same
  * schedule more than once (sd-unet's LoRA compile at 2G packed four of its
  * big step's schedules twice, 0.46 of its 2.6 CPU s, each settings' try
