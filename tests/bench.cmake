@@ -77,9 +77,10 @@ set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # live bytes at every stage of the keep-all schedule (no solver needed);
 # each graph's plan at 60% of keep-all (or its least) converts to the MILP's
 # MIP start (remat_ilp.from_plan) and replays in the MILP's model within the
-# plan's peak at the plan's extra FLOPs (the U-Net's and DenseNet's must: the
-# chain's DP plan keeps a conv's output apart from its relu, which the MILP
-# merges, and says so); CBC 2.10.8's log ends read right (the proven bound).
+# plan's peak at the plan's extra FLOPs (the U-Net's and DenseNet's must; a
+# plan that reruns a conv apart from its relu, one value in the MILP, says so
+# and is skipped; the chain's at 60%, a whole-graph plan, converts); CBC
+# 2.10.8's log ends read right (the proven bound).
 # The exact DP (remat_chain_exact.py) on the chain at 8.75 and 5.75 MiB in both objectives and the U-Net at 50% of
 # keep-all (seconds) must give CBC's proven optima there (bench_remat.EXACT_OPTIMA, to 1e-9 of the step: both are
 # replay()'s float sums) and, with PuLP, satisfy every row of the MILP: 13.5 CPU s in all (2026-12-03). Mutants
