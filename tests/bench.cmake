@@ -68,8 +68,14 @@ set_tests_properties(bench_generate PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RE
 # under load (2026-12-02); the six graphs, estimated from random-1's 11
 # minutes, about 45 (at 60 s a solve about 80). Without python3-pulp and coinor-cbc it says how to install them and
 # passes, skipped.
+# remat_dag_exact (tests/bench/remat_dag_exact.c): the MILP's exact optimum on any of these DAGs by a search over
+# the sets of values present, cut at memplan's extra (so the optimum is never cut), or, where that is too large,
+# the proof that no schedule is more than --prove (1.05) times better than memplan's.
+add_executable(remat_dag_exact ${MEMPLAN_TEST_DIR}/bench/remat_dag_exact.c)
+target_compile_options(remat_dag_exact PRIVATE ${MEMPLAN_WARNINGS})
 add_test(NAME bench_remat
          COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
+                 --dag-exact $<TARGET_FILE:remat_dag_exact>
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/bench_remat --time-limit 30)
 set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # The benchmark's graphs (fast, in CI): each generated YAML compiles and
@@ -102,6 +108,7 @@ set_tests_properties(bench_remat PROPERTIES LABELS bench TIMEOUT 5400)
 # remat_ilp_live_row_without_recompute.
 add_test(NAME remat_graphs
          COMMAND ${MEMPLAN_BENCH_PYTHON3} ${MEMPLAN_TEST_DIR}/bench/bench_remat.py --memplan $<TARGET_FILE:memplan>
+                 --dag-exact $<TARGET_FILE:remat_dag_exact>
                  --workdir ${CMAKE_CURRENT_BINARY_DIR}/remat_graphs --check)
 set_tests_properties(remat_graphs PROPERTIES LABELS unit TIMEOUT 120)
 # conv_transpose2d's CPU kernels (runtime/cpu_conv.c: conv2d's im2col, col2im

@@ -56,6 +56,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remat_chain_exact  # noqa: E402
+import remat_dag_exact  # noqa: E402
 import remat_graphs  # noqa: E402
 import remat_ilp  # noqa: E402
 
@@ -100,24 +101,62 @@ def check_exact(where, at, o, model, ex, res, step):
 # re-solve with remat_ilp.py KEEP_ALL_PLAN BYTES.
 EXACT_OPTIMA = [("chain", 9172224, "seconds", 0.004919319405714289), ("chain", 9172224, "flops", 1209794560),
                 ("chain", 6026496, "seconds", 0.04000766829714286), ("chain", 6026496, "flops", 9980084224),
-                ("unet", 99224448, "seconds", 0.14399644818285703)]
+                ("unet", 99224448, "seconds", 0.14399644818285703),
+                ("random-1", 21468928, "seconds", 0.0019931264000000014)]
 
 
-def check_exact_optima(name, model, pulp_ok):
-    """--check: the exact DP where CBC proved the optimum (EXACT_OPTIMA): the same optimum, and its schedule
-    satisfies every row of the MILP (with PuLP)."""
+def check_exact_optima(name, model, pulp_ok, dag_bin):
+    """--check: the exact DPs where CBC proved the optimum (EXACT_OPTIMA): remat_chain_exact's (chain, U-Net) and
+    remat_dag_exact's (every graph; uncut where that is fast, cut just above the optimum) give the same optimum and
+    a schedule that satisfies every row of the MILP (with PuLP); remat_dag_exact cut just under it finds none."""
     for _, at, o, want in [x for x in EXACT_OPTIMA if x[0] == name]:
         step = model["step_seconds"] if o == "seconds" else model["step_flops"]
-        ex = remat_chain_exact.solve(model, at, o)
-        if ex["extra"] is None or abs(ex["extra"] - want) > 1e-9 * step:
-            sys.exit(f"{name} at {at} bytes ({o}): the exact DP's optimum is {ex['extra']}, CBC proved {want} "
-                     "(tests/bench/remat_chain_exact.py; bench_remat.EXACT_OPTIMA)")
-        breaks = remat_chain_exact.row_breaks(model, at, ex["R"], ex["S"], o) if pulp_ok else []
-        if breaks:
-            sys.exit(f"{name} at {at} bytes ({o}): the exact DP's schedule breaks the MILP's rows "
-                     f"{', '.join(breaks[:5])}")
-        print(f"  exact DP at {at / MIB:.2f} MiB ({o}): +{100 * want / step:.2f}% of the step, CBC's proven "
-              f"optimum, in {ex['secs']:.1f} s" + (", every row of the MILP holds" if pulp_ok else ""))
+        small = not name.startswith("random")  # the random DAGs' uncut searches take minutes
+        runs = [("remat_chain_exact", lambda: remat_chain_exact.solve(model, at, o), want)] if small else []
+        if dag_bin:
+            for cut, expect in ([(None, want)] if small else []) + [(want + 1e-7 * step, want),
+                                                                    (want - 1e-7 * step, None)]:
+                runs.append((f"remat_dag_exact" + (f" cut at +{100 * cut / step:.5f}%" if cut else ""),
+                             lambda cut=cut: remat_dag_exact.solve(model, at, o, dag_bin, bound=cut, timeout=120),
+                             expect))
+        for what, run, expect in runs:
+            ex = run()
+            if expect is None:
+                if ex["extra"] is not None:
+                    sys.exit(f"{name} at {at} bytes ({o}): {what} finds a schedule at {ex['extra']}, under CBC's "
+                             f"proven optimum {want} (bench_remat.EXACT_OPTIMA)")
+                print(f"  {what} at {at / MIB:.2f} MiB ({o}): no schedule, in {ex['secs']:.1f} s")
+                continue
+            if ex["extra"] is None or abs(ex["extra"] - want) > 1e-9 * step:
+                sys.exit(f"{name} at {at} bytes ({o}): {what}'s optimum is {ex['extra']}, CBC proved {want} "
+                         "(bench_remat.EXACT_OPTIMA)")
+            breaks = remat_chain_exact.row_breaks(model, at, ex["R"], ex["S"], o) if pulp_ok else []
+            if breaks:
+                sys.exit(f"{name} at {at} bytes ({o}): {what}'s schedule breaks the MILP's rows "
+                         f"{', '.join(breaks[:5])}")
+            print(f"  {what} at {at / MIB:.2f} MiB ({o}): +{100 * want / step:.2f}% of the step, CBC's proven "
+                  f"optimum, in {ex['secs']:.1f} s" + (", every row of the MILP holds" if pulp_ok else ""))
+
+
+def prove(model, at, o, step, e, extra, bound, dag_bin, a, where):
+    """Where no exact optimum is known: remat_dag_exact's search for a schedule at most (step + e) / a.prove - step,
+    e memplan's extra. None found proves the optimum above it: the row's lower bound, memplan within a.prove. One
+    found is replayed (remat_dag_exact.solve) and must be above CBC's bound. Returns extra, bound and the row's note."""
+    thr = (step + e) / a.prove - step
+    try:
+        pr = remat_dag_exact.solve(model, at, o, dag_bin, a.prove_states, bound=thr, timeout=a.prove_time)
+    except remat_dag_exact.TooLarge as err:
+        return extra, bound, f"; no proof within {a.prove:g}x by the DP: {err}"
+    if pr["extra"] is None:
+        note = (f"; DP: no schedule under +{100 * thr / step:.2f}%, proven within {a.prove:g}x "
+                f"({pr['states']} states a step at most, {pr['secs']:.1f} s)")
+        return extra, thr if bound is None or thr > bound else bound, note
+    if bound is not None and pr["extra"] < bound - 1e-6 * step:
+        sys.exit(f"{where}: the DP's schedule, {pr['extra']}, replays under CBC's lower bound, {bound}: the DP or "
+                 "the MILP is wrong (tests/bench/remat_dag_exact.c)")
+    note = f"; DP found +{100 * pr['extra'] / step:.2f}% ({pr['secs']:.1f} s)"
+    return pr["extra"] if extra is None or pr["extra"] < extra else extra, bound, note
+
 
 def compile_plan(memplan, model, out, *opts):
     r = subprocess.run([memplan, "compile", model, "--no-micro-batch", "--fused-loss", "off", "--precision", "fp32",
@@ -153,7 +192,18 @@ def main():
     ap.add_argument("--budgets", default="", help="only these budgets, in bytes, comma-separated")
     ap.add_argument("--exact", choices=("auto", "off", "only"), default="auto")
     ap.add_argument("--exact-states", type=int, default=150000)
+    ap.add_argument("--dag-exact", default="", help="remat_dag_exact's binary (default: beside --memplan)")
+    ap.add_argument("--prove", type=float, default=1.05,
+                    help="where no exact optimum: prove memplan within this ratio (0: off)")
+    ap.add_argument("--prove-states", type=int, default=2000000)
+    ap.add_argument("--prove-time", type=float, default=600)
+    ap.add_argument("--exact-time", type=float, default=120)
     a = ap.parse_args()
+    dag_bin = a.dag_exact or os.path.join(os.path.dirname(os.path.abspath(a.memplan)), "remat_dag_exact")
+    if not os.access(dag_bin, os.X_OK):
+        if a.dag_exact:
+            sys.exit(f"bench_remat: --dag-exact {a.dag_exact}: not an executable")
+        dag_bin = None
     if not a.check:
         try:
             import pulp
@@ -205,7 +255,7 @@ def main():
               f"step {model['step_flops'] / 1e9:.2f} GFLOP, est. {model['step_seconds'] * 1e3:.1f} ms")
         peak = model["peak"]
         if a.check:
-            check_exact_optima(name, model, pulp_ok)
+            check_exact_optima(name, model, pulp_ok, dag_bin)
         if a.check:
             # the warm start's conversion, without a solver: the plan at 60% of
             # keep-all (or memplan's smallest budget) as the MILP's R and S,
@@ -253,7 +303,22 @@ def main():
             starts[start is not None] += plan is not None
             lead = f"  {b / MIB:10.2f} {at / MIB if plan else 0:12.2f}" if plan else f"  {b / MIB:10.2f} {'no fit':>12}"
             dp, dp_why = {}, None
-            if a.exact != "off" and (too_large is None or at < too_large):
+            above = {}  # objective -> the DP's search under memplan's extra found nothing: its plan is optimal
+            if a.exact != "off" and dag_bin:  # any DAG, the search cut at memplan's extra (the optimum is below)
+                for o in objectives:
+                    mine = (remat_ilp.recompute_seconds(plan) if o == "seconds" else plan["totals"]["extra_flops"]) \
+                        if plan else None
+                    try:
+                        r = remat_dag_exact.solve(model, at, o, dag_bin, a.exact_states, timeout=a.exact_time,
+                                                  bound=None if mine is None else mine * (1 + 1e-9))
+                    except remat_dag_exact.TooLarge as e:
+                        dp_why = str(e)
+                        continue
+                    if r["extra"] is None and plan:
+                        above[o] = r
+                    else:
+                        dp[o] = r
+            elif a.exact != "off" and (too_large is None or at < too_large):
                 try:
                     dp = {o: remat_chain_exact.solve(model, at, o, a.exact_states) for o in objectives}
                 except remat_chain_exact.TooLarge as e:
@@ -284,6 +349,13 @@ def main():
                                  "schedule that replays within the budget: the MILP or the bound is wrong")
                     bound = min(bound, extra)  # float noise: a bound is never above the best found
                 e = (remat_ilp.recompute_seconds(plan) if secs_obj else plan["totals"]["extra_flops"]) if plan else None
+                proof = ""
+                if o in above:
+                    bound = e if bound is None or e > bound else bound
+                    proof = f"; DP: no schedule under memplan's ({above[o]['secs']:.1f} s)"
+                elif (plan and not ex and secs_obj and dag_bin and a.prove > 1
+                        and (bound is None or (S_ + e) / (S_ + bound) > a.prove + 1e-9)):
+                    extra, bound, proof = prove(model, at, o, S_, e, extra, bound, dag_bin, a, f"{name} at {b}")
                 how = f"{status}, {res['secs']:.1f} s"
                 if ex:
                     how = (f"exact DP, {ex['secs']:.1f} s, {ex['states']} states a step at most; CBC "
@@ -296,6 +368,7 @@ def main():
                     how += f", no start: {why}"
                 if dp_why and o == objectives[0]:
                     how += f"; no exact DP: {dp_why}"
+                how += proof
                 ratio = proven = None
                 if res.get("start_breaks"):  # replay() ran it within the peak: the MILP and replay() disagree
                     how += f"; memplan's start breaks the MILP's constraints {', '.join(res['start_breaks'][:3])}"
