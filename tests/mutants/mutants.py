@@ -416,4 +416,26 @@ MUTANTS += [
          search="row = by + work[k] - (b[inplace[k]]",
          replace="row = by + b[k] - (b[inplace[k]]",
          tests=["remat_graphs"]),
+    # remat_dag_exact's dominance ignoring cost (a state discarded under a superset that costs more): remat_graphs'
+    # optima differ from CBC's
+    dict(name="remat_dag_exact_dominance_costlier", file="tests/bench/remat_dag_exact.c",
+         search="if (x->c != y->c) return x->c < y->c ? -1 : 1;",
+         replace="if (x->c != y->c) return x->c > y->c ? -1 : 1;",
+         tests=["remat_graphs"]),
+    # its bound counting values already present as computed again: the search cut just above CBC's optimum
+    # finds none
+    dict(name="remat_dag_exact_bound_counts_present", file="tests/bench/remat_dag_exact.c",
+         search="Mask u = a->need & ~p & a->passed, todo = u;",
+         replace="Mask u = a->need & a->passed, todo = u;",
+         tests=["remat_graphs"]),
+    # only the first minimal set of values dropped where a row overflows: the optimum is missed
+    dict(name="remat_dag_exact_one_drop_set", file="tests/bench/remat_dag_exact.c",
+         search="            drops[ndrops++] = m | (Mask)1 << dc[q];",
+         replace="            drops[ndrops++] = m | (Mask)1 << dc[q];\n            return;",
+         tests=["remat_graphs"]),
+    # the knapsack of spill() counting values neither present nor read before the op: over-cuts
+    dict(name="remat_dag_exact_spill_counts_absent", file="tests/bench/remat_dag_exact.c",
+         search="Mask later = later_reads[u + 1] & (p | between);",
+         replace="Mask later = later_reads[u + 1];",
+         tests=["remat_graphs"]),
 ]

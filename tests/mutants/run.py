@@ -93,7 +93,7 @@ def main():
         try:
             with open(path, "w") as f:
                 f.write(text.replace(m["search"], m["replace"]))
-            targets = ["memplan", "rss_probe"] + m.get("targets", [])
+            targets = ["memplan", "rss_probe", "remat_dag_exact"] + m.get("targets", [])
             r = sh(["cmake", "--build", bld, "-j", a.j, "--target"] + targets)
             if r.returncode:  # a mutant that does not compile is the mutant's bug, not a catch
                 verdict, why = "stale", "does not build: " + (r.stdout + r.stderr)[-400:]
