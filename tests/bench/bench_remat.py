@@ -1,6 +1,7 @@
 """bench_remat.py --memplan MEMPLAN --workdir DIR [--time-limit S] [--seeds N]
 [--graphs NAME,...] [--budgets BYTES,...] [--objective both|seconds|flops] [--exact auto|off|only]
-[--exact-states N] [--json FILE] [--check]: memplan's
+[--exact-states N] [--exact-time S] [--dag-exact BINARY] [--prove RATIO] [--prove-time S] [--prove-states N]
+[--json FILE] [--check]: memplan's
 recomputation against the exact integer program (issue 29; docs/budgets-and-levers.md#the-exact-benchmark).
 
 For each generated graph (remat_graphs.py: the U-Net, the DenseNet block,
@@ -25,15 +26,24 @@ time goes to the lower bound. Each row prints both extras in percent of the
 step, CBC's proven lower bound, the ratio of the steps against the best
 found, (S + memplan's) / (S + best), and against the bound, the ratio
 proven at most; the last line names the worst of each, per objective.
-The exact DP (remat_chain_exact.py: the same MILP's optimum, proven, for
-graphs whose sets of values held at once can be enumerated: the chain, the
-U-Net, the DenseNet) runs beside CBC at each budget where it keeps under
---exact-states states a step (`--exact auto`, the default): its optimum
-must be at most CBC's best found and at least CBC's bound (equal where CBC
-proves it), its schedule must satisfy every row of the MILP, and it is the
-row's best found and lower bound ("exact DP" in the row), so the proven
-ratio is exact. `--exact only` skips CBC where the DP applies; `--exact
-off` runs CBC alone.
+The exact DP runs beside CBC at each budget (`--exact auto`, the default):
+remat_dag_exact (--dag-exact BINARY, by default beside --memplan; the
+MILP's optimum on any DAG by a search over the sets of values present,
+tests/bench/remat_dag_exact.c) cut at memplan's own extra, so the optimum,
+at most that, is never cut (at most --exact-time s, 120, and --exact-states
+states a step); without the binary, remat_chain_exact.py (the chain, the
+U-Net, the DenseNet). Its optimum must be at most CBC's best found and at
+least CBC's bound (equal where CBC proves it), its schedule must satisfy
+every row of the MILP, and it is the row's best found and lower bound
+("exact DP" in the row), so the proven ratio is exact; where the search
+under memplan's extra finds nothing, memplan's plan is optimal in the
+MILP's model. `--exact only` skips CBC where the DP applies; `--exact off`
+runs CBC alone. Where neither proves memplan within --prove (1.05) in its
+own objective (seconds), remat_dag_exact searches for a schedule at most
+(step + memplan's) / 1.05 - step (at most --prove-time s, 600, and
+--prove-states states a step): none proves the ratio ("proven within
+1.05x" in the row, the bound that threshold); one found is a better
+schedule, the row's best found.
 --json FILE also writes every row (one per budget and objective; bytes,
 the extras in the objective's unit, the bound, both ratios, the solver's
 status and seconds, the warm start's fate).
@@ -71,23 +81,24 @@ CBC_LOGS = [("Result - Optimal solution found\n\nObjective value:               
 
 
 def check_exact(where, at, o, model, ex, res, step):
-    """The exact DP's optimum (remat_chain_exact.solve) beside CBC's solve at the same live-bytes budget (not
-    run: its values None): the DP's schedule must satisfy every row of the MILP, be no worse than any schedule
-    CBC found and no better than CBC's proven bound (CBC's float noise is far below 1e-6 of the step), else
-    the bench stops. Returns the row's best found, lower bound and status: the DP's optimum, proven."""
+    """The exact DP's optimum (remat_dag_exact.solve, or remat_chain_exact.solve) beside CBC's solve at the same
+    live-bytes budget (not run: its values None): the DP's schedule must satisfy every row of the MILP, be no
+    worse than any schedule CBC found and no better than CBC's proven bound (CBC's float noise is far below 1e-6
+    of the step), else the bench stops. Returns the row's best found, lower bound and status: the DP's optimum, proven."""
     tol = 1e-6 * step
     if ex["extra"] is None:
         if res["extra"] is not None:
             sys.exit(f"{where}: the exact DP finds no schedule within {at} live bytes where CBC found one, "
-                     f"{res['extra']}, that replays: the DP cuts feasible schedules (tests/bench/remat_chain_exact.py)")
+                     f"{res['extra']}, that replays: the DP cuts feasible schedules (tests/bench/remat_dag_exact.c, "
+                     "remat_chain_exact.py)")
         return None, None, "infeasible"
     breaks = remat_chain_exact.row_breaks(model, at, ex["R"], ex["S"], o)
     if breaks:
         sys.exit(f"{where}: the exact DP's schedule breaks the MILP's rows {', '.join(breaks[:5])}: its memory "
-                 "model is not formulate()'s (tests/bench/remat_chain_exact.py)")
+                 "model is not formulate()'s (tests/bench/remat_dag_exact.c, remat_chain_exact.py)")
     if res["extra"] is not None and ex["extra"] > res["extra"] + tol:
         sys.exit(f"{where}: the exact DP's optimum, {ex['extra']}, is above a schedule CBC found, {res['extra']}: "
-                 "the DP misses feasible schedules (tests/bench/remat_chain_exact.py)")
+                 "the DP misses feasible schedules (tests/bench/remat_dag_exact.c, remat_chain_exact.py)")
     if res["bound"] is not None and res["bound"] > ex["extra"] + tol or res["status"] == "infeasible":
         sys.exit(f"{where}: CBC's lower bound, {res['bound']} ({res['status']}), is above the exact DP's schedule, "
                  f"{ex['extra']}, which replays and satisfies every row of the MILP: the bound is wrong")
@@ -116,7 +127,7 @@ def check_exact_optima(name, model, pulp_ok, dag_bin):
         if dag_bin:
             for cut, expect in ([(None, want)] if small else []) + [(want + 1e-7 * step, want),
                                                                     (want - 1e-7 * step, None)]:
-                runs.append((f"remat_dag_exact" + (f" cut at +{100 * cut / step:.5f}%" if cut else ""),
+                runs.append(("remat_dag_exact" + (f" cut at +{100 * cut / step:.5f}%" if cut else ""),
                              lambda cut=cut: remat_dag_exact.solve(model, at, o, dag_bin, bound=cut, timeout=120),
                              expect))
         for what, run, expect in runs:
@@ -351,6 +362,10 @@ def main():
                 e = (remat_ilp.recompute_seconds(plan) if secs_obj else plan["totals"]["extra_flops"]) if plan else None
                 proof = ""
                 if o in above:
+                    if extra is not None and extra < e - 1e-6 * S_:
+                        sys.exit(f"{name} at {b}: remat_dag_exact finds no schedule under memplan's {e}, CBC found "
+                                 f"{extra}, that replays: the DP cuts feasible schedules "
+                                 "(tests/bench/remat_dag_exact.c)")
                     bound = e if bound is None or e > bound else bound
                     proof = f"; DP: no schedule under memplan's ({above[o]['secs']:.1f} s)"
                 elif (plan and not ex and secs_obj and dag_bin and a.prove > 1
