@@ -84,7 +84,8 @@ def check_exact(where, at, o, model, ex, res, step):
     """The exact DP's optimum (remat_dag_exact.solve, or remat_chain_exact.solve) beside CBC's solve at the same
     live-bytes budget (not run: its values None): the DP's schedule must satisfy every row of the MILP, be no
     worse than any schedule CBC found and no better than CBC's proven bound (CBC's float noise is far below 1e-6
-    of the step), else the bench stops. Returns the row's best found, lower bound and status: the DP's optimum, proven."""
+    of the step), else the bench stops. Returns the row's best found, lower bound and status: the DP's optimum,
+    proven."""
     tol = 1e-6 * step
     if ex["extra"] is None:
         if res["extra"] is not None:
