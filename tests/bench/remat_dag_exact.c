@@ -98,17 +98,7 @@ static void set_reset(Set *s) {
   if (s->slot) memset(s->slot, 0, s->nslot * sizeof *s->slot);
 }
 
-static void set_rehash(Set *s) {
-  free(s->slot);
-  s->nslot = s->nslot ? s->nslot * 2 : 1024;
-  s->slot = xalloc(s->nslot * sizeof *s->slot);
-  for (size_t i = 0; i < s->n; i++) {
-    size_t h = hash(s->v[i].p) & (s->nslot - 1);
-    while (s->slot[h]) h = (h + 1) & (s->nslot - 1);
-    s->slot[h] = i + 1;
-  }
-}
-
+/* the slots again for the states as they lie in v */
 static void set_reindex(Set *s) {
   if (!s->nslot) return;
   memset(s->slot, 0, s->nslot * sizeof *s->slot);
@@ -117,6 +107,13 @@ static void set_reindex(Set *s) {
     while (s->slot[h]) h = (h + 1) & (s->nslot - 1);
     s->slot[h] = i + 1;
   }
+}
+
+static void set_rehash(Set *s) {
+  free(s->slot);
+  s->nslot = s->nslot ? s->nslot * 2 : 1024;
+  s->slot = xalloc(s->nslot * sizeof *s->slot);
+  set_reindex(s);
 }
 
 /* keeps the cheaper of two states with the same values present */
