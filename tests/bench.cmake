@@ -62,8 +62,8 @@ set_tests_properties(bench_generate PROPERTIES LABELS bench TIMEOUT 1800 SKIP_RE
 # random-DAG graphs of tests/bench/remat_graphs.py, at every budget
 # `memplan sweep` reports and 90%..50% of keep-all, in both objectives
 # (estimated seconds and FLOPs), memplan's plan as CBC's start, each row's
-# ratio proven against CBC's lower bound (exact where tests/bench/remat_chain_exact.py's DP applies:
-# the chain, U-Net, DenseNet; its optimum checked against CBC's), at most 30 s a solve: unet,
+# ratio proven against CBC's lower bound (exact where remat_dag_exact's search, below, finishes under memplan's
+# extra; its optimum checked against CBC's; else its proof within 1.05 where it finishes), at most 30 s a solve: unet,
 # densenet, chain and random-1 took 20 minutes of wall on the 2-core machine
 # under load (2026-12-02); the six graphs, estimated from random-1's 11
 # minutes, about 45 (at 60 s a solve about 80). Without python3-pulp and coinor-cbc it says how to install them and

@@ -227,6 +227,11 @@ def main():
             print("bench_remat: skipped: the exact solver needs PuLP and CBC; on Debian "
                   "`apt-get install python3-pulp coinor-cbc`, then run this with /usr/bin/python3")
             return 0
+    if a.check and dag_bin:  # a model naming a value out of range (a shift past 64 bits) is refused, exit 2
+        r = subprocess.run([dag_bin], input="2 1 100 10 -1\n1 1 1.0 -1 0 0\n1 1 1.0 -1 0 1 0\n0 0 1 1 7 0 0\n",
+                           capture_output=True, text=True)
+        if r.returncode != 2 or "malformed" not in r.stderr:
+            sys.exit(f"remat_dag_exact: a read of value 7 of 2 gave exit {r.returncode}: {r.stdout}{r.stderr}")
     if a.check:
         for log, want in CBC_LOGS:
             got = remat_ilp.cbc_result(log)

@@ -173,6 +173,7 @@ static int kept_superset(Mask p, size_t nkept) {
 
 /* drops every state whose values are a subset of another's at no more cost */
 static void pareto(Set *s) {
+  if (!s->n) return;
   qsort(s->v, s->n, sizeof *s->v, by_cost);
   size_t need = (s->n + 63) / 64;
   for (int v = 0; v < F; v++) {
@@ -391,7 +392,7 @@ int main(void) {
   for (int i = 0; i < F; i++) {
     int nd;
     if (scanf("%lld %lld %lf %d %d %d", &bytes_[i], &work_[i], &cost_[i], &inplace_[i], &own_stage[i], &nd) != 6 ||
-        own_stage[i] < 0 || own_stage[i] >= T)
+        own_stage[i] < 0 || own_stage[i] >= T || inplace_[i] < -1 || inplace_[i] >= F)
       return bad_input();
     for (int j = 0; j < nd; j++) {
       int d;
@@ -403,16 +404,16 @@ int main(void) {
     int n;
     if (scanf("%lld %lld %d %d", &pre_[t], &fixed_[t], &is_node[t], &n) != 4) return bad_input();
     for (int j = 0, r; j < n; j++) {
-      if (scanf("%d", &r) != 1) return bad_input();
+      if (scanf("%d", &r) != 1 || r < 0 || r >= F) return bad_input();
       reads_[t] |= (Mask)1 << r;
     }
-    if (scanf("%d", &nsteps_[t]) != 1) return bad_input();
+    if (scanf("%d", &nsteps_[t]) != 1 || nsteps_[t] < 0 || nsteps_[t] > F) return bad_input();
     steps_[t] = xalloc(sizeof(int) * (size_t)(nsteps_[t] + 1));
     for (int j = 0; j < nsteps_[t]; j++)
-      if (scanf("%d", &steps_[t][j]) != 1) return bad_input();
+      if (scanf("%d", &steps_[t][j]) != 1 || steps_[t][j] < 0 || steps_[t][j] >= F) return bad_input();
     if (scanf("%d", &n) != 1) return bad_input();
     for (int j = 0, r; j < n; j++) {
-      if (scanf("%d", &r) != 1) return bad_input();
+      if (scanf("%d", &r) != 1 || r < 0 || r >= F) return bad_input();
       keep_[t] |= (Mask)1 << r;
     }
   }
