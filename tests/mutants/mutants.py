@@ -430,8 +430,8 @@ MUTANTS += [
          tests=["remat_graphs"]),
     # only the first minimal set of values dropped where a row overflows: the optimum is missed
     dict(name="remat_dag_exact_one_drop_set", file="tests/bench/remat_dag_exact.c",
-         search="            drops[ndrops++] = m | (Mask)1 << dc[q];",
-         replace="            drops[ndrops++] = m | (Mask)1 << dc[q];\n            return;",
+         search="      drops[ndrops++] = m | (Mask)1 << dc[q];",
+         replace="      drops[ndrops++] = m | (Mask)1 << dc[q];\n      return;",
          tests=["remat_graphs"]),
     # the knapsack of spill() counting values neither present nor read before the op: over-cuts
     dict(name="remat_dag_exact_spill_counts_absent", file="tests/bench/remat_dag_exact.c",
