@@ -247,16 +247,19 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, in
   while (cap > 0 && nt > 1 && targets[nt - 1] > cap) nt--;
   if (target > 0) /* every trial spent under the one peak wanted */
     targets[0] = target, nt = 1;
-  RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(4 * nt + 1));
+  RematCand *out = ar_alloc(r->ar, sizeof(RematCand) * (size_t)(6 * nt + 1));
   int n = 0;
   int *op = ar_alloc(r->ar, sizeof(int) * (size_t)(r->nf + 1));
   for (int i = 0; i < r->g->nops; i++)
     if (r->fidx[i] >= 0) op[r->fidx[i]] = i;
   RematReads rd = {r->g, op, r->need_first, r->need, r->fcost};
-  remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, trials, false, out, &n);
-  if (closure > 0) { /* the second order: its schedules join the first's */
+  remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, trials, REMAT_ORDER_SECONDS, out, &n);
+  /* the second and third orders (the third with twice the first two's
+   * trials: random-2 at 14.76 MiB needs 3000): their schedules join the first's */
+  for (RematOrder o = REMAT_ORDER_CLOSURE; closure > 0 && o <= REMAT_ORDER_PER_BYTE; o++) {
     int n2 = 0;
-    remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, closure, true, out + n, &n2);
+    remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, o == REMAT_ORDER_CLOSURE ? closure : 2 * (trials + closure),
+                 o, out + n, &n2);
     n += n2;
   }
   for (int i = 0; i < n; i++) VEC_PUSH(r->ar, *all, out[i]);

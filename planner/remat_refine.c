@@ -161,7 +161,7 @@ static RematCand schedule_of(Arena *ar, const Actions *m, const bool *del, const
 }
 
 void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematPeak peak, void *ctx,
-                  const int64_t *targets, int ntargets, int trials, bool closure, RematCand *out, int *n) {
+                  const int64_t *targets, int ntargets, int trials, RematOrder order, RematCand *out, int *n) {
   const Actions *m = &most->a;
   size_t nb = sizeof(bool) * (size_t)(m->n + 1);
   Search S = {m, rd, peak, ctx, .trials = trials};
@@ -178,15 +178,23 @@ void remat_refine(Arena *ar, const RematCand *most, const RematReads *rd, RematP
   S.tried = ar_alloc(ar, sizeof(bool) * (size_t)(S.npos + 1) * (size_t)(m->nstages + 1));
   bool *at = ar_alloc(ar, sizeof(bool) * (size_t)(S.npos + 1));
   /* the most expensive first (closure: with the points deleting it alone
-   * leaves unread); among equals the earlier (a copy made early serves
-   * more reads after it) */
+   * leaves unread; per byte: its seconds over the bytes its outputs hold);
+   * among equals the earlier (a copy made early serves more reads after it) */
   double *gain = ar_alloc(ar, sizeof(double) * (size_t)(m->n + 1));
   for (int i = 0; i < S.np; i++) {
     int x0 = S.pts[i];
     for (int x = 0; x < m->n; x++) S.was[x] = x == x0;
-    if (closure) drop_dead(m, rd, S.was, S.prod, S.read);
+    if (order == REMAT_ORDER_CLOSURE) drop_dead(m, rd, S.was, S.prod, S.read);
     for (int x = 0; x < m->n; x++)
       if (S.was[x]) gain[x0] += rd->fcost[m->a[x].stage];
+    if (order == REMAT_ORDER_PER_BYTE) {
+      const Graph *g = rd->g;
+      const Op *o = &g->ops[rd->op[m->a[x0].stage]];
+      int64_t bytes = 0;
+      for (int k = 0; k < o->nout; k++)
+        if (o->out[k] >= 0) bytes += shape_numel(&g->t[o->out[k]].shape) * dtype_size(g->t[o->out[k]].dtype);
+      gain[x0] /= (double)(bytes > 0 ? bytes : 1);
+    }
   }
   for (int i = 1; i < S.np; i++)
     for (int j = i; j > 0 && gain[S.pts[j]] > gain[S.pts[j - 1]]; j--) {

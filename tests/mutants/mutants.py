@@ -230,9 +230,15 @@ MUTANTS += [
     # remat_refine.c's second search order (the points by their closure's seconds) given no trials: random-2 at
     # 14.34 MiB back to +36.87% of the step's seconds (+31.37% with it; random-1 at 12.47 MiB +45.88%, +45.29%)
     dict(name="remat_refine_no_closure", file="planner/remat.c",
-         search="  if (closure > 0) { /* the second order: its schedules join the first's */",
-         replace="  if (closure < 0) {",
+         search="  for (RematOrder o = REMAT_ORDER_CLOSURE; closure > 0 && o <= REMAT_ORDER_PER_BYTE; o++) {",
+         replace="  for (RematOrder o = REMAT_ORDER_PER_BYTE; closure > 0 && o <= REMAT_ORDER_PER_BYTE; o++) {",
          tests=["remat_exact_gap_random2"]),
+    # remat_refine.c's third search order (the points by their seconds per byte) not run: random-2 at 14.76 MiB
+    # back to +26.89% of the step's seconds (+20.52% with it; the optimum +19.33%)
+    dict(name="remat_refine_no_per_byte", file="planner/remat.c",
+         search="  for (RematOrder o = REMAT_ORDER_CLOSURE; closure > 0 && o <= REMAT_ORDER_PER_BYTE; o++) {",
+         replace="  for (RematOrder o = REMAT_ORDER_CLOSURE; closure > 0 && o < REMAT_ORDER_PER_BYTE; o++) {",
+         tests=["remat_exact_gap_random2_1476"]),
     # remat.c's candidates pruned by liveness peak again (a faster one peaking as low drops a slower one, which
     # may pack into a smaller arena): random-1 at 12.47 MiB +46.54%
     dict(name="remat_candidates_pruned", file="planner/remat.c",
