@@ -227,8 +227,8 @@ MUTANTS += [
          search="  if (!any || tried(S, at)) return false;",
          replace="  if (!any || s >= 0 || tried(S, at)) return false;",
          tests=["remat_exact_gap_unet_50", "remat_exact_gap_random3"]),
-    # remat_refine.c's second search order (the points by their closure's seconds) given no trials: random-2 at
-    # 14.34 MiB back to +36.87% of the step's seconds (+31.37% with it; random-1 at 12.47 MiB +45.88%, +45.29%)
+    # remat_refine.c's second search order (the points by their closure's seconds) not run: random-2 at 14.34 MiB
+    # +33.42% of the step's seconds with the other two (+31.37% with it; +36.87% with the first alone)
     dict(name="remat_refine_no_closure", file="planner/remat.c",
          search="  for (RematOrder o = REMAT_ORDER_CLOSURE; closure > 0 && o <= REMAT_ORDER_PER_BYTE; o++) {",
          replace="  for (RematOrder o = REMAT_ORDER_PER_BYTE; closure > 0 && o <= REMAT_ORDER_PER_BYTE; o++) {",
