@@ -66,8 +66,8 @@ typedef struct {
  * copy of a value far from the graph's inputs: deleting it spares its whole
  * chain of recomputes); by their seconds per byte of their outputs (the
  * copies dearest to make and cheapest to hold: random-2 at 14.76 MiB, where
- * the other two stop at +26.06% of the step's seconds, +20.52% against the
- * optimum's +19.33%, proven by CBC). */
+ * the other two plan +26.89% of the step's seconds, this one +20.52%, the
+ * optimum +19.33%, proven by CBC). */
 typedef enum { REMAT_ORDER_SECONDS, REMAT_ORDER_CLOSURE, REMAT_ORDER_PER_BYTE } RematOrder;
 
 /* Schedules from `most` (its forward recomputes are the points), per
