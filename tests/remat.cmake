@@ -255,9 +255,10 @@ add_test(NAME remat_exact_gap_random1_1259 COMMAND sh ${MEMPLAN_TEST_DIR}/remat/
                                                    random-1 13202944 39.81 seconds)
 set_tests_properties(remat_exact_gap_random1_1259 PROPERTIES LABELS unit)
 # remat_exact_gap_random2: bench_remat's random-2 at 15033088 bytes (14.34
-# MiB), at most 32.12% of the step's seconds: 5% over the best step CBC
-# found there (+25.83% in 900 s from memplan's plan, not proven: its bound
-# +20.66%, 2026-12-03; 1.05 x 1.2583 = 1.3212). The plan pays +31.37%
+# MiB), at most 32.12% of the step's seconds: 5% over the exact optimum's
+# step there (--objective seconds, CBC, proven optimal in 970 s without a
+# start: +25.83%; 900 s from memplan's plan found it, bound +20.66%;
+# 1.05 x 1.2583 = 1.3212). The plan pays +31.37%
 # (peaking at 13.76 MiB, 1.044x); main's before the second search order
 # (the points by their closure's seconds) paid +36.87%, and without that
 # order, the third (per byte) beside the first, +33.42%. Planted:
