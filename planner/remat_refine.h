@@ -38,9 +38,9 @@
  * random-3's least target finish the kick that brings it within 5% of the
  * optimum; the two orders keep that (+50.77%). The third order (per byte)
  * gets twice the first two's together (remat.c): random-2 at 14.76 MiB
- * plans +20.52% with 3000 in it, +21.94% with 2500, and no better than the
- * first two's +26.89% with 2000; it costs random-1's least budget 2.49 ->
- * 3.98 CPU s to compile. */
+ * plans +20.52% with 3000 in it, and the first two's +26.89% with 2500 or
+ * fewer; it costs random-1's least budget 2.3 -> 4.0 CPU s to compile
+ * (Release). */
 enum { REMAT_REFINE_TRIALS = 2000, REMAT_CLOSURE_TRIALS = 1000 };
 /* The refinements under a graph's budget (remat_candidates): by liveness
  * peak, and by the arena packed (each trial within the budget packed). */
