@@ -223,8 +223,11 @@ static bool same(const Actions *a, const Actions *b) {
 }
 
 /* remat_refine.c's schedules, one or two per greedy candidate's peak, from
- * the schedule that recomputes every read (nothing kept, gap 0). */
-static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, int64_t target, int64_t cap, Cands *all) {
+ * the schedule that recomputes every read (nothing kept, gap 0); trials,
+ * closure, per_byte: each order's (the second and third run only with
+ * closure > 0). */
+static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, int per_byte, int64_t target, int64_t cap,
+                   Cands *all) {
   bool *none = ar_alloc(r->ar, sizeof(bool) * (size_t)(r->g->nt + 1));
   double rec, area;
   int64_t pk;
@@ -254,12 +257,11 @@ static void refine(Rm *r, RematPeak peak, void *ctx, int trials, int closure, in
     if (r->fidx[i] >= 0) op[r->fidx[i]] = i;
   RematReads rd = {r->g, op, r->need_first, r->need, r->fcost};
   remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, trials, REMAT_ORDER_SECONDS, out, &n);
-  /* the second and third orders (the third with twice the first two's
-   * trials: random-2 at 14.76 MiB needs 3000): their schedules join the first's */
+  /* the second and third orders: their schedules join the first's */
   for (RematOrder o = REMAT_ORDER_CLOSURE; closure > 0 && o <= REMAT_ORDER_PER_BYTE; o++) {
     int n2 = 0;
-    remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, o == REMAT_ORDER_CLOSURE ? closure : 2 * (trials + closure),
-                 o, out + n, &n2);
+    remat_refine(r->ar, &most, &rd, peak, ctx, targets, nt, o == REMAT_ORDER_CLOSURE ? closure : per_byte, o, out + n,
+                 &n2);
     n += n2;
   }
   for (int i = 0; i < n; i++) VEC_PUSH(r->ar, *all, out[i]);
@@ -282,18 +284,21 @@ RematCand *remat_candidates(Arena *ar, const Graph *g, const Step *plain, const 
     for (int t = 0; t < g->nt; t++)
       keep[t] = is_act(g, t) && plain->saved[t] && g->t[t].producer >= 0 && r.fidx[g->t[t].producer] >= 0;
     VEC_PUSH(ar, all, cand(&r, keep, 0, 0));
-    refine(&r, packed, ctx, REMAT_PACKED_TRIALS, REMAT_PACKED_CLOSURE_TRIALS, target, 0, &all);
+    refine(&r, packed, ctx, REMAT_PACKED_TRIALS, REMAT_PACKED_CLOSURE_TRIALS, REMAT_PACKED_PER_BYTE_TRIALS, target, 0,
+           &all);
   } else {
     static const int gaps[] = {0, 2, 8, 1 << 30};
     for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) greedy(&r, plain, gaps[i], peak, ctx, &all);
     int n0 = all.n;
     bool budget_too = !chain && target > 0; /* the trials shared with the refinement under the budget */
-    refine(&r, peak, ctx, chain ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS - (budget_too ? REMAT_BUDGET_TRIALS : 0),
-           chain ? 0 : REMAT_CLOSURE_TRIALS - (budget_too ? REMAT_BUDGET_CLOSURE_TRIALS : 0), chain ? target : 0,
-           target, &all);
+    /* the third order gets twice the first two's trials (random-2 at 14.76 MiB needs 3000) */
+    int t1 = chain ? REMAT_CHAIN_TRIALS : REMAT_REFINE_TRIALS - (budget_too ? REMAT_BUDGET_TRIALS : 0),
+        t2 = chain ? 0 : REMAT_CLOSURE_TRIALS - (budget_too ? REMAT_BUDGET_CLOSURE_TRIALS : 0);
+    refine(&r, peak, ctx, t1, t2, 2 * (t1 + t2), chain ? target : 0, target, &all);
     if (budget_too) { /* and under the budget alone, beside the greedy's peaks */
       Cands budget = {all.v, n0, n0};
-      refine(&r, peak, ctx, REMAT_BUDGET_TRIALS, REMAT_BUDGET_CLOSURE_TRIALS, target, 0, &budget);
+      refine(&r, peak, ctx, REMAT_BUDGET_TRIALS, REMAT_BUDGET_CLOSURE_TRIALS,
+             2 * (REMAT_BUDGET_TRIALS + REMAT_BUDGET_CLOSURE_TRIALS), target, 0, &budget);
       for (int i = n0; i < budget.n; i++) VEC_PUSH(ar, all, budget.v[i]);
     }
   }

@@ -27,7 +27,7 @@ add_test(NAME mutants COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/mutants/run
                               ${CMAKE_CURRENT_BINARY_DIR}/mutants)
 set_tests_properties(mutants PROPERTIES LABELS mutants TIMEOUT 10800 RESOURCE_LOCK mutants)
 # A bounded slice, another for each commit (run.py --subset commit/8: every 8th mutant from the one the commit
-# hash picks, as tests/run-all picks its accuracy rerun): 8-9 of the 82 mutants, 10-40 minutes here (those naming
+# hash picks, as tests/run-all picks its accuracy rerun): 10-11 of the 84 mutants, 10-40 minutes here (those naming
 # precision_and_microbatch or opt_state_accuracy take about 11 minutes each under load)
 add_test(NAME mutants_subset COMMAND ${MEMPLAN_PYTHON3} ${MEMPLAN_TEST_DIR}/mutants/run.py ${MEMPLAN_SOURCE_DIR}
                                      ${CMAKE_CURRENT_BINARY_DIR}/mutants --subset commit/8)
