@@ -511,12 +511,9 @@ static double walk(Arena *ar, const Graph *g, int64_t budget, const FitOptions *
   /* the whole-graph schedules, fastest first (rc 0 keeps everything: planned already) */
   for (int i = rc_first(&S, budget, &tmp, &scratch, &skipped, r); i < S.nw && S.w[i].time < best_time; i++)
     if (try_fit(&S, -1 - i, false, budget, best_time, r, &tmp, &best, &best_time, &scratch, &skipped)) break;
-  /* a faster schedule fit by its live bytes, not its arena (random-1 at
-   * 11.59 MiB: refined ones of 11.50 MiB live pack into 11.72-12.59, the
-   * greedy's +83.89% fits): refined under the arena. Whenever one did: the
-   * optimum can be faster than it (random-1 at 13.59 MiB: missed +25.18%
-   * of the step's seconds, plan +30.60%, optimum +23.88%), so no gap to it
-   * bounds the plan's to the optimum. */
+  /* a faster schedule fit by its live bytes, not its arena (random-1 at 11.59 MiB: refined ones of 11.50 MiB live
+   * pack into 11.72-12.59, the greedy's +83.89% fits): refined under the arena, whenever one missed (at 13.59 MiB:
+   * missed +25.18% of the step's seconds, plan +30.60%, the optimum +23.88%) */
   if (S.use == REMAT_GRAPH && !S.big && S.missed < best_time) {
     S.packed = true;
     solver_whole(&scratch, &S, budget);

@@ -802,10 +802,14 @@ static void test_formats_least(void) {
 /* A schedule whose step's liveness bound is within the budget but whose
  * plan's (plan_lower_bound: with the library workspace) is not is never
  * packed (fit.c's try_fit): no offset search could fit it. The
- * DenseNet-shaped graph at 91% of its keep-all arena plans as before,
- * keeping everything in 33527296 bytes, with 3 packings (1 copied from the
- * memo) where the walk made 5 (3): two schedules over the budget by their
- * plan's bound packed (their eval schedule the memo's). */
+ * DenseNet-shaped graph at 91% of its keep-all arena plans as before, no
+ * extra FLOPs, with 4 packings (2 copied from the memo) where the walk
+ * made 6 (4): two schedules over the budget by their plan's bound packed
+ * (their eval schedule the memo's). Its plan is the search's under the
+ * arena (fit.c runs it whenever a faster schedule missed the budget):
+ * 46.452 ms under the cost model, 33789440 bytes, where the walk's was
+ * 46.505 ms (a concat's recompute: no FLOPs, a copy's seconds) in
+ * 33527296; the walk packs the winner once more (the fourth). */
 static void test_plan_bound_skips(void) {
   Arena ar = {0};
   char path[1024];
@@ -816,8 +820,8 @@ static void test_plan_bound_skips(void) {
   CHECK(keep && plan_lower_bound(keep) == keep->lower_bound_bytes && verify_plan(keep) == NULL);
   o.memo = pack_memo_new(&ar);
   FitResult r = fit_budget(&ar, g, keep->arena_bytes - keep->arena_bytes / 100 * 9, &o);
-  CHECK(r.plan && r.plan->arena_bytes == 33527296 && r.plan->extra_flops == 0 && verify_plan(r.plan) == NULL);
-  CHECK(pack_memo_packed(o.memo) == 3 && pack_memo_hits(o.memo) == 1);
+  CHECK(r.plan && r.plan->arena_bytes == 33789440 && r.plan->extra_flops == 0 && verify_plan(r.plan) == NULL);
+  CHECK(pack_memo_packed(o.memo) == 4 && pack_memo_hits(o.memo) == 2);
   ar_free(&ar);
 }
 
