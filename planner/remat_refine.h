@@ -49,7 +49,7 @@ enum { REMAT_BUDGET_TRIALS = 1000, REMAT_BUDGET_CLOSURE_TRIALS = 500 };
  * not twice as many: each of its trials is packed. random-1 at 13.59 MiB
  * plans the optimum (+23.88% of the step's seconds) with 600 to 1800 in
  * it, +29.55% with 300, +30.60% with none; 900 instead of 1800 saves
- * 0.4-0.5 CPU s where the search runs, and no bench budget plans worse
+ * 0.3-0.55 CPU s a search (one run each), and no bench budget plans worse
  * than before it ran there (random-1 at 14.24 MiB +27.76%, +27.42% with
  * 1800, +28.92% before; random-3 at 19.68 MiB +15.66%, +15.15% with
  * 1800, +15.66% before). */
