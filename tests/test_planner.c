@@ -802,14 +802,15 @@ static void test_formats_least(void) {
 /* A schedule whose step's liveness bound is within the budget but whose
  * plan's (plan_lower_bound: with the library workspace) is not is never
  * packed (fit.c's try_fit): no offset search could fit it. The
- * DenseNet-shaped graph at 91% of its keep-all arena plans as before, no
- * extra FLOPs, with 4 packings (2 copied from the memo) where the walk
- * made 6 (4): two schedules over the budget by their plan's bound packed
- * (their eval schedule the memo's). Its plan is the search's under the
- * arena (fit.c runs it whenever a faster schedule missed the budget):
- * 46.452 ms under the cost model, 33789440 bytes, where the walk's was
- * 46.505 ms (a concat's recompute: no FLOPs, a copy's seconds) in
- * 33527296; the walk packs the winner once more (the fourth). */
+ * DenseNet-shaped graph at 91% of its keep-all arena plans with no extra
+ * FLOPs and 4 packings (2 copied from the memo); packing those two
+ * schedules over the budget by their plan's bound too makes 6 (4: their
+ * eval schedule the memo's; mutant fit_packs_over_plan_bound). Its plan
+ * is the search's under the arena (fit.c runs it whenever a faster
+ * schedule missed the budget): 46.452 ms under the cost model in 33789440
+ * bytes, where the walk's own was 46.505 ms (a concat's recompute: no
+ * FLOPs, a copy's seconds) in 33527296; the walk packs the search's
+ * winner once more (the fourth packing). */
 static void test_plan_bound_skips(void) {
   Arena ar = {0};
   char path[1024];
